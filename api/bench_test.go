@@ -1,0 +1,44 @@
+package api_test
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/sluicehq/sluice/api"
+)
+
+// typicalJob returns a typical single-task job spec of about 250 bytes.
+func typicalJob(i int) string {
+	return fmt.Sprintf(`{"name":"etl-%06d","queue":"batch","priority":10,"qos":"offline","tasks":[{"count":1,"pod":{"containers":[{"image":{"rootfs":"/srv/images/alpine"},"command":["/bin/sh","-c","process shard %d"],"resources":{"cpu":500,"memory":"256Mi"}}]}}]}`, i, i)
+}
+
+// ndjson returns n typical jobs as NDJSON.
+func ndjson(n int) []byte {
+	var b bytes.Buffer
+	for i := range n {
+		b.WriteString(typicalJob(i))
+		b.WriteByte('\n')
+	}
+	return b.Bytes()
+}
+
+// BenchmarkDecodeJobs measures decode+validate of typical single-task job
+// specs in bulk bodies, reporting job specs per second on one core.
+func BenchmarkDecodeJobs(b *testing.B) {
+	for _, n := range []int{1, 1000} {
+		body := ndjson(n)
+		b.Run(fmt.Sprintf("jobs=%d", n), func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				jobs, err := api.DecodeJobs(body)
+				if err != nil || len(jobs) != n {
+					b.Fatalf("decode: %d jobs, %v", len(jobs), err)
+				}
+			}
+			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "jobs/s")
+			b.ReportMetric(float64(len(body))/float64(n), "bytes/job")
+		})
+	}
+}

@@ -1,0 +1,565 @@
+package api
+
+import (
+	"bytes"
+	"fmt"
+)
+
+// DecodeJobs reads a submission body: one job object, a JSON array of jobs,
+// or NDJSON (one job object per line). It applies defaults and validates every
+// job, and returns either all the jobs or an error that names every problem:
+// a *ValidationError (wrapping ErrInvalid) listing each by item index and
+// field path, or an error wrapping ErrTooLarge. Unknown fields, duplicate
+// keys, wrong types and trailing data are problems.
+func DecodeJobs(body []byte) ([]JobSpec, error) {
+	return decodeItems(body, "jobs", decodeJob, func(c *checker, j *JobSpec) {
+		j.setDefaults()
+		j.validate(c)
+	})
+}
+
+// DecodeCapboxRequests reads capbox requests as DecodeJobs reads jobs.
+func DecodeCapboxRequests(body []byte) ([]CapboxRequest, error) {
+	return decodeItems(body, "capboxes", decodeCapboxRequest, func(c *checker, r *CapboxRequest) {
+		r.SetDefaults()
+		r.validate(c)
+	})
+}
+
+func decodeItems[T any](body []byte, name string, dec func(*decoder, *T), check func(*checker, *T)) ([]T, error) {
+	if len(body) > MaxBodyBytes {
+		return nil, fmt.Errorf("%w: body is %d bytes, more than the limit of %d", ErrTooLarge, len(body), MaxBodyBytes)
+	}
+	d := &decoder{checker: checker{input: body, item: -1, path: make([]seg, 0, 16)}, text: string(body)}
+	var items []T
+	if d.peek() == '{' {
+		items = make([]T, 0, min(bytes.Count(body, []byte{'\n'})+1, MaxItemsPerRequest))
+	}
+	one := func() bool {
+		if len(items) == MaxItemsPerRequest {
+			return false
+		}
+		d.item = len(items)
+		d.itemStart = len(d.probs)
+		d.push(name)
+		d.pushIndex(d.item)
+		items = append(items, *new(T))
+		it := &items[len(items)-1]
+		if c := d.peek(); c != '{' {
+			d.skipValue()
+			if !d.broken {
+				d.addf("want an object, got %s", kind(c))
+			}
+		} else if dec(d, it); !d.broken {
+			check(&d.checker, it)
+		}
+		d.path = d.path[:0]
+		d.item = -1
+		return true
+	}
+	switch c := d.peek(); c {
+	case '[':
+		d.pos++
+		items = []T{}
+		for i := 0; !d.broken; i++ {
+			c := d.peek()
+			if c == ']' && i == 0 {
+				d.pos++
+				break
+			}
+			if i > 0 {
+				if c == ']' {
+					d.pos++
+					break
+				}
+				if c != ',' {
+					d.syntax("want ',' or ']' after %s[%d], got %s", name, i-1, quoteByte(c))
+					break
+				}
+				d.pos++
+				if d.peek() == ']' {
+					d.syntax("want a value after ',', got ']'")
+					break
+				}
+			}
+			if !one() {
+				return nil, tooMany(name)
+			}
+		}
+		if !d.broken && d.peek() != 0 {
+			d.syntax("trailing data after the array")
+		}
+	case '{':
+		for !d.broken {
+			if !one() {
+				return nil, tooMany(name)
+			}
+			if d.broken {
+				break
+			}
+			newline := false
+			for d.pos < len(d.input) && isSpace(d.input[d.pos]) {
+				newline = newline || d.input[d.pos] == '\n'
+				d.pos++
+			}
+			if d.pos == len(d.input) {
+				break
+			}
+			if !newline {
+				d.syntax("trailing data after %s[%d] (NDJSON items go one per line)", name, len(items)-1)
+			}
+		}
+	case 0:
+		d.add(fmt.Sprintf("empty body: want one object, an array of %s, or NDJSON", name))
+	default:
+		d.syntax("want one object, an array of %s, or NDJSON; got %s", name, kind(c))
+	}
+	if err := d.err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+// intern returns the one of common equal to s, or s: a job keeps no
+// reference to the request body for the values most jobs share.
+func intern(s string, common ...string) string {
+	for _, c := range common {
+		if s == c {
+			return c
+		}
+	}
+	return s
+}
+
+func tooMany(name string) error {
+	return fmt.Errorf("%w: more than %d %s in one request", ErrTooLarge, MaxItemsPerRequest, name)
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+func decodeJob(d *decoder, j *JobSpec) {
+	if !d.openObject() {
+		return
+	}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "name":
+			if d.field(&seen, 0) {
+				j.Name = d.str()
+			}
+		case "queue":
+			if d.field(&seen, 1) {
+				j.Queue = intern(d.str(), DefaultQueue)
+			}
+		case "pool":
+			if d.field(&seen, 2) {
+				j.Pool = d.str()
+			}
+		case "priority":
+			if d.field(&seen, 3) {
+				j.Priority = d.int32()
+			}
+		case "qos":
+			if d.field(&seen, 4) {
+				j.QoS = QoS(intern(d.str(), string(QoSOffline), string(QoSOnline)))
+			}
+		case "labels":
+			if d.field(&seen, 5) {
+				j.Labels = d.strMap()
+			}
+		case "constraints":
+			if d.field(&seen, 6) {
+				j.Constraints = decodeConstraints(d)
+			}
+		case "distinct_nodes":
+			if d.field(&seen, 7) {
+				j.DistinctNodes = d.boolean()
+			}
+		case "policy":
+			if d.field(&seen, 8) {
+				j.Policy = decodePolicy(d)
+			}
+		case "retry":
+			if d.field(&seen, 9) {
+				decodeRetry(d, &j.Retry)
+			}
+		case "max_run_time":
+			if d.field(&seen, 10) {
+				j.MaxRunTime = d.duration()
+			}
+		case "idempotency_key":
+			if d.field(&seen, 11) {
+				j.IdempotencyKey = d.str()
+			}
+		case "tasks":
+			if d.field(&seen, 12) && d.openArray() {
+				for d.nextElem() {
+					j.Tasks = append(j.Tasks, TaskGroupSpec{})
+					decodeTaskGroup(d, &j.Tasks[len(j.Tasks)-1])
+				}
+			}
+		default:
+			d.unknown()
+		}
+	}
+}
+
+func decodeTaskGroup(d *decoder, g *TaskGroupSpec) {
+	if !d.openObject() {
+		return
+	}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "name":
+			if d.field(&seen, 0) {
+				g.Name = d.str()
+			}
+		case "count":
+			if d.field(&seen, 1) {
+				g.Count = d.int64()
+			}
+		case "preferred_nodes":
+			if d.field(&seen, 2) {
+				g.PreferredNodes = d.strs()
+			}
+		case "pod":
+			if d.field(&seen, 3) {
+				decodePod(d, &g.Pod)
+			}
+		default:
+			d.unknown()
+		}
+	}
+}
+
+func decodePod(d *decoder, p *PodSpec) {
+	if !d.openObject() {
+		return
+	}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "containers":
+			if d.field(&seen, 0) && d.openArray() {
+				for d.nextElem() {
+					p.Containers = append(p.Containers, ContainerSpec{})
+					decodeContainer(d, &p.Containers[len(p.Containers)-1])
+				}
+			}
+		case "share_pid":
+			if d.field(&seen, 1) {
+				p.SharePID = d.boolean()
+			}
+		case "sim":
+			if d.field(&seen, 2) {
+				p.Sim = decodeSim(d)
+			}
+		default:
+			d.unknown()
+		}
+	}
+}
+
+func decodeSim(d *decoder) *SimSpec {
+	if !d.openObject() {
+		return nil
+	}
+	s := &SimSpec{}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "run_time":
+			if d.field(&seen, 0) {
+				s.RunTime = d.duration()
+			}
+		case "exit_code":
+			if d.field(&seen, 1) {
+				s.ExitCode = d.int32()
+			}
+		default:
+			d.unknown()
+		}
+	}
+	return s
+}
+
+func decodeContainer(d *decoder, c *ContainerSpec) {
+	if !d.openObject() {
+		return
+	}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "name":
+			if d.field(&seen, 0) {
+				c.Name = d.str()
+			}
+		case "image":
+			if d.field(&seen, 1) {
+				decodeImage(d, &c.Image)
+			}
+		case "command":
+			if d.field(&seen, 2) {
+				c.Command = d.strs()
+			}
+		case "args":
+			if d.field(&seen, 3) {
+				c.Args = d.strs()
+			}
+		case "env":
+			if d.field(&seen, 4) {
+				c.Env = d.strMap()
+			}
+		case "working_dir":
+			if d.field(&seen, 5) {
+				c.WorkingDir = d.str()
+			}
+		case "resources":
+			if d.field(&seen, 6) {
+				decodeResources(d, &c.Resources)
+			}
+		default:
+			d.unknown()
+		}
+	}
+}
+
+func decodeImage(d *decoder, im *Image) {
+	if !d.openObject() {
+		return
+	}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "rootfs":
+			if d.field(&seen, 0) {
+				im.Rootfs = d.str()
+			}
+		case "oci_layout":
+			if d.field(&seen, 1) {
+				im.OCILayout = d.str()
+			}
+		case "ref":
+			if d.field(&seen, 2) {
+				im.Ref = d.str()
+			}
+		default:
+			d.unknown()
+		}
+	}
+}
+
+func decodeResources(d *decoder, r *Resources) {
+	if !d.openObject() {
+		return
+	}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "cpu":
+			if d.field(&seen, 0) {
+				r.CPU = d.quantity(ParseCPU)
+			}
+		case "memory":
+			if d.field(&seen, 1) {
+				r.Memory = d.quantity(ParseBytes)
+			}
+		case "gpus":
+			if d.field(&seen, 2) {
+				r.GPUs = d.int64()
+			}
+		case "disk":
+			if d.field(&seen, 3) {
+				r.Disk = d.quantity(ParseBytes)
+			}
+		case "ports":
+			if d.field(&seen, 4) && d.openArray() {
+				for d.nextElem() {
+					r.Ports = append(r.Ports, Port{})
+					decodePort(d, &r.Ports[len(r.Ports)-1])
+				}
+			}
+		default:
+			d.unknown()
+		}
+	}
+}
+
+func decodePort(d *decoder, p *Port) {
+	if !d.openObject() {
+		return
+	}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "name":
+			if d.field(&seen, 0) {
+				p.Name = d.str()
+			}
+		case "port":
+			if d.field(&seen, 1) {
+				p.Port = d.int32()
+			}
+		case "protocol":
+			if d.field(&seen, 2) {
+				p.Protocol = d.str()
+			}
+		default:
+			d.unknown()
+		}
+	}
+}
+
+func decodeConstraints(d *decoder) []Constraint {
+	if !d.openArray() {
+		return nil
+	}
+	var out []Constraint
+	for d.nextElem() {
+		out = append(out, Constraint{})
+		c := &out[len(out)-1]
+		if !d.openObject() {
+			continue
+		}
+		var seen uint64
+		for d.nextMember() {
+			switch string(d.key()) {
+			case "key":
+				if d.field(&seen, 0) {
+					c.Key = d.str()
+				}
+			case "op":
+				if d.field(&seen, 1) {
+					c.Op = ConstraintOp(d.str())
+				}
+			case "values":
+				if d.field(&seen, 2) {
+					c.Values = d.strs()
+				}
+			default:
+				d.unknown()
+			}
+		}
+	}
+	return out
+}
+
+func decodePolicy(d *decoder) *Policy {
+	if !d.openObject() {
+		return nil
+	}
+	p := &Policy{}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "filters":
+			if d.field(&seen, 0) {
+				p.Filters = d.strs()
+			}
+		case "scorers":
+			if d.field(&seen, 1) && d.openArray() {
+				for d.nextElem() {
+					p.Scorers = append(p.Scorers, decodeScorer(d))
+				}
+			}
+		default:
+			d.unknown()
+		}
+	}
+	return p
+}
+
+func decodeScorer(d *decoder) ScorerRef {
+	var s ScorerRef
+	if !d.openObject() {
+		return s
+	}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "name":
+			if d.field(&seen, 0) {
+				s.Name = d.str()
+			}
+		case "weight":
+			if d.field(&seen, 1) {
+				s.Weight = d.int32()
+			}
+		default:
+			d.unknown()
+		}
+	}
+	return s
+}
+
+func decodeRetry(d *decoder, r *RetryPolicy) {
+	if !d.openObject() {
+		return
+	}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "max_attempts":
+			if d.field(&seen, 0) {
+				r.MaxAttempts = d.int32()
+			}
+		case "backoff":
+			if d.field(&seen, 1) {
+				r.Backoff = d.duration()
+			}
+		case "max_backoff":
+			if d.field(&seen, 2) {
+				r.MaxBackoff = d.duration()
+			}
+		default:
+			d.unknown()
+		}
+	}
+}
+
+func decodeCapboxRequest(d *decoder, r *CapboxRequest) {
+	if !d.openObject() {
+		return
+	}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "name":
+			if d.field(&seen, 0) {
+				r.Name = d.str()
+			}
+		case "count":
+			if d.field(&seen, 1) {
+				r.Count = d.int64()
+			}
+		case "resources":
+			if d.field(&seen, 2) {
+				decodeResources(d, &r.Resources)
+			}
+		case "all_or_nothing":
+			if d.field(&seen, 3) {
+				r.AllOrNothing = d.boolean()
+			}
+		case "constraints":
+			if d.field(&seen, 4) {
+				r.Constraints = decodeConstraints(d)
+			}
+		case "distinct_nodes":
+			if d.field(&seen, 5) {
+				r.DistinctNodes = d.boolean()
+			}
+		case "preferred_nodes":
+			if d.field(&seen, 6) {
+				r.PreferredNodes = d.strs()
+			}
+		case "idempotency_key":
+			if d.field(&seen, 7) {
+				r.IdempotencyKey = d.str()
+			}
+		default:
+			d.unknown()
+		}
+	}
+}

@@ -1,0 +1,41 @@
+// Package api holds the wire types every Sluice component shares — job, task
+// group, pod, container, capbox, node and task-report types — with their JSON
+// decoding and validation, the task and capbox state machines as data, and
+// the documented limits of a request.
+//
+// # Decoding
+//
+// DecodeJobs and DecodeCapboxRequests read a request body that is one object,
+// a JSON array, or NDJSON (one object per line). They are strict: unknown
+// fields, duplicate keys, wrong types, numbers out of range, invalid UTF-8
+// and trailing data are all problems. They apply defaults, validate every
+// item, and report every problem at once, each with the index of its item
+// and the path of its value:
+//
+//	jobs[3].tasks[0].pod.containers[1].resources.memory: must be positive
+//
+// The decoder is written by hand for this schema (no reflection) because
+// submission throughput is bounded by it; a round-trip test against
+// encoding/json keeps it in step with the struct tags, which encoding uses.
+//
+// # Invariants
+//
+//   - A request is all or nothing: the decoders return every item or none.
+//   - Every rejection is a *ValidationError (wrapping ErrInvalid) with at
+//     least one Problem, or an error wrapping ErrTooLarge naming the limit.
+//   - Decoded strings without escapes share one copy of the request body.
+//   - The state machines allow exactly the transitions of DESIGN.md; every
+//     state change elsewhere goes through CheckTaskTransition or
+//     CheckCapboxTransition.
+//
+// # Usage
+//
+//	jobs, err := api.DecodeJobs(body)
+//	var ve *api.ValidationError
+//	switch {
+//	case errors.As(err, &ve):
+//		// 400: report ve.Problems
+//	case errors.Is(err, api.ErrTooLarge):
+//		// 413
+//	}
+package api

@@ -1,0 +1,69 @@
+package api_test
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/sluicehq/sluice/api"
+)
+
+// FuzzDecodeJobs feeds arbitrary bodies to decode+validate. It must never
+// panic or hang; every rejection must be explained by at least one problem
+// with a message; and whatever is accepted must survive a round trip through
+// encoding/json unchanged.
+func FuzzDecodeJobs(f *testing.F) {
+	f.Add([]byte(typicalJob(1)))
+	f.Add(ndjson(3))
+	f.Add([]byte(`[{"name":"a","labels":{"k":"v"},"tasks":[{"count":2,"pod":{"sim":{"run_time":"1s"},"containers":[{"image":{"oci_layout":"/l"},"command":["x"],"env":{"A":"\u00e9"},"resources":{"cpu":"1.5","memory":"1Gi","ports":[{"name":"p"}]}}]}}],"policy":{"scorers":[{"name":"spread"}]}}]`))
+	f.Add([]byte(`{"name":"a\ud83d\ude00","tasks":[{"count":1e3}]}`))
+	f.Add([]byte(`[1,{"x":[[[{}]]]},null]`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		jobs, err := api.DecodeJobs(body)
+		if err != nil {
+			checkExplained(t, err)
+			return
+		}
+		again, err := json.Marshal(jobs)
+		if err != nil {
+			t.Fatalf("marshal accepted jobs: %v", err)
+		}
+		back, err := api.DecodeJobs(again)
+		if err != nil {
+			t.Fatalf("re-decoding accepted jobs failed: %v\nbody: %s\nagain: %s", err, body, again)
+		}
+		if !reflect.DeepEqual(back, jobs) {
+			t.Fatalf("round trip of accepted jobs differs\nbody: %s\nagain: %s", body, again)
+		}
+	})
+}
+
+// FuzzDecodeCapboxRequests does the same for capbox requests.
+func FuzzDecodeCapboxRequests(f *testing.F) {
+	f.Add([]byte(`{"name":"w","count":3,"resources":{"cpu":100,"memory":"1Mi"},"all_or_nothing":true}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if _, err := api.DecodeCapboxRequests(body); err != nil {
+			checkExplained(t, err)
+		}
+	})
+}
+
+func checkExplained(t *testing.T, err error) {
+	t.Helper()
+	var ve *api.ValidationError
+	switch {
+	case errors.Is(err, api.ErrTooLarge):
+	case errors.As(err, &ve):
+		if len(ve.Problems) == 0 || ve.Total < len(ve.Problems) {
+			t.Fatalf("rejection without problems: %+v", ve)
+		}
+		for _, p := range ve.Problems {
+			if p.Message == "" {
+				t.Fatalf("problem without a message: %+v", p)
+			}
+		}
+	default:
+		t.Fatalf("unexpected error type %T: %v", err, err)
+	}
+}

@@ -1,0 +1,235 @@
+package api
+
+// QoS is a job's quality-of-service class. It chooses the node's cgroup tier
+// and whether the job may run on resources borrowed from idle online work.
+type QoS string
+
+const (
+	// QoSOnline work gets guaranteed resources from the node's online
+	// allocation and is never killed to make room.
+	QoSOnline QoS = "online"
+	// QoSOffline work is best-effort: it may run on resources online work
+	// leaves idle, and it is the first to be throttled or killed under
+	// pressure. It is the default class.
+	QoSOffline QoS = "offline"
+)
+
+// DefaultQueue is the queue of a job that names none.
+const DefaultQueue = "default"
+
+// JobSpec is what a user submits: one or more task groups that share a queue,
+// a priority, a QoS class, constraints and a scheduling policy.
+type JobSpec struct {
+	// Name identifies the job to people; it need not be unique.
+	Name string `json:"name"`
+	// Queue is the fair-share queue the job is charged to. Default "default".
+	Queue string `json:"queue,omitempty"`
+	// Pool restricts the job to nodes of this pool. Empty means any pool.
+	Pool string `json:"pool,omitempty"`
+	// Priority orders jobs: higher first, 0 to MaxPriority. Default 0.
+	Priority int32 `json:"priority,omitempty"`
+	// QoS is the job's class. Default offline.
+	QoS QoS `json:"qos,omitempty"`
+	// Labels are the user's key/value annotations of the job.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Constraints are hard requirements on node labels.
+	Constraints []Constraint `json:"constraints,omitempty"`
+	// DistinctNodes places every task of the job on a different node.
+	DistinctNodes bool `json:"distinct_nodes,omitempty"`
+	// Policy selects the filters and scorers placement applies to this job.
+	// Nil means the dispatcher's default policy.
+	Policy *Policy `json:"policy,omitempty"`
+	// Retry says how failed tasks are retried.
+	Retry RetryPolicy `json:"retry,omitzero"`
+	// MaxRunTime kills a task that runs longer. Zero means no limit.
+	MaxRunTime Duration `json:"max_run_time,omitzero"`
+	// IdempotencyKey makes a retried submission safe: a job whose key the
+	// dispatcher has already committed is answered with the first job's ID
+	// instead of being created again.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// Tasks are the job's task groups, at least one.
+	Tasks []TaskGroupSpec `json:"tasks"`
+}
+
+// TaskGroupSpec is an array of identical tasks: Count copies of one pod.
+type TaskGroupSpec struct {
+	// Name identifies the group within its job. Default "g<index>".
+	Name string `json:"name,omitempty"`
+	// Count is the number of tasks, 1 to MaxTaskCount.
+	Count int64 `json:"count"`
+	// PreferredNodes are nodes the tasks would rather run on (for example
+	// where their data is); the locality scorer rewards them.
+	PreferredNodes []string `json:"preferred_nodes,omitempty"`
+	// Pod is what each task runs.
+	Pod PodSpec `json:"pod"`
+}
+
+// PodSpec is one or more containers that run together on one node and share
+// its network, IPC and UTS namespaces.
+type PodSpec struct {
+	// Containers run together; at least one, at most MaxContainersPerPod.
+	Containers []ContainerSpec `json:"containers"`
+	// SharePID puts the pod's containers in one PID namespace.
+	SharePID bool `json:"share_pid,omitempty"`
+	// Sim, when set, tells the simulated runtime how the pod behaves. Real
+	// runtimes ignore it.
+	Sim *SimSpec `json:"sim,omitempty"`
+}
+
+// SimSpec describes a simulated pod: it runs for RunTime, then exits with
+// ExitCode.
+type SimSpec struct {
+	// RunTime is how long the simulated pod runs.
+	RunTime Duration `json:"run_time,omitzero"`
+	// ExitCode is the code it exits with, 0 to 255.
+	ExitCode int32 `json:"exit_code,omitempty"`
+}
+
+// ContainerSpec is one process tree of a pod, with its own root filesystem.
+type ContainerSpec struct {
+	// Name identifies the container within its pod. Default "c<index>".
+	Name string `json:"name,omitempty"`
+	// Image is the container's root filesystem.
+	Image Image `json:"image"`
+	// Command is the program and its leading arguments; at least one
+	// element, and the first is not empty.
+	Command []string `json:"command"`
+	// Args are appended to Command.
+	Args []string `json:"args,omitempty"`
+	// Env is the process environment.
+	Env map[string]string `json:"env,omitempty"`
+	// WorkingDir is the absolute directory the process starts in. Default /.
+	WorkingDir string `json:"working_dir,omitempty"`
+	// Resources are what the container needs.
+	Resources Resources `json:"resources"`
+}
+
+// Image names a container's root filesystem: exactly one of Rootfs and
+// OCILayout is set.
+type Image struct {
+	// Rootfs is the absolute path of an unpacked root filesystem directory.
+	Rootfs string `json:"rootfs,omitempty"`
+	// OCILayout is the absolute path of an OCI image layout directory.
+	OCILayout string `json:"oci_layout,omitempty"`
+	// Ref selects the image within OCILayout by tag or digest. Default
+	// "latest". It must be empty with Rootfs.
+	Ref string `json:"ref,omitempty"`
+}
+
+// Resources is what one container asks for. In JSON, CPU may also be given as
+// a quantity string ("500m", "2", "0.5") and Memory and Disk as byte
+// quantities ("512Mi", "1.5Gi", "100M").
+type Resources struct {
+	// CPU in millicores: 1000 is one core. Must be positive.
+	CPU int64 `json:"cpu"`
+	// Memory in bytes. Must be positive.
+	Memory int64 `json:"memory"`
+	// GPUs is the number of whole GPUs.
+	GPUs int64 `json:"gpus,omitempty"`
+	// Disk is scratch disk in bytes.
+	Disk int64 `json:"disk,omitempty"`
+	// Ports are the network ports the container listens on.
+	Ports []Port `json:"ports,omitempty"`
+}
+
+// Port is a network port a container needs on its node.
+type Port struct {
+	// Name identifies the port within the container.
+	Name string `json:"name"`
+	// Port is the fixed port number, or 0 for one the node assigns.
+	Port int32 `json:"port,omitempty"`
+	// Protocol is "tcp" (the default) or "udp".
+	Protocol string `json:"protocol,omitempty"`
+}
+
+// Port protocols.
+const (
+	ProtocolTCP = "tcp"
+	ProtocolUDP = "udp"
+)
+
+// ConstraintOp is how a constraint compares a node label.
+type ConstraintOp string
+
+// Constraint operators.
+const (
+	// OpIn requires the label to have one of Values.
+	OpIn ConstraintOp = "in"
+	// OpNotIn requires the label to be absent or have none of Values.
+	OpNotIn ConstraintOp = "not_in"
+	// OpExists requires the label to be present; Values must be empty.
+	OpExists ConstraintOp = "exists"
+	// OpNotExists requires the label to be absent; Values must be empty.
+	OpNotExists ConstraintOp = "not_exists"
+)
+
+// Constraint is a hard requirement on a node label.
+type Constraint struct {
+	// Key is the node label's key.
+	Key string `json:"key"`
+	// Op is the comparison.
+	Op ConstraintOp `json:"op"`
+	// Values are what OpIn and OpNotIn compare against.
+	Values []string `json:"values,omitempty"`
+}
+
+// Policy selects, by name, the filters (hard rules that remove nodes) and the
+// scorers (soft preferences that rank them) placement applies to a job.
+type Policy struct {
+	// Filters to apply, by name. Empty means the default filters.
+	Filters []string `json:"filters,omitempty"`
+	// Scorers to apply, by name and weight. Empty means the default scorers.
+	Scorers []ScorerRef `json:"scorers,omitempty"`
+}
+
+// ScorerRef is a scorer chosen by name with a weight.
+type ScorerRef struct {
+	// Name is one of the Scorer* names.
+	Name string `json:"name"`
+	// Weight multiplies the scorer's cost, 1 to MaxScorerWeight. Default 1.
+	Weight int32 `json:"weight,omitempty"`
+}
+
+// Filter names: the hard constraints a policy can choose. Resource fit is
+// always enforced, listed or not.
+const (
+	FilterResources     = "resources"
+	FilterLabels        = "labels"
+	FilterPool          = "pool"
+	FilterDistinctNodes = "distinct_nodes"
+)
+
+// Scorer names: the soft preferences a policy can choose.
+const (
+	ScorerBinpack   = "binpack"
+	ScorerSpread    = "spread"
+	ScorerLocality  = "locality"
+	ScorerSlotReuse = "slot_reuse"
+)
+
+// FilterNames and ScorerNames list every name a policy may use, in the order
+// the documentation gives them.
+var (
+	FilterNames = []string{FilterResources, FilterLabels, FilterPool, FilterDistinctNodes}
+	ScorerNames = []string{ScorerBinpack, ScorerSpread, ScorerLocality, ScorerSlotReuse}
+)
+
+// RetryPolicy says how many times a task runs and how long it waits between
+// attempts. The wait doubles after each failure, from Backoff up to
+// MaxBackoff.
+type RetryPolicy struct {
+	// MaxAttempts is the most times a task runs, 1 (no retry) to
+	// MaxAttempts. Default 3.
+	MaxAttempts int32 `json:"max_attempts,omitempty"`
+	// Backoff is the wait before the first retry. Default 1s.
+	Backoff Duration `json:"backoff,omitzero"`
+	// MaxBackoff caps the wait. Default 1m.
+	MaxBackoff Duration `json:"max_backoff,omitzero"`
+}
+
+// Retry policy defaults.
+const (
+	DefaultMaxAttempts = 3
+	DefaultBackoff     = Duration(1e9)
+	DefaultMaxBackoff  = Duration(60e9)
+)

@@ -1,0 +1,667 @@
+package api
+
+import (
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// MaxOvercommit bounds a node's offline allocatable, as a multiple of its
+// capacity in each dimension.
+const MaxOvercommit = 4
+
+// ValidateJobs checks jobs as DecodeJobs does, naming problems by
+// "jobs[i]..." paths. It does not apply defaults: call SetDefaults first when
+// the specs were built in Go rather than decoded.
+func ValidateJobs(jobs []JobSpec) error {
+	c := &checker{item: -1}
+	for i := range jobs {
+		c.item, c.itemStart = i, len(c.probs)
+		c.push("jobs")
+		c.pushIndex(i)
+		jobs[i].validate(c)
+		c.path = c.path[:0]
+	}
+	return c.err()
+}
+
+// ValidateCapboxRequests checks capbox requests as DecodeCapboxRequests does.
+func ValidateCapboxRequests(reqs []CapboxRequest) error {
+	c := &checker{item: -1}
+	for i := range reqs {
+		c.item, c.itemStart = i, len(c.probs)
+		c.push("capboxes")
+		c.pushIndex(i)
+		reqs[i].validate(c)
+		c.path = c.path[:0]
+	}
+	return c.err()
+}
+
+// Validate checks a node's advertisement; problems are named by paths
+// relative to the spec.
+func (n *NodeSpec) Validate() error {
+	c := &checker{item: -1}
+	c.name("name", n.Name, true)
+	if n.Address != "" {
+		if _, port, err := net.SplitHostPort(n.Address); err != nil || port == "" {
+			c.badAt("address", "must be host:port")
+		}
+	}
+	c.name("pool", n.Pool, false)
+	c.labels("labels", n.Labels)
+	c.push("capacity")
+	c.capacity(n.Capacity, true)
+	c.pop()
+	c.push("allocatable")
+	c.push("online")
+	c.capacity(n.Allocatable.Online, false)
+	c.within(n.Allocatable.Online, n.Capacity, 1)
+	c.pop()
+	c.push("offline")
+	c.capacity(n.Allocatable.Offline, false)
+	c.within(n.Allocatable.Offline, n.Capacity, MaxOvercommit)
+	c.pop()
+	c.pop()
+	return c.err()
+}
+
+// Validate checks a nodelet's task report.
+func (r *TaskReport) Validate() error {
+	c := &checker{item: -1}
+	c.push("task_id")
+	switch {
+	case r.TaskID == "":
+		c.bad("is required")
+	case len(r.TaskID) > MaxNameLen:
+		c.badf("longer than %d bytes", MaxNameLen)
+	}
+	c.pop()
+	if !r.State.Valid() {
+		c.badAt("state", "unknown task state")
+	}
+	if !slices.Contains(taskReasons, r.Reason) {
+		c.badAtf("reason", "unknown reason %q", r.Reason)
+	}
+	if r.ExitCode < 0 || r.ExitCode > 255 {
+		c.badAt("exit_code", "must be 0 to 255")
+	}
+	c.text("message", r.Message, MaxStringLen)
+	if r.Time.IsZero() {
+		c.badAt("time", "is required")
+	}
+	return c.err()
+}
+
+var taskReasons = []TaskReason{
+	ReasonStarted, ReasonExited, ReasonOOMKilled, ReasonMemoryKiller,
+	ReasonStartFailed, ReasonStopped, ReasonTimeLimit, ReasonLost,
+}
+
+// SetDefaults fills the fields a job left empty with their documented
+// defaults. DecodeJobs calls it; Go callers building specs may too.
+func (j *JobSpec) SetDefaults() { j.setDefaults() }
+
+func (j *JobSpec) setDefaults() {
+	if j.Queue == "" {
+		j.Queue = DefaultQueue
+	}
+	if j.QoS == "" {
+		j.QoS = QoSOffline
+	}
+	if j.Retry.MaxAttempts == 0 {
+		j.Retry.MaxAttempts = DefaultMaxAttempts
+	}
+	if j.Retry.Backoff == 0 {
+		j.Retry.Backoff = DefaultBackoff
+	}
+	if j.Retry.MaxBackoff == 0 {
+		j.Retry.MaxBackoff = max(DefaultMaxBackoff, j.Retry.Backoff)
+	}
+	if j.Policy != nil {
+		for i := range j.Policy.Scorers {
+			if j.Policy.Scorers[i].Weight == 0 {
+				j.Policy.Scorers[i].Weight = 1
+			}
+		}
+	}
+	for i := range j.Tasks {
+		g := &j.Tasks[i]
+		if g.Name == "" {
+			g.Name = "g" + strconv.Itoa(i)
+		}
+		for k := range g.Pod.Containers {
+			ct := &g.Pod.Containers[k]
+			if ct.Name == "" {
+				ct.Name = "c" + strconv.Itoa(k)
+			}
+			if ct.Image.OCILayout != "" && ct.Image.Ref == "" {
+				ct.Image.Ref = "latest"
+			}
+			if ct.WorkingDir == "" {
+				ct.WorkingDir = "/"
+			}
+			ct.Resources.setDefaults()
+		}
+	}
+}
+
+func (r *Resources) setDefaults() {
+	for i := range r.Ports {
+		if r.Ports[i].Protocol == "" {
+			r.Ports[i].Protocol = ProtocolTCP
+		}
+	}
+}
+
+func (j *JobSpec) validate(c *checker) {
+	c.name("name", j.Name, true)
+	c.name("queue", j.Queue, true)
+	c.name("pool", j.Pool, false)
+	if j.Priority < 0 || j.Priority > MaxPriority {
+		c.badAtf("priority", "must be 0 to %d", MaxPriority)
+	}
+	if j.QoS != QoSOnline && j.QoS != QoSOffline {
+		c.badAtf("qos", "must be %q or %q, not %q", QoSOnline, QoSOffline, j.QoS)
+	}
+	c.labels("labels", j.Labels)
+	c.constraints(j.Constraints)
+	if j.Policy != nil {
+		c.push("policy")
+		c.policy(j.Policy)
+		c.pop()
+	}
+	c.push("retry")
+	c.retry(&j.Retry)
+	c.pop()
+	if j.MaxRunTime < 0 {
+		c.badAt("max_run_time", "must not be negative")
+	}
+	c.idempotencyKey(j.IdempotencyKey)
+	c.push("tasks")
+	switch {
+	case len(j.Tasks) == 0:
+		c.bad("must have at least one task group")
+	case len(j.Tasks) > MaxTaskGroups:
+		c.badf("more than %d task groups", MaxTaskGroups)
+	}
+	for i := range j.Tasks {
+		c.pushIndex(i)
+		c.taskGroup(&j.Tasks[i], j.Tasks[:i])
+		c.pop()
+	}
+	c.pop()
+}
+
+func (c *checker) taskGroup(g *TaskGroupSpec, before []TaskGroupSpec) {
+	c.name("name", g.Name, true)
+	if g.Name != "" && slices.ContainsFunc(before, func(o TaskGroupSpec) bool { return o.Name == g.Name }) {
+		c.badAtf("name", "duplicate task group name %q", g.Name)
+	}
+	c.count(g.Count)
+	c.preferredNodes(g.PreferredNodes)
+	c.push("pod")
+	c.pod(&g.Pod)
+	c.pop()
+}
+
+func (c *checker) count(n int64) {
+	if n < 1 || n > MaxTaskCount {
+		c.badAtf("count", "must be 1 to %d", MaxTaskCount)
+	}
+}
+
+func (c *checker) preferredNodes(nodes []string) {
+	c.push("preferred_nodes")
+	if len(nodes) > MaxPreferredNodes {
+		c.badf("more than %d nodes", MaxPreferredNodes)
+	}
+	for i, n := range nodes {
+		if msg := nameProblem(n, true); msg != "" {
+			c.pushIndex(i)
+			c.bad(msg)
+			c.pop()
+		}
+	}
+	c.pop()
+}
+
+func (c *checker) pod(p *PodSpec) {
+	c.push("containers")
+	switch {
+	case len(p.Containers) == 0:
+		c.bad("must have at least one container")
+	case len(p.Containers) > MaxContainersPerPod:
+		c.badf("more than %d containers", MaxContainersPerPod)
+	}
+	for i := range p.Containers {
+		ct := &p.Containers[i]
+		c.pushIndex(i)
+		c.name("name", ct.Name, true)
+		if ct.Name != "" && slices.ContainsFunc(p.Containers[:i], func(o ContainerSpec) bool { return o.Name == ct.Name }) {
+			c.badAtf("name", "duplicate container name %q", ct.Name)
+		}
+		c.container(ct)
+		c.pop()
+	}
+	c.pop()
+	if p.Sim != nil {
+		c.push("sim")
+		if p.Sim.RunTime < 0 {
+			c.badAt("run_time", "must not be negative")
+		}
+		if p.Sim.ExitCode < 0 || p.Sim.ExitCode > 255 {
+			c.badAt("exit_code", "must be 0 to 255")
+		}
+		c.pop()
+	}
+}
+
+func (c *checker) container(ct *ContainerSpec) {
+	c.push("image")
+	c.image(&ct.Image)
+	c.pop()
+	switch {
+	case len(ct.Command) == 0:
+		c.badAt("command", "is required")
+	case ct.Command[0] == "":
+		c.push("command")
+		c.pushIndex(0)
+		c.bad("must not be empty")
+		c.pop()
+		c.pop()
+	}
+	if len(ct.Command)+len(ct.Args) > MaxArgs {
+		c.badAtf("args", "command and args have more than %d elements", MaxArgs)
+	}
+	c.texts("command", ct.Command)
+	c.texts("args", ct.Args)
+	c.push("env")
+	if len(ct.Env) > MaxEnv {
+		c.badf("more than %d variables", MaxEnv)
+	}
+	for _, k := range sortedKeys(ct.Env) {
+		c.pushKey(k)
+		if !validEnvName(k) {
+			c.bad("variable name must be letters, digits and '_', not starting with a digit")
+		}
+		c.textHere(ct.Env[k], MaxStringLen)
+		c.pop()
+	}
+	c.pop()
+	c.absPath("working_dir", ct.WorkingDir)
+	c.push("resources")
+	c.resources(&ct.Resources)
+	c.pop()
+}
+
+func (c *checker) image(im *Image) {
+	switch {
+	case im.Rootfs == "" && im.OCILayout == "":
+		c.bad("must set rootfs or oci_layout")
+	case im.Rootfs != "" && im.OCILayout != "":
+		c.bad("must set only one of rootfs and oci_layout")
+	}
+	c.absPath("rootfs", im.Rootfs)
+	c.absPath("oci_layout", im.OCILayout)
+	switch {
+	case im.Ref == "":
+	case im.OCILayout == "":
+		c.badAt("ref", "is only for oci_layout images")
+	case len(im.Ref) > MaxNameLen:
+		c.badAtf("ref", "longer than %d bytes", MaxNameLen)
+	case strings.ContainsFunc(im.Ref, isControl):
+		c.badAt("ref", "must not contain control characters")
+	}
+}
+
+func (c *checker) resources(r *Resources) {
+	c.amount("cpu", r.CPU, 1, MaxCPU, "millicores")
+	c.amount("memory", r.Memory, 1, MaxMemory, "bytes")
+	c.amount("gpus", r.GPUs, 0, MaxGPUs, "GPUs")
+	c.amount("disk", r.Disk, 0, MaxDisk, "bytes")
+	c.push("ports")
+	if len(r.Ports) > MaxPorts {
+		c.badf("more than %d ports", MaxPorts)
+	}
+	for i := range r.Ports {
+		p := &r.Ports[i]
+		c.pushIndex(i)
+		c.name("name", p.Name, true)
+		if p.Name != "" && slices.ContainsFunc(r.Ports[:i], func(o Port) bool { return o.Name == p.Name }) {
+			c.badAtf("name", "duplicate port name %q", p.Name)
+		}
+		if p.Port < 0 || p.Port > 65535 {
+			c.badAt("port", "must be 0 (any) to 65535")
+		}
+		if p.Protocol != ProtocolTCP && p.Protocol != ProtocolUDP && p.Protocol != "" {
+			c.badAtf("protocol", "must be %q or %q", ProtocolTCP, ProtocolUDP)
+		}
+		c.pop()
+	}
+	c.pop()
+}
+
+func (c *checker) amount(field string, v, lo, hi int64, unit string) {
+	switch {
+	case v >= lo && v <= hi:
+	case v < lo && lo == 1:
+		c.badAt(field, "must be positive")
+	case v < lo:
+		c.badAt(field, "must not be negative")
+	default:
+		c.badAtf(field, "%d %s is more than the limit of %d", v, unit, hi)
+	}
+}
+
+func (c *checker) capacity(k Capacity, needCore bool) {
+	lo := int64(0)
+	if needCore {
+		lo = 1
+	}
+	c.amount("cpu", k.CPU, lo, 1<<40, "millicores")
+	c.amount("memory", k.Memory, lo, 1<<60, "bytes")
+	c.amount("gpus", k.GPUs, 0, 1<<20, "GPUs")
+	c.amount("disk", k.Disk, 0, 1<<60, "bytes")
+	c.amount("ports", k.Ports, 0, 65536, "ports")
+}
+
+// within checks that every dimension of a is at most factor times that of b.
+func (c *checker) within(a, b Capacity, factor int64) {
+	dims := []struct {
+		name string
+		a, b int64
+	}{{"cpu", a.CPU, b.CPU}, {"memory", a.Memory, b.Memory}, {"gpus", a.GPUs, b.GPUs}, {"disk", a.Disk, b.Disk}, {"ports", a.Ports, b.Ports}}
+	for _, d := range dims {
+		if d.a > d.b*factor {
+			c.push(d.name)
+			if factor == 1 {
+				c.badf("%d is more than the capacity %d", d.a, d.b)
+			} else {
+				c.badf("%d is more than %d times the capacity %d", d.a, factor, d.b)
+			}
+			c.pop()
+		}
+	}
+}
+
+func (c *checker) constraints(cs []Constraint) {
+	c.push("constraints")
+	if len(cs) > MaxConstraints {
+		c.badf("more than %d constraints", MaxConstraints)
+	}
+	for i := range cs {
+		k := &cs[i]
+		c.pushIndex(i)
+		c.push("key")
+		c.labelKey(k.Key)
+		c.pop()
+		c.push("op")
+		listed := k.Op == OpIn || k.Op == OpNotIn
+		if !listed && k.Op != OpExists && k.Op != OpNotExists {
+			c.badf("must be one of %q, %q, %q, %q", OpIn, OpNotIn, OpExists, OpNotExists)
+		}
+		c.pop()
+		c.push("values")
+		switch {
+		case listed && len(k.Values) == 0:
+			c.badf("%q needs at least one value", k.Op)
+		case !listed && len(k.Values) > 0 && (k.Op == OpExists || k.Op == OpNotExists):
+			c.badf("%q takes no values", k.Op)
+		case len(k.Values) > MaxConstraintValues:
+			c.badf("more than %d values", MaxConstraintValues)
+		}
+		for j, v := range k.Values {
+			c.pushIndex(j)
+			c.textHere(v, MaxNameLen)
+			c.pop()
+		}
+		c.pop()
+		c.pop()
+	}
+	c.pop()
+}
+
+func (c *checker) policy(p *Policy) {
+	c.pluginNames("filters", p.Filters, FilterNames)
+	names := make([]string, len(p.Scorers))
+	for i, s := range p.Scorers {
+		names[i] = s.Name
+	}
+	c.push("scorers")
+	for i, s := range p.Scorers {
+		if s.Weight < 1 || s.Weight > MaxScorerWeight {
+			c.pushIndex(i)
+			c.badAtf("weight", "must be 1 to %d", MaxScorerWeight)
+			c.pop()
+		}
+	}
+	c.pop()
+	c.pluginNames("scorers", names, ScorerNames)
+}
+
+// pluginNames checks a list of filter or scorer names against those known.
+func (c *checker) pluginNames(field string, names, known []string) {
+	c.push(field)
+	if len(names) > MaxPluginRefs {
+		c.badf("more than %d entries", MaxPluginRefs)
+	}
+	for i, n := range names {
+		c.pushIndex(i)
+		if field == "scorers" {
+			c.push("name")
+		}
+		switch {
+		case !slices.Contains(known, n):
+			c.badf("unknown %s %q (known: %s)", strings.TrimSuffix(field, "s"), n, strings.Join(known, ", "))
+		case slices.Contains(names[:i], n):
+			c.badf("%q is listed twice", n)
+		}
+		if field == "scorers" {
+			c.pop()
+		}
+		c.pop()
+	}
+	c.pop()
+}
+
+func (c *checker) retry(r *RetryPolicy) {
+	if r.MaxAttempts < 1 || r.MaxAttempts > MaxAttempts {
+		c.badAtf("max_attempts", "must be 1 to %d", MaxAttempts)
+	}
+	if r.Backoff < 0 {
+		c.badAt("backoff", "must not be negative")
+	}
+	if r.MaxBackoff < r.Backoff {
+		c.badAtf("max_backoff", "must be at least backoff (%s)", r.Backoff)
+	}
+}
+
+// SetDefaults fills the fields a capbox request left empty with their
+// documented defaults.
+func (r *CapboxRequest) SetDefaults() { r.Resources.setDefaults() }
+
+func (r *CapboxRequest) validate(c *checker) {
+	c.name("name", r.Name, true)
+	c.count(r.Count)
+	c.push("resources")
+	c.resources(&r.Resources)
+	c.pop()
+	c.constraints(r.Constraints)
+	c.preferredNodes(r.PreferredNodes)
+	c.idempotencyKey(r.IdempotencyKey)
+}
+
+func (c *checker) idempotencyKey(k string) {
+	if len(k) > MaxIdempotencyKeyLen {
+		c.badAtf("idempotency_key", "longer than %d bytes", MaxIdempotencyKeyLen)
+	} else if strings.ContainsFunc(k, func(r rune) bool { return r <= ' ' || r > '~' }) {
+		c.badAt("idempotency_key", "must be printable ASCII without spaces")
+	}
+}
+
+func (c *checker) labels(field string, m map[string]string) {
+	c.push(field)
+	if len(m) > MaxLabels {
+		c.badf("more than %d labels", MaxLabels)
+	}
+	for _, k := range sortedKeys(m) {
+		c.pushKey(k)
+		c.labelKey(k)
+		c.textHere(m[k], MaxNameLen)
+		c.pop()
+	}
+	c.pop()
+}
+
+func (c *checker) labelKey(k string) {
+	switch {
+	case k == "":
+		c.bad("label key must not be empty")
+	case len(k) > MaxLabelKeyLen:
+		c.badf("label key longer than %d bytes", MaxLabelKeyLen)
+	case !isAlnum(k[0]) || strings.ContainsFunc(k, func(r rune) bool { return !isAlnumRune(r) && !strings.ContainsRune("-_./", r) }):
+		c.bad("label key must be letters, digits, '-', '_', '.' and '/', starting with a letter or digit")
+	}
+}
+
+// name checks a name field: letters, digits, '-', '_' and '.', starting
+// with a letter or digit.
+func (c *checker) name(field, v string, required bool) {
+	if msg := nameProblem(v, required); msg != "" {
+		c.badAt(field, msg)
+	}
+}
+
+// nameProblem says what is wrong with a name, or returns "".
+func nameProblem(v string, required bool) string {
+	switch {
+	case v == "":
+		if required {
+			return "is required"
+		}
+	case len(v) > MaxNameLen:
+		return fmt.Sprintf("longer than %d bytes", MaxNameLen)
+	case !validName(v):
+		return fmt.Sprintf("%q must be letters, digits, '-', '_' and '.', starting with a letter or digit", v)
+	}
+	return ""
+}
+
+func validName(s string) bool {
+	if !isAlnum(s[0]) {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if b := s[i]; !isAlnum(b) && b != '-' && b != '_' && b != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+func validEnvName(s string) bool {
+	if s == "" || s[0] >= '0' && s[0] <= '9' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; !isAlnum(b) && b != '_' {
+			return false
+		}
+	}
+	return len(s) <= MaxNameLen
+}
+
+func isAlnum(b byte) bool {
+	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9'
+}
+
+func isAlnumRune(r rune) bool { return r < 0x80 && isAlnum(byte(r)) }
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+// absPath checks an optional absolute path field.
+func (c *checker) absPath(field, p string) {
+	switch {
+	case p == "":
+	case p[0] != '/':
+		c.badAtf(field, "%q must be an absolute path", p)
+	case len(p) > MaxStringLen:
+		c.badAtf(field, "longer than %d bytes", MaxStringLen)
+	case strings.ContainsFunc(p, isControl):
+		c.badAt(field, "must not contain control characters")
+	}
+}
+
+func (c *checker) texts(field string, vs []string) {
+	for i, v := range vs {
+		if msg := textProblem(v, MaxStringLen); msg != "" {
+			c.push(field)
+			c.pushIndex(i)
+			c.bad(msg)
+			c.pop()
+			c.pop()
+		}
+	}
+}
+
+func (c *checker) text(field, v string, limit int) {
+	if msg := textProblem(v, limit); msg != "" {
+		c.badAt(field, msg)
+	}
+}
+
+// textHere checks a free-form string at the current path.
+func (c *checker) textHere(v string, limit int) {
+	if msg := textProblem(v, limit); msg != "" {
+		c.bad(msg)
+	}
+}
+
+// textProblem says what is wrong with a free-form string, or returns "": it
+// must be bounded and free of NUL bytes, which no process argument or
+// environment can carry.
+func textProblem(v string, limit int) string {
+	switch {
+	case len(v) > limit:
+		return fmt.Sprintf("longer than %d bytes", limit)
+	case strings.IndexByte(v, 0) >= 0:
+		return "must not contain NUL bytes"
+	}
+	return ""
+}
+
+func sortedKeys(m map[string]string) []string {
+	if len(m) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// badAt records a problem at field of the current path.
+func (c *checker) badAt(field, msg string) {
+	c.push(field)
+	c.bad(msg)
+	c.pop()
+}
+
+func (c *checker) badAtf(field, format string, args ...any) {
+	c.badAt(field, fmt.Sprintf(format, args...))
+}
+
+// bad records a problem at the current path unless the decoder already
+// reported one there.
+func (c *checker) bad(msg string) {
+	if !c.covered() {
+		c.add(msg)
+	}
+}
+
+func (c *checker) badf(format string, args ...any) { c.bad(fmt.Sprintf(format, args...)) }
