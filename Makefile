@@ -1,0 +1,45 @@
+# Sluice build and test entry points. `make test` is what CI runs (.ci/run).
+
+GO          ?= go
+BIN         := bin
+VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS     := -X main.version=$(VERSION)
+TOOLS       := $(CURDIR)/$(BIN)/tools
+STATICCHECK := $(TOOLS)/staticcheck
+# staticcheck, pinned; installed through the Go module proxy into bin/tools.
+STATICCHECK_VERSION := v0.8.2
+FUZZTIME    ?= 20s
+BENCHTIME   ?= 1s
+
+.PHONY: all build test lint bench fuzz clean
+
+all: build
+
+## build: the sluice binary, in bin/sluice
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/sluice ./cmd/sluice
+
+## test: the whole suite, with the race detector
+test:
+	$(GO) test -race -timeout 15m ./...
+
+## lint: gofmt, go vet and staticcheck
+lint: $(STATICCHECK)
+	@bad=$$(gofmt -l .); \
+	if [ -n "$$bad" ]; then echo "gofmt would change:"; echo "$$bad"; exit 1; fi
+	$(GO) vet ./...
+	$(STATICCHECK) ./...
+
+$(STATICCHECK):
+	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+## bench: every Go benchmark once, with allocations
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
+
+## fuzz: a short run ($(FUZZTIME)) of every fuzz target
+fuzz:
+	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,119 @@
+package lint
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os/exec"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/sluicehq/sluice"
+
+// rooms lists, for each top-level folder, the folders of ours its packages
+// may depend on, directly or not (DESIGN.md, "Packages"). Sub-packages belong
+// to their top-level folder's room. A folder missing here is an error: add it
+// to DESIGN.md's table and here together.
+var rooms = map[string][]string{
+	"api":        nil,
+	"flowsolver": nil,
+	"batcher":    nil,
+	"raftkv":     nil,
+	"dispatcher": {"api", "flowsolver", "batcher", "raftkv"},
+	"nodelet":    {"api"},
+	"appmaster":  {"api"},
+	"loadgen":    {"api"},
+	"bench":      {"api", "flowsolver", "batcher", "raftkv", "dispatcher", "nodelet", "appmaster", "loadgen"},
+	"cmd":        {"api", "flowsolver", "batcher", "raftkv", "dispatcher", "nodelet", "appmaster", "loadgen", "bench"},
+	"internal":   nil,
+}
+
+// room returns the top-level folder of one of our packages, or "" for a
+// package that is not ours.
+func room(pkg string) string {
+	rest, ok := strings.CutPrefix(pkg, module+"/")
+	if !ok {
+		return ""
+	}
+	top, _, _ := strings.Cut(rest, "/")
+	return top
+}
+
+// violations checks an import graph (package → its transitive dependencies)
+// against rooms and returns one line per forbidden dependency, sorted.
+func violations(deps map[string][]string) []string {
+	var out []string
+	for pkg, ds := range deps {
+		from := room(pkg)
+		if from == "" {
+			continue
+		}
+		allowed, known := rooms[from]
+		if !known {
+			out = append(out, fmt.Sprintf("%s: folder %q is not in the layering table", pkg, from))
+			continue
+		}
+		for _, d := range ds {
+			to := room(d)
+			if to == "" || to == from || slices.Contains(allowed, to) {
+				continue
+			}
+			out = append(out, fmt.Sprintf("%s depends on %s: %s may use only %v", pkg, d, from, allowed))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestLayering(t *testing.T) {
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}}{{range .Deps}} {{.}}{{end}}", module+"/...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	deps := map[string][]string{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 0 {
+			deps[fields[0]] = fields[1:]
+		}
+	}
+	if len(deps) < 3 {
+		t.Fatalf("go list found only %d packages", len(deps))
+	}
+	for _, v := range violations(deps) {
+		t.Error(v)
+	}
+}
+
+// TestViolations shows that the rule catches what it must, on a made-up
+// graph.
+func TestViolations(t *testing.T) {
+	m := func(s string) string { return module + "/" + s }
+	got := violations(map[string][]string{
+		m("api"):                  {"fmt", m("batcher")},
+		m("nodelet/container"):    {m("api"), m("nodelet"), m("dispatcher")},
+		m("dispatcher"):           {m("api"), m("raftkv"), m("flowsolver"), m("batcher")},
+		m("loadgen"):              {m("bench")},
+		m("cmd/sluice"):           {m("bench"), m("dispatcher")},
+		m("scheduler"):            {m("api")},
+		m("batcher/batchertest"):  {m("batcher")},
+		"example.com/other/thing": {m("cmd/sluice")},
+	})
+	want := []string{
+		m("api") + " depends on " + m("batcher") + ": api may use only []",
+		m("loadgen") + " depends on " + m("bench") + ": loadgen may use only [api]",
+		m("nodelet/container") + " depends on " + m("dispatcher") + ": nodelet may use only [api]",
+		m("scheduler") + `: folder "scheduler" is not in the layering table`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
