@@ -2,7 +2,9 @@ package api_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
 	"testing"
 
 	"github.com/sluicehq/sluice/api"
@@ -39,6 +41,37 @@ func BenchmarkDecodeJobs(b *testing.B) {
 			}
 			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "jobs/s")
 			b.ReportMetric(float64(len(body))/float64(n), "bytes/job")
+		})
+	}
+}
+
+// BenchmarkDecodeJobsStdlib is the anchor for BenchmarkDecodeJobs: the same
+// NDJSON bodies read by encoding/json into the same types, with no
+// validation, defaults, duplicate-key or trailing-data checks.
+func BenchmarkDecodeJobsStdlib(b *testing.B) {
+	for _, n := range []int{1, 1000} {
+		body := bytes.ReplaceAll(ndjson(n), []byte(`"256Mi"`), []byte(`268435456`))
+		b.Run(fmt.Sprintf("jobs=%d", n), func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				dec := json.NewDecoder(bytes.NewReader(body))
+				dec.DisallowUnknownFields()
+				var jobs []api.JobSpec
+				for {
+					var j api.JobSpec
+					if err := dec.Decode(&j); err == io.EOF {
+						break
+					} else if err != nil {
+						b.Fatal(err)
+					}
+					jobs = append(jobs, j)
+				}
+				if len(jobs) != n {
+					b.Fatalf("decoded %d jobs", len(jobs))
+				}
+			}
+			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "jobs/s")
 		})
 	}
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"fmt"
+	"sync"
 )
 
 // DecodeJobs reads a submission body: one job object, a JSON array of jobs,
@@ -30,7 +31,9 @@ func decodeItems[T any](body []byte, name string, dec func(*decoder, *T), check 
 	if len(body) > MaxBodyBytes {
 		return nil, fmt.Errorf("%w: body is %d bytes, more than the limit of %d", ErrTooLarge, len(body), MaxBodyBytes)
 	}
-	d := &decoder{checker: checker{input: body, item: -1, path: make([]seg, 0, 16)}, text: string(body)}
+	d := decoders.Get().(*decoder)
+	defer d.release()
+	d.reset(body)
 	var items []T
 	if d.peek() == '{' {
 		items = make([]T, 0, min(bytes.Count(body, []byte{'\n'})+1, MaxItemsPerRequest))
@@ -131,6 +134,33 @@ func intern(s string, common ...string) string {
 	return s
 }
 
+// decoders keeps decoders, with their path and scratch buffers, between
+// requests.
+var decoders = sync.Pool{New: func() any { return &decoder{checker: checker{path: make([]seg, 0, 16)}} }}
+
+// reset readies d to read body.
+func (d *decoder) reset(body []byte) {
+	d.checker = checker{input: body, item: -1, path: d.path[:0]}
+	d.text = string(body)
+	d.pos, d.broken, d.lastNum = 0, false, 0
+	d.scratch = d.scratch[:0]
+	// A typical job is 200-300 bytes; size chunks so that a small request
+	// allocates little and a bulk one allocates rarely.
+	chunk := min(max(len(body)/256, 1), maxSlabChunk)
+	d.groups, d.containers, d.strings = newSlab[TaskGroupSpec](chunk), newSlab[ContainerSpec](chunk), newSlab[string](4*chunk)
+}
+
+// release returns d to the pool without references to the request.
+func (d *decoder) release() {
+	d.checker = checker{path: d.path[:0]}
+	d.text = ""
+	d.groups, d.containers, d.strings = slab[TaskGroupSpec]{}, slab[ContainerSpec]{}, slab[string]{}
+	if cap(d.scratch) > 64<<10 {
+		d.scratch = nil
+	}
+	decoders.Put(d)
+}
+
 func tooMany(name string) error {
 	return fmt.Errorf("%w: more than %d %s in one request", ErrTooLarge, MaxItemsPerRequest, name)
 }
@@ -195,7 +225,7 @@ func decodeJob(d *decoder, j *JobSpec) {
 		case "tasks":
 			if d.field(&seen, 12) && d.openArray() {
 				for d.nextElem() {
-					j.Tasks = append(j.Tasks, TaskGroupSpec{})
+					j.Tasks = grow(j.Tasks, &d.groups)
 					decodeTaskGroup(d, &j.Tasks[len(j.Tasks)-1])
 				}
 			}
@@ -244,7 +274,7 @@ func decodePod(d *decoder, p *PodSpec) {
 		case "containers":
 			if d.field(&seen, 0) && d.openArray() {
 				for d.nextElem() {
-					p.Containers = append(p.Containers, ContainerSpec{})
+					p.Containers = grow(p.Containers, &d.containers)
 					decodeContainer(d, &p.Containers[len(p.Containers)-1])
 				}
 			}

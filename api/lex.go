@@ -7,6 +7,15 @@ import (
 	"unicode/utf8"
 )
 
+// plain marks the bytes a JSON string holds as they are: ASCII other than
+// control characters, '"' and '\\'.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // maxDepth bounds the nesting of JSON values the decoder will skip over.
 const maxDepth = 64
 
@@ -29,6 +38,47 @@ type decoder struct {
 	scratch []byte
 	// lastNum is where the last number read began, for messages.
 	lastNum int
+	// Slabs for the slices of one request's items. They are dropped, not
+	// reused, after each request: the items returned keep them.
+	groups     slab[TaskGroupSpec]
+	containers slab[ContainerSpec]
+	strings    slab[string]
+}
+
+// maxSlabChunk is the most elements a slab allocates at a time.
+const maxSlabChunk = 128
+
+// slab hands out short slices carved from larger allocations, so that the
+// many small slices of a bulk request (one task group, one container, a
+// two-element command) cost one allocation per chunk instead of one each.
+type slab[T any] struct {
+	free  []T
+	chunk int // elements per allocation, sized to the request
+}
+
+func newSlab[T any](chunk int) slab[T] { return slab[T]{chunk: chunk} }
+
+// take returns a zeroed slice of length and capacity n; appending to it
+// reallocates, so it never overwrites a neighbour.
+func (s *slab[T]) take(n int) []T {
+	if n > len(s.free) {
+		if n > s.chunk/4 {
+			return make([]T, n)
+		}
+		s.free = make([]T, s.chunk)
+	}
+	out := s.free[:n:n]
+	s.free = s.free[n:]
+	return out
+}
+
+// grow appends one zero element to list, taking the first from the slab.
+func grow[T any](list []T, s *slab[T]) []T {
+	if list == nil {
+		return s.take(1)
+	}
+	var zero T
+	return append(list, zero)
 }
 
 func (d *decoder) syntax(format string, args ...any) {
@@ -147,7 +197,7 @@ func (d *decoder) nextMember() bool {
 		d.pop()
 		return false
 	}
-	top.kind, top.start, top.end = segRange, start, end
+	top.kind, top.start, top.end = segRange, int32(start), int32(end)
 	top.index++
 	if escaped {
 		top.kind, top.name = segName, string(d.scratch)
@@ -257,7 +307,7 @@ func (d *decoder) strs() []string {
 	if len(out) == 0 {
 		return nil
 	}
-	return append([]string(nil), out...)
+	return append(d.strings.take(len(out))[:0], out...)
 }
 
 // strMap reads an object of string values.
@@ -434,6 +484,10 @@ func (d *decoder) scanString() (start, end int, escaped bool) {
 	in := d.input
 	for i := d.pos; i < len(in); {
 		c := in[i]
+		if plain[c] {
+			i++
+			continue
+		}
 		switch {
 		case c == '"':
 			d.pos = i + 1
@@ -446,8 +500,6 @@ func (d *decoder) scanString() (start, end int, escaped bool) {
 			d.pos = i
 			d.syntax("control character %s in string", quoteByte(c))
 			return 0, 0, false
-		case c < utf8.RuneSelf:
-			i++
 		default:
 			r, n := utf8.DecodeRune(in[i:])
 			if r == utf8.RuneError && n == 1 {

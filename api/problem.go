@@ -80,9 +80,9 @@ const (
 // constants or ranges of the input, turned into text only for a problem.
 type seg struct {
 	kind       segKind
+	start, end int32
+	index      int32
 	name       string
-	start, end int
-	index      int
 }
 
 // checker collects problems at a path into a request's item. The decoder and
@@ -98,7 +98,7 @@ type checker struct {
 }
 
 func (c *checker) push(name string) { c.path = append(c.path, seg{kind: segName, name: name}) }
-func (c *checker) pushIndex(i int)  { c.path = append(c.path, seg{kind: segIndex, index: i}) }
+func (c *checker) pushIndex(i int)  { c.path = append(c.path, seg{kind: segIndex, index: int32(i)}) }
 func (c *checker) pushKey(k string) { c.path = append(c.path, seg{kind: segKey, name: k}) }
 func (c *checker) pop()             { c.path = c.path[:len(c.path)-1] }
 
@@ -109,7 +109,7 @@ func (c *checker) pathString() string {
 		case segIndex:
 			if s.index >= 0 {
 				b.WriteByte('[')
-				b.WriteString(strconv.Itoa(s.index))
+				b.WriteString(strconv.Itoa(int(s.index)))
 				b.WriteByte(']')
 			}
 		case segKey:

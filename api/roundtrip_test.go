@@ -3,10 +3,11 @@ package api_test
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,16 +15,18 @@ import (
 	"github.com/sluicehq/sluice/api"
 )
 
-var seedFlag = flag.Uint64("seed", 0, "seed for randomized tests (0: from the clock)")
-
 // newRand returns a seeded generator and logs its seed so that a failure can
-// be replayed with -seed.
+// be replayed by setting SLUICE_SEED.
 func newRand(t testing.TB) *rand.Rand {
-	seed := *seedFlag
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("SLUICE_SEED"); v != "" {
+		s, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("SLUICE_SEED=%q: %v", v, err)
+		}
+		seed = s
 	}
-	t.Logf("seed %d (replay with -seed=%d)", seed, seed)
+	t.Logf("seed %d (replay with SLUICE_SEED=%d)", seed, seed)
 	return rand.New(rand.NewPCG(seed, seed^0x5eed))
 }
 

@@ -130,12 +130,12 @@ func (j *JobSpec) setDefaults() {
 	for i := range j.Tasks {
 		g := &j.Tasks[i]
 		if g.Name == "" {
-			g.Name = "g" + strconv.Itoa(i)
+			g.Name = defaultName("g", groupNames[:], i)
 		}
 		for k := range g.Pod.Containers {
 			ct := &g.Pod.Containers[k]
 			if ct.Name == "" {
-				ct.Name = "c" + strconv.Itoa(k)
+				ct.Name = defaultName("c", containerNames[:], k)
 			}
 			if ct.Image.OCILayout != "" && ct.Image.Ref == "" {
 				ct.Image.Ref = "latest"
@@ -146,6 +146,28 @@ func (j *JobSpec) setDefaults() {
 			ct.Resources.setDefaults()
 		}
 	}
+}
+
+// The default names of task groups ("g0", "g1", …) and containers ("c0",
+// …), made once so that defaulting a job allocates nothing.
+var (
+	groupNames     = nameTable("g", MaxTaskGroups)
+	containerNames = nameTable("c", MaxContainersPerPod)
+)
+
+func nameTable(prefix string, n int) []string {
+	t := make([]string, n)
+	for i := range t {
+		t[i] = prefix + strconv.Itoa(i)
+	}
+	return t
+}
+
+func defaultName(prefix string, table []string, i int) string {
+	if i < len(table) {
+		return table[i]
+	}
+	return prefix + strconv.Itoa(i)
 }
 
 func (r *Resources) setDefaults() {
@@ -312,7 +334,7 @@ func (c *checker) image(im *Image) {
 		c.badAt("ref", "is only for oci_layout images")
 	case len(im.Ref) > MaxNameLen:
 		c.badAtf("ref", "longer than %d bytes", MaxNameLen)
-	case strings.ContainsFunc(im.Ref, isControl):
+	case hasControl(im.Ref):
 		c.badAt("ref", "must not contain control characters")
 	}
 }
@@ -550,12 +572,20 @@ func nameProblem(v string, required bool) string {
 	return ""
 }
 
+// nameByte marks the bytes a name may hold after its first.
+var nameByte = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = isAlnum(byte(c)) || c == '-' || c == '_' || c == '.'
+	}
+	return t
+}()
+
 func validName(s string) bool {
 	if !isAlnum(s[0]) {
 		return false
 	}
 	for i := 1; i < len(s); i++ {
-		if b := s[i]; !isAlnum(b) && b != '-' && b != '_' && b != '.' {
+		if !nameByte[s[i]] {
 			return false
 		}
 	}
@@ -580,7 +610,16 @@ func isAlnum(b byte) bool {
 
 func isAlnumRune(r rune) bool { return r < 0x80 && isAlnum(byte(r)) }
 
-func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+// hasControl reports whether s holds an ASCII control character. Bytes of
+// multi-byte UTF-8 sequences are all 0x80 or above, so a byte scan is exact.
+func hasControl(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return true
+		}
+	}
+	return false
+}
 
 // absPath checks an optional absolute path field.
 func (c *checker) absPath(field, p string) {
@@ -590,7 +629,7 @@ func (c *checker) absPath(field, p string) {
 		c.badAtf(field, "%q must be an absolute path", p)
 	case len(p) > MaxStringLen:
 		c.badAtf(field, "longer than %d bytes", MaxStringLen)
-	case strings.ContainsFunc(p, isControl):
+	case hasControl(p):
 		c.badAt(field, "must not contain control characters")
 	}
 }
