@@ -38,6 +38,10 @@ type decoder struct {
 	scratch []byte
 	// lastNum is where the last number read began, for messages.
 	lastNum int
+	// The current member's name is input[keyStart:keyEnd], or scratch when
+	// it had escapes (until the next string is read).
+	keyStart, keyEnd int
+	keyEscaped       bool
 	// Slabs for the slices of one request's items. They are dropped, not
 	// reused, after each request: the items returned keep them.
 	groups     slab[TaskGroupSpec]
@@ -199,6 +203,7 @@ func (d *decoder) nextMember() bool {
 	}
 	top.kind, top.start, top.end = segRange, int32(start), int32(end)
 	top.index++
+	d.keyStart, d.keyEnd, d.keyEscaped = start, end, escaped
 	if escaped {
 		top.kind, top.name = segName, string(d.scratch)
 	}
@@ -213,11 +218,10 @@ func (d *decoder) nextMember() bool {
 
 // key returns the current member's name.
 func (d *decoder) key() []byte {
-	top := d.path[len(d.path)-1]
-	if top.kind == segName {
-		return []byte(top.name)
+	if d.keyEscaped {
+		return d.scratch
 	}
-	return d.input[top.start:top.end]
+	return d.input[d.keyStart:d.keyEnd]
 }
 
 // field reports whether the member with bit is new in seen; a repeated member
