@@ -184,3 +184,39 @@ func humanSize(n int) string {
 		return fmt.Sprint(n)
 	}
 }
+
+// BenchmarkChannelAnchor is the in-run anchor for BenchmarkThroughput's pipe
+// mode: the same items through a buffered Go channel (64k slots) from one
+// producer to a consumer that drains up to 1000 at a time. A channel orders
+// nothing (no priorities, shares or wait bounds), so it is the floor an
+// in-process hand-off costs on this machine. One op is one item.
+func BenchmarkChannelAnchor(b *testing.B) {
+	items, _ := benchItems(mixes[0], 1<<16)
+	ch := make(chan batcher.Item[int], 64*1024)
+	done := make(chan struct{})
+	b.ReportAllocs()
+	b.ResetTimer()
+	go func() {
+		defer close(done)
+		round := make([]batcher.Item[int], 0, benchMaxItems)
+		for got := 0; got < b.N; {
+			round = append(round[:0], <-ch)
+			for len(round) < benchMaxItems && got+len(round) < b.N {
+				select {
+				case it := <-ch:
+					round = append(round, it)
+					continue
+				default:
+				}
+				break
+			}
+			got += len(round)
+		}
+	}()
+	for i := 0; i < b.N; i++ {
+		ch <- items[i%len(items)]
+	}
+	<-done
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "items/s")
+}
