@@ -16,25 +16,21 @@ const MaxOvercommit = 4
 // "jobs[i]..." paths. It does not apply defaults: call SetDefaults first when
 // the specs were built in Go rather than decoded.
 func ValidateJobs(jobs []JobSpec) error {
-	c := &checker{item: -1}
-	for i := range jobs {
-		c.item, c.itemStart = i, len(c.probs)
-		c.push("jobs")
-		c.pushIndex(i)
-		jobs[i].validate(c)
-		c.path = c.path[:0]
-	}
-	return c.err()
+	return validateItems(jobs, "jobs", (*JobSpec).validate)
 }
 
 // ValidateCapboxRequests checks capbox requests as DecodeCapboxRequests does.
 func ValidateCapboxRequests(reqs []CapboxRequest) error {
+	return validateItems(reqs, "capboxes", (*CapboxRequest).validate)
+}
+
+func validateItems[T any](items []T, name string, validate func(*T, *checker)) error {
 	c := &checker{item: -1}
-	for i := range reqs {
+	for i := range items {
 		c.item, c.itemStart = i, len(c.probs)
-		c.push("capboxes")
+		c.push(name)
 		c.pushIndex(i)
-		reqs[i].validate(c)
+		validate(&items[i], c)
 		c.path = c.path[:0]
 	}
 	return c.err()
