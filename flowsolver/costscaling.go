@@ -1,0 +1,437 @@
+package flowsolver
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/bits"
+)
+
+// Solve finds a minimum-cost flow of g: one that meets every supply and
+// demand within every arc's bounds at the least total cost. It returns an
+// error wrapping ErrInfeasible (an *InfeasibleError naming the supply that
+// cannot be routed) when there is no such flow, and one wrapping ErrBadGraph
+// when the graph's numbers could overflow the solver. When ctx ends before
+// the solve does, Solve returns the last feasible flow it had, with
+// Optimal false, and no error.
+func Solve(ctx context.Context, g *Graph) (*Solution, error) {
+	var s Solver
+	return s.Solve(ctx, g)
+}
+
+// Solver solves min-cost flow problems by cost scaling (Goldberg's
+// push-relabel method with ε-scaling). A Solver keeps its working memory
+// between solves; it is not safe for concurrent use.
+type Solver struct {
+	net network
+}
+
+// scaleFactor is how much ε shrinks from one scaling phase to the next.
+const scaleFactor = 16
+
+// checkEvery is how many discharges pass between looks at the context.
+const checkEvery = 1 << 12
+
+// Solve is the package-level Solve with s's working memory.
+func (s *Solver) Solve(ctx context.Context, g *Graph) (*Solution, error) {
+	if err := checkNumbers(g); err != nil {
+		return nil, err
+	}
+	nw := &s.net
+	nw.build(g)
+	if err := nw.feasible(); err != nil {
+		return nil, err
+	}
+	stats := Stats{Algorithm: "cost-scaling"}
+	best := append([]int64(nil), nw.res...)
+	optimal := true
+	eps := nw.maxCost
+	for eps > 1 || stats.Phases == 0 {
+		eps = max(eps/scaleFactor, 1)
+		stats.Phases++
+		if ctx.Err() != nil || !nw.refine(ctx, eps, &stats) {
+			optimal = false
+			break
+		}
+		copy(best, nw.res)
+	}
+	copy(nw.res, best)
+	sol := &Solution{Optimal: optimal, Stats: stats}
+	sol.Flow, sol.Cost = nw.flows(g)
+	if optimal {
+		p, err := nw.exactPotentials()
+		if err != nil {
+			return nil, err
+		}
+		sol.Potential = p
+	}
+	return sol, nil
+}
+
+// checkNumbers rejects graphs whose solve could overflow int64: costs are
+// scaled by n+1 and prices may fall to about 4(n+1)·max|cost|·(n+1); the
+// total cost is bounded by the sum of capacity × |cost|.
+func checkNumbers(g *Graph) error {
+	var maxCost, total uint64
+	for a := range g.ArcCap() {
+		if !g.HasArc(ArcID(a)) {
+			continue
+		}
+		_, _, _, up, c := g.Arc(ArcID(a))
+		ac := uint64(max(c, -c))
+		maxCost = max(maxCost, ac)
+		hi, lo := bits.Mul64(uint64(up), ac)
+		var carry uint64
+		total, carry = bits.Add64(total, lo, 0)
+		if hi != 0 || carry != 0 || total > 1<<62 {
+			return fmt.Errorf("%w: capacities times costs sum beyond 2^62: the total cost could overflow", ErrBadGraph)
+		}
+	}
+	n := uint64(g.NodeCap()) + 1
+	hi, prod := bits.Mul64(maxCost, n*n)
+	if hi != 0 || prod > 1<<58 {
+		return fmt.Errorf("%w: max |cost| %d is too large for %d nodes: scaled prices could overflow (need |cost|·(n+1)² < 2^58)", ErrBadGraph, maxCost, n-1)
+	}
+	return nil
+}
+
+// network is the residual graph in compressed sparse rows: the residual
+// arcs leaving node u are first[u]..first[u+1]-1. Each graph arc becomes a
+// forward residual arc (capacity upper-lower, cost c) and a backward one
+// (capacity 0, cost -c), paired by rev. Costs are scaled by n+1 so that
+// ε-optimality with ε < 1 means optimality.
+type network struct {
+	n      int
+	first  []int32
+	head   []int32
+	rev    []int32
+	res    []int64
+	cost   []int64
+	fwd    []int32 // by ArcID: its forward residual arc, or -1
+	excess []int64
+	price  []int64
+	cur    []int32
+	scale  int64
+	// maxCost is the largest scaled |cost|.
+	maxCost int64
+	queue   []int32
+	inQueue []bool
+	level   []int32
+}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
+}
+
+// build lays g out as a residual network carrying the lower bounds, with
+// every node's excess set to its supply adjusted for them.
+func (nw *network) build(g *Graph) {
+	n := g.NodeCap()
+	nw.n = n
+	nw.scale = int64(n) + 1
+	nw.first = grow(nw.first, n+1)
+	nw.excess = grow(nw.excess, n)
+	nw.price = grow(nw.price, n)
+	nw.cur = grow(nw.cur, n)
+	nw.fwd = grow(nw.fwd, g.ArcCap())
+	for u := range n {
+		if g.HasNode(NodeID(u)) {
+			nw.excess[u] = g.Supply(NodeID(u))
+		}
+	}
+	m := 0
+	for a := range g.ArcCap() {
+		if !g.HasArc(ArcID(a)) {
+			continue
+		}
+		t, h, lo, _, _ := g.Arc(ArcID(a))
+		nw.first[t+1]++
+		nw.first[h+1]++
+		nw.excess[t] -= lo
+		nw.excess[h] += lo
+		m += 2
+	}
+	for u := range n {
+		nw.first[u+1] += nw.first[u]
+	}
+	nw.head = grow(nw.head, m)
+	nw.rev = grow(nw.rev, m)
+	nw.res = grow(nw.res, m)
+	nw.cost = grow(nw.cost, m)
+	copy(nw.cur, nw.first[:n])
+	nw.maxCost = 1
+	for a := range g.ArcCap() {
+		if !g.HasArc(ArcID(a)) {
+			nw.fwd[a] = -1
+			continue
+		}
+		t, h, lo, up, c := g.Arc(ArcID(a))
+		i := nw.cur[t]
+		nw.cur[t]++
+		j := nw.cur[h]
+		nw.cur[h]++
+		sc := c * nw.scale
+		nw.head[i], nw.rev[i], nw.res[i], nw.cost[i] = int32(h), j, up-lo, sc
+		nw.head[j], nw.rev[j], nw.res[j], nw.cost[j] = int32(t), i, 0, -sc
+		nw.fwd[a] = i
+		nw.maxCost = max(nw.maxCost, sc, -sc)
+	}
+	copy(nw.cur, nw.first[:n])
+}
+
+// feasible routes every excess to a deficit along residual arcs, ignoring
+// costs (Dinic's blocking flows, with all excess nodes as sources and all
+// deficit nodes as sinks), or returns an *InfeasibleError.
+func (nw *network) feasible() error {
+	var total int64
+	for _, e := range nw.excess {
+		total += e
+	}
+	if total != 0 {
+		return nw.infeasible(total)
+	}
+	nw.level = grow(nw.level, nw.n)
+	for nw.levels() {
+		copy(nw.cur, nw.first[:nw.n])
+		for u := range nw.n {
+			for nw.excess[u] > 0 && nw.level[u] == 0 {
+				pushed := nw.augment(int32(u), nw.excess[u])
+				if pushed == 0 {
+					break
+				}
+				nw.excess[u] -= pushed
+			}
+		}
+	}
+	for _, e := range nw.excess {
+		if e != 0 {
+			return nw.infeasible(0)
+		}
+	}
+	return nil
+}
+
+// infeasible describes the excess left at the node that holds the most.
+func (nw *network) infeasible(imbalance int64) error {
+	e := &InfeasibleError{}
+	for u, x := range nw.excess {
+		if max(x, -x) > max(e.Excess, -e.Excess) {
+			e.Node, e.Excess = NodeID(u), x
+		}
+		if x > 0 {
+			e.Unrouted += x
+		}
+	}
+	if imbalance != 0 {
+		return fmt.Errorf("%w (supplies and demands differ by %d)", e, imbalance)
+	}
+	return e
+}
+
+// levels labels nodes with their BFS distance from the excess nodes over
+// residual arcs (-1 when unreached) and reports whether a deficit is reached.
+func (nw *network) levels() bool {
+	q := nw.queue[:0]
+	for u := range nw.n {
+		nw.level[u] = -1
+		if nw.excess[u] > 0 {
+			nw.level[u] = 0
+			q = append(q, int32(u))
+		}
+	}
+	found := false
+	for k := 0; k < len(q); k++ {
+		u := q[k]
+		for i := nw.first[u]; i < nw.first[u+1]; i++ {
+			v := nw.head[i]
+			if nw.res[i] > 0 && nw.level[v] < 0 {
+				nw.level[v] = nw.level[u] + 1
+				found = found || nw.excess[v] < 0
+				q = append(q, v)
+			}
+		}
+	}
+	nw.queue = q
+	return found
+}
+
+// augment sends up to limit units from u along level-increasing residual
+// arcs into deficits, and returns how much it sent.
+func (nw *network) augment(u int32, limit int64) int64 {
+	if nw.excess[u] < 0 && nw.level[u] > 0 {
+		take := min(limit, -nw.excess[u])
+		nw.excess[u] += take
+		return take
+	}
+	var sent int64
+	for ; nw.cur[u] < nw.first[u+1]; nw.cur[u]++ {
+		i := nw.cur[u]
+		v := nw.head[i]
+		if nw.res[i] == 0 || nw.level[v] != nw.level[u]+1 {
+			continue
+		}
+		d := nw.augment(v, min(limit-sent, nw.res[i]))
+		nw.res[i] -= d
+		nw.res[nw.rev[i]] += d
+		sent += d
+		if sent == limit {
+			break
+		}
+	}
+	return sent
+}
+
+// refine turns an ε·scaleFactor-optimal feasible flow into an ε-optimal
+// one: it saturates every arc of negative reduced cost, then pushes the
+// excess this creates along admissible arcs (residual, reduced cost < 0),
+// relabelling nodes that have none. It returns false if ctx ended first.
+func (nw *network) refine(ctx context.Context, eps int64, st *Stats) bool {
+	head, res, cost, price, excess, rev := nw.head, nw.res, nw.cost, nw.price, nw.excess, nw.rev
+	for u := range nw.n {
+		pu := price[u]
+		for i := nw.first[u]; i < nw.first[u+1]; i++ {
+			if r := res[i]; r > 0 && cost[i]+pu-price[head[i]] < 0 {
+				res[i] = 0
+				res[rev[i]] += r
+				excess[u] -= r
+				excess[head[i]] += r
+			}
+		}
+	}
+	nw.inQueue = grow(nw.inQueue, nw.n)
+	q := nw.queue[:0]
+	for u := range nw.n {
+		if excess[u] > 0 {
+			q = append(q, int32(u))
+			nw.inQueue[u] = true
+		}
+	}
+	copy(nw.cur, nw.first[:nw.n])
+	for k := 0; k < len(q); k++ {
+		if k%checkEvery == checkEvery-1 && ctx.Err() != nil {
+			nw.queue = q
+			return false
+		}
+		u := q[k]
+		nw.inQueue[u] = false
+		for excess[u] > 0 {
+			i, end := nw.cur[u], nw.first[u+1]
+			pu := price[u]
+			for ; i < end; i++ {
+				v := head[i]
+				if res[i] == 0 || cost[i]+pu-price[v] >= 0 {
+					continue
+				}
+				d := min(excess[u], res[i])
+				res[i] -= d
+				res[rev[i]] += d
+				excess[u] -= d
+				excess[v] += d
+				st.Pushes++
+				if excess[v] > 0 && !nw.inQueue[v] {
+					nw.inQueue[v] = true
+					q = append(q, v)
+				}
+				if excess[u] == 0 {
+					break
+				}
+			}
+			nw.cur[u] = i
+			if excess[u] > 0 {
+				nw.relabel(u, eps)
+				st.Relabels++
+			}
+		}
+		if len(q) > 1<<20 && k > len(q)/2 {
+			q = append(q[:0], q[k+1:]...)
+			k = -1
+		}
+	}
+	nw.queue = q[:0]
+	return true
+}
+
+// relabel lowers u's price as little as keeps every residual arc leaving u
+// ε-optimal (reduced cost >= -ε) while making one admissible: to the max over
+// residual arcs (u,v) of price(v) - cost - ε.
+func (nw *network) relabel(u int32, eps int64) {
+	best := int64(math.MinInt64)
+	for i := nw.first[u]; i < nw.first[u+1]; i++ {
+		if nw.res[i] > 0 {
+			best = max(best, nw.price[nw.head[i]]-nw.cost[i])
+		}
+	}
+	nw.price[u] = best - eps
+	nw.cur[u] = nw.first[u]
+}
+
+// flows reads the flow on each graph arc and its total cost.
+func (nw *network) flows(g *Graph) ([]int64, int64) {
+	flow := make([]int64, g.ArcCap())
+	var total int64
+	for a, i := range nw.fwd {
+		if i < 0 {
+			continue
+		}
+		_, _, lo, _, c := g.Arc(ArcID(a))
+		flow[a] = lo + nw.res[nw.rev[i]]
+		total += flow[a] * c
+	}
+	return flow, total
+}
+
+// exactPotentials turns the final prices into integral potentials under
+// which no residual arc has a negative reduced cost (in unscaled costs), by
+// Bellman-Ford-Moore relaxation started from the scaled-down prices, which
+// are nearly right already.
+func (nw *network) exactPotentials() ([]int64, error) {
+	d := make([]int64, nw.n)
+	q := nw.queue[:0]
+	count := make([]int32, nw.n)
+	nw.inQueue = grow(nw.inQueue, nw.n)
+	for u := range nw.n {
+		d[u] = floorDiv(nw.price[u], nw.scale)
+		q = append(q, int32(u))
+		nw.inQueue[u] = true
+	}
+	for k := 0; k < len(q); k++ {
+		u := q[k]
+		nw.inQueue[u] = false
+		for i := nw.first[u]; i < nw.first[u+1]; i++ {
+			if nw.res[i] == 0 {
+				continue
+			}
+			v := nw.head[i]
+			if nd := d[u] + nw.cost[i]/nw.scale; nd < d[v] {
+				d[v] = nd
+				if !nw.inQueue[v] {
+					count[v]++
+					if int(count[v]) > nw.n {
+						return nil, fmt.Errorf("flowsolver: internal error: negative residual cycle after solving")
+					}
+					nw.inQueue[v] = true
+					q = append(q, v)
+				}
+			}
+		}
+		if len(q) > 1<<20 && k > len(q)/2 {
+			q = append(q[:0], q[k+1:]...)
+			k = -1
+		}
+	}
+	nw.queue = q[:0]
+	return d, nil
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if (a%b != 0) && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}

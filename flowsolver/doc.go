@@ -1,0 +1,36 @@
+// Package flowsolver solves minimum-cost flow problems exactly: the
+// placement engine of Sluice's scheduler, which models every scheduling
+// round as a flow network (task groups → equivalence classes → nodes and
+// cached slots → sink, with unscheduled arcs) in the style of Quincy and
+// Firmament.
+//
+// A Graph has dense integer node and arc IDs, int64 supplies, bounds and
+// costs, and is changed in place between solves (supplies, bounds and costs
+// changed; nodes and arcs added and removed, their IDs reused). Solve finds
+// an optimal flow by cost scaling (Goldberg's push-relabel with ε-scaling)
+// after routing a feasible flow with Dinic's algorithm, and returns
+// potentials that prove optimality. Verify checks any solution: bounds,
+// conservation, cost, and reduced-cost optimality.
+//
+// # Invariants
+//
+//   - A solution returned with Optimal true passes Verify; one returned at a
+//     context deadline is feasible and passes Verify with Optimal false.
+//   - An infeasible graph yields an *InfeasibleError naming a node whose
+//     supply or demand cannot be routed; nothing is ever partly solved.
+//   - Numbers beyond the limits (MaxCapacity, MaxAbsCost, and the solver's
+//     overflow bound on |cost|·(n+1)²) are rejected with ErrBadGraph before
+//     any arithmetic can overflow.
+//   - The package has no goroutines, logger or clock; the caller's context
+//     is its only tie to time.
+//
+// # Usage
+//
+//	g := flowsolver.NewGraph(3, 2)
+//	task, _ := g.AddNode(5)     // five identical tasks
+//	node, _ := g.AddNode(0)
+//	sink, _ := g.AddNode(-5)
+//	g.AddArc(task, node, 0, 5, 10)
+//	g.AddArc(node, sink, 0, 8, 0)
+//	sol, err := flowsolver.Solve(ctx, g)
+package flowsolver
