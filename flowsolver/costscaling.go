@@ -117,6 +117,10 @@ type network struct {
 	queue   []int32
 	inQueue []bool
 	level   []int32
+	// Global update scratch.
+	dist []int64
+	done []bool
+	heap distHeap
 }
 
 func grow[T any](s []T, n int) []T {
@@ -303,6 +307,8 @@ func (nw *network) refine(ctx context.Context, eps int64, st *Stats) bool {
 			}
 		}
 	}
+	nw.globalUpdate(eps)
+	st.GlobalUpdates++
 	nw.inQueue = grow(nw.inQueue, nw.n)
 	q := nw.queue[:0]
 	for u := range nw.n {
@@ -312,6 +318,7 @@ func (nw *network) refine(ctx context.Context, eps int64, st *Stats) bool {
 		}
 	}
 	copy(nw.cur, nw.first[:nw.n])
+	relabels := 0
 	for k := 0; k < len(q); k++ {
 		if k%checkEvery == checkEvery-1 && ctx.Err() != nil {
 			nw.queue = q
@@ -321,10 +328,20 @@ func (nw *network) refine(ctx context.Context, eps int64, st *Stats) bool {
 		nw.inQueue[u] = false
 		for excess[u] > 0 {
 			i, end := nw.cur[u], nw.first[u+1]
+			// A scan from the first arc sees them all, so when it finds no
+			// admissible arc it has what relabel needs: the largest
+			// price(v) - cost over residual arcs.
+			whole := i == nw.first[u]
+			best := int64(math.MinInt64)
 			pu := price[u]
 			for ; i < end; i++ {
+				if res[i] == 0 {
+					continue
+				}
 				v := head[i]
-				if res[i] == 0 || cost[i]+pu-price[v] >= 0 {
+				t := price[v] - cost[i]
+				if pu >= t { // reduced cost cost+pu-price[v] >= 0: not admissible
+					best = max(best, t)
 					continue
 				}
 				d := min(excess[u], res[i])
@@ -343,9 +360,21 @@ func (nw *network) refine(ctx context.Context, eps int64, st *Stats) bool {
 			}
 			nw.cur[u] = i
 			if excess[u] > 0 {
-				nw.relabel(u, eps)
+				if whole {
+					price[u] = best - eps
+					nw.cur[u] = nw.first[u]
+				} else {
+					nw.relabel(u, eps)
+				}
 				st.Relabels++
+				relabels++
 			}
+		}
+		if relabels > nw.n {
+			relabels = 0
+			nw.globalUpdate(eps)
+			st.GlobalUpdates++
+			copy(nw.cur, nw.first[:nw.n])
 		}
 		if len(q) > 1<<20 && k > len(q)/2 {
 			q = append(q[:0], q[k+1:]...)
