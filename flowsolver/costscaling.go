@@ -21,10 +21,21 @@ func Solve(ctx context.Context, g *Graph) (*Solution, error) {
 
 // Solver solves min-cost flow problems by cost scaling (Goldberg's
 // push-relabel method with ε-scaling). A Solver keeps its working memory
-// between solves; it is not safe for concurrent use.
+// between solves and re-solves incrementally: each solve starts from the
+// previous solve's flow (by ArcID, clamped to the arcs' new bounds) and
+// potentials (by NodeID), so that after a small change only the part of the
+// network the change disturbs is reworked. Any starting point gives the same
+// optimum; Reset drops it. A Solver is not safe for concurrent use.
 type Solver struct {
 	net network
+	// prevFlow and prevPotential are the last solve's flow and (when it was
+	// optimal) potentials, the starting point of the next solve.
+	prevFlow      []int64
+	prevPotential []int64
 }
+
+// Reset makes the next solve start from zero flow and zero prices.
+func (s *Solver) Reset() { s.prevFlow, s.prevPotential = nil, nil }
 
 // scaleFactor is how much ε shrinks from one scaling phase to the next.
 const scaleFactor = 16
@@ -39,17 +50,32 @@ func (s *Solver) Solve(ctx context.Context, g *Graph) (*Solution, error) {
 	}
 	nw := &s.net
 	nw.build(g)
+	warm := s.prevFlow != nil
+	if warm {
+		nw.warmStart(g, s.prevFlow, s.prevPotential)
+	}
 	if err := nw.feasible(); err != nil {
+		s.Reset()
 		return nil, err
 	}
-	stats := Stats{Algorithm: "cost-scaling"}
+	stats := Stats{Algorithm: "cost-scaling", Incremental: warm}
 	best := append([]int64(nil), nw.res...)
 	optimal := true
 	eps := nw.maxCost
-	for eps > 1 || stats.Phases == 0 {
+	if warm {
+		eps = nw.violation()
+	}
+	for eps > 1 || stats.Phases == 0 && eps > 0 {
 		eps = max(eps/scaleFactor, 1)
 		stats.Phases++
-		if ctx.Err() != nil || !nw.refine(ctx, eps, &stats) {
+		if ctx.Err() != nil {
+			optimal = false
+			break
+		}
+		if done, err := nw.refine(ctx, eps, &stats); err != nil {
+			s.Reset()
+			return nil, err
+		} else if !done {
 			optimal = false
 			break
 		}
@@ -61,11 +87,53 @@ func (s *Solver) Solve(ctx context.Context, g *Graph) (*Solution, error) {
 	if optimal {
 		p, err := nw.exactPotentials()
 		if err != nil {
+			s.Reset()
 			return nil, err
 		}
 		sol.Potential = p
 	}
+	s.prevFlow = append(s.prevFlow[:0], sol.Flow...)
+	s.prevPotential = append(s.prevPotential[:0], sol.Potential...)
+	if !optimal {
+		s.prevPotential = nil
+	}
 	return sol, nil
+}
+
+// warmStart puts the previous flow on the arcs, clamped to their current
+// bounds, and sets prices from the previous potentials. Nodes and arcs new
+// since then start at zero.
+func (nw *network) warmStart(g *Graph, flow, potential []int64) {
+	for a, i := range nw.fwd {
+		if i < 0 || a >= len(flow) {
+			continue
+		}
+		t, h, lo, up, _ := g.Arc(ArcID(a))
+		f := min(max(flow[a], lo), up) - lo
+		nw.res[i] -= f
+		nw.res[nw.rev[i]] += f
+		nw.excess[t] -= f
+		nw.excess[h] += f
+	}
+	for u := range min(len(potential), nw.n) {
+		nw.price[u] = potential[u] * nw.scale
+	}
+}
+
+// violation returns the largest amount by which a residual arc's reduced
+// cost is negative: the ε for which the current flow and prices are
+// ε-optimal (0 when they are optimal).
+func (nw *network) violation() int64 {
+	var worst int64
+	for u := range nw.n {
+		pu := nw.price[u]
+		for i := nw.first[u]; i < nw.first[u+1]; i++ {
+			if nw.res[i] > 0 {
+				worst = max(worst, -(nw.cost[i] + pu - nw.price[nw.head[i]]))
+			}
+		}
+	}
+	return worst
 }
 
 // checkNumbers rejects graphs whose solve could overflow int64: costs are
@@ -293,8 +361,10 @@ func (nw *network) augment(u int32, limit int64) int64 {
 // refine turns an ε·scaleFactor-optimal feasible flow into an ε-optimal
 // one: it saturates every arc of negative reduced cost, then pushes the
 // excess this creates along admissible arcs (residual, reduced cost < 0),
-// relabelling nodes that have none. It returns false if ctx ended first.
-func (nw *network) refine(ctx context.Context, eps int64, st *Stats) bool {
+// relabelling nodes that have none. It returns false if ctx ended first,
+// and an error if prices fall past any bound the theory allows (a bug, never
+// an input: it stops what would otherwise loop forever).
+func (nw *network) refine(ctx context.Context, eps int64, st *Stats) (bool, error) {
 	head, res, cost, price, excess, rev := nw.head, nw.res, nw.cost, nw.price, nw.excess, nw.rev
 	for u := range nw.n {
 		pu := price[u]
@@ -321,8 +391,8 @@ func (nw *network) refine(ctx context.Context, eps int64, st *Stats) bool {
 	relabels := 0
 	for k := 0; k < len(q); k++ {
 		if k%checkEvery == checkEvery-1 && ctx.Err() != nil {
-			nw.queue = q
-			return false
+			nw.queue = q[:0]
+			return false, nil
 		}
 		u := q[k]
 		nw.inQueue[u] = false
@@ -361,10 +431,13 @@ func (nw *network) refine(ctx context.Context, eps int64, st *Stats) bool {
 			nw.cur[u] = i
 			if excess[u] > 0 {
 				if whole {
-					price[u] = best - eps
+					price[u] = lowered(best, eps)
 					nw.cur[u] = nw.first[u]
 				} else {
 					nw.relabel(u, eps)
+				}
+				if price[u] < minPrice {
+					return false, fmt.Errorf("flowsolver: internal error: price of node %d fell below %d", u, int64(minPrice))
 				}
 				st.Relabels++
 				relabels++
@@ -382,8 +455,12 @@ func (nw *network) refine(ctx context.Context, eps int64, st *Stats) bool {
 		}
 	}
 	nw.queue = q[:0]
-	return true
+	return true, nil
 }
+
+// minPrice is far below any price a correct solve reaches (checkNumbers
+// keeps those above -2^58).
+const minPrice = -(1 << 61)
 
 // relabel lowers u's price as little as keeps every residual arc leaving u
 // ε-optimal (reduced cost >= -ε) while making one admissible: to the max over
@@ -395,8 +472,17 @@ func (nw *network) relabel(u int32, eps int64) {
 			best = max(best, nw.price[nw.head[i]]-nw.cost[i])
 		}
 	}
-	nw.price[u] = best - eps
+	nw.price[u] = lowered(best, eps)
 	nw.cur[u] = nw.first[u]
+}
+
+// lowered returns best - ε, or a price below minPrice when there was no
+// residual arc to take a best from (which refine reports as an error).
+func lowered(best, eps int64) int64 {
+	if best == math.MinInt64 {
+		return minPrice - 1
+	}
+	return best - eps
 }
 
 // flows reads the flow on each graph arc and its total cost.

@@ -1,0 +1,113 @@
+package flowsolver_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/sluicehq/sluice/flowsolver"
+)
+
+// change applies one random change to g: a supply moved between two nodes,
+// an arc's cost or bounds changed, an arc added or removed, a node added
+// (with arcs) or removed (its supply handed to another node).
+func change(r *rand.Rand, g *flowsolver.Graph, sh shape) {
+	live := func() flowsolver.NodeID {
+		for {
+			if n := flowsolver.NodeID(r.IntN(g.NodeCap())); g.HasNode(n) {
+				return n
+			}
+		}
+	}
+	liveArc := func() (flowsolver.ArcID, bool) {
+		if g.Arcs() == 0 {
+			return 0, false
+		}
+		for {
+			if a := flowsolver.ArcID(r.IntN(g.ArcCap())); g.HasArc(a) {
+				return a, true
+			}
+		}
+	}
+	switch r.IntN(7) {
+	case 0:
+		a, b := live(), live()
+		d := r.Int64N(sh.maxSupply + 1)
+		if a != b {
+			_ = g.SetSupply(a, g.Supply(a)+d)
+			_ = g.SetSupply(b, g.Supply(b)-d)
+		}
+	case 1:
+		if a, ok := liveArc(); ok {
+			_ = g.SetCost(a, r.Int64N(2*sh.maxCost+1)-sh.maxCost)
+		}
+	case 2:
+		if a, ok := liveArc(); ok {
+			up := r.Int64N(sh.maxCap + 1)
+			_ = g.SetBounds(a, r.Int64N(up/2+1), up)
+		}
+	case 3:
+		must(g.AddArc(live(), live(), 0, r.Int64N(sh.maxCap+1), r.Int64N(sh.maxCost+1)))
+	case 4:
+		if a, ok := liveArc(); ok {
+			_ = g.RemoveArc(a)
+		}
+	case 5:
+		n := must(g.AddNode(0))
+		for range 3 {
+			must(g.AddArc(n, live(), 0, r.Int64N(sh.maxCap+1), r.Int64N(sh.maxCost+1)))
+			must(g.AddArc(live(), n, 0, r.Int64N(sh.maxCap+1), r.Int64N(sh.maxCost+1)))
+		}
+	case 6:
+		if g.Nodes() > 3 {
+			n, heir := live(), live()
+			if n != heir {
+				_ = g.SetSupply(heir, g.Supply(heir)+g.Supply(n))
+				_ = g.RemoveNode(n)
+			}
+		}
+	}
+}
+
+// TestIncremental solves a graph, changes it, and re-solves it with the
+// same Solver (warm, from the previous flow and potentials), again and
+// again: every re-solve must agree with a from-scratch solve and pass
+// Verify, whatever the sequence of changes.
+func TestIncremental(t *testing.T) {
+	r := newRand(t)
+	for _, sh := range shapes {
+		t.Run(sh.name, func(t *testing.T) {
+			warmRuns := 0
+			for i := range 20 {
+				g := randomGraph(r, sh)
+				var s flowsolver.Solver
+				for step := range 15 {
+					name := fmt.Sprintf("%s graph %d step %d", sh.name, i, step)
+					warm, werr := s.Solve(context.Background(), g)
+					cold, cerr := flowsolver.Solve(context.Background(), g)
+					switch {
+					case (werr == nil) != (cerr == nil):
+						t.Fatalf("%s: warm error %v, cold error %v", name, werr, cerr)
+					case werr == nil:
+						if warm.Cost != cold.Cost {
+							t.Fatalf("%s: warm cost %d, cold %d", name, warm.Cost, cold.Cost)
+						}
+						if err := flowsolver.Verify(g, warm); err != nil {
+							t.Fatalf("%s: %v", name, err)
+						}
+						if warm.Stats.Incremental {
+							warmRuns++
+						}
+					}
+					for range 1 + r.IntN(3) {
+						change(r, g, sh)
+					}
+				}
+			}
+			if warmRuns == 0 {
+				t.Error("no re-solve started warm")
+			}
+		})
+	}
+}
