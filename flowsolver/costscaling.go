@@ -32,6 +32,8 @@ type Solver struct {
 	// optimal) potentials, the starting point of the next solve.
 	prevFlow      []int64
 	prevPotential []int64
+	// best is the last feasible residual state of the current solve.
+	best []int64
 }
 
 // Reset makes the next solve start from zero flow and zero prices.
@@ -50,20 +52,36 @@ func (s *Solver) Solve(ctx context.Context, g *Graph) (*Solution, error) {
 	}
 	nw := &s.net
 	nw.build(g)
-	warm := s.prevFlow != nil
+	// A warm start keeps the previous optimum's flow and potentials, which
+	// are optimal for every arc the changes did not touch, and repairs the
+	// rest (see repair). The feasibility check runs on a copy, so that its
+	// cost-blind routing does not disturb that flow.
+	warm := s.prevFlow != nil && s.prevPotential != nil
 	if warm {
 		nw.warmStart(g, s.prevFlow, s.prevPotential)
+		nw.save()
 	}
 	if err := nw.feasible(); err != nil {
 		s.Reset()
 		return nil, err
 	}
 	stats := Stats{Algorithm: "cost-scaling", Incremental: warm}
-	best := append([]int64(nil), nw.res...)
+	best := append(s.best[:0], nw.res...)
+	s.best = best
 	optimal := true
 	eps := nw.maxCost
 	if warm {
-		eps = nw.violation()
+		nw.restore()
+		stats.Algorithm = "primal-dual repair"
+		done, err := nw.repair(ctx, &stats)
+		if err != nil {
+			s.Reset()
+			return nil, err
+		}
+		if optimal = done; done {
+			copy(best, nw.res)
+		}
+		eps = 0
 	}
 	for eps > 1 || stats.Phases == 0 && eps > 0 {
 		eps = max(eps/scaleFactor, 1)
@@ -118,6 +136,28 @@ func (nw *network) warmStart(g *Graph, flow, potential []int64) {
 	for u := range min(len(potential), nw.n) {
 		nw.price[u] = potential[u] * nw.scale
 	}
+}
+
+// save keeps a copy of the residual capacities and excesses; restore puts
+// it back.
+func (nw *network) save() {
+	nw.savedRes = append(nw.savedRes[:0], nw.res...)
+	nw.savedExcess = append(nw.savedExcess[:0], nw.excess...)
+}
+
+func (nw *network) restore() {
+	copy(nw.res, nw.savedRes)
+	copy(nw.excess, nw.savedExcess)
+}
+
+// balanced reports whether no node has excess or deficit.
+func (nw *network) balanced() bool {
+	for _, e := range nw.excess {
+		if e != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // violation returns the largest amount by which a residual arc's reduced
@@ -185,6 +225,9 @@ type network struct {
 	queue   []int32
 	inQueue []bool
 	level   []int32
+	// savedRes and savedExcess hold a warm start while feasibility is
+	// checked.
+	savedRes, savedExcess []int64
 	// Global update scratch.
 	dist []int64
 	done []bool

@@ -1,0 +1,173 @@
+package flowsolver
+
+import (
+	"context"
+	"fmt"
+)
+
+// repair finishes a warm start by the primal-dual method: the previous
+// optimum's flow and potentials leave every untouched arc with a
+// non-negative reduced cost, so after saturating the arcs the changes made
+// negative, the excess the changes left is routed along shortest paths in
+// reduced costs (Dijkstra from every excess node, stopping at the first
+// deficit), then along all zero-reduced-cost paths at once (a blocking
+// flow), until no excess is left. Prices stay exact multiples of the scale,
+// so they end as an optimality certificate without further work. It returns
+// false if ctx ended first.
+func (nw *network) repair(ctx context.Context, st *Stats) (bool, error) {
+	head, res, cost, price, excess, rev := nw.head, nw.res, nw.cost, nw.price, nw.excess, nw.rev
+	for u := range nw.n {
+		pu := price[u]
+		for i := nw.first[u]; i < nw.first[u+1]; i++ {
+			if r := res[i]; r > 0 && cost[i]+pu-price[head[i]] < 0 {
+				res[i] = 0
+				res[rev[i]] += r
+				excess[u] -= r
+				excess[head[i]] += r
+			}
+		}
+	}
+	for !nw.balanced() {
+		if ctx.Err() != nil {
+			return false, nil
+		}
+		if err := nw.shortestPathPrices(); err != nil {
+			return false, err
+		}
+		st.Phases++
+		st.GlobalUpdates++
+			for nw.zeroLevels() {
+			copy(nw.cur, nw.first[:nw.n])
+			for u := range nw.n {
+				for excess[u] > 0 && nw.level[u] == 0 {
+					pushed := nw.zeroAugment(int32(u), excess[u])
+					if pushed == 0 {
+						break
+					}
+					excess[u] -= pushed
+					st.Augmentations++
+				}
+			}
+		}
+	}
+	return true, nil
+}
+
+// shortestPathPrices runs Dijkstra over residual arcs, with reduced costs
+// as lengths, from every excess node until the first deficit node is
+// settled at distance D, and raises each price by the node's distance capped
+// at D: an arc (u,v) then has reduced cost rc + d(u) - d(v) >= 0, which is 0
+// along the shortest paths, so some excess can reach a deficit along
+// zero-reduced-cost arcs.
+func (nw *network) shortestPathPrices() error {
+	n := nw.n
+	nw.dist = grow(nw.dist, n)
+	dist := nw.dist
+	nw.done = grow(nw.done, n)
+	done := nw.done
+	const unreached = -1
+	h := nw.heap[:0]
+	for u := range n {
+		dist[u] = unreached
+		if nw.excess[u] > 0 {
+			dist[u] = 0
+			h.push(heapItem{0, int32(u)})
+		}
+	}
+	bound := int64(-1)
+	for len(h) > 0 {
+		it := h.pop()
+		u := it.node
+		if done[u] || it.dist != dist[u] {
+			continue
+		}
+		done[u] = true
+		if nw.excess[u] < 0 {
+			bound = it.dist
+			break
+		}
+		pu := nw.price[u]
+		for i := nw.first[u]; i < nw.first[u+1]; i++ {
+			if nw.res[i] == 0 {
+				continue
+			}
+			v := nw.head[i]
+			if done[v] {
+				continue
+			}
+			rc := nw.cost[i] + pu - nw.price[v]
+			if rc < 0 {
+				return fmt.Errorf("flowsolver: internal error: reduced cost %d < 0 on a residual arc during repair", rc)
+			}
+			if d := it.dist + rc; dist[v] == unreached || d < dist[v] {
+				dist[v] = d
+				h.push(heapItem{d, v})
+			}
+		}
+	}
+	nw.heap = h[:0]
+	if bound < 0 {
+		return fmt.Errorf("flowsolver: internal error: excess cannot reach a deficit during repair")
+	}
+	for u := range n {
+		if done[u] {
+			nw.price[u] += dist[u]
+		} else {
+			nw.price[u] += bound
+		}
+	}
+	return nil
+}
+
+// zeroLevels is levels restricted to arcs of zero reduced cost.
+func (nw *network) zeroLevels() bool {
+	q := nw.queue[:0]
+	for u := range nw.n {
+		nw.level[u] = -1
+		if nw.excess[u] > 0 {
+			nw.level[u] = 0
+			q = append(q, int32(u))
+		}
+	}
+	found := false
+	for k := 0; k < len(q); k++ {
+		u := q[k]
+		pu := nw.price[u]
+		for i := nw.first[u]; i < nw.first[u+1]; i++ {
+			v := nw.head[i]
+			if nw.res[i] > 0 && nw.level[v] < 0 && nw.cost[i]+pu == nw.price[v] {
+				nw.level[v] = nw.level[u] + 1
+				found = found || nw.excess[v] < 0
+				q = append(q, v)
+			}
+		}
+	}
+	nw.queue = q
+	return found
+}
+
+// zeroAugment is augment restricted to arcs of zero reduced cost.
+func (nw *network) zeroAugment(u int32, limit int64) int64 {
+	if nw.excess[u] < 0 && nw.level[u] > 0 {
+		take := min(limit, -nw.excess[u])
+		nw.excess[u] += take
+		return take
+	}
+	var sent int64
+	pu := nw.price[u]
+	for ; nw.cur[u] < nw.first[u+1]; nw.cur[u]++ {
+		i := nw.cur[u]
+		v := nw.head[i]
+		if nw.res[i] == 0 || nw.level[v] != nw.level[u]+1 || nw.cost[i]+pu != nw.price[v] {
+			continue
+		}
+		d := nw.zeroAugment(v, min(limit-sent, nw.res[i]))
+		nw.res[i] -= d
+		nw.res[nw.rev[i]] += d
+		sent += d
+		if sent == limit {
+			break
+		}
+	}
+	return sent
+}
