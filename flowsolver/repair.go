@@ -36,7 +36,7 @@ func (nw *network) repair(ctx context.Context, st *Stats) (bool, error) {
 		}
 		st.Phases++
 		st.GlobalUpdates++
-			for nw.zeroLevels() {
+		for nw.zeroLevels() {
 			copy(nw.cur, nw.first[:nw.n])
 			for u := range nw.n {
 				for excess[u] > 0 && nw.level[u] == 0 {
