@@ -142,6 +142,7 @@ func BenchmarkSolve(b *testing.B) {
 			var s flowsolver.Solver
 			var sol *flowsolver.Solution
 			for b.Loop() {
+				s.Reset() // from scratch every time, reusing memory
 				var err error
 				if sol, err = s.Solve(context.Background(), g); err != nil {
 					b.Fatal(err)
