@@ -65,9 +65,11 @@ type Graph struct {
 	nodeAlive []bool
 	freeNodes []NodeID
 	nodes     int
-	// incident lists, per node, the arcs added with it as an endpoint. An
-	// entry may be stale (the arc removed, its ID reused elsewhere): users
-	// check the arc's endpoints.
+	// incident lists, per node, the arcs added with it as an endpoint, so
+	// that RemoveNode costs the node's degree. It is built on the first
+	// RemoveNode (bulk building pays nothing for it) and kept up to date
+	// from then on. An entry may be stale (the arc removed, its ID reused
+	// elsewhere): users check the arc's endpoints.
 	incident [][]ArcID
 
 	tail, head   []NodeID
@@ -120,7 +122,9 @@ func (g *Graph) AddNode(supply int64) (NodeID, error) {
 		id := g.freeNodes[n-1]
 		g.freeNodes = g.freeNodes[:n-1]
 		g.supply[id], g.nodeAlive[id] = supply, true
-		g.incident[id] = g.incident[id][:0]
+		if g.incident != nil {
+			g.incident[id] = g.incident[id][:0]
+		}
 		g.nodes++
 		return id, nil
 	}
@@ -129,7 +133,9 @@ func (g *Graph) AddNode(supply int64) (NodeID, error) {
 	}
 	g.supply = append(g.supply, supply)
 	g.nodeAlive = append(g.nodeAlive, true)
-	g.incident = append(g.incident, nil)
+	if g.incident != nil {
+		g.incident = append(g.incident, nil)
+	}
 	g.nodes++
 	return NodeID(len(g.supply) - 1), nil
 }
@@ -153,6 +159,14 @@ func (g *Graph) Supply(n NodeID) int64 { return g.supply[n] }
 func (g *Graph) RemoveNode(n NodeID) error {
 	if err := g.checkNode(n); err != nil {
 		return err
+	}
+	if g.incident == nil {
+		g.incident = make([][]ArcID, len(g.supply))
+		for a := range g.tail {
+			if g.arcAlive[a] {
+				g.addIncident(ArcID(a))
+			}
+		}
 	}
 	for _, a := range g.incident[n] {
 		if g.arcAlive[a] && (g.tail[a] == n || g.head[a] == n) {
@@ -192,12 +206,19 @@ func (g *Graph) AddArc(tail, head NodeID, lower, upper, cost int64) (ArcID, erro
 		g.cost = append(g.cost, cost)
 		g.arcAlive = append(g.arcAlive, true)
 	}
-	g.incident[tail] = append(g.incident[tail], a)
-	if head != tail {
-		g.incident[head] = append(g.incident[head], a)
+	if g.incident != nil {
+		g.addIncident(a)
 	}
 	g.arcs++
 	return a, nil
+}
+
+func (g *Graph) addIncident(a ArcID) {
+	t, h := g.tail[a], g.head[a]
+	g.incident[t] = append(g.incident[t], a)
+	if h != t {
+		g.incident[h] = append(g.incident[h], a)
+	}
 }
 
 // SetBounds changes an arc's lower and upper bounds.

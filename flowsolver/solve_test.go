@@ -1,11 +1,14 @@
 package flowsolver_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"testing"
 	"time"
@@ -162,5 +165,46 @@ func checkAgainstReference(t *testing.T, g *flowsolver.Graph, name string) {
 	noPot.Potential = nil
 	if err := flowsolver.Verify(g, &noPot); err != nil {
 		t.Fatalf("%s: without potentials: %v", name, err)
+	}
+}
+
+// TestDIMACSInstances solves the instances in testdata/dimacs, whose answers
+// ("c optimal COST" or "c infeasible") were checked with another solver.
+func TestDIMACSInstances(t *testing.T) {
+	files, err := filepath.Glob("testdata/dimacs/*.min")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no instances: %v", err)
+	}
+	answer := regexp.MustCompile(`(?m)^c (optimal (-?\d+)|infeasible)\r?$`)
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := answer.FindSubmatch(data)
+		if m == nil {
+			t.Fatalf("%s: no answer comment", f)
+		}
+		g, err := flowsolver.ReadDIMACS(bytes.NewReader(data))
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		want, _ := referenceSolve(g)
+		sol, err := flowsolver.Solve(context.Background(), g)
+		if string(m[1]) == "infeasible" {
+			if !errors.Is(err, flowsolver.ErrInfeasible) {
+				t.Errorf("%s: want infeasible, got %v", f, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if got := strconv.FormatInt(sol.Cost, 10); got != string(m[2]) || sol.Cost != want {
+			t.Errorf("%s: cost %s, want %s (reference %d)", f, got, m[2], want)
+		}
+		if err := flowsolver.Verify(g, sol); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
 	}
 }

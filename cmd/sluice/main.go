@@ -23,7 +23,20 @@ const (
 	exitError       = 1   // the command failed
 	exitUsage       = 2   // bad command line
 	exitInterrupted = 130 // stopped by SIGINT or SIGTERM
+	// exitInfeasible is the status of `flow solve` on a problem without a
+	// feasible flow. It equals exitUsage: DIMACS solvers conventionally
+	// exit 2 then.
+	exitInfeasible = 2
 )
+
+// exitStatusError makes the process exit with code rather than exitError.
+type exitStatusError struct {
+	code int
+	err  error
+}
+
+func (e exitStatusError) Error() string { return e.err.Error() }
+func (e exitStatusError) Unwrap() error { return e.err }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -63,7 +76,7 @@ containers with online/offline overcommit.`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())}
 	})
-	root.AddCommand(newVersionCmd(), newValidateCmd())
+	root.AddCommand(newVersionCmd(), newValidateCmd(), newFlowCmd())
 	return root
 }
 
@@ -93,11 +106,14 @@ func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 // exitCode maps the outcome of run to the process exit status.
 func exitCode(ctx context.Context, err error) int {
 	var ue usageError
+	var se exitStatusError
 	switch {
 	case err == nil:
 		return exitOK
 	case ctx.Err() != nil && errors.Is(err, context.Canceled):
 		return exitInterrupted
+	case errors.As(err, &se):
+		return se.code
 	case errors.As(err, &ue):
 		return exitUsage
 	default:

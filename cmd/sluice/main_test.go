@@ -71,6 +71,7 @@ func TestExitCodeMapping(t *testing.T) {
 		{context.Background(), fmt.Errorf("wrapped: %w", usageError{errors.New("bad")}), exitUsage},
 		{cancelled, fmt.Errorf("serve: %w", context.Canceled), exitInterrupted},
 		{context.Background(), context.Canceled, exitError},
+		{context.Background(), fmt.Errorf("solve: %w", exitStatusError{code: exitInfeasible, err: errors.New("x")}), exitInfeasible},
 	} {
 		if got := exitCode(tc.ctx, tc.err); got != tc.code {
 			t.Errorf("exitCode(%v) = %d, want %d", tc.err, got, tc.code)
