@@ -160,22 +160,6 @@ func (nw *network) balanced() bool {
 	return true
 }
 
-// violation returns the largest amount by which a residual arc's reduced
-// cost is negative: the ε for which the current flow and prices are
-// ε-optimal (0 when they are optimal).
-func (nw *network) violation() int64 {
-	var worst int64
-	for u := range nw.n {
-		pu := nw.price[u]
-		for i := nw.first[u]; i < nw.first[u+1]; i++ {
-			if nw.res[i] > 0 {
-				worst = max(worst, -(nw.cost[i] + pu - nw.price[nw.head[i]]))
-			}
-		}
-	}
-	return worst
-}
-
 // checkNumbers rejects graphs whose solve could overflow int64: costs are
 // scaled by n+1 and prices may fall to about 4(n+1)·max|cost|·(n+1); the
 // total cost is bounded by the sum of capacity × |cost|.
