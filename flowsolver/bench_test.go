@@ -16,7 +16,7 @@ import (
 // the cluster aggregator feeds racks, racks feed machines, machines and
 // unscheduled aggregators drain into the sink.
 func schedulingGraph(machines, tasks int, seed uint64) *flowsolver.Graph {
-	return newCluster(machines, tasks, seed).g
+	return newCluster(machines, tasks, 1, seed).g
 }
 
 // cluster is a scheduling instance with the IDs a benchmark needs to change
@@ -30,21 +30,24 @@ type cluster struct {
 	machineArcs []flowsolver.ArcID // machine -> sink
 	unsched     []flowsolver.NodeID
 	tasks       []flowsolver.NodeID
+	// group is the supply of a task node: 1 per task, or the count of a
+	// task group of identical tasks when the graph is aggregated.
+	group int64
 }
 
 // addTask adds a task node with its arcs.
 func (c *cluster) addTask() {
 	g, r := c.g, c.r
-	task := must(g.AddNode(1))
-	must(g.AddArc(task, c.unsched[r.IntN(len(c.unsched))], 0, 1, 200+r.Int64N(800)))
-	must(g.AddArc(task, c.agg, 0, 1, 50+r.Int64N(50)))
+	task := must(g.AddNode(c.group))
+	must(g.AddArc(task, c.unsched[r.IntN(len(c.unsched))], 0, c.group, 200+r.Int64N(800)))
+	must(g.AddArc(task, c.agg, 0, c.group, 50+r.Int64N(50)))
 	if r.IntN(3) == 0 {
 		for range 2 {
-			must(g.AddArc(task, c.machines[r.IntN(len(c.machines))], 0, 1, r.Int64N(30)))
+			must(g.AddArc(task, c.machines[r.IntN(len(c.machines))], 0, c.group, r.Int64N(30)))
 		}
 	}
 	c.tasks = append(c.tasks, task)
-	_ = g.SetSupply(c.sink, g.Supply(c.sink)-1)
+	_ = g.SetSupply(c.sink, g.Supply(c.sink)-c.group)
 }
 
 // churn makes the changes of one scheduling round on frac of the cluster:
@@ -55,10 +58,10 @@ func (c *cluster) churn(frac float64) {
 	n := max(int(frac*float64(len(c.tasks))), 1)
 	for range n {
 		i := r.IntN(len(c.tasks))
+		_ = g.SetSupply(c.sink, g.Supply(c.sink)+g.Supply(c.tasks[i]))
 		_ = g.RemoveNode(c.tasks[i])
 		c.tasks[i] = c.tasks[len(c.tasks)-1]
 		c.tasks = c.tasks[:len(c.tasks)-1]
-		_ = g.SetSupply(c.sink, g.Supply(c.sink)+1)
 	}
 	for range n {
 		c.addTask()
@@ -70,7 +73,10 @@ func (c *cluster) churn(frac float64) {
 	}
 }
 
-func newCluster(machines, tasks int, seed uint64) *cluster {
+// newCluster builds an instance of tasks tasks on machines machines; with
+// group > 1 the tasks come in task groups of that many identical tasks, one
+// node each.
+func newCluster(machines, tasks int, group int64, seed uint64) *cluster {
 	r := rand.New(rand.NewPCG(seed, 1))
 	racks := max(machines/40, 1)
 	jobs := max(tasks/100, 1)
@@ -83,7 +89,7 @@ func newCluster(machines, tasks int, seed uint64) *cluster {
 		rackIDs[i] = must(g.AddNode(0))
 		must(g.AddArc(agg, rackIDs[i], 0, slots*int64(machines/racks+1), 0))
 	}
-	c := &cluster{g: g, r: r, sink: sink, agg: agg}
+	c := &cluster{g: g, r: r, sink: sink, agg: agg, group: group}
 	for i := range machines {
 		m := must(g.AddNode(0))
 		must(g.AddArc(rackIDs[i%racks], m, 0, slots, r.Int64N(20)))
@@ -95,7 +101,7 @@ func newCluster(machines, tasks int, seed uint64) *cluster {
 		must(g.AddArc(u, sink, 0, flowsolver.MaxCapacity, 0))
 		c.unsched = append(c.unsched, u)
 	}
-	for range tasks {
+	for range tasks / int(group) {
 		c.addTask()
 	}
 	return c
@@ -107,7 +113,7 @@ func newCluster(machines, tasks int, seed uint64) *cluster {
 func BenchmarkIncremental(b *testing.B) {
 	for _, size := range []struct{ machines, tasks int }{{1000, 10000}, {5000, 50000}} {
 		b.Run(fmt.Sprintf("pertask/%dx%d", size.machines, size.tasks), func(b *testing.B) {
-			c := newCluster(size.machines, size.tasks, 1)
+			c := newCluster(size.machines, size.tasks, 1, 1)
 			var warm flowsolver.Solver
 			if _, err := warm.Solve(context.Background(), c.g); err != nil {
 				b.Fatal(err)
@@ -136,9 +142,16 @@ func BenchmarkIncremental(b *testing.B) {
 }
 
 func BenchmarkSolve(b *testing.B) {
-	for _, size := range []struct{ machines, tasks int }{{100, 1000}, {1000, 10000}, {5000, 50000}} {
-		g := schedulingGraph(size.machines, size.tasks, 1)
-		b.Run(fmt.Sprintf("pertask/%dx%d", size.machines, size.tasks), func(b *testing.B) {
+	for _, size := range []struct {
+		machines, tasks int
+		group           int64
+	}{{100, 1000, 1}, {1000, 10000, 1}, {5000, 50000, 1}, {12500, 100000, 100}} {
+		g := newCluster(size.machines, size.tasks, size.group, 1).g
+		kind := "pertask"
+		if size.group > 1 {
+			kind = fmt.Sprintf("groups-of-%d", size.group)
+		}
+		b.Run(fmt.Sprintf("%s/%dx%d", kind, size.machines, size.tasks), func(b *testing.B) {
 			var s flowsolver.Solver
 			var sol *flowsolver.Solution
 			for b.Loop() {
@@ -160,5 +173,6 @@ func BenchmarkSolve(b *testing.B) {
 func TestSchedulingShape(t *testing.T) {
 	for seed := range uint64(5) {
 		checkAgainstReference(t, schedulingGraph(10, 120, seed), fmt.Sprint("scheduling seed ", seed))
+		checkAgainstReference(t, newCluster(10, 300, 10, seed).g, fmt.Sprint("aggregated seed ", seed))
 	}
 }
