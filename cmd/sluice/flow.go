@@ -11,6 +11,6 @@ func newFlowCmd() *cobra.Command {
 		Args:  usageArgs(cobra.NoArgs),
 		RunE:  func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
-	c.AddCommand(newFlowSolveCmd())
+	c.AddCommand(newFlowSolveCmd(), newFlowGenCmd())
 	return c
 }
