@@ -42,6 +42,9 @@ func (s *Solver) Reset() { s.prevFlow, s.prevPotential = nil, nil }
 // scaleFactor is how much ε shrinks from one scaling phase to the next.
 const scaleFactor = 16
 
+// maxPath is the longest path a partial augmentation walks before pushing.
+const maxPath = 4
+
 // checkEvery is how many discharges pass between looks at the context.
 const checkEvery = 1 << 12
 
@@ -209,6 +212,8 @@ type network struct {
 	queue   []int32
 	inQueue []bool
 	level   []int32
+	// path is the scratch of partial augmentations.
+	path []int32
 	// savedRes and savedExcess hold a warm start while feasibility is
 	// checked.
 	savedRes, savedExcess []int64
@@ -424,51 +429,63 @@ func (nw *network) refine(ctx context.Context, eps int64, st *Stats) (bool, erro
 		u := q[k]
 		nw.inQueue[u] = false
 		for excess[u] > 0 {
-			i, end := nw.cur[u], nw.first[u+1]
-			// A scan from the first arc sees them all, so when it finds no
-			// admissible arc it has what relabel needs: the largest
-			// price(v) - cost over residual arcs.
-			whole := i == nw.first[u]
-			best := int64(math.MinInt64)
-			pu := price[u]
-			for ; i < end; i++ {
-				if res[i] == 0 {
+			// Partial augment-relabel: walk admissible arcs from u for up
+			// to maxPath steps or to a deficit, relabelling (and stepping
+			// back from) nodes with no admissible arc, then push along the
+			// whole path at once.
+			path := nw.path[:0]
+			tip := u
+			for len(path) < maxPath {
+				i, end := nw.cur[tip], nw.first[tip+1]
+				pt := price[tip]
+				for ; i < end; i++ {
+					if res[i] > 0 && cost[i]+pt-price[head[i]] < 0 {
+						break
+					}
+				}
+				if i < end {
+					nw.cur[tip] = i
+					path = append(path, i)
+					tip = head[i]
+					if excess[tip] < 0 {
+						break
+					}
 					continue
 				}
-				v := head[i]
-				t := price[v] - cost[i]
-				if pu >= t { // reduced cost cost+pu-price[v] >= 0: not admissible
-					best = max(best, t)
-					continue
+				if !nw.relabel(tip, eps) && tip != u {
+					// A node on the path with no residual arc at all: one
+					// ε lower makes the arc into it inadmissible (it was
+					// ε-optimal) and cannot break ε-optimality elsewhere.
+					price[tip] = pt - eps
 				}
-				d := min(excess[u], res[i])
-				res[i] -= d
-				res[rev[i]] += d
-				excess[u] -= d
-				excess[v] += d
-				st.Pushes++
-				if excess[v] > 0 && !nw.inQueue[v] {
-					nw.inQueue[v] = true
-					q = append(q, v)
-				}
-				if excess[u] == 0 {
-					break
-				}
-			}
-			nw.cur[u] = i
-			if excess[u] > 0 {
-				if whole {
-					price[u] = lowered(best, eps)
-					nw.cur[u] = nw.first[u]
-				} else {
-					nw.relabel(u, eps)
-				}
-				if price[u] < minPrice {
-					return false, fmt.Errorf("flowsolver: internal error: price of node %d fell below %d", u, int64(minPrice))
+				if price[tip] < minPrice {
+					return false, fmt.Errorf("flowsolver: internal error: price of node %d fell below %d", tip, int64(minPrice))
 				}
 				st.Relabels++
 				relabels++
+				if len(path) > 0 {
+					last := path[len(path)-1]
+					path = path[:len(path)-1]
+					tip = head[rev[last]]
+				}
 			}
+			d := excess[u]
+			for _, i := range path {
+				d = min(d, res[i])
+			}
+			for _, i := range path {
+				res[i] -= d
+				res[rev[i]] += d
+			}
+			excess[u] -= d
+			excess[tip] += d
+			st.Pushes += int64(len(path))
+			st.Augmentations++
+			if excess[tip] > 0 && !nw.inQueue[tip] {
+				nw.inQueue[tip] = true
+				q = append(q, tip)
+			}
+			nw.path = path
 		}
 		if relabels > nw.n {
 			relabels = 0
@@ -491,8 +508,9 @@ const minPrice = -(1 << 61)
 
 // relabel lowers u's price as little as keeps every residual arc leaving u
 // ε-optimal (reduced cost >= -ε) while making one admissible: to the max over
-// residual arcs (u,v) of price(v) - cost - ε.
-func (nw *network) relabel(u int32, eps int64) {
+// residual arcs (u,v) of price(v) - cost - ε. It reports whether u has a
+// residual arc; if not, it sets a price below minPrice.
+func (nw *network) relabel(u int32, eps int64) bool {
 	best := int64(math.MinInt64)
 	for i := nw.first[u]; i < nw.first[u+1]; i++ {
 		if nw.res[i] > 0 {
@@ -501,6 +519,7 @@ func (nw *network) relabel(u int32, eps int64) {
 	}
 	nw.price[u] = lowered(best, eps)
 	nw.cur[u] = nw.first[u]
+	return best != math.MinInt64
 }
 
 // lowered returns best - ε, or a price below minPrice when there was no

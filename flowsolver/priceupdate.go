@@ -61,9 +61,11 @@ func (h *distHeap) pop() heapItem {
 // globalUpdate lowers every node's price by ε times its distance to the
 // nearest deficit, where a residual arc of reduced cost rc has length 0 if
 // rc < 0 and rc/ε + 1 otherwise. The search stops once every excess node has
-// its distance; nodes not reached by then are lowered by one step more than
-// the largest distance reached, which keeps ε-optimality (an arc from an
-// unreached node to a reached one would have made it reached).
+// its distance and that distance is finished; nodes not settled by then are
+// lowered by one step more than the largest distance settled, which keeps
+// ε-optimality: such a node's distance is at least that much (an arc from it
+// into a settled node would have given it a distance, and an unfinished one
+// would be larger).
 func (nw *network) globalUpdate(eps int64) {
 	n := nw.n
 	dist := grow(nw.dist, n)
@@ -91,7 +93,14 @@ func (nw *network) globalUpdate(eps int64) {
 	clear(done)
 	nw.done = done
 	var last int64
-	for len(h) > 0 && active > 0 {
+	for len(h) > 0 {
+		// Stop once every excess node has its distance, but only after
+		// finishing the distance reached: a node left at the same
+		// tentative distance would otherwise be lowered one step too far
+		// against an arc into a settled node.
+		if active == 0 && h[0].dist > last {
+			break
+		}
 		it := h.pop()
 		v := it.node
 		if done[v] || it.dist != dist[v] {
