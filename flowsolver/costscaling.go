@@ -218,9 +218,10 @@ type network struct {
 	// checked.
 	savedRes, savedExcess []int64
 	// Global update scratch.
-	dist []int64
-	done []bool
-	heap distHeap
+	dist    []int64
+	done    []bool
+	heap    distHeap
+	buckets [][]int32
 }
 
 func grow[T any](s []T, n int) []T {

@@ -60,79 +60,88 @@ func (h *distHeap) pop() heapItem {
 
 // globalUpdate lowers every node's price by ε times its distance to the
 // nearest deficit, where a residual arc of reduced cost rc has length 0 if
-// rc < 0 and rc/ε + 1 otherwise. The search stops once every excess node has
-// its distance and that distance is finished; nodes not settled by then are
-// lowered by one step more than the largest distance settled, which keeps
-// ε-optimality: such a node's distance is at least that much (an arc from it
-// into a settled node would have given it a distance, and an unfinished one
-// would be larger).
+// rc < 0 and rc/ε + 1 otherwise. Distances are integers, so the search is
+// Dial's bucket queue, linear in the arcs it scans; distances of n or more
+// are not followed (a node left at such a distance is treated as not
+// reached, which only lowers it less than its true distance would). The
+// search stops once every excess node has its distance and that distance is
+// finished; nodes not settled by then are lowered by one step more than the
+// largest distance settled, which keeps ε-optimality: such a node's
+// distance is at least that much (an arc from it into a settled node would
+// have given it a distance, and an unfinished one would be larger).
 func (nw *network) globalUpdate(eps int64) {
 	n := nw.n
-	dist := grow(nw.dist, n)
-	nw.dist = dist
+	nw.dist = grow(nw.dist, n)
+	dist := nw.dist
+	nw.done = grow(nw.done, n)
+	done := nw.done
 	const unreached = -1
-	for i := range dist {
-		dist[i] = unreached
+	limit := int64(n) + 1
+	if len(nw.buckets) < int(limit) {
+		nw.buckets = append(nw.buckets, make([][]int32, int(limit)-len(nw.buckets))...)
 	}
-	h := nw.heap[:0]
-	active := 0
+	buckets := nw.buckets
+	pending, active := 0, 0
 	for u := range n {
+		dist[u] = unreached
 		switch {
 		case nw.excess[u] < 0:
 			dist[u] = 0
-			h.push(heapItem{0, int32(u)})
+			buckets[0] = append(buckets[0], int32(u))
+			pending++
 		case nw.excess[u] > 0:
 			active++
 		}
 	}
-	done := nw.done
-	if cap(done) < n {
-		done = make([]bool, n)
-	}
-	done = done[:n]
-	clear(done)
-	nw.done = done
-	var last int64
-	for len(h) > 0 {
-		// Stop once every excess node has its distance, but only after
-		// finishing the distance reached: a node left at the same
-		// tentative distance would otherwise be lowered one step too far
-		// against an arc into a settled node.
-		if active == 0 && h[0].dist > last {
+	last := int64(0)
+	for d := int64(0); d < limit && pending > 0; d++ {
+		b := buckets[d]
+		for j := 0; j < len(b); j++ {
+			v := b[j]
+			pending--
+			if done[v] || dist[v] != d {
+				continue
+			}
+			done[v] = true
+			if nw.excess[v] > 0 {
+				active--
+			}
+			pv := nw.price[v]
+			for k := nw.first[v]; k < nw.first[v+1]; k++ {
+				i := nw.rev[k] // the residual arc u -> v
+				if nw.res[i] == 0 {
+					continue
+				}
+				u := nw.head[k]
+				if done[u] {
+					continue
+				}
+				nd := d
+				if rc := nw.cost[i] + nw.price[u] - pv; rc >= 0 {
+					nd += min(rc/eps+1, limit)
+				}
+				if nd < limit && (dist[u] == unreached || nd < dist[u]) {
+					dist[u] = nd
+					if nd == d {
+						b = append(b, u)
+					} else {
+						buckets[nd] = append(buckets[nd], u)
+					}
+					pending++
+				}
+			}
+		}
+		buckets[d] = b[:0]
+		last = d
+		if active == 0 {
 			break
 		}
-		it := h.pop()
-		v := it.node
-		if done[v] || it.dist != dist[v] {
-			continue
-		}
-		done[v] = true
-		last = it.dist
-		if nw.excess[v] > 0 {
-			active--
-		}
-		pv := nw.price[v]
-		for j := nw.first[v]; j < nw.first[v+1]; j++ {
-			i := nw.rev[j] // the residual arc u -> v
-			if nw.res[i] == 0 {
-				continue
-			}
-			u := nw.head[j]
-			if done[u] {
-				continue
-			}
-			rc := nw.cost[i] + nw.price[u] - pv
-			d := it.dist
-			if rc >= 0 {
-				d += rc/eps + 1
-			}
-			if dist[u] == unreached || d < dist[u] {
-				dist[u] = d
-				h.push(heapItem{d, u})
-			}
+	}
+	if pending > 0 {
+		for d := range buckets[:limit] {
+			buckets[d] = buckets[d][:0]
 		}
 	}
-	nw.heap = h[:0]
 	for u := range n {
 		if done[u] {
 			nw.price[u] -= dist[u] * eps
