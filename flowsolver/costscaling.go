@@ -2,6 +2,7 @@ package flowsolver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -77,14 +78,28 @@ func (s *Solver) Solve(ctx context.Context, g *Graph) (*Solution, error) {
 		nw.restore()
 		stats.Algorithm = "primal-dual repair"
 		done, err := nw.repair(ctx, &stats)
+		if errors.Is(err, errRepairBudget) {
+			// Too much changed: solve from scratch, from the feasible flow
+			// already found.
+			s.Reset()
+			nw.build(g)
+			if err := nw.feasible(); err != nil {
+				return nil, err
+			}
+			copy(best, nw.res)
+			stats = Stats{Algorithm: "cost-scaling (repair abandoned)"}
+			warm, err = false, nil
+		}
 		if err != nil {
 			s.Reset()
 			return nil, err
 		}
-		if optimal = done; done {
-			copy(best, nw.res)
+		if warm {
+			if optimal = done; done {
+				copy(best, nw.res)
+			}
+			eps = 0
 		}
-		eps = 0
 	}
 	for eps > 1 || stats.Phases == 0 && eps > 0 {
 		eps = max(eps/scaleFactor, 1)
@@ -217,6 +232,8 @@ type network struct {
 	// savedRes and savedExcess hold a warm start while feasibility is
 	// checked.
 	savedRes, savedExcess []int64
+	// scanned counts the arcs a repair has scanned; budget bounds it.
+	scanned, budget int64
 	// Global update scratch.
 	dist    []int64
 	done    []bool

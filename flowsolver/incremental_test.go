@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/flowsolver"
@@ -109,5 +110,32 @@ func TestIncremental(t *testing.T) {
 				t.Error("no re-solve started warm")
 			}
 		})
+	}
+}
+
+// TestRepairAbandoned changes a third of a scheduling instance at once: the
+// warm re-solve gives up its repair for a solve from scratch, and still
+// finds the optimum.
+func TestRepairAbandoned(t *testing.T) {
+	c := newCluster(40, 2000, 1, 7)
+	var s flowsolver.Solver
+	if _, err := s.Solve(context.Background(), c.g); err != nil {
+		t.Fatal(err)
+	}
+	c.churn(0.3)
+	warm, err := s.Solve(context.Background(), c.g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if warm.Stats.Incremental || !strings.Contains(warm.Stats.Algorithm, "abandoned") {
+		t.Fatalf("stats %+v: want the repair abandoned", warm.Stats)
+	}
+	checkAgainstReference(t, c.g, "after heavy churn")
+	cold, err := flowsolver.Solve(context.Background(), c.g)
+	if err != nil || cold.Cost != warm.Cost {
+		t.Fatalf("cold %v, %v; warm cost %d", cold, err, warm.Cost)
+	}
+	if err := flowsolver.Verify(c.g, warm); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -2,8 +2,16 @@ package flowsolver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
+
+// repairBudget bounds a repair's work, in scans of every arc: past it, the
+// solve starts over from scratch, which costs a few dozen such scans.
+const repairBudget = 8
+
+// errRepairBudget says a repair ran out of budget.
+var errRepairBudget = errors.New("flowsolver: repair over budget")
 
 // repair finishes a warm start by the primal-dual method: the previous
 // optimum's flow and potentials leave every untouched arc with a
@@ -13,8 +21,11 @@ import (
 // deficit), then along all zero-reduced-cost paths at once (a blocking
 // flow), until no excess is left. Prices stay exact multiples of the scale,
 // so they end as an optimality certificate without further work. It returns
-// false if ctx ended first.
+// false if ctx ended first, and errRepairBudget once it has scanned
+// repairBudget times as many arcs as the network has: the changes were too
+// large for repair to beat solving from scratch.
 func (nw *network) repair(ctx context.Context, st *Stats) (bool, error) {
+	nw.scanned, nw.budget = 0, repairBudget*int64(len(nw.head))
 	head, res, cost, price, excess, rev := nw.head, nw.res, nw.cost, nw.price, nw.excess, nw.rev
 	for u := range nw.n {
 		pu := price[u]
@@ -30,6 +41,9 @@ func (nw *network) repair(ctx context.Context, st *Stats) (bool, error) {
 	for !nw.balanced() {
 		if ctx.Err() != nil {
 			return false, nil
+		}
+		if nw.scanned > nw.budget {
+			return false, errRepairBudget
 		}
 		if err := nw.shortestPathPrices(); err != nil {
 			return false, err
@@ -87,6 +101,7 @@ func (nw *network) shortestPathPrices() error {
 			break
 		}
 		pu := nw.price[u]
+		nw.scanned += int64(nw.first[u+1] - nw.first[u])
 		for i := nw.first[u]; i < nw.first[u+1]; i++ {
 			if nw.res[i] == 0 {
 				continue
@@ -133,6 +148,7 @@ func (nw *network) zeroLevels() bool {
 	for k := 0; k < len(q); k++ {
 		u := q[k]
 		pu := nw.price[u]
+		nw.scanned += int64(nw.first[u+1] - nw.first[u])
 		for i := nw.first[u]; i < nw.first[u+1]; i++ {
 			v := nw.head[i]
 			if nw.res[i] > 0 && nw.level[v] < 0 && nw.cost[i]+pu == nw.price[v] {
