@@ -43,6 +43,10 @@ func (s *Solver) Reset() { s.prevFlow, s.prevPotential = nil, nil }
 // scaleFactor is how much ε shrinks from one scaling phase to the next.
 const scaleFactor = 16
 
+// earlyTermBudget bounds each early-termination check, in scans of every
+// arc.
+const earlyTermBudget = 2
+
 // maxPath is the longest path a partial augmentation walks before pushing.
 const maxPath = 4
 
@@ -73,6 +77,7 @@ func (s *Solver) Solve(ctx context.Context, g *Graph) (*Solution, error) {
 	best := append(s.best[:0], nw.res...)
 	s.best = best
 	optimal := true
+	var proof []int64
 	eps := nw.maxCost
 	if warm {
 		nw.restore()
@@ -116,17 +121,30 @@ func (s *Solver) Solve(ctx context.Context, g *Graph) (*Solution, error) {
 			break
 		}
 		copy(best, nw.res)
+		// Early termination: once ε is down to a unit of the original
+		// costs, the flow is often optimal already; a bounded search for
+		// potentials that prove it saves the remaining, costliest phases.
+		if eps > 1 && eps <= nw.scale {
+			if p, ok := nw.potentials(earlyTermBudget * int64(len(nw.head))); ok {
+				stats.EarlyTermination = true
+				proof = p
+				break
+			}
+		}
 	}
 	copy(nw.res, best)
 	sol := &Solution{Optimal: optimal, Stats: stats}
 	sol.Flow, sol.Cost = nw.flows(g)
-	if optimal {
+	if optimal && proof == nil {
 		p, err := nw.exactPotentials()
 		if err != nil {
 			s.Reset()
 			return nil, err
 		}
-		sol.Potential = p
+		proof = p
+	}
+	if optimal {
+		sol.Potential = proof
 	}
 	s.prevFlow = append(s.prevFlow[:0], sol.Flow...)
 	s.prevPotential = append(s.prevPotential[:0], sol.Potential...)
@@ -227,6 +245,9 @@ type network struct {
 	queue   []int32
 	inQueue []bool
 	level   []int32
+	// pot and count are the scratch of potentials.
+	pot   []int64
+	count []int32
 	// path is the scratch of partial augmentations.
 	path []int32
 	// savedRes and savedExcess hold a warm start while feasibility is
@@ -569,18 +590,38 @@ func (nw *network) flows(g *Graph) ([]int64, int64) {
 // Bellman-Ford-Moore relaxation started from the scaled-down prices, which
 // are nearly right already.
 func (nw *network) exactPotentials() ([]int64, error) {
-	d := make([]int64, nw.n)
+	d, ok := nw.potentials(0)
+	if !ok {
+		return nil, fmt.Errorf("flowsolver: internal error: negative residual cycle after solving")
+	}
+	return d, nil
+}
+
+// potentials looks for integral potentials proving the current flow
+// optimal, by Bellman-Ford-Moore relaxation from the scaled-down prices. It
+// gives up, reporting false, when it finds a negative residual cycle or when
+// budget > 0 and it has scanned more than budget arcs.
+func (nw *network) potentials(budget int64) ([]int64, bool) {
+	d := grow(nw.pot, nw.n)
+	nw.pot = d
+	count := grow(nw.count, nw.n)
+	nw.count = count
 	q := nw.queue[:0]
-	count := make([]int32, nw.n)
 	nw.inQueue = grow(nw.inQueue, nw.n)
 	for u := range nw.n {
 		d[u] = floorDiv(nw.price[u], nw.scale)
 		q = append(q, int32(u))
 		nw.inQueue[u] = true
 	}
+	var scanned int64
 	for k := 0; k < len(q); k++ {
 		u := q[k]
 		nw.inQueue[u] = false
+		scanned += int64(nw.first[u+1] - nw.first[u])
+		if budget > 0 && scanned > budget {
+			nw.queue = q[:0]
+			return nil, false
+		}
 		for i := nw.first[u]; i < nw.first[u+1]; i++ {
 			if nw.res[i] == 0 {
 				continue
@@ -591,7 +632,8 @@ func (nw *network) exactPotentials() ([]int64, error) {
 				if !nw.inQueue[v] {
 					count[v]++
 					if int(count[v]) > nw.n {
-						return nil, fmt.Errorf("flowsolver: internal error: negative residual cycle after solving")
+						nw.queue = q[:0]
+						return nil, false
 					}
 					nw.inQueue[v] = true
 					q = append(q, v)
@@ -604,7 +646,7 @@ func (nw *network) exactPotentials() ([]int64, error) {
 		}
 	}
 	nw.queue = q[:0]
-	return d, nil
+	return append([]int64(nil), d...), true
 }
 
 func floorDiv(a, b int64) int64 {

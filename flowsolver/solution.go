@@ -33,4 +33,7 @@ type Stats struct {
 	Pushes, Relabels, Augmentations int64
 	// GlobalUpdates counts price updates by shortest-path search.
 	GlobalUpdates int64
+	// EarlyTermination is true when the flow was proven optimal before ε
+	// reached its last phase.
+	EarlyTermination bool
 }
