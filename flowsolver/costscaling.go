@@ -84,14 +84,13 @@ func (s *Solver) Solve(ctx context.Context, g *Graph) (*Solution, error) {
 		stats.Algorithm = "primal-dual repair"
 		done, err := nw.repair(ctx, &stats)
 		if errors.Is(err, errRepairBudget) {
-			// Too much changed: solve from scratch, from the feasible flow
-			// already found.
-			s.Reset()
-			nw.build(g)
-			if err := nw.feasible(); err != nil {
-				return nil, err
-			}
-			copy(best, nw.res)
+			// Too much changed: scale costs from the top, starting from
+			// the feasible flow the feasibility check found (the warm flow
+			// routed cost-blind) and zero prices, under which every arc
+			// is maxCost-optimal.
+			copy(nw.res, best)
+			clear(nw.excess)
+			clear(nw.price)
 			stats = Stats{Algorithm: "cost-scaling (repair abandoned)"}
 			warm, err = false, nil
 		}

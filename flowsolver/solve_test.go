@@ -119,14 +119,23 @@ func must[T any](v T, err error) T {
 // passes Verify.
 func TestDifferential(t *testing.T) {
 	r := newRand(t)
+	early := 0
+	defer func() {
+		if early == 0 {
+			t.Error("no solve terminated early: that path went untested")
+		}
+	}()
 	for _, sh := range shapes {
 		t.Run(sh.name, func(t *testing.T) {
 			feasible := 0
 			for i := range 150 {
 				g := randomGraph(r, sh)
 				checkAgainstReference(t, g, fmt.Sprintf("%s #%d", sh.name, i))
-				if _, err := flowsolver.Solve(context.Background(), g); err == nil {
+				if sol, err := flowsolver.Solve(context.Background(), g); err == nil {
 					feasible++
+					if sol.Stats.EarlyTermination {
+						early++
+					}
 				}
 			}
 			if feasible == 0 {
