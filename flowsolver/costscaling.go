@@ -41,7 +41,7 @@ type Solver struct {
 func (s *Solver) Reset() { s.prevFlow, s.prevPotential = nil, nil }
 
 // scaleFactor is how much ε shrinks from one scaling phase to the next.
-const scaleFactor = 16
+const scaleFactor = 8
 
 // earlyTermBudget bounds each early-termination check, in scans of every
 // arc.
