@@ -33,12 +33,16 @@ type Solver struct {
 	// optimal) potentials, the starting point of the next solve.
 	prevFlow      []int64
 	prevPotential []int64
+	// prevGraph and prevStamp identify the graph and its state at the last
+	// solve: nodes and arcs born after prevStamp are new to the warm start.
+	prevGraph *Graph
+	prevStamp uint64
 	// best is the last feasible residual state of the current solve.
 	best []int64
 }
 
 // Reset makes the next solve start from zero flow and zero prices.
-func (s *Solver) Reset() { s.prevFlow, s.prevPotential = nil, nil }
+func (s *Solver) Reset() { s.prevFlow, s.prevPotential, s.prevGraph = nil, nil, nil }
 
 // scaleFactor is how much ε shrinks from one scaling phase to the next.
 const scaleFactor = 8
@@ -64,9 +68,9 @@ func (s *Solver) Solve(ctx context.Context, g *Graph) (*Solution, error) {
 	// are optimal for every arc the changes did not touch, and repairs the
 	// rest (see repair). The feasibility check runs on a copy, so that its
 	// cost-blind routing does not disturb that flow.
-	warm := s.prevFlow != nil && s.prevPotential != nil
+	warm := s.prevFlow != nil && s.prevPotential != nil && s.prevGraph == g
 	if warm {
-		nw.warmStart(g, s.prevFlow, s.prevPotential)
+		nw.warmStart(g, s.prevFlow, s.prevPotential, s.prevStamp)
 		nw.save()
 	}
 	if err := nw.feasible(); err != nil {
@@ -145,6 +149,7 @@ func (s *Solver) Solve(ctx context.Context, g *Graph) (*Solution, error) {
 	if optimal {
 		sol.Potential = proof
 	}
+	s.prevGraph, s.prevStamp = g, g.stamp
 	s.prevFlow = append(s.prevFlow[:0], sol.Flow...)
 	s.prevPotential = append(s.prevPotential[:0], sol.Potential...)
 	if !optimal {
@@ -153,12 +158,14 @@ func (s *Solver) Solve(ctx context.Context, g *Graph) (*Solution, error) {
 	return sol, nil
 }
 
-// warmStart puts the previous flow on the arcs, clamped to their current
-// bounds, and sets prices from the previous potentials. Nodes and arcs new
-// since then start at zero.
-func (nw *network) warmStart(g *Graph, flow, potential []int64) {
+// warmStart puts the previous flow on the arcs that existed at the last
+// solve (born at or before stamp), clamped to their current bounds, and sets
+// those nodes' prices from the previous potentials. A new node is priced as
+// low as keeps its residual out-arcs' reduced costs non-negative, so that the
+// repair does not saturate them; new arcs start empty.
+func (nw *network) warmStart(g *Graph, flow, potential []int64, stamp uint64) {
 	for a, i := range nw.fwd {
-		if i < 0 || a >= len(flow) {
+		if i < 0 || a >= len(flow) || g.arcBorn[a] > stamp {
 			continue
 		}
 		t, h, lo, up, _ := g.Arc(ArcID(a))
@@ -168,8 +175,24 @@ func (nw *network) warmStart(g *Graph, flow, potential []int64) {
 		nw.excess[t] -= f
 		nw.excess[h] += f
 	}
-	for u := range min(len(potential), nw.n) {
-		nw.price[u] = potential[u] * nw.scale
+	for u := range nw.n {
+		if u < len(potential) && g.nodeBorn[u] <= stamp {
+			nw.price[u] = potential[u] * nw.scale
+		}
+	}
+	for u := range nw.n {
+		if u < len(potential) && g.nodeBorn[u] <= stamp || !g.HasNode(NodeID(u)) {
+			continue
+		}
+		best := int64(math.MinInt64)
+		for i := nw.first[u]; i < nw.first[u+1]; i++ {
+			if nw.res[i] > 0 {
+				best = max(best, nw.price[nw.head[i]]-nw.cost[i])
+			}
+		}
+		if best != math.MinInt64 {
+			nw.price[u] = best
+		}
 	}
 }
 

@@ -71,6 +71,12 @@ type Graph struct {
 	// from then on. An entry may be stale (the arc removed, its ID reused
 	// elsewhere): users check the arc's endpoints.
 	incident [][]ArcID
+	// stamp counts AddNode and AddArc calls; nodeBorn and arcBorn record
+	// the stamp at which each ID was last given out, so that a Solver can
+	// tell which nodes and arcs are new since its last solve.
+	stamp    uint64
+	nodeBorn []uint64
+	arcBorn  []uint64
 
 	tail, head   []NodeID
 	lower, upper []int64
@@ -122,6 +128,8 @@ func (g *Graph) AddNode(supply int64) (NodeID, error) {
 		id := g.freeNodes[n-1]
 		g.freeNodes = g.freeNodes[:n-1]
 		g.supply[id], g.nodeAlive[id] = supply, true
+		g.stamp++
+		g.nodeBorn[id] = g.stamp
 		if g.incident != nil {
 			g.incident[id] = g.incident[id][:0]
 		}
@@ -133,6 +141,8 @@ func (g *Graph) AddNode(supply int64) (NodeID, error) {
 	}
 	g.supply = append(g.supply, supply)
 	g.nodeAlive = append(g.nodeAlive, true)
+	g.stamp++
+	g.nodeBorn = append(g.nodeBorn, g.stamp)
 	if g.incident != nil {
 		g.incident = append(g.incident, nil)
 	}
@@ -197,6 +207,8 @@ func (g *Graph) AddArc(tail, head NodeID, lower, upper, cost int64) (ArcID, erro
 		a = g.freeArcs[n-1]
 		g.freeArcs = g.freeArcs[:n-1]
 		g.tail[a], g.head[a], g.lower[a], g.upper[a], g.cost[a], g.arcAlive[a] = tail, head, lower, upper, cost, true
+		g.stamp++
+		g.arcBorn[a] = g.stamp
 	} else {
 		a = ArcID(len(g.tail))
 		g.tail = append(g.tail, tail)
@@ -205,6 +217,8 @@ func (g *Graph) AddArc(tail, head NodeID, lower, upper, cost int64) (ArcID, erro
 		g.upper = append(g.upper, upper)
 		g.cost = append(g.cost, cost)
 		g.arcAlive = append(g.arcAlive, true)
+		g.stamp++
+		g.arcBorn = append(g.arcBorn, g.stamp)
 	}
 	if g.incident != nil {
 		g.addIncident(a)

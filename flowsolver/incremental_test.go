@@ -113,16 +113,28 @@ func TestIncremental(t *testing.T) {
 	}
 }
 
-// TestRepairAbandoned changes a third of a scheduling instance at once: the
-// warm re-solve gives up its repair for a solve from scratch, and still
-// finds the optimum.
+// TestRepairAbandoned changes most of a scheduling instance at once (every
+// task replaced, half the machines emptied, every other cost changed): the
+// warm re-solve gives up its repair for cost scaling, and still finds the
+// optimum.
 func TestRepairAbandoned(t *testing.T) {
 	c := newCluster(40, 2000, 1, 7)
 	var s flowsolver.Solver
 	if _, err := s.Solve(context.Background(), c.g); err != nil {
 		t.Fatal(err)
 	}
-	c.churn(0.3)
+	c.churn(1.0)
+	for i, a := range c.machineArcs {
+		if i%2 == 0 {
+			_ = c.g.SetBounds(a, 0, 0)
+		}
+	}
+	for a := range c.g.ArcCap() {
+		if id := flowsolver.ArcID(a); c.g.HasArc(id) && a%2 == 0 {
+			_, _, _, _, cost := c.g.Arc(id)
+			_ = c.g.SetCost(id, (cost*7+13)%1000)
+		}
+	}
 	warm, err := s.Solve(context.Background(), c.g)
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 
 // repairBudget bounds a repair's work, in scans of every arc: past it, the
 // solve starts over from scratch, which costs a few dozen such scans.
-const repairBudget = 3
+const repairBudget = 16
 
 // errRepairBudget says a repair ran out of budget.
 var errRepairBudget = errors.New("flowsolver: repair over budget")
