@@ -151,3 +151,21 @@ func TestRepairAbandoned(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSolverAcrossGraphs uses one Solver on different graphs: nothing of one
+// graph's solution may leak into the other's.
+func TestSolverAcrossGraphs(t *testing.T) {
+	r := newRand(t)
+	var s flowsolver.Solver
+	for i := range 40 {
+		g := randomGraph(r, shapes[i%len(shapes)])
+		want, refErr := referenceSolve(g)
+		sol, err := s.Solve(context.Background(), g)
+		if (err == nil) != (refErr == nil) {
+			t.Fatalf("graph %d: error %v, reference error %v", i, err, refErr)
+		}
+		if err == nil && (sol.Cost != want || sol.Stats.Incremental) {
+			t.Fatalf("graph %d: cost %d (reference %d), incremental %v", i, sol.Cost, want, sol.Stats.Incremental)
+		}
+	}
+}
