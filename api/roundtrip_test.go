@@ -5,30 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/internal/seedtest"
 )
-
-// newRand returns a seeded generator and logs its seed so that a failure can
-// be replayed by setting SLUICE_SEED.
-func newRand(t testing.TB) *rand.Rand {
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("SLUICE_SEED"); v != "" {
-		s, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("SLUICE_SEED=%q: %v", v, err)
-		}
-		seed = s
-	}
-	t.Logf("seed %d (replay with SLUICE_SEED=%d)", seed, seed)
-	return rand.New(rand.NewPCG(seed, seed^0x5eed))
-}
 
 // gen builds random valid specs that use every field.
 type gen struct{ r *rand.Rand }
@@ -184,7 +168,7 @@ func encode[T any](t *testing.T, items []T, ndjson bool) []byte {
 // encoding/json writes from the same types, for random specs using every
 // field, in every framing: the struct tags and the decoder agree.
 func TestRoundTrip(t *testing.T) {
-	g := gen{newRand(t)}
+	g := gen{seedtest.Rand(t)}
 	for i := range 300 {
 		jobs := make([]api.JobSpec, g.r.IntN(4)+1)
 		for k := range jobs {
@@ -219,7 +203,7 @@ func TestRoundTrip(t *testing.T) {
 // forgets: every exported field of the spec types must be non-zero in some
 // generated value, so a field the decoder drops cannot go unnoticed.
 func TestEveryFieldDecoded(t *testing.T) {
-	g := gen{newRand(t)}
+	g := gen{seedtest.Rand(t)}
 	seen := map[string]bool{}
 	for range 200 {
 		markSet(reflect.ValueOf(g.job()), "JobSpec", seen)

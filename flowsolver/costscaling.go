@@ -361,18 +361,7 @@ func (nw *network) feasible() error {
 		return nw.infeasible(total)
 	}
 	nw.level = grow(nw.level, nw.n)
-	for nw.levels() {
-		copy(nw.cur, nw.first[:nw.n])
-		for u := range nw.n {
-			for nw.excess[u] > 0 && nw.level[u] == 0 {
-				pushed := nw.augment(int32(u), nw.excess[u])
-				if pushed == 0 {
-					break
-				}
-				nw.excess[u] -= pushed
-			}
-		}
-	}
+	nw.blockingFlows(false)
 	for _, e := range nw.excess {
 		if e != 0 {
 			return nw.infeasible(0)
@@ -398,9 +387,37 @@ func (nw *network) infeasible(imbalance int64) error {
 	return e
 }
 
+// blockingFlows routes excess to deficits by Dinic's algorithm over the
+// residual arcs, or only over those of zero reduced cost when zeroCost is
+// set, until no deficit can be reached; it returns the number of
+// augmentations.
+func (nw *network) blockingFlows(zeroCost bool) int64 {
+	var augmentations int64
+	for nw.levels(zeroCost) {
+		copy(nw.cur, nw.first[:nw.n])
+		for u := range nw.n {
+			for nw.excess[u] > 0 && nw.level[u] == 0 {
+				pushed := nw.augment(int32(u), nw.excess[u], zeroCost)
+				if pushed == 0 {
+					break
+				}
+				nw.excess[u] -= pushed
+				augmentations++
+			}
+		}
+	}
+	return augmentations
+}
+
+// usable reports whether residual arc i out of u may carry flow in a
+// blocking flow: it has room and, with zeroCost, a zero reduced cost.
+func (nw *network) usable(u int32, i int32, zeroCost bool) bool {
+	return nw.res[i] > 0 && (!zeroCost || nw.cost[i]+nw.price[u] == nw.price[nw.head[i]])
+}
+
 // levels labels nodes with their BFS distance from the excess nodes over
-// residual arcs (-1 when unreached) and reports whether a deficit is reached.
-func (nw *network) levels() bool {
+// usable arcs (-1 when unreached) and reports whether a deficit is reached.
+func (nw *network) levels(zeroCost bool) bool {
 	q := nw.queue[:0]
 	for u := range nw.n {
 		nw.level[u] = -1
@@ -412,9 +429,10 @@ func (nw *network) levels() bool {
 	found := false
 	for k := 0; k < len(q); k++ {
 		u := q[k]
+		nw.scanned += int64(nw.first[u+1] - nw.first[u])
 		for i := nw.first[u]; i < nw.first[u+1]; i++ {
 			v := nw.head[i]
-			if nw.res[i] > 0 && nw.level[v] < 0 {
+			if nw.level[v] < 0 && nw.usable(u, i, zeroCost) {
 				nw.level[v] = nw.level[u] + 1
 				found = found || nw.excess[v] < 0
 				q = append(q, v)
@@ -425,9 +443,9 @@ func (nw *network) levels() bool {
 	return found
 }
 
-// augment sends up to limit units from u along level-increasing residual
-// arcs into deficits, and returns how much it sent.
-func (nw *network) augment(u int32, limit int64) int64 {
+// augment sends up to limit units from u along level-increasing usable arcs
+// into deficits, and returns how much it sent.
+func (nw *network) augment(u int32, limit int64, zeroCost bool) int64 {
 	if nw.excess[u] < 0 && nw.level[u] > 0 {
 		take := min(limit, -nw.excess[u])
 		nw.excess[u] += take
@@ -437,10 +455,10 @@ func (nw *network) augment(u int32, limit int64) int64 {
 	for ; nw.cur[u] < nw.first[u+1]; nw.cur[u]++ {
 		i := nw.cur[u]
 		v := nw.head[i]
-		if nw.res[i] == 0 || nw.level[v] != nw.level[u]+1 {
+		if nw.level[v] != nw.level[u]+1 || !nw.usable(u, i, zeroCost) {
 			continue
 		}
-		d := nw.augment(v, min(limit-sent, nw.res[i]))
+		d := nw.augment(v, min(limit-sent, nw.res[i]), zeroCost)
 		nw.res[i] -= d
 		nw.res[nw.rev[i]] += d
 		sent += d

@@ -14,9 +14,9 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
-	"time"
 
 	"github.com/sluicehq/sluice/flowsolver"
+	"github.com/sluicehq/sluice/internal/seedtest"
 )
 
 // dimacsView is a graph with its IDs made dense, as WriteDIMACS numbers
@@ -307,21 +307,6 @@ func TestDIMACSTestdata(t *testing.T) {
 	}
 }
 
-// dimacsRand returns a seeded generator and logs its seed so that a failure
-// can be replayed by setting SLUICE_SEED.
-func dimacsRand(t testing.TB) *rand.Rand {
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("SLUICE_SEED"); v != "" {
-		s, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("SLUICE_SEED=%q: %v", v, err)
-		}
-		seed = s
-	}
-	t.Logf("seed %d (replay with SLUICE_SEED=%d)", seed, seed)
-	return rand.New(rand.NewPCG(seed, seed^0xd1ac5))
-}
-
 // dimacsValue returns a value in [lo, hi], often one of its ends.
 func dimacsValue(r *rand.Rand, lo, hi int64) int64 {
 	switch r.IntN(8) {
@@ -372,7 +357,7 @@ func dimacsRandomGraph(t *testing.T, r *rand.Rand) *flowsolver.Graph {
 // is the same graph with dense IDs, and writing it again gives the same
 // bytes.
 func TestDIMACSRoundTrip(t *testing.T) {
-	r := dimacsRand(t)
+	r := seedtest.Rand(t)
 	for range 300 {
 		g := dimacsRandomGraph(t, r)
 		out := checkDIMACSRoundTrip(t, g)

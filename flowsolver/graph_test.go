@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/flowsolver"
+	"github.com/sluicehq/sluice/internal/seedtest"
 )
 
 func TestGraphMutation(t *testing.T) {
@@ -150,7 +151,7 @@ func TestOverflowRejected(t *testing.T) {
 }
 
 func TestDeadline(t *testing.T) {
-	r := newRand(t)
+	r := seedtest.Rand(t)
 	g := randomGraph(r, shape{name: "deadline", nodes: 200, arcs: 2000, maxCap: 50, maxCost: 1000, maxSupply: 30})
 	if _, err := referenceSolve(g); err != nil {
 		t.Skip("random graph infeasible")

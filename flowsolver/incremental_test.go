@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/flowsolver"
+	"github.com/sluicehq/sluice/internal/seedtest"
 )
 
 // change applies one random change to g: a supply moved between two nodes,
@@ -76,7 +77,7 @@ func change(r *rand.Rand, g *flowsolver.Graph, sh shape) {
 // again: every re-solve must agree with a from-scratch solve and pass
 // Verify, whatever the sequence of changes.
 func TestIncremental(t *testing.T) {
-	r := newRand(t)
+	r := seedtest.Rand(t)
 	for _, sh := range shapes {
 		t.Run(sh.name, func(t *testing.T) {
 			warmRuns := 0
@@ -155,7 +156,7 @@ func TestRepairAbandoned(t *testing.T) {
 // TestSolverAcrossGraphs uses one Solver on different graphs: nothing of one
 // graph's solution may leak into the other's.
 func TestSolverAcrossGraphs(t *testing.T) {
-	r := newRand(t)
+	r := seedtest.Rand(t)
 	var s flowsolver.Solver
 	for i := range 40 {
 		g := randomGraph(r, shapes[i%len(shapes)])

@@ -50,19 +50,7 @@ func (nw *network) repair(ctx context.Context, st *Stats) (bool, error) {
 		}
 		st.Phases++
 		st.GlobalUpdates++
-		for nw.zeroLevels() {
-			copy(nw.cur, nw.first[:nw.n])
-			for u := range nw.n {
-				for excess[u] > 0 && nw.level[u] == 0 {
-					pushed := nw.zeroAugment(int32(u), excess[u])
-					if pushed == 0 {
-						break
-					}
-					excess[u] -= pushed
-					st.Augmentations++
-				}
-			}
-		}
+		st.Augmentations += nw.blockingFlows(true)
 	}
 	return true, nil
 }
@@ -132,58 +120,4 @@ func (nw *network) shortestPathPrices() error {
 		}
 	}
 	return nil
-}
-
-// zeroLevels is levels restricted to arcs of zero reduced cost.
-func (nw *network) zeroLevels() bool {
-	q := nw.queue[:0]
-	for u := range nw.n {
-		nw.level[u] = -1
-		if nw.excess[u] > 0 {
-			nw.level[u] = 0
-			q = append(q, int32(u))
-		}
-	}
-	found := false
-	for k := 0; k < len(q); k++ {
-		u := q[k]
-		pu := nw.price[u]
-		nw.scanned += int64(nw.first[u+1] - nw.first[u])
-		for i := nw.first[u]; i < nw.first[u+1]; i++ {
-			v := nw.head[i]
-			if nw.res[i] > 0 && nw.level[v] < 0 && nw.cost[i]+pu == nw.price[v] {
-				nw.level[v] = nw.level[u] + 1
-				found = found || nw.excess[v] < 0
-				q = append(q, v)
-			}
-		}
-	}
-	nw.queue = q
-	return found
-}
-
-// zeroAugment is augment restricted to arcs of zero reduced cost.
-func (nw *network) zeroAugment(u int32, limit int64) int64 {
-	if nw.excess[u] < 0 && nw.level[u] > 0 {
-		take := min(limit, -nw.excess[u])
-		nw.excess[u] += take
-		return take
-	}
-	var sent int64
-	pu := nw.price[u]
-	for ; nw.cur[u] < nw.first[u+1]; nw.cur[u]++ {
-		i := nw.cur[u]
-		v := nw.head[i]
-		if nw.res[i] == 0 || nw.level[v] != nw.level[u]+1 || nw.cost[i]+pu != nw.price[v] {
-			continue
-		}
-		d := nw.zeroAugment(v, min(limit-sent, nw.res[i]))
-		nw.res[i] -= d
-		nw.res[nw.rev[i]] += d
-		sent += d
-		if sent == limit {
-			break
-		}
-	}
-	return sent
 }

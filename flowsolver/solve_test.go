@@ -11,24 +11,10 @@ import (
 	"regexp"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/sluice/flowsolver"
+	"github.com/sluicehq/sluice/internal/seedtest"
 )
-
-// newRand returns a seeded generator and logs the seed; SLUICE_SEED replays.
-func newRand(t testing.TB) *rand.Rand {
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("SLUICE_SEED"); v != "" {
-		s, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("SLUICE_SEED=%q: %v", v, err)
-		}
-		seed = s
-	}
-	t.Logf("seed %d (replay with SLUICE_SEED=%d)", seed, seed)
-	return rand.New(rand.NewPCG(seed, seed^0xf10))
-}
 
 // shape describes a family of random graphs.
 type shape struct {
@@ -118,7 +104,7 @@ func must[T any](v T, err error) T {
 // many shapes: the same feasibility and optimal cost, and every solution
 // passes Verify.
 func TestDifferential(t *testing.T) {
-	r := newRand(t)
+	r := seedtest.Rand(t)
 	early := 0
 	defer func() {
 		if early == 0 {
