@@ -117,7 +117,7 @@ func (nw *network) globalUpdate(eps int64) {
 					continue
 				}
 				nd := d
-				if rc := nw.cost[i] + nw.price[u] - pv; rc >= 0 {
+				if rc := -nw.cost[k] + nw.price[u] - pv; rc >= 0 { // cost[i] == -cost[k]
 					nd += min(rc/eps+1, limit)
 				}
 				if nd < limit && (dist[u] == unreached || nd < dist[u]) {
