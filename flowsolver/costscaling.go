@@ -29,12 +29,13 @@ func Solve(ctx context.Context, g *Graph) (*Solution, error) {
 // optimum; Reset drops it. A Solver is not safe for concurrent use.
 type Solver struct {
 	net network
-	// prevFlow and prevPotential are the last solve's flow and (when it was
-	// optimal) potentials, the starting point of the next solve.
+	// prevFlow and prevPotential are the last optimal solve's flow and
+	// potentials, the starting point of the next solve.
 	prevFlow      []int64
 	prevPotential []int64
 	// prevGraph and prevStamp identify the graph and its state at the last
-	// solve: nodes and arcs born after prevStamp are new to the warm start.
+	// optimal solve (nil: start cold): nodes and arcs born after prevStamp
+	// are new to the warm start.
 	prevGraph *Graph
 	prevStamp uint64
 	// best is the last feasible residual state of the current solve.
@@ -42,7 +43,7 @@ type Solver struct {
 }
 
 // Reset makes the next solve start from zero flow and zero prices.
-func (s *Solver) Reset() { s.prevFlow, s.prevPotential, s.prevGraph = nil, nil, nil }
+func (s *Solver) Reset() { s.prevGraph = nil }
 
 // scaleFactor is how much ε shrinks from one scaling phase to the next.
 const scaleFactor = 8
@@ -68,7 +69,7 @@ func (s *Solver) Solve(ctx context.Context, g *Graph) (*Solution, error) {
 	// are optimal for every arc the changes did not touch, and repairs the
 	// rest (see repair). The feasibility check runs on a copy, so that its
 	// cost-blind routing does not disturb that flow.
-	warm := s.prevFlow != nil && s.prevPotential != nil && s.prevGraph == g
+	warm := s.prevGraph == g
 	if warm {
 		nw.warmStart(g, s.prevFlow, s.prevPotential, s.prevStamp)
 		nw.save()
@@ -149,11 +150,11 @@ func (s *Solver) Solve(ctx context.Context, g *Graph) (*Solution, error) {
 	if optimal {
 		sol.Potential = proof
 	}
-	s.prevGraph, s.prevStamp = g, g.stamp
-	s.prevFlow = append(s.prevFlow[:0], sol.Flow...)
-	s.prevPotential = append(s.prevPotential[:0], sol.Potential...)
-	if !optimal {
-		s.prevPotential = nil
+	s.prevGraph = nil
+	if optimal {
+		s.prevGraph, s.prevStamp = g, g.stamp
+		s.prevFlow = append(s.prevFlow[:0], sol.Flow...)
+		s.prevPotential = append(s.prevPotential[:0], sol.Potential...)
 	}
 	return sol, nil
 }
