@@ -70,7 +70,8 @@
 //
 //	in, err := flowgen.Generate(flowgen.Config{Machines: 5000, Seed: 1})
 //	if err != nil { ... }
-//	sol, err := solver.Solve(in.Graph)
+//	var s flowsolver.Solver
+//	sol, err := s.Solve(ctx, in.Graph)
 //	ch, err := flowgen.Perturb(in, 0.01, rand.New(rand.NewPCG(1, 2)))
-//	sol, err = solver.Solve(in.Graph) // incremental
+//	sol, err = s.Solve(ctx, in.Graph) // warm, from the previous optimum
 package flowgen
