@@ -67,7 +67,7 @@ func (s *Solver) Solve(ctx context.Context, g *Graph) (*Solution, error) {
 	nw.build(g)
 	// A warm start keeps the previous optimum's flow and potentials, which
 	// are optimal for every arc the changes did not touch, and repairs the
-	// rest (see repair). The feasibility check runs on a copy, so that its
+	// rest (see repair), handing over to cost scaling if that runs long. The feasibility check runs on a copy, so that its
 	// cost-blind routing does not disturb that flow.
 	warm := s.prevGraph == g
 	if warm {
@@ -89,14 +89,11 @@ func (s *Solver) Solve(ctx context.Context, g *Graph) (*Solution, error) {
 		stats.Algorithm = "primal-dual repair"
 		done, err := nw.repair(ctx, &stats)
 		if errors.Is(err, errRepairBudget) {
-			// Too much changed: scale costs from the top, starting from
-			// the feasible flow the feasibility check found (the warm flow
-			// routed cost-blind) and zero prices, under which every arc
-			// is maxCost-optimal.
-			copy(nw.res, best)
-			clear(nw.excess)
-			clear(nw.price)
-			stats = Stats{Algorithm: "cost-scaling (repair abandoned)"}
+			// Too much changed for shortest paths: the pseudoflow the repair
+			// left is 0-optimal, so cost scaling can finish it from ε of one
+			// unit of the original costs.
+			stats.Algorithm = "primal-dual repair, then cost scaling"
+			eps = nw.scale * scaleFactor
 			warm, err = false, nil
 		}
 		if err != nil {

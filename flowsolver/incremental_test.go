@@ -80,7 +80,7 @@ func TestIncremental(t *testing.T) {
 	r := seedtest.Rand(t)
 	for _, sh := range shapes {
 		t.Run(sh.name, func(t *testing.T) {
-			warmRuns := 0
+			warmRuns, repaired := 0, 0
 			for i := range 20 {
 				g := randomGraph(r, sh)
 				var s flowsolver.Solver
@@ -101,14 +101,17 @@ func TestIncremental(t *testing.T) {
 						if warm.Stats.Incremental {
 							warmRuns++
 						}
+						if warm.Stats.Algorithm == "primal-dual repair" {
+							repaired++
+						}
 					}
 					for range 1 + r.IntN(3) {
 						change(r, g, sh)
 					}
 				}
 			}
-			if warmRuns == 0 {
-				t.Error("no re-solve started warm")
+			if warmRuns == 0 || repaired == 0 {
+				t.Errorf("%d re-solves started warm, %d finished by repair alone: want some of each", warmRuns, repaired)
 			}
 		})
 	}
@@ -116,8 +119,8 @@ func TestIncremental(t *testing.T) {
 
 // TestRepairAbandoned changes most of a scheduling instance at once (every
 // task replaced, half the machines emptied, every other cost changed): the
-// warm re-solve gives up its repair for cost scaling, and still finds the
-// optimum.
+// warm re-solve hands its repair over to cost scaling once over budget, and
+// still finds the optimum.
 func TestRepairAbandoned(t *testing.T) {
 	c := newCluster(40, 2000, 1, 7)
 	var s flowsolver.Solver
@@ -140,8 +143,8 @@ func TestRepairAbandoned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if warm.Stats.Incremental || !strings.Contains(warm.Stats.Algorithm, "abandoned") {
-		t.Fatalf("stats %+v: want the repair abandoned", warm.Stats)
+	if !strings.Contains(warm.Stats.Algorithm, "then cost scaling") {
+		t.Fatalf("stats %+v: want the repair handed over to cost scaling", warm.Stats)
 	}
 	checkAgainstReference(t, c.g, "after heavy churn")
 	cold, err := flowsolver.Solve(context.Background(), c.g)

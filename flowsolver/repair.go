@@ -7,8 +7,9 @@ import (
 )
 
 // repairBudget bounds a repair's work, in scans of every arc: past it, the
-// solve starts over from scratch, which costs a few dozen such scans.
-const repairBudget = 16
+// repair hands its pseudoflow, 0-optimal throughout, to cost scaling from ε
+// of one cost unit.
+const repairBudget = 4
 
 // errRepairBudget says a repair ran out of budget.
 var errRepairBudget = errors.New("flowsolver: repair over budget")
@@ -23,7 +24,7 @@ var errRepairBudget = errors.New("flowsolver: repair over budget")
 // so they end as an optimality certificate without further work. It returns
 // false if ctx ended first, and errRepairBudget once it has scanned
 // repairBudget times as many arcs as the network has: the changes were too
-// large for repair to beat solving from scratch.
+// large for shortest paths alone.
 func (nw *network) repair(ctx context.Context, st *Stats) (bool, error) {
 	nw.scanned, nw.budget = 0, repairBudget*int64(len(nw.head))
 	head, res, cost, price, excess, rev := nw.head, nw.res, nw.cost, nw.price, nw.excess, nw.rev
