@@ -67,8 +67,9 @@ func (s *Solver) Solve(ctx context.Context, g *Graph) (*Solution, error) {
 	nw.build(g)
 	// A warm start keeps the previous optimum's flow and potentials, which
 	// are optimal for every arc the changes did not touch, and repairs the
-	// rest (see repair), handing over to cost scaling if that runs long. The feasibility check runs on a copy, so that its
-	// cost-blind routing does not disturb that flow.
+	// rest (see repair), handing over to cost scaling if that runs long.
+	// The feasibility check runs on a copy, so that its cost-blind routing
+	// does not disturb that flow.
 	warm := s.prevGraph == g
 	if warm {
 		nw.warmStart(g, s.prevFlow, s.prevPotential, s.prevStamp)

@@ -7,10 +7,15 @@
 // A Graph has dense integer node and arc IDs, int64 supplies, bounds and
 // costs, and is changed in place between solves (supplies, bounds and costs
 // changed; nodes and arcs added and removed, their IDs reused). Solve finds
-// an optimal flow by cost scaling (Goldberg's push-relabel with ε-scaling)
-// after routing a feasible flow with Dinic's algorithm, and returns
-// potentials that prove optimality. Verify checks any solution: bounds,
-// conservation, cost, and reduced-cost optimality.
+// an optimal flow by cost scaling (Goldberg's method with partial
+// augment-relabel, global price updates and early termination) after
+// routing a feasible flow with Dinic's algorithm, and returns potentials
+// that prove optimality. A Solver reused on the same Graph re-solves
+// incrementally: from the previous optimum, it repairs what the changes
+// disturbed by primal-dual shortest paths, and hands over to cost scaling
+// when the changes are large. Verify checks any solution: bounds,
+// conservation, cost, and reduced-cost optimality. ReadDIMACS and
+// WriteDIMACS read and write the DIMACS min-cost-flow format.
 //
 // # Invariants
 //
