@@ -476,17 +476,7 @@ func (nw *network) augment(u int32, limit int64, zeroCost bool) int64 {
 // an input: it stops what would otherwise loop forever).
 func (nw *network) refine(ctx context.Context, eps int64, st *Stats) (bool, error) {
 	head, res, cost, price, excess, rev := nw.head, nw.res, nw.cost, nw.price, nw.excess, nw.rev
-	for u := range nw.n {
-		pu := price[u]
-		for i := nw.first[u]; i < nw.first[u+1]; i++ {
-			if r := res[i]; r > 0 && cost[i]+pu-price[head[i]] < 0 {
-				res[i] = 0
-				res[rev[i]] += r
-				excess[u] -= r
-				excess[head[i]] += r
-			}
-		}
-	}
+	nw.saturateNegative()
 	nw.globalUpdate(eps)
 	st.GlobalUpdates++
 	nw.inQueue = grow(nw.inQueue, nw.n)
@@ -583,6 +573,24 @@ func (nw *network) refine(ctx context.Context, eps int64, st *Stats) (bool, erro
 // minPrice is far below any price a correct solve reaches (checkNumbers
 // keeps those above -2^58).
 const minPrice = -(1 << 61)
+
+// saturateNegative fills every residual arc of negative reduced cost,
+// leaving the excess this moves at the nodes: afterwards no residual arc has
+// a negative reduced cost.
+func (nw *network) saturateNegative() {
+	head, res, cost, price, excess, rev := nw.head, nw.res, nw.cost, nw.price, nw.excess, nw.rev
+	for u := range nw.n {
+		pu := price[u]
+		for i := nw.first[u]; i < nw.first[u+1]; i++ {
+			if r := res[i]; r > 0 && cost[i]+pu-price[head[i]] < 0 {
+				res[i] = 0
+				res[rev[i]] += r
+				excess[u] -= r
+				excess[head[i]] += r
+			}
+		}
+	}
+}
 
 // relabel lowers u's price as little as keeps every residual arc leaving u
 // ε-optimal (reduced cost >= -ε) while making one admissible: to the max over

@@ -27,18 +27,7 @@ var errRepairBudget = errors.New("flowsolver: repair over budget")
 // large for shortest paths alone.
 func (nw *network) repair(ctx context.Context, st *Stats) (bool, error) {
 	nw.scanned, nw.budget = 0, repairBudget*int64(len(nw.head))
-	head, res, cost, price, excess, rev := nw.head, nw.res, nw.cost, nw.price, nw.excess, nw.rev
-	for u := range nw.n {
-		pu := price[u]
-		for i := nw.first[u]; i < nw.first[u+1]; i++ {
-			if r := res[i]; r > 0 && cost[i]+pu-price[head[i]] < 0 {
-				res[i] = 0
-				res[rev[i]] += r
-				excess[u] -= r
-				excess[head[i]] += r
-			}
-		}
-	}
+	nw.saturateNegative()
 	for !nw.balanced() {
 		if ctx.Err() != nil {
 			return false, nil
