@@ -506,11 +506,16 @@ func (nw *network) refine(ctx context.Context, eps int64, st *Stats) (bool, erro
 			for len(path) < maxPath {
 				i, end := nw.cur[tip], nw.first[tip+1]
 				pt := price[tip]
-				for ; i < end; i++ {
-					if res[i] > 0 && cost[i]+pt-price[head[i]] < 0 {
+				hs := head[i:end]
+				rs, cs := res[i:end], cost[i:end]
+				rs, cs = rs[:len(hs)], cs[:len(hs)]
+				k := 0
+				for ; k < len(hs); k++ {
+					if rs[k] > 0 && cs[k]+pt-price[hs[k]] < 0 {
 						break
 					}
 				}
+				i += int32(k)
 				if i < end {
 					nw.cur[tip] = i
 					path = append(path, i)
@@ -578,15 +583,19 @@ const minPrice = -(1 << 61)
 // leaving the excess this moves at the nodes: afterwards no residual arc has
 // a negative reduced cost.
 func (nw *network) saturateNegative() {
-	head, res, cost, price, excess, rev := nw.head, nw.res, nw.cost, nw.price, nw.excess, nw.rev
+	res, price, excess := nw.res, nw.price, nw.excess
 	for u := range nw.n {
 		pu := price[u]
-		for i := nw.first[u]; i < nw.first[u+1]; i++ {
-			if r := res[i]; r > 0 && cost[i]+pu-price[head[i]] < 0 {
-				res[i] = 0
-				res[rev[i]] += r
+		lo, hi := nw.first[u], nw.first[u+1]
+		hs := nw.head[lo:hi]
+		rs, cs, rv := res[lo:hi], nw.cost[lo:hi], nw.rev[lo:hi]
+		rs, cs, rv = rs[:len(hs)], cs[:len(hs)], rv[:len(hs)]
+		for k, v := range hs {
+			if r := rs[k]; r > 0 && cs[k]+pu-price[v] < 0 {
+				rs[k] = 0
+				res[rv[k]] += r
 				excess[u] -= r
-				excess[head[i]] += r
+				excess[v] += r
 			}
 		}
 	}
@@ -598,9 +607,13 @@ func (nw *network) saturateNegative() {
 // residual arc; if not, it sets a price below minPrice.
 func (nw *network) relabel(u int32, eps int64) bool {
 	best := int64(math.MinInt64)
-	for i := nw.first[u]; i < nw.first[u+1]; i++ {
-		if nw.res[i] > 0 {
-			best = max(best, nw.price[nw.head[i]]-nw.cost[i])
+	lo, hi := nw.first[u], nw.first[u+1]
+	hs := nw.head[lo:hi]
+	rs, cs := nw.res[lo:hi], nw.cost[lo:hi]
+	rs, cs = rs[:len(hs)], cs[:len(hs)]
+	for k, v := range hs {
+		if rs[k] > 0 {
+			best = max(best, nw.price[v]-cs[k])
 		}
 	}
 	nw.price[u] = lowered(best, eps)

@@ -107,17 +107,16 @@ func (nw *network) globalUpdate(eps int64) {
 				active--
 			}
 			pv := nw.price[v]
-			for k := nw.first[v]; k < nw.first[v+1]; k++ {
-				i := nw.rev[k] // the residual arc u -> v
-				if nw.res[i] == 0 {
-					continue
-				}
-				u := nw.head[k]
-				if done[u] {
+			lo, hi := nw.first[v], nw.first[v+1]
+			hs := nw.head[lo:hi]
+			rv, cs := nw.rev[lo:hi], nw.cost[lo:hi]
+			rv, cs = rv[:len(hs)], cs[:len(hs)]
+			for k, u := range hs {
+				if nw.res[rv[k]] == 0 || done[u] { // res of the residual arc u -> v
 					continue
 				}
 				nd := d
-				if rc := -nw.cost[k] + nw.price[u] - pv; rc >= 0 { // cost[i] == -cost[k]
+				if rc := -cs[k] + nw.price[u] - pv; rc >= 0 { // the cost of u -> v is -cs[k]
 					nd += min(rc/eps+1, limit)
 				}
 				if nd < limit && (dist[u] == unreached || nd < dist[u]) {
