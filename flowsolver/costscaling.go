@@ -50,10 +50,10 @@ const scaleFactor = 8
 
 // earlyTermBudget bounds each early-termination check, in scans of every
 // arc.
-const earlyTermBudget = 2
+const earlyTermBudget = 4
 
 // maxPath is the longest path a partial augmentation walks before pushing.
-const maxPath = 4
+const maxPath = 6
 
 // checkEvery is how many discharges pass between looks at the context.
 const checkEvery = 1 << 12
