@@ -621,6 +621,14 @@ func (nw *network) relabel(u int32, eps int64) bool {
 	return best != math.MinInt64
 }
 
+// searchScratch returns the distance and settled arrays of a shortest-path
+// search, cleared, for n nodes.
+func (nw *network) searchScratch() (dist []int64, done []bool) {
+	nw.dist = grow(nw.dist, nw.n)
+	nw.done = grow(nw.done, nw.n)
+	return nw.dist, nw.done
+}
+
 // lowered returns best - ε, or a price below minPrice when there was no
 // residual arc to take a best from (which refine reports as an error).
 func lowered(best, eps int64) int64 {

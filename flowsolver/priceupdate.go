@@ -71,10 +71,7 @@ func (h *distHeap) pop() heapItem {
 // have given it a distance, and an unfinished one would be larger).
 func (nw *network) globalUpdate(eps int64) {
 	n := nw.n
-	nw.dist = grow(nw.dist, n)
-	dist := nw.dist
-	nw.done = grow(nw.done, n)
-	done := nw.done
+	dist, done := nw.searchScratch()
 	const unreached = -1
 	limit := int64(n) + 1
 	if len(nw.buckets) < int(limit) {

@@ -53,10 +53,7 @@ func (nw *network) repair(ctx context.Context, st *Stats) (bool, error) {
 // zero-reduced-cost arcs.
 func (nw *network) shortestPathPrices() error {
 	n := nw.n
-	nw.dist = grow(nw.dist, n)
-	dist := nw.dist
-	nw.done = grow(nw.done, n)
-	done := nw.done
+	dist, done := nw.searchScratch()
 	const unreached = -1
 	h := nw.heap[:0]
 	for u := range n {

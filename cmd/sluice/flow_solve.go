@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -109,15 +108,11 @@ func runFlowSolve(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer
 // readFlowProblem reads a DIMACS problem from the file name, or from stdin
 // for "-".
 func readFlowProblem(stdin io.Reader, name string) (*flowsolver.Graph, error) {
-	r := stdin
-	if name != "-" {
-		f, err := os.Open(name)
-		if err != nil {
-			return nil, fmt.Errorf("read problem: %w", err)
-		}
-		defer f.Close()
-		r = f
+	r, closeInput, err := openInput(stdin, name)
+	if err != nil {
+		return nil, fmt.Errorf("read problem: %w", err)
 	}
+	defer closeInput()
 	g, err := flowsolver.ReadDIMACS(r)
 	if err != nil {
 		if name == "-" {

@@ -79,18 +79,27 @@ func report(w io.Writer, summary string, err error) error {
 	}
 }
 
+// openInput opens the file name, or returns stdin for "-". The caller
+// calls close when done; it does nothing for stdin.
+func openInput(stdin io.Reader, name string) (r io.Reader, close func() error, err error) {
+	if name == "-" {
+		return stdin, func() error { return nil }, nil
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f, f.Close, nil
+}
+
 // readInput reads a named file, or stdin for "-", up to api.MaxBodyBytes+1
 // bytes so that an oversized input is reported as such.
 func readInput(stdin io.Reader, name string) ([]byte, error) {
-	r := stdin
-	if name != "-" {
-		f, err := os.Open(name)
-		if err != nil {
-			return nil, fmt.Errorf("read spec: %w", err)
-		}
-		defer f.Close()
-		r = f
+	r, closeInput, err := openInput(stdin, name)
+	if err != nil {
+		return nil, fmt.Errorf("read spec: %w", err)
 	}
+	defer closeInput()
 	b, err := io.ReadAll(io.LimitReader(r, api.MaxBodyBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("read spec %s: %w", name, err)
