@@ -65,49 +65,56 @@ func (s *Solver) Solve(ctx context.Context, g *Graph) (*Solution, error) {
 	}
 	nw := &s.net
 	nw.build(g)
-	// A warm start keeps the previous optimum's flow and potentials, which
-	// are optimal for every arc the changes did not touch, and repairs the
-	// rest (see repair), handing over to cost scaling if that runs long.
-	// The feasibility check runs on a copy, so that its cost-blind routing
-	// does not disturb that flow.
-	warm := s.prevGraph == g
-	if warm {
-		nw.warmStart(g, s.prevFlow, s.prevPotential, s.prevStamp)
-		nw.save()
-	}
-	if err := nw.feasible(); err != nil {
+	stats := Stats{Algorithm: AlgorithmCostScaling, Incremental: s.prevGraph == g}
+	if total := nw.imbalance(); total != 0 {
 		s.Reset()
-		return nil, err
+		return nil, nw.infeasible(total)
 	}
-	stats := Stats{Algorithm: "cost-scaling", Incremental: warm}
-	best := append(s.best[:0], nw.res...)
-	s.best = best
-	optimal := true
+	// best keeps the last feasible flow of the solve, for a deadline.
+	best, optimal := s.best[:0], true
 	var proof []int64
 	eps := nw.maxCost
-	if warm {
-		nw.restore()
-		stats.Algorithm = "primal-dual repair"
+	if stats.Incremental {
+		// A warm start keeps the previous optimum's flow and potentials,
+		// which are optimal for every arc the changes did not touch, and
+		// repairs the rest (see repair), handing over to cost scaling if
+		// that runs long.
+		nw.warmStart(g, s.prevFlow, s.prevPotential, s.prevStamp)
+		stats.Algorithm = AlgorithmRepair
 		done, err := nw.repair(ctx, &stats)
-		if errors.Is(err, errRepairBudget) {
+		switch {
+		case errors.Is(err, errRepairBudget):
 			// Too much changed for shortest paths: the pseudoflow the repair
 			// left is 0-optimal, so cost scaling can finish it from ε of one
-			// unit of the original costs.
-			stats.Algorithm = "primal-dual repair, then cost scaling"
+			// unit of the original costs. A feasible flow for a deadline is
+			// found on the side, so as not to disturb that pseudoflow.
+			stats.Algorithm = AlgorithmRepairThenScaling
 			eps = nw.scale * scaleFactor
-			warm, err = false, nil
+			nw.save()
+			err = nw.feasible()
+			best = append(best, nw.res...)
+			nw.restore()
+		case err == nil && !done:
+			// The deadline came first: finish the flow without costs.
+			err = nw.feasible()
+			optimal, eps = false, 0
+			best = append(best, nw.res...)
+		case err == nil:
+			eps = 0
+			best = append(best, nw.res...)
 		}
 		if err != nil {
 			s.Reset()
 			return nil, err
 		}
-		if warm {
-			if optimal = done; done {
-				copy(best, nw.res)
-			}
-			eps = 0
+	} else {
+		if err := nw.feasible(); err != nil {
+			s.Reset()
+			return nil, err
 		}
+		best = append(best, nw.res...)
 	}
+	s.best = best
 	for eps > 1 || stats.Phases == 0 && eps > 0 {
 		eps = max(eps/scaleFactor, 1)
 		stats.Phases++
@@ -207,14 +214,24 @@ func (nw *network) restore() {
 	copy(nw.excess, nw.savedExcess)
 }
 
-// balanced reports whether no node has excess or deficit.
-func (nw *network) balanced() bool {
+// unbalanced reports whether some node has excess or deficit.
+func (nw *network) unbalanced() bool {
 	for _, e := range nw.excess {
 		if e != 0 {
-			return false
+			return true
 		}
 	}
-	return true
+	return false
+}
+
+// imbalance returns the sum of the excesses: zero when supplies and demands
+// balance.
+func (nw *network) imbalance() int64 {
+	var total int64
+	for _, e := range nw.excess {
+		total += e
+	}
+	return total
 }
 
 // checkNumbers rejects graphs whose solve could overflow int64: costs are
@@ -352,13 +369,6 @@ func (nw *network) build(g *Graph) {
 // costs (Dinic's blocking flows, with all excess nodes as sources and all
 // deficit nodes as sinks), or returns an *InfeasibleError.
 func (nw *network) feasible() error {
-	var total int64
-	for _, e := range nw.excess {
-		total += e
-	}
-	if total != 0 {
-		return nw.infeasible(total)
-	}
 	nw.level = grow(nw.level, nw.n)
 	nw.blockingFlows(false)
 	for _, e := range nw.excess {

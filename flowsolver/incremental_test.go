@@ -2,9 +2,9 @@ package flowsolver_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/flowsolver"
@@ -101,7 +101,7 @@ func TestIncremental(t *testing.T) {
 						if warm.Stats.Incremental {
 							warmRuns++
 						}
-						if warm.Stats.Algorithm == "primal-dual repair" {
+						if warm.Stats.Algorithm == flowsolver.AlgorithmRepair {
 							repaired++
 						}
 					}
@@ -143,7 +143,7 @@ func TestRepairAbandoned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(warm.Stats.Algorithm, "then cost scaling") {
+	if warm.Stats.Algorithm != flowsolver.AlgorithmRepairThenScaling {
 		t.Fatalf("stats %+v: want the repair handed over to cost scaling", warm.Stats)
 	}
 	checkAgainstReference(t, c.g, "after heavy churn")
@@ -171,5 +171,76 @@ func TestSolverAcrossGraphs(t *testing.T) {
 		if err == nil && (sol.Cost != want || sol.Stats.Incremental) {
 			t.Fatalf("graph %d: cost %d (reference %d), incremental %v", i, sol.Cost, want, sol.Stats.Incremental)
 		}
+	}
+}
+
+// TestWarmInfeasible makes a solved instance infeasible (machines emptied
+// below the tasks' demand, with the unscheduled arcs closed): the warm
+// re-solve reports the unroutable supply as a cold one does, and, once the
+// change is undone, the next solve is optimal again.
+func TestWarmInfeasible(t *testing.T) {
+	c := newCluster(20, 400, 1, 3)
+	var s flowsolver.Solver
+	if _, err := s.Solve(context.Background(), c.g); err != nil {
+		t.Fatal(err)
+	}
+	var closed []flowsolver.ArcID
+	for a := range c.g.ArcCap() {
+		id := flowsolver.ArcID(a)
+		if !c.g.HasArc(id) {
+			continue
+		}
+		_, head, _, up, _ := c.g.Arc(id)
+		if head == c.sink && up > 0 {
+			_ = c.g.SetBounds(id, 0, 0)
+			closed = append(closed, id)
+		}
+	}
+	_, err := s.Solve(context.Background(), c.g)
+	var ie *flowsolver.InfeasibleError
+	if !errors.Is(err, flowsolver.ErrInfeasible) || !errors.As(err, &ie) || ie.Unrouted == 0 {
+		t.Fatalf("warm solve of an infeasible graph: %v, want an *InfeasibleError", err)
+	}
+	if _, err := flowsolver.Solve(context.Background(), c.g); !errors.Is(err, flowsolver.ErrInfeasible) {
+		t.Fatalf("cold solve of an infeasible graph: %v", err)
+	}
+	for _, id := range closed {
+		_ = c.g.SetBounds(id, 0, flowsolver.MaxCapacity)
+	}
+	sol, err := s.Solve(context.Background(), c.g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := flowsolver.Verify(c.g, sol); err != nil {
+		t.Fatal(err)
+	}
+	checkAgainstReference(t, c.g, "after reopening")
+}
+
+// TestWarmDeadline re-solves after a change with a context that has
+// already ended: the solve returns a feasible flow, not proven optimal.
+func TestWarmDeadline(t *testing.T) {
+	c := newCluster(50, 2000, 1, 5)
+	var s flowsolver.Solver
+	if _, err := s.Solve(context.Background(), c.g); err != nil {
+		t.Fatal(err)
+	}
+	c.churn(0.2)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	sol, err := s.Solve(ctx, c.g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sol.Optimal || sol.Potential != nil {
+		t.Fatalf("stats %+v: want a flow not proven optimal", sol.Stats)
+	}
+	if err := flowsolver.Verify(c.g, sol); err != nil {
+		t.Fatal(err)
+	}
+	// The next solve may not start from an unproven flow.
+	next, err := s.Solve(context.Background(), c.g)
+	if err != nil || !next.Optimal || next.Stats.Incremental {
+		t.Fatalf("solve after a deadline: %+v, %v; want optimal and cold", next, err)
 	}
 }

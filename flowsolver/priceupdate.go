@@ -6,58 +6,6 @@ package flowsolver
 // flow can move from every excess node to a deficit along arcs whose reduced
 // costs lead downhill.
 
-// heapItem is a node and its tentative distance, in units of ε.
-type heapItem struct {
-	dist int64
-	node int32
-}
-
-// distHeap is a binary min-heap with lazy deletion: stale entries (whose
-// distance is above the node's current one) are skipped when popped.
-type distHeap []heapItem
-
-func (h *distHeap) push(it heapItem) {
-	*h = append(*h, it)
-	s := *h
-	i := len(s) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if s[p].dist <= it.dist {
-			break
-		}
-		s[i] = s[p]
-		i = p
-	}
-	s[i] = it
-}
-
-func (h *distHeap) pop() heapItem {
-	s := *h
-	top := s[0]
-	last := s[len(s)-1]
-	s = s[:len(s)-1]
-	i := 0
-	for {
-		c := 2*i + 1
-		if c >= len(s) {
-			break
-		}
-		if c+1 < len(s) && s[c+1].dist < s[c].dist {
-			c++
-		}
-		if last.dist <= s[c].dist {
-			break
-		}
-		s[i] = s[c]
-		i = c
-	}
-	if len(s) > 0 {
-		s[i] = last
-	}
-	*h = s
-	return top
-}
-
 // globalUpdate lowers every node's price by ε times its distance to the
 // nearest deficit, where a residual arc of reduced cost rc has length 0 if
 // rc < 0 and rc/ε + 1 otherwise. Distances are integers, so the search is

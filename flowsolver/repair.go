@@ -22,13 +22,15 @@ var errRepairBudget = errors.New("flowsolver: repair over budget")
 // deficit), then along all zero-reduced-cost paths at once (a blocking
 // flow), until no excess is left. Prices stay exact multiples of the scale,
 // so they end as an optimality certificate without further work. It returns
-// false if ctx ended first, and errRepairBudget once it has scanned
+// false if ctx ended first, an error wrapping ErrInfeasible if some excess
+// can reach no deficit, and errRepairBudget once it has scanned
 // repairBudget times as many arcs as the network has: the changes were too
 // large for shortest paths alone.
 func (nw *network) repair(ctx context.Context, st *Stats) (bool, error) {
 	nw.scanned, nw.budget = 0, repairBudget*int64(len(nw.head))
+	nw.level = grow(nw.level, nw.n)
 	nw.saturateNegative()
-	for !nw.balanced() {
+	for nw.unbalanced() {
 		if ctx.Err() != nil {
 			return false, nil
 		}
@@ -50,21 +52,23 @@ func (nw *network) repair(ctx context.Context, st *Stats) (bool, error) {
 // settled at distance D, and raises each price by the node's distance capped
 // at D: an arc (u,v) then has reduced cost rc + d(u) - d(v) >= 0, which is 0
 // along the shortest paths, so some excess can reach a deficit along
-// zero-reduced-cost arcs.
+// zero-reduced-cost arcs. If no excess can reach a deficit, the problem is
+// infeasible and it returns an error wrapping ErrInfeasible.
 func (nw *network) shortestPathPrices() error {
 	n := nw.n
 	dist, done := nw.searchScratch()
 	const unreached = -1
-	h := nw.heap[:0]
+	h := &nw.heap
+	h.reset()
 	for u := range n {
 		dist[u] = unreached
 		if nw.excess[u] > 0 {
 			dist[u] = 0
-			h.push(heapItem{0, int32(u)})
+			h.push(0, int32(u))
 		}
 	}
 	bound := int64(-1)
-	for len(h) > 0 {
+	for len(h.items) > 0 {
 		it := h.pop()
 		u := it.node
 		if done[u] || it.dist != dist[u] {
@@ -91,13 +95,12 @@ func (nw *network) shortestPathPrices() error {
 			}
 			if d := it.dist + rc; dist[v] == unreached || d < dist[v] {
 				dist[v] = d
-				h.push(heapItem{d, v})
+				h.push(d, v)
 			}
 		}
 	}
-	nw.heap = h[:0]
 	if bound < 0 {
-		return fmt.Errorf("flowsolver: internal error: excess cannot reach a deficit during repair")
+		return nw.infeasible(0)
 	}
 	for u := range n {
 		if done[u] {
@@ -108,3 +111,73 @@ func (nw *network) shortestPathPrices() error {
 	}
 	return nil
 }
+
+// heapItem is a node and its tentative distance; seq orders the pushes.
+type heapItem struct {
+	dist int64
+	seq  int64
+	node int32
+}
+
+// before orders a search: nearest first, and among equals the latest
+// pushed, so that the search runs deep along paths of equal length (zero
+// reduced cost, mostly) and meets a deficit before it has flooded them all.
+func (a heapItem) before(b heapItem) bool {
+	return a.dist < b.dist || a.dist == b.dist && a.seq > b.seq
+}
+
+// distHeap is a binary min-heap with lazy deletion: stale entries (whose
+// distance is above the node's current one) are skipped when popped.
+type distHeap struct {
+	items []heapItem
+	seq   int64
+}
+
+func (h *distHeap) push(dist int64, node int32) {
+	h.seq++
+	it := heapItem{dist, h.seq, node}
+	h.items = append(h.items, it)
+	s := h.items
+	i := len(s) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !it.before(s[p]) {
+			break
+		}
+		s[i] = s[p]
+		i = p
+	}
+	s[i] = it
+}
+
+func (h *distHeap) pop() heapItem {
+	s := h.items
+	top := s[0]
+	last := s[len(s)-1]
+	s = s[:len(s)-1]
+	i := 0
+	for {
+		c := 2*i + 1
+		if c >= len(s) {
+			break
+		}
+		if c+1 < len(s) && s[c+1].before(s[c]) {
+			c++
+		}
+		if !s[c].before(last) {
+			break
+		}
+		s[i] = s[c]
+		i = c
+	}
+	if len(s) > 0 {
+		s[i] = last
+	}
+	h.items = s
+	return top
+}
+
+// reset empties the heap.
+func (h *distHeap) reset() { h.items, h.seq = h.items[:0], 0 }
+
+var debugRepair = false

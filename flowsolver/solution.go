@@ -19,9 +19,21 @@ type Solution struct {
 	Stats Stats
 }
 
+// The algorithms a Stats.Algorithm names.
+const (
+	// AlgorithmCostScaling is cost scaling from zero flow.
+	AlgorithmCostScaling = "cost scaling"
+	// AlgorithmRepair is a warm start finished by successive shortest paths.
+	AlgorithmRepair = "successive shortest paths"
+	// AlgorithmRepairThenScaling is a warm start whose shortest paths ran
+	// over budget, finished by cost scaling.
+	AlgorithmRepairThenScaling = "successive shortest paths, then cost scaling"
+)
+
 // Stats counts a solve's work, for benchmarks and for tuning.
 type Stats struct {
-	// Algorithm names the algorithm that produced the flow.
+	// Algorithm names the algorithm that produced the flow: one of the
+	// Algorithm constants.
 	Algorithm string
 	// Incremental is true when the solve started from the previous flow and
 	// potentials rather than from zero.
