@@ -102,6 +102,7 @@ func (s *Solver) Solve(ctx context.Context, g *Graph) (*Solution, error) {
 		case err == nil:
 			eps = 0
 			best = append(best, nw.res...)
+			proof = nw.scaledPrices()
 		}
 		if err != nil {
 			s.Reset()
@@ -170,16 +171,23 @@ func (s *Solver) Solve(ctx context.Context, g *Graph) (*Solution, error) {
 // low as keeps its residual out-arcs' reduced costs non-negative, so that the
 // repair does not saturate them; new arcs start empty.
 func (nw *network) warmStart(g *Graph, flow, potential []int64, stamp uint64) {
-	for a, i := range nw.fwd {
-		if i < 0 || a >= len(flow) || g.arcBorn[a] > stamp {
+	ma := min(len(nw.fwd), len(flow))
+	fwd, flow, born := nw.fwd[:ma], flow[:ma], g.arcBorn[:ma]
+	tail, head, lower, upper := g.tail[:ma], g.head[:ma], g.lower[:ma], g.upper[:ma]
+	for a, x := range flow {
+		i := fwd[a]
+		if i < 0 || born[a] > stamp {
 			continue
 		}
-		t, h, lo, up, _ := g.Arc(ArcID(a))
-		f := min(max(flow[a], lo), up) - lo
+		lo := lower[a]
+		f := min(max(x, lo), upper[a]) - lo
+		if f == 0 {
+			continue
+		}
 		nw.res[i] -= f
 		nw.res[nw.rev[i]] += f
-		nw.excess[t] -= f
-		nw.excess[h] += f
+		nw.excess[tail[a]] -= f
+		nw.excess[head[a]] += f
 	}
 	for u := range nw.n {
 		if u < len(potential) && g.nodeBorn[u] <= stamp {
@@ -239,11 +247,13 @@ func (nw *network) imbalance() int64 {
 // total cost is bounded by the sum of capacity × |cost|.
 func checkNumbers(g *Graph) error {
 	var maxCost, total uint64
-	for a := range g.ArcCap() {
-		if !g.HasArc(ArcID(a)) {
+	ma := g.ArcCap()
+	upper, cost := g.upper[:ma], g.cost[:ma]
+	for a, alive := range g.arcAlive[:ma] {
+		if !alive {
 			continue
 		}
-		_, _, _, up, c := g.Arc(ArcID(a))
+		up, c := upper[a], cost[a]
 		ac := uint64(max(c, -c))
 		maxCost = max(maxCost, ac)
 		hi, lo := bits.Mul64(uint64(up), ac)
@@ -320,49 +330,58 @@ func (nw *network) build(g *Graph) {
 	nw.price = grow(nw.price, n)
 	nw.cur = grow(nw.cur, n)
 	nw.fwd = grow(nw.fwd, g.ArcCap())
-	for u := range n {
-		if g.HasNode(NodeID(u)) {
-			nw.excess[u] = g.Supply(NodeID(u))
+	first, excess := nw.first[:n+1], nw.excess[:n]
+	for u, alive := range g.nodeAlive[:n] {
+		if alive {
+			excess[u] = g.supply[u]
 		}
 	}
+	// The graph's arrays, cut to one length so that the loops below index
+	// them without bounds checks.
+	ma := g.ArcCap()
+	alive, tail, head := g.arcAlive[:ma], g.tail[:ma], g.head[:ma]
+	lower, upper, cost := g.lower[:ma], g.upper[:ma], g.cost[:ma]
 	m := 0
-	for a := range g.ArcCap() {
-		if !g.HasArc(ArcID(a)) {
+	for a, ok := range alive {
+		if !ok {
 			continue
 		}
-		t, h, lo, _, _ := g.Arc(ArcID(a))
-		nw.first[t+1]++
-		nw.first[h+1]++
-		nw.excess[t] -= lo
-		nw.excess[h] += lo
+		t, h, lo := tail[a], head[a], lower[a]
+		first[t+1]++
+		first[h+1]++
+		excess[t] -= lo
+		excess[h] += lo
 		m += 2
 	}
 	for u := range n {
-		nw.first[u+1] += nw.first[u]
+		first[u+1] += first[u]
 	}
 	nw.head = grow(nw.head, m)
 	nw.rev = grow(nw.rev, m)
 	nw.res = grow(nw.res, m)
 	nw.cost = grow(nw.cost, m)
-	copy(nw.cur, nw.first[:n])
-	nw.maxCost = 1
-	for a := range g.ArcCap() {
-		if !g.HasArc(ArcID(a)) {
-			nw.fwd[a] = -1
+	rhead, rev, res, rcost := nw.head[:m], nw.rev[:m], nw.res[:m], nw.cost[:m]
+	cur, fwd := nw.cur[:n], nw.fwd[:ma]
+	copy(cur, first[:n])
+	maxCost := int64(1)
+	for a, ok := range alive {
+		if !ok {
+			fwd[a] = -1
 			continue
 		}
-		t, h, lo, up, c := g.Arc(ArcID(a))
-		i := nw.cur[t]
-		nw.cur[t]++
-		j := nw.cur[h]
-		nw.cur[h]++
-		sc := c * nw.scale
-		nw.head[i], nw.rev[i], nw.res[i], nw.cost[i] = int32(h), j, up-lo, sc
-		nw.head[j], nw.rev[j], nw.res[j], nw.cost[j] = int32(t), i, 0, -sc
-		nw.fwd[a] = i
-		nw.maxCost = max(nw.maxCost, sc, -sc)
+		t, h := tail[a], head[a]
+		i := cur[t]
+		cur[t]++
+		j := cur[h] // after the increment: a self-loop's two halves differ
+		cur[h]++
+		sc := cost[a] * nw.scale
+		rhead[i], rev[i], res[i], rcost[i] = int32(h), j, upper[a]-lower[a], sc
+		rhead[j], rev[j], res[j], rcost[j] = int32(t), i, 0, -sc
+		fwd[a] = i
+		maxCost = max(maxCost, sc, -sc)
 	}
-	copy(nw.cur, nw.first[:n])
+	nw.maxCost = maxCost
+	copy(cur, first[:n])
 }
 
 // feasible routes every excess to a deficit along residual arcs, ignoring
@@ -425,7 +444,9 @@ func (nw *network) usable(u int32, i int32, zeroCost bool) bool {
 }
 
 // levels labels nodes with their BFS distance from the excess nodes over
-// usable arcs (-1 when unreached) and reports whether a deficit is reached.
+// usable arcs (-1 when unreached), up to the distance of the nearest
+// deficit (farther nodes cannot be on a shortest augmenting path), and
+// reports whether a deficit is reached.
 func (nw *network) levels(zeroCost bool) bool {
 	q := nw.queue[:0]
 	for u := range nw.n {
@@ -435,21 +456,26 @@ func (nw *network) levels(zeroCost bool) bool {
 			q = append(q, int32(u))
 		}
 	}
-	found := false
+	nearest := int32(math.MaxInt32)
 	for k := 0; k < len(q); k++ {
 		u := q[k]
+		if nw.level[u] >= nearest {
+			break
+		}
 		nw.scanned += int64(nw.first[u+1] - nw.first[u])
 		for i := nw.first[u]; i < nw.first[u+1]; i++ {
 			v := nw.head[i]
 			if nw.level[v] < 0 && nw.usable(u, i, zeroCost) {
 				nw.level[v] = nw.level[u] + 1
-				found = found || nw.excess[v] < 0
+				if nw.excess[v] < 0 {
+					nearest = nw.level[v]
+				}
 				q = append(q, v)
 			}
 		}
 	}
 	nw.queue = q
-	return found
+	return nearest != math.MaxInt32
 }
 
 // augment sends up to limit units from u along level-increasing usable arcs
@@ -650,17 +676,32 @@ func lowered(best, eps int64) int64 {
 
 // flows reads the flow on each graph arc and its total cost.
 func (nw *network) flows(g *Graph) ([]int64, int64) {
-	flow := make([]int64, g.ArcCap())
+	ma := g.ArcCap()
+	flow := make([]int64, ma)
+	fwd, lower, cost := nw.fwd[:ma], g.lower[:ma], g.cost[:ma]
+	res, rev := nw.res, nw.rev
 	var total int64
-	for a, i := range nw.fwd {
+	for a, i := range fwd {
 		if i < 0 {
 			continue
 		}
-		_, _, lo, _, c := g.Arc(ArcID(a))
-		flow[a] = lo + nw.res[nw.rev[i]]
-		total += flow[a] * c
+		f := lower[a] + res[rev[i]]
+		flow[a] = f
+		total += f * cost[a]
 	}
 	return flow, total
+}
+
+// scaledPrices returns the prices divided by the scale. When every price is
+// a multiple of the scale, as the repair keeps them, these are integral
+// potentials under which no residual arc has a negative reduced cost if no
+// arc has one under the prices.
+func (nw *network) scaledPrices() []int64 {
+	p := make([]int64, nw.n)
+	for u, x := range nw.price[:nw.n] {
+		p[u] = x / nw.scale
+	}
+	return p
 }
 
 // exactPotentials turns the final prices into integral potentials under

@@ -9,7 +9,7 @@ import (
 // repairBudget bounds a repair's work, in scans of every arc: past it, the
 // repair hands its pseudoflow, 0-optimal throughout, to cost scaling from ε
 // of one cost unit.
-const repairBudget = 4
+const repairBudget = 8
 
 // errRepairBudget says a repair ran out of budget.
 var errRepairBudget = errors.New("flowsolver: repair over budget")
@@ -30,18 +30,23 @@ func (nw *network) repair(ctx context.Context, st *Stats) (bool, error) {
 	nw.scanned, nw.budget = 0, repairBudget*int64(len(nw.head))
 	nw.level = grow(nw.level, nw.n)
 	nw.saturateNegative()
-	for nw.unbalanced() {
+	for first := true; first || nw.unbalanced(); first = false {
 		if ctx.Err() != nil {
 			return false, nil
 		}
 		if nw.scanned > nw.budget {
 			return false, errRepairBudget
 		}
-		if err := nw.shortestPathPrices(); err != nil {
-			return false, err
+		// The warm prices leave no residual arc of negative reduced cost,
+		// so the first round may move excess along zero-reduced-cost arcs
+		// before any search.
+		if !first {
+			if err := nw.shortestPathPrices(); err != nil {
+				return false, err
+			}
+			st.Phases++
+			st.GlobalUpdates++
 		}
-		st.Phases++
-		st.GlobalUpdates++
 		st.Augmentations += nw.blockingFlows(true)
 	}
 	return true, nil
@@ -179,5 +184,3 @@ func (h *distHeap) pop() heapItem {
 
 // reset empties the heap.
 func (h *distHeap) reset() { h.items, h.seq = h.items[:0], 0 }
-
-var debugRepair = false
