@@ -15,6 +15,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/nodelet/runtime/container"
 )
 
 // Exit codes.
@@ -39,6 +41,9 @@ func (e exitStatusError) Error() string { return e.err.Error() }
 func (e exitStatusError) Unwrap() error { return e.err }
 
 func main() {
+	// The container runtime re-executes this binary as a container's init
+	// and as a pod's sandbox; those never return from Reexec.
+	container.Reexec()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -76,7 +81,7 @@ containers with online/offline overcommit.`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())}
 	})
-	root.AddCommand(newVersionCmd(), newValidateCmd(), newFlowCmd())
+	root.AddCommand(newVersionCmd(), newValidateCmd(), newFlowCmd(), newPodCmd())
 	return root
 }
 

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/nodelet/runtime/container"
+)
+
+// TestMain lets the test binary serve as the container runtime's init and
+// sandbox, as main does for the sluice binary.
+func TestMain(m *testing.M) {
+	container.Reexec()
+	os.Exit(m.Run())
+}
+
+func TestDecodePod(t *testing.T) {
+	var w bytes.Buffer
+	p, err := decodePod(&w, []byte(`{"containers":[{"image":{"rootfs":"/r"},"command":["/x"],"resources":{"cpu":"1","memory":"1Mi"}}]}`))
+	if err != nil || len(p.Containers) != 1 || p.Containers[0].Name != "c0" || p.Containers[0].Resources.CPU != 1000 {
+		t.Fatalf("decodePod(pod) = %+v, %v", p, err)
+	}
+	p, err = decodePod(&w, []byte(`{"name":"j","tasks":[{"count":1,"pod":{"containers":[{"name":"m","image":{"rootfs":"/r"},"command":["/x"],"resources":{"cpu":1,"memory":1}}]}}]}`))
+	if err != nil || p.Containers[0].Name != "m" {
+		t.Fatalf("decodePod(job) = %+v, %v", p, err)
+	}
+	w.Reset()
+	_, err = decodePod(&w, []byte(`{"containers":[{"image":{"rootfs":"rel"},"command":["/x"],"resources":{"cpu":1,"memory":1}}]}`))
+	if !errors.Is(err, errInvalidSpec) || !strings.HasPrefix(w.String(), "containers[0].image.rootfs: ") {
+		t.Errorf("decodePod(bad) = %v, printed %q", err, w.String())
+	}
+	if _, err = decodePod(&w, []byte(`[1]`)); err == nil {
+		t.Errorf("decodePod(array) succeeded")
+	}
+}
+
+func TestPodRun(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (runs containers)")
+	}
+	rootfs := t.TempDir()
+	for _, d := range []string{"proc", "dev", "sys", "tmp"} {
+		if err := os.Mkdir(filepath.Join(rootfs, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	build := exec.Command("go", "build", "-o", filepath.Join(rootfs, "payload"), "../../nodelet/runtime/container/testdata/payload")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build payload: %v\n%s", err, out)
+	}
+	spec := filepath.Join(t.TempDir(), "pod.json")
+	body := `{"containers":[{"image":{"rootfs":"` + rootfs + `"},"command":["/payload","print","hi there","exit","7"],"resources":{"cpu":"100m","memory":"32Mi"}}]}`
+	if err := os.WriteFile(spec, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	var out, errOut bytes.Buffer
+	ctx := context.Background()
+	err := run(ctx, []string{"pod", "run", "--state-dir", state, "--cgroup-parent", "sluicetest-cmd", spec}, &out, &errOut)
+	if code := exitCode(ctx, err); code != 7 {
+		t.Errorf("exit code %d (%v), want 7", code, err)
+	}
+	if out.String() != "hi there\n" {
+		t.Errorf("stdout = %q", out.String())
+	}
+	if ents, _ := os.ReadDir(state); len(ents) != 0 {
+		t.Errorf("state left behind: %v", ents)
+	}
+	dirs, _ := filepath.Glob("/sys/fs/cgroup/*/sluicetest-cmd")
+	for _, d := range dirs {
+		_ = os.Remove(d)
+	}
+}

@@ -1,0 +1,71 @@
+package container_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// BenchmarkPodStart measures Start (create the sandbox and the container,
+// until the process runs) of a one-container pod, at several
+// concurrencies. It reports p50 and p99 latency and starts per second;
+// stopping and removing pods is not timed.
+func BenchmarkPodStart(b *testing.B) {
+	needRoot(b)
+	for _, conc := range []int{1, 4} {
+		b.Run(fmt.Sprintf("conc=%d", conc), func(b *testing.B) {
+			rt := newRuntime(b, b.TempDir())
+			defer rt.Close()
+			ctx := context.Background()
+			var (
+				mu    sync.Mutex
+				lats  []time.Duration
+				next  atomic.Int64
+				ids   []string
+				start = time.Now()
+			)
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for range conc {
+				wg.Go(func() {
+					for {
+						i := next.Add(1)
+						if i > int64(b.N) {
+							return
+						}
+						id := fmt.Sprintf("bench-%d", i)
+						t0 := time.Now()
+						err := rt.Start(ctx, pod(id, []string{"/payload", "sleep", "60s"}))
+						d := time.Since(t0)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						mu.Lock()
+						lats = append(lats, d)
+						ids = append(ids, id)
+						mu.Unlock()
+					}
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			b.StopTimer()
+			for _, id := range ids {
+				_ = rt.Stop(ctx, id, 0)
+				_ = rt.Remove(ctx, id)
+			}
+			if len(lats) == 0 {
+				return
+			}
+			slices.Sort(lats)
+			b.ReportMetric(float64(lats[len(lats)/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(lats[len(lats)*99/100].Microseconds())/1000, "p99-ms")
+			b.ReportMetric(float64(len(lats))/elapsed.Seconds(), "starts/s")
+		})
+	}
+}

@@ -1,0 +1,445 @@
+package container_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/nodelet/runtime"
+	"github.com/sluicehq/sluice/nodelet/runtime/container"
+	"github.com/sluicehq/sluice/nodelet/runtime/runtimetest"
+)
+
+// rootfs is the test image: the payload binary and empty mount points.
+var rootfs string
+
+const cgroupParent = "sluicetest"
+
+func TestMain(m *testing.M) {
+	container.Reexec()
+	if dir := os.Getenv("SLUICE_TEST_START_AND_EXIT"); dir != "" {
+		os.Exit(startAndExit(dir))
+	}
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if os.Geteuid() != 0 {
+		fmt.Println("container runtime tests need root; skipping them")
+		return m.Run() // each test skips
+	}
+	dir, err := os.MkdirTemp("", "sluice-rootfs-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil { // MkdirTemp makes it 0700
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	for _, d := range []string{"proc", "dev", "sys", "tmp", "etc"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "payload"), "./testdata/payload")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building payload: %v\n%s", err, out)
+		return 1
+	}
+	rootfs = dir
+	code := m.Run()
+	// The shared parents of the test pods' cgroups.
+	for _, p := range []string{cgroupParent + "/online", cgroupParent} {
+		dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", p))
+		for _, d := range dirs {
+			_ = os.Remove(d)
+		}
+	}
+	return code
+}
+
+func needRoot(t testing.TB) {
+	t.Helper()
+	if rootfs == "" {
+		t.Skip("needs root (the container runtime creates namespaces and cgroups)")
+	}
+}
+
+func newRuntime(t testing.TB, dir string) *container.Runtime {
+	t.Helper()
+	rt, err := container.New(container.Config{StateDir: dir, CgroupParent: cgroupParent, LogMaxBytes: 1 << 20, ImageDir: filepath.Join(dir, ".images")})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return rt
+}
+
+func steps(b runtimetest.Behavior) []string {
+	args := []string{"/payload"}
+	if b.IgnoreTerm {
+		args = append(args, "ignoreterm")
+	}
+	if b.Print != "" {
+		args = append(args, "print", b.Print)
+	}
+	if b.Sleep > 0 {
+		args = append(args, "sleep", b.Sleep.String())
+	}
+	return append(args, "exit", fmt.Sprint(b.Exit))
+}
+
+func pod(id string, args ...[]string) runtime.PodSpec {
+	s := runtime.PodSpec{ID: id}
+	for i, a := range args {
+		s.Containers = append(s.Containers, runtime.ContainerSpec{
+			Name:  fmt.Sprintf("c%d", i),
+			Image: api.Image{Rootfs: rootfs},
+			Args:  a,
+		})
+	}
+	return s
+}
+
+// leftovers lists the state directory and cgroups of pod id that exist.
+func leftovers(dir, id string) []string {
+	var out []string
+	paths := []string{filepath.Join(dir, id)}
+	for _, ctl := range []string{"memory", "cpu", "cpuacct", "pids", "devices", "freezer", "blkio", "cpuset", "unified", "systemd"} {
+		for _, parent := range []string{cgroupParent, cgroupParent + "/online"} {
+			paths = append(paths, filepath.Join("/sys/fs/cgroup", ctl, parent, id))
+		}
+	}
+	for _, p := range paths {
+		if _, err := os.Stat(p); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func factory(t *testing.T) runtimetest.Harness {
+	needRoot(t)
+	dir := t.TempDir()
+	return runtimetest.Harness{
+		Open: func(t *testing.T) runtime.Runtime { return newRuntime(t, dir) },
+		Pod: func(id string, bs ...runtimetest.Behavior) runtime.PodSpec {
+			var args [][]string
+			for _, b := range bs {
+				args = append(args, steps(b))
+			}
+			return pod(id, args...)
+		},
+		Leftovers:   func(id string) []string { return leftovers(dir, id) },
+		Caps:        runtimetest.Caps{Output: true, Signals: true},
+		Concurrency: 4,
+	}
+}
+
+func TestConformance(t *testing.T) { runtimetest.Run(t, factory) }
+
+// runPod starts spec, waits for it and returns its exit and the logs of
+// each container; it removes the pod and checks nothing is left.
+func runPod(t *testing.T, spec runtime.PodSpec) (runtime.Exit, []string) {
+	t.Helper()
+	needRoot(t)
+	dir := t.TempDir()
+	rt := newRuntime(t, dir)
+	defer rt.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := rt.Start(ctx, spec); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	e, err := rt.Wait(ctx, spec.ID)
+	if err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	var logs []string
+	for _, c := range spec.Containers {
+		rc, err := rt.Logs(ctx, spec.ID, c.Name, runtime.LogOptions{})
+		if err != nil {
+			t.Fatalf("Logs: %v", err)
+		}
+		b, _ := readAll(rc)
+		logs = append(logs, string(b))
+	}
+	if err := rt.Remove(ctx, spec.ID); err != nil {
+		t.Fatalf("Remove: %v", err)
+	}
+	if l := leftovers(dir, spec.ID); len(l) > 0 {
+		t.Errorf("left behind: %v", l)
+	}
+	return e, logs
+}
+
+func readAll(rc interface {
+	Read([]byte) (int, error)
+	Close() error
+}) ([]byte, error) {
+	defer rc.Close()
+	var b strings.Builder
+	buf := make([]byte, 4096)
+	for {
+		n, err := rc.Read(buf)
+		b.Write(buf[:n])
+		if err != nil {
+			return []byte(b.String()), nil
+		}
+	}
+}
+
+func TestOutputAndExit(t *testing.T) {
+	e, logs := runPod(t, pod("out", []string{"/payload", "print", "to stdout", "eprint", "to stderr", "exit", "42"}))
+	if e.Code != 42 || e.OOMKilled {
+		t.Errorf("exit = %+v, want 42", e)
+	}
+	if logs[0] != "to stdout\nto stderr\n" {
+		t.Errorf("logs = %q", logs[0])
+	}
+}
+
+func TestMemoryLimitOOMKills(t *testing.T) {
+	spec := pod("oom", []string{"/payload", "alloc", "200", "exit", "0"})
+	spec.Containers[0].Resources.MemoryBytes = 32 << 20
+	e, _ := runPod(t, spec)
+	if !e.OOMKilled || e.Code != 137 || !e.Containers[0].OOMKilled {
+		t.Errorf("exit = %+v, want OOM-killed with 137", e)
+	}
+}
+
+func TestCPUQuotaThrottles(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	rt := newRuntime(t, dir)
+	defer rt.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	spec := pod("cpu", []string{"/payload", "spin", "1", "sleep", "30s"})
+	spec.Containers[0].Resources.MilliCPU = 200
+	if err := rt.Start(ctx, spec); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	defer func() {
+		_ = rt.Stop(ctx, "cpu", 0)
+		_ = rt.Remove(ctx, "cpu")
+	}()
+	cg := filepath.Join("/sys/fs/cgroup/cpu", cgroupParent, "cpu", "c0")
+	b, err := os.ReadFile(filepath.Join(cg, "cpu.cfs_quota_us"))
+	if err != nil || strings.TrimSpace(string(b)) != "20000" {
+		t.Errorf("cpu.cfs_quota_us = %q, %v; want 20000", b, err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	b, err = os.ReadFile(filepath.Join(cg, "cpu.stat"))
+	if err != nil {
+		t.Fatalf("cpu.stat: %v", err)
+	}
+	var throttled int64
+	for _, l := range strings.Split(string(b), "\n") {
+		fmt.Sscanf(l, "nr_throttled %d", &throttled)
+	}
+	if throttled == 0 {
+		t.Errorf("nr_throttled = 0 after spinning under a 200m quota:\n%s", b)
+	}
+}
+
+func TestPodLoopback(t *testing.T) {
+	e, logs := runPod(t, pod("net",
+		[]string{"/payload", "listen", "7070", "exit", "0"},
+		[]string{"/payload", "dial", "7070", "hello over lo", "exit", "0"},
+	))
+	if e.Code != 0 || e.Containers[1].Code != 0 {
+		t.Errorf("exit = %+v; logs %q", e, logs)
+	}
+	if logs[0] != "got: hello over lo\n" {
+		t.Errorf("listener logs = %q", logs[0])
+	}
+}
+
+func TestSecureDefaults(t *testing.T) {
+	spec := pod("sec", []string{"/payload", "status", "cat", "/proc/sys/kernel/hostname", "exit", "0"})
+	spec.Containers[0].User = &runtime.User{UID: 1000, GID: 1000}
+	spec.Containers[0].ReadOnlyRootfs = true
+	e, logs := runPod(t, spec)
+	if e.Code != 0 {
+		t.Fatalf("exit = %+v; logs %q", e, logs)
+	}
+	out := logs[0]
+	for _, want := range []string{"NoNewPrivs:\t1", "CapEff:\t0000000000000000", "Uid:\t1000", "sec\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	// As root, the effective set is the minimal one: no CAP_SYS_ADMIN (bit
+	// 21), no CAP_NET_RAW (bit 13).
+	_, logs = runPod(t, pod("sec-root", []string{"/payload", "status", "cat", "/proc/kcore", "exit", "0"}))
+	var capEff uint64
+	for _, l := range strings.Split(logs[0], "\n") {
+		fmt.Sscanf(l, "CapEff:\t%x", &capEff)
+	}
+	if capEff == 0 || capEff&(1<<21) != 0 || capEff&(1<<13) != 0 {
+		t.Errorf("root CapEff = %x, want the minimal set", capEff)
+	}
+	if strings.Contains(logs[0], "payload:") && !strings.Contains(logs[0], "kcore") {
+		t.Errorf("unexpected error output: %s", logs[0])
+	}
+}
+
+func TestReadOnlyRootfs(t *testing.T) {
+	spec := pod("ro", []string{"/payload", "print", "x", "exit", "0"})
+	spec.Containers[0].ReadOnlyRootfs = true
+	e, _ := runPod(t, spec)
+	if e.Code != 0 {
+		t.Errorf("exit = %+v", e)
+	}
+}
+
+func TestBadSpecsLeaveNothing(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	rt := newRuntime(t, dir)
+	defer rt.Close()
+	ctx := context.Background()
+	cases := []struct {
+		name, field string
+		mut         func(*runtime.ContainerSpec)
+	}{
+		{"missing image", "image.rootfs", func(c *runtime.ContainerSpec) { c.Image.Rootfs = "/nonexistent/rootfs" }},
+		{"missing program", "args[0]", func(c *runtime.ContainerSpec) { c.Args = []string{"/nope"} }},
+		{"empty command", "args", func(c *runtime.ContainerSpec) { c.Args = nil }},
+		{"too little memory", "resources.memory", func(c *runtime.ContainerSpec) { c.Resources.MemoryBytes = 4096 }},
+		{"too much memory", "resources.memory", func(c *runtime.ContainerSpec) { c.Resources.MemoryBytes = 1 << 50 }},
+		{"too much cpu", "resources.cpu", func(c *runtime.ContainerSpec) { c.Resources.MilliCPU = 1 << 40 }},
+		{"oci layout", "image.oci_layout", func(c *runtime.ContainerSpec) { c.Image = api.Image{OCILayout: "/x", Ref: "latest"} }},
+	}
+	for i, c := range cases {
+		id := fmt.Sprintf("bad%d", i)
+		spec := pod(id, []string{"/payload", "exit", "0"})
+		c.mut(&spec.Containers[0])
+		err := rt.Start(ctx, spec)
+		if err == nil || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%s: Start = %v, want ErrBadSpec naming %s", c.name, err, c.field)
+			_ = rt.Stop(ctx, id, 0)
+			_ = rt.Remove(ctx, id)
+		}
+		if l := leftovers(dir, id); len(l) > 0 {
+			t.Errorf("%s: left behind %v", c.name, l)
+		}
+	}
+	// A program that fails in the container's init (not a file in the
+	// image) fails Start, which cleans up.
+	spec := pod("badexec", []string{"/proc"})
+	if err := rt.Start(ctx, spec); err == nil {
+		t.Errorf("Start of a directory as program succeeded")
+		_ = rt.Stop(ctx, "badexec", 0)
+		_ = rt.Remove(ctx, "badexec")
+	}
+	if l := leftovers(dir, "badexec"); len(l) > 0 {
+		t.Errorf("failed start left behind %v", l)
+	}
+}
+
+func TestLogCap(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	rt, err := container.New(container.Config{StateDir: dir, CgroupParent: cgroupParent, LogMaxBytes: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	ctx := context.Background()
+	if err := rt.Start(ctx, pod("flood", []string{"/payload", "flood", "1000000", "sleep", "2s", "print", "tail", "sleep", "1500ms", "exit", "0"})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.Wait(ctx, "flood"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(filepath.Join(dir, "flood", "logs", "c0.log"))
+	if err != nil || st.Size() > 64<<10 {
+		t.Errorf("log size = %v, %v; want at most 64KiB", st, err)
+	}
+	if st, err := os.Stat(filepath.Join(dir, "flood", "logs", "c0.log.1")); err != nil || st.Size() > 64<<10 {
+		t.Errorf("rotated log: %v, %v", st, err)
+	}
+	if err := rt.Remove(ctx, "flood"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startAndExit is a nodelet that starts two pods and exits without
+// stopping them (TestAdoptAcrossProcesses).
+func startAndExit(dir string) int {
+	rootfs = os.Getenv("SLUICE_TEST_ROOTFS")
+	rt, err := container.New(container.Config{StateDir: dir, CgroupParent: cgroupParent})
+	if err == nil {
+		err = rt.Start(context.Background(), pod("away-long", []string{"/payload", "print", "still here", "sleep", "60s"}))
+	}
+	if err == nil {
+		err = rt.Start(context.Background(), pod("away-short", []string{"/payload", "sleep", "300ms", "exit", "5"}))
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+func TestAdoptAcrossProcesses(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "SLUICE_TEST_START_AND_EXIT="+dir, "SLUICE_TEST_ROOTFS="+rootfs)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("helper nodelet: %v\n%s", err, out)
+	}
+	time.Sleep(500 * time.Millisecond)
+	rt := newRuntime(t, dir)
+	defer rt.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := rt.List(ctx)
+	if err != nil || len(l) != 2 {
+		t.Fatalf("List = %+v, %v; want the helper's two pods", l, err)
+	}
+	long, short := l[0], l[1]
+	if long.ID != "away-long" || long.State != runtime.StateRunning {
+		t.Errorf("long pod = %+v, want running", long)
+	}
+	// The helper may have seen it end (code 5) before exiting itself.
+	if short.ID != "away-short" || short.State != runtime.StateExited || short.Exit == nil ||
+		!errors.Is(short.Exit.Err, runtime.ErrExitUnknown) && short.Exit.Code != 5 {
+		t.Errorf("short pod = %+v (exit %+v), want exited with ErrExitUnknown or code 5", short, short.Exit)
+	}
+	rc, err := rt.Logs(ctx, "away-long", "c0", runtime.LogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := readAll(rc); string(b) != "still here\n" {
+		t.Errorf("adopted logs = %q", b)
+	}
+	if err := rt.Stop(ctx, "away-long", 5*time.Second); err != nil {
+		t.Fatalf("Stop(adopted): %v", err)
+	}
+	e, err := rt.Wait(ctx, "away-long")
+	if err != nil || !errors.Is(e.Err, runtime.ErrExitUnknown) {
+		t.Errorf("Wait(adopted) = %+v, %v; want ErrExitUnknown (not our child)", e, err)
+	}
+	for _, id := range []string{"away-long", "away-short"} {
+		if err := rt.Remove(ctx, id); err != nil {
+			t.Errorf("Remove(%s): %v", id, err)
+		}
+		if l := leftovers(dir, id); len(l) > 0 {
+			t.Errorf("%s left behind %v", id, l)
+		}
+	}
+}

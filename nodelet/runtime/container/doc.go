@@ -1,0 +1,71 @@
+// Package container is the nodelet's real runtime: a runtime.Runtime that
+// runs each pod as a sandbox plus one libcontainer container per
+// container, on cgroup v1 or v2.
+//
+// # Pods
+//
+// A pod's sandbox is this binary re-executed as a pause process (see
+// Reexec) in new network, IPC and UTS namespaces; it sets the hostname to
+// the pod ID, brings up lo and sleeps. Each container joins those
+// namespaces through /proc/<sandbox>/ns/... and has its own mount and PID
+// namespaces and root filesystem, so the containers of a pod talk over
+// loopback. Cgroups: the pod's is CgroupParent/ID in every hierarchy, with
+// the sandbox in CgroupParent/ID/_sandbox and each container in
+// CgroupParent/ID/NAME, where its CPU quota (MilliCPU*100µs per 100ms),
+// CPU shares, memory limit and pids limit apply.
+//
+// Containers get secure defaults: no_new_privs; a capability set that is
+// Docker's default without MKNOD, NET_RAW, SETFCAP, SYS_CHROOT and
+// AUDIT_WRITE; runc's masked and read-only /proc and /sys paths; a device
+// allow-list; a pids limit; optionally a read-only root filesystem (with a
+// tmpfs /tmp) and a numeric user. A container's first process is PID 1 of
+// its namespace, so it has no default signal actions: a program that does
+// not handle SIGTERM is killed by Stop's SIGKILL after the grace period.
+//
+// # State
+//
+// Config.StateDir holds a directory per pod: pod.json (the spec), the
+// sandbox's PID and start time, "started" once Start completed, the
+// libcontainer state of each container, the overlay of each container of
+// an OCI image (rootfs/NAME), exit-NAME.json as each container ends, exit.json when the pod has ended, and logs/NAME.log (stdout and
+// stderr of a container, append-only, capped by rotating to NAME.log.1).
+// Pods do not depend on the Runtime: containers and sandboxes are watched
+// through pidfds, so a Runtime that closes, or a nodelet that restarts,
+// leaves them running, and New adopts them. Exit statuses are known to
+// the parent process only; a container that ended while no Runtime of
+// the same process watched it is reported with runtime.ErrExitUnknown.
+//
+// # Invariants
+//
+//   - Start leaves a running pod or nothing (no state directory, cgroup or
+//     process): every failure runs the same cleanup as Remove.
+//   - Processes are signalled only through pidfds, or after checking their
+//     start time, so a reused PID is never signalled.
+//   - Every goroutine (one per running container, and the log janitor)
+//     ends when its container does or when Close is called.
+//   - Remove deletes the state directory, the logs and the pod's cgroup in
+//     every hierarchy.
+//
+// # Usage
+//
+//	func main() {
+//		container.Reexec() // first: the binary is also init and pause
+//		rt, err := container.New(container.Config{})
+//		...
+//	}
+//
+// # Images
+//
+// An image is a root filesystem directory (api.Image.Rootfs), used as is,
+// or an OCI image layout (api.Image.OCILayout and Ref, a tag or digest):
+// its manifest is resolved (through nested indexes by platform), and its
+// layers (tar, tar+gzip, tar+zstd), digest-verified as they are read, are
+// unpacked with their whiteouts, without following symlinks out of the
+// root, once per manifest digest into Config.ImageDir. Each container of
+// an OCI image gets an overlay mount of it whose writes land in the pod's
+// state directory, so the cache is never written after unpacking.
+//
+// Not yet supported: SharePID (rejected as a bad spec), ports beyond the
+// pod's loopback, seccomp, pod-level cgroup limits, garbage collection of
+// the image cache.
+package container

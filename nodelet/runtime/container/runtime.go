@@ -1,0 +1,791 @@
+package container
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/opencontainers/runc/libcontainer"
+	"golang.org/x/sys/unix"
+
+	"github.com/sluicehq/sluice/nodelet/runtime"
+)
+
+// Config configures a Runtime. Zero values mean the documented defaults.
+type Config struct {
+	// StateDir holds one directory per pod: its record, libcontainer
+	// state and logs. Keep it outside the binary's directory. Default
+	// /run/sluice/containers.
+	StateDir string
+	// CgroupParent is used for pods whose spec names none. Default
+	// "sluice".
+	CgroupParent string
+	// LogMaxBytes caps each container's log file; past it the log
+	// rotates to one previous file. Default 16 MiB.
+	LogMaxBytes int64
+	// DefaultPids is the pids limit of a container that asks for none.
+	// Default 4096.
+	DefaultPids int64
+	// ImageDir caches OCI layout images, unpacked once per manifest
+	// digest. Default /var/lib/sluice/images.
+	ImageDir string
+	// Logger receives what the runtime does in the background. Default:
+	// discarded.
+	Logger *slog.Logger
+}
+
+// Defaults.
+const (
+	DefaultStateDir     = "/run/sluice/containers"
+	DefaultCgroupParent = "sluice"
+	DefaultLogMaxBytes  = 16 << 20
+	DefaultPids         = 4096
+	DefaultImageDir     = "/var/lib/sluice/images"
+)
+
+func (c *Config) setDefaults() {
+	if c.StateDir == "" {
+		c.StateDir = DefaultStateDir
+	}
+	if c.CgroupParent == "" {
+		c.CgroupParent = DefaultCgroupParent
+	}
+	if c.LogMaxBytes == 0 {
+		c.LogMaxBytes = DefaultLogMaxBytes
+	}
+	if c.DefaultPids == 0 {
+		c.DefaultPids = DefaultPids
+	}
+	if c.ImageDir == "" {
+		c.ImageDir = DefaultImageDir
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Runtime runs pods as libcontainer containers. See the package comment.
+type Runtime struct {
+	cfg    Config
+	images *imageCache
+	stop   chan struct{} // closed by Close
+	wg     sync.WaitGroup
+	mu     struct {
+		sync.Mutex
+		closed   bool
+		pods     map[string]*pod
+		starting map[string]bool
+	}
+}
+
+var _ runtime.Runtime = (*Runtime)(nil)
+
+// New returns a Runtime over cfg.StateDir, adopting the pods an earlier
+// Runtime left there: running ones are watched again, ended ones are
+// reported, half-started ones are cleaned away.
+func New(cfg Config) (*Runtime, error) {
+	cfg.setDefaults()
+	if os.Geteuid() != 0 {
+		return nil, errors.New("container runtime: must run as root")
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("container runtime: %w", err)
+	}
+	r := &Runtime{cfg: cfg, stop: make(chan struct{}), images: &imageCache{root: cfg.ImageDir}}
+	r.mu.pods = map[string]*pod{}
+	r.mu.starting = map[string]bool{}
+	ents, err := os.ReadDir(cfg.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("container runtime: %w", err)
+	}
+	for _, e := range ents {
+		if !e.IsDir() || runtime.CheckName(e.Name()) != "" {
+			continue
+		}
+		p, err := r.adopt(e.Name())
+		if err != nil {
+			r.cfg.Logger.Warn("cannot adopt pod; cleaning it away", "pod", e.Name(), "err", err)
+			r.cleanup(e.Name(), "")
+			continue
+		}
+		r.mu.pods[p.id] = p
+	}
+	r.wg.Add(1)
+	go r.janitor()
+	return r, nil
+}
+
+// pod is one pod the Runtime knows. Its record is immutable; mu guards
+// the rest.
+type pod struct {
+	id         string
+	dir        string
+	rec        record
+	sandbox    *pidWatch // nil once gone
+	containers []*ctr
+	done       chan struct{} // closed after exit is set
+	mu         struct {
+		sync.Mutex
+		left     int // containers still running
+		exit     *runtime.Exit
+		finished time.Time
+	}
+}
+
+type ctr struct {
+	name  string
+	lc    *libcontainer.Container // nil if its state is gone
+	watch *pidWatch               // nil unless running when watched
+	exit  *runtime.ContainerExit  // guarded by pod.mu
+}
+
+// record is a pod's pod.json.
+type record struct {
+	Spec         runtime.PodSpec
+	CgroupParent string // the parent in effect (the spec's or the default)
+	StartedAt    time.Time
+}
+
+// sandboxRecord is a pod's sandbox.json.
+type sandboxRecord struct {
+	Pid       int
+	StartTime uint64
+}
+
+// exitRecord is a pod's exit.json, or a container's exit-NAME.json.
+type exitRecord struct {
+	Exit       runtime.Exit
+	Unknown    bool
+	FinishedAt time.Time
+}
+
+const (
+	recordFile  = "pod.json"
+	sandboxFile = "sandbox.json"
+	startedFile = "started"
+	exitFile    = "exit.json"
+	lcDir       = "libcontainer"
+	logsDir     = "logs"
+	sandboxName = "_sandbox" // cgroup of the sandbox; no container name starts with '_'
+)
+
+func (r *Runtime) podDir(id string) string { return filepath.Join(r.cfg.StateDir, id) }
+
+func writeJSON(path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func readJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// validate adds the checks of this runtime and this host to spec's own.
+func (r *Runtime) validate(spec *runtime.PodSpec) error {
+	var e runtime.SpecError
+	if err := spec.Validate(); err != nil {
+		var se *runtime.SpecError
+		if !errors.As(err, &se) {
+			return err
+		}
+		e.Problems = append(e.Problems, se.Problems...)
+	}
+	var si unix.Sysinfo_t
+	_ = unix.Sysinfo(&si)
+	hostMem := int64(si.Totalram) * int64(si.Unit)
+	cores := int64(goruntime.NumCPU())
+	if spec.SharePID {
+		e.Add("share_pid", "a shared PID namespace is not supported by this runtime yet")
+	}
+	for i := range spec.Containers {
+		c := &spec.Containers[i]
+		f := fmt.Sprintf("containers[%d]", i)
+		switch {
+		case c.Image.OCILayout != "":
+			if _, err := resolveManifest(c.Image.OCILayout, imageRef(c.Image.Ref)); err != nil {
+				e.Add(f+".image.oci_layout", "%v", err)
+			}
+		case c.Image.Rootfs != "":
+			if st, err := os.Stat(c.Image.Rootfs); err != nil {
+				e.Add(f+".image.rootfs", "%v", err)
+			} else if !st.IsDir() {
+				e.Add(f+".image.rootfs", "%s is not a directory", c.Image.Rootfs)
+			} else if len(c.Args) > 0 && filepath.IsAbs(c.Args[0]) {
+				if _, err := os.Lstat(filepath.Join(c.Image.Rootfs, c.Args[0])); err != nil {
+					e.Add(f+".args[0]", "program %s is not in the image", c.Args[0])
+				}
+			}
+		}
+		m := c.Resources.MemoryBytes
+		switch {
+		case m > 0 && m < minMemory:
+			e.Add(f+".resources.memory", "%d bytes is below the minimum of %d a container needs", m, minMemory)
+		case hostMem > 0 && m > hostMem:
+			e.Add(f+".resources.memory", "%d bytes is more than the host's %d", m, hostMem)
+		}
+		if c.Resources.MilliCPU > cores*1000 {
+			e.Add(f+".resources.cpu", "%d millicores is more than the host's %d cores", c.Resources.MilliCPU, cores)
+		}
+	}
+	return e.Err()
+}
+
+// Start implements runtime.Runtime.
+func (r *Runtime) Start(ctx context.Context, spec runtime.PodSpec) (err error) {
+	if err := r.validate(&spec); err != nil {
+		return fmt.Errorf("start pod %q: %w", spec.ID, err)
+	}
+	id := spec.ID
+	r.mu.Lock()
+	switch {
+	case r.mu.closed:
+		r.mu.Unlock()
+		return runtime.ErrClosed
+	case r.mu.pods[id] != nil || r.mu.starting[id]:
+		r.mu.Unlock()
+		return fmt.Errorf("start pod %q: %w", id, runtime.ErrExists)
+	}
+	r.mu.starting[id] = true
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.mu.starting, id)
+		r.mu.Unlock()
+	}()
+	dir := r.podDir(id)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("start pod %q: %w", id, runtime.ErrExists)
+		}
+		return fmt.Errorf("start pod %q: %w", id, err)
+	}
+	parent := spec.CgroupParent
+	if parent == "" {
+		parent = r.cfg.CgroupParent
+	}
+	p := &pod{id: id, dir: dir, done: make(chan struct{}), rec: record{Spec: spec, CgroupParent: parent, StartedAt: time.Now()}}
+	started := false
+	defer func() {
+		if err != nil && !started {
+			r.abort(p)
+			err = fmt.Errorf("start pod %q: %w", id, err)
+		}
+	}()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for _, d := range []string{lcDir, logsDir} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o700); err != nil {
+			return err
+		}
+	}
+	if err := writeJSON(filepath.Join(dir, recordFile), p.rec); err != nil {
+		return err
+	}
+	rootfs := make([]string, len(spec.Containers))
+	for i, c := range spec.Containers {
+		if rootfs[i] = c.Image.Rootfs; rootfs[i] == "" {
+			lower, err := r.images.rootfs(c.Image.OCILayout, imageRef(c.Image.Ref))
+			if err != nil {
+				return fmt.Errorf("container %q: image %s: %w", c.Name, c.Image.OCILayout, err)
+			}
+			if rootfs[i], err = mountOverlay(dir, c.Name, lower); err != nil {
+				return fmt.Errorf("container %q: %w", c.Name, err)
+			}
+		}
+	}
+	if err := r.startSandbox(p); err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	for i := range spec.Containers {
+		c := &spec.Containers[i]
+		ct, err := r.startContainer(p, c, rootfs[i])
+		if ct != nil {
+			p.containers = append(p.containers, ct)
+		}
+		if err != nil {
+			return fmt.Errorf("container %q: %w", c.Name, err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, startedFile), nil, 0o600); err != nil {
+		return err
+	}
+	started = true
+	p.mu.left = len(p.containers)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mu.closed {
+		// Close ran meanwhile: the pod runs and is recorded, so the next
+		// Runtime over the state directory adopts it.
+		for _, c := range p.containers {
+			c.watch.close()
+		}
+		p.sandbox.close()
+		return fmt.Errorf("start pod %q: started, but %w before it was watched", id, runtime.ErrClosed)
+	}
+	r.mu.pods[id] = p
+	r.watch(p) // under mu, so that Close waits for its goroutines
+	return nil
+}
+
+// abort undoes a failed Start: it kills what started and removes the rest.
+func (r *Runtime) abort(p *pod) {
+	for _, c := range p.containers {
+		if c.watch != nil {
+			_ = c.watch.signal(unix.SIGKILL)
+			reap(c.watch.pid)
+			c.watch.close()
+		}
+		if c.lc != nil {
+			_ = c.lc.Destroy()
+		}
+	}
+	if p.sandbox != nil {
+		_ = p.sandbox.signal(unix.SIGKILL)
+		reap(p.sandbox.pid)
+		p.sandbox.close()
+	}
+	r.cleanup(p.id, p.rec.CgroupParent)
+}
+
+// startContainer creates and starts one container of p.
+func (r *Runtime) startContainer(p *pod, c *runtime.ContainerSpec, rootfs string) (*ctr, error) {
+	cfg := containerConfig(&p.rec.Spec, p.rec.CgroupParent, c, rootfs, p.sandbox.pid, r.cfg.DefaultPids)
+	lc, err := libcontainer.Create(filepath.Join(p.dir, lcDir), c.Name, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create: %w", err)
+	}
+	ct := &ctr{name: c.Name, lc: lc}
+	logf, err := openLog(filepath.Join(p.dir, logsDir, c.Name+".log"))
+	if err != nil {
+		return ct, err
+	}
+	defer logf.Close() // the container holds its own descriptor
+	proc := &libcontainer.Process{
+		Args:   c.Args,
+		Env:    withDefaultEnv(c.Env),
+		Cwd:    c.WorkingDir,
+		Stdout: logf,
+		Stderr: logf,
+		Init:   true,
+	}
+	if proc.Cwd == "" {
+		proc.Cwd = "/"
+	}
+	if c.User != nil {
+		proc.UID, proc.GID = c.User.UID, c.User.GID
+	}
+	if err := lc.Run(proc); err != nil {
+		return ct, fmt.Errorf("run: %w", err)
+	}
+	pid, err := proc.Pid()
+	if err != nil {
+		return ct, err
+	}
+	if ct.watch, err = watchPid(pid); err != nil {
+		return ct, err
+	}
+	return ct, nil
+}
+
+// imageRef is the ref of an OCI layout image, "latest" when empty.
+func imageRef(ref string) string {
+	if ref == "" {
+		return "latest"
+	}
+	return ref
+}
+
+func withDefaultEnv(env []string) []string {
+	out := slices.Clone(env)
+	has := func(k string) bool {
+		return slices.ContainsFunc(env, func(kv string) bool { return len(kv) > len(k) && kv[:len(k)+1] == k+"=" })
+	}
+	if !has("PATH") {
+		out = append(out, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+	}
+	if !has("HOME") {
+		out = append(out, "HOME=/")
+	}
+	return out
+}
+
+// watch starts the goroutines that wait for p's running containers, and
+// finishes p if none runs.
+func (r *Runtime) watch(p *pod) {
+	running := 0
+	for _, c := range p.containers {
+		if c.watch != nil {
+			running++
+			r.wg.Add(1)
+			go r.watchContainer(p, c)
+		}
+	}
+	if running == 0 {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			r.finish(p)
+		}()
+	}
+}
+
+// watchContainer waits for c to exit, records how, and finishes p after
+// its last container.
+func (r *Runtime) watchContainer(p *pod, c *ctr) {
+	defer r.wg.Done()
+	if err := c.watch.wait(); err != nil {
+		return // the Runtime was closed
+	}
+	code, known := reap(c.watch.pid)
+	ce := runtime.ContainerExit{Name: c.name, Code: code, OOMKilled: oomKilled(c.lc)}
+	if !known {
+		ce.Code = -1
+	}
+	if err := writeJSON(filepath.Join(p.dir, "exit-"+c.name+".json"), exitRecord{Exit: runtime.Exit{Containers: []runtime.ContainerExit{ce}}, Unknown: !known}); err != nil {
+		r.cfg.Logger.Warn("record container exit", "pod", p.id, "container", c.name, "err", err)
+	}
+	p.mu.Lock()
+	c.exit = &ce
+	p.mu.left--
+	last := p.mu.left == 0
+	p.mu.Unlock()
+	if last {
+		r.finish(p)
+	}
+}
+
+// finish ends p after its containers: it kills the sandbox, destroys the
+// containers (and so their cgroups), records the exit and closes done.
+func (r *Runtime) finish(p *pod) {
+	if sb := p.sandbox; sb != nil {
+		_ = sb.signal(unix.SIGKILL)
+		if err := sb.wait(); err != nil {
+			return // the Runtime was closed
+		}
+		reap(sb.pid)
+	}
+	e := runtime.Exit{Code: -1}
+	p.mu.Lock()
+	for _, c := range p.containers {
+		ce := runtime.ContainerExit{Name: c.name, Code: -1}
+		if c.exit != nil {
+			ce = *c.exit
+		}
+		e.Containers = append(e.Containers, ce)
+		e.OOMKilled = e.OOMKilled || ce.OOMKilled
+	}
+	p.mu.Unlock()
+	if len(e.Containers) > 0 {
+		e.Code = e.Containers[0].Code
+	}
+	if e.Code < 0 {
+		e.Err = runtime.ErrExitUnknown
+	}
+	for _, c := range p.containers {
+		if c.lc != nil {
+			if err := c.lc.Destroy(); err != nil {
+				r.cfg.Logger.Warn("destroy container", "pod", p.id, "container", c.name, "err", err)
+			}
+		}
+	}
+	now := time.Now()
+	if err := writeJSON(filepath.Join(p.dir, exitFile), exitRecord{Exit: e, Unknown: e.Err != nil, FinishedAt: now}); err != nil {
+		r.cfg.Logger.Warn("record pod exit", "pod", p.id, "err", err)
+	}
+	p.mu.Lock()
+	p.mu.exit, p.mu.finished = &e, now
+	p.mu.Unlock()
+	close(p.done)
+}
+
+// oomKilled reports whether the OOM killer killed a process in lc's
+// memory cgroup.
+func oomKilled(lc *libcontainer.Container) bool {
+	if lc == nil {
+		return false
+	}
+	st, err := lc.State()
+	if err != nil {
+		return false
+	}
+	if dir, ok := st.CgroupPaths["memory"]; ok {
+		return counter(filepath.Join(dir, "memory.oom_control"), "oom_kill") > 0
+	}
+	if dir, ok := st.CgroupPaths[""]; ok {
+		return counter(filepath.Join(dir, "memory.events"), "oom_kill") > 0
+	}
+	return false
+}
+
+// counter reads "name value" from a cgroup file of such lines; 0 if absent.
+func counter(path, name string) int64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	var v int64
+	for _, line := range splitLines(string(b)) {
+		if n, _ := fmt.Sscanf(line, name+" %d", &v); n == 1 {
+			return v
+		}
+	}
+	return 0
+}
+
+func splitLines(s string) []string {
+	var out []string
+	for len(s) > 0 {
+		i := 0
+		for i < len(s) && s[i] != '\n' {
+			i++
+		}
+		out = append(out, s[:i])
+		if i < len(s) {
+			i++
+		}
+		s = s[i:]
+	}
+	return out
+}
+
+func (r *Runtime) get(op, id string) (*pod, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mu.closed {
+		return nil, runtime.ErrClosed
+	}
+	p := r.mu.pods[id]
+	if p == nil {
+		return nil, fmt.Errorf("%s pod %q: %w", op, id, runtime.ErrNotFound)
+	}
+	return p, nil
+}
+
+// Wait implements runtime.Runtime.
+func (r *Runtime) Wait(ctx context.Context, id string) (runtime.Exit, error) {
+	p, err := r.get("wait", id)
+	if err != nil {
+		return runtime.Exit{}, err
+	}
+	select {
+	case <-p.done:
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		e := *p.mu.exit
+		e.Containers = slices.Clone(e.Containers)
+		return e, nil
+	case <-ctx.Done():
+		return runtime.Exit{}, fmt.Errorf("wait pod %q: %w", id, ctx.Err())
+	case <-r.stop:
+		return runtime.Exit{}, fmt.Errorf("wait pod %q: %w", id, runtime.ErrClosed)
+	}
+}
+
+// signalAll sends sig to every running container of p.
+func (p *pod) signalAll(sig unix.Signal) {
+	for _, c := range p.containers {
+		if c.watch != nil {
+			_ = c.watch.signal(sig)
+		}
+	}
+}
+
+// Stop implements runtime.Runtime.
+func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) error {
+	p, err := r.get("stop", id)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	if grace > 0 {
+		p.signalAll(unix.SIGTERM)
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-p.done:
+			return nil
+		case <-t.C:
+		case <-ctx.Done():
+			return fmt.Errorf("stop pod %q: %w", id, ctx.Err())
+		case <-r.stop:
+			return fmt.Errorf("stop pod %q: %w", id, runtime.ErrClosed)
+		}
+	}
+	p.signalAll(unix.SIGKILL)
+	select {
+	case <-p.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stop pod %q: %w", id, ctx.Err())
+	case <-r.stop:
+		return fmt.Errorf("stop pod %q: %w", id, runtime.ErrClosed)
+	}
+}
+
+// Remove implements runtime.Runtime.
+func (r *Runtime) Remove(ctx context.Context, id string) error {
+	p, err := r.get("remove", id)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-p.done:
+	default:
+		return fmt.Errorf("remove pod %q: %w", id, runtime.ErrRunning)
+	}
+	r.mu.Lock()
+	if r.mu.pods[id] != p {
+		r.mu.Unlock()
+		return fmt.Errorf("remove pod %q: %w", id, runtime.ErrNotFound)
+	}
+	delete(r.mu.pods, id)
+	r.mu.Unlock()
+	for _, c := range p.containers {
+		if c.watch != nil {
+			c.watch.close()
+		}
+	}
+	if p.sandbox != nil {
+		p.sandbox.close()
+	}
+	if err := r.cleanup(id, p.rec.CgroupParent); err != nil {
+		return fmt.Errorf("remove pod %q: %w", id, err)
+	}
+	return nil
+}
+
+// List implements runtime.Runtime.
+func (r *Runtime) List(ctx context.Context) ([]runtime.PodStatus, error) {
+	r.mu.Lock()
+	if r.mu.closed {
+		r.mu.Unlock()
+		return nil, runtime.ErrClosed
+	}
+	pods := slices.Collect(maps.Values(r.mu.pods))
+	r.mu.Unlock()
+	out := make([]runtime.PodStatus, 0, len(pods))
+	for _, p := range pods {
+		st := runtime.PodStatus{
+			ID: p.id, Generation: p.rec.Spec.Generation, CgroupParent: p.rec.Spec.CgroupParent,
+			State: runtime.StateRunning, StartedAt: p.rec.StartedAt,
+		}
+		p.mu.Lock()
+		if p.mu.exit != nil {
+			e := *p.mu.exit
+			e.Containers = slices.Clone(e.Containers)
+			st.State, st.Exit, st.FinishedAt = runtime.StateExited, &e, p.mu.finished
+		}
+		p.mu.Unlock()
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b runtime.PodStatus) int {
+		switch {
+		case a.ID < b.ID:
+			return -1
+		case a.ID > b.ID:
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+// Logs implements runtime.Runtime.
+func (r *Runtime) Logs(ctx context.Context, id, container string, opts runtime.LogOptions) (io.ReadCloser, error) {
+	p, err := r.get("logs", id)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.ContainsFunc(p.rec.Spec.Containers, func(c runtime.ContainerSpec) bool { return c.Name == container }) {
+		return nil, fmt.Errorf("logs pod %q container %q: %w", id, container, runtime.ErrNotFound)
+	}
+	f, err := os.Open(filepath.Join(p.dir, logsDir, container+".log"))
+	if err != nil {
+		return nil, fmt.Errorf("logs pod %q container %q: %w", id, container, err)
+	}
+	if !opts.Follow {
+		return f, nil
+	}
+	return &followReader{ctx: ctx, f: f, done: p.done}, nil
+}
+
+// Close implements runtime.Runtime: it stops watching, leaving pods
+// running for the next Runtime over the state directory.
+func (r *Runtime) Close() error {
+	r.mu.Lock()
+	if r.mu.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.mu.closed = true
+	pods := slices.Collect(maps.Values(r.mu.pods))
+	r.mu.Unlock()
+	close(r.stop)
+	for _, p := range pods {
+		for _, c := range p.containers {
+			if c.watch != nil {
+				c.watch.close()
+			}
+		}
+		if p.sandbox != nil {
+			p.sandbox.close()
+		}
+	}
+	r.wg.Wait()
+	return nil
+}
+
+// janitor caps the log files of running pods every second until Close.
+func (r *Runtime) janitor() {
+	defer r.wg.Done()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		}
+		r.mu.Lock()
+		pods := slices.Collect(maps.Values(r.mu.pods))
+		r.mu.Unlock()
+		for _, p := range pods {
+			select {
+			case <-p.done:
+				continue
+			default:
+			}
+			for _, c := range p.containers {
+				if err := capLog(filepath.Join(p.dir, logsDir, c.name+".log"), r.cfg.LogMaxBytes); err != nil {
+					r.cfg.Logger.Warn("cap log", "pod", p.id, "container", c.name, "err", err)
+				}
+			}
+		}
+	}
+}

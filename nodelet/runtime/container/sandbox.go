@@ -1,0 +1,143 @@
+package container
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/opencontainers/cgroups"
+	"github.com/opencontainers/cgroups/manager"
+	"golang.org/x/sys/unix"
+)
+
+// sandboxTimeout bounds how long the pause process may take to report.
+const sandboxTimeout = 10 * time.Second
+
+// startSandbox starts p's pause process in new network, IPC and UTS
+// namespaces, in the cgroup PARENT/ID/_sandbox, and records it.
+func (r *Runtime) startSandbox(p *pod) error {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer pr.Close()
+	cmd := exec.Command("/proc/self/exe", pauseArg, p.id)
+	cmd.Args[0] = os.Args[0]
+	cmd.Stdout = pw
+	cmd.Env = []string{}
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags: unix.CLONE_NEWNET | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS,
+		Setpgid:    true, // a terminal's Ctrl-C goes to the nodelet, which stops pods itself
+	}
+	err = cmd.Start()
+	pw.Close()
+	if err != nil {
+		return fmt.Errorf("start pause: %w", err)
+	}
+	pid := cmd.Process.Pid
+	if p.sandbox, err = watchPid(pid); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return err
+	}
+	_ = pr.SetReadDeadline(time.Now().Add(sandboxTimeout))
+	out, err := io.ReadAll(pr)
+	if msg := strings.TrimSpace(string(out)); err != nil || msg != "ok" {
+		if err == nil {
+			err = errors.New(msg)
+		}
+		return fmt.Errorf("pause did not start: %w", err)
+	}
+	start, err := procStartTime(pid)
+	if err != nil {
+		return err
+	}
+	if err := writeJSON(filepath.Join(p.dir, sandboxFile), sandboxRecord{Pid: pid, StartTime: start}); err != nil {
+		return err
+	}
+	m, err := manager.New(&cgroups.Cgroup{Path: cgroupPath(p.rec.CgroupParent, p.id, sandboxName), Resources: &cgroups.Resources{}})
+	if err != nil {
+		return fmt.Errorf("sandbox cgroup: %w", err)
+	}
+	if err := m.Apply(pid); err != nil {
+		return fmt.Errorf("sandbox cgroup: %w", err)
+	}
+	return nil
+}
+
+// cleanup removes what a pod left on the host after its processes ended:
+// its containers' libcontainer state and cgroups, its pod cgroup in every
+// hierarchy, and its state directory with the logs. parent is the pod's
+// cgroup parent, or "" to read it from the pod's record.
+func (r *Runtime) cleanup(id, parent string) error {
+	dir := r.podDir(id)
+	var errs []error
+	if parent == "" {
+		var rec record
+		if err := readJSON(filepath.Join(dir, recordFile), &rec); err == nil {
+			parent = rec.CgroupParent
+		}
+	}
+	// Containers that still have libcontainer state.
+	if ents, err := os.ReadDir(filepath.Join(dir, lcDir)); err == nil {
+		for _, e := range ents {
+			if lc, err := loadContainer(filepath.Join(dir, lcDir), e.Name()); err == nil {
+				_ = lc.Signal(unix.SIGKILL)
+				if err := lc.Destroy(); err != nil {
+					errs = append(errs, fmt.Errorf("destroy container %s: %w", e.Name(), err))
+				}
+			}
+		}
+	}
+	// A sandbox still running (cleanup of a half-started pod).
+	var sb sandboxRecord
+	if err := readJSON(filepath.Join(dir, sandboxFile), &sb); err == nil {
+		if w := adoptPid(sb.Pid, sb.StartTime); w != nil {
+			_ = w.signal(unix.SIGKILL)
+			_ = w.wait()
+			reap(sb.Pid)
+			w.close()
+		}
+	}
+	if parent != "" {
+		m, err := manager.New(&cgroups.Cgroup{Path: cgroupPath(parent, id, ""), Resources: &cgroups.Resources{}})
+		if err == nil {
+			err = m.Destroy()
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("remove cgroup: %w", err))
+		}
+	}
+	if err := unmountOverlays(dir); err != nil {
+		errs = append(errs, err)
+		return errors.Join(errs...) // never remove through a mount
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// adoptPid returns a watch on pid if it is still the process that started
+// at start, else nil.
+func adoptPid(pid int, start uint64) *pidWatch {
+	if st, err := procStartTime(pid); err != nil || st != start {
+		return nil
+	}
+	w, err := watchPid(pid)
+	if err != nil {
+		return nil
+	}
+	// The PID may have been reused between the check and the open.
+	if st, err := procStartTime(pid); err != nil || st != start {
+		w.close()
+		return nil
+	}
+	return w
+}

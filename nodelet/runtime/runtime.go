@@ -1,0 +1,119 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+)
+
+// Errors callers act on. Runtimes wrap them with context; test with
+// errors.Is.
+var (
+	// ErrNotFound: no pod (or container) with that ID exists.
+	ErrNotFound = errors.New("runtime: pod not found")
+	// ErrExists: a pod with that ID already exists.
+	ErrExists = errors.New("runtime: pod already exists")
+	// ErrBadSpec: the spec cannot run; the error is a *SpecError naming
+	// the fields.
+	ErrBadSpec = errors.New("runtime: bad pod spec")
+	// ErrRunning: the operation needs an ended pod.
+	ErrRunning = errors.New("runtime: pod is running")
+	// ErrClosed: the Runtime value was closed.
+	ErrClosed = errors.New("runtime: closed")
+	// ErrExitUnknown is Exit.Err of a pod that ended while no Runtime
+	// was watching it, so its exit status was lost.
+	ErrExitUnknown = errors.New("runtime: pod ended while unobserved; exit status unknown")
+)
+
+// Runtime runs pods on one host. All methods are safe for concurrent use.
+type Runtime interface {
+	// Start creates the pod and starts all of its containers. It returns
+	// once they run, or with an error and nothing left behind. A spec
+	// that cannot run is an ErrBadSpec error; a pod ID in use,
+	// ErrExists.
+	Start(ctx context.Context, spec PodSpec) error
+	// Wait blocks until the pod has ended, or ctx is done, and returns
+	// how it ended. Every call for a pod returns the same Exit.
+	Wait(ctx context.Context, id string) (Exit, error)
+	// Stop ends the pod: SIGTERM to every container, then SIGKILL to
+	// what still runs after grace. It returns when the pod has ended.
+	// Stopping an ended pod does nothing.
+	Stop(ctx context.Context, id string, grace time.Duration) error
+	// Remove deletes an ended pod: its state, cgroups and logs. Removing
+	// a running pod is an ErrRunning error.
+	Remove(ctx context.Context, id string) error
+	// List reports every pod on the host, running or ended and not yet
+	// removed, including pods started by an earlier Runtime value, sorted
+	// by ID.
+	List(ctx context.Context) ([]PodStatus, error)
+	// Logs reads a container's output (stdout and stderr, interleaved as
+	// written). With opts.Follow the reader blocks for more output until
+	// the container ends or ctx is done.
+	Logs(ctx context.Context, id, container string, opts LogOptions) (io.ReadCloser, error)
+	// Close releases this value: it stops watching pods but leaves them
+	// running. Calls after Close fail with ErrClosed.
+	Close() error
+}
+
+// LogOptions says how Logs reads.
+type LogOptions struct {
+	// Follow keeps the reader open, returning new output as it is
+	// written, until the container ends.
+	Follow bool
+}
+
+// State is where a pod is in its life.
+type State uint8
+
+// Pod states.
+const (
+	StateRunning State = iota + 1
+	StateExited
+)
+
+func (s State) String() string {
+	switch s {
+	case StateRunning:
+		return "running"
+	case StateExited:
+		return "exited"
+	}
+	return "unknown"
+}
+
+// PodStatus is what List reports of one pod.
+type PodStatus struct {
+	ID           string
+	Generation   int64
+	CgroupParent string
+	State        State
+	StartedAt    time.Time
+	// FinishedAt is zero while the pod runs, and may be only an upper
+	// bound for a pod that ended while unobserved.
+	FinishedAt time.Time
+	// Exit is set once State is StateExited.
+	Exit *Exit
+}
+
+// Exit is how a pod ended.
+type Exit struct {
+	// Code is the exit code of the pod's first container: its exit
+	// status, or 128+signal if a signal killed it. -1 when unknown.
+	Code int
+	// OOMKilled is true if the kernel's OOM killer killed a process of
+	// any container of the pod.
+	OOMKilled bool
+	// Containers has each container's own exit, in spec order.
+	Containers []ContainerExit
+	// Err is why the exit is incomplete or the pod failed around its
+	// processes (for example ErrExitUnknown), nil normally.
+	Err error
+}
+
+// ContainerExit is how one container ended.
+type ContainerExit struct {
+	Name      string
+	Code      int
+	OOMKilled bool
+}

@@ -1,0 +1,252 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/nodelet/runtime"
+)
+
+// Host is a simulated machine: the pods of every Runtime over it.
+type Host struct {
+	mu struct {
+		sync.Mutex
+		pods   map[string]*pod // guarded by mu
+		closed bool
+	}
+}
+
+type pod struct {
+	spec     runtime.PodSpec
+	started  time.Time
+	finished time.Time
+	exit     *runtime.Exit
+	timer    *time.Timer // nil for a pod without a run time
+	done     chan struct{}
+}
+
+// NewHost returns an empty host.
+func NewHost() *Host {
+	h := &Host{}
+	h.mu.pods = map[string]*pod{}
+	return h
+}
+
+// Close ends every running pod (code 137, as if the machine lost power) and
+// stops their timers.
+func (h *Host) Close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.mu.closed = true
+	for _, p := range h.mu.pods {
+		h.endLocked(p, 137)
+	}
+}
+
+// endLocked ends p with code unless it has ended.
+func (h *Host) endLocked(p *pod, code int) {
+	if p.exit != nil {
+		return
+	}
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	e := &runtime.Exit{Code: code}
+	for _, c := range p.spec.Containers {
+		e.Containers = append(e.Containers, runtime.ContainerExit{Name: c.Name, Code: code})
+	}
+	p.exit = e
+	p.finished = time.Now()
+	close(p.done)
+}
+
+// Runtime is a runtime.Runtime over a Host.
+type Runtime struct {
+	h  *Host
+	mu struct {
+		sync.Mutex
+		closed bool
+	}
+}
+
+var _ runtime.Runtime = (*Runtime)(nil)
+
+// New returns a Runtime over h.
+func New(h *Host) *Runtime { return &Runtime{h: h} }
+
+func (r *Runtime) check() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mu.closed {
+		return runtime.ErrClosed
+	}
+	return nil
+}
+
+// Start implements runtime.Runtime.
+func (r *Runtime) Start(ctx context.Context, spec runtime.PodSpec) error {
+	if err := r.check(); err != nil {
+		return err
+	}
+	if err := spec.Validate(); err != nil {
+		return fmt.Errorf("start pod %q: %w", spec.ID, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("start pod %q: %w", spec.ID, err)
+	}
+	h := r.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.mu.closed {
+		return fmt.Errorf("start pod %q: host closed: %w", spec.ID, runtime.ErrClosed)
+	}
+	if _, ok := h.mu.pods[spec.ID]; ok {
+		return fmt.Errorf("start pod %q: %w", spec.ID, runtime.ErrExists)
+	}
+	p := &pod{spec: clone(spec), started: time.Now(), done: make(chan struct{})}
+	if s := spec.Sim; s != nil {
+		code := s.ExitCode
+		p.timer = time.AfterFunc(s.RunTime, func() {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.endLocked(p, code)
+		})
+	}
+	h.mu.pods[spec.ID] = p
+	return nil
+}
+
+func clone(s runtime.PodSpec) runtime.PodSpec {
+	s.Containers = slices.Clone(s.Containers)
+	if s.Sim != nil {
+		sim := *s.Sim
+		s.Sim = &sim
+	}
+	return s
+}
+
+func (r *Runtime) get(op, id string) (*pod, error) {
+	if err := r.check(); err != nil {
+		return nil, err
+	}
+	r.h.mu.Lock()
+	defer r.h.mu.Unlock()
+	p, ok := r.h.mu.pods[id]
+	if !ok {
+		return nil, fmt.Errorf("%s pod %q: %w", op, id, runtime.ErrNotFound)
+	}
+	return p, nil
+}
+
+// Wait implements runtime.Runtime.
+func (r *Runtime) Wait(ctx context.Context, id string) (runtime.Exit, error) {
+	p, err := r.get("wait", id)
+	if err != nil {
+		return runtime.Exit{}, err
+	}
+	select {
+	case <-p.done:
+		return *p.exit, nil // p.exit is immutable once done is closed
+	case <-ctx.Done():
+		return runtime.Exit{}, fmt.Errorf("wait pod %q: %w", id, ctx.Err())
+	}
+}
+
+// Stop implements runtime.Runtime: the pod obeys SIGTERM at once.
+func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) error {
+	p, err := r.get("stop", id)
+	if err != nil {
+		return err
+	}
+	r.h.mu.Lock()
+	r.h.endLocked(p, 128+15)
+	r.h.mu.Unlock()
+	return nil
+}
+
+// Remove implements runtime.Runtime.
+func (r *Runtime) Remove(ctx context.Context, id string) error {
+	p, err := r.get("remove", id)
+	if err != nil {
+		return err
+	}
+	r.h.mu.Lock()
+	defer r.h.mu.Unlock()
+	if p.exit == nil {
+		return fmt.Errorf("remove pod %q: %w", id, runtime.ErrRunning)
+	}
+	if r.h.mu.pods[id] == p {
+		delete(r.h.mu.pods, id)
+	}
+	return nil
+}
+
+// List implements runtime.Runtime.
+func (r *Runtime) List(ctx context.Context) ([]runtime.PodStatus, error) {
+	if err := r.check(); err != nil {
+		return nil, err
+	}
+	r.h.mu.Lock()
+	defer r.h.mu.Unlock()
+	out := make([]runtime.PodStatus, 0, len(r.h.mu.pods))
+	for _, id := range slices.Sorted(maps.Keys(r.h.mu.pods)) {
+		p := r.h.mu.pods[id]
+		st := runtime.PodStatus{
+			ID: id, Generation: p.spec.Generation, CgroupParent: p.spec.CgroupParent,
+			State: runtime.StateRunning, StartedAt: p.started,
+		}
+		if p.exit != nil {
+			e := *p.exit
+			st.State, st.FinishedAt, st.Exit = runtime.StateExited, p.finished, &e
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// Logs implements runtime.Runtime: simulated pods print nothing, so the
+// reader is empty; with Follow it ends when the pod does.
+func (r *Runtime) Logs(ctx context.Context, id, container string, opts runtime.LogOptions) (io.ReadCloser, error) {
+	p, err := r.get("logs", id)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.ContainsFunc(p.spec.Containers, func(c runtime.ContainerSpec) bool { return c.Name == container }) {
+		return nil, fmt.Errorf("logs pod %q container %q: %w", id, container, runtime.ErrNotFound)
+	}
+	if !opts.Follow {
+		return io.NopCloser(strings.NewReader("")), nil
+	}
+	return &waitReader{ctx: ctx, done: p.done}, nil
+}
+
+// waitReader is an empty reader that reaches EOF when done closes.
+type waitReader struct {
+	ctx  context.Context
+	done <-chan struct{}
+}
+
+func (w *waitReader) Read([]byte) (int, error) {
+	select {
+	case <-w.done:
+		return 0, io.EOF
+	case <-w.ctx.Done():
+		return 0, w.ctx.Err()
+	}
+}
+
+func (w *waitReader) Close() error { return nil }
+
+// Close implements runtime.Runtime; the pods keep running on the Host.
+func (r *Runtime) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.mu.closed = true
+	return nil
+}

@@ -1,0 +1,251 @@
+package runtime
+
+import (
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+)
+
+// Limits a spec must respect.
+const (
+	// MaxIDLen is the longest pod ID.
+	MaxIDLen = 64
+)
+
+// PodSpec is what a runtime runs: a pod's identity, where its cgroup goes,
+// and its containers.
+type PodSpec struct {
+	// ID names the pod on its host: 1 to MaxIDLen letters, digits, '-',
+	// '_' and '.', starting with a letter or digit.
+	ID string
+	// Generation distinguishes successive pods of one task; runtimes only
+	// record it.
+	Generation int64
+	// CgroupParent is the cgroup, relative to each hierarchy's root, that
+	// holds the pod's cgroup CgroupParent/ID, for example
+	// "sluice/offline". Empty means the root.
+	CgroupParent string
+	// Containers run together; at least one. The first is the pod's main
+	// container: its exit code is the pod's.
+	Containers []ContainerSpec
+	// SharePID puts the pod's containers in one PID namespace.
+	SharePID bool
+	// Sim drives the simulated runtime; real runtimes ignore it.
+	Sim *SimSpec
+}
+
+// SimSpec is how a simulated pod behaves: it runs for RunTime and exits
+// with ExitCode.
+type SimSpec struct {
+	RunTime  time.Duration
+	ExitCode int
+}
+
+// ContainerSpec is one process tree of a pod.
+type ContainerSpec struct {
+	// Name identifies the container within its pod; the rules of a pod
+	// ID apply.
+	Name string
+	// Image is the container's root filesystem.
+	Image api.Image
+	// Args is the program and its arguments; Args[0] is not empty.
+	Args []string
+	// Env is the environment, as KEY=value.
+	Env []string
+	// WorkingDir is the absolute directory the process starts in;
+	// empty means "/".
+	WorkingDir string
+	// Resources limit the container.
+	Resources Resources
+	// User runs the process as UID:GID; nil means root in the container.
+	User *User
+	// ReadOnlyRootfs mounts the image read-only (with a writable /tmp).
+	ReadOnlyRootfs bool
+	// Ports the container listens on, recorded for the agent.
+	Ports []api.Port
+}
+
+// User is a numeric identity inside the container.
+type User struct {
+	UID, GID int
+}
+
+// Resources are a container's limits. Zero means the runtime's default.
+type Resources struct {
+	// MilliCPU is the CPU quota in thousandths of a core.
+	MilliCPU int64
+	// MemoryBytes is the memory limit; exceeding it invokes the OOM killer.
+	MemoryBytes int64
+	// Pids is the most processes and threads the container may have.
+	Pids int64
+}
+
+// FromAPI derives the PodSpec of one pod of a task from its api spec. The
+// api spec is expected to have been decoded or defaulted by api, so that
+// container names are set.
+func FromAPI(id string, generation int64, cgroupParent string, p *api.PodSpec) PodSpec {
+	s := PodSpec{ID: id, Generation: generation, CgroupParent: cgroupParent, SharePID: p.SharePID}
+	if p.Sim != nil {
+		s.Sim = &SimSpec{RunTime: p.Sim.RunTime.Std(), ExitCode: int(p.Sim.ExitCode)}
+	}
+	for i := range p.Containers {
+		c := &p.Containers[i]
+		cs := ContainerSpec{
+			Name:       c.Name,
+			Image:      c.Image,
+			Args:       append(slices.Clone(c.Command), c.Args...),
+			WorkingDir: c.WorkingDir,
+			Resources: Resources{
+				MilliCPU:    c.Resources.CPU,
+				MemoryBytes: c.Resources.Memory,
+			},
+			Ports: slices.Clone(c.Resources.Ports),
+		}
+		for _, k := range slices.Sorted(maps.Keys(c.Env)) {
+			cs.Env = append(cs.Env, k+"="+c.Env[k])
+		}
+		s.Containers = append(s.Containers, cs)
+	}
+	return s
+}
+
+// SpecError is an ErrBadSpec error: every problem of a spec, each naming
+// its field.
+type SpecError struct {
+	Problems []FieldProblem
+}
+
+// FieldProblem is one problem of a spec.
+type FieldProblem struct {
+	// Field is the path of the value, for example "containers[1].args".
+	Field string
+	// Msg says what is wrong.
+	Msg string
+}
+
+func (e *SpecError) Error() string {
+	var b strings.Builder
+	b.WriteString(ErrBadSpec.Error())
+	for i, p := range e.Problems {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString("; ")
+		}
+		b.WriteString(p.Field)
+		b.WriteString(": ")
+		b.WriteString(p.Msg)
+	}
+	return b.String()
+}
+
+func (e *SpecError) Unwrap() error { return ErrBadSpec }
+
+// Add records a problem.
+func (e *SpecError) Add(field, format string, args ...any) {
+	e.Problems = append(e.Problems, FieldProblem{Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+// Err returns e if it holds problems, else nil.
+func (e *SpecError) Err() error {
+	if len(e.Problems) == 0 {
+		return nil
+	}
+	return e
+}
+
+// Validate checks what every runtime needs of a spec and returns a
+// *SpecError listing every problem, or nil. Runtimes add their own checks.
+func (s *PodSpec) Validate() error {
+	var e SpecError
+	if msg := CheckName(s.ID); msg != "" {
+		e.Add("id", "%s", msg)
+	}
+	if s.CgroupParent != "" {
+		clean := path.Clean("/" + s.CgroupParent)
+		if clean != "/"+strings.Trim(s.CgroupParent, "/") || strings.Contains(s.CgroupParent, "..") {
+			e.Add("cgroup_parent", "must be a clean relative cgroup path, not %q", s.CgroupParent)
+		}
+	}
+	if len(s.Containers) == 0 {
+		e.Add("containers", "at least one container is required")
+	}
+	if s.Sim != nil {
+		if s.Sim.RunTime < 0 {
+			e.Add("sim.run_time", "must not be negative")
+		}
+		if s.Sim.ExitCode < 0 || s.Sim.ExitCode > 255 {
+			e.Add("sim.exit_code", "must be 0 to 255")
+		}
+	}
+	for i := range s.Containers {
+		c := &s.Containers[i]
+		f := fmt.Sprintf("containers[%d]", i)
+		if msg := CheckName(c.Name); msg != "" {
+			e.Add(f+".name", "%s", msg)
+		} else if slices.ContainsFunc(s.Containers[:i], func(o ContainerSpec) bool { return o.Name == c.Name }) {
+			e.Add(f+".name", "duplicate container name %q", c.Name)
+		}
+		switch {
+		case len(c.Args) == 0:
+			e.Add(f+".args", "a command is required")
+		case c.Args[0] == "":
+			e.Add(f+".args[0]", "the program must not be empty")
+		}
+		for j, kv := range c.Env {
+			if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+				e.Add(fmt.Sprintf("%s.env[%d]", f, j), "must be KEY=value")
+			}
+		}
+		if c.WorkingDir != "" && !path.IsAbs(c.WorkingDir) {
+			e.Add(f+".working_dir", "must be absolute")
+		}
+		switch {
+		case c.Image.Rootfs == "" && c.Image.OCILayout == "":
+			e.Add(f+".image", "must set rootfs or oci_layout")
+		case c.Image.Rootfs != "" && c.Image.OCILayout != "":
+			e.Add(f+".image", "must set only one of rootfs and oci_layout")
+		case c.Image.Rootfs != "" && !path.IsAbs(c.Image.Rootfs):
+			e.Add(f+".image.rootfs", "must be absolute")
+		case c.Image.OCILayout != "" && !path.IsAbs(c.Image.OCILayout):
+			e.Add(f+".image.oci_layout", "must be absolute")
+		}
+		r := c.Resources
+		if r.MilliCPU < 0 {
+			e.Add(f+".resources.cpu", "must not be negative")
+		}
+		if r.MemoryBytes < 0 {
+			e.Add(f+".resources.memory", "must not be negative")
+		}
+		if r.Pids < 0 {
+			e.Add(f+".resources.pids", "must not be negative")
+		}
+		if c.User != nil && (c.User.UID < 0 || c.User.GID < 0) {
+			e.Add(f+".user", "uid and gid must not be negative")
+		}
+	}
+	return e.Err()
+}
+
+// CheckName returns what is wrong with a pod ID or container name, or "".
+func CheckName(s string) string {
+	switch {
+	case s == "":
+		return "is required"
+	case len(s) > MaxIDLen:
+		return fmt.Sprintf("longer than %d bytes", MaxIDLen)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || c != '-' && c != '_' && c != '.') {
+			return fmt.Sprintf("must be letters, digits, '-', '_' and '.', starting with a letter or digit, not %q", s)
+		}
+	}
+	return ""
+}

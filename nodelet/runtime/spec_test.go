@@ -1,0 +1,86 @@
+package runtime_test
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/nodelet/runtime"
+)
+
+func TestFromAPI(t *testing.T) {
+	p := &api.PodSpec{
+		Containers: []api.ContainerSpec{{
+			Name: "main", Image: api.Image{Rootfs: "/img"}, Command: []string{"/bin/x", "-a"}, Args: []string{"b"},
+			Env: map[string]string{"B": "2", "A": "1"}, WorkingDir: "/w",
+			Resources: api.Resources{CPU: 500, Memory: 64 << 20, Ports: []api.Port{{Name: "http", Port: 80}}},
+		}},
+		Sim: &api.SimSpec{RunTime: api.Duration(time.Second), ExitCode: 3},
+	}
+	s := runtime.FromAPI("p1", 2, "sluice/online", p)
+	c := s.Containers[0]
+	if s.ID != "p1" || s.Generation != 2 || s.CgroupParent != "sluice/online" || s.Sim.RunTime != time.Second || s.Sim.ExitCode != 3 {
+		t.Errorf("pod fields: %+v", s)
+	}
+	if !slices.Equal(c.Args, []string{"/bin/x", "-a", "b"}) || !slices.Equal(c.Env, []string{"A=1", "B=2"}) ||
+		c.Resources.MilliCPU != 500 || c.Resources.MemoryBytes != 64<<20 || len(c.Ports) != 1 || c.WorkingDir != "/w" {
+		t.Errorf("container: %+v", c)
+	}
+	if err := s.Validate(); err != nil {
+		t.Errorf("Validate: %v", err)
+	}
+	// FromAPI does not alias the api spec.
+	p.Containers[0].Command[0] = "changed"
+	if s.Containers[0].Args[0] != "/bin/x" {
+		t.Errorf("FromAPI aliases Command")
+	}
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	s := runtime.PodSpec{
+		ID:           "bad id",
+		CgroupParent: "a/../b",
+		Containers: []runtime.ContainerSpec{
+			{Name: "c", Image: api.Image{Rootfs: "rel"}, Args: []string{""}, Env: []string{"NOEQ"}, WorkingDir: "w",
+				Resources: runtime.Resources{MilliCPU: -1, MemoryBytes: -1, Pids: -1}, User: &runtime.User{UID: -1}},
+			{Name: "c", Args: nil},
+		},
+		Sim: &runtime.SimSpec{RunTime: -1, ExitCode: 256},
+	}
+	err := s.Validate()
+	var se *runtime.SpecError
+	if !errors.Is(err, runtime.ErrBadSpec) || !errors.As(err, &se) {
+		t.Fatalf("Validate = %v, want a *SpecError", err)
+	}
+	want := []string{"id", "cgroup_parent", "sim.run_time", "sim.exit_code", "containers[0].args[0]", "containers[0].env[0]",
+		"containers[0].working_dir", "containers[0].image.rootfs", "containers[0].resources.cpu", "containers[0].resources.memory",
+		"containers[0].resources.pids", "containers[0].user", "containers[1].name", "containers[1].args", "containers[1].image"}
+	var got []string
+	for _, p := range se.Problems {
+		got = append(got, p.Field)
+	}
+	for _, f := range want {
+		if !slices.Contains(got, f) {
+			t.Errorf("no problem for %s in %v", f, err)
+		}
+	}
+	if !strings.HasPrefix(err.Error(), "runtime: bad pod spec: id: ") {
+		t.Errorf("message = %q", err)
+	}
+}
+
+func TestCheckName(t *testing.T) {
+	for _, ok := range []string{"a", "pod-1", "P_2.x", strings.Repeat("a", runtime.MaxIDLen)} {
+		if msg := runtime.CheckName(ok); msg != "" {
+			t.Errorf("CheckName(%q) = %q", ok, msg)
+		}
+	}
+	for _, bad := range []string{"", "-a", ".a", "_a", "a/b", "..", "a b", strings.Repeat("a", runtime.MaxIDLen+1)} {
+		if runtime.CheckName(bad) == "" {
+			t.Errorf("CheckName(%q) accepted", bad)
+		}
+	}
+}
