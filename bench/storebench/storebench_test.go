@@ -1,0 +1,83 @@
+package storebench
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// memStore is a Store that commits after a fixed delay, failing every
+// failEvery-th write.
+type memStore struct {
+	mu        sync.Mutex
+	n         int
+	failEvery int
+	delay     time.Duration
+	data      map[string]int
+}
+
+func (m *memStore) Put(ctx context.Context, key string, value []byte) error {
+	time.Sleep(m.delay)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.n++
+	if m.failEvery > 0 && m.n%m.failEvery == 0 {
+		return errors.New("injected failure")
+	}
+	m.data[key] = len(value)
+	return nil
+}
+
+func TestDrive(t *testing.T) {
+	s := &memStore{failEvery: 10, delay: time.Millisecond, data: map[string]int{}}
+	r, err := Drive(context.Background(), s, Config{Writers: 4, ValueBytes: 256, Duration: 200 * time.Millisecond, Warmup: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Writes == 0 || r.Errors == 0 || r.FirstError != "injected failure" {
+		t.Fatalf("result %+v: want writes and the injected errors", r)
+	}
+	// Four writers, one write in flight each, 1 ms per write: at most
+	// about 4,000 writes/s, and p50 at least the delay.
+	if r.WritesPerSec > 4500 || r.P50Ms < 1 || r.P99Ms < r.P50Ms {
+		t.Fatalf("result %+v: rate or latency impossible for the store's delay", r)
+	}
+	for k, n := range s.data {
+		if n != 256 || !strings.HasPrefix(k, "bench/") {
+			t.Fatalf("write %q of %d bytes", k, n)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	err := Config{Writers: 0, ValueBytes: 0, Duration: 0, Warmup: -1}.Validate()
+	for _, want := range []string{"writers 0", "value bytes 0", "duration 0s", "warmup -1ns"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v: want it to name %q", err, want)
+		}
+	}
+	if _, err := Drive(context.Background(), &memStore{}, Config{}); err == nil {
+		t.Fatal("Drive accepted an empty config")
+	}
+}
+
+func TestEtcd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an etcd cluster")
+	}
+	e, err := StartEtcd(context.Background(), t.TempDir(), 3)
+	if errors.Is(err, ErrNoEtcd) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	r, err := Drive(context.Background(), e, Config{Writers: 8, ValueBytes: 256, Duration: 300 * time.Millisecond})
+	if err != nil || r.Writes == 0 || r.Errors != 0 {
+		t.Fatalf("drive etcd: %+v, %v", r, err)
+	}
+}
