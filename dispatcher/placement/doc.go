@@ -1,0 +1,36 @@
+// Package placement decides where a scheduling round's tasks run: a pure
+// function from a snapshot of the cluster (nodes with their free resources,
+// labels, pools and cached slots) and the round's pending task groups to a
+// plan (task-group → node assignments) and a diagnosis of what stays
+// pending and why.
+//
+// A round is solved as one min-cost flow problem (Quincy and Firmament's
+// model, DESIGN.md "Place"): every task group is a node whose supply is its
+// pending count (identical tasks are never one node each); groups that are
+// interchangeable for placement (same per-task demand, QoS class, pool,
+// constraints, policy) share an equivalence class, which has arcs to its
+// candidate cluster nodes with the capacity of how many of its tasks fit
+// there and the cost its policy's scorers give; a group with preferred
+// nodes also has arcs straight to them, cheaper by the locality bonus; every
+// group can instead stay unscheduled at a cost that rises with its priority
+// and its wait, so the solver places what it can, higher priority first.
+// Filters (hard rules) decide which nodes are candidates and count what
+// they reject; scorers (soft preferences) set costs. Both are plugins in a
+// Registry, chosen per job by name with weights.
+//
+// The flow is single-commodity, so a node's arcs cannot express that tasks
+// of different shapes share its resources: the plan is decoded into
+// assignments and checked against every resource dimension in priority
+// order, and what does not fit stays pending for the next round with a
+// reason. A gang group is placed whole or not at all.
+//
+// # Invariants
+//
+//   - No node is assigned more than its free resources in any dimension,
+//     counting online work against the online pool and offline work
+//     against the offline pool; a cached slot is reused at most once.
+//   - Every pending task of the input is either assigned exactly once or
+//     reported pending with a reason; the counts add up per group.
+//   - Place does not change its input and keeps nothing between calls
+//     except scratch memory; the same input gives the same plan.
+package placement

@@ -1,0 +1,183 @@
+package placement
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+)
+
+// ErrBadInput is wrapped by every error about an input Place cannot use.
+var ErrBadInput = errors.New("placement: bad input")
+
+// Node is a cluster node as a round sees it.
+type Node struct {
+	// ID names the node; unique in the input.
+	ID   string
+	Rack string
+	Pool string
+	// Labels are matched by constraints.
+	Labels map[string]string
+	// Capacity is what the node's tiers offer in all (for load scores).
+	Capacity api.Allocatable
+	// Free is what is left of each tier's allocatable after the work the
+	// node already runs or has been assigned.
+	Free api.Allocatable
+	// Slots are resources cached on the node by finished tasks, kept for a
+	// task of the same shape (Capos' offer cache). They are not in Free.
+	Slots []Slot
+	// Jobs lists the jobs with a task on the node, for distinct-node jobs.
+	Jobs map[string]bool
+}
+
+// Slot is a cached resource slot.
+type Slot struct {
+	ID  string
+	QoS api.QoS
+	// Shape is the per-task demand the slot was cut for.
+	Shape api.Capacity
+}
+
+// GroupKey names a task group.
+type GroupKey struct {
+	Job   string
+	Group string
+}
+
+func (k GroupKey) String() string { return k.Job + "/" + k.Group }
+
+// Group is a task group's pending tasks.
+type Group struct {
+	Key GroupKey
+	// Pending is how many of the group's tasks are to be placed.
+	Pending int64
+	// Demand is what one task needs (the sum of its pod's containers).
+	Demand   api.Capacity
+	QoS      api.QoS
+	Priority int32
+	Queue    string
+	Pool     string
+	// Constraints are hard requirements on node labels.
+	Constraints []api.Constraint
+	// DistinctNodes allows at most one task of the job per node.
+	DistinctNodes bool
+	// Gang places the group's Pending tasks all in this round or none.
+	Gang bool
+	// Preferred are nodes the tasks would rather run on.
+	Preferred []string
+	// Policy chooses filters and scorers; nil means the Registry's default.
+	Policy *api.Policy
+	// Waited is how long the group's oldest pending task has waited.
+	Waited time.Duration
+}
+
+// Input is one round: the cluster and the groups to place.
+type Input struct {
+	Nodes  []Node
+	Groups []Group
+}
+
+// Demand returns what one task of pod needs: the sum of its containers'
+// resources, each fixed or named port counting one port.
+func Demand(pod api.PodSpec) api.Capacity {
+	var d api.Capacity
+	for _, c := range pod.Containers {
+		d.CPU += c.Resources.CPU
+		d.Memory += c.Resources.Memory
+		d.GPUs += c.Resources.GPUs
+		d.Disk += c.Resources.Disk
+		d.Ports += int64(len(c.Resources.Ports))
+	}
+	return d
+}
+
+// validate reports every problem of in, by index.
+func (in *Input) validate(reg *Registry) error {
+	var errs []error
+	ids := make(map[string]bool, len(in.Nodes))
+	for i, n := range in.Nodes {
+		switch {
+		case n.ID == "":
+			errs = append(errs, fmt.Errorf("nodes[%d].id: empty", i))
+		case ids[n.ID]:
+			errs = append(errs, fmt.Errorf("nodes[%d].id: %q appears twice", i, n.ID))
+		}
+		ids[n.ID] = true
+		for _, c := range []struct {
+			name string
+			v    api.Capacity
+		}{{"free.online", n.Free.Online}, {"free.offline", n.Free.Offline}, {"capacity.online", n.Capacity.Online}, {"capacity.offline", n.Capacity.Offline}} {
+			if negative(c.v) {
+				errs = append(errs, fmt.Errorf("nodes[%d].%s: negative amount %+v", i, c.name, c.v))
+			}
+		}
+	}
+	groups := make(map[GroupKey]bool, len(in.Groups))
+	for i, g := range in.Groups {
+		if g.Key.Job == "" || g.Key.Group == "" {
+			errs = append(errs, fmt.Errorf("groups[%d].key: job and group must be set", i))
+		} else if groups[g.Key] {
+			errs = append(errs, fmt.Errorf("groups[%d].key: %s appears twice", i, g.Key))
+		}
+		groups[g.Key] = true
+		if g.Pending < 0 || g.Pending > api.MaxTaskCount {
+			errs = append(errs, fmt.Errorf("groups[%d].pending: %d not in 0..%d", i, g.Pending, api.MaxTaskCount))
+		}
+		if negative(g.Demand) || g.Demand.CPU <= 0 || g.Demand.Memory <= 0 {
+			errs = append(errs, fmt.Errorf("groups[%d].demand: %+v: CPU and memory must be positive, nothing negative", i, g.Demand))
+		}
+		if g.QoS != api.QoSOnline && g.QoS != api.QoSOffline {
+			errs = append(errs, fmt.Errorf("groups[%d].qos: %q is not online or offline", i, g.QoS))
+		}
+		if g.Priority < 0 || g.Priority > api.MaxPriority {
+			errs = append(errs, fmt.Errorf("groups[%d].priority: %d not in 0..%d", i, g.Priority, api.MaxPriority))
+		}
+		if err := reg.check(g.Policy); err != nil {
+			errs = append(errs, fmt.Errorf("groups[%d].policy: %w", i, err))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrBadInput, errors.Join(errs...))
+	}
+	return nil
+}
+
+func negative(c api.Capacity) bool {
+	return c.CPU < 0 || c.Memory < 0 || c.GPUs < 0 || c.Disk < 0 || c.Ports < 0
+}
+
+// pool returns the tier of a node that work of class q draws on.
+func pool(a api.Allocatable, q api.QoS) api.Capacity {
+	if q == api.QoSOnline {
+		return a.Online
+	}
+	return a.Offline
+}
+
+// fits returns how many tasks of demand d fit in free (d has positive CPU
+// and memory, so the answer is finite).
+func fits(free, d api.Capacity) int64 {
+	n := free.CPU / d.CPU
+	n = min(n, free.Memory/d.Memory)
+	if d.GPUs > 0 {
+		n = min(n, free.GPUs/d.GPUs)
+	}
+	if d.Disk > 0 {
+		n = min(n, free.Disk/d.Disk)
+	}
+	if d.Ports > 0 {
+		n = min(n, free.Ports/d.Ports)
+	}
+	return max(n, 0)
+}
+
+// take subtracts k tasks of demand d from c.
+func take(c api.Capacity, d api.Capacity, k int64) api.Capacity {
+	c.CPU -= k * d.CPU
+	c.Memory -= k * d.Memory
+	c.GPUs -= k * d.GPUs
+	c.Disk -= k * d.Disk
+	c.Ports -= k * d.Ports
+	return c
+}

@@ -1,0 +1,591 @@
+package placement
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/flowsolver"
+)
+
+// Plan is a round's outcome.
+type Plan struct {
+	// Assignments say how many tasks of a group go to a node, in priority
+	// order (higher first).
+	Assignments []Assignment
+	// Pending lists, per group with tasks left over, how many and why.
+	Pending []Pending
+	Stats   Stats
+}
+
+// Assignment places Count tasks of Group on Node; Slots are the cached
+// slots they reuse (at most Count; the rest take free resources).
+type Assignment struct {
+	Group GroupKey
+	Node  string
+	Count int64
+	Slots []string
+}
+
+// Pending is what stays of a group for a later round.
+type Pending struct {
+	Group  GroupKey
+	Count  int64
+	Reason string
+	// Rejected counts, by filter name, the nodes each filter ruled out
+	// for the group (the first filter to reject a node is charged).
+	Rejected map[string]int
+}
+
+// Reasons a task stays pending.
+const (
+	ReasonNoCandidates = "no node passes the filters"
+	ReasonNoCapacity   = "no capacity: the candidate nodes are full or taken by higher-priority work"
+	ReasonConflict     = "resources taken by other placements of this round; retried next round"
+	ReasonGang         = "gang group could not be placed whole"
+	ReasonDeadline     = "round time budget ran out before a plan"
+)
+
+// Stats describe a round's work.
+type Stats struct {
+	Groups, Classes, Candidates int
+	FlowNodes, FlowArcs         int
+	Placed, Pending             int64
+	// Cost is the flow's cost; Optimal is false when the solver stopped at
+	// the context's deadline with a feasible but unproven flow.
+	Cost             int64
+	Optimal          bool
+	Build, Solve     time.Duration
+	SolverAlgorithm  string
+	RepairedConflict int64
+}
+
+// Placer computes plans. It keeps scratch memory between rounds and is not
+// safe for concurrent use.
+type Placer struct {
+	reg    *Registry
+	solver flowsolver.Solver
+}
+
+// New returns a Placer using the filters and scorers of reg (nil: the
+// default registry).
+func New(reg *Registry) *Placer {
+	if reg == nil {
+		reg = DefaultRegistry()
+	}
+	return &Placer{reg: reg}
+}
+
+// costScale turns a normalized score (0..MaxScore) into flow cost units,
+// leaving room to tell scores apart after weighting.
+const costScale = 10
+
+// maxPlaceCost bounds the cost of any placement arc.
+const maxPlaceCost = MaxScore * costScale
+
+// unscheduledCost is what leaving one task of g pending costs: more than
+// any placement, so that what can be placed is, and rising with priority
+// (so that contended capacity goes to higher priority) and, within a
+// priority, with the wait (at most one more placement's worth, capped at
+// an hour).
+func unscheduledCost(g *Group) int64 {
+	wait := min(int64(g.Waited/time.Second), 3600) * maxPlaceCost / 3600
+	return (int64(g.Priority)+1)*(2*maxPlaceCost+1) + wait
+}
+
+// class is the build state of an equivalence class.
+type class struct {
+	Class
+	groups     []int // indexes of the input's groups, priority order
+	demand     int64
+	rejected   map[string]int
+	candidates []candidate
+	node       flowsolver.NodeID
+	locality   int64 // cost a preferred node is spared
+	slot       int64 // cost a reused slot is spared
+}
+
+type candidate struct {
+	node  int // index in the input's nodes
+	cost  int64
+	fit   int64
+	slots int64
+}
+
+// arcKind says what an arc of the flow network decodes to.
+type arcKind uint8
+
+const (
+	arcOther arcKind = iota
+	arcClassNode
+	arcClassSlot
+	arcGroupNode
+	arcGroupClass
+	arcUnscheduled
+)
+
+type arcInfo struct {
+	kind  arcKind
+	class int
+	group int
+	node  int
+}
+
+// Place computes the plan of in. When ctx ends during the solve, it uses
+// the best feasible flow found (Stats.Optimal false); if it ends before any
+// flow exists, everything stays pending with ReasonDeadline. A bad input is
+// an error wrapping ErrBadInput that names every problem.
+func (p *Placer) Place(ctx context.Context, in *Input) (*Plan, error) {
+	if err := in.validate(p.reg); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	classes, groupClass := p.classes(in)
+	for ci := range classes {
+		p.candidates(in, &classes[ci])
+	}
+	g, arcs, err := p.network(in, classes, groupClass)
+	if err != nil {
+		return nil, err
+	}
+	plan := &Plan{}
+	plan.Stats.Groups, plan.Stats.Classes = len(in.Groups), len(classes)
+	for _, c := range classes {
+		plan.Stats.Candidates += len(c.candidates)
+	}
+	plan.Stats.FlowNodes, plan.Stats.FlowArcs = g.Nodes(), g.Arcs()
+	plan.Stats.Build = time.Since(start)
+	start = time.Now()
+	sol, err := p.solver.Solve(ctx, g)
+	plan.Stats.Solve = time.Since(start)
+	if err != nil {
+		if ctx.Err() != nil {
+			for i := range in.Groups {
+				if n := in.Groups[i].Pending; n > 0 {
+					plan.Pending = append(plan.Pending, Pending{Group: in.Groups[i].Key, Count: n, Reason: ReasonDeadline})
+					plan.Stats.Pending += n
+				}
+			}
+			return plan, nil
+		}
+		// Every group can stay unscheduled, so the network is always
+		// feasible: an error here is a bug.
+		return nil, fmt.Errorf("placement: solve: %w", err)
+	}
+	plan.Stats.Cost, plan.Stats.Optimal, plan.Stats.SolverAlgorithm = sol.Cost, sol.Optimal, sol.Stats.Algorithm
+	p.decode(in, classes, arcs, sol.Flow, plan)
+	return plan, nil
+}
+
+// classes sorts the groups into equivalence classes, each class's groups in
+// priority order.
+func (p *Placer) classes(in *Input) ([]class, []int) {
+	type key struct {
+		demand   api.Capacity
+		qos      api.QoS
+		pool     string
+		cons     string
+		policy   string
+		distinct string
+	}
+	index := map[key]int{}
+	var classes []class
+	groupClass := make([]int, len(in.Groups))
+	for gi := range in.Groups {
+		g := &in.Groups[gi]
+		k := key{demand: g.Demand, qos: g.QoS, pool: g.Pool, cons: constraintKey(g.Constraints), policy: policyKey(g.Policy)}
+		if g.DistinctNodes {
+			k.distinct = g.Key.Job
+		}
+		ci, ok := index[k]
+		if !ok {
+			ci = len(classes)
+			index[k] = ci
+			filters, scorers := p.reg.resolve(g.Policy)
+			c := class{Class: Class{Demand: g.Demand, QoS: g.QoS, Pool: g.Pool, Constraints: g.Constraints,
+				DistinctNodes: g.DistinctNodes, Filters: filters, Scorers: scorers}, rejected: map[string]int{}}
+			if g.DistinctNodes {
+				c.Job = g.Key.Job
+			}
+			c.locality, c.slot = c.share(api.ScorerLocality), c.share(api.ScorerSlotReuse)
+			classes = append(classes, c)
+		}
+		groupClass[gi] = ci
+		classes[ci].groups = append(classes[ci].groups, gi)
+		classes[ci].demand += g.Pending
+	}
+	for ci := range classes {
+		slices.SortStableFunc(classes[ci].groups, func(a, b int) int {
+			return cmp.Compare(unscheduledCost(&in.Groups[b]), unscheduledCost(&in.Groups[a]))
+		})
+	}
+	return classes, groupClass
+}
+
+// share returns the part of a placement's cost that scorer name accounts
+// for in c's policy.
+func (c *class) share(name string) int64 {
+	var w, total int64
+	for _, s := range c.Scorers {
+		total += s.Weight
+		if s.Name() == name {
+			w += s.Weight
+		}
+	}
+	if total == 0 {
+		return 0
+	}
+	return w * maxPlaceCost / total
+}
+
+// cost is the placement cost of c on n: its scorers' weighted mean.
+func (c *class) cost(n *Node) int64 {
+	var sum, total int64
+	for _, s := range c.Scorers {
+		sum += s.Weight * min(max(s.Cost(&c.Class, n), 0), MaxScore)
+		total += s.Weight
+	}
+	if total == 0 {
+		return 0
+	}
+	return sum * costScale / total
+}
+
+// candidates runs c's filters over every node, counting rejections, and
+// keeps the cheapest admitted nodes: enough to hold twice the class's
+// demand, and at least minCandidates, so that the solver has room to
+// choose without the network growing with the cluster.
+func (p *Placer) candidates(in *Input, c *class) {
+	const minCandidates = 32
+	all := make([]candidate, 0, len(in.Nodes))
+	for ni := range in.Nodes {
+		n := &in.Nodes[ni]
+		admitted := true
+		for _, f := range c.Filters {
+			if !f.Admit(&c.Class, n) {
+				c.rejected[f.Name()]++
+				admitted = false
+				break
+			}
+		}
+		if !admitted {
+			continue
+		}
+		cd := candidate{node: ni, cost: c.cost(n), fit: fits(pool(n.Free, c.QoS), c.Demand), slots: matchingSlots(&c.Class, n)}
+		if c.DistinctNodes {
+			cd.fit, cd.slots = min(cd.fit, 1), min(cd.slots, max(1-cd.fit, 0))
+		}
+		all = append(all, cd)
+	}
+	slices.SortStableFunc(all, func(a, b candidate) int { return cmp.Compare(a.cost, b.cost) })
+	var room int64
+	k := 0
+	for k < len(all) && (k < minCandidates || room < 2*c.demand) {
+		room += all[k].fit + all[k].slots
+		k++
+	}
+	c.candidates = all[:k]
+}
+
+// network builds the round's flow network and what each arc means.
+func (p *Placer) network(in *Input, classes []class, groupClass []int) (*flowsolver.Graph, []arcInfo, error) {
+	var total int64
+	for i := range in.Groups {
+		total += in.Groups[i].Pending
+	}
+	arcCount := len(in.Nodes) + 3*len(in.Groups)
+	for ci := range classes {
+		arcCount += 2 * len(classes[ci].candidates)
+	}
+	g := flowsolver.NewGraph(len(in.Groups)+len(classes)+len(in.Nodes)+2, arcCount)
+	arcs := make([]arcInfo, 0, arcCount)
+	var errs []error
+	addNode := func(supply int64) flowsolver.NodeID {
+		id, err := g.AddNode(supply)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return id
+	}
+	addArc := func(t, h flowsolver.NodeID, capacity, cost int64, info arcInfo) {
+		a, err := g.AddArc(t, h, 0, capacity, cost)
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
+		for len(arcs) <= int(a) {
+			arcs = append(arcs, arcInfo{})
+		}
+		arcs[a] = info
+	}
+	sink := addNode(-total)
+	nodeID := map[int]flowsolver.NodeID{}
+	nodeCap := map[int]int64{}
+	for ci := range classes {
+		c := &classes[ci]
+		c.node = addNode(0)
+		for _, cd := range c.candidates {
+			nodeCap[cd.node] = max(nodeCap[cd.node], cd.fit+cd.slots)
+		}
+	}
+	for ni := range in.Nodes {
+		if k, ok := nodeCap[ni]; ok && k > 0 {
+			id := addNode(0)
+			nodeID[ni] = id
+			addArc(id, sink, k, 0, arcInfo{})
+		}
+	}
+	for ci := range classes {
+		c := &classes[ci]
+		for _, cd := range c.candidates {
+			if cd.fit > 0 {
+				addArc(c.node, nodeID[cd.node], cd.fit, cd.cost, arcInfo{kind: arcClassNode, class: ci, node: cd.node})
+			}
+			if cd.slots > 0 {
+				addArc(c.node, nodeID[cd.node], cd.slots, max(cd.cost-c.slot, 0), arcInfo{kind: arcClassSlot, class: ci, node: cd.node})
+			}
+		}
+	}
+	unsched := map[string]flowsolver.NodeID{}
+	for gi := range in.Groups {
+		gr := &in.Groups[gi]
+		if gr.Pending == 0 {
+			continue
+		}
+		c := &classes[groupClass[gi]]
+		id := addNode(gr.Pending)
+		addArc(id, c.node, gr.Pending, 0, arcInfo{kind: arcGroupClass, class: groupClass[gi], group: gi})
+		u, ok := unsched[gr.Key.Job]
+		if !ok {
+			u = addNode(0)
+			unsched[gr.Key.Job] = u
+			addArc(u, sink, flowsolver.MaxCapacity, 0, arcInfo{})
+		}
+		addArc(id, u, gr.Pending, unscheduledCost(gr), arcInfo{kind: arcUnscheduled, group: gi})
+		if c.locality == 0 || len(gr.Preferred) == 0 {
+			continue
+		}
+		preferred := map[string]bool{}
+		for _, name := range gr.Preferred {
+			preferred[name] = true
+		}
+		for _, cd := range c.candidates {
+			if cd.fit > 0 && preferred[in.Nodes[cd.node].ID] {
+				addArc(id, nodeID[cd.node], min(cd.fit, gr.Pending), max(cd.cost-c.locality, 0), arcInfo{kind: arcGroupNode, class: groupClass[gi], group: gi, node: cd.node})
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, nil, fmt.Errorf("placement: build flow network: %v", errs[0])
+	}
+	return g, arcs, nil
+}
+
+// tentative is an assignment before the fit check.
+type tentative struct {
+	group, node int
+	count       int64
+	slot        bool
+}
+
+// decode turns the flow into assignments, checks them against every
+// resource dimension in priority order, drops incomplete gangs, and
+// explains what stays pending.
+func (p *Placer) decode(in *Input, classes []class, arcs []arcInfo, flow []int64, plan *Plan) {
+	// Per class, the flow to each node (reused slots apart) and from each
+	// group; direct group→node arcs are assignments already.
+	type nodeFlow struct {
+		node  int
+		count int64
+		slot  bool
+	}
+	classNodes := make([][]nodeFlow, len(classes))
+	classGroups := make([]map[int]int64, len(classes))
+	var tent []tentative
+	for a, info := range arcs {
+		f := flow[a]
+		if f == 0 {
+			continue
+		}
+		switch info.kind {
+		case arcClassNode, arcClassSlot:
+			classNodes[info.class] = append(classNodes[info.class], nodeFlow{info.node, f, info.kind == arcClassSlot})
+		case arcGroupClass:
+			if classGroups[info.class] == nil {
+				classGroups[info.class] = map[int]int64{}
+			}
+			classGroups[info.class][info.group] += f
+		case arcGroupNode:
+			tent = append(tent, tentative{group: info.group, node: info.node, count: f})
+		}
+	}
+	for ci := range classes {
+		nodes := classNodes[ci]
+		k := 0
+		for _, gi := range classes[ci].groups {
+			want := classGroups[ci][gi]
+			for want > 0 && k < len(nodes) {
+				n := min(want, nodes[k].count)
+				tent = append(tent, tentative{group: gi, node: nodes[k].node, count: n, slot: nodes[k].slot})
+				want -= n
+				nodes[k].count -= n
+				if nodes[k].count == 0 {
+					k++
+				}
+			}
+		}
+	}
+	slices.SortStableFunc(tent, func(a, b tentative) int {
+		return cmp.Or(
+			cmp.Compare(unscheduledCost(&in.Groups[b.group]), unscheduledCost(&in.Groups[a.group])),
+			cmp.Compare(a.group, b.group),
+			cmp.Compare(a.node, b.node))
+	})
+	// Fit check, repeated without the gangs it leaves incomplete.
+	dropped := map[int]bool{}
+	var placed []int64
+	var assigned []Assignment
+	var conflicts int64
+	for {
+		placed, assigned, conflicts = p.fit(in, tent, dropped)
+		again := false
+		for gi := range in.Groups {
+			if in.Groups[gi].Gang && !dropped[gi] && placed[gi] > 0 && placed[gi] < in.Groups[gi].Pending {
+				dropped[gi] = true
+				again = true
+			}
+		}
+		if !again {
+			break
+		}
+	}
+	plan.Assignments = assigned
+	plan.Stats.RepairedConflict = conflicts
+	flowed := make([]int64, len(in.Groups))
+	for _, t := range tent {
+		flowed[t.group] += t.count
+	}
+	groupClass := make([]int, len(in.Groups))
+	for ci := range classes {
+		for _, gi := range classes[ci].groups {
+			groupClass[gi] = ci
+		}
+	}
+	for gi := range in.Groups {
+		gr := &in.Groups[gi]
+		plan.Stats.Placed += placed[gi]
+		left := gr.Pending - placed[gi]
+		if left == 0 {
+			continue
+		}
+		plan.Stats.Pending += left
+		c := &classes[groupClass[gi]]
+		pd := Pending{Group: gr.Key, Count: left, Rejected: c.rejected}
+		switch {
+		case dropped[gi]:
+			pd.Reason = ReasonGang
+		case len(c.candidates) == 0:
+			pd.Reason = ReasonNoCandidates
+		case placed[gi] < flowed[gi]:
+			pd.Reason = ReasonConflict
+		default:
+			pd.Reason = ReasonNoCapacity
+		}
+		plan.Pending = append(plan.Pending, pd)
+	}
+}
+
+// fit checks tentative assignments in order against the nodes' free
+// resources and cached slots, skipping dropped groups, and returns how many
+// tasks of each group it placed, the assignments, and how many tasks did
+// not fit.
+func (p *Placer) fit(in *Input, tent []tentative, dropped map[int]bool) ([]int64, []Assignment, int64) {
+	free := map[int]api.Allocatable{}
+	usedSlot := map[string]bool{}
+	distinct := map[[2]string]bool{}
+	placed := make([]int64, len(in.Groups))
+	var out []Assignment
+	var conflicts int64
+	for _, t := range tent {
+		if dropped[t.group] {
+			continue
+		}
+		gr := &in.Groups[t.group]
+		n := &in.Nodes[t.node]
+		f, ok := free[t.node]
+		if !ok {
+			f = n.Free
+		}
+		want := min(t.count, gr.Pending-placed[t.group])
+		if gr.DistinctNodes {
+			if distinct[[2]string{gr.Key.Job, n.ID}] || n.Jobs[gr.Key.Job] {
+				want = 0
+			}
+			want = min(want, 1)
+		}
+		// A task takes a matching cached slot or free resources, whichever
+		// its arc chose first and the other if that has run out: both
+		// kinds of arc into a node share its capacity in the flow.
+		a := Assignment{Group: gr.Key, Node: n.ID}
+		fresh := func(k int64) {
+			k = min(k, fits(pool(f, gr.QoS), gr.Demand))
+			if gr.QoS == api.QoSOnline {
+				f.Online = take(f.Online, gr.Demand, k)
+			} else {
+				f.Offline = take(f.Offline, gr.Demand, k)
+			}
+			free[t.node] = f
+			a.Count += k
+		}
+		reuse := func(k int64) {
+			for _, s := range n.Slots {
+				if k == 0 {
+					break
+				}
+				if !usedSlot[s.ID] && s.QoS == gr.QoS && s.Shape == gr.Demand {
+					usedSlot[s.ID] = true
+					a.Slots = append(a.Slots, s.ID)
+					a.Count++
+					k--
+				}
+			}
+		}
+		if t.slot {
+			reuse(want)
+			fresh(want - a.Count)
+		} else {
+			fresh(want)
+			reuse(want - a.Count)
+		}
+		conflicts += t.count - a.Count
+		if a.Count == 0 {
+			continue
+		}
+		placed[t.group] += a.Count
+		if gr.DistinctNodes {
+			distinct[[2]string{gr.Key.Job, n.ID}] = true
+		}
+		out = append(out, a)
+	}
+	return placed, out, conflicts
+}
+
+// constraintKey and policyKey are canonical strings for class keys.
+func constraintKey(cs []api.Constraint) string {
+	var b strings.Builder
+	for _, c := range cs {
+		fmt.Fprintf(&b, "%q %s %q;", c.Key, c.Op, c.Values)
+	}
+	return b.String()
+}
+
+func policyKey(p *api.Policy) string {
+	if p == nil {
+		return ""
+	}
+	return fmt.Sprintf("%q %v", p.Filters, p.Scorers)
+}
