@@ -81,7 +81,7 @@ containers with online/offline overcommit.`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())}
 	})
-	root.AddCommand(newVersionCmd(), newValidateCmd(), newFlowCmd(), newPodCmd())
+	root.AddCommand(newVersionCmd(), newValidateCmd(), newFlowCmd(), newPodCmd(), newBenchCmd())
 	return root
 }
 

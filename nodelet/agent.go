@@ -1,0 +1,369 @@
+package nodelet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/nodelet/cgroup"
+	"github.com/sluicehq/sluice/nodelet/overcommit"
+)
+
+// Errors callers act on.
+var (
+	// ErrNotRunning: the Agent's Run has not started or has returned.
+	ErrNotRunning = errors.New("nodelet: agent is not running")
+	// ErrAlreadyRun: Run was called twice.
+	ErrAlreadyRun = errors.New("nodelet: Run called more than once")
+)
+
+// Agent converges its host to the dispatcher's target. Create it with New
+// and run it with Run; see the package comment.
+type Agent struct {
+	cfg  Config
+	loop *overcommit.Loop // nil without Config.Overcommit
+
+	// Channels into the owner goroutine.
+	targets chan Target
+	events  chan event
+	kills   chan killReq
+
+	stopc    chan struct{} // closed by Close
+	stopOnce sync.Once
+	done     chan struct{} // closed when Run has returned
+
+	out outbox
+
+	// mu guards what the owner publishes for other goroutines.
+	mu struct {
+		sync.Mutex
+		started bool
+		pods    []overcommit.Pod // running pods, for the overcommit loop
+		stats   Stats
+	}
+}
+
+// Stats are the Agent's counters and gauges, as of its last change.
+type Stats struct {
+	// Generation is the newest target generation applied.
+	Generation uint64
+	// Running is how many pods run (or are being stopped).
+	Running int
+	// Starts and StartFailures count runtime Start calls by outcome.
+	Starts, StartFailures uint64
+	// Adopted counts running pods taken over from an earlier agent.
+	Adopted uint64
+	// Stops counts pods stopped because no longer wanted; Kills those
+	// the memory killer chose.
+	Stops, Kills uint64
+	// Exits counts pods that ended, however.
+	Exits uint64
+	// Removed counts pods removed from the runtime after their final
+	// report was acknowledged.
+	Removed uint64
+	// ReportsAcked counts reports the dispatcher acknowledged;
+	// ReportErrors failed Report calls; TargetErrors failed Target calls.
+	ReportsAcked, ReportErrors, TargetErrors uint64
+	// PendingReports is how many reports wait for acknowledgement.
+	PendingReports int
+	// OpErrors counts failed runtime Stop and Remove calls (retried).
+	OpErrors uint64
+}
+
+var (
+	_ overcommit.Killer    = (*Agent)(nil)
+	_ overcommit.PodSource = (*Agent)(nil)
+)
+
+// New copies cfg, fills defaults and validates it.
+func New(cfg Config) (*Agent, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	a := &Agent{
+		cfg:     cfg,
+		targets: make(chan Target),
+		events:  make(chan event, 64),
+		kills:   make(chan killReq),
+		stopc:   make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	a.out.kick = make(chan struct{}, 1)
+	if cfg.Overcommit != nil {
+		oc := *cfg.Overcommit
+		oc.Pods, oc.Killer = a, a
+		if oc.Logger == nil {
+			oc.Logger = cfg.Logger
+		}
+		loop, err := overcommit.NewLoop(oc)
+		if err != nil {
+			return nil, fmt.Errorf("nodelet: overcommit: %w", err)
+		}
+		a.loop = loop
+	}
+	return a, nil
+}
+
+// Overcommit returns the overcommit loop Run runs, or nil.
+func (a *Agent) Overcommit() *overcommit.Loop { return a.loop }
+
+// Run recovers the pods the runtime has, then converges the host to the
+// dispatcher's targets and reports state changes until ctx is done or
+// Close is called. It returns nil then, after every goroutine it started
+// has ended; pods keep running, for the next agent to adopt. It fails only
+// when the runtime cannot list its pods.
+func (a *Agent) Run(ctx context.Context) error {
+	a.mu.Lock()
+	if a.mu.started {
+		a.mu.Unlock()
+		return ErrAlreadyRun
+	}
+	a.mu.started = true
+	a.mu.Unlock()
+	defer close(a.done)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-a.stopc:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+
+	listed, err := a.cfg.Runtime.List(ctx)
+	if err != nil {
+		return fmt.Errorf("nodelet: recover: list pods: %w", err)
+	}
+	o := newOwner(a, ctx)
+	o.recover(listed)
+
+	o.wg.Go(func() { a.pollTargets(ctx) })
+	o.wg.Go(func() { a.sendReports(ctx) })
+	if a.loop != nil {
+		o.wg.Go(func() { _ = a.loop.Run(ctx) })
+	}
+	o.run(ctx)
+	cancel()
+	o.wg.Wait()
+	return nil
+}
+
+// Close stops Run and waits for it to return. It is safe to call more
+// than once, and before or without Run.
+func (a *Agent) Close() error {
+	a.stopOnce.Do(func() { close(a.stopc) })
+	a.mu.Lock()
+	started := a.mu.started
+	a.mu.Unlock()
+	if started {
+		<-a.done
+	}
+	return nil
+}
+
+// Stats returns the Agent's counters.
+func (a *Agent) Stats() Stats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := a.mu.stats
+	s.PendingReports = a.out.len()
+	return s
+}
+
+// Pods lists the running pods for the overcommit loop
+// (overcommit.PodSource). It returns a new slice each call.
+func (a *Agent) Pods() []overcommit.Pod {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]overcommit.Pod(nil), a.mu.pods...)
+}
+
+// Kill stops a pod for the memory killer (overcommit.Killer): SIGKILL
+// after Config.KillGrace, reported as killed by the memory killer with
+// reason. Killing an unknown or ended pod does nothing. It returns once
+// the agent has taken the request, not when the pod has ended.
+func (a *Agent) Kill(ctx context.Context, podID, reason string) error {
+	req := killReq{id: podID, reason: reason, reply: make(chan error, 1)}
+	select {
+	case a.kills <- req:
+	case <-a.done:
+		return fmt.Errorf("kill pod %q: %w", podID, ErrNotRunning)
+	case <-ctx.Done():
+		return fmt.Errorf("kill pod %q: %w", podID, ctx.Err())
+	}
+	select {
+	case err := <-req.reply:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("kill pod %q: %w", podID, ctx.Err())
+	}
+}
+
+// pollTargets long-polls the dispatcher and hands each new target to the
+// owner.
+func (a *Agent) pollTargets(ctx context.Context) {
+	var known uint64
+	b := backoff{min: a.cfg.RetryMin, max: a.cfg.RetryMax}
+	for ctx.Err() == nil {
+		t, err := a.cfg.Dispatcher.Target(ctx, a.cfg.Node, known)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			a.mu.Lock()
+			a.mu.stats.TargetErrors++
+			a.mu.Unlock()
+			a.cfg.Logger.Warn("nodelet: get target", "node", a.cfg.Node, "err", err)
+			if !b.sleep(ctx) {
+				return
+			}
+			continue
+		}
+		b.reset()
+		if t.Generation == known && known != 0 {
+			continue
+		}
+		select {
+		case a.targets <- t:
+			known = t.Generation
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// sendReports delivers the outbox in order, retrying until acknowledged.
+func (a *Agent) sendReports(ctx context.Context) {
+	b := backoff{min: a.cfg.RetryMin, max: a.cfg.RetryMax}
+	for {
+		batch, last := a.out.peek(a.cfg.ReportBatch)
+		if len(batch) == 0 {
+			select {
+			case <-a.out.kick:
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		if err := a.cfg.Dispatcher.Report(ctx, a.cfg.Node, batch); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			a.mu.Lock()
+			a.mu.stats.ReportErrors++
+			a.mu.Unlock()
+			a.cfg.Logger.Warn("nodelet: report", "node", a.cfg.Node, "reports", len(batch), "err", err)
+			if !b.sleep(ctx) {
+				return
+			}
+			continue
+		}
+		b.reset()
+		a.out.ack(last)
+		a.mu.Lock()
+		a.mu.stats.ReportsAcked += uint64(len(batch))
+		a.mu.Unlock()
+		select {
+		case a.events <- event{kind: evAcked, seq: last}:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// outbox is the queue of reports not yet acknowledged, in order. The owner
+// appends; the reporter peeks and acknowledges.
+type outbox struct {
+	kick chan struct{} // a report was added
+	mu   sync.Mutex
+	q    []queued
+	seq  uint64 // of the last report added
+}
+
+type queued struct {
+	seq uint64
+	r   PodReport
+}
+
+// add appends r and returns its sequence number.
+func (o *outbox) add(r PodReport) uint64 {
+	o.mu.Lock()
+	o.seq++
+	s := o.seq
+	o.q = append(o.q, queued{seq: s, r: r})
+	o.mu.Unlock()
+	select {
+	case o.kick <- struct{}{}:
+	default:
+	}
+	return s
+}
+
+// peek returns up to n reports from the front and the last one's sequence.
+func (o *outbox) peek(n int) ([]PodReport, uint64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n = min(n, len(o.q))
+	if n == 0 {
+		return nil, 0
+	}
+	out := make([]PodReport, n)
+	for i := range n {
+		out[i] = o.q[i].r
+	}
+	return out, o.q[n-1].seq
+}
+
+// ack drops the reports up to sequence last.
+func (o *outbox) ack(last uint64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	i := 0
+	for i < len(o.q) && o.q[i].seq <= last {
+		i++
+	}
+	o.q = append(o.q[:0], o.q[i:]...)
+}
+
+func (o *outbox) len() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.q)
+}
+
+// backoff is an exponential backoff between min and max.
+type backoff struct {
+	min, max, cur time.Duration
+}
+
+func (b *backoff) reset() { b.cur = 0 }
+
+// sleep waits the next delay; false if ctx ended first.
+func (b *backoff) sleep(ctx context.Context) bool {
+	if b.cur == 0 {
+		b.cur = b.min
+	} else {
+		b.cur = min(2*b.cur, b.max)
+	}
+	t := time.NewTimer(b.cur)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// tierOf maps a pod's recorded cgroup parent back to its tier.
+func tierOf(root, parent string) cgroup.Tier {
+	if parent == root+"/"+string(cgroup.Online) {
+		return cgroup.Online
+	}
+	return cgroup.Offline
+}

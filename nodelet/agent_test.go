@@ -1,0 +1,395 @@
+package nodelet_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/internal/seedtest"
+	"github.com/sluicehq/sluice/nodelet"
+	"github.com/sluicehq/sluice/nodelet/cgroup"
+	"github.com/sluicehq/sluice/nodelet/runtime"
+	"github.com/sluicehq/sluice/nodelet/runtime/sim"
+)
+
+// simPod is a desired pod for the sim runtime: it runs forever when
+// runFor is 0, else for runFor and then exits with code.
+func simPod(id string, gen int64, runFor time.Duration, code int) nodelet.DesiredPod {
+	p := api.PodSpec{Containers: []api.ContainerSpec{{
+		Name:      "c0",
+		Image:     api.Image{Rootfs: "/sim"},
+		Command:   []string{"/bin/work"},
+		Resources: api.Resources{CPU: 100, Memory: 64 << 20},
+	}}}
+	if runFor > 0 {
+		p.Sim = &api.SimSpec{RunTime: api.Duration(runFor), ExitCode: int32(code)}
+	}
+	return nodelet.DesiredPod{ID: id, TaskID: "task-" + id, Generation: gen, Tier: cgroup.Offline, Pod: p}
+}
+
+type harness struct {
+	t     *testing.T
+	host  *sim.Host
+	rt    *countingRuntime
+	disp  *fakeDispatcher
+	agent *nodelet.Agent
+	errc  chan error
+}
+
+func newHarness(t *testing.T, host *sim.Host, disp *fakeDispatcher, tweak func(*nodelet.Config)) *harness {
+	t.Helper()
+	h := &harness{t: t, host: host, rt: newCounting(sim.New(host)), disp: disp, errc: make(chan error, 1)}
+	cfg := nodelet.Config{
+		Node: "n1", Runtime: h.rt, Dispatcher: disp,
+		StopGrace: time.Second, RetryMin: time.Millisecond, RetryMax: 10 * time.Millisecond,
+		ResyncPeriod: 20 * time.Millisecond,
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	a, err := nodelet.New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	h.agent = a
+	go func() { h.errc <- a.Run(context.Background()) }()
+	t.Cleanup(func() { h.close() })
+	return h
+}
+
+func (h *harness) close() {
+	if h.agent == nil {
+		return
+	}
+	_ = h.agent.Close()
+	if err := <-h.errc; err != nil {
+		h.t.Errorf("Run: %v", err)
+	}
+	h.agent = nil
+}
+
+func TestConfigValidate(t *testing.T) {
+	_, err := nodelet.New(nodelet.Config{CgroupRoot: "/abs", StopGrace: -1, RetryMin: time.Second, RetryMax: time.Millisecond})
+	if err == nil {
+		t.Fatal("New(bad config) succeeded")
+	}
+	for _, want := range []string{"Node is required", "Runtime is required", "Dispatcher is required", "CgroupRoot", "StopGrace", "RetryMin"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+}
+
+func TestReconcileStartsStopsAndReports(t *testing.T) {
+	host := sim.NewHost()
+	defer host.Close()
+	d := newFakeDispatcher()
+	h := newHarness(t, host, d, nil)
+
+	d.setTarget(1, simPod("a", 1, 0, 0), simPod("b", 1, 0, 0))
+	eventually(t, 5*time.Second, "a and b running", func() bool {
+		return slices.Equal(running(t, h.rt), []string{"a/1", "b/1"}) && len(d.find("b", api.TaskRunning)) == 1
+	})
+	if r := d.find("a", api.TaskRunning); len(r) != 1 || r[0].TaskID != "task-a" || r[0].Reason != api.ReasonStarted {
+		t.Errorf("running reports of a = %+v", r)
+	}
+
+	// a goes, c comes and exits with 3, b moves to generation 2.
+	d.setTarget(2, simPod("b", 2, 0, 0), simPod("c", 1, 5*time.Millisecond, 3))
+	eventually(t, 5*time.Second, "a stopped, c exited and both removed, b restarted", func() bool {
+		l := listed(t, h.rt)
+		_, hasA := l["a"]
+		_, hasC := l["c"]
+		return !hasA && !hasC && slices.Equal(running(t, h.rt), []string{"b/2"}) && h.agent.Stats().PendingReports == 0
+	})
+	if r := d.find("a", api.TaskKilled); len(r) != 1 || r[0].Reason != api.ReasonStopped {
+		t.Errorf("a's final reports = %+v, want killed/stopped", r)
+	}
+	if r := d.find("c", api.TaskFailed); len(r) != 1 || r[0].ExitCode != 3 || r[0].Reason != api.ReasonExited {
+		t.Errorf("c's final reports = %+v, want failed with code 3", r)
+	}
+	if r := d.find("b", api.TaskKilled); len(r) != 1 || r[0].Generation != 1 {
+		t.Errorf("b generation 1 final = %+v", r)
+	}
+	// c ended but is still desired: it must not start again.
+	time.Sleep(50 * time.Millisecond)
+	for k, n := range h.rt.startCounts() {
+		if n != 1 {
+			t.Errorf("%s started %d times", k, n)
+		}
+	}
+	if s := h.agent.Stats(); s.Generation != 2 || s.Running != 1 || s.Starts != 4 || s.Removed != 3 {
+		t.Errorf("stats = %+v", s)
+	}
+}
+
+func TestStartFailuresReported(t *testing.T) {
+	host := sim.NewHost()
+	defer host.Close()
+	d := newFakeDispatcher()
+	h := newHarness(t, host, d, nil)
+	h.rt.mu.Lock()
+	h.rt.fail["boom"] = errors.New("disk on fire")
+	h.rt.mu.Unlock()
+
+	noContainers := simPod("empty", 1, 0, 0)
+	noContainers.Pod.Containers = nil
+	badTier := simPod("tier", 1, 0, 0)
+	badTier.Tier = "gold"
+	badID := simPod("../x", 1, 0, 0)
+	d.setTarget(1, simPod("boom", 1, 0, 0), noContainers, badTier, badID, simPod("ok", 1, 0, 0), simPod("ok", 7, 0, 0))
+	want := map[string]string{
+		"boom":  "disk on fire",
+		"empty": "containers",
+		"tier":  `tier "gold"`,
+		"../x":  "pod id",
+		"ok":    "appears twice",
+	}
+	eventually(t, 5*time.Second, "every failure reported", func() bool {
+		n := 0
+		for id := range want {
+			n += len(d.find(id, api.TaskFailed))
+		}
+		return n == len(want) && len(d.find("ok", api.TaskRunning)) == 1
+	})
+	for id, msg := range want {
+		r := d.find(id, api.TaskFailed)
+		if len(r) != 1 || r[0].Reason != api.ReasonStartFailed || !strings.Contains(r[0].Message, msg) {
+			t.Errorf("%s: failure reports %+v, want one start_failed mentioning %q", id, r, msg)
+		}
+	}
+	// Failed pods are not retried while the target stays.
+	time.Sleep(50 * time.Millisecond)
+	if n := h.rt.startCounts()["boom/1"]; n != 1 {
+		t.Errorf("boom started %d times, want 1", n)
+	}
+	if got := running(t, h.rt); !slices.Equal(got, []string{"ok/1"}) {
+		t.Errorf("running = %v", got)
+	}
+}
+
+func TestReportsRetriedUntilAcknowledged(t *testing.T) {
+	host := sim.NewHost()
+	defer host.Close()
+	d := newFakeDispatcher()
+	d.failNext(5)
+	h := newHarness(t, host, d, nil)
+	d.setTarget(1, simPod("quick", 1, time.Millisecond, 0), simPod("long", 1, 0, 0))
+	eventually(t, 5*time.Second, "reports delivered", func() bool {
+		return len(d.find("quick", api.TaskSucceeded)) == 1 && len(d.find("long", api.TaskRunning)) == 1
+	})
+	eventually(t, 5*time.Second, "quick removed", func() bool {
+		_, ok := listed(t, h.rt)["quick"]
+		return !ok
+	})
+	if s := h.agent.Stats(); s.ReportErrors != 5 {
+		t.Errorf("ReportErrors = %d, want 5", s.ReportErrors)
+	}
+	// In order: quick's running report comes before its exit.
+	var seq []string
+	for _, r := range d.allReports() {
+		if r.PodID == "quick" {
+			seq = append(seq, r.State.String())
+		}
+	}
+	if !slices.Equal(seq, []string{"running", "succeeded"}) {
+		t.Errorf("quick's reports = %v", seq)
+	}
+}
+
+func TestEndedPodKeptUntilReported(t *testing.T) {
+	host := sim.NewHost()
+	defer host.Close()
+	d := newFakeDispatcher()
+	d.failNext(1 << 30)
+	h := newHarness(t, host, d, nil)
+	d.setTarget(1, simPod("quick", 1, time.Millisecond, 0))
+	eventually(t, 5*time.Second, "quick exited", func() bool {
+		s, ok := listed(t, h.rt)["quick"]
+		return ok && s.State == runtime.StateExited
+	})
+	time.Sleep(30 * time.Millisecond)
+	if _, ok := listed(t, h.rt)["quick"]; !ok {
+		t.Fatal("pod removed before its report was acknowledged")
+	}
+	d.failNext(0)
+	eventually(t, 5*time.Second, "quick reported and removed", func() bool {
+		_, ok := listed(t, h.rt)["quick"]
+		return !ok && len(d.find("quick", api.TaskSucceeded)) == 1
+	})
+}
+
+func TestKillAndPodSource(t *testing.T) {
+	host := sim.NewHost()
+	defer host.Close()
+	d := newFakeDispatcher()
+	h := newHarness(t, host, d, nil)
+	on := simPod("on", 1, 0, 0)
+	on.Tier = cgroup.Online
+	off := simPod("off", 1, 0, 0)
+	off.Priority = 3
+	d.setTarget(1, on, off)
+	eventually(t, 5*time.Second, "two pods listed", func() bool { return len(h.agent.Pods()) == 2 })
+	pods := h.agent.Pods()
+	if pods[0].ID != "off" || pods[0].Tier != cgroup.Offline || pods[0].Priority != 3 || pods[0].Request.CPUMillis != 100 ||
+		pods[1].ID != "on" || pods[1].Tier != cgroup.Online || pods[0].StartedAt.IsZero() {
+		t.Errorf("Pods() = %+v", pods)
+	}
+	ctx := context.Background()
+	if err := h.agent.Kill(ctx, "off", "memory low: 3% available"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.agent.Kill(ctx, "nosuch", "x"); err != nil {
+		t.Errorf("Kill(unknown) = %v, want nil", err)
+	}
+	eventually(t, 5*time.Second, "kill reported", func() bool { return len(d.find("off", api.TaskKilled)) == 1 })
+	r := d.find("off", api.TaskKilled)[0]
+	if r.Reason != api.ReasonMemoryKiller || r.Message != "memory low: 3% available" {
+		t.Errorf("kill report = %+v", r)
+	}
+	// Still desired, but killed: not started again.
+	time.Sleep(50 * time.Millisecond)
+	if got := running(t, h.rt); !slices.Equal(got, []string{"on/1"}) {
+		t.Errorf("running = %v", got)
+	}
+	h.close()
+	if err := h.agent; err != nil {
+		t.Fatal("agent not cleared")
+	}
+}
+
+func TestKillAfterClose(t *testing.T) {
+	host := sim.NewHost()
+	defer host.Close()
+	h := newHarness(t, host, newFakeDispatcher(), nil)
+	a := h.agent
+	h.close()
+	if err := a.Kill(context.Background(), "x", "y"); !errors.Is(err, nodelet.ErrNotRunning) {
+		t.Errorf("Kill after Close = %v, want ErrNotRunning", err)
+	}
+	if err := a.Run(context.Background()); !errors.Is(err, nodelet.ErrAlreadyRun) {
+		t.Errorf("second Run = %v", err)
+	}
+}
+
+// TestRecoveryAdopts restarts the agent over the same sim host: running
+// pods that are still desired are adopted (not started again), an
+// undesired one is stopped, and one that ended while no agent ran is
+// reported.
+func TestRecoveryAdopts(t *testing.T) {
+	host := sim.NewHost()
+	defer host.Close()
+	d := newFakeDispatcher()
+	h1 := newHarness(t, host, d, nil)
+	d.setTarget(1, simPod("keep", 1, 0, 0), simPod("drop", 1, 0, 0), simPod("away", 1, 100*time.Millisecond, 4))
+	eventually(t, 5*time.Second, "three running", func() bool { return len(running(t, h1.rt)) == 3 })
+	h1.close()
+	time.Sleep(150 * time.Millisecond) // away ends, unobserved
+	before := listed(t, sim.New(host))
+
+	d.setTarget(2, simPod("keep", 1, 0, 0), simPod("away", 1, 100*time.Millisecond, 4))
+	h2 := newHarness(t, host, d, nil)
+	eventually(t, 5*time.Second, "drop stopped, away reported and removed", func() bool {
+		l := listed(t, h2.rt)
+		_, hasDrop := l["drop"]
+		_, hasAway := l["away"]
+		return !hasDrop && !hasAway && len(d.find("away", api.TaskFailed)) == 1
+	})
+	if n := len(h2.rt.startCounts()); n != 0 {
+		t.Errorf("new agent started %v", h2.rt.startCounts())
+	}
+	after := listed(t, h2.rt)
+	if !after["keep"].StartedAt.Equal(before["keep"].StartedAt) || after["keep"].State != runtime.StateRunning {
+		t.Errorf("keep = %+v, want the same running pod as %+v", after["keep"], before["keep"])
+	}
+	if r := d.find("away", api.TaskFailed); r[0].ExitCode != 4 || r[0].TaskID != "task-away" {
+		t.Errorf("away's report = %+v", r[0])
+	}
+	if r := d.find("keep", api.TaskRunning); len(r) != 2 || r[1].TaskID != "task-keep" {
+		t.Errorf("keep's running reports = %+v, want the first and one after adoption", r)
+	}
+	if s := h2.agent.Stats(); s.Adopted != 2 || s.Running != 1 {
+		t.Errorf("stats = %+v", s)
+	}
+}
+
+// TestRandomTargetsConverge applies random target sequences and checks
+// that the running pods converge to the last target, that no pod
+// (ID and generation) starts twice, and that every end is reported.
+func TestRandomTargetsConverge(t *testing.T) {
+	r := seedtest.Rand(t)
+	host := sim.NewHost()
+	defer host.Close()
+	d := newFakeDispatcher()
+	h := newHarness(t, host, d, func(c *nodelet.Config) { c.MaxConcurrentStarts = 1 + r.IntN(8) })
+	if r.IntN(2) == 0 {
+		d.failNext(r.IntN(10))
+	}
+	const ids = 30
+	gen := make([]int64, ids)
+	in := make([]bool, ids)
+	var last []nodelet.DesiredPod
+	for round := 1; round <= 40; round++ {
+		last = nil
+		for i := range ids {
+			want := r.IntN(3) == 0
+			if want && (!in[i] || r.IntN(10) == 0) {
+				gen[i]++ // new pod of the task, or a replacement
+			}
+			in[i] = want
+			if !want {
+				continue
+			}
+			var runFor time.Duration
+			if i%5 == 0 {
+				runFor = time.Duration(1+r.IntN(20)) * time.Millisecond
+			}
+			last = append(last, simPod(fmt.Sprintf("p%02d", i), gen[i], runFor, 0))
+		}
+		r.Shuffle(len(last), func(i, j int) { last[i], last[j] = last[j], last[i] })
+		d.setTarget(uint64(round), last...)
+		time.Sleep(time.Duration(r.IntN(5)) * time.Millisecond)
+	}
+	var want []string
+	for _, p := range last {
+		if p.Pod.Sim == nil {
+			want = append(want, fmt.Sprintf("%s/%d", p.ID, p.Generation))
+		}
+	}
+	slices.Sort(want)
+	eventually(t, 20*time.Second, "convergence", func() bool {
+		return slices.Equal(running(t, h.rt), want) && len(listed(t, h.rt)) == len(want) &&
+			h.agent.Stats().PendingReports == 0 && h.agent.Stats().Generation == 40
+	})
+	for k, n := range h.rt.startCounts() {
+		if n != 1 {
+			t.Errorf("%s started %d times", k, n)
+		}
+	}
+	// Every started pod that is gone has a final report.
+	final := map[string]bool{}
+	started := map[string]bool{}
+	for _, rep := range d.allReports() {
+		k := fmt.Sprintf("%s/%d", rep.PodID, rep.Generation)
+		if rep.State == api.TaskRunning {
+			started[k] = true
+		} else {
+			final[k] = true
+		}
+	}
+	for k := range started {
+		if !final[k] && !slices.Contains(want, k) {
+			t.Errorf("%s ended without a final report", k)
+		}
+	}
+	for k := range h.rt.startCounts() {
+		if !started[k] {
+			t.Errorf("%s started without a running report", k)
+		}
+	}
+}

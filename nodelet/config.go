@@ -1,0 +1,139 @@
+package nodelet
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/nodelet/overcommit"
+	"github.com/sluicehq/sluice/nodelet/runtime"
+)
+
+// Config configures an Agent. Zero values mean the documented defaults.
+type Config struct {
+	// Node is the node's name in the cluster. Required.
+	Node string
+	// Runtime runs the pods. Required. The Agent never closes it.
+	Runtime runtime.Runtime
+	// Dispatcher is where targets come from and reports go. Required.
+	Dispatcher Dispatcher
+	// CgroupRoot is the cgroup, relative to each hierarchy's root, that
+	// holds the tiers: a pod goes under CgroupRoot/<tier>/<pod ID>. It
+	// matches nodelet/cgroup's Config.Root without the leading slash.
+	// Default "sluice".
+	CgroupRoot string
+	// StopGrace is the time between SIGTERM and SIGKILL when a pod is no
+	// longer wanted. Default 10s.
+	StopGrace time.Duration
+	// KillGrace is the same for pods the memory killer chooses. Default
+	// 0: SIGKILL at once, since memory is short.
+	KillGrace time.Duration
+	// MaxConcurrentStarts bounds the runtime Start and Remove calls in
+	// flight. Default 4.
+	MaxConcurrentStarts int
+	// ReportBatch is the most reports sent in one Report call. Default 256.
+	ReportBatch int
+	// RetryMin and RetryMax bound the exponential backoff between failed
+	// Target or Report calls. Defaults 100ms and 5s.
+	RetryMin, RetryMax time.Duration
+	// ResyncPeriod is how often the agent reconciles without a new event,
+	// retrying what failed (a Stop, a Remove). Default 10s.
+	ResyncPeriod time.Duration
+	// Overcommit, when set, runs the overcommit control loop inside Run
+	// with this configuration; its Pods and Killer are the Agent (any
+	// value set there is replaced). Leave nil on hosts without cgroups.
+	Overcommit *overcommit.Config
+	// Logger receives what the agent does. Default: discarded.
+	Logger *slog.Logger
+	// Now is the clock of reports and start times. Default time.Now.
+	Now func() time.Time
+}
+
+// Defaults of Config.
+const (
+	DefaultCgroupRoot          = "sluice"
+	DefaultStopGrace           = 10 * time.Second
+	DefaultMaxConcurrentStarts = 4
+	DefaultReportBatch         = 256
+	DefaultRetryMin            = 100 * time.Millisecond
+	DefaultRetryMax            = 5 * time.Second
+	DefaultResyncPeriod        = 10 * time.Second
+)
+
+// Validate reports every problem of c at once.
+func (c *Config) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("nodelet: config: "+format, args...))
+	}
+	if c.Node == "" {
+		add("Node is required")
+	} else if strings.ContainsAny(c.Node, "/ \t\n") {
+		add("Node %q must not contain '/' or spaces", c.Node)
+	}
+	if c.Runtime == nil {
+		add("Runtime is required")
+	}
+	if c.Dispatcher == nil {
+		add("Dispatcher is required")
+	}
+	if r := c.CgroupRoot; r != "" {
+		if strings.HasPrefix(r, "/") || path.Clean(r) != r || r == "." || strings.Contains(r, "..") {
+			add("CgroupRoot %q must be a clean relative cgroup path such as %q", r, DefaultCgroupRoot)
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"StopGrace", c.StopGrace}, {"KillGrace", c.KillGrace}, {"RetryMin", c.RetryMin}, {"RetryMax", c.RetryMax}, {"ResyncPeriod", c.ResyncPeriod}} {
+		if d.v < 0 {
+			add("%s %v must not be negative", d.name, d.v)
+		}
+	}
+	if c.RetryMin > 0 && c.RetryMax > 0 && c.RetryMin > c.RetryMax {
+		add("RetryMin %v exceeds RetryMax %v", c.RetryMin, c.RetryMax)
+	}
+	if c.MaxConcurrentStarts < 0 {
+		add("MaxConcurrentStarts %d must not be negative", c.MaxConcurrentStarts)
+	}
+	if c.ReportBatch < 0 {
+		add("ReportBatch %d must not be negative", c.ReportBatch)
+	}
+	if c.Overcommit != nil && c.Overcommit.Cgroups == nil {
+		add("Overcommit.Cgroups is required when Overcommit is set")
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) setDefaults() {
+	if c.CgroupRoot == "" {
+		c.CgroupRoot = DefaultCgroupRoot
+	}
+	if c.StopGrace == 0 {
+		c.StopGrace = DefaultStopGrace
+	}
+	if c.MaxConcurrentStarts == 0 {
+		c.MaxConcurrentStarts = DefaultMaxConcurrentStarts
+	}
+	if c.ReportBatch == 0 {
+		c.ReportBatch = DefaultReportBatch
+	}
+	if c.RetryMin == 0 {
+		c.RetryMin = DefaultRetryMin
+	}
+	if c.RetryMax == 0 {
+		c.RetryMax = max(DefaultRetryMax, c.RetryMin)
+	}
+	if c.ResyncPeriod == 0 {
+		c.ResyncPeriod = DefaultResyncPeriod
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}

@@ -1,0 +1,214 @@
+package nodelet_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/nodelet"
+	"github.com/sluicehq/sluice/nodelet/cgroup"
+	"github.com/sluicehq/sluice/nodelet/runtime/container"
+)
+
+// Environment of the child agent of TestContainerRecovery.
+const (
+	childStateEnv  = "SLUICE_NODELET_TEST_CHILD_STATE"
+	childRootfsEnv = "SLUICE_NODELET_TEST_ROOTFS"
+	testCgroupRoot = "sluicetest-nodelet"
+)
+
+func TestMain(m *testing.M) {
+	container.Reexec()
+	if dir := os.Getenv(childStateEnv); dir != "" {
+		os.Exit(childAgent(dir, os.Getenv(childRootfsEnv)))
+	}
+	code := m.Run()
+	if rootfsDir != "" {
+		_ = os.RemoveAll(rootfsDir)
+	}
+	os.Exit(code)
+}
+
+var (
+	rootfsOnce sync.Once
+	rootfsDir  string
+	rootfsErr  error
+)
+
+// payloadRootfs builds the container runtime's test payload into a
+// temporary rootfs, once per test binary.
+func payloadRootfs(t *testing.T) string {
+	t.Helper()
+	rootfsOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "sluice-nodelet-rootfs-")
+		if err != nil {
+			rootfsErr = err
+			return
+		}
+		_ = os.Chmod(dir, 0o755)
+		for _, d := range []string{"proc", "dev", "sys", "tmp", "etc"} {
+			_ = os.Mkdir(filepath.Join(dir, d), 0o755)
+		}
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "payload"), "./runtime/container/testdata/payload")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			rootfsErr = fmt.Errorf("building payload: %v\n%s", err, out)
+			return
+		}
+		rootfsDir = dir
+	})
+	if rootfsErr != nil {
+		t.Fatal(rootfsErr)
+	}
+	return rootfsDir
+}
+
+func sleeper(rootfs, id string) nodelet.DesiredPod {
+	return nodelet.DesiredPod{ID: id, Generation: 1, Tier: cgroup.Offline, Pod: api.PodSpec{Containers: []api.ContainerSpec{{
+		Name: "main", Image: api.Image{Rootfs: rootfs}, Command: []string{"/payload", "sleep", "120s"},
+		Resources: api.Resources{CPU: 100, Memory: 32 << 20},
+	}}}}
+}
+
+// childAgent is the first nodelet of TestContainerRecovery: it runs an
+// agent that starts two pods, prints "ready" and waits to be SIGKILLed.
+func childAgent(dir, rootfs string) int {
+	rt, err := container.New(container.Config{StateDir: dir, ImageDir: filepath.Join(dir, ".images")})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	d := newFakeDispatcher()
+	d.setTarget(1, sleeper(rootfs, "rec-a"), sleeper(rootfs, "rec-b"))
+	a, err := nodelet.New(nodelet.Config{Node: "child", Runtime: rt, Dispatcher: d, CgroupRoot: testCgroupRoot})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	go func() { _ = a.Run(context.Background()) }()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		s := a.Stats()
+		if s.StartFailures > 0 {
+			fmt.Fprintf(os.Stderr, "pods failed to start: %+v\n", d.allReports())
+			return 1
+		}
+		if s.Running == 2 && s.PendingReports == 0 {
+			fmt.Println("ready")
+			select {} // until SIGKILL
+		}
+	}
+	fmt.Fprintf(os.Stderr, "pods did not start: %+v\n", a.Stats())
+	return 1
+}
+
+func sandboxPid(t *testing.T, dir, id string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, id, "sandbox.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct{ Pid int }
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec.Pid
+}
+
+// TestContainerRecovery starts an agent with the container runtime in a
+// child process, SIGKILLs it once its pods run, and starts a new agent
+// over the same state: the pods are adopted (same sandbox processes, no
+// Start call), then stopped and removed when the target drops them.
+func TestContainerRecovery(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the container runtime creates namespaces and cgroups")
+	}
+	rootfs := payloadRootfs(t) // removed by TestMain
+	dir := t.TempDir()
+	defer func() {
+		for _, p := range []string{testCgroupRoot + "/offline", testCgroupRoot + "/online", testCgroupRoot} {
+			dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", p))
+			for _, d := range dirs {
+				_ = os.Remove(d)
+			}
+		}
+	}()
+
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), childStateEnv+"="+dir, childRootfsEnv+"="+rootfs)
+	child.Stderr = os.Stderr
+	out, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	_ = child.Process.Signal(syscall.SIGKILL)
+	_ = child.Wait()
+	if line != "ready\n" {
+		t.Fatalf("child agent said %q, want ready", line)
+	}
+	pids := map[string]int{"rec-a": sandboxPid(t, dir, "rec-a"), "rec-b": sandboxPid(t, dir, "rec-b")}
+
+	rt, err := container.New(container.Config{StateDir: dir, ImageDir: filepath.Join(dir, ".images")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	crt := newCounting(rt)
+	d := newFakeDispatcher()
+	d.setTarget(1, sleeper(rootfs, "rec-a"), sleeper(rootfs, "rec-b"))
+	a, err := nodelet.New(nodelet.Config{Node: "n1", Runtime: crt, Dispatcher: d, CgroupRoot: testCgroupRoot, StopGrace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- a.Run(context.Background()) }()
+	defer func() {
+		_ = a.Close()
+		if err := <-errc; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	eventually(t, 20*time.Second, "adoption reported", func() bool {
+		return len(d.find("rec-a", api.TaskRunning)) == 1 && len(d.find("rec-b", api.TaskRunning)) == 1
+	})
+	if s := a.Stats(); s.Adopted != 2 || s.Running != 2 || len(crt.startCounts()) != 0 {
+		t.Errorf("stats = %+v, starts = %v; want two adopted pods and no start", s, crt.startCounts())
+	}
+	for id, pid := range pids {
+		if got := sandboxPid(t, dir, id); got != pid {
+			t.Errorf("%s: sandbox pid %d, was %d: restarted", id, got, pid)
+		}
+		if err := syscall.Kill(pid, 0); err != nil {
+			t.Errorf("%s: sandbox %d not alive: %v", id, pid, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join("/sys/fs/cgroup/memory", testCgroupRoot, "offline", "rec-a")); err != nil {
+		t.Errorf("pod cgroup not under the offline tier: %v", err)
+	}
+
+	d.setTarget(2)
+	eventually(t, 30*time.Second, "pods stopped and removed", func() bool {
+		s := a.Stats()
+		return len(listed(t, rt)) == 0 && s.PendingReports == 0 && s.Removed == 2
+	})
+	for _, id := range []string{"rec-a", "rec-b"} {
+		if r := d.find(id, api.TaskKilled); len(r) != 1 || r[0].Reason != api.ReasonStopped {
+			t.Errorf("%s final reports = %+v", id, r)
+		}
+		if _, err := os.Stat(filepath.Join(dir, id)); err == nil {
+			t.Errorf("%s state directory left behind", id)
+		}
+	}
+}

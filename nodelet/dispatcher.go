@@ -1,0 +1,63 @@
+package nodelet
+
+import (
+	"context"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/nodelet/cgroup"
+)
+
+// Dispatcher is the agent's view of the dispatcher: where its target comes
+// from and where its reports go. The HTTP client implements it; tests use
+// a fake. Both methods are called from the agent's own goroutines, at most
+// one call of each at a time.
+type Dispatcher interface {
+	// Target long-polls for the node's target: it returns the current one
+	// as soon as its generation differs from knownGeneration, or blocks
+	// until it does or ctx is done. A returned error is retried with
+	// backoff.
+	Target(ctx context.Context, node string, knownGeneration uint64) (Target, error)
+	// Report delivers state changes, oldest first. Returning nil
+	// acknowledges all of them; on an error the agent sends the same
+	// reports again (plus newer ones) after a backoff, so delivery is at
+	// least once and in order: the dispatcher must treat a repeated
+	// report as a no-op.
+	Report(ctx context.Context, node string, reports []PodReport) error
+}
+
+// Target is the set of pods the dispatcher wants on the node.
+type Target struct {
+	// Generation increases with every change of Pods.
+	Generation uint64
+	// Pods are the desired pods; their IDs are unique.
+	Pods []DesiredPod
+}
+
+// DesiredPod is one pod the dispatcher wants running.
+type DesiredPod struct {
+	// ID names the pod on the host (runtime.CheckName rules).
+	ID string
+	// TaskID is the dispatcher's task the pod runs; reports carry it.
+	// Default: ID.
+	TaskID string
+	// Generation tells successive pods of one task apart: a pod running
+	// with another generation is stopped and the new one started.
+	Generation int64
+	// Tier is the cgroup tier the pod runs in: cgroup.Online or
+	// cgroup.Offline. Empty means offline (api's default QoS).
+	Tier cgroup.Tier
+	// Priority orders offline pods for the memory killer: lower dies
+	// first.
+	Priority int
+	// Pod is the pod's api spec, as decoded (defaulted) by api.
+	Pod api.PodSpec
+}
+
+// PodReport is a state change of one pod: the task report the dispatcher
+// consumes plus the pod's identity on the host.
+type PodReport struct {
+	// PodID and Generation name the pod; TaskReport.TaskID its task.
+	PodID      string
+	Generation int64
+	api.TaskReport
+}

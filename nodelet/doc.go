@@ -1,0 +1,56 @@
+// Package nodelet is the host agent: it converges its host to the set of
+// pods the dispatcher wants (the target), runs them through a
+// runtime.Runtime under the cgroup tier of their QoS, reports every state
+// change, and lets the overcommit loop see and kill offline pods.
+//
+// # Shape
+//
+// One goroutine (the owner, inside Run) owns desired and actual state. It
+// never blocks on the runtime: each Start, Stop and Remove runs in a
+// goroutine of its own (Start and Remove bounded by
+// Config.MaxConcurrentStarts), and one goroutine per running pod only
+// Waits; all of them post events back on a channel. Two more goroutines
+// talk to the Dispatcher: one long-polls Target and hands new targets to
+// the owner, one sends the report outbox in order and retries with
+// backoff until acknowledged. With Config.Overcommit, Run also runs the
+// overcommit loop, for which the Agent is the PodSource and the Killer.
+//
+// # Rules
+//
+//   - A desired pod that is absent is started under
+//     <CgroupRoot>/<tier>; offline pods get no CPU quota of their own, as
+//     the offline tier's quota bounds them (cgroup v1 refuses a child quota
+//     above its parent's).
+//   - A pod that is not desired, or desired with another generation, is
+//     stopped (SIGTERM, SIGKILL after StopGrace) and reported killed with
+//     reason "stopped".
+//   - A pod that ended, or failed to start, is not started again while the
+//     target keeps it: the dispatcher retries tasks, not the agent.
+//   - Reports: running; exited (succeeded, or failed with the code);
+//     OOM-killed; killed by the memory killer with its reason; failed to
+//     start with the error; lost when the exit status is unknown. They are
+//     delivered at least once and in order; an ended pod is removed from
+//     the runtime only after its final report is acknowledged, so a crash
+//     loses nothing.
+//   - Recovery: Run first lists the runtime. Running pods are adopted
+//     (watched, never started again) and re-reported as running once the
+//     first target names them; those the first target does not want are
+//     stopped; pods that ended while no agent ran are reported and removed.
+//     Before the first target nothing is started or stopped.
+//
+// # Invariants
+//
+//   - Only the owner goroutine reads or writes the pod table; other
+//     goroutines see a published copy (Pods, Stats).
+//   - Every goroutine Run starts has returned when Run returns; pods keep
+//     running for the next agent.
+//   - A pod ID and generation is started at most once per agent.
+//
+// # Usage
+//
+//	a, err := nodelet.New(nodelet.Config{Node: "host-1", Runtime: rt, Dispatcher: d})
+//	if err != nil { ... }
+//	go func() { errc <- a.Run(ctx) }()
+//	...
+//	a.Close()
+package nodelet

@@ -1,0 +1,5 @@
+//go:build !race
+
+package nodelet_test
+
+const raceEnabled = false

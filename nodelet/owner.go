@@ -1,0 +1,529 @@
+package nodelet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/nodelet/cgroup"
+	"github.com/sluicehq/sluice/nodelet/overcommit"
+	"github.com/sluicehq/sluice/nodelet/runtime"
+)
+
+// phase is where the agent is with one pod.
+type phase uint8
+
+const (
+	phaseStarting phase = iota // a Start call is in flight
+	phaseRunning               // started (or adopted); a waiter watches it
+	phaseStopping              // a Stop call is in flight
+	phaseExited                // ended; its final report is queued or pending
+	phaseRemoving              // final report acknowledged; Remove in flight
+	phaseDone                  // gone from the runtime (ended or never started); kept while desired so it is not started again
+)
+
+func (p phase) String() string {
+	return [...]string{"starting", "running", "stopping", "exited", "removing", "done"}[p]
+}
+
+// pod is the owner's record of one pod.
+type pod struct {
+	want      DesiredPod // as started (or as recovered: ID, Generation, Tier)
+	phase     phase
+	startedAt time.Time
+	// unwanted: the target dropped it while starting; stop once started.
+	unwanted bool
+	// stopReason is why the agent ended it: ReasonStopped or
+	// ReasonMemoryKiller; "" when it ended on its own.
+	stopReason api.TaskReason
+	killMsg    string
+	// exit is set in phaseExited and later.
+	exit *runtime.Exit
+	// finalSeq is the outbox sequence of the final report, 0 until queued.
+	finalSeq uint64
+	// reportRunning: a running report is owed once the target names the
+	// task (adopted pods).
+	reportRunning bool
+	// opFailed: the last Stop or Remove failed; retried on resync.
+	opFailed bool
+}
+
+func (p *pod) taskID() string {
+	if p.want.TaskID != "" {
+		return p.want.TaskID
+	}
+	return p.want.ID
+}
+
+type evKind uint8
+
+const (
+	evStarted evKind = iota
+	evStartFailed
+	evExited
+	evStopFailed
+	evRemoved
+	evRemoveFailed
+	evAcked
+)
+
+// event is what a pod goroutine or the reporter posts to the owner.
+type event struct {
+	kind evKind
+	id   string
+	gen  int64
+	exit runtime.Exit
+	err  error
+	seq  uint64 // evAcked: reports up to seq are acknowledged
+}
+
+type killReq struct {
+	id, reason string
+	reply      chan error
+}
+
+// owner is the one goroutine that owns desired and actual state. Its
+// fields are touched only by run and what run calls.
+type owner struct {
+	a    *Agent
+	ctx  context.Context
+	wg   sync.WaitGroup
+	sem  chan struct{} // bounds Start and Remove calls in flight
+	pods map[string]*pod
+	// desired is the last target's pods by ID; nil before the first.
+	desired    map[string]DesiredPod
+	generation uint64
+	acked      uint64 // outbox sequence acknowledged
+	stats      Stats
+}
+
+func newOwner(a *Agent, ctx context.Context) *owner {
+	return &owner{
+		a:    a,
+		ctx:  ctx,
+		sem:  make(chan struct{}, a.cfg.MaxConcurrentStarts),
+		pods: map[string]*pod{},
+	}
+}
+
+// recover takes over what the runtime listed: running pods are watched
+// again (and stopped later if the first target does not want them); ended
+// ones are reported and removed.
+func (o *owner) recover(listed []runtime.PodStatus) {
+	for _, st := range listed {
+		p := &pod{
+			want:      DesiredPod{ID: st.ID, Generation: st.Generation, Tier: tierOf(o.a.cfg.CgroupRoot, st.CgroupParent)},
+			startedAt: st.StartedAt,
+		}
+		o.pods[st.ID] = p
+		switch {
+		case st.State == runtime.StateRunning:
+			p.phase = phaseRunning
+			p.reportRunning = true
+			o.stats.Adopted++
+			o.watch(st.ID, st.Generation)
+		case st.Exit != nil:
+			p.phase = phaseExited
+			e := *st.Exit
+			p.exit = &e
+		default:
+			p.phase = phaseExited
+			p.exit = &runtime.Exit{Code: -1, Err: runtime.ErrExitUnknown}
+		}
+	}
+	o.publish()
+}
+
+func (o *owner) run(ctx context.Context) {
+	resync := time.NewTicker(o.a.cfg.ResyncPeriod)
+	defer resync.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case t := <-o.a.targets:
+			o.setTarget(t)
+		case ev := <-o.a.events:
+			o.handle(ev)
+		case k := <-o.a.kills:
+			k.reply <- o.kill(k.id, k.reason)
+		case <-resync.C:
+			for _, p := range o.pods {
+				p.opFailed = false
+			}
+		}
+		o.reconcile()
+		o.publish()
+	}
+}
+
+// setTarget records a new target. A pod ID that appears twice is
+// reported as failed to start; the first one counts.
+func (o *owner) setTarget(t Target) {
+	o.generation = t.Generation
+	o.desired = make(map[string]DesiredPod, len(t.Pods))
+	for _, d := range t.Pods {
+		if d.Tier == "" {
+			d.Tier = cgroup.Offline
+		}
+		if _, dup := o.desired[d.ID]; dup {
+			o.reportStartFailed(d, fmt.Errorf("pod id %q appears twice in target %d", d.ID, t.Generation))
+			continue
+		}
+		o.desired[d.ID] = d
+	}
+}
+
+// check validates what the agent needs of a desired pod before the
+// runtime sees it.
+func (o *owner) check(d DesiredPod) error {
+	var errs []error
+	if msg := runtime.CheckName(d.ID); msg != "" {
+		errs = append(errs, fmt.Errorf("pod id: %s", msg))
+	}
+	if !d.Tier.Valid() {
+		errs = append(errs, fmt.Errorf("tier %q: want %q or %q", d.Tier, cgroup.Online, cgroup.Offline))
+	}
+	return errors.Join(errs...)
+}
+
+// reconcile starts what is missing, stops what is not wanted, reports
+// and removes what ended. It never blocks: runtime calls run in
+// goroutines that post events back.
+func (o *owner) reconcile() {
+	if o.desired == nil {
+		return // no target yet: adopt, but change nothing
+	}
+	for _, id := range slices.Sorted(mapsKeys(o.desired)) {
+		d := o.desired[id]
+		p := o.pods[id]
+		switch {
+		case p == nil:
+			o.start(d)
+		case p.want.Generation != d.Generation:
+			switch p.phase {
+			case phaseDone:
+				o.start(d)
+			case phaseRunning:
+				o.stop(p, api.ReasonStopped, "", o.a.cfg.StopGrace)
+			case phaseStarting:
+				p.unwanted = true
+			}
+		default:
+			// The same pod: keep what the dispatcher may change.
+			p.want.Priority = d.Priority
+			if d.TaskID != "" {
+				p.want.TaskID = d.TaskID
+			}
+			if p.reportRunning && p.phase == phaseRunning {
+				p.reportRunning = false
+				o.report(p, api.TaskRunning, api.ReasonStarted, 0, "adopted after a nodelet restart")
+			}
+		}
+	}
+	for id, p := range o.pods {
+		d, wanted := o.desired[id]
+		wanted = wanted && d.Generation == p.want.Generation
+		switch p.phase {
+		case phaseStarting:
+			if !wanted {
+				p.unwanted = true
+			}
+		case phaseRunning:
+			if p.opFailed {
+				break // retried on resync
+			}
+			if !wanted || p.unwanted {
+				o.stop(p, api.ReasonStopped, "", o.a.cfg.StopGrace)
+			} else if p.stopReason == api.ReasonMemoryKiller {
+				// A kill whose Stop failed: retried on resync.
+				o.stop(p, api.ReasonMemoryKiller, p.killMsg, o.a.cfg.KillGrace)
+			}
+		case phaseExited:
+			if p.finalSeq == 0 {
+				o.reportExit(p)
+			} else if p.finalSeq <= o.acked && !p.opFailed {
+				o.remove(p)
+			}
+		case phaseDone:
+			if !wanted {
+				delete(o.pods, id)
+			}
+		}
+	}
+}
+
+func mapsKeys[M ~map[K]V, K comparable, V any](m M) func(func(K) bool) {
+	return func(yield func(K) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// spec derives the runtime spec of d. Offline pods get no CPU quota of
+// their own: the offline tier's quota (the overcommit loop's) bounds them,
+// and cgroup v1 refuses a child quota above its parent's.
+func (o *owner) spec(d DesiredPod) runtime.PodSpec {
+	s := runtime.FromAPI(d.ID, d.Generation, path.Join(o.a.cfg.CgroupRoot, string(d.Tier)), &d.Pod)
+	if d.Tier == cgroup.Offline {
+		for i := range s.Containers {
+			s.Containers[i].Resources.MilliCPU = 0
+		}
+	}
+	return s
+}
+
+// start starts d in a goroutine that then waits for it.
+// A pod the agent cannot start (an invalid ID or tier) is reported as
+// failed to start and kept as done, so it is not tried again.
+func (o *owner) start(d DesiredPod) {
+	if err := o.check(d); err != nil {
+		o.stats.StartFailures++
+		o.reportStartFailed(d, err)
+		o.pods[d.ID] = &pod{want: d, phase: phaseDone}
+		return
+	}
+	p := &pod{want: d, phase: phaseStarting}
+	o.pods[d.ID] = p
+	spec := o.spec(d)
+	rt := o.a.cfg.Runtime
+	o.wg.Go(func() {
+		select {
+		case o.sem <- struct{}{}:
+		case <-o.ctx.Done():
+			return
+		}
+		err := rt.Start(o.ctx, spec)
+		<-o.sem
+		if err != nil {
+			o.post(event{kind: evStartFailed, id: d.ID, gen: d.Generation, err: err})
+			return
+		}
+		if !o.post(event{kind: evStarted, id: d.ID, gen: d.Generation}) {
+			return
+		}
+		o.wait(d.ID, d.Generation)
+	})
+}
+
+// watch waits for a running pod in a goroutine.
+func (o *owner) watch(id string, gen int64) {
+	o.wg.Go(func() { o.wait(id, gen) })
+}
+
+func (o *owner) wait(id string, gen int64) {
+	exit, err := o.a.cfg.Runtime.Wait(o.ctx, id)
+	if err != nil {
+		if o.ctx.Err() == nil {
+			// The pod vanished under us: report it lost.
+			exit = runtime.Exit{Code: -1, Err: fmt.Errorf("wait: %w", err)}
+		} else {
+			return
+		}
+	}
+	o.post(event{kind: evExited, id: id, gen: gen, exit: exit})
+}
+
+// post sends ev to the owner; false when the agent is stopping.
+func (o *owner) post(ev event) bool {
+	select {
+	case o.a.events <- ev:
+		return true
+	case <-o.ctx.Done():
+		return false
+	}
+}
+
+// stop ends a running pod in a goroutine; its waiter reports the exit.
+func (o *owner) stop(p *pod, reason api.TaskReason, msg string, grace time.Duration) {
+	if p.stopReason != api.ReasonMemoryKiller { // the killer's reason wins
+		p.stopReason, p.killMsg = reason, msg
+	}
+	p.phase = phaseStopping
+	if reason == api.ReasonMemoryKiller {
+		o.stats.Kills++
+	} else {
+		o.stats.Stops++
+	}
+	id, gen, rt := p.want.ID, p.want.Generation, o.a.cfg.Runtime
+	o.wg.Go(func() {
+		if err := rt.Stop(o.ctx, id, grace); err != nil && o.ctx.Err() == nil {
+			o.post(event{kind: evStopFailed, id: id, gen: gen, err: err})
+		}
+	})
+}
+
+// remove deletes an ended, reported pod from the runtime in a goroutine.
+func (o *owner) remove(p *pod) {
+	p.phase = phaseRemoving
+	id, gen, rt := p.want.ID, p.want.Generation, o.a.cfg.Runtime
+	o.wg.Go(func() {
+		select {
+		case o.sem <- struct{}{}:
+		case <-o.ctx.Done():
+			return
+		}
+		err := rt.Remove(o.ctx, id)
+		<-o.sem
+		if err != nil && !errors.Is(err, runtime.ErrNotFound) {
+			o.post(event{kind: evRemoveFailed, id: id, gen: gen, err: err})
+			return
+		}
+		o.post(event{kind: evRemoved, id: id, gen: gen})
+	})
+}
+
+// kill handles a memory-killer request.
+func (o *owner) kill(id, reason string) error {
+	p := o.pods[id]
+	if p == nil {
+		return nil
+	}
+	switch p.phase {
+	case phaseStarting:
+		p.unwanted = true
+		p.stopReason, p.killMsg = api.ReasonMemoryKiller, reason
+	case phaseRunning, phaseStopping:
+		o.stop(p, api.ReasonMemoryKiller, reason, o.a.cfg.KillGrace)
+	}
+	return nil
+}
+
+func (o *owner) handle(ev event) {
+	if ev.kind == evAcked {
+		o.acked = max(o.acked, ev.seq)
+		return
+	}
+	p := o.pods[ev.id]
+	if p == nil || p.want.Generation != ev.gen {
+		return // a pod the owner has forgotten; cannot happen
+	}
+	log := o.a.cfg.Logger.With("pod", ev.id, "generation", ev.gen)
+	switch ev.kind {
+	case evStarted:
+		o.stats.Starts++
+		p.phase = phaseRunning
+		p.startedAt = o.a.cfg.Now()
+		o.report(p, api.TaskRunning, api.ReasonStarted, 0, "")
+		if p.stopReason == api.ReasonMemoryKiller {
+			o.stop(p, api.ReasonMemoryKiller, p.killMsg, o.a.cfg.KillGrace)
+		}
+	case evStartFailed:
+		o.stats.StartFailures++
+		log.Warn("nodelet: start pod", "err", ev.err)
+		o.reportStartFailed(p.want, ev.err)
+		p.phase = phaseDone
+	case evExited:
+		o.stats.Exits++
+		e := ev.exit
+		p.exit = &e
+		p.phase = phaseExited
+	case evStopFailed:
+		o.stats.OpErrors++
+		log.Warn("nodelet: stop pod", "err", ev.err)
+		if p.phase == phaseStopping {
+			p.phase = phaseRunning
+			p.opFailed = true
+		}
+	case evRemoveFailed:
+		o.stats.OpErrors++
+		log.Warn("nodelet: remove pod", "err", ev.err)
+		p.phase = phaseExited
+		p.opFailed = true
+	case evRemoved:
+		o.stats.Removed++
+		p.phase = phaseDone
+		p.exit = nil
+	}
+}
+
+func (o *owner) reportStartFailed(d DesiredPod, err error) {
+	p := &pod{want: d}
+	o.report(p, api.TaskFailed, api.ReasonStartFailed, 0, err.Error())
+}
+
+// reportExit queues the final report of an ended pod.
+func (o *owner) reportExit(p *pod) {
+	e := p.exit
+	var (
+		state  api.TaskState
+		reason api.TaskReason
+		msg    string
+	)
+	switch {
+	case p.stopReason == api.ReasonMemoryKiller:
+		state, reason, msg = api.TaskKilled, api.ReasonMemoryKiller, p.killMsg
+	case p.stopReason == api.ReasonStopped:
+		state, reason = api.TaskKilled, api.ReasonStopped
+	case e.OOMKilled:
+		state, reason = api.TaskFailed, api.ReasonOOMKilled
+	case e.Err != nil:
+		state, reason, msg = api.TaskLost, api.ReasonLost, e.Err.Error()
+	case e.Code == 0:
+		state, reason = api.TaskSucceeded, api.ReasonExited
+	default:
+		state, reason = api.TaskFailed, api.ReasonExited
+	}
+	p.finalSeq = o.report(p, state, reason, int32(e.Code), msg)
+}
+
+func (o *owner) report(p *pod, state api.TaskState, reason api.TaskReason, code int32, msg string) uint64 {
+	return o.a.out.add(PodReport{
+		PodID:      p.want.ID,
+		Generation: p.want.Generation,
+		TaskReport: api.TaskReport{
+			TaskID:   p.taskID(),
+			State:    state,
+			Reason:   reason,
+			ExitCode: code,
+			Message:  msg,
+			Time:     o.a.cfg.Now(),
+		},
+	})
+}
+
+// publish makes the pod list and counters visible to other goroutines.
+func (o *owner) publish() {
+	var pods []overcommit.Pod
+	running := 0
+	for _, p := range o.pods {
+		if p.phase != phaseRunning && p.phase != phaseStopping {
+			continue
+		}
+		running++
+		op := overcommit.Pod{ID: p.want.ID, Tier: p.want.Tier, Priority: p.want.Priority, StartedAt: p.startedAt}
+		for _, c := range p.want.Pod.Containers {
+			op.Request.CPUMillis += c.Resources.CPU
+			op.Request.MemoryBytes += c.Resources.Memory
+		}
+		pods = append(pods, op)
+	}
+	slices.SortFunc(pods, func(x, y overcommit.Pod) int { return cmpString(x.ID, y.ID) })
+	o.stats.Generation = o.generation
+	o.stats.Running = running
+	a := o.a
+	a.mu.Lock()
+	a.mu.pods = pods
+	s := o.stats
+	s.ReportsAcked, s.ReportErrors, s.TargetErrors = a.mu.stats.ReportsAcked, a.mu.stats.ReportErrors, a.mu.stats.TargetErrors
+	a.mu.stats = s
+	a.mu.Unlock()
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
