@@ -38,6 +38,9 @@ func StartEtcd(ctx context.Context, dir string, members int) (*Etcd, error) {
 	if members < 1 {
 		return nil, fmt.Errorf("start etcd: %d members: want at least 1", members)
 	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("start etcd: %w", err)
+	}
 	ports, err := freePorts(2 * members)
 	if err != nil {
 		return nil, fmt.Errorf("start etcd: %w", err)

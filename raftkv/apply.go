@@ -1,0 +1,248 @@
+package raftkv
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// delivery is a result for one of this replica's waiting proposals.
+type delivery struct {
+	seq uint64
+	res result
+}
+
+// memberChange is a change to the member table, applied to the loop's copy
+// once the batch that writes it is committed.
+type memberChange struct {
+	id     uint64
+	addr   string
+	remove bool
+}
+
+// apply applies committed entries: every command's writes, the member
+// table's changes, the applied index and the conf state go into one pebble
+// batch, committed without sync (the entries are already synced in the log;
+// a crash loses at most this batch, and the restart applies it again).
+// Results reach the waiting callers only after the batch is committed.
+func (n *Node) apply(ents []*raftpb.Entry) error {
+	if len(ents) == 0 {
+		return nil
+	}
+	main := n.db.NewIndexedBatch()
+	defer main.Close()
+	var (
+		out     []delivery
+		changes []memberChange
+		cs      *raftpb.ConfState
+		last    indexTerm
+		cmds    int
+	)
+	for _, e := range ents {
+		if e.GetIndex() <= n.applied.index {
+			continue
+		}
+		var err error
+		switch e.GetType() {
+		case raftpb.EntryNormal:
+			var c int
+			out, c, err = n.applyNormal(main, e, out)
+			cmds += c
+		case raftpb.EntryConfChange, raftpb.EntryConfChangeV2:
+			var ncs *raftpb.ConfState
+			out, changes, ncs, err = n.applyConfChange(main, e, out, changes)
+			if ncs != nil {
+				cs = ncs
+			}
+		default:
+			err = fmt.Errorf("%w: entry %d has type %v", ErrCorrupt, e.GetIndex(), e.GetType())
+		}
+		if err != nil {
+			return err
+		}
+		last = indexTerm{e.GetIndex(), e.GetTerm()}
+	}
+	if last.index == 0 {
+		return nil
+	}
+	hs, err := n.st.writeApplied(main, last, cs)
+	if err != nil {
+		return err
+	}
+	if err := main.Commit(pebble.NoSync); err != nil {
+		return storageError("apply", err)
+	}
+	n.st.appliedCommitted(last, cs, hs)
+	n.applied = last
+	n.metrics.appliedEntries.Add(uint64(len(ents)))
+	n.metrics.appliedCommands.Add(uint64(cmds))
+	if cs != nil {
+		n.confState = cs
+		n.membersDirty = true
+	}
+	if len(changes) > 0 {
+		for _, c := range changes {
+			if c.remove {
+				delete(n.members, c.id)
+			} else {
+				n.members[c.id] = c.addr
+			}
+		}
+		n.syncPeers()
+	}
+	for _, d := range out {
+		if p := n.waiting[d.seq]; p != nil {
+			delete(n.waiting, d.seq)
+			p.finish(d.res)
+		}
+	}
+	n.reads.applied(last.index)
+	// Log terms never decrease: once an entry of term T is applied, no entry
+	// of an earlier term can still commit after it. Our proposals from
+	// earlier terms that did not show up were dropped.
+	if last.term > n.prunedAt {
+		n.prunedAt = last.term
+		for seq, p := range n.waiting {
+			if p.term < last.term {
+				delete(n.waiting, seq)
+				n.metrics.dropped.Add(1)
+				p.finish(result{err: fmt.Errorf("%w: the leadership changed before it committed", ErrProposalDropped)})
+			}
+		}
+	}
+	return nil
+}
+
+// applyNormal applies the commands of one normal entry. A command that fails
+// to decode, or that the state machine rejects, leaves no writes behind; a
+// malformed entry is rejected as a whole before any of its commands runs.
+// Only storage failures are returned as errors.
+func (n *Node) applyNormal(main *pebble.Batch, e *raftpb.Entry, out []delivery) ([]delivery, int, error) {
+	data := e.GetData()
+	if len(data) == 0 {
+		return out, 0, nil
+	}
+	h, body, err := decodeEntryHeader(data)
+	if err != nil {
+		n.metrics.rejected.Add(1)
+		n.log.Error("rejected a corrupt log entry", "index", e.GetIndex(), "err", err)
+		return out, 0, nil
+	}
+	mine := h.nonce == n.nonce
+	n.cmdBuf, err = splitCommands(n.cmdBuf[:0], h, body)
+	defer clear(n.cmdBuf)
+	if err != nil {
+		n.metrics.rejected.Add(uint64(h.count))
+		n.log.Error("rejected a corrupt log entry", "index", e.GetIndex(), "commands", h.count, "err", err)
+		if mine {
+			for i := range h.count {
+				out = append(out, delivery{h.firstSeq + uint64(i), result{err: fmt.Errorf("raftkv: entry %d: %w", e.GetIndex(), err)}})
+			}
+		}
+		return out, 0, nil
+	}
+	for i, enc := range n.cmdBuf {
+		var res result
+		cmd, err := decodeCommand(enc, &n.decBuf)
+		if err == nil {
+			n.batch.reset(main)
+			var val []byte
+			val, err = n.sm.Apply(&n.batch, e.GetIndex(), cmd)
+			if n.batch.err != nil {
+				return out, 0, n.batch.err
+			}
+			if err == nil {
+				if ferr := n.batch.flush(); ferr != nil {
+					return out, 0, ferr
+				}
+				res.val = bytes.Clone(val)
+			}
+		}
+		if err != nil {
+			n.metrics.rejected.Add(1)
+			res.err = fmt.Errorf("raftkv: command at index %d rejected: %w", e.GetIndex(), err)
+			if !mine {
+				n.log.Debug("command rejected", "index", e.GetIndex(), "err", err)
+			}
+		}
+		if mine {
+			out = append(out, delivery{h.firstSeq + uint64(i), res})
+		}
+	}
+	return out, len(n.cmdBuf), nil
+}
+
+// applyConfChange applies a membership change to raft and writes the member
+// table's change. A change that would leave no voter is cancelled (raft's
+// documented way: zero node IDs), the same on every replica.
+func (n *Node) applyConfChange(main *pebble.Batch, e *raftpb.Entry, out []delivery, changes []memberChange) ([]delivery, []memberChange, *raftpb.ConfState, error) {
+	var cc *raftpb.ConfChangeV2
+	if e.GetType() == raftpb.EntryConfChange {
+		v1 := &raftpb.ConfChange{}
+		if err := proto.Unmarshal(e.GetData(), v1); err != nil {
+			return out, changes, nil, fmt.Errorf("%w: conf change at %d: %w", ErrCorrupt, e.GetIndex(), err)
+		}
+		cc = v1.AsV2()
+	} else {
+		cc = &raftpb.ConfChangeV2{}
+		if err := proto.Unmarshal(e.GetData(), cc); err != nil {
+			return out, changes, nil, fmt.Errorf("%w: conf change at %d: %w", ErrCorrupt, e.GetIndex(), err)
+		}
+	}
+	nonce, seq, addr, hasCtx := decodeMemberContext(cc.GetContext())
+	var rejected error
+	if len(cc.GetChanges()) == 0 || len(cc.GetChanges()) > 1 {
+		// We only ever propose single changes; refuse joint transitions.
+		rejected = fmt.Errorf("raftkv: conf change at %d: %d changes; only single changes are supported", e.GetIndex(), len(cc.GetChanges()))
+	} else {
+		voters := map[uint64]bool{}
+		for _, v := range n.confState.GetVoters() {
+			voters[v] = true
+		}
+		c := cc.GetChanges()[0]
+		switch c.GetType() {
+		case raftpb.ConfChangeAddNode:
+			voters[c.GetNodeId()] = true
+		case raftpb.ConfChangeAddLearnerNode, raftpb.ConfChangeRemoveNode:
+			delete(voters, c.GetNodeId())
+		}
+		if len(voters) == 0 {
+			rejected = fmt.Errorf("raftkv: conf change at %d would leave no voter", e.GetIndex())
+		}
+	}
+	if rejected != nil {
+		n.log.Warn("membership change cancelled", "err", rejected)
+		cc = &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeAddNode.Enum(), NodeId: new(uint64(0))}}}
+	}
+	cs := n.rn.ApplyConfChange(cc)
+	if rejected == nil {
+		for _, c := range cc.GetChanges() {
+			id := c.GetNodeId()
+			switch c.GetType() {
+			case raftpb.ConfChangeAddNode, raftpb.ConfChangeAddLearnerNode:
+				if addr == "" {
+					break // a promotion: the address is already known
+				}
+				if err := main.Set(memberKey(id), []byte(addr), nil); err != nil {
+					return out, changes, nil, storageError("apply conf change", err)
+				}
+				changes = append(changes, memberChange{id: id, addr: addr})
+			case raftpb.ConfChangeRemoveNode:
+				if err := main.Delete(memberKey(id), nil); err != nil {
+					return out, changes, nil, storageError("apply conf change", err)
+				}
+				changes = append(changes, memberChange{id: id, remove: true})
+			}
+		}
+		n.log.Info("membership changed", "index", e.GetIndex(), "change", raftpb.ConfChangesToString(cc.GetChanges()), "voters", cs.GetVoters(), "learners", cs.GetLearners())
+	}
+	if hasCtx && nonce == n.nonce {
+		out = append(out, delivery{seq, result{err: rejected}})
+	}
+	// Keep the member table's changes visible to later entries of this batch.
+	n.confState = cs
+	return out, changes, cs, nil
+}

@@ -1,0 +1,76 @@
+// Package raftkv is Sluice's replicated store: etcd raft's RawNode driven by
+// one goroutine, with the raft log, the raft state and the state machine's
+// data in one pebble database per replica.
+//
+// # What it owns
+//
+//   - Node: one replica. Open bootstraps, restarts or joins it; Propose
+//     replicates a command and returns the state machine's result once it is
+//     applied; ReadIndex, LinearizableGet, Get and Scan read; AddMember,
+//     PromoteMember, RemoveMember and TransferLeadership manage the cluster;
+//     Status, Metrics and Err report.
+//   - the raft.Storage over pebble (storage.go), with the recent log cached in
+//     memory, and log truncation by range deletion;
+//   - the StateMachine seam: Apply writes through a Batch confined to the
+//     state machine's keyspace; snapshots serialize that keyspace;
+//   - KV, the built-in state machine (put, delete, compare-and-swap);
+//   - the Transport seam (seam.go). The TCP transport lives in transport*.go.
+//
+// # Invariants
+//
+// Key layout (keys.go): 0x01 meta (hard state, conf state, applied index,
+// truncation point, replica ID, member addresses), 0x02+index log entries,
+// 0x03+key the state machine's data. Indexes are big-endian so the log is one
+// ordered range.
+//
+// Exactly-once apply: the writes of the committed commands of a Ready, the
+// applied index, the conf state and the member table are one pebble batch.
+// A crash loses either all of it or none of it; on restart raft hands back
+// exactly the entries after the stored applied index. On disk, at every
+// prefix of pebble's WAL: truncation point ≤ applied ≤ commit ≤ last index.
+//
+// The Ready loop (loop.go) is the only goroutine that touches the RawNode,
+// and it handles each Ready in this order:
+//
+//  1. send the messages that do not wait for the disk (appends, heartbeats,
+//     vote requests), so followers persist in parallel with the leader;
+//  2. apply the committed entries that were already in the stable log, and
+//     answer their callers;
+//  3. persist snapshot, entries and hard state in one batch, synced when
+//     raft says MustSync (always when there are entries or a vote);
+//  4. send the messages that acknowledge what was just persisted;
+//  5. apply the snapshot's effects and the remaining committed entries;
+//  6. hand out ReadIndex results, Advance, truncate the log if due.
+//
+// Proposals are queued on a channel; the loop drains all that are queued,
+// packs them into as few entries as Config.MaxEntryBytes allows, and
+// proposes them in one step, so concurrent proposals share an entry and an
+// fsync (group commit). Commands of Config.CompressThreshold bytes or more
+// are s2-compressed by the proposing goroutine; apply decompresses them.
+// Callers wait for their command to be applied. A proposal from term T whose
+// entry did not show up by the time an entry of a later term is applied was
+// dropped (log terms never decrease), and its caller gets ErrProposalDropped.
+//
+// Reads: ReadIndex requests arriving while one is in flight are batched into
+// the next; they complete once the replica has applied the read index.
+// Leader leases are off unless Config.LeaseReads.
+//
+// Failures: any pebble error on the write path, or a read error, stops the
+// replica (Err, Status.Err, every call returns an error matching
+// ErrStorage); it never serves reads after that.
+//
+// # Usage
+//
+//	n, err := raftkv.Open(raftkv.Config{
+//		ID:        1,
+//		Dir:       "/var/lib/sluice/raft",
+//		Peers:     map[uint64]string{1: "10.0.0.1:7000", 2: "10.0.0.2:7000", 3: "10.0.0.3:7000"},
+//		Transport: tr,
+//	})
+//	if err != nil { ... }
+//	defer n.Close()
+//	_, err = n.Propose(ctx, raftkv.PutCommand([]byte("k"), []byte("v")))
+//	var nl *raftkv.NotLeaderError
+//	if errors.As(err, &nl) { /* forward to nl.LeaderAddr */ }
+//	v, err := n.LinearizableGet(ctx, []byte("k"))
+package raftkv

@@ -1,0 +1,36 @@
+package raftkv
+
+import (
+	"context"
+
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// ProposeEncoded proposes an already encoded command (header included), so
+// that tests can feed apply what no honest proposer would.
+func ProposeEncoded(ctx context.Context, n *Node, enc []byte) ([]byte, error) {
+	if n.leader.Load() != n.id {
+		return nil, n.notLeader()
+	}
+	p := &proposal{cmd: enc, done: make(chan result, 1)}
+	select {
+	case n.propc <- p:
+	case <-ctx.Done():
+		return nil, timeoutErr(ctx)
+	}
+	return n.wait(ctx, p)
+}
+
+// ProposeRawEntry appends data as a normal log entry, bypassing the entry
+// encoding.
+func ProposeRawEntry(ctx context.Context, n *Node, data []byte) error {
+	return n.do(ctx, func() error {
+		return n.rn.Step(&raftpb.Message{Type: raftpb.MsgProp.Enum(), From: new(n.id), Entries: []*raftpb.Entry{{Data: data}}})
+	})
+}
+
+// EncodeCommand is encodeCommand.
+func EncodeCommand(cmd []byte, threshold int) []byte { return encodeCommand(cmd, threshold) }
+
+// Flush flushes the replica's memtables to sstables.
+func Flush(n *Node) error { return n.db.Flush() }

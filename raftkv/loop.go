@@ -1,0 +1,630 @@
+package raftkv
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
+	"google.golang.org/protobuf/proto"
+)
+
+// run is the Ready loop: the one goroutine that owns the RawNode.
+func (n *Node) run() {
+	defer close(n.donec)
+	defer n.guard.enter()()
+	t := time.NewTicker(n.cfg.TickInterval)
+	defer t.Stop()
+	err := n.loop(t.C)
+	if err != nil {
+		n.fail(err)
+		n.log.Error("replica stopped", "err", err)
+	}
+	n.shutdown()
+}
+
+// loop handles events until Close or a fatal error. Each event is followed
+// by a non-blocking drain of everything else that is queued (so that a burst
+// of proposals and messages shares one Ready and one fsync), then by the
+// Readys it produced.
+func (n *Node) loop(tick <-chan time.Time) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = n.panicErr(r)
+		}
+	}()
+	var items []inboxItem
+	for {
+		select {
+		case <-tick:
+			n.rn.Tick()
+			n.reads.tick(n)
+		case p := <-n.propc:
+			n.propBuf = append(n.propBuf[:0], p)
+			n.propose()
+		case w := <-n.readc:
+			n.reads.waiting = append(n.reads.waiting, w)
+		case f := <-n.ctrlc:
+			f()
+		case <-n.inbox.ready:
+		case <-n.failc:
+			return n.Err()
+		case <-n.stopc:
+			return nil
+		}
+		items = n.inbox.take(items)
+		n.step(items)
+		if len(n.propc) > 0 {
+			n.propBuf = n.propBuf[:0]
+			n.propose()
+		}
+	drainReads:
+		for {
+			select {
+			case w := <-n.readc:
+				n.reads.waiting = append(n.reads.waiting, w)
+			default:
+				break drainReads
+			}
+		}
+		n.reads.maybeSend(n)
+		if err := n.handleReadys(); err != nil {
+			return err
+		}
+	}
+}
+
+// panicErr turns a panic on the Ready loop into the replica's error: raft
+// panics when its storage fails, pebble's Fatalf panics through the guard.
+func (n *Node) panicErr(r any) error {
+	if fp, ok := r.(fatalPanic); ok {
+		return storageError("", fp.err)
+	}
+	if err, ok := r.(error); ok && errors.Is(err, ErrStorage) {
+		return err
+	}
+	if err := n.Err(); err != nil {
+		return err
+	}
+	n.log.Error("panic in the Ready loop", "panic", r, "stack", string(debug.Stack()))
+	return fmt.Errorf("raftkv: replica %d: internal error: %v", n.id, r)
+}
+
+// shutdown fails everything still waiting on the loop.
+func (n *Node) shutdown() {
+	err := n.stoppedErr()
+	for seq, p := range n.waiting {
+		p.finish(result{err: err})
+		delete(n.waiting, seq)
+	}
+	n.reads.failAll(err)
+	n.mu.Lock()
+	n.mu.status.Err = n.mu.err
+	n.mu.status.State = "StateStopped"
+	n.mu.status.IsLeader, n.mu.status.Leader, n.mu.status.LeaderAddr = false, 0, ""
+	n.mu.Unlock()
+	n.leader.Store(0)
+	// Proposals and requests still queued: their callers see donec.
+}
+
+// step feeds the transport's deliveries to raft.
+func (n *Node) step(items []inboxItem) {
+	for i := range items {
+		it := &items[i]
+		switch {
+		case it.msg != nil:
+			m := it.msg
+			if m.GetType() == raftpb.MsgProp {
+				// Followers never forward proposals here; a proposal from
+				// the network is not ours to append.
+				n.log.Warn("dropping a proposal received from the network", "from", m.GetFrom())
+				continue
+			}
+			if m.GetType() == raftpb.MsgSnap {
+				// Never let raft accept a snapshot we could not restore.
+				if _, err := decodeSnapshot(m.GetSnapshot()); err != nil {
+					n.log.Error("dropping a corrupt snapshot", "from", m.GetFrom(), "err", err)
+					continue
+				}
+			}
+			if err := n.rn.Step(m); err != nil {
+				n.log.Debug("step", "type", m.GetType(), "from", m.GetFrom(), "err", err)
+			}
+		case it.unreachable != 0:
+			n.rn.ReportUnreachable(it.unreachable)
+		case it.snapTo != 0:
+			n.rn.ReportSnapshot(it.snapTo, it.snapStatus)
+		}
+		*it = inboxItem{}
+	}
+}
+
+// propose drains the proposal channel into n.propBuf and proposes it, packed
+// into as few entries as the limits allow, in one raft step.
+func (n *Node) propose() {
+drain:
+	for len(n.propBuf) < cap(n.propc) {
+		select {
+		case p := <-n.propc:
+			n.propBuf = append(n.propBuf, p)
+		default:
+			break drain
+		}
+	}
+	props := n.propBuf
+	if len(props) == 0 {
+		return
+	}
+	defer clear(props)
+	st := n.rn.BasicStatus()
+	if st.RaftState != raft.StateLeader {
+		err := n.notLeaderLocked()
+		for _, p := range props {
+			p.finish(result{err: err})
+		}
+		return
+	}
+	term := st.GetTerm()
+	// Pack: group[k] holds the proposals of ents[k].
+	var ents []*raftpb.Entry
+	var groups [][]*proposal
+	for i := 0; i < len(props); {
+		j, size := i, 0
+		for j < len(props) && (j == i || size+len(props[j].cmd) <= n.cfg.MaxEntryBytes) &&
+			(n.cfg.MaxCommandsPerEntry == 0 || j-i < n.cfg.MaxCommandsPerEntry) {
+			size += len(props[j].cmd)
+			j++
+		}
+		n.encBuf = n.encBuf[:0]
+		for _, p := range props[i:j] {
+			n.encBuf = append(n.encBuf, p.cmd)
+		}
+		data := encodeEntry(entryHeader{nonce: n.nonce, firstSeq: n.seq + 1}, n.encBuf)
+		for k, p := range props[i:j] {
+			p.term, p.cmd, p.seq = term, nil, n.seq+1+uint64(k)
+			n.waiting[p.seq] = p
+		}
+		n.seq += uint64(j - i)
+		ents = append(ents, &raftpb.Entry{Data: data})
+		groups = append(groups, props[i:j])
+		i = j
+	}
+	clear(n.encBuf)
+	step := func(ents []*raftpb.Entry, groups [][]*proposal) error {
+		err := n.rn.Step(&raftpb.Message{Type: raftpb.MsgProp.Enum(), From: new(n.id), Entries: ents})
+		if err != nil {
+			return err
+		}
+		n.metrics.proposedEntries.Add(uint64(len(ents)))
+		for _, g := range groups {
+			n.metrics.proposals.Add(uint64(len(g)))
+		}
+		return nil
+	}
+	drop := func(g []*proposal, err error) {
+		n.metrics.dropped.Add(uint64(len(g)))
+		err = fmt.Errorf("%w: %w", ErrProposalDropped, err)
+		for _, p := range g {
+			delete(n.waiting, p.seq)
+			p.finish(result{err: err})
+		}
+	}
+	if err := step(ents, groups); err == nil || len(ents) == 1 {
+		if err != nil {
+			drop(groups[0], err)
+		}
+		return
+	}
+	// Raft refused the lot (most likely the uncommitted tail is at its
+	// bound): offer the entries one by one, so that what fits goes in.
+	for k := range ents {
+		if err := step(ents[k:k+1], groups[k:k+1]); err != nil {
+			drop(groups[k], err)
+		}
+	}
+}
+
+// proposeConfChange proposes one membership change for p. Run on the loop.
+func (n *Node) proposeConfChange(p *proposal, typ raftpb.ConfChangeType, id uint64, addr string) error {
+	if n.state != raft.StateLeader {
+		return n.notLeaderLocked()
+	}
+	voters, learners := n.confState.GetVoters(), n.confState.GetLearners()
+	switch typ {
+	case raftpb.ConfChangeAddNode, raftpb.ConfChangeAddLearnerNode:
+		if addr == "" && !slices.Contains(learners, id) {
+			return fmt.Errorf("raftkv: %d is not a learner", id)
+		}
+		if addr != "" && (slices.Contains(voters, id) || slices.Contains(learners, id)) {
+			return fmt.Errorf("raftkv: %d is already a member", id)
+		}
+	case raftpb.ConfChangeRemoveNode:
+		if !slices.Contains(voters, id) && !slices.Contains(learners, id) {
+			return fmt.Errorf("raftkv: %d is not a member", id)
+		}
+		if len(voters) == 1 && voters[0] == id {
+			return fmt.Errorf("raftkv: %d is the last voter", id)
+		}
+	}
+	term := n.rn.BasicStatus().GetTerm()
+	n.seq++
+	cc := &raftpb.ConfChangeV2{
+		Changes: []*raftpb.ConfChangeSingle{{Type: typ.Enum(), NodeId: new(id)}},
+		Context: encodeMemberContext(n.nonce, n.seq, addr),
+	}
+	data, err := proto.Marshal(cc)
+	if err != nil {
+		return fmt.Errorf("raftkv: marshal conf change: %w", err)
+	}
+	m := &raftpb.Message{
+		Type:    raftpb.MsgProp.Enum(),
+		From:    new(n.id),
+		Entries: []*raftpb.Entry{{Type: raftpb.EntryConfChangeV2.Enum(), Data: data}},
+	}
+	if err := n.rn.Step(m); err != nil {
+		return fmt.Errorf("%w: %w", ErrProposalDropped, err)
+	}
+	if m.GetEntries()[0].GetType() != raftpb.EntryConfChangeV2 {
+		// raft turned it into an empty entry: a change is still pending.
+		return fmt.Errorf("%w: another membership change is still being applied", ErrProposalDropped)
+	}
+	p.term = term
+	n.waiting[n.seq] = p
+	return nil
+}
+
+// handleReadys handles every Ready raft has, in the documented order:
+// persist the snapshot, entries and hard state (synced when raft says so),
+// send the messages, apply the snapshot and the committed entries, Advance.
+// Two reorderings that the order allows:
+//   - messages that do not depend on what is being persisted (the leader's
+//     appends, heartbeats, votes asked for) are sent before the fsync, so
+//     that the followers write in parallel with the leader (raft thesis
+//     §10.2.1); only the acknowledgements (MsgAppResp, votes) wait for it;
+//   - committed entries that were already in the stable log before this
+//     Ready are applied (and their callers answered) before the fsync of
+//     the new entries, not after it: they are durable on a quorum and here,
+//     and the apply batch raises the stored commit index with them, so
+//     applied ≤ commit ≤ last index holds at every point of the WAL.
+func (n *Node) handleReadys() error {
+	for n.rn.HasReady() {
+		rd := n.rn.Ready()
+		n.metrics.readys.Add(1)
+		if rd.SoftState != nil {
+			n.softState(*rd.SoftState)
+		}
+		var snap *restoredSnapshot
+		if !raft.IsEmptySnap(rd.Snapshot) {
+			var err error
+			if snap, err = decodeSnapshot(rd.Snapshot); err != nil {
+				return err
+			}
+		}
+		var late []*raftpb.Message
+		if len(rd.Messages) > 0 {
+			early := make([]*raftpb.Message, 0, len(rd.Messages))
+			for _, m := range rd.Messages {
+				switch m.GetType() {
+				case raftpb.MsgAppResp, raftpb.MsgVoteResp, raftpb.MsgPreVoteResp:
+					late = append(late, m)
+				default:
+					early = append(early, m)
+				}
+			}
+			n.send(early)
+		}
+		committed := rd.CommittedEntries
+		if snap == nil && len(committed) > 0 {
+			_, _, stable, _ := n.st.state()
+			if len(rd.Entries) > 0 {
+				stable = min(stable, rd.Entries[0].GetIndex()-1)
+			}
+			i := 0
+			for i < len(committed) && committed[i].GetIndex() <= stable {
+				i++
+			}
+			if err := n.apply(committed[:i]); err != nil {
+				return err
+			}
+			committed = committed[i:]
+		}
+		if err := n.st.save(snap, rd.Entries, rd.HardState, rd.MustSync); err != nil {
+			return err
+		}
+		if rd.MustSync || snap != nil {
+			n.metrics.syncs.Add(1)
+		}
+		n.send(late)
+		if snap != nil {
+			if err := n.restored(snap); err != nil {
+				return err
+			}
+		}
+		if err := n.apply(committed); err != nil {
+			return err
+		}
+		for _, rs := range rd.ReadStates {
+			n.reads.readState(n, rs)
+		}
+		n.rn.Advance(rd)
+		n.reads.applied(n.applied.index)
+		n.reads.maybeSend(n)
+		if err := n.maybeTruncate(); err != nil {
+			return err
+		}
+		n.publish()
+	}
+	return nil
+}
+
+func (n *Node) send(msgs []*raftpb.Message) {
+	if len(msgs) > 0 && n.tr != nil {
+		n.tr.Send(msgs)
+	}
+}
+
+func (n *Node) softState(ss raft.SoftState) {
+	if ss.Lead != n.lead {
+		n.log.Info("leader changed", "leader", ss.Lead, "state", ss.RaftState)
+		// A ReadIndex in flight may have been dropped with the old leader.
+		n.reads.retry(n)
+	}
+	n.lead, n.state = ss.Lead, ss.RaftState
+	if n.state == raft.StateLeader {
+		n.leader.Store(n.id)
+	} else {
+		n.leader.Store(n.lead)
+	}
+}
+
+// restored takes in a snapshot that replaced the replica's state.
+func (n *Node) restored(snap *restoredSnapshot) error {
+	n.metrics.snapshotsRestored.Add(1)
+	n.log.Info("restored snapshot", "index", snap.meta.index, "term", snap.meta.term, "voters", snap.confState.GetVoters())
+	n.confState = snap.confState
+	n.members = snap.members
+	n.membersDirty = true
+	n.applied = snap.meta
+	n.syncPeers()
+	// Our proposals up to the snapshot's term may be in it or may have been
+	// dropped; the log no longer tells which.
+	for seq, p := range n.waiting {
+		if p.term <= snap.meta.term {
+			p.finish(result{err: fmt.Errorf("%w: a snapshot at index %d replaced the log", ErrOutcomeUnknown, snap.meta.index)})
+			delete(n.waiting, seq)
+		}
+	}
+	if l, ok := n.sm.(Loader); ok {
+		if err := l.Load(pebbleReader{n.db}); err != nil {
+			return fmt.Errorf("raftkv: load state machine after snapshot: %w", err)
+		}
+	}
+	return nil
+}
+
+// syncPeers tells the transport about the members it does not know yet and
+// forgets the ones that left.
+func (n *Node) syncPeers() {
+	if n.tr == nil {
+		return
+	}
+	for id, addr := range n.members {
+		if id == n.id || addr == "" {
+			continue
+		}
+		if old, ok := n.peers[id]; !ok || old != addr {
+			n.tr.AddPeer(id, addr)
+			n.peers[id] = addr
+		}
+	}
+	for id := range n.peers {
+		if _, ok := n.members[id]; !ok {
+			n.tr.RemovePeer(id)
+			delete(n.peers, id)
+		}
+	}
+}
+
+// maybeTruncate truncates the log when it holds more than SnapshotEntries
+// applied entries or SnapshotLogBytes bytes. It keeps SnapshotCatchUpEntries
+// applied entries, but no more than half the byte budget (so that with big
+// commands the log mostly dies in pebble's memtable instead of being flushed
+// and compacted). On the leader it also keeps what followers still need: the
+// entries after an active follower's match index, and after a snapshot being
+// built or sent (else a follower restored from it would need another one) —
+// unless the log is over four times its byte budget.
+func (n *Node) maybeTruncate() error {
+	applied, trunc, _, logBytes := n.st.state()
+	overBytes := logBytes > n.cfg.SnapshotLogBytes
+	if applied.index-trunc.index <= n.cfg.SnapshotEntries && !overBytes {
+		return nil
+	}
+	to := applied.index - min(applied.index, n.cfg.SnapshotCatchUpEntries)
+	if overBytes {
+		to = max(to, n.st.indexKeeping(n.cfg.SnapshotLogBytes/2))
+	}
+	if n.state == raft.StateLeader && logBytes <= 4*n.cfg.SnapshotLogBytes {
+		if busy, ok := n.st.snapshotInProgress(); ok {
+			to = min(to, busy)
+		}
+		n.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+			switch {
+			case id == n.id:
+			case pr.State == tracker.StateSnapshot && pr.PendingSnapshot >= trunc.index:
+				to = min(to, pr.PendingSnapshot)
+			case pr.RecentActive && pr.Match > trunc.index:
+				to = min(to, pr.Match)
+			}
+		})
+	}
+	to = min(to, applied.index)
+	if to <= trunc.index {
+		return nil
+	}
+	if err := n.st.truncate(to); err != nil {
+		return err
+	}
+	n.metrics.truncations.Add(1)
+	n.log.Debug("log truncated", "through", to, "applied", applied.index)
+	return nil
+}
+
+// startSnapshot builds an outgoing snapshot from ps on its own goroutine.
+func (n *Node) startSnapshot(ps *pebble.Snapshot) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		defer n.guard.enter()()
+		sn, err := func() (sn *raftpb.Snapshot, err error) {
+			defer recoverFatal(&err, "snapshot")
+			return buildSnapshot(ps, n.stopc)
+		}()
+		if cerr := ps.Close(); err == nil && cerr != nil {
+			err = storageError("snapshot", cerr)
+		}
+		if err != nil {
+			n.fail(fmt.Errorf("raftkv: build snapshot: %w", err))
+		} else if sn != nil {
+			n.metrics.snapshotsBuilt.Add(1)
+			n.log.Info("snapshot built", "index", sn.GetMetadata().GetIndex(), "bytes", len(sn.GetData()))
+		}
+		n.st.snapshotBuilt(sn)
+	}()
+}
+
+// publish copies the loop's state for Status.
+func (n *Node) publish() {
+	hs := n.rn.BasicStatus()
+	_, trunc, last, _ := n.st.state()
+	s := Status{
+		ID:         n.id,
+		Leader:     hs.Lead,
+		LeaderAddr: n.members[hs.Lead],
+		IsLeader:   hs.RaftState == raft.StateLeader,
+		State:      hs.RaftState.String(),
+		Term:       hs.GetTerm(),
+		Commit:     hs.GetCommit(),
+		Applied:    n.applied.index,
+		FirstIndex: trunc.index + 1,
+		LastIndex:  last,
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s.Members = n.mu.status.Members
+	if n.membersDirty {
+		s.Members = n.memberList()
+		n.membersDirty = false
+	}
+	s.Err = n.mu.err
+	n.mu.status = s
+}
+
+func (n *Node) memberList() []Member {
+	var out []Member
+	for _, id := range n.confState.GetVoters() {
+		out = append(out, Member{ID: id, Addr: n.members[id]})
+	}
+	for _, id := range n.confState.GetLearners() {
+		out = append(out, Member{ID: id, Addr: n.members[id], Learner: true})
+	}
+	slices.SortFunc(out, func(a, b Member) int {
+		switch {
+		case a.ID < b.ID:
+			return -1
+		case a.ID > b.ID:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// readQueue batches ReadIndex requests: the reads that arrive while one
+// ReadIndex is in flight all ride on the next one.
+type readQueue struct {
+	waiting   []*readWaiter // not yet asked for
+	inflight  []*readWaiter
+	ctx       uint64 // the request context of the ReadIndex in flight
+	age       int    // ticks since it was sent
+	applyWait []*readWaiter
+	next      uint64
+}
+
+type readWaiter struct {
+	done  chan error
+	index uint64
+}
+
+func (q *readQueue) maybeSend(n *Node) {
+	if len(q.inflight) > 0 || len(q.waiting) == 0 {
+		return
+	}
+	q.inflight, q.waiting = q.waiting, q.inflight[:0]
+	q.send(n)
+}
+
+func (q *readQueue) send(n *Node) {
+	q.next++
+	q.ctx, q.age = q.next, 0
+	var rctx [8]byte
+	binary.BigEndian.PutUint64(rctx[:], q.ctx)
+	n.rn.ReadIndex(rctx[:])
+	n.metrics.readIndexRequests.Add(1)
+}
+
+// retry asks again for the reads in flight: raft drops a ReadIndex when
+// there is no leader or the leader changes.
+func (q *readQueue) retry(n *Node) {
+	if len(q.inflight) > 0 {
+		q.send(n)
+	}
+}
+
+func (q *readQueue) tick(n *Node) {
+	if len(q.inflight) == 0 {
+		return
+	}
+	if q.age++; q.age >= n.cfg.ElectionTicks {
+		q.retry(n)
+	}
+}
+
+func (q *readQueue) readState(n *Node, rs raft.ReadState) {
+	if len(rs.RequestCtx) != 8 || binary.BigEndian.Uint64(rs.RequestCtx) != q.ctx || len(q.inflight) == 0 {
+		return // an answer to a request we gave up on
+	}
+	for _, w := range q.inflight {
+		w.index = rs.Index
+	}
+	q.applyWait = append(q.applyWait, q.inflight...)
+	q.inflight = nil
+	q.applied(n.applied.index)
+}
+
+func (q *readQueue) applied(index uint64) {
+	kept := q.applyWait[:0]
+	for _, w := range q.applyWait {
+		if w.index <= index {
+			w.done <- nil
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	clear(q.applyWait[len(kept):])
+	q.applyWait = kept
+}
+
+func (q *readQueue) failAll(err error) {
+	for _, l := range [][]*readWaiter{q.waiting, q.inflight, q.applyWait} {
+		for _, w := range l {
+			w.done <- err
+		}
+	}
+	q.waiting, q.inflight, q.applyWait = nil, nil, nil
+}

@@ -1,0 +1,86 @@
+package raftkv_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/raftkv"
+)
+
+func TestTransferLeadership(t *testing.T) {
+	c := newCluster(t, 3, withCounting())
+	ctx := ctxTimeout(t, 10*time.Second)
+	w := startWriters(c, 4)
+	defer w.halt(t)
+	for range 3 {
+		l := c.waitLeader(time.Second)
+		to := l.Status().ID%3 + 1
+		if err := l.TransferLeadership(ctx, to); err != nil {
+			t.Fatalf("transfer %d → %d: %v", l.Status().ID, to, err)
+		}
+		if nl := c.waitLeader(time.Second); nl.Status().ID != to {
+			t.Fatalf("leader is %d after the transfer to %d", nl.Status().ID, to)
+		}
+	}
+	if err := c.node(1).TransferLeadership(ctx, 9); err == nil {
+		t.Fatal("transfer to a stranger succeeded")
+	}
+}
+
+// TestGroupCommit checks that concurrent proposals share entries and fsyncs,
+// and concurrent reads share ReadIndex round trips.
+func TestGroupCommit(t *testing.T) {
+	c := newCluster(t, 3)
+	ctx := ctxTimeout(t, 20*time.Second)
+	l := c.waitLeader(time.Second)
+	before := l.Metrics()
+	const writers, each = 64, 20
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for i := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range each {
+				if _, err := l.Propose(ctx, raftkv.PutCommand(fmt.Appendf(nil, "w%d-%d", i, j), []byte("v"))); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	m := l.Metrics()
+	props, ents, syncs := m.Proposals-before.Proposals, m.ProposedEntries-before.ProposedEntries, m.Syncs-before.Syncs
+	t.Logf("%d proposals in %d entries and %d leader fsyncs", props, ents, syncs)
+	if props != writers*each || ents*4 > props || syncs*4 > props {
+		t.Fatalf("proposals were not batched: %d proposals, %d entries, %d fsyncs", props, ents, syncs)
+	}
+
+	before = l.Metrics()
+	start := make(chan struct{})
+	for range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			if _, err := l.LinearizableGet(ctx, []byte("w1-1")); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	m = l.Metrics()
+	reads, rounds := m.Reads-before.Reads, m.ReadIndexRequests-before.ReadIndexRequests
+	t.Logf("%d reads in %d ReadIndex rounds", reads, rounds)
+	if reads != 200 || rounds*2 > reads {
+		t.Fatalf("reads were not batched: %d reads, %d rounds", reads, rounds)
+	}
+}

@@ -1,0 +1,247 @@
+package raftkv
+
+import (
+	"bytes"
+	"errors"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// StateMachine is the replicated state machine. The replica calls Apply for
+// every committed command, in log order, on one goroutine.
+//
+// Apply must be deterministic: the same state and command give the same
+// writes, result and error on every replica. It writes only through b, whose
+// keys are relative to the state machine's keyspace (it cannot touch the raft
+// log or the replica's metadata). The writes of all commands of one Ready go
+// into the same pebble batch as the applied index, so a command is applied
+// exactly once even across crashes.
+//
+// If Apply returns an error the command is rejected: its writes are discarded
+// (the batch keeps nothing of it), the error is returned to the proposer, and
+// the log moves on. Apply must then have no other effect either. A command is
+// only valid during the call; Apply must not keep it or modify it.
+type StateMachine interface {
+	Apply(b *Batch, index uint64, command []byte) (result []byte, err error)
+}
+
+// Loader is implemented by state machines that keep in-memory state derived
+// from their keyspace. Load is called at Open and after a snapshot replaced
+// the keyspace, before any later Apply.
+type Loader interface {
+	Load(r Reader) error
+}
+
+// Reader reads the state machine's keyspace. Keys are relative to it.
+type Reader interface {
+	// Get returns a copy of the value of key, or ErrNotFound.
+	Get(key []byte) ([]byte, error)
+	// Scan calls fn for every key in [start, end) in order (a nil end means the
+	// end of the keyspace). The slices are valid only during the call. Scan
+	// stops at the first error fn returns and returns it.
+	Scan(start, end []byte, fn func(key, value []byte) error) error
+}
+
+// pebbleReader is a Reader over a pebble database or snapshot.
+type pebbleReader struct{ r pebble.Reader }
+
+func (p pebbleReader) Get(key []byte) ([]byte, error) {
+	v, closer, err := p.r.Get(smKey(key))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, storageError("get", err)
+	}
+	out := bytes.Clone(v)
+	if out == nil {
+		out = []byte{}
+	}
+	if err := closer.Close(); err != nil {
+		return nil, storageError("get", err)
+	}
+	return out, nil
+}
+
+func (p pebbleReader) Scan(start, end []byte, fn func(key, value []byte) error) error {
+	lo, hi := smBounds(start, end)
+	it, err := p.r.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return storageError("scan", err)
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			_ = it.Close()
+			return storageError("scan", err)
+		}
+		if err := fn(it.Key()[1:], v); err != nil {
+			_ = it.Close()
+			return err
+		}
+	}
+	if err := it.Close(); err != nil {
+		return storageError("scan", err)
+	}
+	return nil
+}
+
+// Batch is what Apply writes one command through. Its reads see the applied
+// state, the writes of the commands applied before this one in the same
+// Ready, and this command's own writes. Its writes are buffered until Apply
+// returns without an error; they are then added to the Ready's pebble batch,
+// and dropped otherwise. Keys are relative to the state machine's keyspace.
+type Batch struct {
+	main   *pebble.Batch // the Ready's indexed batch
+	arena  []byte        // keys and values of ops
+	ops    []bufOp
+	last   map[string]int // key → index of its last point op, once ops is long
+	ranges []int          // indexes of range deletions in ops
+	keyBuf []byte
+	err    error // a storage error seen by a read: the replica must stop
+}
+
+type opKind uint8
+
+const (
+	opSet opKind = iota
+	opDelete
+	opDeleteRange
+)
+
+// bufOp is one buffered write; a and b are [off, off+len) spans of the arena:
+// key and value for opSet, key for opDelete, start and end for opDeleteRange.
+type bufOp struct {
+	kind       opKind
+	aOff, aLen int
+	bOff, bLen int
+}
+
+const indexOpsAfter = 16
+
+func (b *Batch) reset(main *pebble.Batch) {
+	b.main = main
+	b.arena = b.arena[:0]
+	b.ops = b.ops[:0]
+	b.ranges = b.ranges[:0]
+	if b.last != nil {
+		clear(b.last)
+	}
+}
+
+func (b *Batch) span(off, n int) []byte { return b.arena[off : off+n : off+n] }
+
+func (b *Batch) add(kind opKind, x, y []byte) {
+	op := bufOp{kind: kind, aOff: len(b.arena), aLen: len(x)}
+	b.arena = append(b.arena, x...)
+	op.bOff, op.bLen = len(b.arena), len(y)
+	b.arena = append(b.arena, y...)
+	b.ops = append(b.ops, op)
+	i := len(b.ops) - 1
+	switch {
+	case kind == opDeleteRange:
+		b.ranges = append(b.ranges, i)
+	case b.last != nil:
+		b.last[string(x)] = i
+	case len(b.ops) > indexOpsAfter:
+		b.last = make(map[string]int, 2*len(b.ops))
+		for j, o := range b.ops {
+			if o.kind != opDeleteRange {
+				b.last[string(b.span(o.aOff, o.aLen))] = j
+			}
+		}
+	}
+}
+
+// Set sets key to value.
+func (b *Batch) Set(key, value []byte) { b.add(opSet, key, value) }
+
+// Delete deletes key.
+func (b *Batch) Delete(key []byte) { b.add(opDelete, key, nil) }
+
+// DeleteRange deletes every key in [start, end).
+func (b *Batch) DeleteRange(start, end []byte) {
+	if bytes.Compare(start, end) >= 0 {
+		return
+	}
+	b.add(opDeleteRange, start, end)
+}
+
+// Get returns a copy of key's value, or ErrNotFound. Any other error is a
+// storage failure: the replica stops whatever Apply returns.
+func (b *Batch) Get(key []byte) ([]byte, error) {
+	if b.err != nil {
+		return nil, b.err
+	}
+	// The latest of this command's writes that covers key decides.
+	lastPoint := -1
+	if b.last != nil {
+		if i, ok := b.last[string(key)]; ok {
+			lastPoint = i
+		}
+	} else {
+		for i := len(b.ops) - 1; i >= 0; i-- {
+			o := b.ops[i]
+			if o.kind != opDeleteRange && bytes.Equal(b.span(o.aOff, o.aLen), key) {
+				lastPoint = i
+				break
+			}
+		}
+	}
+	lastRange := -1
+	for j := len(b.ranges) - 1; j >= 0; j-- {
+		o := b.ops[b.ranges[j]]
+		if bytes.Compare(key, b.span(o.aOff, o.aLen)) >= 0 && bytes.Compare(key, b.span(o.bOff, o.bLen)) < 0 {
+			lastRange = b.ranges[j]
+			break
+		}
+	}
+	switch {
+	case lastPoint >= 0 && lastPoint > lastRange:
+		o := b.ops[lastPoint]
+		if o.kind == opDelete {
+			return nil, ErrNotFound
+		}
+		return bytes.Clone(b.span(o.bOff, o.bLen)), nil
+	case lastRange >= 0:
+		return nil, ErrNotFound
+	}
+	b.keyBuf = appendSMKey(b.keyBuf[:0], key)
+	v, closer, err := b.main.Get(b.keyBuf)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		b.err = storageError("apply: get", err)
+		return nil, b.err
+	}
+	out := bytes.Clone(v)
+	if out == nil {
+		out = []byte{}
+	}
+	if err := closer.Close(); err != nil {
+		b.err = storageError("apply: get", err)
+		return nil, b.err
+	}
+	return out, nil
+}
+
+// flush adds the buffered writes to the Ready's batch.
+func (b *Batch) flush() error {
+	for _, o := range b.ops {
+		var err error
+		b.keyBuf = appendSMKey(b.keyBuf[:0], b.span(o.aOff, o.aLen))
+		switch o.kind {
+		case opSet:
+			err = b.main.Set(b.keyBuf, b.span(o.bOff, o.bLen), nil)
+		case opDelete:
+			err = b.main.Delete(b.keyBuf, nil)
+		case opDeleteRange:
+			err = b.main.DeleteRange(b.keyBuf, smKey(b.span(o.bOff, o.bLen)), nil)
+		}
+		if err != nil {
+			return storageError("apply: batch", err)
+		}
+	}
+	return nil
+}
