@@ -1,0 +1,134 @@
+package fsm
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/dispatcher/placement"
+)
+
+const benchN = 10_000
+
+// benchState returns an FSM (applying to a writer that keeps nothing, so
+// that only the FSM's own work is measured) with 1,000 nodes and jobs
+// totalling benchN pending tasks, and a plan placing them all, one task per
+// assignment.
+func benchState(b *testing.B, perAssignment int64) (*FSM, *Plan) {
+	f := New()
+	w := &discard{}
+	now := time.Unix(1_800_000_000, 0)
+	must := func(cmd []byte, err error) {
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := f.apply(w, 1, cmd); err != nil {
+			b.Fatal(err)
+		}
+	}
+	const nodes = 1000
+	for i := range nodes {
+		c := api.Capacity{CPU: 64_000, Memory: 256 << 30, Ports: 100}
+		must(RegisterNode(now, api.NodeSpec{Name: fmt.Sprintf("node-%04d", i), Capacity: c, Allocatable: api.Allocatable{Online: c, Offline: c}}))
+	}
+	var specs []api.JobSpec
+	for range 10 {
+		specs = append(specs, api.JobSpec{Name: "array", Tasks: []api.TaskGroupSpec{{Count: benchN / 10, Pod: api.PodSpec{Containers: []api.ContainerSpec{{
+			Image: api.Image{Rootfs: "/img"}, Command: []string{"/bin/work"},
+			Resources: api.Resources{CPU: 500, Memory: 1 << 30}}}}}}})
+	}
+	must(SubmitJobs(now, specs))
+	p := &Plan{Term: 1, Now: now}
+	for i := range benchN / perAssignment {
+		p.Assignments = append(p.Assignments, placement.Assignment{
+			Group: placement.GroupKey{Job: jobID(uint64(1 + i*perAssignment/(benchN/10))), Group: "g0"},
+			Node:  fmt.Sprintf("node-%04d", i%nodes), Count: perAssignment,
+		})
+	}
+	return f, p
+}
+
+func BenchmarkApplyPlan(b *testing.B) {
+	for _, per := range []int64{1, 10} {
+		b.Run(fmt.Sprintf("tasks-per-assignment=%d", per), func(b *testing.B) {
+			var w discard
+			var cmd []byte
+			for b.Loop() {
+				b.StopTimer()
+				f, p := benchState(b, per)
+				cmd = CommitPlan(p)
+				runtime.GC()
+				b.StartTimer()
+				res, err := f.apply(&w, 2, cmd)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				if r, _ := DecodePlanResult(res); r.Placed != benchN {
+					b.Fatalf("placed %d: %v", r.Placed, r.Rejected[:1])
+				}
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchN), "ns/task")
+			b.ReportMetric(float64(len(cmd))*float64(per)/benchN, "cmd-bytes/assignment")
+			b.ReportMetric(float64(w.n)/float64(b.N*benchN), "written-bytes/task")
+		})
+	}
+}
+
+func BenchmarkApplyUpdates(b *testing.B) {
+	var w discard
+	var cmd []byte
+	for b.Loop() {
+		b.StopTimer()
+		f, p := benchState(b, 1)
+		if _, err := f.apply(&w, 2, CommitPlan(p)); err != nil {
+			b.Fatal(err)
+		}
+		reps := make([]Report, 0, benchN)
+		for _, t := range f.mu.tasks {
+			reps = append(reps, Report{Node: t.node, TaskReport: api.TaskReport{TaskID: taskID(t.key, t.attempt), State: api.TaskRunning, Reason: api.ReasonStarted, Time: p.Now}})
+		}
+		cmd = UpdateTasks(p.Now, reps)
+		w.n = 0
+		runtime.GC()
+		b.StartTimer()
+		res, err := f.apply(&w, 3, cmd)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if r, _ := DecodeUpdateResult(res); r.Applied != benchN {
+			b.Fatalf("applied %+v", r)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchN), "ns/report")
+	b.ReportMetric(float64(len(cmd))/benchN, "cmd-bytes/report")
+}
+
+// BenchmarkSubmitJSON measures the JSON-encoded submit command: decoding,
+// defaults, validation and records, per job.
+func BenchmarkSubmitJSON(b *testing.B) {
+	specs := make([]api.JobSpec, 1000)
+	for i := range specs {
+		specs[i] = api.JobSpec{Name: "j", Tasks: []api.TaskGroupSpec{{Count: 100, Pod: api.PodSpec{Containers: []api.ContainerSpec{{
+			Image: api.Image{Rootfs: "/img"}, Command: []string{"/bin/work", "--flag"}, Env: map[string]string{"A": "b"},
+			Resources: api.Resources{CPU: 500, Memory: 1 << 30}}}}}}}
+	}
+	cmd, err := SubmitJobs(time.Unix(1, 0), specs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var w discard
+	for b.Loop() {
+		f := New()
+		if _, err := f.apply(&w, 1, cmd); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(specs)), "ns/job")
+	b.ReportMetric(float64(len(cmd))/float64(len(specs)), "cmd-bytes/job")
+}

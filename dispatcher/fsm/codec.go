@@ -1,0 +1,123 @@
+package fsm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// ErrCorrupt is wrapped by every error about a command or stored record that
+// does not decode. A corrupt command is rejected whole.
+var ErrCorrupt = errors.New("fsm: corrupt command or record")
+
+// enc appends the primitive fields of commands and records.
+type enc struct{ b []byte }
+
+func (e *enc) byte(v byte)      { e.b = append(e.b, v) }
+func (e *enc) uvarint(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
+func (e *enc) varint(v int64)   { e.b = binary.AppendVarint(e.b, v) }
+func (e *enc) str(s string)     { e.uvarint(uint64(len(s))); e.b = append(e.b, s...) }
+func (e *enc) bytes(p []byte)   { e.uvarint(uint64(len(p))); e.b = append(e.b, p...) }
+func (e *enc) bool(v bool) {
+	if v {
+		e.byte(1)
+	} else {
+		e.byte(0)
+	}
+}
+
+// dec reads what enc wrote. The first error sticks; later reads return zero
+// values, so a decoder checks err once at the end.
+type dec struct {
+	b   []byte
+	err error
+}
+
+func (d *dec) fail(what string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: truncated or malformed %s", ErrCorrupt, what)
+	}
+}
+
+func (d *dec) byte() byte {
+	if d.err != nil || len(d.b) == 0 {
+		d.fail("byte")
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *dec) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("uvarint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *dec) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *dec) bytes() []byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.b)) {
+		d.fail("length-prefixed field")
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *dec) str() string { return string(d.bytes()) }
+
+func (d *dec) bool() bool { return d.byte() != 0 }
+
+// count reads a length that prefixes items of at least min bytes each, and
+// rejects one the remaining input cannot hold (so a corrupt count cannot make
+// a decoder allocate without bound).
+func (d *dec) count(min int) int {
+	n := d.uvarint()
+	if d.err != nil {
+		return 0
+	}
+	if min < 1 {
+		min = 1
+	}
+	if n > uint64(len(d.b)/min) {
+		d.fail("count")
+		return 0
+	}
+	return int(n)
+}
+
+// done reports the sticky error, or one for trailing bytes.
+func (d *dec) done(what string) error {
+	if d.err == nil && len(d.b) != 0 {
+		d.err = fmt.Errorf("%w: %d trailing bytes after %s", ErrCorrupt, len(d.b), what)
+	}
+	if d.err != nil {
+		return fmt.Errorf("%s: %w", what, d.err)
+	}
+	return nil
+}

@@ -1,0 +1,305 @@
+package fsm
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/dispatcher/placement"
+)
+
+// Command tags: the first byte of every command. The second byte is the
+// command's encoding version.
+const (
+	cmdSubmit       byte = 1
+	cmdRegisterNode byte = 2
+	cmdNodeState    byte = 3
+	cmdPlan         byte = 4
+	cmdUpdateTasks  byte = 5
+	cmdCancel       byte = 6
+)
+
+const commandVersion = 1
+
+func newCommand(tag byte, now time.Time, size int) *enc {
+	e := &enc{b: make([]byte, 0, size+12)}
+	e.byte(tag)
+	e.byte(commandVersion)
+	e.varint(now.UnixNano())
+	return e
+}
+
+// SubmitJobs returns the command that submits specs. The FSM applies the
+// specs' defaults and validates them with api.ValidateJobs; if any is
+// invalid the command is rejected whole with an *api.ValidationError naming
+// every problem. A job whose idempotency key was committed before (or
+// earlier in the same command) is answered with the first job's ID and not
+// created again. The result decodes with DecodeSubmitResult.
+func SubmitJobs(now time.Time, specs []api.JobSpec) ([]byte, error) {
+	js, err := json.Marshal(specs)
+	if err != nil {
+		return nil, fmt.Errorf("fsm: encoding jobs: %w", err)
+	}
+	e := newCommand(cmdSubmit, now, len(js)+8)
+	e.bytes(js)
+	return e.b, nil
+}
+
+// RegisterNode returns the command that registers a node, or updates the
+// spec of a registered one. A node that was down becomes ready; a draining
+// node stays draining.
+func RegisterNode(now time.Time, spec api.NodeSpec) ([]byte, error) {
+	js, err := json.Marshal(&spec)
+	if err != nil {
+		return nil, fmt.Errorf("fsm: encoding node: %w", err)
+	}
+	e := newCommand(cmdRegisterNode, now, len(js)+8)
+	e.bytes(js)
+	return e.b, nil
+}
+
+// SetNodeState returns the command that moves a node to state. Moving a node
+// down ends its active tasks as lost; they are retried per their job's retry
+// policy. The result decodes with DecodeNodeStateResult.
+func SetNodeState(now time.Time, name string, state api.NodeState) []byte {
+	e := newCommand(cmdNodeState, now, len(name)+16)
+	e.str(name)
+	e.str(string(state))
+	return e.b
+}
+
+// CancelJob returns the command that cancels a job: its pending tasks are
+// dropped and its active tasks leave their nodes' targets (they free their
+// resources when their nodes report them stopped). Cancelling a cancelled
+// job changes nothing. The result decodes with DecodeCancelResult.
+func CancelJob(now time.Time, id string) []byte {
+	e := newCommand(cmdCancel, now, len(id)+8)
+	e.str(id)
+	return e.b
+}
+
+// Plan is a scheduling round's outcome as the leader proposes it.
+type Plan struct {
+	// Term is the proposing leader's raft term. A plan from a term older
+	// than one already committed is rejected whole (a deposed leader's).
+	Term uint64
+	// Index is the applied index of the state the plan was computed from.
+	Index uint64
+	// Now is the leader's clock when it proposed the plan.
+	Now time.Time
+	// Assignments are applied in order; each is checked against the state as
+	// the ones before it left it.
+	Assignments []placement.Assignment
+}
+
+// CommitPlan returns the command that commits a plan. The result decodes with
+// DecodePlanResult.
+func CommitPlan(p *Plan) []byte {
+	e := newCommand(cmdPlan, p.Now, 16+len(p.Assignments)*32)
+	e.uvarint(p.Term)
+	e.uvarint(p.Index)
+	e.uvarint(uint64(len(p.Assignments)))
+	for i := range p.Assignments {
+		a := &p.Assignments[i]
+		e.str(a.Group.Job)
+		e.str(a.Group.Group)
+		e.str(a.Node)
+		e.varint(a.Count)
+		e.uvarint(uint64(len(a.Slots)))
+		for _, s := range a.Slots {
+			e.str(s)
+		}
+	}
+	return e.b
+}
+
+// Report is a task report with the node that sent it.
+type Report struct {
+	Node string
+	api.TaskReport
+}
+
+// UpdateTasks returns the command that applies nodelet reports, in order.
+// The result decodes with DecodeUpdateResult. Reports' Usage is not carried.
+func UpdateTasks(now time.Time, reports []Report) []byte {
+	e := newCommand(cmdUpdateTasks, now, len(reports)*48)
+	e.uvarint(uint64(len(reports)))
+	for i := range reports {
+		r := &reports[i]
+		e.str(r.Node)
+		e.str(r.TaskID)
+		e.byte(byte(r.State))
+		e.str(string(r.Reason))
+		e.varint(int64(r.ExitCode))
+		e.varint(r.Time.UnixNano())
+		e.str(r.Message)
+	}
+	return e.b
+}
+
+// SubmitResult answers a submit command: one entry per spec, in order.
+type SubmitResult struct {
+	Jobs []SubmittedJob
+}
+
+// SubmittedJob is the outcome of one spec of a submit.
+type SubmittedJob struct {
+	ID string
+	// Existing is true when the spec's idempotency key named a job
+	// committed before, whose ID this is.
+	Existing bool
+}
+
+// DecodeSubmitResult decodes the result of a SubmitJobs command.
+func DecodeSubmitResult(b []byte) (SubmitResult, error) {
+	d := dec{b: b}
+	var r SubmitResult
+	r.Jobs = make([]SubmittedJob, d.count(2))
+	for i := range r.Jobs {
+		r.Jobs[i] = SubmittedJob{ID: d.str(), Existing: d.bool()}
+	}
+	return r, d.done("submit result")
+}
+
+func (r *SubmitResult) encode() []byte {
+	e := enc{b: make([]byte, 0, len(r.Jobs)*12+4)}
+	e.uvarint(uint64(len(r.Jobs)))
+	for _, j := range r.Jobs {
+		e.str(j.ID)
+		e.bool(j.Existing)
+	}
+	return e.b
+}
+
+// RejectCode says why the FSM rejected an assignment of a plan.
+type RejectCode uint8
+
+// Reasons an assignment is rejected. Every one is stale state, not a bad
+// command: the scheduling loop requeues the tasks for a later round.
+const (
+	RejectJobNotFound   RejectCode = iota + 1 // no such job
+	RejectJobCancelled                        // the job was cancelled
+	RejectGroupNotFound                       // the job has no such group
+	RejectBadCount                            // count below 1
+	RejectNotPending                          // the group has fewer eligible pending tasks
+	RejectNodeNotFound                        // no such node
+	RejectNodeNotReady                        // the node is draining or down
+	RejectNoFit                               // the node's free capacity for the job's tier is short
+	RejectConstraint                          // the node no longer matches the job's pool or constraints
+	RejectDistinct                            // the job's distinct-nodes rule
+	RejectSlot                                // a named cached slot does not exist
+)
+
+var rejectNames = []string{"", "job not found", "job cancelled", "group not found", "bad count",
+	"not enough pending tasks", "node not found", "node not ready", "does not fit", "constraint",
+	"distinct nodes", "slot not found"}
+
+func (c RejectCode) String() string {
+	if int(c) < len(rejectNames) && c > 0 {
+		return rejectNames[c]
+	}
+	return fmt.Sprintf("RejectCode(%d)", uint8(c))
+}
+
+// Rejection is an assignment of a plan that was not applied.
+type Rejection struct {
+	// Index is the assignment's index in the plan.
+	Index  int
+	Code   RejectCode
+	Detail string
+}
+
+func (r Rejection) String() string {
+	return fmt.Sprintf("assignment %d: %s: %s", r.Index, r.Code, r.Detail)
+}
+
+// PlanResult answers a CommitPlan command.
+type PlanResult struct {
+	// Placed counts the tasks placed.
+	Placed int64
+	// Rejected lists the assignments not applied, in plan order.
+	Rejected []Rejection
+}
+
+func (r *PlanResult) encode() []byte {
+	e := enc{}
+	e.uvarint(uint64(r.Placed))
+	e.uvarint(uint64(len(r.Rejected)))
+	for _, x := range r.Rejected {
+		e.uvarint(uint64(x.Index))
+		e.byte(byte(x.Code))
+		e.str(x.Detail)
+	}
+	return e.b
+}
+
+// DecodePlanResult decodes the result of a CommitPlan command.
+func DecodePlanResult(b []byte) (PlanResult, error) {
+	d := dec{b: b}
+	r := PlanResult{Placed: int64(d.uvarint())}
+	if n := d.count(3); n > 0 {
+		r.Rejected = make([]Rejection, n)
+	}
+	for i := range r.Rejected {
+		r.Rejected[i] = Rejection{Index: int(d.uvarint()), Code: RejectCode(d.byte()), Detail: d.str()}
+	}
+	return r, d.done("plan result")
+}
+
+// UpdateResult answers an UpdateTasks command: how the reports were used.
+type UpdateResult struct {
+	Applied  int // moved a task to a new state
+	NoOp     int // repeated the task's current state
+	Stale    int // about an attempt or node the task has left
+	Requeued int // of the applied: failures that will be retried
+}
+
+func (r *UpdateResult) encode() []byte {
+	e := enc{}
+	for _, v := range []int{r.Applied, r.NoOp, r.Stale, r.Requeued} {
+		e.uvarint(uint64(v))
+	}
+	return e.b
+}
+
+// DecodeUpdateResult decodes the result of an UpdateTasks command.
+func DecodeUpdateResult(b []byte) (UpdateResult, error) {
+	d := dec{b: b}
+	r := UpdateResult{int(d.uvarint()), int(d.uvarint()), int(d.uvarint()), int(d.uvarint())}
+	return r, d.done("update result")
+}
+
+// NodeStateResult answers a SetNodeState command.
+type NodeStateResult struct {
+	Lost     int // active tasks that ended as lost
+	Requeued int // of those, the ones that will be retried
+}
+
+// DecodeNodeStateResult decodes the result of a SetNodeState command.
+func DecodeNodeStateResult(b []byte) (NodeStateResult, error) {
+	d := dec{b: b}
+	r := NodeStateResult{int(d.uvarint()), int(d.uvarint())}
+	return r, d.done("node state result")
+}
+
+// CancelResult answers a CancelJob command.
+type CancelResult struct {
+	Dropped  int64 // pending tasks dropped
+	Stopping int64 // active tasks asked to stop
+}
+
+// DecodeCancelResult decodes the result of a CancelJob command.
+func DecodeCancelResult(b []byte) (CancelResult, error) {
+	d := dec{b: b}
+	r := CancelResult{int64(d.uvarint()), int64(d.uvarint())}
+	return r, d.done("cancel result")
+}
+
+func encodeUvarints(vs ...uint64) []byte {
+	e := enc{}
+	for _, v := range vs {
+		e.uvarint(v)
+	}
+	return e.b
+}

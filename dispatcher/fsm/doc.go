@@ -1,0 +1,84 @@
+// Package fsm is the dispatcher's state machine: the only writer of
+// dispatcher state. It is a raftkv.StateMachine (and raftkv.Loader): every
+// change is a committed raft command applied by Apply, in log order, on every
+// replica, deterministically. It owns jobs, task groups, tasks, nodes and
+// the pending queues; cached slots and capboxes are not kept yet.
+//
+// # Tasks without a key per pending task
+//
+// A task group of Count tasks costs one group record at submit, however
+// large the array: the group keeps its counters, the next never-placed task
+// index, and a list of requeued indexes (retries, each with the time it may
+// run again). A task gets a record when a plan first places it; reports
+// update it. At all times, per group,
+//
+//	(count - next) + len(requeue) + active + succeeded + failed + killed == count
+//
+// A task's ID names its attempt: "<job>/<group index>/<task index>/<attempt>"
+// (for example "j7/0/42/1"), so a late report about an earlier attempt is
+// recognised as stale and ignored.
+//
+// # Key layout (relative to the state machine's keyspace)
+//
+//	s/job                                 next job number (8 bytes big-endian)
+//	m/planterm                            highest term of a committed plan
+//	m/applied                             index of the last applied command
+//	j/<job u64 BE>                        job: submit time, cancelled, spec (JSON)
+//	g/<job u64 BE><group u16 BE>          group counters and requeue list
+//	t/<job u64 BE><group u16 BE><idx u32 BE>   task record (binary)
+//	n/<node name>                         node: state, target generation, spec (JSON)
+//	nt/<node name>\x00<job><group><idx>   (empty) a task holding resources on the node
+//	i/<idempotency key>                   job number
+//
+// Per-job scans ("t/<job>", "g/<job>") and per-node scans ("nt/<node>\x00")
+// are range scans. Every record starts with a version byte (1).
+//
+// # Commands
+//
+// A command is a tag byte, a version byte, the proposer's clock (varint unix
+// nanoseconds; Apply never reads a clock) and a payload. Hot commands (plans,
+// task updates) are hand-encoded varints and strings; job and node specs are
+// JSON inside their commands and records.
+//
+//	SubmitJobs      many jobs; validated with api.ValidateJobs, rejected whole
+//	                with every problem named; idempotency keys answer with the
+//	                first job's ID
+//	RegisterNode    a node joins, or updates its spec
+//	SetNodeState    ready, draining, down; down ends its tasks as lost and
+//	                retries them per their job's retry policy
+//	CommitPlan      a round's assignments: each is checked (job exists and not
+//	                cancelled, group has that many eligible pending tasks, node
+//	                exists, is ready and matches pool and constraints, distinct
+//	                nodes, every resource dimension fits the node's free
+//	                capacity for the job's QoS tier) and applied, or rejected
+//	                alone with a RejectCode (Nomad's plan applier). A plan from
+//	                a term older than a committed plan's is rejected whole.
+//	UpdateTasks     nodelet reports; each transition checked with
+//	                api.CheckTaskTransition; a repeat of the current state is a
+//	                no-op; one illegal transition rejects the whole command;
+//	                failures with attempts left are requeued with backoff
+//	CancelJob       pending tasks dropped, active tasks leave their nodes'
+//	                targets and free their resources when reported stopped
+//
+// # Invariants
+//
+// A command that fails has written nothing and changed nothing: every check
+// runs before the first write or in-memory change (UpdateTasks checks all its
+// reports against an overlay first; a plan's per-assignment checks cannot
+// fail the command). No node holds more than its allocatable in any
+// dimension of either tier (unless a re-registration shrank it). A task is
+// active on at most one node. The in-memory indexes (resources held per
+// node, active tasks per node and per group, pending groups per queue,
+// target generations) are derived from the store by Load and kept in step by
+// Apply; the tests rebuild them after every random command and compare.
+//
+// # Usage
+//
+//	f := fsm.New()
+//	kv, err := raftkv.Open(raftkv.Config{ID: 1, Dir: dir, Peers: peers, StateMachine: f})
+//	cmd, err := fsm.SubmitJobs(time.Now(), specs)
+//	res, err := kv.Propose(ctx, cmd)
+//	ids, err := fsm.DecodeSubmitResult(res)
+//	in := f.PlacementInput(time.Now(), 100_000) // for placement.Placer.Place
+//	gen, pods, ok := f.NodeTarget("node-1")
+package fsm

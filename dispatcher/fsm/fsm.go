@@ -1,0 +1,617 @@
+package fsm
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/raftkv"
+)
+
+// Errors callers act on. Each rejects its command whole: nothing of it is
+// written and the FSM's state is unchanged.
+var (
+	// ErrNotFound: the command names a job or node that does not exist.
+	ErrNotFound = errors.New("fsm: not found")
+	// ErrStalePlan: the plan comes from a term older than a plan already
+	// committed (a deposed leader's).
+	ErrStalePlan = errors.New("fsm: plan from an older term")
+	// ErrBadReport is wrapped by a *ReportError about a report that cannot
+	// apply: a malformed or unknown task ID, or a state a node may not report.
+	// Illegal transitions wrap api.ErrBadTransition instead.
+	ErrBadReport = errors.New("fsm: bad task report")
+)
+
+// ReportError rejects an UpdateTasks command because of one report.
+type ReportError struct {
+	Index  int    // the report's index in the command
+	TaskID string // as reported
+	Err    error  // wraps ErrBadReport or api.ErrBadTransition
+}
+
+func (e *ReportError) Error() string {
+	return fmt.Sprintf("fsm: report %d (task %s): %v", e.Index, e.TaskID, trimErr(e.Err.Error()))
+}
+
+func (e *ReportError) Unwrap() error { return e.Err }
+
+// keyApplied holds the index of the last command applied.
+var keyApplied = []byte(prefixMeta + "applied")
+
+// writer is what Apply writes through: *raftkv.Batch, or a map in tests.
+type writer interface {
+	Set(key, value []byte)
+	Delete(key []byte)
+}
+
+// FSM is the dispatcher's state machine. Apply (the raftkv replica's apply
+// goroutine) is its only writer; the read methods are safe to call
+// concurrently with it.
+type FSM struct {
+	mu struct {
+		sync.RWMutex
+		// Every field below is guarded by mu.
+		applied  uint64
+		nextJob  uint64 // the number the next new job gets; from 1
+		planTerm uint64 // the highest term of a committed plan
+		jobs     map[uint64]*job
+		idem     map[string]uint64 // idempotency key → job number
+		nodes    map[string]*node
+		tasks    map[taskKey]*task // every task placed at least once
+		// pending holds, per queue, the groups with tasks waiting for
+		// placement (of jobs not cancelled).
+		pending map[string]map[*group]struct{}
+	}
+	// Scratch of Apply, used under mu's write lock.
+	dirtyGroups map[*group]struct{}
+	dirtyNodes  map[*node]struct{}
+	kbuf, vbuf  []byte
+}
+
+var (
+	_ raftkv.StateMachine = (*FSM)(nil)
+	_ raftkv.Loader       = (*FSM)(nil)
+)
+
+// New returns an empty FSM. Give it to raftkv as Config.StateMachine; the
+// replica loads it from the store at Open.
+func New() *FSM {
+	f := &FSM{dirtyGroups: map[*group]struct{}{}, dirtyNodes: map[*node]struct{}{}}
+	f.resetLocked()
+	return f
+}
+
+func (f *FSM) resetLocked() {
+	f.mu.applied, f.mu.nextJob, f.mu.planTerm = 0, 1, 0
+	f.mu.jobs = map[uint64]*job{}
+	f.mu.idem = map[string]uint64{}
+	f.mu.nodes = map[string]*node{}
+	f.mu.tasks = map[taskKey]*task{}
+	f.mu.pending = map[string]map[*group]struct{}{}
+}
+
+// Apply applies one committed command (see the command constructors). It is
+// deterministic, and on error it has written nothing and changed nothing.
+func (f *FSM) Apply(b *raftkv.Batch, index uint64, cmd []byte) ([]byte, error) {
+	return f.apply(b, index, cmd)
+}
+
+func (f *FSM) apply(w writer, index uint64, cmd []byte) ([]byte, error) {
+	if len(cmd) < 2 {
+		return nil, fmt.Errorf("%w: command of %d bytes", ErrCorrupt, len(cmd))
+	}
+	if cmd[1] != commandVersion {
+		return nil, fmt.Errorf("%w: command version %d, want %d", ErrCorrupt, cmd[1], commandVersion)
+	}
+	d := &dec{b: cmd[2:]}
+	now := d.varint()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	clear(f.dirtyGroups)
+	clear(f.dirtyNodes)
+	var res []byte
+	var err error
+	switch cmd[0] {
+	case cmdSubmit:
+		res, err = f.submitLocked(w, now, d)
+	case cmdRegisterNode:
+		res, err = f.registerLocked(w, d)
+	case cmdNodeState:
+		res, err = f.nodeStateLocked(w, now, d)
+	case cmdPlan:
+		res, err = f.planLocked(w, now, d)
+	case cmdUpdateTasks:
+		res, err = f.updateLocked(w, now, d)
+	case cmdCancel:
+		res, err = f.cancelLocked(w, now, d)
+	default:
+		err = fmt.Errorf("%w: unknown command tag %d", ErrCorrupt, cmd[0])
+	}
+	if err != nil {
+		return nil, err
+	}
+	f.flushLocked(w)
+	f.mu.applied = index
+	w.Set(keyApplied, binary.BigEndian.AppendUint64(nil, index))
+	return res, nil
+}
+
+// flushLocked writes the records of the groups and nodes the command
+// changed, bumps the changed nodes' target generations and keeps the pending
+// index in step.
+func (f *FSM) flushLocked(w writer) {
+	for _, g := range sortedGroups(f.dirtyGroups) {
+		f.vbuf = encodeGroup(f.vbuf, g)
+		w.Set(groupKey(g.job.num, g.idx), f.vbuf)
+		f.syncPendingLocked(g)
+	}
+	for _, n := range sortedNodes(f.dirtyNodes) {
+		n.gen++
+		w.Set(nodeKey(n.spec.Name), encodeNode(n))
+	}
+}
+
+func sortedGroups(m map[*group]struct{}) []*group {
+	gs := make([]*group, 0, len(m))
+	for g := range m {
+		gs = append(gs, g)
+	}
+	slices.SortFunc(gs, func(a, b *group) int {
+		return cmp.Or(cmp.Compare(a.job.num, b.job.num), cmp.Compare(a.idx, b.idx))
+	})
+	return gs
+}
+
+func sortedNodes(m map[*node]struct{}) []*node {
+	ns := make([]*node, 0, len(m))
+	for n := range m {
+		ns = append(ns, n)
+	}
+	slices.SortFunc(ns, func(a, b *node) int { return cmp.Compare(a.spec.Name, b.spec.Name) })
+	return ns
+}
+
+func (f *FSM) syncPendingLocked(g *group) {
+	q := g.job.spec.Queue
+	if !g.job.cancelled && g.pending() > 0 {
+		if f.mu.pending[q] == nil {
+			f.mu.pending[q] = map[*group]struct{}{}
+		}
+		f.mu.pending[q][g] = struct{}{}
+		return
+	}
+	if m := f.mu.pending[q]; m != nil {
+		delete(m, g)
+		if len(m) == 0 {
+			delete(f.mu.pending, q)
+		}
+	}
+}
+
+func (f *FSM) writeTask(w writer, t *task) {
+	f.kbuf = taskRecordKey(f.kbuf, t.key)
+	f.vbuf = encodeTask(f.vbuf, t)
+	w.Set(f.kbuf, f.vbuf)
+}
+
+func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
+	js := d.bytes()
+	if err := d.done("submit command"); err != nil {
+		return nil, err
+	}
+	var specs []api.JobSpec
+	if err := json.Unmarshal(js, &specs); err != nil {
+		return nil, fmt.Errorf("%w: submit command: %v", ErrCorrupt, err)
+	}
+	for i := range specs {
+		specs[i].SetDefaults()
+	}
+	if err := api.ValidateJobs(specs); err != nil {
+		return nil, fmt.Errorf("fsm: submit: %w", err)
+	}
+	// Nothing below can fail.
+	res := SubmitResult{Jobs: make([]SubmittedJob, len(specs))}
+	for i := range specs {
+		s := &specs[i]
+		if k := s.IdempotencyKey; k != "" {
+			if num, ok := f.mu.idem[k]; ok {
+				res.Jobs[i] = SubmittedJob{ID: jobID(num), Existing: true}
+				continue
+			}
+		}
+		num := f.mu.nextJob
+		f.mu.nextJob++
+		j := &job{num: num, id: jobID(num), spec: *s, submitted: now}
+		j.groups = make([]*group, len(s.Tasks))
+		for gi := range s.Tasks {
+			j.groups[gi] = newGroup(j, gi)
+			f.dirtyGroups[j.groups[gi]] = struct{}{}
+		}
+		f.mu.jobs[num] = j
+		w.Set(jobKey(num), encodeJob(j))
+		if k := s.IdempotencyKey; k != "" {
+			f.mu.idem[k] = num
+			w.Set(idemKey(k), binary.BigEndian.AppendUint64(nil, num))
+		}
+		res.Jobs[i] = SubmittedJob{ID: j.id}
+	}
+	w.Set(keyJobSeq, binary.BigEndian.AppendUint64(nil, f.mu.nextJob))
+	return res.encode(), nil
+}
+
+func (f *FSM) registerLocked(w writer, d *dec) ([]byte, error) {
+	js := d.bytes()
+	if err := d.done("register command"); err != nil {
+		return nil, err
+	}
+	var spec api.NodeSpec
+	if err := json.Unmarshal(js, &spec); err != nil {
+		return nil, fmt.Errorf("%w: register command: %v", ErrCorrupt, err)
+	}
+	if err := spec.Validate(); err != nil {
+		return nil, fmt.Errorf("fsm: register node %q: %w", spec.Name, err)
+	}
+	n, ok := f.mu.nodes[spec.Name]
+	if !ok {
+		n = &node{state: api.NodeReady, tasks: map[taskKey]*task{}, jobs: map[uint64]int{}}
+		f.mu.nodes[spec.Name] = n
+	}
+	n.spec, n.specJSON = spec, bytes.Clone(js) // the command is only valid during Apply
+	if n.state == api.NodeDown {
+		n.state = api.NodeReady
+	}
+	w.Set(nodeKey(spec.Name), encodeNode(n))
+	return nil, nil
+}
+
+func (f *FSM) nodeStateLocked(w writer, now int64, d *dec) ([]byte, error) {
+	name, state := d.str(), api.NodeState(d.str())
+	if err := d.done("node state command"); err != nil {
+		return nil, err
+	}
+	if !validNodeState(state) {
+		return nil, fmt.Errorf("%w: node state %q", ErrCorrupt, state)
+	}
+	n, ok := f.mu.nodes[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: node %q", ErrNotFound, name)
+	}
+	var res NodeStateResult
+	if state == api.NodeDown {
+		keys := make([]taskKey, 0, len(n.tasks))
+		for k := range n.tasks {
+			keys = append(keys, k)
+		}
+		slices.SortFunc(keys, func(a, b taskKey) int { return cmpKey(a, b) })
+		for _, k := range keys {
+			res.Lost++
+			if f.finishLocked(w, n.tasks[k], api.TaskLost, api.ReasonLost, 0, now, true) {
+				res.Requeued++
+			}
+		}
+	}
+	if n.state != state {
+		n.state = state
+		w.Set(nodeKey(name), encodeNode(n)) // rewritten by flush if its tasks changed
+	}
+	return encodeUvarints(uint64(res.Lost), uint64(res.Requeued)), nil
+}
+
+func cmpKey(a, b taskKey) int {
+	return cmp.Or(cmp.Compare(a.job, b.job), cmp.Compare(a.group, b.group), cmp.Compare(a.index, b.index))
+}
+
+// finishLocked ends an active task's attempt in state to (succeeded,
+// failed, killed or lost): it frees the task's resources and either retries
+// it (returning true) or counts it as done for good. closed marks an attempt
+// the dispatcher ended itself, so that later reports about it are stale.
+func (f *FSM) finishLocked(w writer, t *task, to api.TaskState, reason api.TaskReason, exit int32, now int64, closed bool) bool {
+	j := f.mu.jobs[t.key.job]
+	g := j.groups[t.key.group]
+	if t.active() {
+		n := f.mu.nodes[t.node]
+		n.hold(j.spec.QoS, g.demand, -1)
+		delete(n.tasks, t.key)
+		if n.jobs[j.num]--; n.jobs[j.num] == 0 {
+			delete(n.jobs, j.num)
+		}
+		f.kbuf = nodeTaskKey(f.kbuf, t.node, t.key)
+		w.Delete(f.kbuf)
+		f.dirtyNodes[n] = struct{}{}
+		g.active--
+	}
+	t.state, t.reason, t.exitCode, t.updated, t.closed = to, reason, exit, now, closed
+	retry := false
+	switch {
+	case to == api.TaskSucceeded:
+		g.succeeded++
+	case !j.cancelled && !t.stop && reason != api.ReasonStopped && t.attempt < uint32(j.spec.Retry.MaxAttempts):
+		g.requeue = append(g.requeue, requeued{index: t.key.index, notBefore: now + backoff(&j.spec.Retry, t.attempt)})
+		retry = true
+	case to == api.TaskKilled:
+		g.killed++
+	default:
+		g.failed++
+	}
+	f.dirtyGroups[g] = struct{}{}
+	f.writeTask(w, t)
+	return retry
+}
+
+// backoff is the wait before attempt+1: Backoff doubled per failure, capped.
+func backoff(r *api.RetryPolicy, attempt uint32) int64 {
+	b := int64(r.Backoff)
+	for i := uint32(1); i < attempt && b < int64(r.MaxBackoff); i++ {
+		b *= 2
+	}
+	return min(b, int64(r.MaxBackoff))
+}
+
+func (f *FSM) cancelLocked(w writer, now int64, d *dec) ([]byte, error) {
+	id := d.str()
+	if err := d.done("cancel command"); err != nil {
+		return nil, err
+	}
+	num, ok := parseJobID(id)
+	j := f.mu.jobs[num]
+	if !ok || j == nil {
+		return nil, fmt.Errorf("%w: job %q", ErrNotFound, id)
+	}
+	var res CancelResult
+	if j.cancelled {
+		return encodeUvarints(0, 0), nil
+	}
+	j.cancelled = true
+	w.Set(jobKey(num), encodeJob(j))
+	for _, g := range j.groups {
+		for _, r := range g.requeue {
+			t := f.mu.tasks[taskKey{num, g.idx, r.index}]
+			t.closed, t.updated = true, now
+			f.writeTask(w, t)
+		}
+		dropped := g.count - g.next + int64(len(g.requeue))
+		g.killed += dropped
+		g.next, g.requeue = g.count, nil
+		res.Dropped += dropped
+		f.dirtyGroups[g] = struct{}{}
+	}
+	for _, n := range f.sortedNodeListLocked() {
+		if n.jobs[num] == 0 {
+			continue
+		}
+		for _, t := range n.tasks {
+			if t.key.job == num && !t.stop {
+				t.stop, t.updated = true, now
+				f.writeTask(w, t)
+				res.Stopping++
+			}
+		}
+		f.dirtyNodes[n] = struct{}{}
+	}
+	return encodeUvarints(uint64(res.Dropped), uint64(res.Stopping)), nil
+}
+
+func (f *FSM) sortedNodeListLocked() []*node {
+	ns := make([]*node, 0, len(f.mu.nodes))
+	for _, n := range f.mu.nodes {
+		ns = append(ns, n)
+	}
+	slices.SortFunc(ns, func(a, b *node) int { return cmp.Compare(a.spec.Name, b.spec.Name) })
+	return ns
+}
+
+// planAssignment is a decoded assignment of a plan command.
+type planAssignment struct {
+	job, group, node string
+	count            int64
+	slots            int
+}
+
+func (f *FSM) planLocked(w writer, now int64, d *dec) ([]byte, error) {
+	term, _ := d.uvarint(), d.uvarint()
+	as := make([]planAssignment, d.count(5))
+	for i := range as {
+		a := &as[i]
+		a.job, a.group, a.node, a.count = d.str(), d.str(), d.str(), d.varint()
+		a.slots = d.count(1)
+		for range a.slots {
+			d.bytes()
+		}
+	}
+	if err := d.done("plan command"); err != nil {
+		return nil, err
+	}
+	if term < f.mu.planTerm {
+		return nil, fmt.Errorf("%w: term %d, a plan of term %d was committed", ErrStalePlan, term, f.mu.planTerm)
+	}
+	// Nothing below fails the command: each assignment is checked against
+	// the state the ones before it left, then applied or rejected alone.
+	if term > f.mu.planTerm {
+		f.mu.planTerm = term
+		w.Set(keyPlanTerm, binary.BigEndian.AppendUint64(nil, term))
+	}
+	var res PlanResult
+	for i := range as {
+		if code, detail := f.placeLocked(w, now, &as[i]); code != 0 {
+			res.Rejected = append(res.Rejected, Rejection{Index: i, Code: code, Detail: detail})
+		} else {
+			res.Placed += as[i].count
+		}
+	}
+	return res.encode(), nil
+}
+
+// placeLocked checks one assignment and applies it, or says why not.
+func (f *FSM) placeLocked(w writer, now int64, a *planAssignment) (RejectCode, string) {
+	num, _ := parseJobID(a.job)
+	j := f.mu.jobs[num]
+	switch {
+	case j == nil:
+		return RejectJobNotFound, a.job
+	case j.cancelled:
+		return RejectJobCancelled, a.job
+	}
+	gi := slices.IndexFunc(j.spec.Tasks, func(g api.TaskGroupSpec) bool { return g.Name == a.group })
+	if gi < 0 {
+		return RejectGroupNotFound, a.job + "/" + a.group
+	}
+	g := j.groups[gi]
+	if a.count < 1 {
+		return RejectBadCount, fmt.Sprint(a.count)
+	}
+	if e := g.eligible(now); e < a.count {
+		return RejectNotPending, fmt.Sprintf("%d tasks eligible, %d assigned", e, a.count)
+	}
+	n := f.mu.nodes[a.node]
+	switch {
+	case n == nil:
+		return RejectNodeNotFound, a.node
+	case n.state != api.NodeReady:
+		return RejectNodeNotReady, fmt.Sprintf("node %s is %s", a.node, n.state)
+	case a.slots > 0:
+		return RejectSlot, "the FSM keeps no cached slots yet"
+	}
+	if why := matches(&j.spec, &n.spec); why != "" {
+		return RejectConstraint, why
+	}
+	if j.spec.DistinctNodes && (a.count > 1 || n.jobs[num] > 0) {
+		return RejectDistinct, fmt.Sprintf("job already on node %s or %d tasks assigned to it", a.node, a.count)
+	}
+	if why := shortfall(n.free(j.spec.QoS), g.demand, a.count); why != "" {
+		return RejectNoFit, fmt.Sprintf("node %s, %s tier: %s", a.node, j.spec.QoS, why)
+	}
+
+	// Apply: retries first (those due), then never-placed tasks.
+	left := a.count
+	if len(g.requeue) > 0 {
+		keep := g.requeue[:0]
+		for _, r := range g.requeue {
+			if left > 0 && r.notBefore <= now {
+				f.assignLocked(w, now, n, f.mu.tasks[taskKey{num, g.idx, r.index}])
+				left--
+				continue
+			}
+			keep = append(keep, r)
+		}
+		clear(g.requeue[len(keep):])
+		g.requeue = keep
+	}
+	for ; left > 0; left-- {
+		k := taskKey{num, g.idx, uint32(g.next)}
+		g.next++
+		t := &task{key: k}
+		f.mu.tasks[k] = t
+		f.assignLocked(w, now, n, t)
+	}
+	n.hold(j.spec.QoS, g.demand, a.count)
+	n.jobs[num] += int(a.count)
+	g.active += a.count
+	f.dirtyGroups[g] = struct{}{}
+	f.dirtyNodes[n] = struct{}{}
+	return 0, ""
+}
+
+func (f *FSM) assignLocked(w writer, now int64, n *node, t *task) {
+	t.attempt++
+	t.state, t.node, t.stop, t.closed = api.TaskAssigned, n.spec.Name, false, false
+	t.exitCode, t.reason, t.updated = 0, "", now
+	n.tasks[t.key] = t
+	f.writeTask(w, t)
+	f.kbuf = nodeTaskKey(f.kbuf, n.spec.Name, t.key)
+	w.Set(f.kbuf, nil)
+}
+
+// report is a decoded report of an UpdateTasks command.
+type report struct {
+	node, id string
+	state    api.TaskState
+	reason   api.TaskReason
+	exit     int32
+	key      taskKey
+	attempt  uint32
+	action   uint8
+}
+
+const (
+	actApply uint8 = iota
+	actNoOp
+	actStale
+)
+
+func (f *FSM) updateLocked(w writer, now int64, d *dec) ([]byte, error) {
+	rs := make([]report, d.count(8))
+	for i := range rs {
+		r := &rs[i]
+		r.node, r.id = d.str(), d.str()
+		r.state, r.reason, r.exit = api.TaskState(d.byte()), api.TaskReason(d.str()), int32(d.varint())
+		d.varint() // the nodelet's time; the command's is used
+		d.bytes()  // message: not kept yet
+	}
+	if err := d.done("update command"); err != nil {
+		return nil, err
+	}
+	// Pass 1: check every report against the state the reports before it
+	// leave (kept in an overlay), writing nothing.
+	overlay := make(map[taskKey]api.TaskState)
+	for i := range rs {
+		r := &rs[i]
+		bad := func(err error) error { return &ReportError{Index: i, TaskID: r.id, Err: err} }
+		var ok bool
+		if r.key, r.attempt, ok = parseTaskID(r.id); !ok {
+			return nil, bad(fmt.Errorf("%w: malformed task ID", ErrBadReport))
+		}
+		t := f.mu.tasks[r.key]
+		if t == nil {
+			return nil, bad(fmt.Errorf("%w: no such task", ErrBadReport))
+		}
+		if !r.state.Valid() || r.state == api.TaskPending || r.state == api.TaskAssigned {
+			return nil, bad(fmt.Errorf("%w: nodes do not report state %v", ErrBadReport, r.state))
+		}
+		cur, seen := overlay[r.key]
+		if !seen {
+			cur = t.state
+		}
+		switch {
+		case r.attempt != t.attempt || r.node != t.node || t.closed:
+			r.action = actStale
+		case r.state == cur:
+			r.action = actNoOp
+		default:
+			if err := api.CheckTaskTransition(cur, r.state); err != nil {
+				return nil, bad(err)
+			}
+			r.action = actApply
+			overlay[r.key] = r.state
+		}
+	}
+	// Pass 2: apply; nothing can fail now.
+	var res UpdateResult
+	for i := range rs {
+		r := &rs[i]
+		switch r.action {
+		case actNoOp:
+			res.NoOp++
+			continue
+		case actStale:
+			res.Stale++
+			continue
+		}
+		res.Applied++
+		t := f.mu.tasks[r.key]
+		if r.state.Done() {
+			if f.finishLocked(w, t, r.state, r.reason, r.exit, now, false) {
+				res.Requeued++
+			}
+			continue
+		}
+		t.state, t.reason, t.updated = r.state, r.reason, now
+		f.writeTask(w, t)
+	}
+	return res.encode(), nil
+}

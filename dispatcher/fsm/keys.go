@@ -1,0 +1,130 @@
+package fsm
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Key prefixes of the FSM's keyspace (see doc.go for the layout).
+const (
+	prefixSeq      = "s/"
+	prefixMeta     = "m/"
+	prefixJob      = "j/"
+	prefixGroup    = "g/"
+	prefixTask     = "t/"
+	prefixNode     = "n/"
+	prefixNodeTask = "nt/"
+	prefixIdem     = "i/"
+)
+
+var (
+	keyJobSeq   = []byte(prefixSeq + "job")
+	keyPlanTerm = []byte(prefixMeta + "planterm")
+)
+
+// recordVersion is the first byte of every stored record.
+const recordVersion = 1
+
+// taskKey identifies a task: its job's number, its group's index in the job
+// and its index in the group.
+type taskKey struct {
+	job   uint64
+	group uint16
+	index uint32
+}
+
+// jobID formats a job number as its ID.
+func jobID(num uint64) string { return "j" + strconv.FormatUint(num, 10) }
+
+// parseJobID returns the number of a job ID.
+func parseJobID(id string) (uint64, bool) {
+	if len(id) < 2 || id[0] != 'j' || id[1] == '0' {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(id[1:], 10, 64)
+	return n, err == nil
+}
+
+// TaskID formats the ID of a task's attempt: "<job>/<group index>/<task
+// index>/<attempt>". Each attempt of a task is a different pod, so a late
+// report about an earlier attempt is recognised as stale.
+func TaskID(job string, group, index int, attempt int) string {
+	return fmt.Sprintf("%s/%d/%d/%d", job, group, index, attempt)
+}
+
+func taskID(k taskKey, attempt uint32) string {
+	b := make([]byte, 0, 32)
+	b = append(b, 'j')
+	b = strconv.AppendUint(b, k.job, 10)
+	b = append(b, '/')
+	b = strconv.AppendUint(b, uint64(k.group), 10)
+	b = append(b, '/')
+	b = strconv.AppendUint(b, uint64(k.index), 10)
+	b = append(b, '/')
+	b = strconv.AppendUint(b, uint64(attempt), 10)
+	return string(b)
+}
+
+// parseTaskID splits a task ID into the task and the attempt.
+func parseTaskID(id string) (taskKey, uint32, bool) {
+	parts := strings.Split(id, "/")
+	if len(parts) != 4 {
+		return taskKey{}, 0, false
+	}
+	j, ok := parseJobID(parts[0])
+	g, err1 := strconv.ParseUint(parts[1], 10, 16)
+	i, err2 := strconv.ParseUint(parts[2], 10, 32)
+	a, err3 := strconv.ParseUint(parts[3], 10, 32)
+	if !ok || err1 != nil || err2 != nil || err3 != nil {
+		return taskKey{}, 0, false
+	}
+	return taskKey{j, uint16(g), uint32(i)}, uint32(a), true
+}
+
+func jobKey(num uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte(prefixJob), num)
+}
+
+func groupKey(job uint64, g uint16) []byte {
+	b := binary.BigEndian.AppendUint64([]byte(prefixGroup), job)
+	return binary.BigEndian.AppendUint16(b, g)
+}
+
+func appendTaskSuffix(b []byte, k taskKey) []byte {
+	b = binary.BigEndian.AppendUint64(b, k.job)
+	b = binary.BigEndian.AppendUint16(b, k.group)
+	return binary.BigEndian.AppendUint32(b, k.index)
+}
+
+func taskRecordKey(buf []byte, k taskKey) []byte {
+	return appendTaskSuffix(append(buf[:0], prefixTask...), k)
+}
+
+// nodeTaskKey is the per-node index entry of a task holding resources on
+// the node; node names never hold a 0 byte.
+func nodeTaskKey(buf []byte, node string, k taskKey) []byte {
+	b := append(buf[:0], prefixNodeTask...)
+	b = append(b, node...)
+	b = append(b, 0)
+	return appendTaskSuffix(b, k)
+}
+
+func decodeTaskSuffix(b []byte) (taskKey, bool) {
+	if len(b) != 14 {
+		return taskKey{}, false
+	}
+	return taskKey{binary.BigEndian.Uint64(b), binary.BigEndian.Uint16(b[8:]), binary.BigEndian.Uint32(b[10:])}, true
+}
+
+func nodeKey(name string) []byte { return []byte(prefixNode + name) }
+
+func idemKey(k string) []byte { return []byte(prefixIdem + k) }
+
+// prefixEnd returns the first key after every key with prefix p.
+func prefixEnd(p string) []byte {
+	b := []byte(p)
+	b[len(b)-1]++
+	return b
+}

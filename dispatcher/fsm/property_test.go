@@ -1,0 +1,331 @@
+package fsm
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/dispatcher/placement"
+	"github.com/sluicehq/sluice/internal/seedtest"
+)
+
+// TestRandomCommands applies random command sequences (valid, stale and
+// invalid) and checks the invariants after every step.
+func TestRandomCommands(t *testing.T) {
+	r := seedtest.Rand(t)
+	runs, steps := 8, 250
+	if testing.Short() {
+		runs = 4
+	}
+	for run := range runs {
+		h := &propHarness{t: t, r: r, f: New(), s: newMemStore(), now: time.Unix(1_800_000_000, 0)}
+		for step := range steps {
+			desc := h.step()
+			if err := h.check(); err != nil {
+				t.Fatalf("run %d step %d (%s): %v", run, step, desc, err)
+			}
+		}
+		t.Logf("run %d: %d commands applied, %d rejected, %d tasks placed, %d reports applied", run, h.counts[0], h.counts[1], h.counts[2], h.counts[3])
+	}
+}
+
+type propHarness struct {
+	t      *testing.T
+	r      *rand.Rand
+	f      *FSM
+	s      *memStore
+	index  uint64
+	now    time.Time
+	nodes  []string
+	jobs   []string
+	term   uint64
+	counts [4]int // ok, rejected, placed tasks, reports applied
+}
+
+func (h *propHarness) apply(cmd []byte) ([]byte, error) {
+	h.index++
+	before := h.f.dump()
+	res, writes, err := h.s.apply(h.f, h.index, cmd)
+	if err != nil {
+		if writes != 0 {
+			h.t.Fatalf("rejected command (%v) attempted %d writes", err, writes)
+		}
+		if after := h.f.dump(); after != before {
+			h.t.Fatalf("rejected command (%v) changed the state:\nbefore:\n%s\nafter:\n%s", err, before, after)
+		}
+		h.counts[1]++
+		return nil, err
+	}
+	h.counts[0]++
+	return res, nil
+}
+
+func (h *propHarness) step() string {
+	r := h.r
+	switch k := r.IntN(20); {
+	case k < 2 || len(h.nodes) == 0:
+		name := fmt.Sprintf("n%d", r.IntN(6))
+		c := api.Capacity{CPU: 1000 * (2 + r.Int64N(8)), Memory: (2 + r.Int64N(16)) << 30, GPUs: r.Int64N(3), Ports: 10}
+		for _, n := range h.f.Nodes() { // never shrink a node below what it holds
+			if n.Spec.Name == name {
+				c = n.Spec.Capacity
+				c.CPU += 1000
+			}
+		}
+		spec := api.NodeSpec{Name: name, Capacity: c, Allocatable: api.Allocatable{Online: c, Offline: api.Capacity{CPU: 2 * c.CPU, Memory: c.Memory, GPUs: c.GPUs, Ports: c.Ports}}}
+		cmd, _ := RegisterNode(h.now, spec)
+		if _, err := h.apply(cmd); err != nil {
+			h.t.Fatalf("register %s: %v", name, err)
+		}
+		if !slices.Contains(h.nodes, name) {
+			h.nodes = append(h.nodes, name)
+		}
+		return "register " + name
+	case k < 5:
+		var specs []api.JobSpec
+		bad := r.IntN(8) == 0
+		for i := range 1 + r.IntN(3) {
+			s := api.JobSpec{Name: "j", QoS: []api.QoS{api.QoSOnline, api.QoSOffline}[r.IntN(2)], Priority: r.Int32N(3),
+				DistinctNodes: r.IntN(6) == 0}
+			s.Retry.MaxAttempts = 1 + r.Int32N(3)
+			if r.IntN(4) == 0 {
+				s.IdempotencyKey = fmt.Sprintf("k%d", r.IntN(10))
+			}
+			for range 1 + r.IntN(2) {
+				s.Tasks = append(s.Tasks, api.TaskGroupSpec{Count: 1 + r.Int64N(20), Pod: api.PodSpec{Containers: []api.ContainerSpec{{
+					Image: api.Image{Rootfs: "/img"}, Command: []string{"/x"},
+					Resources: api.Resources{CPU: 250 * (1 + r.Int64N(8)), Memory: (1 + r.Int64N(4)) << 29, GPUs: r.Int64N(2) * r.Int64N(2)},
+				}}}})
+			}
+			if bad && i == 0 {
+				s.Tasks[0].Count = 0
+			}
+			specs = append(specs, s)
+		}
+		cmd, _ := SubmitJobs(h.now, specs)
+		res, err := h.apply(cmd)
+		if bad != (err != nil) {
+			h.t.Fatalf("submit (bad=%v): %v", bad, err)
+		}
+		if err == nil {
+			sr, err := DecodeSubmitResult(res)
+			if err != nil {
+				h.t.Fatal(err)
+			}
+			for _, j := range sr.Jobs {
+				if !slices.Contains(h.jobs, j.ID) {
+					h.jobs = append(h.jobs, j.ID)
+				}
+			}
+		}
+		return fmt.Sprintf("submit %d (bad=%v)", len(specs), bad)
+	case k < 10:
+		// A plan: mostly from the placement input, with stale and wrong
+		// assignments mixed in.
+		in := h.f.PlacementInput(h.now, 0)
+		p := &Plan{Term: h.term, Now: h.now}
+		if r.IntN(10) == 0 {
+			h.term++
+			p.Term = h.term
+		}
+		if r.IntN(15) == 0 && h.term > 0 {
+			p.Term = h.term - 1
+		}
+		for range r.IntN(6) {
+			a := placement.Assignment{Node: h.nodes[r.IntN(len(h.nodes))], Count: 1 + r.Int64N(4)}
+			if len(in.Groups) > 0 && r.IntN(5) > 0 {
+				a.Group = in.Groups[r.IntN(len(in.Groups))].Key
+			} else if len(h.jobs) > 0 {
+				a.Group = placement.GroupKey{Job: h.jobs[r.IntN(len(h.jobs))], Group: "g" + fmt.Sprint(r.IntN(3))}
+			}
+			if r.IntN(20) == 0 {
+				a.Node = "ghost"
+			}
+			if r.IntN(30) == 0 {
+				a.Count = 0
+			}
+			p.Assignments = append(p.Assignments, a)
+		}
+		res, err := h.apply(CommitPlan(p))
+		if err == nil {
+			pr, err := DecodePlanResult(res)
+			if err != nil {
+				h.t.Fatal(err)
+			}
+			h.counts[2] += int(pr.Placed)
+		}
+		return fmt.Sprintf("plan of %d", len(p.Assignments))
+	case k < 16:
+		var reps []Report
+		f := h.f
+		var keys []taskKey
+		for k := range f.mu.tasks {
+			keys = append(keys, k)
+		}
+		slices.SortFunc(keys, cmpKey)
+		for range 1 + r.IntN(6) {
+			if len(keys) == 0 {
+				break
+			}
+			t := f.mu.tasks[keys[r.IntN(len(keys))]]
+			states := []api.TaskState{api.TaskStarting, api.TaskRunning, api.TaskSucceeded, api.TaskFailed, api.TaskKilled, api.TaskLost}
+			st := states[r.IntN(len(states))]
+			if next := slices.DeleteFunc(t.state.Next(), func(s api.TaskState) bool { return s == api.TaskPending }); len(next) > 0 && r.IntN(8) > 0 {
+				st = next[r.IntN(len(next))] // mostly legal transitions
+			}
+			rep := Report{Node: t.node, TaskReport: api.TaskReport{TaskID: taskID(t.key, t.attempt), State: st, Reason: api.ReasonExited, Time: h.now}}
+			if r.IntN(10) == 0 {
+				rep.TaskID = taskID(t.key, t.attempt+1)
+			}
+			if r.IntN(6) == 0 {
+				rep.Reason = api.ReasonStopped
+			}
+			reps = append(reps, rep)
+		}
+		res, err := h.apply(UpdateTasks(h.now, reps))
+		if err == nil {
+			ur, err := DecodeUpdateResult(res)
+			if err != nil {
+				h.t.Fatal(err)
+			}
+			h.counts[3] += ur.Applied
+		}
+		return fmt.Sprintf("update of %d", len(reps))
+	case k < 18:
+		name := h.nodes[r.IntN(len(h.nodes))]
+		st := []api.NodeState{api.NodeReady, api.NodeDraining, api.NodeDown}[r.IntN(3)]
+		h.apply(SetNodeState(h.now, name, st))
+		return fmt.Sprintf("node %s %s", name, st)
+	case k < 19:
+		if len(h.jobs) == 0 {
+			return "nothing"
+		}
+		id := h.jobs[r.IntN(len(h.jobs))]
+		h.apply(CancelJob(h.now, id))
+		return "cancel " + id
+	default:
+		h.now = h.now.Add(time.Duration(r.IntN(3000)) * time.Millisecond)
+		return "advance"
+	}
+}
+
+// check verifies the invariants, recomputing what the FSM derives, and that
+// a fresh FSM loaded from the store is identical.
+func (h *propHarness) check() error {
+	f := h.f
+	f.mu.RLock()
+	var errs []string
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	used := map[string]api.Allocatable{}
+	onNode := map[taskKey]string{}
+	for name, n := range f.mu.nodes {
+		for k, t := range n.tasks {
+			if prev, dup := onNode[k]; dup {
+				bad("task %v on %s and %s", k, prev, name)
+			}
+			onNode[k] = name
+			if t.node != name || !t.active() {
+				bad("task %v in %s's index has node %s state %v", k, name, t.node, t.state)
+			}
+			j := f.mu.jobs[k.job]
+			u := used[name]
+			if j.spec.QoS == api.QoSOnline {
+				u.Online = addMul(u.Online, j.groups[k.group].demand, 1)
+			} else {
+				u.Offline = addMul(u.Offline, j.groups[k.group].demand, 1)
+			}
+			used[name] = u
+		}
+		if used[name] != n.used {
+			bad("node %s used %+v, tasks hold %+v", name, n.used, used[name])
+		}
+		for _, c := range []api.Capacity{n.free(api.QoSOnline), n.free(api.QoSOffline)} {
+			if c.CPU < 0 || c.Memory < 0 || c.GPUs < 0 || c.Disk < 0 || c.Ports < 0 {
+				bad("node %s over capacity: free %+v", name, c)
+			}
+		}
+	}
+	type counts struct{ active, ok, recs int64 }
+	per := map[[2]uint64]*counts{}
+	for k, t := range f.mu.tasks {
+		c := per[[2]uint64{k.job, uint64(k.group)}]
+		if c == nil {
+			c = &counts{}
+			per[[2]uint64{k.job, uint64(k.group)}] = c
+		}
+		c.recs++
+		if t.active() {
+			c.active++
+			if onNode[k] != t.node {
+				bad("active task %v on %s is missing from its node's index", k, t.node)
+			}
+		}
+		if t.state == api.TaskSucceeded {
+			c.ok++
+		}
+		if g := f.mu.jobs[k.job].groups[k.group]; int64(k.index) >= g.next {
+			bad("task %v has a record but index ≥ next %d", k, g.next)
+		}
+	}
+	for _, j := range f.mu.jobs {
+		for _, g := range j.groups {
+			c := per[[2]uint64{j.num, uint64(g.idx)}]
+			if c == nil {
+				c = &counts{}
+			}
+			if sum := g.count - g.next + int64(len(g.requeue)) + g.active + g.succeeded + g.failed + g.killed; sum != g.count {
+				bad("group %s: counts add to %d, count %d", g.key(), sum, g.count)
+			}
+			if g.active != c.active || g.succeeded != c.ok {
+				bad("group %s: active %d ok %d, records say %d %d", g.key(), g.active, g.succeeded, c.active, c.ok)
+			}
+			seen := map[uint32]bool{}
+			for _, q := range g.requeue {
+				t := f.mu.tasks[taskKey{j.num, g.idx, q.index}]
+				if seen[q.index] || t == nil || t.active() || t.state == api.TaskSucceeded {
+					bad("group %s: requeued index %d twice, without a record or still active", g.key(), q.index)
+				}
+				seen[q.index] = true
+			}
+			if (!j.cancelled && g.pending() > 0) != inPending(f, g) {
+				bad("group %s: pending index out of step", g.key())
+			}
+		}
+	}
+	// The store's node-task index matches the active tasks.
+	nt := 0
+	h.s.Scan([]byte(prefixNodeTask), prefixEnd(prefixNodeTask), func(k, _ []byte) error {
+		nt++
+		rest := k[len(prefixNodeTask):]
+		i := strings.IndexByte(string(rest), 0)
+		tk, _ := decodeTaskSuffix(rest[i+1:])
+		if onNode[tk] != string(rest[:i]) {
+			bad("store index nt/%s/%v has no active task", rest[:i], tk)
+		}
+		return nil
+	})
+	if nt != len(onNode) {
+		bad("store has %d node-task entries, %d active tasks", nt, len(onNode))
+	}
+	f.mu.RUnlock()
+	g := New()
+	if err := g.Load(h.s); err != nil {
+		return err
+	}
+	if a, b := f.dump(), g.dump(); a != b {
+		bad("loaded state differs:\nlive:\n%s\nloaded:\n%s", a, b)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s", strings.Join(errs, "\n"))
+	}
+	return nil
+}
+
+func inPending(f *FSM, g *group) bool {
+	_, ok := f.mu.pending[g.job.spec.Queue][g]
+	return ok
+}

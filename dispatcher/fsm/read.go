@@ -1,0 +1,430 @@
+package fsm
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/dispatcher/placement"
+	"github.com/sluicehq/sluice/raftkv"
+)
+
+// Load replaces the FSM's state with the one stored in r and rebuilds the
+// in-memory indexes: what tasks hold on each node, active counts per group,
+// pending groups per queue. raftkv calls it at Open and after a snapshot
+// restore.
+func (f *FSM) Load(r raftkv.Reader) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.resetLocked()
+	if err := f.loadLocked(r); err != nil {
+		f.resetLocked()
+		return fmt.Errorf("fsm: load: %w", err)
+	}
+	return nil
+}
+
+func getUint64(r raftkv.Reader, key []byte) (uint64, bool, error) {
+	v, err := r.Get(key)
+	if errors.Is(err, raftkv.ErrNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	if len(v) != 8 {
+		return 0, false, fmt.Errorf("%w: %s holds %d bytes", ErrCorrupt, key, len(v))
+	}
+	return binary.BigEndian.Uint64(v), true, nil
+}
+
+func (f *FSM) loadLocked(r raftkv.Reader) error {
+	var err error
+	var ok bool
+	if f.mu.nextJob, ok, err = getUint64(r, keyJobSeq); err != nil {
+		return err
+	} else if !ok {
+		f.mu.nextJob = 1
+	}
+	if f.mu.planTerm, _, err = getUint64(r, keyPlanTerm); err != nil {
+		return err
+	}
+	if f.mu.applied, _, err = getUint64(r, keyApplied); err != nil {
+		return err
+	}
+	err = r.Scan([]byte(prefixJob), prefixEnd(prefixJob), func(k, v []byte) error {
+		if len(k) != len(prefixJob)+8 {
+			return fmt.Errorf("%w: job key %q", ErrCorrupt, k)
+		}
+		j, err := decodeJob(binary.BigEndian.Uint64(k[len(prefixJob):]), v)
+		if err != nil {
+			return err
+		}
+		f.mu.jobs[j.num] = j
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = r.Scan([]byte(prefixGroup), prefixEnd(prefixGroup), func(k, v []byte) error {
+		k = k[len(prefixGroup):]
+		if len(k) != 10 {
+			return fmt.Errorf("%w: group key %q", ErrCorrupt, k)
+		}
+		j := f.mu.jobs[binary.BigEndian.Uint64(k)]
+		gi := int(binary.BigEndian.Uint16(k[8:]))
+		if j == nil || gi >= len(j.groups) {
+			return fmt.Errorf("%w: group %x without its job", ErrCorrupt, k)
+		}
+		return decodeGroupInto(j.groups[gi], v)
+	})
+	if err != nil {
+		return err
+	}
+	err = r.Scan([]byte(prefixNode), prefixEnd(prefixNode), func(k, v []byte) error {
+		n, err := decodeNode(v)
+		if err != nil {
+			return err
+		}
+		if n.spec.Name != string(k[len(prefixNode):]) {
+			return fmt.Errorf("%w: node record %q under key %q", ErrCorrupt, n.spec.Name, k)
+		}
+		f.mu.nodes[n.spec.Name] = n
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = r.Scan([]byte(prefixTask), prefixEnd(prefixTask), func(k, v []byte) error {
+		key, ok := decodeTaskSuffix(k[len(prefixTask):])
+		if !ok {
+			return fmt.Errorf("%w: task key %x", ErrCorrupt, k)
+		}
+		t, err := decodeTask(key, v)
+		if err != nil {
+			return err
+		}
+		j := f.mu.jobs[key.job]
+		if j == nil || int(key.group) >= len(j.groups) {
+			return fmt.Errorf("%w: task %s without its job", ErrCorrupt, taskID(key, t.attempt))
+		}
+		f.mu.tasks[key] = t
+		if t.active() {
+			n := f.mu.nodes[t.node]
+			if n == nil {
+				return fmt.Errorf("%w: task %s on unknown node %q", ErrCorrupt, taskID(key, t.attempt), t.node)
+			}
+			g := j.groups[key.group]
+			n.tasks[key] = t
+			n.jobs[key.job]++
+			n.hold(j.spec.QoS, g.demand, 1)
+			g.active++
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = r.Scan([]byte(prefixIdem), prefixEnd(prefixIdem), func(k, v []byte) error {
+		if len(v) != 8 {
+			return fmt.Errorf("%w: idempotency record %q", ErrCorrupt, k)
+		}
+		f.mu.idem[string(k[len(prefixIdem):])] = binary.BigEndian.Uint64(v)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, j := range f.mu.jobs {
+		for _, g := range j.groups {
+			f.syncPendingLocked(g)
+		}
+	}
+	return nil
+}
+
+// Applied returns the index of the last command applied.
+func (f *FSM) Applied() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.mu.applied
+}
+
+// GroupStatus counts a task group's tasks by where they are. Pending +
+// Active + Succeeded + Failed + Killed == Count.
+type GroupStatus struct {
+	Name      string
+	Count     int64
+	Pending   int64 // never placed, or waiting for a retry
+	Retrying  int64 // of Pending, those waiting for a retry
+	Active    int64 // assigned, starting or running on a node
+	Succeeded int64
+	Failed    int64 // failed or lost, with no attempt left
+	Killed    int64 // killed, or dropped by a cancel
+}
+
+// JobStatus is a job as the FSM knows it.
+type JobStatus struct {
+	ID        string
+	State     JobState
+	Submitted time.Time
+	// Spec is the job's spec with defaults applied. It shares memory with
+	// the FSM: do not modify it.
+	Spec   api.JobSpec
+	Groups []GroupStatus
+}
+
+func (j *job) status() JobStatus {
+	s := JobStatus{ID: j.id, State: j.state(), Submitted: time.Unix(0, j.submitted).UTC(), Spec: j.spec}
+	s.Groups = make([]GroupStatus, len(j.groups))
+	for i, g := range j.groups {
+		s.Groups[i] = GroupStatus{
+			Name: j.spec.Tasks[i].Name, Count: g.count, Pending: g.pending(), Retrying: int64(len(g.requeue)),
+			Active: g.active, Succeeded: g.succeeded, Failed: g.failed, Killed: g.killed,
+		}
+	}
+	return s
+}
+
+// Job returns the status of the job with the given ID.
+func (f *FSM) Job(id string) (JobStatus, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	num, ok := parseJobID(id)
+	j := f.mu.jobs[num]
+	if !ok || j == nil {
+		return JobStatus{}, false
+	}
+	return j.status(), true
+}
+
+// JobFilter selects jobs. Zero fields select everything.
+type JobFilter struct {
+	Queue  string
+	States []JobState
+	// After lists only jobs with a larger ID number (for paging).
+	After string
+	// Limit bounds how many jobs are returned.
+	Limit int
+}
+
+// Jobs returns the jobs the filter selects, oldest first.
+func (f *FSM) Jobs(filter JobFilter) []JobStatus {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	after, _ := parseJobID(filter.After)
+	nums := make([]uint64, 0, len(f.mu.jobs))
+	for num := range f.mu.jobs {
+		if num > after {
+			nums = append(nums, num)
+		}
+	}
+	slices.Sort(nums)
+	var out []JobStatus
+	for _, num := range nums {
+		j := f.mu.jobs[num]
+		if filter.Queue != "" && j.spec.Queue != filter.Queue {
+			continue
+		}
+		if len(filter.States) > 0 && !slices.Contains(filter.States, j.state()) {
+			continue
+		}
+		out = append(out, j.status())
+		if filter.Limit > 0 && len(out) == filter.Limit {
+			break
+		}
+	}
+	return out
+}
+
+// NodeInfo is a node as the FSM knows it.
+type NodeInfo struct {
+	Spec  api.NodeSpec
+	State api.NodeState
+	// Generation is the node's target generation.
+	Generation uint64
+	// Used is what the node's active tasks hold per tier; Free what is left
+	// of the tier's allocatable (negative when a re-registration shrank it).
+	Used, Free api.Allocatable
+	Tasks      int
+}
+
+// Nodes returns every registered node, by name.
+func (f *FSM) Nodes() []NodeInfo {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]NodeInfo, 0, len(f.mu.nodes))
+	for _, n := range f.sortedNodeListLocked() {
+		out = append(out, NodeInfo{
+			Spec: n.spec, State: n.state, Generation: n.gen, Used: n.used,
+			Free:  api.Allocatable{Online: n.free(api.QoSOnline), Offline: n.free(api.QoSOffline)},
+			Tasks: len(n.tasks),
+		})
+	}
+	return out
+}
+
+// Pod is one desired pod of a node's target.
+type Pod struct {
+	TaskID string
+	Job    string
+	Group  string
+	QoS    api.QoS
+	// Spec shares memory with the FSM: do not modify it.
+	Spec api.PodSpec
+}
+
+// NodeTarget returns a node's target: the pods it should run, by task ID
+// order, and the generation of that set, which increases whenever the set
+// changes. ok is false for an unknown node.
+func (f *FSM) NodeTarget(name string) (gen uint64, pods []Pod, ok bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	n := f.mu.nodes[name]
+	if n == nil {
+		return 0, nil, false
+	}
+	ts := make([]*task, 0, len(n.tasks))
+	for _, t := range n.tasks {
+		if !t.stop {
+			ts = append(ts, t)
+		}
+	}
+	slices.SortFunc(ts, func(a, b *task) int { return cmpKey(a.key, b.key) })
+	pods = make([]Pod, len(ts))
+	for i, t := range ts {
+		j := f.mu.jobs[t.key.job]
+		g := &j.spec.Tasks[t.key.group]
+		pods[i] = Pod{TaskID: taskID(t.key, t.attempt), Job: j.id, Group: g.Name, QoS: j.spec.QoS, Spec: g.Pod}
+	}
+	return n.gen, pods, true
+}
+
+// PlacementInput builds a round's input: the ready nodes, and the groups
+// with tasks eligible at now, highest priority first, then oldest job, at
+// most limit tasks in all (0: no limit).
+func (f *FSM) PlacementInput(now time.Time, limit int64) *placement.Input {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	nowNS := now.UnixNano()
+	var gs []*group
+	for _, m := range f.mu.pending {
+		for g := range m {
+			gs = append(gs, g)
+		}
+	}
+	slices.SortFunc(gs, func(a, b *group) int {
+		return cmp.Or(cmp.Compare(b.job.spec.Priority, a.job.spec.Priority),
+			cmp.Compare(a.job.num, b.job.num), cmp.Compare(a.idx, b.idx))
+	})
+	in := &placement.Input{}
+	left := limit
+	for _, g := range gs {
+		if limit > 0 && left <= 0 {
+			break
+		}
+		e := g.eligible(nowNS)
+		if limit > 0 {
+			e = min(e, left)
+			left -= e
+		}
+		if e == 0 {
+			continue
+		}
+		s := &g.job.spec
+		in.Groups = append(in.Groups, placement.Group{
+			Key: g.key(), Pending: e, Demand: g.demand, QoS: s.QoS, Priority: s.Priority,
+			Queue: s.Queue, Pool: s.Pool, Constraints: s.Constraints, DistinctNodes: s.DistinctNodes,
+			Preferred: s.Tasks[g.idx].PreferredNodes, Policy: s.Policy,
+			Waited: max(0, time.Duration(nowNS-g.job.submitted)),
+		})
+	}
+	for _, n := range f.sortedNodeListLocked() {
+		if n.state != api.NodeReady {
+			continue
+		}
+		pn := placement.Node{
+			ID: n.spec.Name, Pool: n.spec.Pool, Labels: n.spec.Labels, Capacity: n.spec.Allocatable,
+			Free: api.Allocatable{Online: clampZero(n.free(api.QoSOnline)), Offline: clampZero(n.free(api.QoSOffline))},
+		}
+		for num := range n.jobs {
+			if j := f.mu.jobs[num]; j.spec.DistinctNodes {
+				if pn.Jobs == nil {
+					pn.Jobs = map[string]bool{}
+				}
+				pn.Jobs[j.id] = true
+			}
+		}
+		in.Nodes = append(in.Nodes, pn)
+	}
+	return in
+}
+
+func clampZero(c api.Capacity) api.Capacity {
+	c.CPU, c.Memory, c.GPUs, c.Disk, c.Ports = max(c.CPU, 0), max(c.Memory, 0), max(c.GPUs, 0), max(c.Disk, 0), max(c.Ports, 0)
+	return c
+}
+
+// dump writes the whole state, indexes included, in a canonical order, so
+// that two FSMs can be compared (a live one and one loaded from its store).
+func (f *FSM) dump() string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "nextJob %d planTerm %d applied %d\n", f.mu.nextJob, f.mu.planTerm, f.mu.applied)
+	nums := make([]uint64, 0, len(f.mu.jobs))
+	for num := range f.mu.jobs {
+		nums = append(nums, num)
+	}
+	slices.Sort(nums)
+	for _, num := range nums {
+		j := f.mu.jobs[num]
+		fmt.Fprintf(&b, "job %s %s cancelled=%v submitted=%d queue=%s\n", j.id, j.state(), j.cancelled, j.submitted, j.spec.Queue)
+		for _, g := range j.groups {
+			_, pend := f.mu.pending[j.spec.Queue][g]
+			fmt.Fprintf(&b, "  group %d count=%d next=%d requeue=%v active=%d ok=%d failed=%d killed=%d demand=%+v pendingIndex=%v\n",
+				g.idx, g.count, g.next, g.requeue, g.active, g.succeeded, g.failed, g.killed, g.demand, pend)
+		}
+	}
+	keys := make([]taskKey, 0, len(f.mu.tasks))
+	for k := range f.mu.tasks {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, cmpKey)
+	for _, k := range keys {
+		t := f.mu.tasks[k]
+		fmt.Fprintf(&b, "task %s %v node=%s stop=%v closed=%v exit=%d reason=%s updated=%d\n",
+			taskID(k, t.attempt), t.state, t.node, t.stop, t.closed, t.exitCode, t.reason, t.updated)
+	}
+	for _, n := range f.sortedNodeListLocked() {
+		tk := make([]taskKey, 0, len(n.tasks))
+		for k := range n.tasks {
+			tk = append(tk, k)
+		}
+		slices.SortFunc(tk, cmpKey)
+		jobs := make([]uint64, 0, len(n.jobs))
+		for num := range n.jobs {
+			jobs = append(jobs, num)
+		}
+		slices.Sort(jobs)
+		fmt.Fprintf(&b, "node %s %s gen=%d used=%+v tasks=%v", n.spec.Name, n.state, n.gen, n.used, tk)
+		for _, num := range jobs {
+			fmt.Fprintf(&b, " j%d:%d", num, n.jobs[num])
+		}
+		b.WriteByte('\n')
+	}
+	idem := make([]string, 0, len(f.mu.idem))
+	for k := range f.mu.idem {
+		idem = append(idem, k)
+	}
+	slices.Sort(idem)
+	for _, k := range idem {
+		fmt.Fprintf(&b, "idem %s j%d\n", k, f.mu.idem[k])
+	}
+	return b.String()
+}

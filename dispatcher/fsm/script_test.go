@@ -1,0 +1,399 @@
+package fsm_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/dispatcher/fsm"
+	"github.com/sluicehq/sluice/dispatcher/placement"
+	"github.com/sluicehq/sluice/raftkv"
+)
+
+// replica is a single-replica raftkv cluster on disk applying an FSM.
+type replica struct {
+	t   *testing.T
+	dir string
+	kv  *raftkv.Node
+	f   *fsm.FSM
+	now time.Time
+}
+
+func openReplica(t *testing.T, dir string) *replica {
+	t.Helper()
+	r := &replica{t: t, dir: dir, f: fsm.New(), now: time.Unix(1_800_000_000, 0)}
+	kv, err := raftkv.Open(raftkv.Config{
+		ID: 1, Dir: dir, Peers: map[uint64]string{1: "local"}, StateMachine: r.f,
+		TickInterval: 5 * time.Millisecond, ElectionTicks: 4,
+	})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	r.kv = kv
+	deadline := time.Now().Add(5 * time.Second)
+	for !kv.Status().IsLeader {
+		if time.Now().After(deadline) {
+			t.Fatal("no leader within 5s")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Cleanup(func() { r.close() })
+	return r
+}
+
+func (r *replica) close() {
+	if r.kv != nil {
+		if err := r.kv.Close(); err != nil {
+			r.t.Errorf("close: %v", err)
+		}
+		r.kv = nil
+	}
+}
+
+func (r *replica) propose(cmd []byte) ([]byte, error) {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return r.kv.Propose(ctx, cmd)
+}
+
+// exec runs one script line and returns its outcome as text.
+func (r *replica) exec(line string) string {
+	r.t.Helper()
+	fields := strings.Fields(line)
+	verb, args := fields[0], fields[1:]
+	var cmd []byte
+	var decode func([]byte) string
+	switch verb {
+	case "advance": // advance <duration>
+		d, err := time.ParseDuration(args[0])
+		if err != nil {
+			r.t.Fatalf("%s: %v", line, err)
+		}
+		r.now = r.now.Add(d)
+		return "ok"
+	case "node": // node <name> cpu=.. mem=.. [gpus=..] [pool=..]
+		kv := opts(args[1:])
+		c := api.Capacity{CPU: num(kv["cpu"]), Memory: num(kv["mem"]), GPUs: num(kv["gpus"]), Ports: 100}
+		spec := api.NodeSpec{Name: args[0], Pool: kv["pool"], Capacity: c, Allocatable: api.Allocatable{Online: c, Offline: c}}
+		var err error
+		if cmd, err = fsm.RegisterNode(r.now, spec); err != nil {
+			r.t.Fatal(err)
+		}
+		decode = func([]byte) string { return "ok" }
+	case "submit": // submit <name> count=.. cpu=.. mem=.. [attempts=..] [key=..] [qos=..] [prio=..] [distinct] [| <next job>]
+		var specs []api.JobSpec
+		for _, part := range strings.Split(strings.Join(args, " "), "|") {
+			specs = append(specs, jobSpec(strings.Fields(part)))
+		}
+		var err error
+		if cmd, err = fsm.SubmitJobs(r.now, specs); err != nil {
+			r.t.Fatal(err)
+		}
+		decode = func(b []byte) string {
+			res, err := fsm.DecodeSubmitResult(b)
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			var out []string
+			for _, j := range res.Jobs {
+				s := j.ID
+				if j.Existing {
+					s += "(existing)"
+				}
+				out = append(out, s)
+			}
+			return strings.Join(out, " ")
+		}
+	case "plan": // plan [term=N] <job>/<group>@<node>*<count> ...
+		p := &fsm.Plan{Term: 1, Now: r.now}
+		for _, a := range args {
+			if v, ok := strings.CutPrefix(a, "term="); ok {
+				p.Term = uint64(num(v))
+				continue
+			}
+			grp, rest, _ := strings.Cut(a, "@")
+			nd, cnt, _ := strings.Cut(rest, "*")
+			job, g, _ := strings.Cut(grp, "/")
+			p.Assignments = append(p.Assignments, placement.Assignment{Group: placement.GroupKey{Job: job, Group: g}, Node: nd, Count: num(cnt)})
+		}
+		cmd = fsm.CommitPlan(p)
+		decode = func(b []byte) string {
+			res, err := fsm.DecodePlanResult(b)
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			s := fmt.Sprintf("placed=%d", res.Placed)
+			for _, x := range res.Rejected {
+				s += fmt.Sprintf(" reject[%d]=%s", x.Index, strings.ReplaceAll(x.Code.String(), " ", "-"))
+			}
+			return s
+		}
+	case "report": // report <node> <task> <state> [reason] | ...
+		var reps []fsm.Report
+		for _, part := range strings.Split(strings.Join(args, " "), "|") {
+			f := strings.Fields(part)
+			st, err := api.ParseTaskState(f[2])
+			if err != nil {
+				st = api.TaskState(99)
+			}
+			rep := fsm.Report{Node: f[0], TaskReport: api.TaskReport{TaskID: f[1], State: st, Reason: api.ReasonExited, Time: r.now}}
+			if len(f) > 3 {
+				rep.Reason = api.TaskReason(f[3])
+			}
+			reps = append(reps, rep)
+		}
+		cmd = fsm.UpdateTasks(r.now, reps)
+		decode = func(b []byte) string {
+			res, err := fsm.DecodeUpdateResult(b)
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			return fmt.Sprintf("applied=%d noop=%d stale=%d requeued=%d", res.Applied, res.NoOp, res.Stale, res.Requeued)
+		}
+	case "state": // state <node> <ready|draining|down>
+		cmd = fsm.SetNodeState(r.now, args[0], api.NodeState(args[1]))
+		decode = func(b []byte) string {
+			res, err := fsm.DecodeNodeStateResult(b)
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			return fmt.Sprintf("lost=%d requeued=%d", res.Lost, res.Requeued)
+		}
+	case "cancel":
+		cmd = fsm.CancelJob(r.now, args[0])
+		decode = func(b []byte) string {
+			res, err := fsm.DecodeCancelResult(b)
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			return fmt.Sprintf("dropped=%d stopping=%d", res.Dropped, res.Stopping)
+		}
+	case "job": // job <id>: state and counts
+		j, ok := r.f.Job(args[0])
+		if !ok {
+			return "no such job"
+		}
+		g := j.Groups[0]
+		return fmt.Sprintf("%s pending=%d active=%d ok=%d failed=%d killed=%d", j.State, g.Pending, g.Active, g.Succeeded, g.Failed, g.Killed)
+	case "target": // target <node>: generation and pods
+		gen, pods, ok := r.f.NodeTarget(args[0])
+		if !ok {
+			return "no such node"
+		}
+		s := fmt.Sprintf("gen=%d", gen)
+		for _, p := range pods {
+			s += " " + p.TaskID
+		}
+		return s
+	case "free": // free <node>: offline cpu and memory left
+		for _, n := range r.f.Nodes() {
+			if n.Spec.Name == args[0] {
+				return fmt.Sprintf("cpu=%d mem=%d %s", n.Free.Offline.CPU, n.Free.Offline.Memory, n.State)
+			}
+		}
+		return "no such node"
+	case "input": // input: the placement input's groups
+		in := r.f.PlacementInput(r.now, 0)
+		var out []string
+		for _, g := range in.Groups {
+			out = append(out, fmt.Sprintf("%s:%d", g.Key, g.Pending))
+		}
+		return fmt.Sprintf("nodes=%d groups=%v", len(in.Nodes), out)
+	default:
+		r.t.Fatalf("unknown script verb %q", verb)
+	}
+	before := fsm.Dump(r.f)
+	res, err := r.propose(cmd)
+	if err != nil {
+		if after := fsm.Dump(r.f); after != before {
+			r.t.Fatalf("%s: rejected (%v) but the state changed:\nbefore:\n%s\nafter:\n%s", line, err, before, after)
+		}
+		return "error: " + err.Error()
+	}
+	return decode(res)
+}
+
+func opts(args []string) map[string]string {
+	m := map[string]string{}
+	for _, a := range args {
+		k, v, _ := strings.Cut(a, "=")
+		m[k] = v
+	}
+	return m
+}
+
+func num(s string) int64 {
+	if s == "" {
+		return 0
+	}
+	mult := int64(1)
+	if v, ok := strings.CutSuffix(s, "Gi"); ok {
+		s, mult = v, 1<<30
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		panic(err)
+	}
+	return n * mult
+}
+
+func jobSpec(args []string) api.JobSpec {
+	kv := opts(args[1:])
+	s := api.JobSpec{Name: args[0], IdempotencyKey: kv["key"], QoS: api.QoS(kv["qos"]), Priority: int32(num(kv["prio"]))}
+	s.Retry.MaxAttempts = int32(num(kv["attempts"]))
+	_, s.DistinctNodes = kv["distinct"]
+	s.Tasks = []api.TaskGroupSpec{{Count: num(kv["count"]), Pod: api.PodSpec{Containers: []api.ContainerSpec{{
+		Image: api.Image{Rootfs: "/img"}, Command: []string{"/bin/true"},
+		Resources: api.Resources{CPU: num(kv["cpu"]), Memory: num(kv["mem"])},
+	}}}}}
+	return s
+}
+
+// Each script is lines of "command => want"; a want ending in "..." matches
+// as a prefix. After the script the replica restarts and must load the same
+// state.
+var scripts = []struct {
+	name   string
+	script string
+}{
+	{"lifecycle", `
+node n1 cpu=4000 mem=8Gi => ok
+submit a count=3 cpu=1000 mem=1Gi => j1
+job j1 => pending pending=3 active=0 ok=0 failed=0 killed=0
+input => nodes=1 groups=[j1/g0:3]
+plan j1/g0@n1*2 => placed=2
+target n1 => gen=1 j1/0/0/1 j1/0/1/1
+free n1 => cpu=2000 mem=6442450944 ready
+job j1 => running pending=1 active=2 ok=0 failed=0 killed=0
+plan j1/g0@n1*1 => placed=1
+report n1 j1/0/0/1 running started | n1 j1/0/0/1 succeeded => applied=2 noop=0 stale=0 requeued=0
+report n1 j1/0/0/1 succeeded => applied=0 noop=1 stale=0 requeued=0
+report n1 j1/0/1/1 starting started | n1 j1/0/1/1 running started | n1 j1/0/2/1 running started => applied=3 noop=0 stale=0 requeued=0
+target n1 => gen=3 j1/0/1/1 j1/0/2/1
+report n1 j1/0/1/1 succeeded | n1 j1/0/2/1 succeeded => applied=2 noop=0 stale=0 requeued=0
+job j1 => succeeded pending=0 active=0 ok=3 failed=0 killed=0
+free n1 => cpu=4000 mem=8589934592 ready
+input => nodes=1 groups=[]
+`},
+	{"retries", `
+node n1 cpu=4000 mem=8Gi => ok
+submit a count=1 cpu=1000 mem=1Gi attempts=2 => j1
+plan j1/g0@n1*1 => placed=1
+report n1 j1/0/0/1 running started | n1 j1/0/0/1 failed => applied=2 noop=0 stale=0 requeued=1
+report n1 j1/0/0/1 failed => applied=0 noop=1 stale=0 requeued=0
+job j1 => running pending=1 active=0 ok=0 failed=0 killed=0
+input => nodes=1 groups=[]
+plan j1/g0@n1*1 => placed=0 reject[0]=not-enough-pending-tasks
+advance 2s => ok
+input => nodes=1 groups=[j1/g0:1]
+plan j1/g0@n1*1 => placed=1
+target n1 => gen=3 j1/0/0/2
+report n1 j1/0/0/1 running => applied=0 noop=0 stale=1 requeued=0
+report n1 j1/0/0/2 failed => applied=1 noop=0 stale=0 requeued=0
+job j1 => failed pending=0 active=0 ok=0 failed=1 killed=0
+`},
+	{"node down", `
+node n1 cpu=4000 mem=8Gi => ok
+node n2 cpu=4000 mem=8Gi => ok
+submit a count=3 cpu=1000 mem=1Gi attempts=3 => j1
+submit b count=1 cpu=1000 mem=1Gi attempts=1 => j2
+plan j1/g0@n1*3 j2/g0@n1*1 => placed=4
+state n1 down => lost=4 requeued=3
+target n1 => gen=2
+free n1 => cpu=4000 mem=8589934592 down
+job j1 => running pending=3 active=0 ok=0 failed=0 killed=0
+job j2 => failed pending=0 active=0 ok=0 failed=1 killed=0
+report n1 j1/0/0/1 running => applied=0 noop=0 stale=1 requeued=0
+advance 1s => ok
+plan j1/g0@n1*1 j1/g0@n2*3 => placed=3 reject[0]=node-not-ready
+target n2 => gen=1 j1/0/0/2 j1/0/1/2 j1/0/2/2
+node n1 cpu=4000 mem=8Gi => ok
+free n1 => cpu=4000 mem=8589934592 ready
+`},
+	{"cancel", `
+node n1 cpu=4000 mem=8Gi => ok
+submit a count=5 cpu=1000 mem=1Gi => j1
+plan j1/g0@n1*2 => placed=2
+cancel j1 => dropped=3 stopping=2
+cancel j1 => dropped=0 stopping=0
+job j1 => cancelled pending=0 active=2 ok=0 failed=0 killed=3
+target n1 => gen=2
+free n1 => cpu=2000 mem=6442450944 ready
+plan j1/g0@n1*1 => placed=0 reject[0]=job-cancelled
+report n1 j1/0/0/1 killed stopped | n1 j1/0/1/1 running | n1 j1/0/1/1 succeeded => applied=3 noop=0 stale=0 requeued=0
+job j1 => cancelled pending=0 active=0 ok=1 failed=0 killed=4
+free n1 => cpu=4000 mem=8589934592 ready
+cancel j9 => error: ...not found: job "j9"
+`},
+	{"stale plan", `
+node n1 cpu=2000 mem=4Gi => ok
+node n2 cpu=8000 mem=4Gi gpus=1 => ok
+submit a count=4 cpu=1000 mem=1Gi => j1
+submit d count=2 cpu=1000 mem=1Gi distinct => j2
+plan term=3 j1/g0@n1*3 j1/g0@n1*2 j1/g0@n9*1 j9/g0@n1*1 j1/g7@n1*1 j1/g0@n2*0 j1/g0@n2*5 j1/g0@n2*2 => placed=4 reject[0]=does-not-fit reject[2]=node-not-found reject[3]=job-not-found reject[4]=group-not-found reject[5]=bad-count reject[6]=not-enough-pending-tasks
+plan term=3 j2/g0@n2*2 j2/g0@n2*1 j2/g0@n2*1 => placed=1 reject[0]=distinct-nodes reject[2]=distinct-nodes
+plan term=2 j2/g0@n1*1 => error: ...plan from an older term...
+state n2 draining => lost=0 requeued=0
+plan term=3 j2/g0@n2*1 => placed=0 reject[0]=node-not-ready
+job j1 => running pending=0 active=4 ok=0 failed=0 killed=0
+`},
+	{"bad commands", `
+node n1 cpu=4000 mem=8Gi => ok
+node bad_name! cpu=4000 mem=8Gi => error: ...invalid request...
+submit a count=2 cpu=1000 mem=1Gi key=k1 => j1
+submit a count=2 cpu=1000 mem=1Gi key=k1 | b count=1 cpu=1000 mem=1Gi key=k2 | c count=1 cpu=1000 mem=1Gi key=k2 => j1(existing) j2 j2(existing)
+submit x count=0 cpu=1000 mem=1Gi | y count=1 cpu=0 mem=1Gi => error: ...jobs[0].tasks[0].count...jobs[1].tasks[0].pod.containers[0].resources.cpu...
+submit z count=1 cpu=1000 mem=1Gi => j3
+plan j1/g0@n1*2 => placed=2
+report n1 j1/0/0/1 running | n1 j1/0/1/1 running | n1 j1/0/0/1 pending => error: ...report 2 (task j1/0/0/1)...
+report n1 j1/0/0/1 running | n1 j1/0/0/1 succeeded | n1 j1/0/0/1 running => error: ...report 2 (task j1/0/0/1): task state succeeded -> running not allowed
+report n1 j1/0/9/1 running => error: ...no such task
+report n1 garbage running => error: ...malformed task ID
+state n7 down => error: ...not found...
+job j1 => running pending=0 active=2 ok=0 failed=0 killed=0
+`},
+}
+
+func TestScripts(t *testing.T) {
+	for _, sc := range scripts {
+		t.Run(sc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			r := openReplica(t, dir)
+			for _, line := range strings.Split(strings.TrimSpace(sc.script), "\n") {
+				cmd, want, ok := strings.Cut(line, " => ")
+				if !ok {
+					t.Fatalf("bad script line %q", line)
+				}
+				got := r.exec(cmd)
+				if p, ok := strings.CutSuffix(want, "..."); ok && strings.HasPrefix(want, "error: ...") {
+					frag := strings.TrimPrefix(p, "error: ...")
+					for _, f := range strings.Split(frag, "...") {
+						if !strings.Contains(got, f) {
+							t.Fatalf("%s\n got: %s\nwant: %s", cmd, got, want)
+						}
+					}
+				} else if w, ok := strings.CutPrefix(want, "error: ..."); ok {
+					for _, f := range strings.Split(w, "...") {
+						if !strings.Contains(got, f) || !strings.HasPrefix(got, "error: ") {
+							t.Fatalf("%s\n got: %s\nwant: %s", cmd, got, want)
+						}
+					}
+				} else if got != want {
+					t.Fatalf("%s\n got: %s\nwant: %s", cmd, got, want)
+				}
+			}
+			// Restart: Load must rebuild exactly the state Apply kept.
+			before := fsm.Dump(r.f)
+			r.close()
+			r2 := openReplica(t, dir)
+			if after := fsm.Dump(r2.f); after != before {
+				t.Fatalf("state after restart differs:\nbefore:\n%s\nafter:\n%s", before, after)
+			}
+		})
+	}
+}

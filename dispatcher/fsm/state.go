@@ -1,0 +1,363 @@
+package fsm
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/dispatcher/placement"
+)
+
+// JobState is where a job is, rolled up from its tasks.
+type JobState uint8
+
+// Job states.
+const (
+	JobPending   JobState = iota // no task has been placed yet
+	JobRunning                   // some task is placed, running or done, and some is not done
+	JobSucceeded                 // every task succeeded
+	JobFailed                    // every task is done and at least one failed for good
+	JobCancelled                 // cancelled by its user
+)
+
+var jobStateNames = []string{"pending", "running", "succeeded", "failed", "cancelled"}
+
+func (s JobState) String() string {
+	if int(s) < len(jobStateNames) {
+		return jobStateNames[s]
+	}
+	return fmt.Sprintf("JobState(%d)", uint8(s))
+}
+
+// job is a submitted job. Its groups are in spec order.
+type job struct {
+	num       uint64
+	id        string
+	spec      api.JobSpec // defaults applied
+	submitted int64       // unix nanoseconds, from the submit command
+	cancelled bool
+	groups    []*group
+}
+
+// requeued is a task index waiting to be retried, not before a time.
+type requeued struct {
+	index     uint32
+	notBefore int64 // unix nanoseconds
+}
+
+// group is a task group's counters. Its tasks are, at all times, exactly
+// one of: fresh (index ≥ next, never placed), requeued (waiting for a
+// retry), active (assigned, starting or running: holding resources on a
+// node), succeeded, failed (for good) or killed (for good). So
+//
+//	(count - next) + len(requeue) + active + succeeded + failed + killed == count
+type group struct {
+	job       *job
+	idx       uint16
+	demand    api.Capacity
+	count     int64
+	next      int64
+	requeue   []requeued
+	active    int64 // derived from task records at Load
+	succeeded int64
+	failed    int64
+	killed    int64
+}
+
+func (g *group) key() placement.GroupKey {
+	return placement.GroupKey{Job: g.job.id, Group: g.job.spec.Tasks[g.idx].Name}
+}
+
+// pending counts the tasks waiting for placement, eligible now or not.
+func (g *group) pending() int64 { return g.count - g.next + int64(len(g.requeue)) }
+
+// eligible counts the tasks that may be placed at time now.
+func (g *group) eligible(now int64) int64 {
+	n := g.count - g.next
+	for _, r := range g.requeue {
+		if r.notBefore <= now {
+			n++
+		}
+	}
+	return n
+}
+
+// task is a task that has been placed at least once.
+type task struct {
+	key      taskKey
+	attempt  uint32 // 1 for the first placement
+	state    api.TaskState
+	node     string // the node of the current or last attempt
+	stop     bool   // the job was cancelled: the task leaves its node's target
+	closed   bool   // the dispatcher ended the current attempt (lost, cancelled)
+	exitCode int32
+	reason   api.TaskReason
+	updated  int64 // unix nanoseconds
+}
+
+// active reports whether the task holds resources on its node.
+func (t *task) active() bool {
+	return t.state == api.TaskAssigned || t.state == api.TaskStarting || t.state == api.TaskRunning
+}
+
+// node is a registered node. used is what its active tasks hold per tier.
+type node struct {
+	spec     api.NodeSpec
+	specJSON []byte // spec encoded, kept so that generation bumps do not re-encode it
+	state    api.NodeState
+	gen      uint64
+	used     api.Allocatable
+	tasks    map[taskKey]*task // active tasks
+	jobs     map[uint64]int    // active tasks per job
+}
+
+func (n *node) free(q api.QoS) api.Capacity {
+	if q == api.QoSOnline {
+		return sub(n.spec.Allocatable.Online, n.used.Online)
+	}
+	return sub(n.spec.Allocatable.Offline, n.used.Offline)
+}
+
+func (n *node) hold(q api.QoS, d api.Capacity, k int64) {
+	if q == api.QoSOnline {
+		n.used.Online = addMul(n.used.Online, d, k)
+	} else {
+		n.used.Offline = addMul(n.used.Offline, d, k)
+	}
+}
+
+func sub(a, b api.Capacity) api.Capacity { return addMul(a, b, -1) }
+
+func addMul(a, d api.Capacity, k int64) api.Capacity {
+	a.CPU += k * d.CPU
+	a.Memory += k * d.Memory
+	a.GPUs += k * d.GPUs
+	a.Disk += k * d.Disk
+	a.Ports += k * d.Ports
+	return a
+}
+
+// shortfall names the first dimension in which k tasks of demand d do not
+// fit in free, or returns "".
+func shortfall(free, d api.Capacity, k int64) string {
+	for _, c := range [...]struct {
+		name       string
+		have, need int64
+	}{
+		{"cpu", free.CPU, d.CPU}, {"memory", free.Memory, d.Memory}, {"gpus", free.GPUs, d.GPUs},
+		{"disk", free.Disk, d.Disk}, {"ports", free.Ports, d.Ports},
+	} {
+		if c.need > 0 && (c.have < 0 || c.have/c.need < k) {
+			return fmt.Sprintf("%s: %d free, %d tasks need %d", c.name, c.have, k, k*c.need)
+		}
+	}
+	return ""
+}
+
+// matches reports whether a node satisfies a job's pool and constraints.
+func matches(spec *api.JobSpec, n *api.NodeSpec) string {
+	if spec.Pool != "" && spec.Pool != n.Pool {
+		return fmt.Sprintf("node is in pool %q, job wants %q", n.Pool, spec.Pool)
+	}
+	for _, c := range spec.Constraints {
+		v, ok := n.Labels[c.Key]
+		var good bool
+		switch c.Op {
+		case api.OpIn:
+			good = ok && slices.Contains(c.Values, v)
+		case api.OpNotIn:
+			good = !ok || !slices.Contains(c.Values, v)
+		case api.OpExists:
+			good = ok
+		case api.OpNotExists:
+			good = !ok
+		}
+		if !good {
+			return fmt.Sprintf("node label %q fails constraint %s %v", c.Key, c.Op, c.Values)
+		}
+	}
+	return ""
+}
+
+// jobState rolls a job's groups up into its state.
+func (j *job) state() JobState {
+	if j.cancelled {
+		return JobCancelled
+	}
+	var count, done, failed, touched int64
+	for _, g := range j.groups {
+		count += g.count
+		done += g.succeeded + g.failed + g.killed
+		failed += g.failed + g.killed
+		touched += g.next
+	}
+	switch {
+	case done == count && failed == 0:
+		return JobSucceeded
+	case done == count:
+		return JobFailed
+	case touched > 0:
+		return JobRunning
+	}
+	return JobPending
+}
+
+// Records. Every stored value starts with recordVersion.
+
+func encodeJob(j *job) []byte {
+	spec, err := json.Marshal(&j.spec)
+	if err != nil {
+		panic(fmt.Sprintf("fsm: encoding a validated job spec: %v", err)) // cannot happen: plain data
+	}
+	e := enc{b: make([]byte, 0, len(spec)+16)}
+	e.byte(recordVersion)
+	e.varint(j.submitted)
+	e.bool(j.cancelled)
+	e.bytes(spec)
+	return e.b
+}
+
+func decodeJob(num uint64, b []byte) (*job, error) {
+	d := dec{b: b}
+	if v := d.byte(); v != recordVersion {
+		return nil, fmt.Errorf("%w: job %d record version %d", ErrCorrupt, num, v)
+	}
+	j := &job{num: num, id: jobID(num)}
+	j.submitted = d.varint()
+	j.cancelled = d.bool()
+	spec := d.bytes()
+	if err := d.done("job record"); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(spec, &j.spec); err != nil {
+		return nil, fmt.Errorf("%w: job %d spec: %v", ErrCorrupt, num, err)
+	}
+	j.groups = make([]*group, len(j.spec.Tasks))
+	for i := range j.spec.Tasks {
+		j.groups[i] = newGroup(j, i)
+	}
+	return j, nil
+}
+
+func newGroup(j *job, i int) *group {
+	return &group{job: j, idx: uint16(i), demand: placement.Demand(j.spec.Tasks[i].Pod), count: j.spec.Tasks[i].Count}
+}
+
+func encodeGroup(buf []byte, g *group) []byte {
+	e := enc{b: buf[:0]}
+	e.byte(recordVersion)
+	e.uvarint(uint64(g.next))
+	e.uvarint(uint64(len(g.requeue)))
+	for _, r := range g.requeue {
+		e.uvarint(uint64(r.index))
+		e.varint(r.notBefore)
+	}
+	e.uvarint(uint64(g.succeeded))
+	e.uvarint(uint64(g.failed))
+	e.uvarint(uint64(g.killed))
+	return e.b
+}
+
+func decodeGroupInto(g *group, b []byte) error {
+	d := dec{b: b}
+	if v := d.byte(); v != recordVersion {
+		return fmt.Errorf("%w: group record version %d", ErrCorrupt, v)
+	}
+	g.next = int64(d.uvarint())
+	n := d.count(2)
+	g.requeue = make([]requeued, n)
+	for i := range g.requeue {
+		g.requeue[i] = requeued{uint32(d.uvarint()), d.varint()}
+	}
+	g.succeeded = int64(d.uvarint())
+	g.failed = int64(d.uvarint())
+	g.killed = int64(d.uvarint())
+	return d.done("group record")
+}
+
+const (
+	flagStop   = 1 << 0
+	flagClosed = 1 << 1
+)
+
+func encodeTask(buf []byte, t *task) []byte {
+	e := enc{b: buf[:0]}
+	e.byte(recordVersion)
+	e.uvarint(uint64(t.attempt))
+	e.byte(byte(t.state))
+	var flags byte
+	if t.stop {
+		flags |= flagStop
+	}
+	if t.closed {
+		flags |= flagClosed
+	}
+	e.byte(flags)
+	e.str(t.node)
+	e.varint(int64(t.exitCode))
+	e.str(string(t.reason))
+	e.varint(t.updated)
+	return e.b
+}
+
+func decodeTask(k taskKey, b []byte) (*task, error) {
+	d := dec{b: b}
+	if v := d.byte(); v != recordVersion {
+		return nil, fmt.Errorf("%w: task record version %d", ErrCorrupt, v)
+	}
+	t := &task{key: k}
+	t.attempt = uint32(d.uvarint())
+	t.state = api.TaskState(d.byte())
+	flags := d.byte()
+	t.stop, t.closed = flags&flagStop != 0, flags&flagClosed != 0
+	t.node = d.str()
+	t.exitCode = int32(d.varint())
+	t.reason = api.TaskReason(d.str())
+	t.updated = d.varint()
+	if err := d.done("task record"); err != nil {
+		return nil, err
+	}
+	if !t.state.Valid() {
+		return nil, fmt.Errorf("%w: task record state %d", ErrCorrupt, t.state)
+	}
+	return t, nil
+}
+
+func encodeNode(n *node) []byte {
+	spec := n.specJSON
+	e := enc{b: make([]byte, 0, len(spec)+16)}
+	e.byte(recordVersion)
+	e.str(string(n.state))
+	e.uvarint(n.gen)
+	e.bytes(spec)
+	return e.b
+}
+
+func decodeNode(b []byte) (*node, error) {
+	d := dec{b: b}
+	if v := d.byte(); v != recordVersion {
+		return nil, fmt.Errorf("%w: node record version %d", ErrCorrupt, v)
+	}
+	n := &node{tasks: map[taskKey]*task{}, jobs: map[uint64]int{}}
+	n.state = api.NodeState(d.str())
+	n.gen = d.uvarint()
+	spec := d.bytes()
+	if err := d.done("node record"); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(spec, &n.spec); err != nil {
+		return nil, fmt.Errorf("%w: node spec: %v", ErrCorrupt, err)
+	}
+	n.specJSON = bytes.Clone(spec) // a Scan value is only valid during the call
+	return n, nil
+}
+
+// nodeStates lists the node states a command may set.
+var nodeStates = []api.NodeState{api.NodeReady, api.NodeDraining, api.NodeDown}
+
+func validNodeState(s api.NodeState) bool { return slices.Contains(nodeStates, s) }
+
+func trimErr(s string) string { return strings.TrimPrefix(s, "fsm: ") }
