@@ -158,6 +158,29 @@ func testLeaderKilled(t *testing.T, opts ...clusterOpt) {
 	t.Logf("%d writes acknowledged", w.ackedCount())
 }
 
+// settledApplied waits until n has applied everything it knows committed
+// and that stays so for a while (messages sent before a partition may still
+// arrive), and returns its applied index.
+func settledApplied(t *testing.T, n *raftkv.Node) uint64 {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	last := n.Status()
+	for stable := 0; stable < 10; {
+		if time.Now().After(deadline) {
+			t.Fatalf("replica %d did not settle: %+v", last.ID, last)
+		}
+		time.Sleep(10 * time.Millisecond)
+		s := n.Status()
+		if s.Applied == s.Commit && s.Applied == last.Applied {
+			stable++
+		} else {
+			stable = 0
+		}
+		last = s
+	}
+	return last.Applied
+}
+
 func TestPartition(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -184,7 +207,7 @@ func TestPartition(t *testing.T) {
 				}
 			}
 			c.net.partition([]uint64{oldID}, others)
-			applied := l.Status().Applied
+			applied := settledApplied(t, l)
 
 			// The isolated leader accepts a proposal it can never commit.
 			lost := make(chan error, 1)

@@ -128,14 +128,13 @@ type Loop struct {
 	tick sync.Mutex // held for a whole iteration
 
 	// Owned by the iteration (under tick).
-	prevHost   cpuTimes
-	havePrev   bool
-	prevHostAt time.Time
-	prevPod    map[string]podCPU
-	applied    cgroup.Limits
-	written    map[string][]byte
-	samples    []PodSample
-	buf        bytes.Buffer
+	prevHost cpuTimes
+	havePrev bool
+	prevPod  map[string]podCPU
+	applied  cgroup.Limits
+	written  map[string][]byte
+	samples  []PodSample
+	buf      bytes.Buffer
 
 	mu struct {
 		sync.Mutex

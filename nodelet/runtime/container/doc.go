@@ -6,13 +6,21 @@
 //
 // A pod's sandbox is this binary re-executed as a pause process (see
 // Reexec) in new network, IPC and UTS namespaces; it sets the hostname to
-// the pod ID, brings up lo and sleeps. Each container joins those
+// the pod ID, brings up lo and sleeps, all in a C constructor that runs
+// before (and instead of) the Go runtime, so a sandbox costs an exec and a
+// few system calls. Each container joins those
 // namespaces through /proc/<sandbox>/ns/... and has its own mount and PID
 // namespaces and root filesystem, so the containers of a pod talk over
 // loopback. Cgroups: the pod's is CgroupParent/ID in every hierarchy, with
 // the sandbox in CgroupParent/ID/_sandbox and each container in
 // CgroupParent/ID/NAME, where its CPU quota (MilliCPU*100µs per 100ms),
 // CPU shares, memory limit and pids limit apply.
+//
+// Start overlaps what does not depend on each other: the containers of a
+// pod are created in parallel, each up to its init process waiting to exec
+// the program, while the pause process sets up the namespaces they joined
+// and is moved into its cgroup; the programs run only once the sandbox
+// reported ready.
 //
 // Containers get secure defaults: no_new_privs; a capability set that is
 // Docker's default without MKNOD, NET_RAW, SETFCAP, SYS_CHROOT and

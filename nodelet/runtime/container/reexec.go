@@ -41,6 +41,12 @@ func Reexec() {
 // pause is the sandbox holder: it runs in the pod's new network, IPC and
 // UTS namespaces, sets the hostname (os.Args[2]), brings up lo, reports
 // "ok" on stdout, and sleeps until SIGTERM or SIGINT.
+//
+// In binaries built with cgo (every binary that can run containers: the
+// nsenter package needs it) a C constructor in pause_cgo.go does all this
+// before the Go runtime starts, so this is reached only without cgo. The
+// C version is what runs: it spares each pod booting the Go runtime and
+// running every package's init of a large binary.
 func pause() int {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)

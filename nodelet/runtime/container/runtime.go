@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,7 +25,10 @@ import (
 // Config configures a Runtime. Zero values mean the documented defaults.
 type Config struct {
 	// StateDir holds one directory per pod: its record, libcontainer
-	// state and logs. Keep it outside the binary's directory. Default
+	// state and logs. Keep it outside the binary's directory: inside it,
+	// libcontainer cannot seal the binary with an overlay and copies it
+	// whole into memory for every container start (New logs a warning).
+	// Default
 	// /run/sluice/containers.
 	StateDir string
 	// CgroupParent is used for pods whose spec names none. Default
@@ -101,6 +105,10 @@ func New(cfg Config) (*Runtime, error) {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("container runtime: %w", err)
 	}
+	if exe, ok := stateUnderBinary(cfg.StateDir); ok {
+		cfg.Logger.Warn("state directory is inside the binary's directory: every container start copies the binary",
+			"state_dir", cfg.StateDir, "binary", exe)
+	}
 	r := &Runtime{cfg: cfg, stop: make(chan struct{}), images: &imageCache{root: cfg.ImageDir}}
 	r.mu.pods = map[string]*pod{}
 	r.mu.starting = map[string]bool{}
@@ -123,6 +131,25 @@ func New(cfg Config) (*Runtime, error) {
 	r.wg.Add(1)
 	go r.janitor()
 	return r, nil
+}
+
+// stateUnderBinary reports whether dir lies within the directory of this
+// process's binary. libcontainer seals the binary it re-executes as a
+// container's init with an overlay of that directory and the container's
+// state directory, which the kernel refuses when one contains the other;
+// it then falls back to copying the binary.
+func stateUnderBinary(dir string) (exe string, ok bool) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", false
+	}
+	bin, err1 := filepath.EvalSymlinks(filepath.Dir(exe))
+	state, err2 := filepath.EvalSymlinks(dir)
+	if err1 != nil || err2 != nil {
+		return exe, false
+	}
+	rel, err := filepath.Rel(bin, state)
+	return exe, err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // pod is one pod the Runtime knows. Its record is immutable; mu guards
@@ -315,18 +342,8 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.PodSpec) (err error) {
 			}
 		}
 	}
-	if err := r.startSandbox(p); err != nil {
-		return fmt.Errorf("sandbox: %w", err)
-	}
-	for i := range spec.Containers {
-		c := &spec.Containers[i]
-		ct, err := r.startContainer(p, c, rootfs[i])
-		if ct != nil {
-			p.containers = append(p.containers, ct)
-		}
-		if err != nil {
-			return fmt.Errorf("container %q: %w", c.Name, err)
-		}
+	if err := r.startContainers(p, rootfs); err != nil {
+		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, startedFile), nil, 0o600); err != nil {
 		return err
@@ -369,8 +386,59 @@ func (r *Runtime) abort(p *pod) {
 	r.cleanup(p.id, p.rec.CgroupParent)
 }
 
-// startContainer creates and starts one container of p.
-func (r *Runtime) startContainer(p *pod, c *runtime.ContainerSpec, rootfs string) (*ctr, error) {
+// startContainers starts p's sandbox and then its containers, and
+// returns once every container's program runs; p.containers holds the
+// containers created, also on failure, for abort.
+//
+// A start overlaps what does not depend on each other: the containers are
+// created in parallel, each up to its init process waiting to exec the
+// program, while the pause process sets up the namespaces they joined and
+// is moved into its cgroup. Only once the sandbox is ready are the
+// programs let run, so that they find the hostname set and lo up.
+func (r *Runtime) startContainers(p *pod, rootfs []string) error {
+	ready, err := r.startSandbox(p)
+	if err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	specs := p.rec.Spec.Containers
+	cts := make([]*ctr, len(specs))
+	errs := make([]error, len(specs))
+	var wg sync.WaitGroup
+	for i := range specs {
+		wg.Go(func() { cts[i], errs[i] = r.createContainer(p, &specs[i], rootfs[i]) })
+	}
+	wg.Wait()
+	sbErr := <-ready
+	for _, ct := range cts {
+		if ct != nil {
+			p.containers = append(p.containers, ct)
+		}
+	}
+	if sbErr != nil {
+		// Containers may have failed too, for want of the sandbox; its
+		// error is the cause.
+		return fmt.Errorf("sandbox: %w", sbErr)
+	}
+	for i, err := range errs {
+		if err != nil {
+			return fmt.Errorf("container %q: %w", specs[i].Name, err)
+		}
+	}
+	for i, ct := range cts {
+		wg.Go(func() { errs[i] = ct.lc.Exec() })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return fmt.Errorf("container %q: exec: %w", specs[i].Name, err)
+		}
+	}
+	return nil
+}
+
+// createContainer creates container c of p and starts its init process,
+// which waits for Exec to run the program.
+func (r *Runtime) createContainer(p *pod, c *runtime.ContainerSpec, rootfs string) (*ctr, error) {
 	cfg := containerConfig(&p.rec.Spec, p.rec.CgroupParent, c, rootfs, p.sandbox.pid, r.cfg.DefaultPids)
 	lc, err := libcontainer.Create(filepath.Join(p.dir, lcDir), c.Name, cfg)
 	if err != nil {
@@ -396,7 +464,7 @@ func (r *Runtime) startContainer(p *pod, c *runtime.ContainerSpec, rootfs string
 	if c.User != nil {
 		proc.UID, proc.GID = c.User.UID, c.User.GID
 	}
-	if err := lc.Run(proc); err != nil {
+	if err := lc.Start(proc); err != nil {
 		return ct, fmt.Errorf("run: %w", err)
 	}
 	pid, err := proc.Pid()

@@ -20,13 +20,17 @@ import (
 const sandboxTimeout = 10 * time.Second
 
 // startSandbox starts p's pause process in new network, IPC and UTS
-// namespaces, in the cgroup PARENT/ID/_sandbox, and records it.
-func (r *Runtime) startSandbox(p *pod) error {
+// namespaces and sets p.sandbox. It returns once the process exists, so
+// that its namespaces can be joined; the rest (the pause reporting that
+// the hostname is set and lo is up, recording it, moving it into the
+// cgroup PARENT/ID/_sandbox) goes on in the background, and ready reports
+// its outcome exactly once. The caller must receive from ready before it
+// lets a container's program run, and before it cleans the pod away.
+func (r *Runtime) startSandbox(p *pod) (ready <-chan error, err error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer pr.Close()
 	cmd := exec.Command("/proc/self/exe", pauseArg, p.id)
 	cmd.Args[0] = os.Args[0]
 	cmd.Stdout = pw
@@ -38,14 +42,27 @@ func (r *Runtime) startSandbox(p *pod) error {
 	err = cmd.Start()
 	pw.Close()
 	if err != nil {
-		return fmt.Errorf("start pause: %w", err)
+		pr.Close()
+		return nil, fmt.Errorf("start pause: %w", err)
 	}
 	pid := cmd.Process.Pid
 	if p.sandbox, err = watchPid(pid); err != nil {
+		pr.Close()
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		return err
+		return nil, err
 	}
+	done := make(chan error, 1)
+	go func() {
+		defer pr.Close()
+		done <- r.sandboxReady(p, pr, pid)
+	}()
+	return done, nil
+}
+
+// sandboxReady waits for the pause process pid of p to report on pr, then
+// records it and moves it into its cgroup.
+func (r *Runtime) sandboxReady(p *pod, pr *os.File, pid int) error {
 	_ = pr.SetReadDeadline(time.Now().Add(sandboxTimeout))
 	out, err := io.ReadAll(pr)
 	if msg := strings.TrimSpace(string(out)); err != nil || msg != "ok" {
