@@ -281,7 +281,7 @@ func (p *Placer) candidates(in *Input, c *class) {
 		}
 		all = append(all, cd)
 	}
-	slices.SortStableFunc(all, func(a, b candidate) int { return cmp.Compare(a.cost, b.cost) })
+	slices.SortFunc(all, func(a, b candidate) int { return cmp.Or(cmp.Compare(a.cost, b.cost), cmp.Compare(a.node, b.node)) })
 	var room int64
 	k := 0
 	for k < len(all) && (k < minCandidates || room < 2*c.demand) {
@@ -323,8 +323,8 @@ func (p *Placer) network(in *Input, classes []class, groupClass []int) (*flowsol
 		arcs[a] = info
 	}
 	sink := addNode(-total)
-	nodeID := map[int]flowsolver.NodeID{}
-	nodeCap := map[int]int64{}
+	nodeID := make([]flowsolver.NodeID, len(in.Nodes))
+	nodeCap := make([]int64, len(in.Nodes))
 	for ci := range classes {
 		c := &classes[ci]
 		c.node = addNode(0)
@@ -333,7 +333,7 @@ func (p *Placer) network(in *Input, classes []class, groupClass []int) (*flowsol
 		}
 	}
 	for ni := range in.Nodes {
-		if k, ok := nodeCap[ni]; ok && k > 0 {
+		if k := nodeCap[ni]; k > 0 {
 			id := addNode(0)
 			nodeID[ni] = id
 			addArc(id, sink, k, 0, arcInfo{})
@@ -504,7 +504,8 @@ func (p *Placer) decode(in *Input, classes []class, arcs []arcInfo, flow []int64
 // tasks of each group it placed, the assignments, and how many tasks did
 // not fit.
 func (p *Placer) fit(in *Input, tent []tentative, dropped map[int]bool) ([]int64, []Assignment, int64) {
-	free := map[int]api.Allocatable{}
+	free := make([]api.Allocatable, len(in.Nodes))
+	seen := make([]bool, len(in.Nodes))
 	usedSlot := map[string]bool{}
 	distinct := map[[2]string]bool{}
 	placed := make([]int64, len(in.Groups))
@@ -516,10 +517,10 @@ func (p *Placer) fit(in *Input, tent []tentative, dropped map[int]bool) ([]int64
 		}
 		gr := &in.Groups[t.group]
 		n := &in.Nodes[t.node]
-		f, ok := free[t.node]
-		if !ok {
-			f = n.Free
+		if !seen[t.node] {
+			free[t.node], seen[t.node] = n.Free, true
 		}
+		f := free[t.node]
 		want := min(t.count, gr.Pending-placed[t.group])
 		if gr.DistinctNodes {
 			if distinct[[2]string{gr.Key.Job, n.ID}] || n.Jobs[gr.Key.Job] {
