@@ -1,6 +1,12 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+)
 
 func newBenchCmd() *cobra.Command {
 	c := &cobra.Command{
@@ -11,4 +17,14 @@ func newBenchCmd() *cobra.Command {
 	}
 	c.AddCommand(newBenchPodstartCmd(), newBenchRaftkvCmd())
 	return c
+}
+
+// printJSON writes v as one line of JSON, for --json outputs.
+func printJSON(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode result: %w", err)
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 
@@ -49,12 +48,7 @@ scripts/install-runc.sh (apt-get install -y runc).`,
 
 func printPodstart(w io.Writer, r podbench.Result, asJSON bool) error {
 	if asJSON {
-		b, err := json.Marshal(r)
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
-		return err
+		return printJSON(w, r)
 	}
 	fmt.Fprintf(w, "pods %d, concurrency %d\n", r.Pods, r.Concurrency)
 	fmt.Fprintf(w, "%-8s %9s %9s %9s\n", "runtime", "p50 ms", "p99 ms", "starts/s")

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"time"
@@ -54,12 +53,7 @@ write of the new leader.`,
 
 func printStoreBench(w io.Writer, r storebench.Comparison, asJSON bool) error {
 	if asJSON {
-		b, err := json.Marshal(r)
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
-		return err
+		return printJSON(w, r)
 	}
 	fmt.Fprintf(w, "%d replicas, %d writers, %d-byte values\n", r.Replicas, r.Writers, r.ValueBytes)
 	fmt.Fprintf(w, "%-8s %12s %10s %9s %9s %8s\n", "store", "writes/s", "MB/s", "p50 ms", "p99 ms", "errors")
