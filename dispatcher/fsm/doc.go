@@ -55,7 +55,9 @@
 //	                a term older than a committed plan's is rejected whole.
 //	UpdateTasks     nodelet reports; each transition checked with
 //	                api.CheckTaskTransition; a repeat of the current state is a
-//	                no-op; one illegal transition rejects the whole command;
+//	                no-op and a late repeat of an earlier one (running after
+//	                succeeded) is stale; one illegal transition rejects the
+//	                whole command;
 //	                failures with attempts left are requeued with backoff
 //	CancelJob       pending tasks dropped, active tasks leave their nodes'
 //	                targets and free their resources when reported stopped

@@ -582,6 +582,11 @@ func (f *FSM) updateLocked(w writer, now int64, d *dec) ([]byte, error) {
 			r.action = actStale
 		case r.state == cur:
 			r.action = actNoOp
+		case progress(r.state) < progress(cur):
+			// Reports are at least once: a node whose acknowledgement was
+			// lost sends an earlier state again after a later one was
+			// committed. It says nothing new.
+			r.action = actStale
 		default:
 			if err := api.CheckTaskTransition(cur, r.state); err != nil {
 				return nil, bad(err)
@@ -614,4 +619,21 @@ func (f *FSM) updateLocked(w writer, now int64, d *dec) ([]byte, error) {
 		f.writeTask(w, t)
 	}
 	return res.encode(), nil
+}
+
+// progress orders the states a node reports along a task's life: assigned,
+// starting, running, then any end.
+func progress(s api.TaskState) int {
+	switch s {
+	case api.TaskAssigned:
+		return 1
+	case api.TaskStarting:
+		return 2
+	case api.TaskRunning:
+		return 3
+	case api.TaskPending:
+		return 0
+	default:
+		return 4
+	}
 }

@@ -273,6 +273,7 @@ job j1 => running pending=1 active=2 ok=0 failed=0 killed=0
 plan j1/g0@n1*1 => placed=1
 report n1 j1/0/0/1 running started | n1 j1/0/0/1 succeeded => applied=2 noop=0 stale=0 requeued=0
 report n1 j1/0/0/1 succeeded => applied=0 noop=1 stale=0 requeued=0
+report n1 j1/0/0/1 running started => applied=0 noop=0 stale=1 requeued=0
 report n1 j1/0/1/1 starting started | n1 j1/0/1/1 running started | n1 j1/0/2/1 running started => applied=3 noop=0 stale=0 requeued=0
 target n1 => gen=3 j1/0/1/1 j1/0/2/1
 report n1 j1/0/1/1 succeeded | n1 j1/0/2/1 succeeded => applied=2 noop=0 stale=0 requeued=0
@@ -351,7 +352,7 @@ submit x count=0 cpu=1000 mem=1Gi | y count=1 cpu=0 mem=1Gi => error: ...jobs[0]
 submit z count=1 cpu=1000 mem=1Gi => j3
 plan j1/g0@n1*2 => placed=2
 report n1 j1/0/0/1 running | n1 j1/0/1/1 running | n1 j1/0/0/1 pending => error: ...report 2 (task j1/0/0/1)...
-report n1 j1/0/0/1 running | n1 j1/0/0/1 succeeded | n1 j1/0/0/1 running => error: ...report 2 (task j1/0/0/1): task state succeeded -> running not allowed
+report n1 j1/0/0/1 running | n1 j1/0/0/1 succeeded | n1 j1/0/0/1 failed => error: ...report 2 (task j1/0/0/1): task state succeeded -> failed not allowed
 report n1 j1/0/9/1 running => error: ...no such task
 report n1 garbage running => error: ...malformed task ID
 state n7 down => error: ...not found...

@@ -1,0 +1,211 @@
+package dispatcher
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/batcher"
+	"github.com/sluicehq/sluice/dispatcher/fsm"
+	"github.com/sluicehq/sluice/dispatcher/placement"
+	"github.com/sluicehq/sluice/raftkv"
+)
+
+// Defaults of Config, used where a field is zero.
+const (
+	DefaultMaxWait         = 5 * time.Millisecond
+	DefaultMaxTasks        = 100_000
+	DefaultPeriod          = time.Second
+	DefaultRoundBudget     = 100 * time.Millisecond
+	DefaultProposeTimeout  = 10 * time.Second
+	DefaultLeaderPoll      = 50 * time.Millisecond
+	DefaultApplyPoll       = 2 * time.Millisecond
+	DefaultNodeTTL         = 10 * time.Second
+	DefaultNodeTTLPerNode  = time.Millisecond
+	DefaultReportWait      = 2 * time.Millisecond
+	DefaultMaxReports      = 20_000
+	DefaultStatsRounds     = 1024
+	defaultLivenessDivisor = 4
+)
+
+// Config configures a Dispatcher. The zero value of every field but Raft
+// and FSM means the documented default.
+type Config struct {
+	// Raft is the local replica; its Config.StateMachine must be FSM.
+	// Required. The Dispatcher does not close it.
+	Raft *raftkv.Node
+	// FSM is the replica's state machine. Required.
+	FSM *fsm.FSM
+	// Registry holds the filters and scorers placement uses. Default
+	// placement.DefaultRegistry().
+	Registry *placement.Registry
+
+	// MaxWait is the delay-scheduling wait: after new work arrives, the
+	// loop waits this long for more before it runs a round, so that one
+	// solve and one commit carry more placements. Default 5ms; negative
+	// means no wait.
+	MaxWait time.Duration
+	// MaxTasks bounds the pending tasks one round considers (highest
+	// priority first). Default 100,000.
+	MaxTasks int64
+	// Period runs a round even without new work (tasks whose retry
+	// backoff ended, capacity freed by reports). Default 1s.
+	Period time.Duration
+	// RoundBudget bounds the time placement may take in a round; a solve
+	// cut short leaves the round's tasks pending for the next one.
+	// Default 100ms.
+	RoundBudget time.Duration
+	// ProposeTimeout bounds one raft proposal made by the loop, the node
+	// registry or the report batcher. Default 10s.
+	ProposeTimeout time.Duration
+
+	// LeaderPoll is how often the replica's raft status is checked for a
+	// change of leadership. Default 50ms.
+	LeaderPoll time.Duration
+	// ApplyPoll is how often the FSM's applied index is checked to wake
+	// Target long-polls (a first step before an apply hook). Default 2ms.
+	ApplyPoll time.Duration
+
+	// NodeTTL is the base time a node may go without contact (a Report,
+	// a Register, or a Target long-poll open or ended) before the leader
+	// proposes it down. Default 10s.
+	NodeTTL time.Duration
+	// NodeTTLPerNode is added to NodeTTL once per registered node, so the
+	// TTL grows with the cluster. Default 1ms (10,000 nodes: 20s); negative
+	// means none.
+	NodeTTLPerNode time.Duration
+	// LivenessEvery is how often the leader checks node TTLs. Default
+	// NodeTTL/4.
+	LivenessEvery time.Duration
+
+	// ReportWait is how long the report batcher waits after a first report
+	// for others to ride in the same UpdateTasks command. Default 2ms;
+	// negative means no wait.
+	ReportWait time.Duration
+	// MaxReports bounds the task reports of one UpdateTasks command.
+	// Default 20,000.
+	MaxReports int
+
+	// StatsRounds is how many recent rounds Rounds and RoundSummary keep.
+	// Default 1024.
+	StatsRounds int
+	// Clock supplies the scheduling time (what commands carry, delay
+	// scheduling, periods and TTLs). Default the system clock; tests pass
+	// batchertest's manual clock.
+	Clock batcher.Clock
+	// Logger receives the dispatcher's logs. Default: discard.
+	Logger *slog.Logger
+}
+
+// Validate reports every problem of c at once.
+func (c *Config) Validate() error {
+	var probs []string
+	add := func(f string, a ...any) { probs = append(probs, fmt.Sprintf(f, a...)) }
+	if c.Raft == nil {
+		add("Raft is required")
+	}
+	if c.FSM == nil {
+		add("FSM is required")
+	}
+	if c.MaxTasks < 0 {
+		add("MaxTasks %d must not be negative", c.MaxTasks)
+	}
+	if c.MaxReports < 0 {
+		add("MaxReports %d must not be negative", c.MaxReports)
+	}
+	if c.StatsRounds < 0 {
+		add("StatsRounds %d must not be negative", c.StatsRounds)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"Period", c.Period}, {"RoundBudget", c.RoundBudget}, {"ProposeTimeout", c.ProposeTimeout},
+		{"LeaderPoll", c.LeaderPoll}, {"ApplyPoll", c.ApplyPoll}, {"NodeTTL", c.NodeTTL}, {"LivenessEvery", c.LivenessEvery}} {
+		if d.v < 0 {
+			add("%s %v must not be negative", d.name, d.v)
+		}
+	}
+	if len(probs) > 0 {
+		return fmt.Errorf("%w: %s", ErrConfig, strings.Join(probs, "; "))
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.Registry == nil {
+		c.Registry = placement.DefaultRegistry()
+	}
+	switch {
+	case c.MaxWait == 0:
+		c.MaxWait = DefaultMaxWait
+	case c.MaxWait < 0:
+		c.MaxWait = 0
+	}
+	if c.MaxTasks == 0 {
+		c.MaxTasks = DefaultMaxTasks
+	}
+	if c.Period == 0 {
+		c.Period = DefaultPeriod
+	}
+	if c.RoundBudget == 0 {
+		c.RoundBudget = DefaultRoundBudget
+	}
+	if c.ProposeTimeout == 0 {
+		c.ProposeTimeout = DefaultProposeTimeout
+	}
+	if c.LeaderPoll == 0 {
+		c.LeaderPoll = DefaultLeaderPoll
+	}
+	if c.ApplyPoll == 0 {
+		c.ApplyPoll = DefaultApplyPoll
+	}
+	if c.NodeTTL == 0 {
+		c.NodeTTL = DefaultNodeTTL
+	}
+	switch {
+	case c.NodeTTLPerNode == 0:
+		c.NodeTTLPerNode = DefaultNodeTTLPerNode
+	case c.NodeTTLPerNode < 0:
+		c.NodeTTLPerNode = 0
+	}
+	if c.LivenessEvery == 0 {
+		c.LivenessEvery = max(c.NodeTTL/defaultLivenessDivisor, time.Millisecond)
+	}
+	switch {
+	case c.ReportWait == 0:
+		c.ReportWait = DefaultReportWait
+	case c.ReportWait < 0:
+		c.ReportWait = 0
+	}
+	if c.MaxReports == 0 {
+		c.MaxReports = DefaultMaxReports
+	}
+	if c.StatsRounds == 0 {
+		c.StatsRounds = DefaultStatsRounds
+	}
+	if c.Clock == nil {
+		c.Clock = systemClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return c
+}
+
+// Errors callers act on.
+var (
+	// ErrConfig: the Config is invalid; the error lists every problem.
+	ErrConfig = errors.New("dispatcher: invalid config")
+	// ErrClosed: the Dispatcher was closed.
+	ErrClosed = errors.New("dispatcher: closed")
+	// ErrUnknownNode: the node is not registered.
+	ErrUnknownNode = errors.New("dispatcher: unknown node")
+)
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time                                    { return time.Now() }
+func (systemClock) AfterFunc(d time.Duration, f func()) batcher.Timer { return time.AfterFunc(d, f) }

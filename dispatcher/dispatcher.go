@@ -1,0 +1,363 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/dispatcher/fsm"
+	"github.com/sluicehq/sluice/dispatcher/placement"
+	"github.com/sluicehq/sluice/raftkv"
+)
+
+// Dispatcher runs one replica's share of the dispatcher: the scheduling
+// loop while the replica leads, the node registry (heartbeats, TTLs,
+// batched reports) and the node-facing Target long-poll. Its methods are
+// safe for concurrent use.
+type Dispatcher struct {
+	cfg    Config
+	placer *placement.Placer // used by the leader loop only
+
+	closing chan struct{}
+	// ctx is cancelled by Close; background proposals run under it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the goroutines started by New
+
+	// work is signalled (non-blocking, capacity 1) when new work may be
+	// placeable: a submit, a registration, reports.
+	work chan struct{}
+
+	applied struct {
+		sync.Mutex
+		// changed is closed (and replaced) when the FSM's applied index or
+		// the replica's leadership changes; guarded by the mutex.
+		changed chan struct{}
+	}
+
+	mu struct {
+		sync.Mutex
+		// Every field below is guarded by mu.
+		closed bool
+		// beats is the leader's memory of node contacts.
+		beats map[string]*beat
+		// rounds is the ring of recent round stats; next is where the next
+		// one goes.
+		rounds []RoundStat
+		next   int
+		total  RoundTotals
+		// lastPending is the diagnosis of the last round that ran placement.
+		lastPending []placement.Pending
+		leading     bool
+		term        uint64
+		// droppedReports counts the task reports the FSM refused.
+		droppedReports int64
+	}
+
+	reports reportQueue
+}
+
+// beat is what the leader remembers of a node's contacts.
+type beat struct {
+	last    time.Time // the last contact, or the leader's start for grace
+	polls   int       // Target long-polls open now
+	contact bool      // a real contact since this replica started leading
+}
+
+// New validates cfg, fills its defaults and starts the Dispatcher's
+// goroutines: the leadership watcher (which runs the scheduling loop while
+// the replica leads), the applied-index watcher and the report batcher.
+// Close stops them.
+func New(cfg Config) (*Dispatcher, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	d := &Dispatcher{
+		cfg:     cfg,
+		placer:  placement.New(cfg.Registry),
+		closing: make(chan struct{}),
+		work:    make(chan struct{}, 1),
+	}
+	d.ctx, d.cancel = context.WithCancel(context.Background())
+	d.applied.changed = make(chan struct{})
+	d.mu.beats = map[string]*beat{}
+	d.mu.rounds = make([]RoundStat, 0, cfg.StatsRounds)
+	d.reports.init()
+	d.wg.Add(3)
+	go d.watchLeadership()
+	go d.watchApplied()
+	go d.flushReports()
+	return d, nil
+}
+
+// Close stops the scheduling loop and every goroutine of the Dispatcher and
+// waits for them. Calls in flight return ErrClosed or their context's
+// error. It does not close the raft replica.
+func (d *Dispatcher) Close() error {
+	d.mu.Lock()
+	if d.mu.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.mu.closed = true
+	d.mu.Unlock()
+	close(d.closing)
+	d.cancel()
+	d.wg.Wait()
+	d.reports.failAll(ErrClosed)
+	return nil
+}
+
+// kick tells the scheduling loop that new work may be placeable.
+func (d *Dispatcher) kick() {
+	select {
+	case d.work <- struct{}{}:
+	default:
+	}
+}
+
+// broadcast wakes every Target long-poll.
+func (d *Dispatcher) broadcast() {
+	d.applied.Lock()
+	close(d.applied.changed)
+	d.applied.changed = make(chan struct{})
+	d.applied.Unlock()
+}
+
+func (d *Dispatcher) changed() <-chan struct{} {
+	d.applied.Lock()
+	defer d.applied.Unlock()
+	return d.applied.changed
+}
+
+// watchApplied wakes the long-polls whenever the FSM applied something.
+func (d *Dispatcher) watchApplied() {
+	defer d.wg.Done()
+	t := time.NewTicker(d.cfg.ApplyPoll)
+	defer t.Stop()
+	last := d.cfg.FSM.Applied()
+	for {
+		select {
+		case <-d.closing:
+			d.broadcast()
+			return
+		case <-t.C:
+		}
+		if a := d.cfg.FSM.Applied(); a != last {
+			last = a
+			d.broadcast()
+		}
+	}
+}
+
+// leaderRun is one term's scheduling loop.
+type leaderRun struct {
+	term   uint64
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// watchLeadership starts the scheduling loop when the replica becomes the
+// leader and stops it (cancel, then wait) when it stops leading or its
+// term changes.
+func (d *Dispatcher) watchLeadership() {
+	defer d.wg.Done()
+	var cur *leaderRun
+	stop := func() {
+		if cur == nil {
+			return
+		}
+		cur.cancel()
+		<-cur.done
+		d.cfg.Logger.Info("dispatcher: scheduling loop stopped", "term", cur.term)
+		cur = nil
+		d.mu.Lock()
+		d.mu.leading = false
+		d.mu.Unlock()
+		d.broadcast()
+	}
+	t := time.NewTicker(d.cfg.LeaderPoll)
+	defer t.Stop()
+	for {
+		st := d.cfg.Raft.Status()
+		if cur != nil && (!st.IsLeader || st.Term != cur.term) {
+			stop()
+		}
+		if cur == nil && st.IsLeader {
+			ctx, cancel := context.WithCancel(context.Background())
+			cur = &leaderRun{term: st.Term, cancel: cancel, done: make(chan struct{})}
+			d.mu.Lock()
+			d.mu.leading, d.mu.term = true, st.Term
+			d.mu.Unlock()
+			d.cfg.Logger.Info("dispatcher: leading, scheduling loop started", "term", st.Term)
+			go func(r *leaderRun) {
+				defer close(r.done)
+				d.lead(ctx, r.term)
+			}(cur)
+			d.broadcast()
+		}
+		select {
+		case <-d.closing:
+			stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Leading reports whether the scheduling loop runs here, and in which term.
+func (d *Dispatcher) Leading() (term uint64, ok bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.mu.term, d.mu.leading
+}
+
+// notLeader returns the error of an operation only the leader serves.
+func (d *Dispatcher) notLeader() error {
+	st := d.cfg.Raft.Status()
+	return &raftkv.NotLeaderError{LeaderID: st.Leader, LeaderAddr: st.LeaderAddr}
+}
+
+func (d *Dispatcher) checkOpen() error {
+	select {
+	case <-d.closing:
+		return ErrClosed
+	default:
+		return nil
+	}
+}
+
+func (d *Dispatcher) propose(ctx context.Context, cmd []byte) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.ProposeTimeout)
+	defer cancel()
+	return d.cfg.Raft.Propose(ctx, cmd)
+}
+
+// Submit proposes the jobs in one SubmitJobs command (concurrent submits
+// are packed into raft entries by raftkv) and returns their IDs, in order,
+// once committed. An invalid spec rejects the whole submit with the FSM's
+// *api.ValidationError. Errors of the raft replica are returned unchanged,
+// so that a *raftkv.NotLeaderError names the leader to redirect to.
+func (d *Dispatcher) Submit(ctx context.Context, specs []api.JobSpec) ([]string, error) {
+	if err := d.checkOpen(); err != nil {
+		return nil, err
+	}
+	cmd, err := fsm.SubmitJobs(d.cfg.Clock.Now(), specs)
+	if err != nil {
+		return nil, fmt.Errorf("dispatcher: submit: %w", err)
+	}
+	res, err := d.propose(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	r, err := fsm.DecodeSubmitResult(res)
+	if err != nil {
+		return nil, fmt.Errorf("dispatcher: submit: %w", err)
+	}
+	d.kick()
+	ids := make([]string, len(r.Jobs))
+	for i, j := range r.Jobs {
+		ids[i] = j.ID
+	}
+	return ids, nil
+}
+
+// Cancel proposes the cancellation of a job.
+func (d *Dispatcher) Cancel(ctx context.Context, id string) (fsm.CancelResult, error) {
+	if err := d.checkOpen(); err != nil {
+		return fsm.CancelResult{}, err
+	}
+	res, err := d.propose(ctx, fsm.CancelJob(d.cfg.Clock.Now(), id))
+	if err != nil {
+		return fsm.CancelResult{}, err
+	}
+	r, err := fsm.DecodeCancelResult(res)
+	if err != nil {
+		return r, fmt.Errorf("dispatcher: cancel %s: %w", id, err)
+	}
+	d.kick()
+	return r, nil
+}
+
+// Register proposes a node's registration (or spec update); a node that was
+// down becomes ready. It counts as a contact of the node.
+func (d *Dispatcher) Register(ctx context.Context, spec api.NodeSpec) error {
+	if err := d.checkOpen(); err != nil {
+		return err
+	}
+	cmd, err := fsm.RegisterNode(d.cfg.Clock.Now(), spec)
+	if err != nil {
+		return fmt.Errorf("dispatcher: register %s: %w", spec.Name, err)
+	}
+	if _, err := d.propose(ctx, cmd); err != nil {
+		return err
+	}
+	d.touch(spec.Name, 0)
+	d.kick()
+	return nil
+}
+
+// Target is a node's desired pod set.
+type Target struct {
+	// Generation increases whenever Pods changes.
+	Generation uint64
+	// Pods are the desired pods, by task ID. Their specs share memory with
+	// the FSM: do not modify them.
+	Pods []fsm.Pod
+}
+
+// Target long-polls for a node's target: it returns the current one as soon
+// as its generation differs from knownGeneration, or blocks until it does,
+// ctx ends, or the replica stops leading (then a *raftkv.NotLeaderError).
+// Only the leader serves it, since only the leader keeps the node's
+// heartbeats: an open long-poll counts as the node being alive.
+func (d *Dispatcher) Target(ctx context.Context, node string, knownGeneration uint64) (Target, error) {
+	d.touch(node, +1)
+	defer d.touch(node, -1)
+	for {
+		// Take the wake-up channel first: a change after this closes it.
+		ch := d.changed()
+		if err := d.checkOpen(); err != nil {
+			return Target{}, err
+		}
+		if _, ok := d.Leading(); !ok {
+			return Target{}, d.notLeader()
+		}
+		gen, pods, ok := d.cfg.FSM.NodeTarget(node)
+		if !ok {
+			return Target{}, fmt.Errorf("dispatcher: target of %q: %w", node, ErrUnknownNode)
+		}
+		if gen != knownGeneration {
+			return Target{Generation: gen, Pods: pods}, nil
+		}
+		select {
+		case <-ctx.Done():
+			return Target{}, fmt.Errorf("dispatcher: target of %q: %w", node, ctx.Err())
+		case <-d.closing:
+			return Target{}, ErrClosed
+		case <-ch:
+		}
+	}
+}
+
+// touch records a contact of node; polls (+1, -1 or 0) counts the
+// long-polls open.
+func (d *Dispatcher) touch(node string, polls int) {
+	now := d.cfg.Clock.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	b := d.mu.beats[node]
+	if b == nil {
+		b = &beat{}
+		d.mu.beats[node] = b
+	}
+	b.last, b.contact = now, true
+	b.polls = max(0, b.polls+polls)
+}
+
+// errDeposed stops the loop of a leader whose plan the FSM refused as stale.
+var errDeposed = errors.New("dispatcher: deposed")

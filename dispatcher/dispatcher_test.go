@@ -1,0 +1,335 @@
+package dispatcher_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/dispatcher"
+	"github.com/sluicehq/sluice/dispatcher/fsm"
+	"github.com/sluicehq/sluice/raftkv"
+)
+
+func TestConfigValidate(t *testing.T) {
+	_, err := dispatcher.New(dispatcher.Config{MaxTasks: -1, Period: -time.Second})
+	if !errors.Is(err, dispatcher.ErrConfig) {
+		t.Fatalf("New: %v, want ErrConfig", err)
+	}
+	for _, want := range []string{"Raft is required", "FSM is required", "MaxTasks", "Period"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+}
+
+func TestSubmitRunSucceed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := newCluster(t, 1, nil)
+	led := &ledger{}
+	for i := range 4 {
+		c.startNode(ctx, nodeSpec(fmt.Sprint("n", i), 4000), led)
+	}
+	var specs []api.JobSpec
+	for i := range 3 {
+		specs = append(specs, jobSpec(fmt.Sprint("job", i), 50, 100, 0, 20*time.Millisecond))
+	}
+	r := c.leader()
+	ids, err := r.d.Submit(ctx, specs)
+	if err != nil {
+		t.Fatalf("Submit: %v", err)
+	}
+	if len(ids) != 3 {
+		t.Fatalf("ids %v", ids)
+	}
+	waitFor(t, 20*time.Second, "jobs to succeed", func() bool { return jobsIn(r.f, ids, fsm.JobSucceeded) })
+	checkInvariants(t, r.f)
+	led.mu.Lock()
+	if len(led.started) != 150 {
+		t.Errorf("%d tasks started, want 150", len(led.started))
+	}
+	for k, runs := range led.started {
+		if len(runs) != 1 {
+			t.Errorf("task %s started %d times: %v", k, len(runs), runs)
+		}
+	}
+	led.mu.Unlock()
+	s := r.d.RoundSummary()
+	if s.Placed != 150 || s.Rounds == 0 {
+		t.Errorf("summary %+v: want 150 placed", s)
+	}
+	t.Logf("rounds %d placed %d rejected %d p50 %v p99 %v solver share %.2f", s.Rounds, s.Placed, s.Rejected, s.P50, s.P99, s.SolverShare)
+}
+
+func TestTargetLongPoll(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := newCluster(t, 1, nil)
+	r := c.leader()
+	if err := r.d.Register(ctx, nodeSpec("n0", 1000)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.d.Target(ctx, "nope", 0); !errors.Is(err, dispatcher.ErrUnknownNode) {
+		t.Errorf("Target of an unknown node: %v", err)
+	}
+	tg, err := r.d.Target(ctx, "n0", 99)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tg.Pods) != 0 {
+		t.Fatalf("target %+v, want empty", tg)
+	}
+	got := make(chan dispatcher.Target, 1)
+	go func() {
+		tg, err := r.d.Target(ctx, "n0", tg.Generation)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- tg
+	}()
+	select {
+	case <-got:
+		t.Fatal("Target returned before the target changed")
+	case <-time.After(50 * time.Millisecond):
+	}
+	if _, err := r.d.Submit(ctx, []api.JobSpec{jobSpec("j", 2, 100, 0, time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case tg := <-got:
+		if len(tg.Pods) != 2 {
+			t.Errorf("target %+v, want 2 pods", tg)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("long-poll did not wake on the placement")
+	}
+	pctx, pcancel := context.WithTimeout(ctx, 30*time.Millisecond)
+	defer pcancel()
+	if _, err := r.d.Target(pctx, "n0", 1<<60); err != nil {
+		t.Fatal(err) // generation differs: at once
+	}
+}
+
+func TestNodeDownTasksRetried(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := newCluster(t, 1, func(cfg *dispatcher.Config) {
+		cfg.NodeTTL, cfg.NodeTTLPerNode, cfg.LivenessEvery = 300*time.Millisecond, -1, 20*time.Millisecond
+	})
+	led := &ledger{}
+	var nodes []*fakeNode
+	for i := range 3 {
+		nodes = append(nodes, c.startNode(ctx, nodeSpec(fmt.Sprint("n", i), 2000), led))
+	}
+	r := c.leader()
+	// 6 tasks of 500m on 3 nodes of 2000m: spread over the nodes.
+	ids, err := r.d.Submit(ctx, []api.JobSpec{jobSpec("long", 6, 500, 0, time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	active := func() int64 { j, _ := r.f.Job(ids[0]); return j.Groups[0].Active }
+	waitFor(t, 10*time.Second, "6 tasks started", func() bool {
+		led.mu.Lock()
+		defer led.mu.Unlock()
+		return active() == 6 && len(led.started) == 6
+	})
+	victim := ""
+	for _, n := range r.f.Nodes() {
+		if n.Tasks > 0 {
+			victim = n.Spec.Name
+			break
+		}
+	}
+	for _, n := range nodes {
+		if n.name == victim {
+			n.stop()
+		}
+	}
+	state := func(name string) api.NodeState {
+		for _, n := range r.f.Nodes() {
+			if n.Spec.Name == name {
+				return n.State
+			}
+		}
+		return ""
+	}
+	waitFor(t, 5*time.Second, "the silent node to go down", func() bool { return state(victim) == api.NodeDown })
+	for _, n := range r.f.Nodes() {
+		if n.Spec.Name != victim && n.State != api.NodeReady {
+			t.Errorf("node %s is %s, want ready", n.Spec.Name, n.State)
+		}
+	}
+	waitFor(t, 10*time.Second, "the lost tasks to run elsewhere", func() bool {
+		_, pods, _ := r.f.NodeTarget(victim)
+		return active() == 6 && len(pods) == 0
+	})
+	checkInvariants(t, r.f)
+	led.mu.Lock()
+	defer led.mu.Unlock()
+	retried := 0
+	for k, runs := range led.started {
+		if len(runs) > 1 {
+			retried++
+			if len(runs) != 2 {
+				t.Errorf("task %s started %d times: %v", k, len(runs), runs)
+			}
+		}
+	}
+	if retried == 0 {
+		t.Error("no task was retried")
+	}
+}
+
+func TestPrioritiesWhenCapacityShort(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := newCluster(t, 1, nil)
+	r := c.leader()
+	// Both jobs are pending before any capacity exists, so one round sees
+	// them together.
+	ids, err := r.d.Submit(ctx, []api.JobSpec{
+		jobSpec("low", 4, 500, 1, time.Hour),
+		jobSpec("high", 4, 500, 9, time.Hour),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	led := &ledger{}
+	c.startNode(ctx, nodeSpec("n0", 2000), led) // room for 4
+	waitFor(t, 10*time.Second, "the high-priority job to run", func() bool {
+		j, _ := r.f.Job(ids[1])
+		return j.Groups[0].Active == 4
+	})
+	time.Sleep(100 * time.Millisecond)
+	low, _ := r.f.Job(ids[0])
+	if low.Groups[0].Active != 0 || low.Groups[0].Pending != 4 {
+		t.Errorf("low-priority job placed while the high one needed the room: %+v", low.Groups[0])
+	}
+	diag := r.d.Diagnosis()
+	if len(diag) == 0 || diag[0].Reason == "" {
+		t.Errorf("no diagnosis for the low-priority job: %+v", diag)
+	}
+	checkInvariants(t, r.f)
+}
+
+func TestNotLeader(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := newCluster(t, 3, nil)
+	l := c.leader()
+	for _, r := range c.replicas {
+		if r == l {
+			continue
+		}
+		_, err := r.d.Submit(ctx, []api.JobSpec{jobSpec("j", 1, 100, 0, time.Second)})
+		var nle *raftkv.NotLeaderError
+		if !errors.As(err, &nle) || nle.LeaderID != l.id {
+			t.Errorf("follower %d Submit: %v, want NotLeaderError naming %d", r.id, err, l.id)
+		}
+		if err := r.d.Report(ctx, "n0", nil); !errors.Is(err, raftkv.ErrNotLeader) {
+			t.Errorf("follower %d Report: %v", r.id, err)
+		}
+	}
+}
+
+// TestLeaderKilledUnderLoad kills the leading replica while jobs are being
+// submitted and placed: the next leader's loop must run within 2s, every
+// acknowledged job must complete, and no task may be started twice.
+func TestLeaderKilledUnderLoad(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := newCluster(t, 3, nil)
+	led := &ledger{}
+	for i := range 6 {
+		c.startNode(ctx, nodeSpec(fmt.Sprint("n", i), 8000), led)
+	}
+	var mu sync.Mutex
+	var acked []string
+	lctx, lcancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; lctx.Err() == nil; i++ {
+				var ids []string
+				err := c.retry(lctx, func(d *dispatcher.Dispatcher) error {
+					var err error
+					ids, err = d.Submit(lctx, []api.JobSpec{jobSpec(fmt.Sprintf("w%d-%d", w, i), 20, 50, int32(i%3), 30*time.Millisecond)})
+					return err
+				})
+				if err == nil {
+					mu.Lock()
+					acked = append(acked, ids...)
+					mu.Unlock()
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}()
+	}
+	time.Sleep(700 * time.Millisecond)
+	old := c.leader()
+	placedBefore := old.d.RoundSummary().Placed
+	killed := time.Now()
+	old.close()
+	next := c.waitLeader(5 * time.Second)
+	waitFor(t, 5*time.Second, "a round on the new leader", func() bool { return next.d.RoundSummary().Rounds > 0 })
+	resumed := time.Since(killed)
+	if resumed > 2*time.Second {
+		t.Errorf("new leader's loop resumed %v after the kill, want ≤ 2s", resumed)
+	}
+	time.Sleep(700 * time.Millisecond)
+	lcancel()
+	wg.Wait()
+	mu.Lock()
+	ids := append([]string(nil), acked...)
+	mu.Unlock()
+	t.Logf("leader %d killed after %d placements; replica %d resumed in %v; %d jobs acknowledged",
+		old.id, placedBefore, next.id, resumed, len(ids))
+	if placedBefore == 0 {
+		t.Error("nothing placed before the kill")
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		l := c.leader()
+		if l != nil && jobsIn(l.f, ids, fsm.JobSucceeded) {
+			break
+		}
+		if time.Now().After(deadline) {
+			for _, id := range ids {
+				j, ok := l.f.Job(id)
+				if !ok || j.State != fsm.JobSucceeded {
+					t.Errorf("job %s (found %v): %s %+v", id, ok, j.State, j.Groups)
+				}
+			}
+			for _, n := range l.f.Nodes() {
+				g, pods, _ := l.f.NodeTarget(n.Spec.Name)
+				t.Logf("node %s %s tasks %d gen %d pods %d", n.Spec.Name, n.State, n.Tasks, g, len(pods))
+			}
+			for _, n := range c.nodes {
+				n.mu.Lock()
+				t.Logf("fake %s: seen %d outbox %d gen %d", n.name, len(n.seen), len(n.outbox), n.gen)
+				n.mu.Unlock()
+			}
+			t.Logf("summary %+v diagnosis %+v", l.d.RoundSummary(), l.d.Diagnosis())
+			t.FailNow()
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	checkInvariants(t, c.leader().f)
+	led.mu.Lock()
+	defer led.mu.Unlock()
+	if want := 20 * len(ids); len(led.started) < want {
+		t.Errorf("%d tasks started, want ≥ %d", len(led.started), want)
+	}
+	for k, runs := range led.started {
+		if len(runs) != 1 {
+			t.Errorf("task %s started %d times: %v", k, len(runs), runs)
+		}
+	}
+}

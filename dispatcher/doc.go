@@ -1,0 +1,71 @@
+// Package dispatcher is the dispatcher's runtime on one raft replica: the
+// scheduling loop that turns committed pending tasks into committed
+// placements while the replica leads, the node registry (heartbeats held in
+// the leader's memory, TTLs, batched task reports) and the node-facing
+// Target long-poll. The state lives in package fsm (the only writer);
+// package placement decides where tasks go. HTTP comes on top of the Go API
+// here.
+//
+// # The scheduling loop
+//
+// A goroutine watches the replica's raft status (every LeaderPoll). When
+// the replica becomes leader it starts the loop for that term; when it
+// stops leading or the term changes, it cancels the loop and waits for it.
+// The loop first waits for a ReadIndex, so that it sees everything earlier
+// leaders committed, then runs rounds. A round is triggered by new work (a
+// submit, a registration, reports, a node state change), after a
+// delay-scheduling wait of MaxWait to gather more, or every Period. Each
+// round:
+//
+//  1. reads fsm.PlacementInput(now, MaxTasks) and the applied index;
+//  2. runs placement under the RoundBudget (a solve cut short leaves the
+//     work pending);
+//  3. proposes ONE fsm.CommitPlan carrying the term and that index, and
+//     decodes the result. Assignments the FSM rejects as stale simply stay
+//     pending in the FSM and are retried by the next round; a plan refused
+//     as a deposed leader's (fsm.ErrStalePlan) stops the loop.
+//
+// Per-round stats (latency, the solver's share, placed, rejected) are kept
+// in a ring: Rounds, RoundSummary. Diagnosis returns placement's reasons
+// for what the last round left pending.
+//
+// # Nodes
+//
+// Register proposes fsm.RegisterNode. Report records a contact and queues
+// the node's task reports; a batcher goroutine packs the reports of many
+// nodes that arrive within ReportWait into one fsm.UpdateTasks. A Target
+// long-poll is open while the node is alive and counts as contact too. The
+// leader checks every LivenessEvery: a node without contact for its TTL
+// (NodeTTL + NodeTTLPerNode × nodes) is proposed down (its tasks end lost
+// and are retried by the FSM), and a down node heard from again is
+// proposed ready. Only transitions are proposed. A new leader gives every
+// node a full TTL of grace.
+//
+// Target long-polls wake whenever the FSM's applied index changes (checked
+// every ApplyPoll: a first step before an apply hook) or the replica's
+// leadership changes. The node-facing types are this package's (Target,
+// fsm.Pod, api.TaskReport): the dispatcher may not import nodelet, so an
+// adapter to nodelet.Dispatcher lives with whoever wires them (tests, the
+// HTTP layer).
+//
+// # Invariants
+//
+//   - Only the leader's loop proposes plans, and only with its own term;
+//     the FSM refuses a deposed leader's plans, so two loops cannot both
+//     place.
+//   - Every goroutine is started by New (or by the leadership watcher,
+//     which waits for the loop it started) and stops on Close.
+//   - Errors of the raft replica from Submit, Register, Cancel and Report
+//     are returned unchanged (a *raftkv.NotLeaderError names the leader).
+//
+// # Usage
+//
+//	f := fsm.New()
+//	kv, err := raftkv.Open(raftkv.Config{ID: 1, Dir: dir, StateMachine: f})
+//	d, err := dispatcher.New(dispatcher.Config{Raft: kv, FSM: f})
+//	defer d.Close()
+//	err = d.Register(ctx, nodeSpec)
+//	ids, err := d.Submit(ctx, specs)
+//	t, err := d.Target(ctx, "node-1", 0)     // long-poll
+//	err = d.Report(ctx, "node-1", reports) // task state changes
+package dispatcher

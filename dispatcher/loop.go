@@ -1,0 +1,248 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/dispatcher/fsm"
+	"github.com/sluicehq/sluice/dispatcher/placement"
+)
+
+// after returns a channel closed when d has passed on the Clock, and a
+// function that stops the timer.
+func (d *Dispatcher) after(dur time.Duration) (<-chan struct{}, func()) {
+	ch := make(chan struct{})
+	var once sync.Once
+	t := d.cfg.Clock.AfterFunc(dur, func() { once.Do(func() { close(ch) }) })
+	return ch, func() { t.Stop() }
+}
+
+// sleep waits dur on the Clock; false if ctx ended first.
+func (d *Dispatcher) sleep(ctx context.Context, dur time.Duration) bool {
+	if dur <= 0 {
+		return ctx.Err() == nil
+	}
+	ch, stop := d.after(dur)
+	defer stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-ch:
+		return true
+	}
+}
+
+// lead is the scheduling loop of one term. It returns when ctx ends (the
+// replica stopped leading, or Close) or when the FSM refuses its plans as a
+// deposed leader's.
+func (d *Dispatcher) lead(ctx context.Context, term uint64) {
+	// Apply everything committed before this term, so that the first round
+	// sees the state the previous leader left.
+	for {
+		rctx, cancel := context.WithTimeout(ctx, d.cfg.ProposeTimeout)
+		err := d.cfg.Raft.ReadIndex(rctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		if !d.sleep(ctx, 20*time.Millisecond) {
+			return
+		}
+	}
+	d.graceBeats()
+
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		d.liveness(ctx)
+	}()
+	defer wg.Wait()
+
+	d.kick()  // pending work left by the previous leader
+	idle := 0 // rounds re-run without progress
+	for {
+		period, stopPeriod := d.after(d.cfg.Period)
+		kicked := false
+		select {
+		case <-ctx.Done():
+			stopPeriod()
+			return
+		case <-d.work:
+			kicked = true
+		case <-period:
+		}
+		stopPeriod()
+		if kicked && !d.sleep(ctx, d.cfg.MaxWait) {
+			return
+		}
+		again, placed, err := d.round(ctx, term)
+		if errors.Is(err, errDeposed) {
+			d.cfg.Logger.Info("dispatcher: plan refused as stale, stepping down", "term", term)
+			return
+		}
+		if err != nil && ctx.Err() == nil {
+			d.cfg.Logger.Warn("dispatcher: round", "term", term, "err", err)
+		}
+		// Progress, or work to retry: go again soon; without progress only a
+		// few times, then wait for new work or the period.
+		switch {
+		case !again:
+			idle = 0
+		case placed > 0:
+			idle = 0
+			d.kick()
+		case idle < 3:
+			idle++
+			d.kick()
+		}
+	}
+}
+
+// round runs one scheduling round: read the pending work, place it under
+// the round's budget, commit the plan as one proposal. again says whether
+// another round soon is worthwhile.
+func (d *Dispatcher) round(ctx context.Context, term uint64) (again bool, placed int64, err error) {
+	start := time.Now()
+	now := d.cfg.Clock.Now()
+	index := d.cfg.FSM.Applied()
+	in := d.cfg.FSM.PlacementInput(now, d.cfg.MaxTasks)
+	if len(in.Groups) == 0 {
+		return false, 0, nil
+	}
+	st := RoundStat{At: now, Term: term, Index: index, Groups: len(in.Groups), Nodes: len(in.Nodes)}
+	for i := range in.Groups {
+		st.Tasks += in.Groups[i].Pending
+	}
+	st.Input = time.Since(start)
+	defer func() {
+		st.Latency = time.Since(start)
+		if err != nil {
+			st.Err = err.Error()
+		}
+		d.record(st)
+		d.cfg.Logger.Debug("dispatcher: round", "term", term, "tasks", st.Tasks, "groups", st.Groups, "nodes", st.Nodes,
+			"placed", st.Placed, "rejected", st.Rejected, "unplaced", st.Unplaced, "latency", st.Latency, "again", again, "err", err)
+	}()
+
+	pctx, cancel := context.WithTimeout(ctx, d.cfg.RoundBudget)
+	plan, err := d.placer.Place(pctx, in)
+	cancel()
+	if err != nil {
+		return false, 0, err
+	}
+	st.Build, st.Solve, st.Optimal = plan.Stats.Build, plan.Stats.Solve, plan.Stats.Optimal
+	st.Unplaced = plan.Stats.Pending
+	d.mu.Lock()
+	d.mu.lastPending = plan.Pending
+	d.mu.Unlock()
+	// Work left over for reasons of this round only (the budget ran out,
+	// conflicts between its own placements) is worth another round soon.
+	retry := false
+	for _, p := range plan.Pending {
+		if p.Reason == placement.ReasonDeadline || p.Reason == placement.ReasonConflict {
+			retry = true
+			break
+		}
+	}
+	if len(plan.Assignments) == 0 {
+		return retry, 0, nil
+	}
+	cmd := fsm.CommitPlan(&fsm.Plan{Term: term, Index: index, Now: now, Assignments: plan.Assignments})
+	st.PlanBytes = len(cmd)
+	cstart := time.Now()
+	res, err := d.propose(ctx, cmd)
+	st.Commit = time.Since(cstart)
+	if errors.Is(err, fsm.ErrStalePlan) {
+		return false, 0, errDeposed
+	}
+	if err != nil {
+		return true, 0, err
+	}
+	pr, err := fsm.DecodePlanResult(res)
+	if err != nil {
+		return false, 0, err
+	}
+	st.Placed, st.Rejected = pr.Placed, int64(len(pr.Rejected))
+	if len(pr.Rejected) > 0 {
+		d.cfg.Logger.Debug("dispatcher: plan assignments rejected, retried next round",
+			"rejected", len(pr.Rejected), "first", pr.Rejected[0].String())
+	}
+	truncated := st.Tasks >= d.cfg.MaxTasks
+	return retry || pr.Placed > 0 && (truncated || st.Unplaced > 0) || len(pr.Rejected) > 0, pr.Placed, nil
+}
+
+// graceBeats gives every node the leader knows no contact of a full TTL
+// from now: a new leader has no memory of heartbeats.
+func (d *Dispatcher) graceBeats() {
+	now := d.cfg.Clock.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, b := range d.mu.beats {
+		b.contact = false
+		if b.last.Before(now) {
+			b.last = now
+		}
+	}
+	for _, n := range d.cfg.FSM.Nodes() {
+		if d.mu.beats[n.Spec.Name] == nil {
+			d.mu.beats[n.Spec.Name] = &beat{last: now}
+		}
+	}
+}
+
+// ttl is the node TTL for a cluster of n nodes.
+func (d *Dispatcher) ttl(n int) time.Duration {
+	return d.cfg.NodeTTL + time.Duration(n)*d.cfg.NodeTTLPerNode
+}
+
+// liveness proposes down the nodes that missed their TTL, and ready the
+// down nodes heard from again, every LivenessEvery. Only transitions are
+// proposed.
+func (d *Dispatcher) liveness(ctx context.Context) {
+	for d.sleep(ctx, d.cfg.LivenessEvery) {
+		d.checkNodes(ctx)
+	}
+}
+
+func (d *Dispatcher) checkNodes(ctx context.Context) {
+	nodes := d.cfg.FSM.Nodes()
+	ttl := d.ttl(len(nodes))
+	now := d.cfg.Clock.Now()
+	type change struct {
+		name  string
+		state api.NodeState
+	}
+	var changes []change
+	d.mu.Lock()
+	for _, n := range nodes {
+		b := d.mu.beats[n.Spec.Name]
+		if b == nil {
+			b = &beat{last: now}
+			d.mu.beats[n.Spec.Name] = b
+		}
+		alive := b.polls > 0 || now.Sub(b.last) < ttl
+		switch {
+		case n.State != api.NodeDown && !alive:
+			changes = append(changes, change{n.Spec.Name, api.NodeDown})
+		case n.State == api.NodeDown && alive && b.contact:
+			changes = append(changes, change{n.Spec.Name, api.NodeReady})
+		}
+	}
+	d.mu.Unlock()
+	for _, c := range changes {
+		res, err := d.propose(ctx, fsm.SetNodeState(now, c.name, c.state))
+		if err != nil {
+			if ctx.Err() == nil {
+				d.cfg.Logger.Warn("dispatcher: node state", "node", c.name, "state", c.state, "err", err)
+			}
+			return
+		}
+		r, _ := fsm.DecodeNodeStateResult(res)
+		d.cfg.Logger.Info("dispatcher: node state", "node", c.name, "state", c.state, "ttl", ttl, "lost", r.Lost, "requeued", r.Requeued)
+		d.kick()
+	}
+}

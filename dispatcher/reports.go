@@ -1,0 +1,170 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/dispatcher/fsm"
+)
+
+// reportReq is one Report call waiting for its batch's commit.
+type reportReq struct {
+	reports []fsm.Report
+	done    chan error // buffered, receives once
+}
+
+// reportQueue gathers Report calls for the batcher goroutine.
+type reportQueue struct {
+	mu struct {
+		sync.Mutex
+		reqs []*reportReq // guarded by mu
+	}
+	signal chan struct{} // capacity 1
+}
+
+func (q *reportQueue) init() { q.signal = make(chan struct{}, 1) }
+
+func (q *reportQueue) push(r *reportReq) {
+	q.mu.Lock()
+	q.mu.reqs = append(q.mu.reqs, r)
+	q.mu.Unlock()
+	select {
+	case q.signal <- struct{}{}:
+	default:
+	}
+}
+
+// take removes requests holding at most limit reports (at least one request).
+func (q *reportQueue) take(limit int) []*reportReq {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n, i := 0, 0
+	for ; i < len(q.mu.reqs); i++ {
+		if i > 0 && n+len(q.mu.reqs[i].reports) > limit {
+			break
+		}
+		n += len(q.mu.reqs[i].reports)
+	}
+	out := q.mu.reqs[:i:i]
+	q.mu.reqs = q.mu.reqs[i:]
+	if len(q.mu.reqs) > 0 {
+		select {
+		case q.signal <- struct{}{}:
+		default:
+		}
+	}
+	return out
+}
+
+func (q *reportQueue) failAll(err error) {
+	q.mu.Lock()
+	reqs := q.mu.reqs
+	q.mu.reqs = nil
+	q.mu.Unlock()
+	for _, r := range reqs {
+		r.done <- err
+	}
+}
+
+// Report records a contact of node (a heartbeat) and delivers its task
+// reports, oldest first. Reports of many nodes arriving within ReportWait
+// ride in one UpdateTasks command; it returns once that command is
+// committed. A repeated report is a no-op for the FSM, so a retry after an
+// error is safe. Only the leader serves it: elsewhere it returns a
+// *raftkv.NotLeaderError. If the FSM rejects a report (an illegal
+// transition or an unknown task), that report is dropped, logged
+// and counted (DroppedReports), and the rest are committed: a node's
+// resent outbox must not wedge on one report.
+func (d *Dispatcher) Report(ctx context.Context, node string, reports []api.TaskReport) error {
+	if err := d.checkOpen(); err != nil {
+		return err
+	}
+	if _, ok := d.Leading(); !ok {
+		return d.notLeader()
+	}
+	d.touch(node, 0)
+	if len(reports) == 0 {
+		return nil
+	}
+	req := &reportReq{reports: make([]fsm.Report, len(reports)), done: make(chan error, 1)}
+	for i, r := range reports {
+		req.reports[i] = fsm.Report{Node: node, TaskReport: r}
+	}
+	d.reports.push(req)
+	select {
+	case err := <-req.done:
+		if err != nil {
+			return err
+		}
+		d.kick() // ended tasks freed capacity; failures may be requeued
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("dispatcher: report of %q: %w", node, ctx.Err())
+	case <-d.closing:
+		return ErrClosed
+	}
+}
+
+// flushReports is the report batcher: it proposes the queued reports as few
+// UpdateTasks commands as MaxReports allows, one at a time.
+func (d *Dispatcher) flushReports() {
+	defer d.wg.Done()
+	ctx := d.ctx
+	for {
+		select {
+		case <-d.closing:
+			return
+		case <-d.reports.signal:
+		}
+		if !d.sleep(ctx, d.cfg.ReportWait) {
+			return
+		}
+		reqs := d.reports.take(d.cfg.MaxReports)
+		if len(reqs) == 0 {
+			continue
+		}
+		d.commitReports(ctx, reqs)
+	}
+}
+
+func (d *Dispatcher) commitReports(ctx context.Context, reqs []*reportReq) {
+	var all []fsm.Report
+	for _, r := range reqs {
+		all = append(all, r.reports...)
+	}
+	var err error
+	for len(all) > 0 {
+		_, err = d.propose(ctx, fsm.UpdateTasks(d.cfg.Clock.Now(), all))
+		var re *fsm.ReportError
+		if !errors.As(err, &re) || re.Index < 0 || re.Index >= len(all) {
+			break
+		}
+		// One report the FSM cannot apply rejects the command whole. Nodes
+		// resend reports until acknowledged, so such a report is mostly an
+		// out-of-date repeat ("running" resent after "succeeded" committed
+		// but its ack was lost); it would wedge the node's outbox forever.
+		// Drop it, count it, and commit the rest.
+		d.cfg.Logger.Warn("dispatcher: dropping a task report the FSM refuses",
+			"node", all[re.Index].Node, "task", re.TaskID, "err", re.Err)
+		d.mu.Lock()
+		d.mu.droppedReports++
+		d.mu.Unlock()
+		all = append(all[:re.Index], all[re.Index+1:]...)
+		err = nil
+	}
+	for _, r := range reqs {
+		r.done <- err
+	}
+}
+
+// DroppedReports counts the task reports the FSM refused (unknown tasks,
+// illegal transitions); they are acknowledged to
+// their nodes and logged.
+func (d *Dispatcher) DroppedReports() int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.mu.droppedReports
+}

@@ -1,0 +1,106 @@
+package dispatcher
+
+import (
+	"slices"
+	"time"
+
+	"github.com/sluicehq/sluice/dispatcher/placement"
+)
+
+// RoundStat describes one scheduling round that had pending work.
+type RoundStat struct {
+	At    time.Time // the scheduling clock at the round's start
+	Term  uint64
+	Index uint64 // the FSM's applied index the round read
+	// Tasks and Groups are the round's pending work; Nodes the ready nodes.
+	Tasks         int64
+	Groups, Nodes int
+	// Placed were committed; Rejected counts the plan's assignments the FSM
+	// refused as stale (their tasks stay pending); Unplaced the tasks
+	// placement left pending.
+	Placed, Rejected, Unplaced int64
+	// Latency is the whole round; Input reading the FSM; Build and Solve
+	// placement's graph building and solving; Commit the raft proposal.
+	Latency, Input, Build, Solve, Commit time.Duration
+	Optimal                              bool
+	PlanBytes                            int
+	Err                                  string
+}
+
+// RoundTotals count every round since the Dispatcher started.
+type RoundTotals struct {
+	Rounds           int64
+	Placed, Rejected int64
+}
+
+// RoundSummary summarizes the recent rounds kept in the ring.
+type RoundSummary struct {
+	RoundTotals
+	// Recent is how many rounds the percentiles cover.
+	Recent   int
+	P50, P99 time.Duration
+	// SolverShare is the placement time (build and solve) over the round
+	// time, summed over the recent rounds.
+	SolverShare float64
+}
+
+func (d *Dispatcher) record(st RoundStat) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.mu.total.Rounds++
+	d.mu.total.Placed += st.Placed
+	d.mu.total.Rejected += st.Rejected
+	if cap(d.mu.rounds) == 0 {
+		return
+	}
+	if len(d.mu.rounds) < cap(d.mu.rounds) {
+		d.mu.rounds = append(d.mu.rounds, st)
+		return
+	}
+	d.mu.rounds[d.mu.next] = st
+	d.mu.next = (d.mu.next + 1) % len(d.mu.rounds)
+}
+
+// Rounds returns the recent rounds' stats, oldest first.
+func (d *Dispatcher) Rounds() []RoundStat {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]RoundStat, 0, len(d.mu.rounds))
+	out = append(out, d.mu.rounds[d.mu.next:]...)
+	return append(out, d.mu.rounds[:d.mu.next]...)
+}
+
+// RoundSummary returns the totals and the recent rounds' latency
+// percentiles and solver share.
+func (d *Dispatcher) RoundSummary() RoundSummary {
+	rs := d.Rounds()
+	d.mu.Lock()
+	s := RoundSummary{RoundTotals: d.mu.total, Recent: len(rs)}
+	d.mu.Unlock()
+	if len(rs) == 0 {
+		return s
+	}
+	lat := make([]time.Duration, len(rs))
+	var total, solver time.Duration
+	for i, r := range rs {
+		lat[i] = r.Latency
+		total += r.Latency
+		solver += r.Build + r.Solve
+	}
+	slices.Sort(lat)
+	s.P50 = lat[(len(lat)-1)*50/100]
+	s.P99 = lat[(len(lat)-1)*99/100]
+	if total > 0 {
+		s.SolverShare = float64(solver) / float64(total)
+	}
+	return s
+}
+
+// Diagnosis returns what the last round that ran placement left pending and
+// why (placement's reasons and per-filter rejection counts). Tasks that
+// became eligible since are not in it.
+func (d *Dispatcher) Diagnosis() []placement.Pending {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.mu.lastPending)
+}
