@@ -166,7 +166,18 @@ func TestNodeDownTasksRetried(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "the lost tasks to run elsewhere", func() bool {
 		_, pods, _ := r.f.NodeTarget(victim)
-		return active() == 6 && len(pods) == 0
+		if active() != 6 || len(pods) != 0 {
+			return false
+		}
+		// Placed again is not yet started again: wait for the nodes too.
+		led.mu.Lock()
+		defer led.mu.Unlock()
+		for _, runs := range led.started {
+			if len(runs) > 1 {
+				return true
+			}
+		}
+		return false
 	})
 	checkInvariants(t, r.f)
 	led.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -284,7 +285,13 @@ func (c *cluster) waitApplied(timeout time.Duration, index uint64, ids ...uint64
 			return
 		}
 		if time.Now().After(deadline) {
-			c.t.Fatalf("replicas behind index %d after %v:%s", index, timeout, behind)
+			var all []string
+			for _, n := range c.running() {
+				s := n.Status()
+				all = append(all, fmt.Sprintf("%d: %s term %d leader %d commit %d applied %d log %d..%d err %v",
+					s.ID, s.State, s.Term, s.Leader, s.Commit, s.Applied, s.FirstIndex, s.LastIndex, s.Err))
+			}
+			c.t.Fatalf("replicas behind index %d after %v:%s\n%s", index, timeout, behind, strings.Join(all, "\n"))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
