@@ -387,9 +387,11 @@ func TestRandomTargetsConverge(t *testing.T) {
 			t.Errorf("%s ended without a final report", k)
 		}
 	}
+	// A pod stopped before its start was seen to finish may go straight to
+	// its final report; but no start goes unreported.
 	for k := range h.rt.startCounts() {
-		if !started[k] {
-			t.Errorf("%s started without a running report", k)
+		if !started[k] && !final[k] {
+			t.Errorf("%s started without any report", k)
 		}
 	}
 }
