@@ -70,30 +70,40 @@ func (d *Dispatcher) Rounds() []RoundStat {
 	return append(out, d.mu.rounds[:d.mu.next]...)
 }
 
+// Totals returns the counts of every round since the Dispatcher started.
+func (d *Dispatcher) Totals() RoundTotals {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.mu.total
+}
+
 // RoundSummary returns the totals and the recent rounds' latency
 // percentiles and solver share.
 func (d *Dispatcher) RoundSummary() RoundSummary {
 	rs := d.Rounds()
-	d.mu.Lock()
-	s := RoundSummary{RoundTotals: d.mu.total, Recent: len(rs)}
-	d.mu.Unlock()
-	if len(rs) == 0 {
-		return s
+	s := RoundSummary{RoundTotals: d.Totals(), Recent: len(rs)}
+	s.P50, s.P99, s.SolverShare = Percentiles(rs)
+	return s
+}
+
+// Percentiles returns the p50 and p99 latency of rounds and the share of
+// their time placement (build and solve) took; zeros for no rounds.
+func Percentiles(rounds []RoundStat) (p50, p99 time.Duration, solverShare float64) {
+	if len(rounds) == 0 {
+		return 0, 0, 0
 	}
-	lat := make([]time.Duration, len(rs))
+	lat := make([]time.Duration, len(rounds))
 	var total, solver time.Duration
-	for i, r := range rs {
+	for i, r := range rounds {
 		lat[i] = r.Latency
 		total += r.Latency
 		solver += r.Build + r.Solve
 	}
 	slices.Sort(lat)
-	s.P50 = lat[(len(lat)-1)*50/100]
-	s.P99 = lat[(len(lat)-1)*99/100]
 	if total > 0 {
-		s.SolverShare = float64(solver) / float64(total)
+		solverShare = float64(solver) / float64(total)
 	}
-	return s
+	return lat[(len(lat)-1)*50/100], lat[(len(lat)-1)*99/100], solverShare
 }
 
 // Diagnosis returns what the last round that ran placement left pending and

@@ -7,15 +7,14 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/bench/storebench"
 	"github.com/sluicehq/sluice/dispatcher"
 	"github.com/sluicehq/sluice/dispatcher/fsm"
 	"github.com/sluicehq/sluice/raftkv"
@@ -98,7 +97,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	// Let the registration rounds settle; measure from the first submit.
 	time.Sleep(50 * time.Millisecond)
-	before := d.RoundSummary()
+	before := d.Totals()
 	specs := workload(cfg.Seed, cfg.Tasks)
 	runtime.GC()
 	var m0, m1 runtime.MemStats
@@ -110,9 +109,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}
 	}
 	runtime.ReadMemStats(&m1)
-	for d.RoundSummary().Placed-before.Placed < int64(cfg.Tasks) {
+	for d.Totals().Placed-before.Placed < int64(cfg.Tasks) {
 		if err := ctx.Err(); err != nil {
-			return Result{}, fmt.Errorf("placed %d of %d tasks before the timeout: %w", d.RoundSummary().Placed-before.Placed, cfg.Tasks, err)
+			return Result{}, fmt.Errorf("placed %d of %d tasks before the timeout: %w", d.Totals().Placed-before.Placed, cfg.Tasks, err)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -130,19 +129,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		Rounds:              len(rounds),
 		Seconds:             el.Seconds(),
 	}
-	if len(rounds) > 0 {
-		lat := make([]time.Duration, len(rounds))
-		var total, solver time.Duration
-		for i, r := range rounds {
-			lat[i] = r.Latency
-			total += r.Latency
-			solver += r.Build + r.Solve
-		}
-		slices.Sort(lat)
-		res.RoundP50Ms = ms(lat[(len(lat)-1)/2])
-		res.RoundP99Ms = ms(lat[(len(lat)-1)*99/100])
-		res.SolverShare = float64(solver) / float64(total)
-	}
+	p50, p99, share := dispatcher.Percentiles(rounds)
+	res.RoundP50Ms, res.RoundP99Ms, res.SolverShare = ms(p50), ms(p99), share
 	return res, nil
 }
 
@@ -216,18 +204,13 @@ type cluster struct {
 
 func startCluster(ctx context.Context, dir string, n int) (*cluster, error) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	peers := map[uint64]string{}
-	var ls []net.Listener
-	for i := range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("find a free port: %w", err)
-		}
-		ls = append(ls, l)
-		peers[uint64(i+1)] = l.Addr().String()
+	ports, err := storebench.FreePorts(n)
+	if err != nil {
+		return nil, err
 	}
-	for _, l := range ls {
-		l.Close()
+	peers := map[uint64]string{}
+	for i, port := range ports {
+		peers[uint64(i+1)] = fmt.Sprintf("127.0.0.1:%d", port)
 	}
 	c := &cluster{}
 	for i := range n {

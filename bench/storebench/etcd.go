@@ -41,7 +41,7 @@ func StartEtcd(ctx context.Context, dir string, members int) (*Etcd, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("start etcd: %w", err)
 	}
-	ports, err := freePorts(2 * members)
+	ports, err := FreePorts(2 * members)
 	if err != nil {
 		return nil, fmt.Errorf("start etcd: %w", err)
 	}
@@ -138,9 +138,9 @@ func (e *Etcd) Close() {
 	e.procs, e.exited = nil, nil
 }
 
-// freePorts returns n distinct loopback TCP ports that were free a moment
+// FreePorts returns n distinct loopback TCP ports that were free a moment
 // ago.
-func freePorts(n int) ([]int, error) {
+func FreePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {

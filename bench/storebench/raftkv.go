@@ -25,7 +25,7 @@ func StartRaftKV(ctx context.Context, dir string, members int) (*RaftKV, error) 
 	if members < 1 {
 		return nil, fmt.Errorf("start raftkv: %d members: want at least 1", members)
 	}
-	ports, err := freePorts(members)
+	ports, err := FreePorts(members)
 	if err != nil {
 		return nil, fmt.Errorf("start raftkv: %w", err)
 	}
