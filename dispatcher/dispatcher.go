@@ -128,7 +128,10 @@ func (d *Dispatcher) broadcast() {
 	d.applied.Unlock()
 }
 
-func (d *Dispatcher) changed() <-chan struct{} {
+// Changed returns a channel that is closed at the next change of the FSM's
+// applied index or of the replica's leadership. Take it before reading the
+// state it guards, so that no change is missed.
+func (d *Dispatcher) Changed() <-chan struct{} {
 	d.applied.Lock()
 	defer d.applied.Unlock()
 	return d.applied.changed
@@ -320,7 +323,7 @@ func (d *Dispatcher) Target(ctx context.Context, node string, knownGeneration ui
 	defer d.touch(node, -1)
 	for {
 		// Take the wake-up channel first: a change after this closes it.
-		ch := d.changed()
+		ch := d.Changed()
 		if err := d.checkOpen(); err != nil {
 			return Target{}, err
 		}

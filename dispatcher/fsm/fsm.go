@@ -136,17 +136,18 @@ func (f *FSM) apply(w writer, index uint64, cmd []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	f.flushLocked(w)
+	f.flushLocked(w, index)
 	f.mu.applied = index
 	w.Set(keyApplied, binary.BigEndian.AppendUint64(nil, index))
 	return res, nil
 }
 
-// flushLocked writes the records of the groups and nodes the command
-// changed, bumps the changed nodes' target generations and keeps the pending
+// flushLocked writes the records of the groups and nodes the command at
+// index changed, marks their jobs changed, bumps the changed nodes' target generations and keeps the pending
 // index in step.
-func (f *FSM) flushLocked(w writer) {
+func (f *FSM) flushLocked(w writer, index uint64) {
 	for _, g := range sortedGroups(f.dirtyGroups) {
+		g.job.changed = index
 		f.vbuf = encodeGroup(f.vbuf, g)
 		w.Set(groupKey(g.job.num, g.idx), f.vbuf)
 		f.syncPendingLocked(g)
@@ -507,6 +508,7 @@ func (f *FSM) placeLocked(w writer, now int64, a *planAssignment) (RejectCode, s
 		g.next++
 		t := &task{key: k}
 		f.mu.tasks[k] = t
+		j.tasks = append(j.tasks, t)
 		f.assignLocked(w, now, n, t)
 	}
 	n.hold(j.spec.QoS, g.demand, a.count)

@@ -114,6 +114,7 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 			return fmt.Errorf("%w: task %s without its job", ErrCorrupt, taskID(key, t.attempt))
 		}
 		f.mu.tasks[key] = t
+		j.tasks = append(j.tasks, t)
 		if t.active() {
 			n := f.mu.nodes[t.node]
 			if n == nil {
@@ -141,6 +142,7 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 		return err
 	}
 	for _, j := range f.mu.jobs {
+		j.changed = f.mu.applied
 		for _, g := range j.groups {
 			f.syncPendingLocked(g)
 		}
@@ -269,12 +271,91 @@ func (f *FSM) Nodes() []NodeInfo {
 	return out
 }
 
+// TaskInfo is a task placed at least once, as of its current attempt.
+type TaskInfo struct {
+	ID       string // the current attempt's task ID
+	Group    string
+	Index    int64
+	Attempt  int64
+	State    api.TaskState
+	Node     string
+	Reason   api.TaskReason
+	ExitCode int32
+	Updated  time.Time
+}
+
+// JobTasks returns up to limit (0: all) of a job's placed tasks in (group,
+// index) order, starting after the task whose ID is after (any attempt of
+// it; "" starts at the first). ok is false for an unknown job.
+func (f *FSM) JobTasks(id, after string, limit int) (tasks []TaskInfo, ok bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	num, ok := parseJobID(id)
+	j := f.mu.jobs[num]
+	if !ok || j == nil {
+		return nil, false
+	}
+	ts := slices.Clone(j.tasks)
+	slices.SortFunc(ts, func(a, b *task) int { return cmpKey(a.key, b.key) })
+	if k, _, ok := parseTaskID(after); ok && k.job == num {
+		i, found := slices.BinarySearchFunc(ts, k, func(t *task, k taskKey) int { return cmpKey(t.key, k) })
+		if found {
+			i++
+		}
+		ts = ts[i:]
+	}
+	if limit > 0 && len(ts) > limit {
+		ts = ts[:limit]
+	}
+	tasks = make([]TaskInfo, len(ts))
+	for i, t := range ts {
+		tasks[i] = TaskInfo{
+			ID: taskID(t.key, t.attempt), Group: j.spec.Tasks[t.key.group].Name, Index: int64(t.key.index),
+			Attempt: int64(t.attempt), State: t.state, Node: t.node, Reason: t.reason, ExitCode: t.exitCode,
+			Updated: time.Unix(0, t.updated).UTC(),
+		}
+	}
+	return tasks, true
+}
+
+// JobsChangedSince returns up to limit (0: all) jobs changed by a command
+// after index from, in the order of their last change, each with the index
+// of that change, and the applied index they are current as of. A watcher
+// resumes with the Changed of the last job it saw, or with the applied
+// index once it has seen every job.
+func (f *FSM) JobsChangedSince(from uint64, limit int) (jobs []ChangedJob, applied uint64) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var js []*job
+	for _, j := range f.mu.jobs {
+		if j.changed > from {
+			js = append(js, j)
+		}
+	}
+	slices.SortFunc(js, func(a, b *job) int { return cmp.Or(cmp.Compare(a.changed, b.changed), cmp.Compare(a.num, b.num)) })
+	if limit > 0 && len(js) > limit {
+		js = js[:limit]
+	}
+	jobs = make([]ChangedJob, len(js))
+	for i, j := range js {
+		jobs[i] = ChangedJob{Changed: j.changed, JobStatus: j.status()}
+	}
+	return jobs, f.mu.applied
+}
+
+// ChangedJob is a job's status with the index of its last change.
+type ChangedJob struct {
+	Changed uint64
+	JobStatus
+}
+
 // Pod is one desired pod of a node's target.
 type Pod struct {
-	TaskID string
-	Job    string
-	Group  string
-	QoS    api.QoS
+	TaskID   string
+	Job      string
+	Group    string
+	QoS      api.QoS
+	Priority int32
 	// Spec shares memory with the FSM: do not modify it.
 	Spec api.PodSpec
 }
@@ -300,7 +381,7 @@ func (f *FSM) NodeTarget(name string) (gen uint64, pods []Pod, ok bool) {
 	for i, t := range ts {
 		j := f.mu.jobs[t.key.job]
 		g := &j.spec.Tasks[t.key.group]
-		pods[i] = Pod{TaskID: taskID(t.key, t.attempt), Job: j.id, Group: g.Name, QoS: j.spec.QoS, Spec: g.Pod}
+		pods[i] = Pod{TaskID: taskID(t.key, t.attempt), Job: j.id, Group: g.Name, QoS: j.spec.QoS, Priority: j.spec.Priority, Spec: g.Pod}
 	}
 	return n.gen, pods, true
 }

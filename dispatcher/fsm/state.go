@@ -40,6 +40,11 @@ type job struct {
 	submitted int64       // unix nanoseconds, from the submit command
 	cancelled bool
 	groups    []*group
+	// tasks are the job's tasks placed at least once, in no order.
+	tasks []*task
+	// changed is the index of the last command that changed the job's
+	// counters or state (the applied index at Load).
+	changed uint64
 }
 
 // requeued is a task index waiting to be retried, not before a time.

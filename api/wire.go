@@ -1,0 +1,237 @@
+package api
+
+import "time"
+
+// The HTTP API's paths. {id} and {name} are path segments; the server
+// routes on these exact shapes.
+const (
+	// PathJobs: POST submits jobs (one, a JSON array or NDJSON; gzip or
+	// zstd Content-Encoding) and answers SubmitResponse; GET lists them
+	// (JobList; query: state, queue, label=k=v, after, limit).
+	PathJobs = "/v1/jobs"
+	// PathJob is PathJobs + "/{id}": GET a JobStatus, DELETE cancels
+	// (CancelResponse). PathJob + "/tasks" lists the job's tasks
+	// (TaskList; query: state, after, limit).
+	PathJob = "/v1/jobs/"
+	// PathTasks + "{id}/logs" is a task's output, proxied from the nodelet
+	// that ran it (query as PathNodeletLogs's).
+	PathTasks = "/v1/tasks/"
+	// PathNodes: GET lists nodes (NodeList); POST registers a node
+	// (NodeSpec, the nodelet role) and answers RegisterResponse.
+	PathNodes = "/v1/nodes"
+	// PathNode is PathNodes + "/{name}". PathNode + "/target" long-polls
+	// for the node's target (query: generation, the one the node has;
+	// wait, the longest wait as a Go duration): 200 with a NodeTarget when
+	// it differs, 304 when the wait ended without a change.
+	// PathNode + "/reports" takes a ReportRequest (POST) and answers 204
+	// once the reports are committed.
+	PathNode = "/v1/nodes/"
+	// PathWatch streams state changes as NDJSON WatchEvents (query: from,
+	// the index to resume after).
+	PathWatch = "/v1/watch"
+	// PathHealth answers 200 while the process serves; PathReady 200 when
+	// the replica knows a leader and has applied the log it knows of.
+	PathHealth = "/healthz"
+	PathReady  = "/readyz"
+
+	// PathNodeletLogs is served by each nodelet at its NodeSpec.Address:
+	// GET with query task (the task ID), container (default: the pod's
+	// first), follow=1 (keep streaming until the pod ends), tail (the last
+	// N lines). The body is the container's output as text/plain.
+	PathNodeletLogs = "/v1/logs"
+)
+
+// HeaderIdempotencyKey on a submit makes the whole request safe to retry:
+// item i of a request with key K gets the job idempotency key "K/i"
+// unless it sets its own.
+const HeaderIdempotencyKey = "Idempotency-Key"
+
+// SubmitResponse is the reply to a successful submit: the jobs' IDs, in
+// the order of the request. Existing lists the indexes of the items that
+// were already committed under their idempotency key.
+type SubmitResponse struct {
+	Jobs     []string `json:"jobs"`
+	Existing []int    `json:"existing,omitempty"`
+}
+
+// Error codes of ErrorResponse.Code.
+const (
+	CodeInvalid          = "invalid"           // 400: see Problems
+	CodeTooLarge         = "too_large"         // 413
+	CodeUnsupportedMedia = "unsupported_media" // 415: content type or encoding
+	CodeUnauthorized     = "unauthorized"      // 401: no or unknown token
+	CodeForbidden        = "forbidden"         // 403: the token's role does not allow it
+	CodeNotFound         = "not_found"         // 404
+	CodeNotLeader        = "not_leader"        // 307 (with Location) or 503 when no leader is known
+	CodeUnavailable      = "unavailable"       // 503: stopping, no quorum, timed out
+	CodeConflict         = "conflict"          // 409: the request contradicts the state
+	CodeInternal         = "internal"          // 500
+)
+
+// ErrorResponse is the body of every error reply.
+type ErrorResponse struct {
+	// Code is one of the Code constants, for programs.
+	Code string `json:"code"`
+	// Error says what went wrong, for people.
+	Error string `json:"error"`
+	// Problems lists every problem of an invalid request (CodeInvalid).
+	Problems []Problem `json:"problems,omitempty"`
+	// Total counts the problems, listed or not.
+	Total int `json:"total,omitempty"`
+	// Leader is the leader's HTTP base URL, when known (CodeNotLeader).
+	Leader string `json:"leader,omitempty"`
+}
+
+// JobState is where a job is, rolled up from its tasks.
+type JobState string
+
+// Job states.
+const (
+	JobPending   JobState = "pending"   // no task has been placed yet
+	JobRunning   JobState = "running"   // some task placed, running or done, some not done
+	JobSucceeded JobState = "succeeded" // every task succeeded
+	JobFailed    JobState = "failed"    // every task is done, at least one failed for good
+	JobCancelled JobState = "cancelled" // cancelled by its user
+)
+
+// TaskCounts counts tasks by where they are. Pending + Active + Succeeded +
+// Failed + Killed == Total.
+type TaskCounts struct {
+	Total     int64 `json:"total"`
+	Pending   int64 `json:"pending"`
+	Retrying  int64 `json:"retrying,omitempty"` // of Pending, waiting for a retry
+	Active    int64 `json:"active"`              // assigned, starting or running
+	Succeeded int64 `json:"succeeded"`
+	Failed    int64 `json:"failed"` // failed or lost with no attempt left
+	Killed    int64 `json:"killed"` // killed, or dropped by a cancel
+}
+
+// Add adds o's counts to c.
+func (c *TaskCounts) Add(o TaskCounts) {
+	c.Total += o.Total
+	c.Pending += o.Pending
+	c.Retrying += o.Retrying
+	c.Active += o.Active
+	c.Succeeded += o.Succeeded
+	c.Failed += o.Failed
+	c.Killed += o.Killed
+}
+
+// GroupStatus is one task group's counts.
+type GroupStatus struct {
+	Name string `json:"name"`
+	TaskCounts
+}
+
+// PendingReason says why tasks of a group were not placed in the last
+// round that considered them.
+type PendingReason struct {
+	Group  string `json:"group"`
+	Tasks  int64  `json:"tasks"`
+	Reason string `json:"reason"`
+}
+
+// JobStatus is a job as the dispatcher knows it.
+type JobStatus struct {
+	ID        string    `json:"id"`
+	State     JobState  `json:"state"`
+	Submitted time.Time `json:"submitted"`
+	// Spec is the job as submitted, with defaults applied.
+	Spec JobSpec `json:"spec"`
+	// Tasks sums Groups.
+	Tasks  TaskCounts    `json:"tasks"`
+	Groups []GroupStatus `json:"groups"`
+	// Pending explains, for a job with pending tasks, why they were not
+	// placed (only in GET /v1/jobs/{id}).
+	Pending []PendingReason `json:"pending_diagnosis,omitempty"`
+}
+
+// JobList is a page of jobs, oldest first. Next, when set, is the value
+// of the after parameter that fetches the next page.
+type JobList struct {
+	Jobs []JobStatus `json:"jobs"`
+	Next string      `json:"next,omitempty"`
+}
+
+// CancelResponse is the reply to a cancel.
+type CancelResponse struct {
+	ID string `json:"id"`
+	// Stopping counts the running tasks told to stop; Dropped the pending
+	// tasks removed. Both are 0 when the job was cancelled before.
+	Stopping int64 `json:"stopping"`
+	Dropped  int64 `json:"dropped"`
+}
+
+// TaskStatus is a task that has been placed at least once.
+type TaskStatus struct {
+	ID       string     `json:"id"` // the current attempt's task ID
+	Group    string     `json:"group"`
+	Index    int64      `json:"index"`
+	Attempt  int64      `json:"attempt"`
+	State    TaskState  `json:"state"`
+	Node     string     `json:"node"`
+	Reason   TaskReason `json:"reason,omitempty"`
+	ExitCode int32      `json:"exit_code,omitempty"`
+	Updated  time.Time  `json:"updated"`
+}
+
+// TaskList is a page of a job's placed tasks in (group, index) order.
+// Next, when set, is the after parameter of the next page.
+type TaskList struct {
+	Tasks []TaskStatus `json:"tasks"`
+	Next  string       `json:"next,omitempty"`
+}
+
+// NodeInfo is a node as the dispatcher knows it.
+type NodeInfo struct {
+	Spec  NodeSpec  `json:"spec"`
+	State NodeState `json:"state"`
+	// Generation is the node's target generation.
+	Generation uint64 `json:"generation"`
+	// Used is what its active tasks hold, Free what is left, per tier.
+	Used  Allocatable `json:"used"`
+	Free  Allocatable `json:"free"`
+	Tasks int         `json:"tasks"`
+}
+
+// NodeList lists the registered nodes by name.
+type NodeList struct {
+	Nodes []NodeInfo `json:"nodes"`
+}
+
+// RegisterResponse answers a node's registration.
+type RegisterResponse struct {
+	// Name is the registered node's name.
+	Name string `json:"name"`
+}
+
+// NodeTarget is the set of pods the dispatcher wants on a node.
+type NodeTarget struct {
+	// Generation increases with every change of Pods.
+	Generation uint64      `json:"generation"`
+	Pods       []TargetPod `json:"pods"`
+}
+
+// TargetPod is one pod of a node's target.
+type TargetPod struct {
+	// TaskID is the task (and attempt) the pod runs; reports name it.
+	TaskID   string  `json:"task_id"`
+	Job      string  `json:"job"`
+	Group    string  `json:"group"`
+	QoS      QoS     `json:"qos"`
+	Priority int32   `json:"priority"`
+	Pod      PodSpec `json:"pod"`
+}
+
+// ReportRequest carries a node's task state changes, oldest first.
+// Delivery is at least once: a repeated report is a no-op.
+type ReportRequest struct {
+	Reports []TaskReport `json:"reports"`
+}
+
+// WatchEvent is one line of the watch stream: the state of a job after
+// the raft entry at Index changed it.
+type WatchEvent struct {
+	Index uint64    `json:"index"`
+	Job   JobStatus `json:"job"`
+}
