@@ -100,7 +100,7 @@ type TaskCounts struct {
 	Total     int64 `json:"total"`
 	Pending   int64 `json:"pending"`
 	Retrying  int64 `json:"retrying,omitempty"` // of Pending, waiting for a retry
-	Active    int64 `json:"active"`              // assigned, starting or running
+	Active    int64 `json:"active"`             // assigned, starting or running
 	Succeeded int64 `json:"succeeded"`
 	Failed    int64 `json:"failed"` // failed or lost with no attempt left
 	Killed    int64 `json:"killed"` // killed, or dropped by a cancel
