@@ -21,6 +21,8 @@ type replica struct {
 	kv  *raftkv.Node
 	f   *fsm.FSM
 	now time.Time
+	// mark is an applied index the script remembered.
+	mark uint64
 }
 
 func openReplica(t *testing.T, dir string) *replica {
@@ -180,6 +182,34 @@ func (r *replica) exec(line string) string {
 		}
 		g := j.Groups[0]
 		return fmt.Sprintf("%s pending=%d active=%d ok=%d failed=%d killed=%d", j.State, g.Pending, g.Active, g.Succeeded, g.Failed, g.Killed)
+	case "tasks": // tasks <job> [after=<task>] [limit=N]: the job's placed tasks
+		kv := opts(args[1:])
+		ts, ok := r.f.JobTasks(args[0], kv["after"], int(num(kv["limit"])))
+		if !ok {
+			return "no such job"
+		}
+		var out []string
+		for _, t := range ts {
+			out = append(out, fmt.Sprintf("%s:%s@%s", t.ID, t.State, t.Node))
+		}
+		return "[" + strings.Join(out, " ") + "]"
+	case "mark": // mark: remember the applied index, for changed
+		r.mark = r.f.Applied()
+		return "ok"
+	case "changed": // changed <0|mark> [limit=N]: jobs changed after index 0 or the mark
+		var from uint64
+		if args[0] == "mark" {
+			from = r.mark
+		}
+		js, applied := r.f.JobsChangedSince(from, int(num(opts(args[1:])["limit"])))
+		var out []string
+		for _, j := range js {
+			if j.Changed <= from || j.Changed > applied {
+				r.t.Fatalf("%s: job %s changed at %d, outside (%d, %d]", line, j.ID, j.Changed, from, applied)
+			}
+			out = append(out, j.ID+":"+j.State.String())
+		}
+		return "[" + strings.Join(out, " ") + "]"
 	case "target": // target <node>: generation and pods
 		gen, pods, ok := r.f.NodeTarget(args[0])
 		if !ok {
@@ -280,6 +310,29 @@ report n1 j1/0/1/1 succeeded | n1 j1/0/2/1 succeeded => applied=2 noop=0 stale=0
 job j1 => succeeded pending=0 active=0 ok=3 failed=0 killed=0
 free n1 => cpu=4000 mem=8589934592 ready
 input => nodes=1 groups=[]
+`},
+	{"tasks and changes", `
+node n1 cpu=4000 mem=8Gi => ok
+submit a count=3 cpu=1000 mem=1Gi attempts=2 => j1
+submit b count=1 cpu=1000 mem=1Gi => j2
+tasks j1 => []
+tasks j9 => no such job
+changed 0 => [j1:pending j2:pending]
+mark => ok
+plan j2/g0@n1*1 j1/g0@n1*2 => placed=3
+changed mark => [j1:running j2:running]
+changed mark limit=1 => [j1:running]
+mark => ok
+report n1 j1/0/1/1 failed => applied=1 noop=0 stale=0 requeued=1
+changed mark => [j1:running]
+mark => ok
+changed mark => []
+tasks j1 => [j1/0/0/1:assigned@n1 j1/0/1/1:failed@n1]
+tasks j1 limit=1 => [j1/0/0/1:assigned@n1]
+tasks j1 after=j1/0/0/1 => [j1/0/1/1:failed@n1]
+tasks j1 after=j1/0/0/7 => [j1/0/1/1:failed@n1]
+tasks j1 after=j1/0/1/1 => []
+tasks j1 after=junk => [j1/0/0/1:assigned@n1 j1/0/1/1:failed@n1]
 `},
 	{"retries", `
 node n1 cpu=4000 mem=8Gi => ok
