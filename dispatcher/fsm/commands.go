@@ -20,7 +20,7 @@ const (
 	cmdCancel       byte = 6
 )
 
-const commandVersion = 1
+const commandVersion = 2
 
 func newCommand(tag byte, now time.Time, size int) *enc {
 	e := &enc{b: make([]byte, 0, size+12)}
@@ -37,9 +37,20 @@ func newCommand(tag byte, now time.Time, size int) *enc {
 // earlier in the same command) is answered with the first job's ID and not
 // created again. The result decodes with DecodeSubmitResult.
 func SubmitJobs(now time.Time, specs []api.JobSpec) ([]byte, error) {
-	js, err := json.Marshal(specs)
-	if err != nil {
-		return nil, fmt.Errorf("fsm: encoding jobs: %w", err)
+	// The specs travel as NDJSON, one line per job, so that apply decodes
+	// them with api's decoder and stores each line as its job's record
+	// without encoding it again. encoding/json escapes every control
+	// character, so a line holds no newline.
+	var js []byte
+	for i := range specs {
+		b, err := json.Marshal(&specs[i])
+		if err != nil {
+			return nil, fmt.Errorf("fsm: encoding job %d: %w", i, err)
+		}
+		if i > 0 {
+			js = append(js, '\n')
+		}
+		js = append(js, b...)
 	}
 	e := newCommand(cmdSubmit, now, len(js)+8)
 	e.bytes(js)

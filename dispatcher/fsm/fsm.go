@@ -206,20 +206,23 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 	if err := d.done("submit command"); err != nil {
 		return nil, err
 	}
-	var specs []api.JobSpec
-	if err := json.Unmarshal(js, &specs); err != nil {
-		return nil, fmt.Errorf("%w: submit command: %v", ErrCorrupt, err)
+	if len(js) == 0 {
+		// DecodeJobs takes an empty body for a mistake; a command of no
+		// jobs only stores the sequence.
+		w.Set(keyJobSeq, binary.BigEndian.AppendUint64(nil, f.mu.nextJob))
+		return (&SubmitResult{}).encode(), nil
 	}
-	for i := range specs {
-		specs[i].SetDefaults()
-	}
-	if err := api.ValidateJobs(specs); err != nil {
+	// DecodeJobs applies the defaults and validates every job.
+	specs, err := api.DecodeJobs(js)
+	if err != nil {
 		return nil, fmt.Errorf("fsm: submit: %w", err)
 	}
 	// Nothing below can fail.
 	res := SubmitResult{Jobs: make([]SubmittedJob, len(specs))}
 	for i := range specs {
 		s := &specs[i]
+		line, rest, _ := bytes.Cut(js, []byte{'\n'})
+		js = rest
 		if k := s.IdempotencyKey; k != "" {
 			if num, ok := f.mu.idem[k]; ok {
 				res.Jobs[i] = SubmittedJob{ID: jobID(num), Existing: true}
@@ -235,7 +238,7 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 			f.dirtyGroups[j.groups[gi]] = struct{}{}
 		}
 		f.mu.jobs[num] = j
-		w.Set(jobKey(num), encodeJob(j))
+		w.Set(jobKey(num), encodeJob(j, line))
 		if k := s.IdempotencyKey; k != "" {
 			f.mu.idem[k] = num
 			w.Set(idemKey(k), binary.BigEndian.AppendUint64(nil, num))
@@ -369,7 +372,7 @@ func (f *FSM) cancelLocked(w writer, now int64, d *dec) ([]byte, error) {
 		return encodeUvarints(0, 0), nil
 	}
 	j.cancelled = true
-	w.Set(jobKey(num), encodeJob(j))
+	w.Set(jobKey(num), encodeJob(j, nil))
 	for _, g := range j.groups {
 		for _, r := range g.requeue {
 			t := f.mu.tasks[taskKey{num, g.idx, r.index}]

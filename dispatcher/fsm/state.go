@@ -212,10 +212,14 @@ func (j *job) state() JobState {
 
 // Records. Every stored value starts with recordVersion.
 
-func encodeJob(j *job) []byte {
-	spec, err := json.Marshal(&j.spec)
-	if err != nil {
-		panic(fmt.Sprintf("fsm: encoding a validated job spec: %v", err)) // cannot happen: plain data
+// encodeJob encodes j's record. spec is j's spec as JSON, as submitted
+// (Load applies the defaults again); nil encodes j.spec.
+func encodeJob(j *job, spec []byte) []byte {
+	if spec == nil {
+		var err error
+		if spec, err = json.Marshal(&j.spec); err != nil {
+			panic(fmt.Sprintf("fsm: encoding a validated job spec: %v", err)) // cannot happen: plain data
+		}
 	}
 	e := enc{b: make([]byte, 0, len(spec)+16)}
 	e.byte(recordVersion)
@@ -237,9 +241,11 @@ func decodeJob(num uint64, b []byte) (*job, error) {
 	if err := d.done("job record"); err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal(spec, &j.spec); err != nil {
-		return nil, fmt.Errorf("%w: job %d spec: %v", ErrCorrupt, num, err)
+	specs, err := api.DecodeJobs(spec)
+	if err != nil || len(specs) != 1 {
+		return nil, fmt.Errorf("%w: job %d spec: %d specs, %v", ErrCorrupt, num, len(specs), err)
 	}
+	j.spec = specs[0]
 	j.groups = make([]*group, len(j.spec.Tasks))
 	for i := range j.spec.Tasks {
 		j.groups[i] = newGroup(j, i)
