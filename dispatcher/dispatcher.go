@@ -242,31 +242,36 @@ func (d *Dispatcher) propose(ctx context.Context, cmd []byte) ([]byte, error) {
 
 // Submit proposes the jobs in one SubmitJobs command (concurrent submits
 // are packed into raft entries by raftkv) and returns their IDs, in order,
-// once committed. An invalid spec rejects the whole submit with the FSM's
+// once committed, and the indexes of the specs whose idempotency key named a
+// job committed before (whose ID is returned for them; nothing new is
+// created). An invalid spec rejects the whole submit with the FSM's
 // *api.ValidationError. Errors of the raft replica are returned unchanged,
 // so that a *raftkv.NotLeaderError names the leader to redirect to.
-func (d *Dispatcher) Submit(ctx context.Context, specs []api.JobSpec) ([]string, error) {
+func (d *Dispatcher) Submit(ctx context.Context, specs []api.JobSpec) (ids []string, existing []int, err error) {
 	if err := d.checkOpen(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cmd, err := fsm.SubmitJobs(d.cfg.Clock.Now(), specs)
 	if err != nil {
-		return nil, fmt.Errorf("dispatcher: submit: %w", err)
+		return nil, nil, fmt.Errorf("dispatcher: submit: %w", err)
 	}
 	res, err := d.propose(ctx, cmd)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	r, err := fsm.DecodeSubmitResult(res)
 	if err != nil {
-		return nil, fmt.Errorf("dispatcher: submit: %w", err)
+		return nil, nil, fmt.Errorf("dispatcher: submit: %w", err)
 	}
 	d.kick()
-	ids := make([]string, len(r.Jobs))
+	ids = make([]string, len(r.Jobs))
 	for i, j := range r.Jobs {
 		ids[i] = j.ID
+		if j.Existing {
+			existing = append(existing, i)
+		}
 	}
-	return ids, nil
+	return ids, existing, nil
 }
 
 // Cancel proposes the cancellation of a job.

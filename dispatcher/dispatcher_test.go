@@ -40,7 +40,7 @@ func TestSubmitRunSucceed(t *testing.T) {
 		specs = append(specs, jobSpec(fmt.Sprint("job", i), 50, 100, 0, 20*time.Millisecond))
 	}
 	r := c.leader()
-	ids, err := r.d.Submit(ctx, specs)
+	ids, _, err := r.d.Submit(ctx, specs)
 	if err != nil {
 		t.Fatalf("Submit: %v", err)
 	}
@@ -97,7 +97,7 @@ func TestTargetLongPoll(t *testing.T) {
 		t.Fatal("Target returned before the target changed")
 	case <-time.After(50 * time.Millisecond):
 	}
-	if _, err := r.d.Submit(ctx, []api.JobSpec{jobSpec("j", 2, 100, 0, time.Hour)}); err != nil {
+	if _, _, err := r.d.Submit(ctx, []api.JobSpec{jobSpec("j", 2, 100, 0, time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -128,7 +128,7 @@ func TestNodeDownTasksRetried(t *testing.T) {
 	}
 	r := c.leader()
 	// 6 tasks of 500m on 3 nodes of 2000m: spread over the nodes.
-	ids, err := r.d.Submit(ctx, []api.JobSpec{jobSpec("long", 6, 500, 0, time.Hour)})
+	ids, _, err := r.d.Submit(ctx, []api.JobSpec{jobSpec("long", 6, 500, 0, time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestPrioritiesWhenCapacityShort(t *testing.T) {
 	r := c.leader()
 	// Both jobs are pending before any capacity exists, so one round sees
 	// them together.
-	ids, err := r.d.Submit(ctx, []api.JobSpec{
+	ids, _, err := r.d.Submit(ctx, []api.JobSpec{
 		jobSpec("low", 4, 500, 1, time.Hour),
 		jobSpec("high", 4, 500, 9, time.Hour),
 	})
@@ -237,7 +237,7 @@ func TestNotLeader(t *testing.T) {
 		if r == l {
 			continue
 		}
-		_, err := r.d.Submit(ctx, []api.JobSpec{jobSpec("j", 1, 100, 0, time.Second)})
+		_, _, err := r.d.Submit(ctx, []api.JobSpec{jobSpec("j", 1, 100, 0, time.Second)})
 		var nle *raftkv.NotLeaderError
 		if !errors.As(err, &nle) || nle.LeaderID != l.id {
 			t.Errorf("follower %d Submit: %v, want NotLeaderError naming %d", r.id, err, l.id)
@@ -271,7 +271,7 @@ func TestLeaderKilledUnderLoad(t *testing.T) {
 				var ids []string
 				err := c.retry(lctx, func(d *dispatcher.Dispatcher) error {
 					var err error
-					ids, err = d.Submit(lctx, []api.JobSpec{jobSpec(fmt.Sprintf("w%d-%d", w, i), 20, 50, int32(i%3), 30*time.Millisecond)})
+					ids, _, err = d.Submit(lctx, []api.JobSpec{jobSpec(fmt.Sprintf("w%d-%d", w, i), 20, 50, int32(i%3), 30*time.Millisecond)})
 					return err
 				})
 				if err == nil {

@@ -65,7 +65,7 @@
 //	d, err := dispatcher.New(dispatcher.Config{Raft: kv, FSM: f})
 //	defer d.Close()
 //	err = d.Register(ctx, nodeSpec)
-//	ids, err := d.Submit(ctx, specs)
+//	ids, _, err := d.Submit(ctx, specs)
 //	t, err := d.Target(ctx, "node-1", 0)     // long-poll
 //	err = d.Report(ctx, "node-1", reports) // task state changes
 package dispatcher

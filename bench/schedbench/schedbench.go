@@ -104,7 +104,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	runtime.ReadMemStats(&m0)
 	start := time.Now()
 	for i := 0; i < len(specs); i += 100 {
-		if _, err := d.Submit(ctx, specs[i:min(i+100, len(specs))]); err != nil {
+		if _, _, err := d.Submit(ctx, specs[i:min(i+100, len(specs))]); err != nil {
 			return Result{}, fmt.Errorf("submit: %w", err)
 		}
 	}

@@ -509,3 +509,23 @@ func (f *FSM) dump() string {
 	}
 	return b.String()
 }
+
+// Task returns the current attempt of the task that id names: any attempt's
+// ID of it finds it. ok is false for a malformed ID or a task never placed.
+func (f *FSM) Task(id string) (TaskInfo, bool) {
+	k, _, ok := parseTaskID(id)
+	if !ok {
+		return TaskInfo{}, false
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	t, j := f.mu.tasks[k], f.mu.jobs[k.job]
+	if t == nil || j == nil || int(k.group) >= len(j.spec.Tasks) {
+		return TaskInfo{}, false
+	}
+	return TaskInfo{
+		ID: taskID(t.key, t.attempt), Group: j.spec.Tasks[k.group].Name, Index: int64(k.index),
+		Attempt: int64(t.attempt), State: t.state, Node: t.node, Reason: t.reason, ExitCode: t.exitCode,
+		Updated: time.Unix(0, t.updated).UTC(),
+	}, true
+}

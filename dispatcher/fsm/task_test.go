@@ -1,0 +1,73 @@
+package fsm
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/dispatcher/placement"
+)
+
+// TestTask finds a task by the ID of any of its attempts and answers with
+// the current attempt.
+func TestTask(t *testing.T) {
+	f, s := New(), newMemStore()
+	now := time.Unix(1_800_000_000, 0)
+	index := uint64(0)
+	apply := func(cmd []byte) []byte {
+		t.Helper()
+		index++
+		res, _, err := s.apply(f, index, cmd)
+		if err != nil {
+			t.Fatalf("apply %d: %v", index, err)
+		}
+		return res
+	}
+	c := api.Capacity{CPU: 4000, Memory: 4 << 30, Ports: 10}
+	cmd, err := RegisterNode(now, api.NodeSpec{Name: "n1", Capacity: c, Allocatable: api.Allocatable{Online: c, Offline: c}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply(cmd)
+	spec := api.JobSpec{Name: "j", Retry: api.RetryPolicy{MaxAttempts: 3, Backoff: api.Duration(time.Second)},
+		Tasks: []api.TaskGroupSpec{{Name: "work", Count: 2, Pod: api.PodSpec{Containers: []api.ContainerSpec{{
+			Image: api.Image{Rootfs: "/r"}, Command: []string{"x"}, Resources: api.Resources{CPU: 100, Memory: 1 << 20}}}}}}}
+	spec.SetDefaults()
+	if cmd, err = SubmitJobs(now, []api.JobSpec{spec}); err != nil {
+		t.Fatal(err)
+	}
+	apply(cmd)
+	if _, ok := f.Task("j1/0/0/1"); ok {
+		t.Fatal("a task never placed was found")
+	}
+	plan := func(at time.Time, count int64) {
+		apply(CommitPlan(&Plan{Term: 1, Index: index, Now: at, Assignments: []placement.Assignment{
+			{Group: placement.GroupKey{Job: "j1", Group: "work"}, Node: "n1", Count: count}}}))
+	}
+	plan(now, 2)
+	got, ok := f.Task("j1/0/1/1")
+	if !ok || got.ID != "j1/0/1/1" || got.Group != "work" || got.Index != 1 || got.Attempt != 1 ||
+		got.State != api.TaskAssigned || got.Node != "n1" {
+		t.Fatalf("Task(j1/0/1/1) = %+v, %v", got, ok)
+	}
+	apply(UpdateTasks(now, []Report{
+		{Node: "n1", TaskReport: api.TaskReport{TaskID: "j1/0/0/1", State: api.TaskRunning, Reason: api.ReasonStarted, Time: now}},
+		{Node: "n1", TaskReport: api.TaskReport{TaskID: "j1/0/0/1", State: api.TaskFailed, Reason: api.ReasonExited, ExitCode: 3, Time: now}},
+	}))
+	got, ok = f.Task("j1/0/0/1")
+	if !ok || got.State != api.TaskFailed || got.ExitCode != 3 || got.Attempt != 1 {
+		t.Fatalf("after the failure: Task(j1/0/0/1) = %+v, %v", got, ok)
+	}
+	plan(now.Add(time.Minute), 1) // the retry, after its backoff
+	for _, id := range []string{"j1/0/0/1", "j1/0/0/2", "j1/0/0/7"} {
+		got, ok = f.Task(id)
+		if !ok || got.ID != "j1/0/0/2" || got.Attempt != 2 || got.State != api.TaskAssigned {
+			t.Fatalf("after the retry: Task(%s) = %+v, %v", id, got, ok)
+		}
+	}
+	for _, id := range []string{"", "j1", "j1/0/0", "j2/0/0/1", "j1/1/0/1", "j1/0/5/1", "x/0/0/1", "j1/0/0/1/2", "j01/0/0/1"} {
+		if got, ok := f.Task(id); ok {
+			t.Errorf("Task(%q) = %+v, want not found", id, got)
+		}
+	}
+}

@@ -1,0 +1,97 @@
+package server_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/dispatcher/server"
+)
+
+// TestFollowerRedirects runs three replicas over loopback TCP: writes to a
+// follower are redirected to the leader's HTTP address, and following the
+// redirect works; reads are served locally.
+func TestFollowerRedirects(t *testing.T) {
+	raftAddrs, httpAddrs := freeAddrs(t, 3), freeAddrs(t, 3)
+	peers, peerHTTP := map[uint64]string{}, map[uint64]string{}
+	for i := range 3 {
+		peers[uint64(i+1)] = raftAddrs[i]
+		peerHTTP[uint64(i+1)] = "http://" + httpAddrs[i]
+	}
+	dir := t.TempDir()
+	var servers []*server.Server
+	for i := range 3 {
+		id := uint64(i + 1)
+		s, err := server.Open(server.Config{
+			ID: id, Peers: peers, PeerHTTP: peerHTTP, Dir: fmt.Sprintf("%s/r%d", dir, id), HTTPAddr: httpAddrs[i],
+			Dispatcher: testDispatcherConfig(), TickInterval: 20 * time.Millisecond, Logger: testLogger(),
+		})
+		if err != nil {
+			t.Fatalf("open replica %d: %v", id, err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		servers = append(servers, s)
+	}
+	var leader *server.Server
+	waitFor(t, 15*time.Second, "a leader", func() bool {
+		for _, s := range servers {
+			if _, ok := s.Dispatcher().Leading(); ok && s.Raft().Status().IsLeader {
+				leader = s
+				return true
+			}
+		}
+		return false
+	})
+	var follower *server.Server
+	for _, s := range servers {
+		if s != leader {
+			follower = s
+			break
+		}
+	}
+	waitFor(t, 10*time.Second, "the follower to know the leader", func() bool {
+		return follower.Raft().Status().Leader == leader.Raft().Status().ID
+	})
+	leaderURL := peerHTTP[leader.Raft().Status().ID]
+
+	body := []byte(jobJSON("redirected", "", 1))
+	r := do(t, req{method: "POST", url: follower.Addr() + api.PathJobs + "?x=1", body: body})
+	e := errorReply(t, r, 307, api.CodeNotLeader, "leader")
+	if e.Leader != leaderURL || r.header.Get("Location") != leaderURL+api.PathJobs+"?x=1" {
+		t.Fatalf("redirect: leader %q, location %q; want %q", e.Leader, r.header.Get("Location"), leaderURL)
+	}
+	// The leader rejects the unknown parameter x: follow without it.
+	loc := strings.TrimSuffix(r.header.Get("Location"), "?x=1")
+	res := decode[api.SubmitResponse](t, do(t, req{method: "POST", url: loc, body: body}), 200)
+	if len(res.Jobs) != 1 {
+		t.Fatalf("submit at the leader: %+v", res)
+	}
+
+	// Cancel and the nodelet's endpoints are redirected too.
+	for _, q := range []req{
+		{method: "DELETE", url: follower.Addr() + api.PathJob + res.Jobs[0]},
+		{method: "POST", url: follower.Addr() + api.PathNodes, body: []byte(nodeJSON("n1", ""))},
+		{method: "GET", url: follower.Addr() + api.PathNode + "n1/target?wait=1s"},
+		{method: "POST", url: follower.Addr() + api.PathNode + "n1/reports", body: []byte(`{"reports":[]}`)},
+	} {
+		r := do(t, q)
+		errorReply(t, r, 307, api.CodeNotLeader, "")
+		if !strings.HasPrefix(r.header.Get("Location"), leaderURL+"/v1/") {
+			t.Errorf("%s %s: Location %q", q.method, q.url, r.header.Get("Location"))
+		}
+	}
+
+	// A consistent read on the follower sees the job at once.
+	l := listJobs(t, follower.Addr(), "", "?consistent=1")
+	if len(l.Jobs) != 1 || l.Jobs[0].ID != res.Jobs[0] {
+		t.Fatalf("consistent read on the follower: %+v", l)
+	}
+	// Every replica is ready.
+	for _, s := range servers {
+		if r := do(t, req{method: "GET", url: s.Addr() + api.PathReady}); r.status != 200 {
+			t.Errorf("readyz of %s: %s", s.Addr(), r)
+		}
+	}
+}

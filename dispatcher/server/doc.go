@@ -1,0 +1,83 @@
+// Package server is the dispatcher's HTTP API on fasthttp and the wiring of
+// one dispatcher replica process.
+//
+// It owns two things:
+//
+//   - Open starts a replica from a Config: the raft TCP transport (with more
+//     than one peer), the FSM and raftkv replica in Dir, the Dispatcher,
+//     and the HTTP server on its own listener. Close undoes it in order:
+//     it ends long-polls and streams, shuts the HTTP server down, then
+//     closes the dispatcher, the raft replica and the transport.
+//   - Handler (NewHandler) serves the API for a replica someone else wired,
+//     on any fasthttp.Server (NewHTTPServer sets the limits it needs) or
+//     listener, such as fasthttputil's in-memory one in tests.
+//
+// # Endpoints
+//
+// The paths, bodies and codes are api's (api/wire.go). Every error reply is
+// an api.ErrorResponse.
+//
+//	POST   /v1/jobs                 submit: one job, a JSON array or NDJSON; gzip or zstd; Idempotency-Key
+//	GET    /v1/jobs                 list: state, queue, label=k=v, after, limit (default 100, max 10000)
+//	GET    /v1/jobs/{id}            a job, with why its pending tasks are pending
+//	DELETE /v1/jobs/{id}            cancel
+//	GET    /v1/jobs/{id}/tasks      its placed tasks: state, after, limit
+//	GET    /v1/nodes                the registered nodes
+//	POST   /v1/nodes                register a node (api.NodeSpec)
+//	GET    /v1/nodes/{name}/target  long-poll: generation, wait (default 30s, max 5m); 304 when unchanged
+//	POST   /v1/nodes/{name}/reports task reports (api.ReportRequest); 204
+//	GET    /v1/tasks/{id}/logs      the task's current attempt's output, proxied from its nodelet
+//	GET    /v1/watch                NDJSON api.WatchEvents from an index (from); blank lines are keep-alives
+//	GET    /healthz, /readyz        no authentication
+//
+// A watch event carries a job's state after the raft entry at its Index
+// changed it. Several jobs may share an index; a client that resumes with
+// from=N sees every change after N, so one that stopped inside an index's
+// events resumes from the index before it (events are states: a repeat is
+// harmless). A watcher that falls behind sees each job's latest state, not
+// every step.
+//
+// # Authentication
+//
+// With Tokens set, every request but /healthz and /readyz carries
+// "Authorization: Bearer TOKEN" (401 without a known one). A token has a
+// role (403 outside it):
+//
+//   - admin: everything;
+//   - reader: every GET but the target long-poll;
+//   - submitter: the reader's GETs, submit and cancel, restricted to its
+//     queues when its token lists some (other queues' jobs are 403 and left
+//     out of lists and the watch stream);
+//   - nodelet: register, target long-poll, reports.
+//
+// The token file (LoadTokens) has one "TOKEN ROLE [QUEUE,...]" per line.
+//
+// # Invariants
+//
+//   - A submit is all or nothing: every item is decoded, validated and
+//     authorized before anything is proposed, and a bad request is
+//     answered with every problem found.
+//   - A submit is acknowledged only after its raft entry is committed and
+//     applied: an acknowledged job is never lost. With an Idempotency-Key
+//     (item i's job key becomes "KEY/i"), a retried submit returns the
+//     same IDs and lists the items that existed in Existing.
+//   - Writes (POST, DELETE, the target long-poll) reaching a follower are
+//     answered 307 to the leader's PeerHTTP URL with the same path and
+//     query, or 503 not_leader when no leader is known. Reads are served
+//     from the local FSM; ?consistent=1 makes them linearizable (raft
+//     ReadIndex first).
+//   - Bodies are limited to api.MaxBodyBytes before and after
+//     decompression (413); no input makes the server panic or answer 5xx,
+//     and internal errors are logged, not sent.
+//
+// # Usage
+//
+//	s, err := server.Open(server.Config{
+//		ID: 1, Peers: map[uint64]string{1: ""}, Dir: dir, HTTPAddr: ":8001",
+//	})
+//	if err != nil {
+//		return err
+//	}
+//	defer s.Close()
+//	fmt.Println("serving on", s.Addr())
+package server

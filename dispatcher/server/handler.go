@@ -1,0 +1,476 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/dispatcher"
+	"github.com/sluicehq/sluice/dispatcher/fsm"
+	"github.com/sluicehq/sluice/raftkv"
+	"github.com/valyala/fasthttp"
+)
+
+// Defaults of HandlerConfig and the query parameters.
+const (
+	DefaultLimit          = 100
+	MaxLimit              = 10_000
+	DefaultTargetWait     = 30 * time.Second
+	MaxTargetWait         = 5 * time.Minute
+	DefaultWatchKeepAlive = 15 * time.Second
+	DefaultLogDialTimeout = 5 * time.Second
+)
+
+// HandlerConfig configures a Handler.
+type HandlerConfig struct {
+	// Dispatcher, FSM and Raft are the replica the handler serves.
+	// Required.
+	Dispatcher *dispatcher.Dispatcher
+	FSM        *fsm.FSM
+	Raft       *raftkv.Node
+	// PeerHTTP maps each replica's raft ID to its HTTP base URL, such as
+	// "http://10.0.0.1:8001": writes that reach a follower are redirected
+	// to the leader's. Default none: followers answer 503 not_leader.
+	PeerHTTP map[uint64]string
+	// Tokens authenticates requests. Nil: no authentication, every request
+	// acts as admin.
+	Tokens *Tokens
+	// BaseContext bounds every long-poll, watch stream and log stream: when
+	// it ends they end. Default context.Background().
+	BaseContext context.Context
+	// WatchKeepAlive is how long a watch stream may stay silent before a
+	// blank line is sent, so that a client gone away is noticed. Default
+	// 15s.
+	WatchKeepAlive time.Duration
+	// LogClient fetches task logs from nodelets. Default: an http.Client
+	// that gives up connecting after 5s.
+	LogClient *http.Client
+	// Logger receives the handler's logs (every 5xx at warn). Default:
+	// discard.
+	Logger *slog.Logger
+}
+
+// Handler serves the dispatcher's HTTP API on fasthttp. Its methods are
+// safe for concurrent use.
+type Handler struct {
+	cfg  HandlerConfig
+	id   uint64
+	log  *slog.Logger
+	base context.Context
+	// streams counts the goroutines writing stream bodies (watch, logs).
+	streams sync.WaitGroup
+}
+
+// NewHandler checks cfg and returns its Handler. Serve it with
+// fasthttp.Server{Handler: h.ServeFastHTTP, ErrorHandler: h.ServeError,
+// MaxRequestBodySize: api.MaxBodyBytes}.
+func NewHandler(cfg HandlerConfig) (*Handler, error) {
+	var probs []string
+	if cfg.Dispatcher == nil {
+		probs = append(probs, "Dispatcher is required")
+	}
+	if cfg.FSM == nil {
+		probs = append(probs, "FSM is required")
+	}
+	if cfg.Raft == nil {
+		probs = append(probs, "Raft is required")
+	}
+	if cfg.WatchKeepAlive < 0 {
+		probs = append(probs, fmt.Sprintf("WatchKeepAlive %v must not be negative", cfg.WatchKeepAlive))
+	}
+	probs = append(probs, checkPeerHTTP(cfg.PeerHTTP)...)
+	if len(probs) > 0 {
+		return nil, fmt.Errorf("%w: %s", ErrConfig, strings.Join(probs, "; "))
+	}
+	if cfg.BaseContext == nil {
+		cfg.BaseContext = context.Background()
+	}
+	if cfg.WatchKeepAlive == 0 {
+		cfg.WatchKeepAlive = DefaultWatchKeepAlive
+	}
+	if cfg.LogClient == nil {
+		cfg.LogClient = &http.Client{Transport: &http.Transport{
+			DialContext:           (&net.Dialer{Timeout: DefaultLogDialTimeout}).DialContext,
+			ResponseHeaderTimeout: 30 * time.Second,
+			MaxIdleConnsPerHost:   4,
+		}}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Handler{cfg: cfg, id: cfg.Raft.Status().ID, log: cfg.Logger, base: cfg.BaseContext}, nil
+}
+
+// Wait waits for the goroutines that write streamed bodies (watch and log
+// streams) to end; they end when BaseContext does or their client goes
+// away.
+func (h *Handler) Wait() { h.streams.Wait() }
+
+// checkPeerHTTP reports the base URLs that are not http(s)://host[:port].
+func checkPeerHTTP(m map[uint64]string) []string {
+	var probs []string
+	for id, u := range m {
+		rest, ok := strings.CutPrefix(u, "http://")
+		if !ok {
+			rest, ok = strings.CutPrefix(u, "https://")
+		}
+		rest = strings.TrimSuffix(rest, "/")
+		if !ok || rest == "" || strings.ContainsAny(rest, "/?# ") {
+			probs = append(probs, fmt.Sprintf("PeerHTTP[%d] %q must be http(s)://host:port", id, u))
+		}
+	}
+	return probs
+}
+
+// httpError is an error reply.
+type httpError struct {
+	status int
+	resp   api.ErrorResponse
+	// location is the redirect target of a 307.
+	location string
+	// retryAfter, in seconds, is sent with 503s worth retrying soon.
+	retryAfter int
+}
+
+func errorf(status int, code, format string, args ...any) *httpError {
+	return &httpError{status: status, resp: api.ErrorResponse{Code: code, Error: fmt.Sprintf(format, args...)}}
+}
+
+func invalid(probs []api.Problem, format string, args ...any) *httpError {
+	e := errorf(fasthttp.StatusBadRequest, api.CodeInvalid, format, args...)
+	e.resp.Problems, e.resp.Total = probs, len(probs)
+	return e
+}
+
+// badParam is a 400 about a query parameter.
+func badParam(name, format string, args ...any) *httpError {
+	msg := fmt.Sprintf(format, args...)
+	return invalid([]api.Problem{{Item: -1, Path: name, Message: msg}}, "query parameter %s: %s", name, msg)
+}
+
+// ServeFastHTTP routes and serves one request. It never panics: a panic
+// of a handler is logged and answered with a 500.
+func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
+	defer func() {
+		if v := recover(); v != nil {
+			h.log.Error("server: panic serving a request", "path", string(ctx.Path()), "panic", v, "stack", string(debug.Stack()))
+			ctx.Response.Reset()
+			h.writeError(ctx, errorf(fasthttp.StatusInternalServerError, api.CodeInternal, "internal error"))
+		}
+		// Requests cut short because the server is closing are expected.
+		if st := ctx.Response.StatusCode(); st >= 500 && (h.base == nil || h.base.Err() == nil) {
+			h.log.Warn("server: request failed", "method", string(ctx.Method()), "path", string(ctx.Path()),
+				"status", st, "error", string(h.errorText(ctx)))
+		}
+	}()
+	if e := h.route(ctx); e != nil {
+		h.writeError(ctx, e)
+	}
+}
+
+// errorText returns the body of an error reply for the log (not streams).
+func (h *Handler) errorText(ctx *fasthttp.RequestCtx) []byte {
+	if ctx.Response.IsBodyStream() {
+		return nil
+	}
+	return ctx.Response.Body()
+}
+
+// ServeError answers a request fasthttp could not read (fasthttp.Server's
+// ErrorHandler): a body over the limit gets a 413, anything else a 400,
+// both with an api.ErrorResponse.
+func (h *Handler) ServeError(ctx *fasthttp.RequestCtx, err error) {
+	var small *fasthttp.ErrSmallBuffer
+	var ne net.Error
+	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		h.writeError(ctx, errorf(fasthttp.StatusRequestEntityTooLarge, api.CodeTooLarge,
+			"the body is more than the limit of %d bytes", api.MaxBodyBytes))
+	case errors.As(err, &small):
+		h.writeError(ctx, errorf(fasthttp.StatusRequestHeaderFieldsTooLarge, api.CodeTooLarge, "the request's header is too large"))
+	case errors.As(err, &ne) && ne.Timeout():
+		h.writeError(ctx, errorf(fasthttp.StatusRequestTimeout, api.CodeInvalid, "timed out reading the request"))
+	default:
+		h.writeError(ctx, errorf(fasthttp.StatusBadRequest, api.CodeInvalid, "malformed HTTP request: %s", clip(err.Error(), 200)))
+	}
+}
+
+// endpoint is one method of one path: the roles that may call it (nil:
+// no authentication) and its function.
+type endpoint struct {
+	roles []Role
+	fn    func(h *Handler, ctx *fasthttp.RequestCtx, p Principal, args []string) *httpError
+}
+
+var (
+	readers   = []Role{RoleReader, RoleSubmitter, RoleAdmin}
+	submitter = []Role{RoleSubmitter, RoleAdmin}
+	nodelets  = []Role{RoleNodelet, RoleAdmin}
+	anyone    []Role
+)
+
+// The endpoints of each path, by method.
+var (
+	epHealth  = map[string]endpoint{"GET": {anyone, (*Handler).health}}
+	epReady   = map[string]endpoint{"GET": {anyone, (*Handler).ready}}
+	epJobs    = map[string]endpoint{"GET": {readers, (*Handler).listJobs}, "POST": {submitter, (*Handler).submit}}
+	epTasks   = map[string]endpoint{"GET": {readers, (*Handler).listTasks}}
+	epJob     = map[string]endpoint{"GET": {readers, (*Handler).getJob}, "DELETE": {submitter, (*Handler).cancelJob}}
+	epNodes   = map[string]endpoint{"GET": {readers, (*Handler).listNodes}, "POST": {nodelets, (*Handler).register}}
+	epTarget  = map[string]endpoint{"GET": {nodelets, (*Handler).target}}
+	epReports = map[string]endpoint{"POST": {nodelets, (*Handler).reports}}
+	epLogs    = map[string]endpoint{"GET": {readers, (*Handler).logs}}
+	epWatch   = map[string]endpoint{"GET": {readers, (*Handler).watch}}
+)
+
+// route finds the endpoint of the request and serves it.
+func (h *Handler) route(ctx *fasthttp.RequestCtx) *httpError {
+	path := string(ctx.Path())
+	var eps map[string]endpoint
+	var args []string
+	switch {
+	case path == api.PathHealth:
+		eps = epHealth
+	case path == api.PathReady:
+		eps = epReady
+	case path == api.PathJobs:
+		eps = epJobs
+	case strings.HasPrefix(path, api.PathJob):
+		rest := path[len(api.PathJob):]
+		if id, ok := strings.CutSuffix(rest, "/tasks"); ok && validSegment(id) {
+			eps, args = epTasks, []string{id}
+		} else if validSegment(rest) {
+			eps, args = epJob, []string{rest}
+		}
+	case path == api.PathNodes:
+		eps = epNodes
+	case strings.HasPrefix(path, api.PathNode):
+		rest := path[len(api.PathNode):]
+		if name, ok := strings.CutSuffix(rest, "/target"); ok && validSegment(name) {
+			eps, args = epTarget, []string{name}
+		} else if name, ok := strings.CutSuffix(rest, "/reports"); ok && validSegment(name) {
+			eps, args = epReports, []string{name}
+		}
+	case strings.HasPrefix(path, api.PathTasks):
+		if id, ok := strings.CutSuffix(path[len(api.PathTasks):], "/logs"); ok && id != "" {
+			eps, args = epLogs, []string{id}
+		}
+	case path == api.PathWatch:
+		eps = epWatch
+	}
+	if eps == nil {
+		return errorf(fasthttp.StatusNotFound, api.CodeNotFound, "no such path: %s", clip(path, 200))
+	}
+	method := string(ctx.Method())
+	ep, ok := eps[method]
+	if !ok {
+		allow := make([]string, 0, len(eps))
+		for _, m := range []string{"GET", "POST", "DELETE"} {
+			if _, ok := eps[m]; ok {
+				allow = append(allow, m)
+			}
+		}
+		ctx.Response.Header.Set("Allow", strings.Join(allow, ", "))
+		return errorf(fasthttp.StatusMethodNotAllowed, "method_not_allowed", "%s does not take %s; it takes %s",
+			path, clip(method, 20), strings.Join(allow, ", "))
+	}
+	p := Principal{Role: RoleAdmin}
+	if ep.roles != nil && h.cfg.Tokens != nil {
+		var e *httpError
+		if p, e = h.authenticate(ctx); e != nil {
+			return e
+		}
+		if !containsRole(ep.roles, p.Role) {
+			return errorf(fasthttp.StatusForbidden, api.CodeForbidden, "a %s token may not %s %s", p.Role, method, path)
+		}
+	}
+	return ep.fn(h, ctx, p, args)
+}
+
+func containsRole(rs []Role, r Role) bool {
+	for _, x := range rs {
+		if x == r {
+			return true
+		}
+	}
+	return false
+}
+
+// validSegment reports whether s is one non-empty path segment.
+func validSegment(s string) bool { return s != "" && !strings.Contains(s, "/") }
+
+func (h *Handler) authenticate(ctx *fasthttp.RequestCtx) (Principal, *httpError) {
+	auth := string(ctx.Request.Header.Peek("Authorization"))
+	tok, ok := strings.CutPrefix(auth, "Bearer ")
+	if !ok {
+		if strings.HasPrefix(strings.ToLower(auth), "bearer ") {
+			tok, ok = auth[len("bearer "):], true
+		}
+	}
+	tok = strings.TrimSpace(tok)
+	if !ok || tok == "" {
+		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="sluice"`)
+		return Principal{}, errorf(fasthttp.StatusUnauthorized, api.CodeUnauthorized, "missing bearer token (Authorization: Bearer TOKEN)")
+	}
+	p, found := h.cfg.Tokens.Lookup(tok)
+	if !found {
+		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="sluice", error="invalid_token"`)
+		return Principal{}, errorf(fasthttp.StatusUnauthorized, api.CodeUnauthorized, "unknown token")
+	}
+	return p, nil
+}
+
+// writeJSON answers status with v as JSON.
+func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = fasthttp.StatusInternalServerError
+		b = []byte(`{"code":"internal","error":"internal error: encoding the reply"}`)
+	}
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(append(b, '\n'))
+}
+
+func (h *Handler) writeError(ctx *fasthttp.RequestCtx, e *httpError) {
+	if e.location != "" {
+		ctx.Response.Header.Set("Location", e.location)
+	}
+	if e.retryAfter > 0 {
+		ctx.Response.Header.Set("Retry-After", strconv.Itoa(e.retryAfter))
+	}
+	writeJSON(ctx, e.status, e.resp)
+}
+
+// leaderError answers a request this replica cannot serve because it does
+// not lead: a 307 to the leader's base URL, or a 503 when the leader (or
+// its URL) is unknown.
+func (h *Handler) leaderError(ctx *fasthttp.RequestCtx, leader uint64) *httpError {
+	if leader == 0 || leader == h.id {
+		e := errorf(fasthttp.StatusServiceUnavailable, api.CodeNotLeader, "no leader is known yet (election in progress); retry")
+		e.retryAfter = 1
+		return e
+	}
+	base, ok := h.cfg.PeerHTTP[leader]
+	if !ok {
+		e := errorf(fasthttp.StatusServiceUnavailable, api.CodeNotLeader, "not the leader; the leader is replica %d, whose HTTP address is not configured", leader)
+		e.retryAfter = 1
+		return e
+	}
+	base = strings.TrimSuffix(base, "/")
+	loc := base + string(ctx.URI().PathOriginal())
+	if q := ctx.URI().QueryString(); len(q) > 0 {
+		loc += "?" + string(q)
+	}
+	e := errorf(fasthttp.StatusTemporaryRedirect, api.CodeNotLeader, "not the leader; the leader is replica %d at %s", leader, base)
+	e.resp.Leader, e.location = base, loc
+	return e
+}
+
+// requireLeader redirects a write that reached a follower.
+func (h *Handler) requireLeader(ctx *fasthttp.RequestCtx) *httpError {
+	st := h.cfg.Raft.Status()
+	if st.Err != nil {
+		return errorf(fasthttp.StatusServiceUnavailable, api.CodeUnavailable, "the replica has stopped")
+	}
+	if !st.IsLeader {
+		return h.leaderError(ctx, st.Leader)
+	}
+	return nil
+}
+
+// consistent serves ?consistent=1: a raft ReadIndex before a local read.
+func (h *Handler) consistent(ctx *fasthttp.RequestCtx) *httpError {
+	v := ctx.QueryArgs().Peek("consistent")
+	if v == nil {
+		return nil
+	}
+	on, err := parseBool(string(v))
+	if err != nil {
+		return badParam("consistent", "want 1 or 0, got %q", clip(string(v), 40))
+	}
+	if !on {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(h.base, dispatcher.DefaultProposeTimeout)
+	defer cancel()
+	if err := h.cfg.Raft.ReadIndex(rctx); err != nil {
+		return h.fromError(ctx, "consistent read", err)
+	}
+	return nil
+}
+
+func parseBool(s string) (bool, error) {
+	switch s {
+	case "1", "true", "yes", "":
+		return true, nil
+	case "0", "false", "no":
+		return false, nil
+	}
+	return false, errors.New("not a boolean")
+}
+
+// fromError maps an error of the dispatcher or the replica to a reply.
+func (h *Handler) fromError(ctx *fasthttp.RequestCtx, op string, err error) *httpError {
+	var nl *raftkv.NotLeaderError
+	var ve *api.ValidationError
+	switch {
+	case errors.As(err, &nl):
+		return h.leaderError(ctx, nl.LeaderID)
+	case errors.As(err, &ve):
+		return invalid(ve.Problems, "%s: %s", op, clip(ve.Error(), 500))
+	case errors.Is(err, api.ErrTooLarge):
+		return errorf(fasthttp.StatusRequestEntityTooLarge, api.CodeTooLarge, "%s: %s", op, clip(err.Error(), 300))
+	case errors.Is(err, raftkv.ErrTooLarge):
+		return errorf(fasthttp.StatusRequestEntityTooLarge, api.CodeTooLarge, "%s: the request makes a raft command over the size limit", op)
+	case errors.Is(err, fsm.ErrNotFound), errors.Is(err, dispatcher.ErrUnknownNode):
+		return errorf(fasthttp.StatusNotFound, api.CodeNotFound, "%s: not found", op)
+	case errors.Is(err, raftkv.ErrOutcomeUnknown):
+		return unavailable("%s: the outcome is unknown (leadership changed); check the state before retrying", op)
+	case errors.Is(err, raftkv.ErrStopped), errors.Is(err, raftkv.ErrStorage), errors.Is(err, dispatcher.ErrClosed):
+		return unavailable("%s: the replica is stopping", op)
+	case errors.Is(err, raftkv.ErrProposalDropped):
+		return unavailable("%s: the proposal was dropped and not applied; retry", op)
+	case errors.Is(err, raftkv.ErrTimeout), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return unavailable("%s: timed out (no quorum, or the server is stopping); the outcome may be unknown", op)
+	}
+	h.log.Warn("server: internal error", "op", op, "path", string(ctx.Path()), "err", err)
+	return errorf(fasthttp.StatusInternalServerError, api.CodeInternal, "%s: internal error", op)
+}
+
+func unavailable(format string, args ...any) *httpError {
+	e := errorf(fasthttp.StatusServiceUnavailable, api.CodeUnavailable, format, args...)
+	e.retryAfter = 1
+	return e
+}
+
+func (h *Handler) health(ctx *fasthttp.RequestCtx, _ Principal, _ []string) *httpError {
+	ctx.SetContentType("text/plain; charset=utf-8")
+	ctx.SetBodyString("ok\n")
+	return nil
+}
+
+func (h *Handler) ready(ctx *fasthttp.RequestCtx, _ Principal, _ []string) *httpError {
+	st := h.cfg.Raft.Status()
+	switch {
+	case h.base.Err() != nil:
+		return unavailable("the server is closing")
+	case st.Err != nil:
+		return unavailable("the replica has stopped")
+	case st.Leader == 0:
+		return unavailable("no leader is known")
+	}
+	ctx.SetContentType("text/plain; charset=utf-8")
+	ctx.SetBodyString("ready\n")
+	return nil
+}

@@ -1,0 +1,134 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/valyala/fasthttp"
+)
+
+// logs serves GET /v1/tasks/{id}/logs: it finds the node that runs (or
+// ran) the task's current attempt and streams that nodelet's
+// api.PathNodeletLogs through.
+func (h *Handler) logs(ctx *fasthttp.RequestCtx, p Principal, args []string) *httpError {
+	if e := checkQuery(ctx, "container", "follow", "tail"); e != nil {
+		return e
+	}
+	id := args[0]
+	q := url.Values{}
+	if v := ctx.QueryArgs().Peek("container"); len(v) > 0 {
+		if len(v) > api.MaxNameLen {
+			return badParam("container", "longer than %d bytes", api.MaxNameLen)
+		}
+		q.Set("container", string(v))
+	}
+	if v := ctx.QueryArgs().Peek("follow"); v != nil {
+		on, err := parseBool(string(v))
+		if err != nil {
+			return badParam("follow", "want 1 or 0, got %q", clip(string(v), 40))
+		}
+		if on {
+			q.Set("follow", "1")
+		}
+	}
+	if v := ctx.QueryArgs().Peek("tail"); v != nil {
+		n, err := strconv.Atoi(string(v))
+		if err != nil || n < 0 {
+			return badParam("tail", "want a non-negative number of lines, got %q", clip(string(v), 40))
+		}
+		q.Set("tail", strconv.Itoa(n))
+	}
+	job, ok := taskJob(id)
+	if !ok {
+		return errorf(fasthttp.StatusNotFound, api.CodeNotFound, "no task %q (task IDs look like j1/0/0/1)", clip(id, 80))
+	}
+	if _, e := h.lookupJob(job, p); e != nil {
+		return e
+	}
+	t, ok := h.cfg.FSM.Task(id)
+	if !ok {
+		return errorf(fasthttp.StatusNotFound, api.CodeNotFound, "task %q was never placed", clip(id, 80))
+	}
+	addr := ""
+	for _, n := range h.cfg.FSM.Nodes() {
+		if n.Spec.Name == t.Node {
+			addr = n.Spec.Address
+			break
+		}
+	}
+	if addr == "" {
+		return errorf(fasthttp.StatusBadGateway, "bad_gateway", "node %q of task %s has no log address", t.Node, t.ID)
+	}
+	q.Set("task", t.ID)
+	u := "http://" + addr + api.PathNodeletLogs + "?" + q.Encode()
+	rctx, cancel := context.WithCancel(h.base)
+	req, err := http.NewRequestWithContext(rctx, http.MethodGet, u, nil)
+	if err != nil {
+		cancel()
+		return errorf(fasthttp.StatusBadGateway, "bad_gateway", "node %q: bad log address %q", t.Node, addr)
+	}
+	resp, err := h.cfg.LogClient.Do(req)
+	if err != nil {
+		cancel()
+		return errorf(fasthttp.StatusBadGateway, "bad_gateway", "cannot reach node %q at %s for the logs of %s: %s",
+			t.Node, addr, t.ID, clip(unwrapURLError(err), 200))
+	}
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		resp.Body.Close()
+		cancel()
+		status, code := fasthttp.StatusBadGateway, "bad_gateway"
+		switch resp.StatusCode {
+		case http.StatusNotFound:
+			status, code = fasthttp.StatusNotFound, api.CodeNotFound
+		case http.StatusBadRequest:
+			status, code = fasthttp.StatusBadRequest, api.CodeInvalid
+		}
+		return errorf(status, code, "node %q answered %d for the logs of %s: %s", t.Node, resp.StatusCode, t.ID,
+			clip(strings.TrimSpace(string(msg)), 500))
+	}
+	ctx.SetStatusCode(fasthttp.StatusOK)
+	ct := resp.Header.Get("Content-Type")
+	if ct == "" {
+		ct = "text/plain; charset=utf-8"
+	}
+	ctx.SetContentType(ct)
+	ctx.Response.Header.Set("X-Sluice-Task", t.ID)
+	h.streams.Add(1)
+	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+		defer h.streams.Done()
+		defer cancel()
+		defer resp.Body.Close()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := resp.Body.Read(buf)
+			if n > 0 {
+				if _, werr := w.Write(buf[:n]); werr != nil {
+					return
+				}
+				if w.Flush() != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+	return nil
+}
+
+// unwrapURLError drops the method and URL net/http prefixes its errors with.
+func unwrapURLError(err error) string {
+	if ue, ok := err.(*url.Error); ok {
+		return fmt.Sprint(ue.Err)
+	}
+	return err.Error()
+}

@@ -1,0 +1,181 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/valyala/fasthttp"
+)
+
+// decodeStrict reads a JSON body into v: one object, no unknown fields,
+// nothing after it.
+func decodeStrict(ctx *fasthttp.RequestCtx, what string, v any) *httpError {
+	if e := checkContentType(ctx, true, "application/json"); e != nil {
+		return e
+	}
+	body, e := readBody(ctx)
+	if e != nil {
+		return e
+	}
+	bad := func(msg string) *httpError {
+		return invalid([]api.Problem{{Item: -1, Message: msg}}, "%s: %s", what, msg)
+	}
+	if len(bytes.TrimSpace(body)) == 0 || bytes.TrimSpace(body)[0] != '{' {
+		return bad("want one JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return invalid([]api.Problem{{Item: -1, Path: te.Field, Message: fmt.Sprintf("want %s, got %s", te.Type, te.Value)}},
+				"%s: %s: want %s, got %s", what, te.Field, te.Type, te.Value)
+		}
+		return bad(clip(strings.TrimPrefix(err.Error(), "json: "), 300))
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return bad("trailing data after the object")
+	}
+	return nil
+}
+
+// listNodes serves GET /v1/nodes.
+func (h *Handler) listNodes(ctx *fasthttp.RequestCtx, _ Principal, _ []string) *httpError {
+	if e := checkQuery(ctx, "consistent"); e != nil {
+		return e
+	}
+	if e := h.consistent(ctx); e != nil {
+		return e
+	}
+	ns := h.cfg.FSM.Nodes()
+	out := api.NodeList{Nodes: make([]api.NodeInfo, len(ns))}
+	for i, n := range ns {
+		out.Nodes[i] = api.NodeInfo{Spec: n.Spec, State: n.State, Generation: n.Generation, Used: n.Used, Free: n.Free, Tasks: n.Tasks}
+	}
+	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
+}
+
+// register serves POST /v1/nodes.
+func (h *Handler) register(ctx *fasthttp.RequestCtx, _ Principal, _ []string) *httpError {
+	if e := h.requireLeader(ctx); e != nil {
+		return e
+	}
+	if e := checkQuery(ctx); e != nil {
+		return e
+	}
+	var spec api.NodeSpec
+	if e := decodeStrict(ctx, "node spec", &spec); e != nil {
+		return e
+	}
+	if err := spec.Validate(); err != nil {
+		return h.fromError(ctx, "node spec", err)
+	}
+	rctx, cancel := context.WithCancel(h.base)
+	defer cancel()
+	if err := h.cfg.Dispatcher.Register(rctx, spec); err != nil {
+		return h.fromError(ctx, "register "+spec.Name, err)
+	}
+	writeJSON(ctx, fasthttp.StatusOK, api.RegisterResponse{Name: spec.Name})
+	return nil
+}
+
+// target serves GET /v1/nodes/{name}/target, the nodelet's long-poll.
+func (h *Handler) target(ctx *fasthttp.RequestCtx, _ Principal, args []string) *httpError {
+	if e := checkQuery(ctx, "generation", "wait"); e != nil {
+		return e
+	}
+	var gen uint64
+	if v := ctx.QueryArgs().Peek("generation"); v != nil {
+		var err error
+		if gen, err = strconv.ParseUint(string(v), 10, 64); err != nil {
+			return badParam("generation", "want a non-negative integer, got %q", clip(string(v), 40))
+		}
+	}
+	wait := DefaultTargetWait
+	if v := ctx.QueryArgs().Peek("wait"); v != nil {
+		d, err := time.ParseDuration(string(v))
+		if err != nil || d < 0 || d > MaxTargetWait {
+			return badParam("wait", "want a duration from 0s to %v, got %q", MaxTargetWait, clip(string(v), 40))
+		}
+		wait = d
+	}
+	if e := h.requireLeader(ctx); e != nil {
+		return e
+	}
+	tctx, cancel := context.WithTimeout(h.base, wait)
+	defer cancel()
+	t, err := h.cfg.Dispatcher.Target(tctx, args[0], gen)
+	if err != nil {
+		if h.base.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			ctx.SetStatusCode(fasthttp.StatusNotModified)
+			return nil
+		}
+		return h.fromError(ctx, "target of "+args[0], err)
+	}
+	out := api.NodeTarget{Generation: t.Generation, Pods: make([]api.TargetPod, len(t.Pods))}
+	for i, p := range t.Pods {
+		out.Pods[i] = api.TargetPod{TaskID: p.TaskID, Job: p.Job, Group: p.Group, QoS: p.QoS, Priority: p.Priority, Pod: p.Spec}
+	}
+	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
+}
+
+// reports serves POST /v1/nodes/{name}/reports.
+func (h *Handler) reports(ctx *fasthttp.RequestCtx, _ Principal, args []string) *httpError {
+	if e := h.requireLeader(ctx); e != nil {
+		return e
+	}
+	if e := checkQuery(ctx); e != nil {
+		return e
+	}
+	var req api.ReportRequest
+	if e := decodeStrict(ctx, "report request", &req); e != nil {
+		return e
+	}
+	if len(req.Reports) > api.MaxItemsPerRequest {
+		return errorf(fasthttp.StatusRequestEntityTooLarge, api.CodeTooLarge, "more than %d reports in one request", api.MaxItemsPerRequest)
+	}
+	var probs []api.Problem
+	total := 0
+	for i := range req.Reports {
+		err := req.Reports[i].Validate()
+		var ve *api.ValidationError
+		if !errors.As(err, &ve) {
+			continue
+		}
+		total += ve.Total
+		for _, p := range ve.Problems {
+			if len(probs) < api.MaxProblems {
+				path := fmt.Sprintf("reports[%d]", i)
+				if p.Path != "" {
+					path += "." + p.Path
+				}
+				probs = append(probs, api.Problem{Item: i, Path: path, Message: p.Message})
+			}
+		}
+	}
+	if total > 0 {
+		e := invalid(probs, "invalid report request, %d problems: %s", total, probs[0])
+		e.resp.Total = total
+		return e
+	}
+	if _, _, ok := h.cfg.FSM.NodeTarget(args[0]); !ok {
+		return errorf(fasthttp.StatusNotFound, api.CodeNotFound, "node %q is not registered", clip(args[0], 80))
+	}
+	rctx, cancel := context.WithCancel(h.base)
+	defer cancel()
+	if err := h.cfg.Dispatcher.Report(rctx, args[0], req.Reports); err != nil {
+		return h.fromError(ctx, "reports of "+args[0], err)
+	}
+	ctx.SetStatusCode(fasthttp.StatusNoContent)
+	return nil
+}

@@ -1,0 +1,316 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/dispatcher"
+	"github.com/sluicehq/sluice/dispatcher/fsm"
+	"github.com/sluicehq/sluice/raftkv"
+	"github.com/valyala/fasthttp"
+)
+
+// ErrConfig is wrapped by the errors of Open and NewHandler about their
+// configuration; the error lists every problem, naming the field.
+var ErrConfig = errors.New("server: invalid config")
+
+// DefaultShutdownTimeout bounds how long Close waits for requests in flight.
+const DefaultShutdownTimeout = 10 * time.Second
+
+// Config configures one dispatcher replica process. The zero value of
+// every optional field means its documented default.
+type Config struct {
+	// ID is this replica's raft ID, a key of Peers. Required.
+	ID uint64
+	// Peers maps every initial replica's raft ID to its raft (TCP) address,
+	// this one's included; it is where this replica's transport listens.
+	// A single replica is {ID: ""} and uses no transport. Required.
+	Peers map[uint64]string
+	// PeerHTTP maps replica IDs to their HTTP base URLs, such as
+	// "http://10.0.0.1:8001": writes reaching a follower are redirected to
+	// the leader's. Default none: followers answer 503 not_leader.
+	PeerHTTP map[uint64]string
+	// Dir is the data directory; the raft replica's store is Dir/raft.
+	// Required.
+	Dir string
+	// HTTPAddr is the HTTP listen address, such as ":8001" or
+	// "127.0.0.1:0" (Server.Addr says which port). Required.
+	HTTPAddr string
+	// Tokens authenticates requests. Nil: no authentication.
+	Tokens *Tokens
+	// TLS, when set, serves HTTPS with this configuration.
+	TLS *tls.Config
+	// Dispatcher tunes the dispatcher; Open fills its Raft and FSM, and its
+	// Logger defaults to Logger.
+	Dispatcher dispatcher.Config
+	// TickInterval is the raft tick. Default raftkv's (100ms).
+	TickInterval time.Duration
+	// ShutdownTimeout bounds how long Close waits for requests in flight
+	// after the listener is closed. Default 10s.
+	ShutdownTimeout time.Duration
+	// WatchKeepAlive is HandlerConfig.WatchKeepAlive. Default 15s.
+	WatchKeepAlive time.Duration
+	// Logger receives the logs of every part. Default: discard.
+	Logger *slog.Logger
+}
+
+// Validate reports every problem of c at once.
+func (c *Config) Validate() error {
+	var probs []string
+	add := func(f string, a ...any) { probs = append(probs, fmt.Sprintf(f, a...)) }
+	if c.ID == 0 {
+		add("ID is required (non-zero)")
+	}
+	if len(c.Peers) == 0 {
+		add("Peers is required")
+	} else if _, ok := c.Peers[c.ID]; !ok && c.ID != 0 {
+		add("Peers has no entry for ID %d", c.ID)
+	}
+	if len(c.Peers) > 1 {
+		for id, a := range c.Peers {
+			if id == 0 {
+				add("Peers: replica ID 0 is not allowed")
+			}
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				add("Peers[%d] %q must be host:port", id, a)
+			}
+		}
+	}
+	probs = append(probs, checkPeerHTTP(c.PeerHTTP)...)
+	if c.Dir == "" {
+		add("Dir is required")
+	}
+	if c.HTTPAddr == "" {
+		add("HTTPAddr is required")
+	} else if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+		add("HTTPAddr %q must be host:port", c.HTTPAddr)
+	}
+	if c.TickInterval < 0 {
+		add("TickInterval %v must not be negative", c.TickInterval)
+	}
+	if c.ShutdownTimeout < 0 {
+		add("ShutdownTimeout %v must not be negative", c.ShutdownTimeout)
+	}
+	if c.WatchKeepAlive < 0 {
+		add("WatchKeepAlive %v must not be negative", c.WatchKeepAlive)
+	}
+	if c.Dispatcher.Raft != nil || c.Dispatcher.FSM != nil {
+		add("Dispatcher.Raft and Dispatcher.FSM must be nil: Open fills them")
+	}
+	d := c.Dispatcher
+	d.Raft, d.FSM = &raftkv.Node{}, &fsm.FSM{} // placeholders, so that only tuning is checked
+	if err := d.Validate(); err != nil {
+		add("Dispatcher: %s", strings.TrimPrefix(strings.TrimPrefix(err.Error(), dispatcher.ErrConfig.Error()), ": "))
+	}
+	if len(probs) > 0 {
+		return fmt.Errorf("%w: %s", ErrConfig, strings.Join(probs, "; "))
+	}
+	return nil
+}
+
+// Server is one running dispatcher replica: its raft replica (and
+// transport), FSM, dispatcher and HTTP API.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	tr      *raftkv.TCPTransport
+	fsm     *fsm.FSM
+	raft    *raftkv.Node
+	disp    *dispatcher.Dispatcher
+	handler *Handler
+	http    *fasthttp.Server
+	ln      net.Listener
+	addr    string
+
+	// cancel ends the base context of long-polls and streams.
+	cancel    context.CancelFunc
+	serveDone chan struct{} // closed when the HTTP server's Serve returned
+	serveErr  error         // Serve's error, read after serveDone
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open validates cfg and starts a replica: the raft transport (when there
+// is more than one peer), the FSM and raft replica on Dir, the dispatcher
+// and the HTTP server. On error everything started is stopped again.
+func Open(cfg Config) (_ *Server, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ShutdownTimeout == 0 {
+		cfg.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, serveDone: make(chan struct{})}
+	var closers []func()
+	defer func() {
+		if err != nil {
+			for i := len(closers) - 1; i >= 0; i-- {
+				closers[i]()
+			}
+		}
+	}()
+
+	var tr raftkv.Transport
+	if len(cfg.Peers) > 1 {
+		s.tr, err = raftkv.NewTCPTransport(raftkv.TCPConfig{ID: cfg.ID, ListenAddr: cfg.Peers[cfg.ID], Peers: cfg.Peers, Logger: cfg.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("server: raft transport: %w", err)
+		}
+		closers = append(closers, func() { _ = s.tr.Close() })
+		tr = s.tr
+	}
+	s.fsm = fsm.New()
+	s.raft, err = raftkv.Open(raftkv.Config{
+		ID: cfg.ID, Dir: filepath.Join(cfg.Dir, "raft"), Peers: cfg.Peers, Transport: tr,
+		StateMachine: s.fsm, TickInterval: cfg.TickInterval, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	closers = append(closers, func() { _ = s.raft.Close() })
+	dcfg := cfg.Dispatcher
+	dcfg.Raft, dcfg.FSM = s.raft, s.fsm
+	if dcfg.Logger == nil {
+		dcfg.Logger = cfg.Logger
+	}
+	if s.disp, err = dispatcher.New(dcfg); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	closers = append(closers, func() { _ = s.disp.Close() })
+
+	base, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	closers = append(closers, cancel)
+	s.handler, err = NewHandler(HandlerConfig{
+		Dispatcher: s.disp, FSM: s.fsm, Raft: s.raft, PeerHTTP: cfg.PeerHTTP, Tokens: cfg.Tokens,
+		BaseContext: base, WatchKeepAlive: cfg.WatchKeepAlive, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.ln, err = net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("server: HTTP listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	scheme := "http"
+	if cfg.TLS != nil {
+		scheme = "https"
+	}
+	s.addr = scheme + "://" + dialable(s.ln.Addr())
+	if cfg.TLS != nil {
+		s.ln = tls.NewListener(s.ln, cfg.TLS.Clone())
+	}
+	s.http = NewHTTPServer(s.handler, cfg.Logger)
+	go func() {
+		defer close(s.serveDone)
+		s.serveErr = s.http.Serve(s.ln)
+	}()
+	s.log.Info("server: serving", "replica", cfg.ID, "addr", s.addr)
+	return s, nil
+}
+
+// NewHTTPServer returns a fasthttp server for h with the limits the API
+// needs: request bodies up to api.MaxBodyBytes, read errors answered with
+// api.ErrorResponse bodies (a 413 for a body over the limit).
+func NewHTTPServer(h *Handler, logger *slog.Logger) *fasthttp.Server {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &fasthttp.Server{
+		Handler:               h.ServeFastHTTP,
+		ErrorHandler:          h.ServeError,
+		Name:                  "sluice",
+		MaxRequestBodySize:    api.MaxBodyBytes,
+		ReadBufferSize:        16 << 10,
+		ReadTimeout:           time.Minute,
+		IdleTimeout:           2 * time.Minute,
+		NoDefaultContentType:  true,
+		CloseOnShutdown:       true,
+		Logger:                fasthttpLogger{logger},
+		SecureErrorLogMessage: true,
+	}
+}
+
+// fasthttpLogger sends fasthttp's logs to slog at debug.
+type fasthttpLogger struct{ l *slog.Logger }
+
+func (f fasthttpLogger) Printf(format string, args ...any) {
+	f.l.Debug("fasthttp: " + fmt.Sprintf(format, args...))
+}
+
+// dialable turns a listener's address into one a client can dial: an
+// unspecified host (":8001", "[::]:8001") becomes 127.0.0.1.
+func dialable(a net.Addr) string {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// Addr returns the base URL the HTTP server listens on, such as
+// "http://127.0.0.1:8001".
+func (s *Server) Addr() string { return s.addr }
+
+// Dispatcher returns the replica's dispatcher.
+func (s *Server) Dispatcher() *dispatcher.Dispatcher { return s.disp }
+
+// FSM returns the replica's state machine.
+func (s *Server) FSM() *fsm.FSM { return s.fsm }
+
+// Raft returns the raft replica.
+func (s *Server) Raft() *raftkv.Node { return s.raft }
+
+// Handler returns the HTTP handler.
+func (s *Server) Handler() *Handler { return s.handler }
+
+// Close stops the replica: it ends long-polls and streams, shuts the HTTP
+// server down (waiting up to ShutdownTimeout for requests in flight), then
+// closes the dispatcher, the raft replica and the transport, in that order.
+// Every goroutine Open started has ended when it returns. It is idempotent.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		var errs []error
+		s.cancel()
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+		if err := s.http.ShutdownWithContext(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("server: HTTP shutdown: %w", err))
+		}
+		cancel()
+		<-s.serveDone
+		if s.serveErr != nil {
+			errs = append(errs, fmt.Errorf("server: HTTP serve: %w", s.serveErr))
+		}
+		s.handler.Wait()
+		if err := s.disp.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := s.raft.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		if s.tr != nil {
+			if err := s.tr.Close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		s.closeErr = errors.Join(errs...)
+		s.log.Info("server: closed", "replica", s.cfg.ID)
+	})
+	return s.closeErr
+}
