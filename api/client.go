@@ -1,0 +1,914 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+	"github.com/valyala/fasthttp"
+)
+
+// DefaultClientTimeout is ClientConfig.Timeout's default.
+const DefaultClientTimeout = 30 * time.Second
+
+const (
+	// maxRedirects bounds the 307/308 hops one request follows.
+	maxRedirects = 3
+	// maxErrorBody bounds how much of an error reply is read.
+	maxErrorBody = 64 << 10
+	// dialTimeout bounds connecting when the request leaves more time.
+	dialTimeout = 10 * time.Second
+)
+
+// ErrTimeout is wrapped when no reply came within the request's timeout
+// (ClientConfig.Timeout, plus the wait of a long-poll). A context's own
+// deadline is reported as context.DeadlineExceeded instead.
+var ErrTimeout = errors.New("api: request timed out")
+
+// ClientConfig configures a Client. Zero values mean the documented
+// defaults.
+type ClientConfig struct {
+	// Addrs are the dispatcher replicas' base URLs, such as
+	// "http://127.0.0.1:8080"; at least one. They are tried in order when
+	// one cannot be connected to.
+	Addrs []string
+	// Token is the bearer token sent with every request; "" sends none.
+	Token string
+	// TLS configures https connections. Nil means Go's defaults.
+	TLS *tls.Config
+	// Timeout bounds each request: connecting, sending and receiving the
+	// whole reply. A long-poll adds its wait to it. A stream (Logs, Watch)
+	// is bounded by its context only, since it may rightly stay quiet for
+	// long; TCP keep-alives end it when the peer is gone. Default
+	// DefaultClientTimeout.
+	Timeout time.Duration
+}
+
+// Client calls the dispatcher's HTTP API. It is safe for concurrent use.
+//
+// Routing: a request goes first to the replica that last answered after a
+// redirect or a failover, then to the others in the order of
+// ClientConfig.Addrs. A follower's 307/308 redirect to the leader is
+// followed for every method, with the body sent again, at most a few hops,
+// and the leader is remembered for later calls. An address that cannot be
+// connected to is skipped for the next; so is one that answers 503
+// not_leader (it knows no leader and did nothing). A GET is also tried on
+// the next address after a failure of the connection other than a timeout.
+//
+// Retries: a request other than a GET is never sent again once the server
+// may have received it, because that could apply it twice. Such a failure
+// is returned, and the outcome is unknown. Callers that need to retry a
+// submit set SubmitOptions.IdempotencyKey and resend with the same key: the
+// dispatcher answers a repeated key with the jobs created the first time.
+//
+// Errors: every reply other than 2xx (and 304 for Target) is an *APIError;
+// when no address could be connected to the error is an
+// *UnreachableError; a context's end is returned as its error
+// (errors.Is(err, context.Canceled)).
+type Client struct {
+	addrs   []string // base URLs, without a trailing slash
+	auth    string   // the Authorization header, or ""
+	timeout time.Duration
+	fast    *fasthttp.Client
+	stream  *http.Client
+
+	mu struct {
+		sync.Mutex
+		// preferred is the base URL to try first: the leader a redirect
+		// named, or the address that answered after others failed.
+		preferred string
+	}
+}
+
+// NewClient checks cfg and returns a Client for it.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	var errs []error
+	if len(cfg.Addrs) == 0 {
+		errs = append(errs, errors.New("api: client: no address"))
+	}
+	addrs := make([]string, 0, len(cfg.Addrs))
+	for _, a := range cfg.Addrs {
+		u, err := url.Parse(a)
+		switch {
+		case !strings.HasPrefix(a, "http://") && !strings.HasPrefix(a, "https://"):
+			errs = append(errs, fmt.Errorf("api: client: address %q: scheme must be http or https", a))
+		case err != nil:
+			errs = append(errs, fmt.Errorf("api: client: address %q: %w", a, err))
+		case u.Scheme != "http" && u.Scheme != "https":
+			errs = append(errs, fmt.Errorf("api: client: address %q: scheme must be http or https", a))
+		case u.Host == "" || u.Hostname() == "":
+			errs = append(errs, fmt.Errorf("api: client: address %q: no host", a))
+		case u.User != nil || u.RawQuery != "" || u.Fragment != "":
+			errs = append(errs, fmt.Errorf("api: client: address %q: want scheme://host[:port][/path] only", a))
+		default:
+			b := strings.TrimRight(a, "/")
+			if !slices.Contains(addrs, b) {
+				addrs = append(addrs, b)
+			}
+		}
+	}
+	if cfg.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("api: client: negative timeout %v", cfg.Timeout))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	c := &Client{addrs: addrs, timeout: cfg.Timeout}
+	if c.timeout == 0 {
+		c.timeout = DefaultClientTimeout
+	}
+	if cfg.Token != "" {
+		c.auth = "Bearer " + cfg.Token
+	}
+	c.fast = &fasthttp.Client{
+		Name:        "sluice-client",
+		TLSConfig:   cfg.TLS,
+		DialTimeout: dialFast,
+		// Task IDs hold '/', sent escaped; normalizing would unescape them.
+		DisablePathNormalizing: true,
+		MaxIdleConnDuration:    30 * time.Second,
+	}
+	tr := &http.Transport{
+		DialContext:         dialStream,
+		TLSClientConfig:     cfg.TLS,
+		TLSHandshakeTimeout: c.timeout,
+		IdleConnTimeout:     30 * time.Second,
+		MaxIdleConnsPerHost: 2,
+	}
+	c.stream = &http.Client{
+		Transport: tr,
+		// Redirects are followed by route, for every method, with the
+		// leader remembered.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return c, nil
+}
+
+// Close closes the client's idle connections. Calls in progress finish;
+// the Client may still be used, and opens new connections then.
+func (c *Client) Close() {
+	c.fast.CloseIdleConnections()
+	c.stream.CloseIdleConnections()
+}
+
+// dialError marks a failure to connect: the request was not sent, so it
+// may go to another address whatever its method.
+type dialError struct{ err error }
+
+func (e *dialError) Error() string { return e.err.Error() }
+func (e *dialError) Unwrap() error { return e.err }
+
+func dialFast(addr string, timeout time.Duration) (net.Conn, error) {
+	if timeout <= 0 || timeout > dialTimeout {
+		timeout = dialTimeout
+	}
+	d := net.Dialer{Timeout: timeout, KeepAlive: 15 * time.Second}
+	conn, err := d.Dial("tcp", addr)
+	if err != nil {
+		return nil, &dialError{err}
+	}
+	return conn, nil
+}
+
+func dialStream(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := net.Dialer{Timeout: dialTimeout, KeepAlive: 15 * time.Second}
+	conn, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, &dialError{err}
+	}
+	return conn, nil
+}
+
+// UnreachableError says that no address could be connected to, so the
+// request was not sent.
+type UnreachableError struct {
+	// Addrs are the base URLs tried, in order; Errs their errors.
+	Addrs []string
+	Errs  []error
+}
+
+func (e *UnreachableError) Error() string {
+	var b strings.Builder
+	b.WriteString("api: cannot connect to ")
+	for i, a := range e.Addrs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s (%v)", a, dialCause(e.Errs[i]))
+	}
+	return b.String()
+}
+
+// Unwrap returns the errors of every address.
+func (e *UnreachableError) Unwrap() []error { return e.Errs }
+
+// dialCause shortens a dial error to its cause: "connection refused"
+// rather than "dial tcp 127.0.0.1:8080: connect: connection refused".
+func dialCause(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		err = op.Err
+		var se *os.SyscallError
+		if errors.As(err, &se) {
+			return se.Err
+		}
+	}
+	return err
+}
+
+// IsUnreachable reports whether err says that no dispatcher address could
+// be connected to.
+func IsUnreachable(err error) bool {
+	var ue *UnreachableError
+	return errors.As(err, &ue)
+}
+
+// APIError is a reply other than 2xx: its status and the decoded body.
+// A body that is not an ErrorResponse becomes its Error message, and Code
+// is then derived from Status.
+type APIError struct {
+	Status int
+	ErrorResponse
+}
+
+// Error says the status and the server's message, with its first problems.
+func (e *APIError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "api: %d", e.Status)
+	if t := http.StatusText(e.Status); t != "" {
+		b.WriteString(" " + t)
+	}
+	msg := e.ErrorResponse.Error
+	if msg != "" {
+		b.WriteString(": " + msg)
+	}
+	const shown = 3
+	if len(e.Problems) > 0 && !strings.Contains(msg, e.Problems[0].String()) {
+		sep := ": "
+		for _, p := range e.Problems[:min(len(e.Problems), shown)] {
+			b.WriteString(sep + p.String())
+			sep = "; "
+		}
+		if n := max(e.Total, len(e.Problems)) - min(len(e.Problems), shown); n > 0 {
+			fmt.Fprintf(&b, "; and %d more", n)
+		}
+	}
+	return b.String()
+}
+
+// Is makes errors.Is(err, ErrInvalid) true for a CodeInvalid reply and
+// errors.Is(err, ErrTooLarge) for a CodeTooLarge one.
+func (e *APIError) Is(target error) bool {
+	return target == ErrInvalid && e.Code == CodeInvalid ||
+		target == ErrTooLarge && e.Code == CodeTooLarge
+}
+
+// ErrorCode returns the Code of the *APIError in err's chain, or "".
+func ErrorCode(err error) string {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae.Code
+	}
+	return ""
+}
+
+// IsNotFound reports whether err is a not_found reply.
+func IsNotFound(err error) bool { return ErrorCode(err) == CodeNotFound }
+
+// IsConflict reports whether err is a conflict reply.
+func IsConflict(err error) bool { return ErrorCode(err) == CodeConflict }
+
+// IsUnavailable reports whether err is a reply that a later try may not
+// get: unavailable, or not_leader with no leader known.
+func IsUnavailable(err error) bool {
+	c := ErrorCode(err)
+	return c == CodeUnavailable || c == CodeNotLeader
+}
+
+// statusCodes derives an error code from a status when the body has none.
+var statusCodes = map[int]string{
+	http.StatusBadRequest:            CodeInvalid,
+	http.StatusUnauthorized:          CodeUnauthorized,
+	http.StatusForbidden:             CodeForbidden,
+	http.StatusNotFound:              CodeNotFound,
+	http.StatusConflict:              CodeConflict,
+	http.StatusRequestEntityTooLarge: CodeTooLarge,
+	http.StatusUnsupportedMediaType:  CodeUnsupportedMedia,
+	http.StatusInternalServerError:   CodeInternal,
+	http.StatusServiceUnavailable:    CodeUnavailable,
+	http.StatusTemporaryRedirect:     CodeNotLeader,
+	http.StatusPermanentRedirect:     CodeNotLeader,
+}
+
+// newAPIError decodes an error reply.
+func newAPIError(status int, body []byte) *APIError {
+	e := &APIError{Status: status}
+	if err := json.Unmarshal(body, &e.ErrorResponse); err != nil || e.Code == "" && e.ErrorResponse.Error == "" {
+		e.ErrorResponse = ErrorResponse{Error: strings.TrimSpace(strings.ToValidUTF8(string(body), "\uFFFD"))}
+	}
+	if e.ErrorResponse.Error == "" {
+		e.ErrorResponse.Error = strings.ToLower(http.StatusText(status))
+	}
+	if e.Code == "" {
+		e.Code = statusCodes[status]
+	}
+	return e
+}
+
+// request is one API call, before routing.
+type request struct {
+	method string
+	// path is the escaped path; query the encoded query, without '?'.
+	path, query string
+	body        []byte
+	contentType string
+	encoding    string // Content-Encoding
+	idemKey     string
+	// wait lengthens the timeout of a long-poll.
+	wait time.Duration
+}
+
+func (r *request) pathQuery() string {
+	if r.query == "" {
+		return r.path
+	}
+	return r.path + "?" + r.query
+}
+
+// reply is what an exchange returns of a reply.
+type reply struct {
+	status   int
+	location string
+	body     []byte // all of it for fasthttp; an error reply's for streams
+}
+
+// exchange makes one HTTP exchange with the full URL u.
+type exchange func(ctx context.Context, u string) (reply, error)
+
+// bases returns the base URLs in the order to try them.
+func (c *Client) bases() []string {
+	c.mu.Lock()
+	p := c.mu.preferred
+	c.mu.Unlock()
+	if p == "" {
+		return c.addrs
+	}
+	out := make([]string, 0, len(c.addrs)+1)
+	out = append(out, p)
+	for _, a := range c.addrs {
+		if a != p {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (c *Client) prefer(base string) {
+	c.mu.Lock()
+	c.mu.preferred = base
+	c.mu.Unlock()
+}
+
+func (c *Client) forget(base string) {
+	c.mu.Lock()
+	if c.mu.preferred == base {
+		c.mu.preferred = ""
+	}
+	c.mu.Unlock()
+}
+
+// route sends r to the replicas in turn, following redirects, until one
+// answers; see Client. It returns the successful reply (2xx or 304).
+func (c *Client) route(ctx context.Context, r *request, x exchange) (reply, error) {
+	pq := r.pathQuery()
+	var (
+		tried   []string
+		dialErr []error
+		lastErr error // the last error other than a failure to connect
+	)
+bases:
+	for i, base := range c.bases() {
+		u := base + pq
+		for hop := 0; ; hop++ {
+			if err := ctx.Err(); err != nil {
+				return reply{}, err
+			}
+			rep, err := x(ctx, u)
+			if err != nil {
+				if ctxErr := ctx.Err(); ctxErr != nil {
+					return reply{}, ctxErr
+				}
+				if errors.Is(err, context.DeadlineExceeded) {
+					return reply{}, err
+				}
+				ub := baseOf(u, pq)
+				var de *dialError
+				if errors.As(err, &de) {
+					c.forget(ub)
+					tried = append(tried, ub)
+					dialErr = append(dialErr, err)
+					continue bases
+				}
+				err = fmt.Errorf("api: %s %s: %w", r.method, u, err)
+				if r.method == http.MethodGet && !errors.Is(err, ErrTimeout) {
+					c.forget(ub)
+					lastErr = err
+					continue bases
+				}
+				return reply{}, err
+			}
+			switch {
+			case rep.status == http.StatusTemporaryRedirect || rep.status == http.StatusPermanentRedirect:
+				if hop == maxRedirects {
+					return reply{}, fmt.Errorf("api: %s %s: more than %d redirects", r.method, base+pq, maxRedirects)
+				}
+				next, err := redirectURL(u, rep, pq)
+				if err != nil {
+					return reply{}, fmt.Errorf("api: %s %s: %w", r.method, u, err)
+				}
+				u = next
+				continue
+			case rep.status/100 == 2 || rep.status == http.StatusNotModified:
+				if hop > 0 || i > 0 {
+					c.prefer(baseOf(u, pq))
+				}
+				return rep, nil
+			}
+			ae := newAPIError(rep.status, rep.body)
+			if ae.Status == http.StatusServiceUnavailable && ae.Code == CodeNotLeader {
+				// This replica knows no leader and did nothing; another
+				// may know one.
+				lastErr = ae
+				continue bases
+			}
+			return reply{}, ae
+		}
+	}
+	if lastErr != nil {
+		return reply{}, lastErr
+	}
+	return reply{}, &UnreachableError{Addrs: tried, Errs: dialErr}
+}
+
+// baseOf returns the base URL of u, the full URL of a request for pq.
+func baseOf(u, pq string) string {
+	if b, ok := strings.CutSuffix(u, pq); ok {
+		return b
+	}
+	p, err := url.Parse(u)
+	if err != nil {
+		return u
+	}
+	return p.Scheme + "://" + p.Host
+}
+
+// redirectURL resolves a redirect's target. A Location that names only a
+// base URL (no path) gets the request's path and query; without a
+// Location, the ErrorResponse's Leader is used.
+func redirectURL(cur string, rep reply, pq string) (string, error) {
+	loc := rep.location
+	if loc == "" {
+		var er ErrorResponse
+		if json.Unmarshal(rep.body, &er) == nil && er.Leader != "" {
+			loc = strings.TrimRight(er.Leader, "/") + pq
+		}
+	}
+	if loc == "" {
+		return "", fmt.Errorf("redirect (%d) without a Location", rep.status)
+	}
+	base, err := url.Parse(cur)
+	if err != nil {
+		return "", err
+	}
+	ref, err := url.Parse(loc)
+	if err != nil {
+		return "", fmt.Errorf("redirect to %q: %w", loc, err)
+	}
+	next := base.ResolveReference(ref)
+	if next.Scheme != "http" && next.Scheme != "https" || next.Host == "" {
+		return "", fmt.Errorf("redirect to %q: not an http(s) URL", loc)
+	}
+	if next.Path == "" || next.Path == "/" {
+		return next.Scheme + "://" + next.Host + pq, nil
+	}
+	return next.String(), nil
+}
+
+// do sends r with fasthttp and returns the successful reply.
+func (c *Client) do(ctx context.Context, r *request) (reply, error) {
+	return c.route(ctx, r, func(ctx context.Context, u string) (reply, error) {
+		return c.fastExchange(ctx, r, u)
+	})
+}
+
+// fastExchange is one exchange by fasthttp, bounded by the request's
+// timeout and ctx. fasthttp knows no contexts: when ctx ends first, the
+// exchange is abandoned to a goroutine that ends with it, by its deadline
+// at the latest.
+func (c *Client) fastExchange(ctx context.Context, r *request, u string) (reply, error) {
+	limit := c.timeout + r.wait
+	deadline := time.Now().Add(limit)
+	ctxDeadline := false
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline, ctxDeadline = d, true
+	}
+	req := fasthttp.AcquireRequest()
+	resp := fasthttp.AcquireResponse()
+	req.SetRequestURI(u)
+	req.Header.SetMethod(r.method)
+	req.Header.Set("Accept", "application/json")
+	if c.auth != "" {
+		req.Header.Set("Authorization", c.auth)
+	}
+	if r.contentType != "" {
+		req.Header.SetContentType(r.contentType)
+	}
+	if r.encoding != "" {
+		req.Header.Set("Content-Encoding", r.encoding)
+	}
+	if r.idemKey != "" {
+		req.Header.Set(HeaderIdempotencyKey, r.idemKey)
+	}
+	if r.body != nil {
+		// SetBody copies: an abandoned exchange may outlive the caller's
+		// slice.
+		req.SetBody(r.body)
+	}
+	run := func() (reply, error) {
+		defer func() {
+			fasthttp.ReleaseRequest(req)
+			fasthttp.ReleaseResponse(resp)
+		}()
+		if err := c.fast.DoDeadline(req, resp, deadline); err != nil {
+			if errors.Is(err, fasthttp.ErrTimeout) {
+				if ctxDeadline {
+					return reply{}, context.DeadlineExceeded
+				}
+				return reply{}, fmt.Errorf("%w after %v", ErrTimeout, limit)
+			}
+			return reply{}, err
+		}
+		rep := reply{status: resp.StatusCode(), location: string(resp.Header.Peek("Location"))}
+		body := resp.Body()
+		if len(resp.Header.ContentEncoding()) > 0 {
+			var err error
+			if body, err = resp.BodyUncompressed(); err != nil {
+				return reply{}, fmt.Errorf("decompress reply: %w", err)
+			}
+		}
+		rep.body = bytes.Clone(body)
+		return rep, nil
+	}
+	if ctx.Done() == nil {
+		return run()
+	}
+	type result struct {
+		rep reply
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := run()
+		done <- result{rep, err}
+	}()
+	select {
+	case res := <-done:
+		return res.rep, res.err
+	case <-ctx.Done():
+		return reply{}, ctx.Err()
+	}
+}
+
+// doJSON sends r and decodes a 200 reply's body into out, when out is not
+// nil. It returns the reply's status.
+func (c *Client) doJSON(ctx context.Context, r *request, out any) (int, error) {
+	rep, err := c.do(ctx, r)
+	if err != nil {
+		return 0, err
+	}
+	if out != nil && rep.status != http.StatusNoContent && rep.status != http.StatusNotModified {
+		if err := json.Unmarshal(rep.body, out); err != nil {
+			return rep.status, fmt.Errorf("api: %s %s: decode reply: %w", r.method, r.path, err)
+		}
+	}
+	return rep.status, nil
+}
+
+// openStream sends r, a GET, with net/http and returns the reply to read
+// until ctx ends; the caller closes its body.
+func (c *Client) openStream(ctx context.Context, r *request) (*http.Response, error) {
+	var resp *http.Response
+	_, err := c.route(ctx, r, func(ctx context.Context, u string) (reply, error) {
+		hr, err := http.NewRequestWithContext(ctx, r.method, u, nil)
+		if err != nil {
+			return reply{}, err
+		}
+		if c.auth != "" {
+			hr.Header.Set("Authorization", c.auth)
+		}
+		res, err := c.stream.Do(hr)
+		if err != nil {
+			return reply{}, err
+		}
+		if res.StatusCode/100 == 2 {
+			resp = res
+			return reply{status: res.StatusCode}, nil
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
+		return reply{status: res.StatusCode, location: res.Header.Get("Location"), body: body}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// escSeg escapes one path segment.
+func escSeg(s string) string { return url.PathEscape(s) }
+
+// SubmitOptions are a submit's options.
+type SubmitOptions struct {
+	// IdempotencyKey, when set, makes the request safe to send again: item
+	// i gets the job key IdempotencyKey+"/i" unless it has its own. Sent as
+	// HeaderIdempotencyKey.
+	IdempotencyKey string
+	// Encoding compresses the body: "" (none), "gzip" or "zstd".
+	Encoding string
+}
+
+// Submit submits jobs as one JSON array. See Client for retrying.
+func (c *Client) Submit(ctx context.Context, jobs []JobSpec, opts SubmitOptions) (SubmitResponse, error) {
+	body, err := json.Marshal(jobs)
+	if err != nil {
+		return SubmitResponse{}, fmt.Errorf("api: submit: encode: %w", err)
+	}
+	return c.SubmitBody(ctx, body, "application/json", opts)
+}
+
+// SubmitBody submits a body as the user wrote it: one JSON object, an
+// array or NDJSON. contentType "" means "application/json".
+func (c *Client) SubmitBody(ctx context.Context, body []byte, contentType string, opts SubmitOptions) (SubmitResponse, error) {
+	r := &request{method: http.MethodPost, path: PathJobs, contentType: contentType, idemKey: opts.IdempotencyKey}
+	if r.contentType == "" {
+		r.contentType = "application/json"
+	}
+	var err error
+	if r.body, err = compress(body, opts.Encoding); err != nil {
+		return SubmitResponse{}, err
+	}
+	r.encoding = opts.Encoding
+	var out SubmitResponse
+	_, err = c.doJSON(ctx, r, &out)
+	return out, err
+}
+
+var zstdEncoder = sync.OnceValues(func() (*zstd.Encoder, error) {
+	return zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+})
+
+// compress encodes body with encoding ("", "gzip" or "zstd").
+func compress(body []byte, encoding string) ([]byte, error) {
+	switch encoding {
+	case "":
+		return body, nil
+	case "gzip":
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		if _, err := zw.Write(body); err != nil {
+			return nil, err
+		}
+		if err := zw.Close(); err != nil {
+			return nil, err
+		}
+		return b.Bytes(), nil
+	case "zstd":
+		enc, err := zstdEncoder()
+		if err != nil {
+			return nil, fmt.Errorf("api: zstd: %w", err)
+		}
+		return enc.EncodeAll(body, make([]byte, 0, len(body)/4+64)), nil
+	default:
+		return nil, fmt.Errorf("api: unknown encoding %q (want gzip or zstd)", encoding)
+	}
+}
+
+// JobQuery selects the jobs Jobs lists. Zero fields select everything.
+type JobQuery struct {
+	// States keeps jobs in any of these states.
+	States []JobState
+	// Queue keeps the jobs of this queue.
+	Queue string
+	// Labels keeps jobs that have all these labels.
+	Labels map[string]string
+	// After is the Next of the previous page.
+	After string
+	// Limit is the most jobs in the page; 0 means the server's default.
+	Limit int
+	// Consistent asks for a read from the leader after it confirmed its
+	// leadership, rather than a replica's possibly stale state.
+	Consistent bool
+}
+
+func (q JobQuery) encode() string {
+	v := url.Values{}
+	for _, s := range q.States {
+		v.Add("state", string(s))
+	}
+	if q.Queue != "" {
+		v.Set("queue", q.Queue)
+	}
+	keys := make([]string, 0, len(q.Labels))
+	for k := range q.Labels {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		v.Add("label", k+"="+q.Labels[k])
+	}
+	if q.After != "" {
+		v.Set("after", q.After)
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	if q.Consistent {
+		v.Set("consistent", "1")
+	}
+	return v.Encode()
+}
+
+// Jobs lists a page of jobs.
+func (c *Client) Jobs(ctx context.Context, q JobQuery) (JobList, error) {
+	var out JobList
+	_, err := c.doJSON(ctx, &request{method: http.MethodGet, path: PathJobs, query: q.encode()}, &out)
+	return out, err
+}
+
+// Job returns one job.
+func (c *Client) Job(ctx context.Context, id string) (JobStatus, error) {
+	var out JobStatus
+	_, err := c.doJSON(ctx, &request{method: http.MethodGet, path: PathJob + escSeg(id)}, &out)
+	return out, err
+}
+
+// Cancel cancels a job. Cancelling a cancelled job succeeds and counts 0.
+func (c *Client) Cancel(ctx context.Context, id string) (CancelResponse, error) {
+	var out CancelResponse
+	_, err := c.doJSON(ctx, &request{method: http.MethodDelete, path: PathJob + escSeg(id)}, &out)
+	return out, err
+}
+
+// Tasks lists a page of a job's placed tasks: after is the previous
+// page's Next, limit 0 the server's default.
+func (c *Client) Tasks(ctx context.Context, jobID, after string, limit int) (TaskList, error) {
+	v := url.Values{}
+	if after != "" {
+		v.Set("after", after)
+	}
+	if limit > 0 {
+		v.Set("limit", strconv.Itoa(limit))
+	}
+	var out TaskList
+	_, err := c.doJSON(ctx, &request{method: http.MethodGet, path: PathJob + escSeg(jobID) + "/tasks", query: v.Encode()}, &out)
+	return out, err
+}
+
+// Nodes lists the registered nodes.
+func (c *Client) Nodes(ctx context.Context) (NodeList, error) {
+	var out NodeList
+	_, err := c.doJSON(ctx, &request{method: http.MethodGet, path: PathNodes}, &out)
+	return out, err
+}
+
+// LogOptions select a task's output.
+type LogOptions struct {
+	// Container is the container's name; "" means the pod's first.
+	Container string
+	// Follow keeps streaming until the pod ends (or ctx does).
+	Follow bool
+	// Tail is how many of the last lines to send; 0 means all.
+	Tail int
+}
+
+// Logs copies a task's output to w until it ends, or, with Follow, until
+// the pod ends or ctx does (then it returns ctx's error).
+func (c *Client) Logs(ctx context.Context, taskID string, opts LogOptions, w io.Writer) error {
+	v := url.Values{}
+	if opts.Container != "" {
+		v.Set("container", opts.Container)
+	}
+	if opts.Follow {
+		v.Set("follow", "1")
+	}
+	if opts.Tail > 0 {
+		v.Set("tail", strconv.Itoa(opts.Tail))
+	}
+	r := &request{method: http.MethodGet, path: PathTasks + escSeg(taskID) + "/logs", query: v.Encode()}
+	resp, err := c.openStream(ctx, r)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return ctxErr
+		}
+		return fmt.Errorf("api: logs of %s: %w", taskID, err)
+	}
+	return nil
+}
+
+// Watch streams the job changes after index from (0: from the start of
+// what the server keeps) and calls fn with each, in order. It returns when
+// ctx ends (its error), when fn returns an error (that error), or when the
+// server ends the stream (nil). To resume, call again with the last
+// event's Index.
+func (c *Client) Watch(ctx context.Context, from uint64, fn func(WatchEvent) error) error {
+	r := &request{method: http.MethodGet, path: PathWatch}
+	if from > 0 {
+		r.query = "from=" + strconv.FormatUint(from, 10)
+	}
+	resp, err := c.openStream(ctx, r)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var ev WatchEvent
+		if err := dec.Decode(&ev); err != nil {
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return ctxErr
+			}
+			if err == io.EOF {
+				return nil
+			}
+			return fmt.Errorf("api: watch: %w", err)
+		}
+		if err := fn(ev); err != nil {
+			return err
+		}
+	}
+}
+
+// RegisterNode registers (or re-registers) the node spec describes.
+func (c *Client) RegisterNode(ctx context.Context, spec NodeSpec) error {
+	body, err := json.Marshal(spec)
+	if err != nil {
+		return fmt.Errorf("api: register node: encode: %w", err)
+	}
+	_, err = c.doJSON(ctx, &request{method: http.MethodPost, path: PathNodes, body: body, contentType: "application/json"}, nil)
+	return err
+}
+
+// Target long-polls for node's target: it returns it with changed true as
+// soon as its generation differs from generation, or changed false when
+// wait passed without a change (304). The request's timeout is wait plus
+// ClientConfig.Timeout.
+func (c *Client) Target(ctx context.Context, node string, generation uint64, wait time.Duration) (t NodeTarget, changed bool, err error) {
+	v := url.Values{}
+	v.Set("generation", strconv.FormatUint(generation, 10))
+	if wait > 0 {
+		v.Set("wait", wait.String())
+	}
+	r := &request{method: http.MethodGet, path: PathNode + escSeg(node) + "/target", query: v.Encode(), wait: max(wait, 0)}
+	status, err := c.doJSON(ctx, r, &t)
+	if err != nil || status == http.StatusNotModified {
+		return NodeTarget{}, false, err
+	}
+	return t, true, nil
+}
+
+// Report sends a node's task reports; it returns once they are committed.
+// Delivery is at least once: sending a report again is harmless.
+func (c *Client) Report(ctx context.Context, node string, reports []TaskReport) error {
+	body, err := json.Marshal(ReportRequest{Reports: reports})
+	if err != nil {
+		return fmt.Errorf("api: report: encode: %w", err)
+	}
+	_, err = c.doJSON(ctx, &request{method: http.MethodPost, path: PathNode + escSeg(node) + "/reports", body: body, contentType: "application/json"}, nil)
+	return err
+}
+
+// Ready returns nil when a replica answers PathReady with 200: it knows a
+// leader and has applied the log it knows of.
+func (c *Client) Ready(ctx context.Context) error {
+	_, err := c.do(ctx, &request{method: http.MethodGet, path: PathReady})
+	return err
+}
