@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -395,3 +396,32 @@ func TestRandomTargetsConverge(t *testing.T) {
 		}
 	}
 }
+
+func TestEndedPodRetained(t *testing.T) {
+	host := sim.NewHost()
+	defer host.Close()
+	d := newFakeDispatcher()
+	var now atomicTime
+	now.set(time.Unix(1_800_000_000, 0))
+	h := newHarness(t, host, d, func(c *nodelet.Config) {
+		c.RetainExited = time.Minute
+		c.Now = now.get
+	})
+	d.setTarget(1, simPod("quick", 1, time.Millisecond, 0))
+	eventually(t, 5*time.Second, "quick reported", func() bool { return len(d.find("quick", api.TaskSucceeded)) == 1 })
+	time.Sleep(60 * time.Millisecond) // a few resyncs
+	if _, ok := listed(t, h.rt)["quick"]; !ok {
+		t.Fatal("pod removed before RetainExited passed")
+	}
+	now.set(now.get().Add(time.Minute))
+	eventually(t, 5*time.Second, "quick removed once retained long enough", func() bool {
+		_, ok := listed(t, h.rt)["quick"]
+		return !ok
+	})
+}
+
+// atomicTime is a clock tests move by hand.
+type atomicTime struct{ v atomic.Int64 }
+
+func (a *atomicTime) set(t time.Time) { a.v.Store(t.UnixNano()) }
+func (a *atomicTime) get() time.Time  { return time.Unix(0, a.v.Load()) }

@@ -39,6 +39,12 @@ type Config struct {
 	// RetryMin and RetryMax bound the exponential backoff between failed
 	// Target or Report calls. Defaults 100ms and 5s.
 	RetryMin, RetryMax time.Duration
+	// RetainExited keeps an ended pod (its logs, its state) in the runtime
+	// this long after it ended before removing it, so that its output can
+	// still be read; it is removed at the first reconcile after that
+	// (within ResyncPeriod). Default 0: removed as soon as its final
+	// report is acknowledged.
+	RetainExited time.Duration
 	// ResyncPeriod is how often the agent reconciles without a new event,
 	// retrying what failed (a Stop, a Remove). Default 10s.
 	ResyncPeriod time.Duration
@@ -88,7 +94,7 @@ func (c *Config) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"StopGrace", c.StopGrace}, {"KillGrace", c.KillGrace}, {"RetryMin", c.RetryMin}, {"RetryMax", c.RetryMax}, {"ResyncPeriod", c.ResyncPeriod}} {
+	}{{"StopGrace", c.StopGrace}, {"KillGrace", c.KillGrace}, {"RetryMin", c.RetryMin}, {"RetryMax", c.RetryMax}, {"ResyncPeriod", c.ResyncPeriod}, {"RetainExited", c.RetainExited}} {
 		if d.v < 0 {
 			add("%s %v must not be negative", d.name, d.v)
 		}

@@ -42,8 +42,10 @@ type pod struct {
 	// ReasonMemoryKiller; "" when it ended on its own.
 	stopReason api.TaskReason
 	killMsg    string
-	// exit is set in phaseExited and later.
-	exit *runtime.Exit
+	// exit is set in phaseExited and later; endedAt is when the owner
+	// learnt of it.
+	exit    *runtime.Exit
+	endedAt time.Time
 	// finalSeq is the outbox sequence of the final report, 0 until queued.
 	finalSeq uint64
 	// reportRunning: a running report is owed once the target names the
@@ -128,11 +130,11 @@ func (o *owner) recover(listed []runtime.PodStatus) {
 			o.stats.Adopted++
 			o.watch(st.ID, st.Generation)
 		case st.Exit != nil:
-			p.phase = phaseExited
+			p.phase, p.endedAt = phaseExited, o.a.cfg.Now()
 			e := *st.Exit
 			p.exit = &e
 		default:
-			p.phase = phaseExited
+			p.phase, p.endedAt = phaseExited, o.a.cfg.Now()
 			p.exit = &runtime.Exit{Code: -1, Err: runtime.ErrExitUnknown}
 		}
 	}
@@ -247,7 +249,7 @@ func (o *owner) reconcile() {
 		case phaseExited:
 			if p.finalSeq == 0 {
 				o.reportExit(p)
-			} else if p.finalSeq <= o.acked && !p.opFailed {
+			} else if p.finalSeq <= o.acked && !p.opFailed && o.a.cfg.Now().Sub(p.endedAt) >= o.a.cfg.RetainExited {
 				o.remove(p)
 			}
 		case phaseDone:
@@ -425,7 +427,7 @@ func (o *owner) handle(ev event) {
 		o.stats.Exits++
 		e := ev.exit
 		p.exit = &e
-		p.phase = phaseExited
+		p.phase, p.endedAt = phaseExited, o.a.cfg.Now()
 	case evStopFailed:
 		o.stats.OpErrors++
 		log.Warn("nodelet: stop pod", "err", ev.err)

@@ -1,0 +1,350 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/nodelet"
+	"github.com/sluicehq/sluice/nodelet/cgroup"
+)
+
+// Client is what the Dispatcher needs of the dispatcher's HTTP API;
+// *api.Client implements it. Every non-2xx reply is an *api.APIError.
+type Client interface {
+	// RegisterNode registers (or re-registers) the node.
+	RegisterNode(ctx context.Context, spec api.NodeSpec) error
+	// Target long-polls the node's target for at most wait: changed is
+	// false when the wait ended with the target still at generation.
+	Target(ctx context.Context, node string, generation uint64, wait time.Duration) (t api.NodeTarget, changed bool, err error)
+	// Report delivers task reports, oldest first.
+	Report(ctx context.Context, node string, reports []api.TaskReport) error
+}
+
+var _ Client = (*api.Client)(nil)
+
+// Config configures a Dispatcher. Zero values mean the documented defaults.
+type Config struct {
+	// Client talks to the dispatcher. Required.
+	Client Client
+	// Node is what Join registers; Node.Name is required and the spec
+	// must pass api's validation.
+	Node api.NodeSpec
+	// PollWait is the longest wait of one target long-poll; the
+	// Dispatcher polls again when it ends without a change. Default 30s.
+	PollWait time.Duration
+	// RetryMin and RetryMax bound the exponential backoff between failed
+	// registrations. Defaults 100ms and 5s.
+	RetryMin, RetryMax time.Duration
+	// Logger receives registration failures and dropped reports.
+	// Default: discarded.
+	Logger *slog.Logger
+}
+
+// Defaults of Config.
+const (
+	DefaultPollWait = 30 * time.Second
+	DefaultRetryMin = 100 * time.Millisecond
+	DefaultRetryMax = 5 * time.Second
+)
+
+// Validate reports every problem of c at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Client == nil {
+		errs = append(errs, errors.New("remote: config: Client is required"))
+	}
+	if err := c.Node.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("remote: config: Node: %w", err))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"PollWait", c.PollWait}, {"RetryMin", c.RetryMin}, {"RetryMax", c.RetryMax}} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("remote: config: %s %v must not be negative", d.name, d.v))
+		}
+	}
+	if c.RetryMin > 0 && c.RetryMax > 0 && c.RetryMin > c.RetryMax {
+		errs = append(errs, fmt.Errorf("remote: config: RetryMin %v exceeds RetryMax %v", c.RetryMin, c.RetryMax))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) setDefaults() {
+	if c.PollWait == 0 {
+		c.PollWait = DefaultPollWait
+	}
+	if c.RetryMin == 0 {
+		c.RetryMin = DefaultRetryMin
+	}
+	if c.RetryMax == 0 {
+		c.RetryMax = max(DefaultRetryMax, c.RetryMin)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// anyGeneration is the generation the first long-poll claims to have: no
+// target has it, so the dispatcher answers at once with the current
+// target, even an empty one at generation 0, and the agent learns which
+// recovered pods are unwanted without waiting for the first placement.
+const anyGeneration = ^uint64(0)
+
+// Dispatcher is a nodelet.Dispatcher over the dispatcher's HTTP API. It
+// registers the node (Join), and registers it again whenever the
+// dispatcher answers that it does not know it. It also remembers the
+// containers of the pods of the last two targets, for the LogServer's
+// default container (FirstContainer).
+type Dispatcher struct {
+	cfg Config
+
+	joinMu sync.Mutex // serializes registrations
+
+	// mu guards the fields below.
+	mu struct {
+		sync.Mutex
+		joins      uint64            // successful registrations so far
+		delivered  bool              // a target has been returned
+		base       uint64            // added to the dispatcher's generations
+		last       uint64            // the newest generation returned
+		containers map[string]string // task ID → first container, latest target
+		previous   map[string]string // the same for the target before
+	}
+}
+
+var _ nodelet.Dispatcher = (*Dispatcher)(nil)
+
+// New copies cfg, fills defaults and validates it.
+func New(cfg Config) (*Dispatcher, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	return &Dispatcher{cfg: cfg}, nil
+}
+
+// Node returns the spec the Dispatcher registers.
+func (d *Dispatcher) Node() api.NodeSpec { return d.cfg.Node }
+
+// Join registers the node, retrying with backoff until it succeeds or ctx
+// is done; each failure is logged. An invalid spec (the dispatcher
+// answers CodeInvalid) is not retried.
+func (d *Dispatcher) Join(ctx context.Context) error {
+	d.joinMu.Lock()
+	defer d.joinMu.Unlock()
+	return d.joinLocked(ctx)
+}
+
+func (d *Dispatcher) joinLocked(ctx context.Context) error {
+	delay := time.Duration(0)
+	for {
+		err := d.cfg.Client.RegisterNode(ctx, d.cfg.Node)
+		if err == nil {
+			d.mu.Lock()
+			if d.mu.joins > 0 {
+				// The dispatcher may count this registration's
+				// generations from 0: return only newer ones.
+				d.mu.base = d.mu.last + 1
+			}
+			d.mu.joins++
+			d.mu.Unlock()
+			d.cfg.Logger.Info("remote: node registered", "node", d.cfg.Node.Name)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("remote: register node %s: %w", d.cfg.Node.Name, ctx.Err())
+		}
+		if code(err) == api.CodeInvalid {
+			return fmt.Errorf("remote: register node %s: %w", d.cfg.Node.Name, err)
+		}
+		delay = min(max(2*delay, d.cfg.RetryMin), d.cfg.RetryMax)
+		d.cfg.Logger.Warn("remote: register node", "node", d.cfg.Node.Name, "retry_in", delay, "err", err)
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("remote: register node %s: %w", d.cfg.Node.Name, ctx.Err())
+		}
+	}
+}
+
+// rejoin registers the node again unless someone did since joins was
+// read.
+func (d *Dispatcher) rejoin(ctx context.Context, joins uint64) error {
+	d.joinMu.Lock()
+	defer d.joinMu.Unlock()
+	if d.joins() != joins {
+		return nil
+	}
+	d.cfg.Logger.Warn("remote: the dispatcher does not know the node; registering again", "node", d.cfg.Node.Name)
+	return d.joinLocked(ctx)
+}
+
+func (d *Dispatcher) joins() uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.mu.joins
+}
+
+// Target implements nodelet.Dispatcher: it long-polls, PollWait at a
+// time, until the target's generation differs from knownGeneration or ctx
+// is done. The first call of a Dispatcher with knownGeneration 0 returns
+// the current target at once, whatever its generation. When the
+// dispatcher does not know the node, Target registers it again (once per
+// call; a second refusal is returned as an error, which the agent retries
+// after a backoff) and keeps polling.
+//
+// The generations Target returns are the dispatcher's plus an offset that
+// grows past every generation returned whenever the node registers again:
+// a dispatcher that lost the node may count its generations from 0 again,
+// and the agent must still see every target as new.
+func (d *Dispatcher) Target(ctx context.Context, node string, knownGeneration uint64) (nodelet.Target, error) {
+	rejoined := false
+	for {
+		joins := d.joins()
+		ask := d.ask(knownGeneration)
+		t, changed, err := d.cfg.Client.Target(ctx, node, ask, d.cfg.PollWait)
+		switch {
+		case ctx.Err() != nil:
+			return nodelet.Target{}, fmt.Errorf("remote: target of %s: %w", node, ctx.Err())
+		case err != nil && code(err) == api.CodeNotFound && !rejoined:
+			if err := d.rejoin(ctx, joins); err != nil {
+				return nodelet.Target{}, err
+			}
+			rejoined = true
+		case err != nil:
+			return nodelet.Target{}, fmt.Errorf("remote: target of %s: %w", node, err)
+		case d.joins() != joins:
+			// The node registered again during the poll: the answer
+			// may be the old registration's. Ask again.
+		case !changed || t.Generation == ask:
+			// The wait ended without a change: poll again.
+		default:
+			return d.convert(t), nil
+		}
+	}
+}
+
+// ask returns the dispatcher's generation to long-poll with for the
+// agent's known generation.
+func (d *Dispatcher) ask(known uint64) uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.mu.delivered || known < d.mu.base {
+		// Nothing returned yet, or only before the node registered
+		// again: take whatever the dispatcher has.
+		return anyGeneration
+	}
+	return known - d.mu.base
+}
+
+// convert turns the api's target into the agent's and records the pods'
+// containers.
+func (d *Dispatcher) convert(t api.NodeTarget) nodelet.Target {
+	d.mu.Lock()
+	gen := d.mu.base + t.Generation
+	d.mu.last = max(d.mu.last, gen)
+	d.mu.delivered = true
+	d.mu.Unlock()
+	out := nodelet.Target{Generation: gen, Pods: make([]nodelet.DesiredPod, 0, len(t.Pods))}
+	containers := make(map[string]string, len(t.Pods))
+	for _, p := range t.Pods {
+		tier := cgroup.Offline
+		if p.QoS == api.QoSOnline {
+			tier = cgroup.Online
+		}
+		out.Pods = append(out.Pods, nodelet.DesiredPod{
+			ID:         PodID(p.TaskID),
+			TaskID:     p.TaskID,
+			Generation: attempt(p.TaskID),
+			Tier:       tier,
+			Priority:   int(p.Priority),
+			Pod:        p.Pod,
+		})
+		if len(p.Pod.Containers) > 0 {
+			containers[p.TaskID] = p.Pod.Containers[0].Name
+		}
+	}
+	d.mu.Lock()
+	d.mu.previous, d.mu.containers = d.mu.containers, containers
+	d.mu.Unlock()
+	return out
+}
+
+// FirstContainer returns the name of the first container of the pod that
+// runs taskID, if the task was in one of the last two targets, else "".
+func (d *Dispatcher) FirstContainer(taskID string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if c, ok := d.mu.containers[taskID]; ok {
+		return c
+	}
+	return d.mu.previous[taskID]
+}
+
+// Report implements nodelet.Dispatcher. Reports the dispatcher would
+// refuse as invalid are logged and dropped rather than sent, since the
+// agent would resend them forever; an over-long message is cut to
+// api.MaxStringLen and an exit code outside 0 to 255 clamped first. When
+// the dispatcher does not know the node, Report registers it again and
+// sends once more; a second refusal is returned.
+func (d *Dispatcher) Report(ctx context.Context, node string, reports []nodelet.PodReport) error {
+	out := make([]api.TaskReport, 0, len(reports))
+	for i := range reports {
+		r := reports[i].TaskReport
+		if r.TaskID == "" {
+			r.TaskID = reports[i].PodID
+		}
+		r.Message = truncate(r.Message, api.MaxStringLen)
+		r.ExitCode = min(max(r.ExitCode, 0), 255)
+		if err := r.Validate(); err != nil {
+			d.cfg.Logger.Error("remote: dropping an invalid task report", "node", node, "task", r.TaskID, "err", err)
+			continue
+		}
+		out = append(out, r)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	for rejoined := false; ; rejoined = true {
+		joins := d.joins()
+		err := d.cfg.Client.Report(ctx, node, out)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil || code(err) != api.CodeNotFound || rejoined {
+			return fmt.Errorf("remote: report %d task states of %s: %w", len(out), node, err)
+		}
+		if err := d.rejoin(ctx, joins); err != nil {
+			return err
+		}
+	}
+}
+
+// code returns the api error code of err, or "".
+func code(err error) string {
+	var ae *api.APIError
+	if errors.As(err, &ae) {
+		return ae.Code
+	}
+	return ""
+}
+
+// truncate cuts s to at most n bytes on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
