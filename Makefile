@@ -14,13 +14,17 @@ STATICCHECK_VERSION := v0.8.2
 FUZZTIME    ?= 500000x
 BENCHTIME   ?= 1s
 
-.PHONY: all build test lint bench fuzz clean
+.PHONY: all build demo test lint bench fuzz clean
 
 all: build
 
 ## build: the sluice binary, in bin/sluice
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/sluice ./cmd/sluice
+
+## demo: a whole local cluster running the example jobs (see scripts/demo)
+demo: build
+	SLUICE=$(BIN)/sluice scripts/demo
 
 ## test: the whole suite, with the race detector
 test:

@@ -37,3 +37,45 @@ func applyEnv(c *cobra.Command) error {
 	})
 	return err
 }
+
+// applySettings fills the flags of c that the command line did not set:
+// first from their SLUICE_* environment variables, then from the config
+// file named by the command's --config flag, if it has one and it is set.
+// A config file holds "name = value" lines (flag names without dashes;
+// '#' starts a comment). Call it first in a command's RunE.
+func applySettings(c *cobra.Command) error {
+	if err := applyEnv(c); err != nil {
+		return err
+	}
+	f := c.Flags().Lookup("config")
+	if f == nil || f.Value.String() == "" {
+		return nil
+	}
+	path := f.Value.String()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return usageError{fmt.Errorf("config file: %w", err)}
+	}
+	for i, line := range strings.Split(string(data), "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		name, value, ok := strings.Cut(line, "=")
+		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+		fl := c.Flags().Lookup(name)
+		switch {
+		case !ok:
+			return usageError{fmt.Errorf("%s:%d: want name = value, got %q", path, i+1, line)}
+		case fl == nil || name == "config":
+			return usageError{fmt.Errorf("%s:%d: %q is not a setting of %s", path, i+1, name, c.CommandPath())}
+		case fl.Changed:
+			continue
+		}
+		if err := c.Flags().Set(name, value); err != nil {
+			return usageError{fmt.Errorf("%s:%d: %s: %w", path, i+1, name, err)}
+		}
+	}
+	return nil
+}

@@ -81,7 +81,8 @@ containers with online/offline overcommit.`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())}
 	})
-	root.AddCommand(newVersionCmd(), newValidateCmd(), newFlowCmd(), newPodCmd(), newBenchCmd())
+	root.AddCommand(newVersionCmd(), newValidateCmd(), newFlowCmd(), newPodCmd(), newBenchCmd(), newDispatcherCmd(), newDevCmd(),
+		newSubmitCmd(), newJobsCmd(), newCancelCmd(), newNodesCmd(), newLogsCmd(), newWatchCmd(), newNodeletCmd())
 	return root
 }
 

@@ -13,7 +13,9 @@ import (
 // TestExamplesValid keeps the job files in examples/ valid: the README and
 // the demo submit them.
 func TestExamplesValid(t *testing.T) {
-	files, _ := filepath.Glob("../../examples/*")
+	files, _ := filepath.Glob("../../examples/*.json")
+	more, _ := filepath.Glob("../../examples/*.ndjson")
+	files = append(files, more...)
 	if len(files) == 0 {
 		t.Fatal("no example files")
 	}

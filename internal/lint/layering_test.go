@@ -29,6 +29,7 @@ var rooms = map[string][]string{
 	"bench":      {"api", "flowsolver", "batcher", "raftkv", "dispatcher", "nodelet", "appmaster", "loadgen"},
 	"cmd":        {"api", "flowsolver", "batcher", "raftkv", "dispatcher", "nodelet", "appmaster", "loadgen", "bench"},
 	"internal":   nil,
+	"examples":   nil,
 }
 
 // room returns the top-level folder of one of our packages, or "" for a

@@ -1,0 +1,408 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/dispatcher/server"
+)
+
+// devFlags are the settings of `sluice dev`.
+type devFlags struct {
+	httpAddr, addrFile string
+	data               string
+	runtime            string
+	nodes, simNodes    int
+	nodeCPU, nodeMem   string
+	simCPU, simMem     string
+	submit             []string
+	exit               bool
+	logLevel           string
+}
+
+func newDevCmd() *cobra.Command {
+	var f devFlags
+	c := &cobra.Command{
+		Use:   "dev",
+		Short: "Run a whole Sluice cluster in this process, for trying Sluice",
+		Long: `Run a whole cluster in one process: a dispatcher (single-replica raft in a
+temporary directory) serving the HTTP API, --nodes nodelets in the default
+pool and --sim-nodes simulated nodelets in the pool "sim". The nodes of the
+default pool run real containers when --runtime is container (the default
+as root) and are simulated otherwise.
+
+With --submit it submits the job files given (files, or directories whose
+*.json and *.ndjson files are taken) through the HTTP API and shows their
+progress; with --exit it then prints a summary and stops once every
+submitted job has ended. That is what 'make demo' runs.`,
+		Example: `  sluice dev
+  sluice dev --runtime sim --sim-nodes 20
+  sluice dev --submit examples --exit`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := applySettings(c); err != nil {
+				return err
+			}
+			return runDev(c.Context(), f, c.OutOrStdout(), c.ErrOrStderr())
+		},
+	}
+	defRuntime := "sim"
+	if os.Geteuid() == 0 {
+		defRuntime = "container"
+	}
+	fl := c.Flags()
+	fl.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "address the HTTP API listens on (port 0: any free port)")
+	fl.StringVar(&f.addrFile, "addr-file", "", "write the API's base URL to this file once it serves")
+	fl.StringVar(&f.data, "data", "", "data directory (default: a temporary directory, removed at exit)")
+	fl.StringVar(&f.runtime, "runtime", defRuntime, "runtime of the default pool's nodes: container or sim")
+	fl.IntVar(&f.nodes, "nodes", 2, "nodes in the default pool")
+	fl.IntVar(&f.simNodes, "sim-nodes", 4, "simulated nodes in the pool \"sim\"")
+	fl.StringVar(&f.nodeCPU, "node-cpu", "2", "CPU of each default-pool node")
+	fl.StringVar(&f.nodeMem, "node-memory", "2Gi", "memory of each default-pool node")
+	fl.StringVar(&f.simCPU, "sim-cpu", "64", "CPU of each simulated node")
+	fl.StringVar(&f.simMem, "sim-memory", "256Gi", "memory of each simulated node")
+	fl.StringSliceVar(&f.submit, "submit", nil, "job files or directories to submit once the cluster runs")
+	fl.BoolVar(&f.exit, "exit", false, "with --submit: print a summary and stop when every submitted job has ended")
+	fl.StringVar(&f.logLevel, "log-level", "warn", "debug, info, warn or error")
+	return c
+}
+
+func runDev(ctx context.Context, f devFlags, stdout, stderr io.Writer) (err error) {
+	switch {
+	case f.runtime != "container" && f.runtime != "sim":
+		return usageError{fmt.Errorf("--runtime: want container or sim, got %q", f.runtime)}
+	case f.nodes < 0 || f.simNodes < 0 || f.nodes+f.simNodes == 0:
+		return usageError{errors.New("--nodes and --sim-nodes: want at least one node, and no negative count")}
+	case f.exit && len(f.submit) == 0:
+		return usageError{errors.New("--exit needs --submit")}
+	}
+	files, err := jobFiles(f.submit)
+	if err != nil {
+		return err
+	}
+	logger, err := newTextLogger(stderr, f.logLevel)
+	if err != nil {
+		return err
+	}
+	dir := f.data
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "sluice-dev-"); err != nil {
+			return fmt.Errorf("dev: %w", err)
+		}
+		defer os.RemoveAll(dir)
+	}
+	s, err := server.Open(server.Config{
+		ID: 1, Peers: map[uint64]string{1: ""}, Dir: filepath.Join(dir, "dispatcher"),
+		HTTPAddr: f.httpAddr, Logger: logger,
+	})
+	if err != nil {
+		return fmt.Errorf("dev: dispatcher: %w", err)
+	}
+	defer func() {
+		if cerr := s.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("dev: close the dispatcher: %w", cerr)
+		}
+	}()
+	stopNodes, err := startDevNodes(ctx, f, dir, s.Addr(), logger)
+	defer func() {
+		if cerr := stopNodes(); cerr != nil && err == nil {
+			err = fmt.Errorf("dev: stop the nodes: %w", cerr)
+		}
+	}()
+	if err != nil {
+		return err
+	}
+	client, err := api.NewClient(api.ClientConfig{Addrs: []string{s.Addr()}})
+	if err != nil {
+		return fmt.Errorf("dev: %w", err)
+	}
+	defer client.Close()
+	if err := waitNodes(ctx, client, f.nodes+f.simNodes); err != nil {
+		return err
+	}
+	if f.addrFile != "" {
+		if err := os.WriteFile(f.addrFile, []byte(s.Addr()+"\n"), 0o644); err != nil {
+			return fmt.Errorf("dev: --addr-file: %w", err)
+		}
+	}
+	fmt.Fprintf(stdout, "Sluice dev cluster: API at %s, %d %s node(s) in the default pool, %d simulated node(s) in pool \"sim\".\n",
+		s.Addr(), f.nodes, f.runtime, f.simNodes)
+	if len(files) == 0 {
+		fmt.Fprintf(stdout, "Try:\n  export SLUICE_ADDR=%s\n  sluice submit examples/single.json\n  sluice jobs\n  sluice nodes\n  sluice watch\nStop with Ctrl-C.\n", s.Addr())
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	start := time.Now()
+	ids, err := submitFiles(ctx, client, files, stdout)
+	if err != nil {
+		return err
+	}
+	if !f.exit {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	jobs, err := followJobs(ctx, client, ids, stderr)
+	if err != nil {
+		return err
+	}
+	printSummary(stdout, jobs, time.Since(start), s)
+	printOutputs(ctx, stdout, client, jobs)
+	return nil
+}
+
+// printOutputs shows what the first tasks of the jobs that ran outside
+// the simulated pool printed, a few lines of each container, through the
+// logs API (the dispatcher proxies the nodelet that ran the task).
+func printOutputs(ctx context.Context, w io.Writer, c *api.Client, jobs []api.JobStatus) {
+	const tasksPerJob, linesPerContainer = 2, 3
+	header := false
+	for _, j := range jobs {
+		if j.Spec.Pool == "sim" {
+			continue
+		}
+		tasks, err := c.Tasks(ctx, j.ID, "", tasksPerJob)
+		if err != nil {
+			fmt.Fprintf(w, "%s: tasks: %v\n", j.ID, err)
+			continue
+		}
+		for _, t := range tasks.Tasks {
+			for _, ct := range j.Spec.Tasks[0].Pod.Containers {
+				var out strings.Builder
+				err := c.Logs(ctx, t.ID, api.LogOptions{Container: ct.Name, Tail: linesPerContainer}, &out)
+				text := strings.TrimSpace(out.String())
+				if err != nil || text == "" {
+					continue
+				}
+				if !header {
+					fmt.Fprintln(w, "\nWhat the containers printed (sluice logs TASK):")
+					header = true
+				}
+				for _, line := range strings.Split(text, "\n") {
+					fmt.Fprintf(w, "  %s %s/%s: %s\n", j.Spec.Name, t.ID, ct.Name, line)
+				}
+			}
+		}
+	}
+}
+
+// jobFiles expands the --submit arguments: files as given, directories to
+// their *.json and *.ndjson files in name order.
+func jobFiles(args []string) ([]string, error) {
+	var files []string
+	for _, a := range args {
+		st, err := os.Stat(a)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("--submit: %w", err)}
+		}
+		if !st.IsDir() {
+			files = append(files, a)
+			continue
+		}
+		var found []string
+		for _, pat := range []string{"*.json", "*.ndjson"} {
+			m, _ := filepath.Glob(filepath.Join(a, pat))
+			found = append(found, m...)
+		}
+		if len(found) == 0 {
+			return nil, usageError{fmt.Errorf("--submit: no *.json or *.ndjson files in %s", a)}
+		}
+		slices.Sort(found)
+		files = append(files, found...)
+	}
+	return files, nil
+}
+
+// waitNodes waits until n nodes are ready.
+func waitNodes(ctx context.Context, c *api.Client, n int) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		l, err := c.Nodes(ctx)
+		ready := 0
+		if err == nil {
+			for _, nd := range l.Nodes {
+				if nd.State == api.NodeReady {
+					ready++
+				}
+			}
+			if ready >= n {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("dev: %d of %d nodes ready after 30s (last error: %v)", ready, n, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// submitFiles submits each file as one request and returns the job IDs.
+func submitFiles(ctx context.Context, c *api.Client, files []string, stdout io.Writer) ([]string, error) {
+	var ids []string
+	for _, name := range files {
+		body, err := os.ReadFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("dev: %w", err)
+		}
+		ct := "application/json"
+		if strings.HasSuffix(name, ".ndjson") {
+			ct = "application/x-ndjson"
+		}
+		res, err := c.SubmitBody(ctx, body, ct, api.SubmitOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("dev: submit %s: %w", name, err)
+		}
+		fmt.Fprintf(stdout, "submitted %s: %s\n", name, strings.Join(res.Jobs, " "))
+		ids = append(ids, res.Jobs...)
+	}
+	return ids, nil
+}
+
+// followJobs shows the progress of the jobs until every one has ended and
+// returns their final status.
+func followJobs(ctx context.Context, c *api.Client, ids []string, stderr io.Writer) ([]api.JobStatus, error) {
+	var bar *progressbar.ProgressBar
+	defer func() {
+		if bar != nil {
+			_ = bar.Finish()
+			fmt.Fprintln(stderr)
+		}
+	}()
+	lastLine := time.Time{}
+	for {
+		jobs := make([]api.JobStatus, 0, len(ids))
+		var sum api.TaskCounts
+		ended := 0
+		for _, id := range ids {
+			j, err := c.Job(ctx, id)
+			if err != nil {
+				return nil, fmt.Errorf("dev: job %s: %w", id, err)
+			}
+			jobs = append(jobs, j)
+			sum.Add(j.Tasks)
+			if j.State == api.JobSucceeded || j.State == api.JobFailed || j.State == api.JobCancelled {
+				ended++
+			}
+		}
+		done := sum.Succeeded + sum.Failed + sum.Killed
+		if bar == nil && isTerminal(stderr) {
+			bar = progressbar.NewOptions64(sum.Total, progressbar.OptionSetWriter(stderr),
+				progressbar.OptionSetDescription("tasks done"), progressbar.OptionShowCount(),
+				progressbar.OptionSetWidth(30), progressbar.OptionThrottle(100*time.Millisecond))
+		}
+		if bar != nil {
+			_ = bar.Set64(done)
+		} else if time.Since(lastLine) >= time.Second || ended == len(ids) {
+			fmt.Fprintf(stderr, "tasks: %d/%d done, %d running, %d pending\n", done, sum.Total, sum.Active, sum.Pending)
+			lastLine = time.Now()
+		}
+		if ended == len(ids) {
+			return jobs, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// isTerminal reports whether w is a character device.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func printSummary(w io.Writer, jobs []api.JobStatus, took time.Duration, s *server.Server) {
+	fmt.Fprintf(w, "\nSummary, %.1f s from the first submit:\n", took.Seconds())
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tNAME\tQOS\tSTATE\tTASKS\tSUCCEEDED\tFAILED\tKILLED")
+	var sum api.TaskCounts
+	for _, j := range jobs {
+		sum.Add(j.Tasks)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", j.ID, j.Spec.Name, j.Spec.QoS, j.State,
+			j.Tasks.Total, j.Tasks.Succeeded, j.Tasks.Failed, j.Tasks.Killed)
+	}
+	_ = tw.Flush()
+	rs := s.Dispatcher().RoundSummary()
+	fmt.Fprintf(w, "placed %d tasks in %d rounds (round p50 %s, p99 %s); %d succeeded, %d failed, %d killed; %.0f tasks/s\n",
+		rs.Placed, rs.Rounds, rs.P50.Round(time.Microsecond), rs.P99.Round(time.Microsecond),
+		sum.Succeeded, sum.Failed, sum.Killed, float64(sum.Succeeded+sum.Failed+sum.Killed)/took.Seconds())
+}
+
+// startDevNodes starts the dev cluster's nodelets and returns what stops
+// them all; it is safe to call even when starting failed.
+func startDevNodes(ctx context.Context, f devFlags, dir, addr string, logger *slog.Logger) (stop func() error, err error) {
+	var stops []func() error
+	stop = func() error {
+		var errs []error
+		for i := len(stops) - 1; i >= 0; i-- {
+			errs = append(errs, stops[i]())
+		}
+		stops = nil
+		return errors.Join(errs...)
+	}
+	cpu, mem, err := parseCapacity("--node-cpu", f.nodeCPU, "--node-memory", f.nodeMem)
+	if err != nil {
+		return stop, err
+	}
+	simCPU, simMem, err := parseCapacity("--sim-cpu", f.simCPU, "--sim-memory", f.simMem)
+	if err != nil {
+		return stop, err
+	}
+	type node struct {
+		name, runtime, pool string
+		cpu, mem            int64
+	}
+	var nodes []node
+	for i := range f.nodes {
+		nodes = append(nodes, node{fmt.Sprintf("node-%d", i+1), f.runtime, "", cpu, mem})
+	}
+	for i := range f.simNodes {
+		nodes = append(nodes, node{fmt.Sprintf("sim-%d", i+1), "sim", "sim", simCPU, simMem})
+	}
+	for _, n := range nodes {
+		s, err := startNodelet(ctx, nodeletConfig{
+			dispatchers: []string{addr}, name: n.name, runtime: n.runtime, pool: n.pool,
+			stateDir: filepath.Join(dir, n.name), cpu: n.cpu, memory: n.mem, removePods: true,
+			retainExited: 10 * time.Minute,
+		}, logger.With("node", n.name))
+		if err != nil {
+			return stop, fmt.Errorf("dev: node %s: %w", n.name, err)
+		}
+		stops = append(stops, s)
+	}
+	return stop, nil
+}
+
+// parseCapacity parses a CPU quantity ("2", "500m") and a memory one
+// ("2Gi") given to the named flags.
+func parseCapacity(cpuFlag, cpu, memFlag, mem string) (int64, int64, error) {
+	c, err := api.ParseCPU(cpu)
+	if err != nil || c <= 0 {
+		return 0, 0, usageError{fmt.Errorf("%s: %q is not a positive CPU quantity", cpuFlag, cpu)}
+	}
+	m, err := api.ParseBytes(mem)
+	if err != nil || m <= 0 {
+		return 0, 0, usageError{fmt.Errorf("%s: %q is not a positive memory quantity", memFlag, mem)}
+	}
+	return c, m, nil
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/dispatcher/server"
+)
+
+// dispatcherFlags are the settings of one dispatcher replica.
+type dispatcherFlags struct {
+	id               uint64
+	peers, peerHTTP  string
+	data, httpAddr   string
+	tokenFile        string
+	tlsCert, tlsKey  string
+	logLevel, config string
+}
+
+func newDispatcherCmd() *cobra.Command {
+	var f dispatcherFlags
+	c := &cobra.Command{
+		Use:   "dispatcher",
+		Short: "Run one dispatcher replica: the HTTP API, raft and the scheduling loop",
+		Long: `Run one dispatcher replica. Alone (no --peers) it is a single-replica
+cluster; three replicas started with the same --peers and --peer-http form
+one cluster, and whichever leads schedules while the others redirect
+writes to it.
+
+Every flag can also be set with an environment variable (--http-addr is
+SLUICE_HTTP_ADDR) or in a --config file of "name = value" lines; the
+command line wins over the environment, which wins over the file.`,
+		Example: `  sluice dispatcher --data /var/lib/sluice/d1
+  sluice dispatcher --id 2 --data d2 --http-addr 127.0.0.1:8082 \
+    --peers 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003 \
+    --peer-http 1=http://127.0.0.1:8081,2=http://127.0.0.1:8082,3=http://127.0.0.1:8083`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := applySettings(c); err != nil {
+				return err
+			}
+			return runDispatcher(c.Context(), f, c.ErrOrStderr())
+		},
+	}
+	fl := c.Flags()
+	fl.Uint64Var(&f.id, "id", 1, "this replica's raft ID (a key of --peers)")
+	fl.StringVar(&f.peers, "peers", "", "every replica's raft address, id=host:port,... (empty: a single replica)")
+	fl.StringVar(&f.peerHTTP, "peer-http", "", "every replica's HTTP base URL, id=http://host:port,..., for redirects to the leader")
+	fl.StringVar(&f.data, "data", "/var/lib/sluice/dispatcher", "data directory (raft log and state)")
+	fl.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:8080", "address the HTTP API listens on")
+	fl.StringVar(&f.tokenFile, "token-file", "", "bearer tokens and their roles, one 'TOKEN ROLE [QUEUE,...]' per line (empty: no authentication)")
+	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file for the HTTP API (with --tls-key)")
+	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS key file for the HTTP API")
+	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&f.config, "config", "", "a file of 'name = value' settings")
+	return c
+}
+
+// serverConfig turns the flags into the server's configuration.
+func (f dispatcherFlags) serverConfig(logger *slog.Logger) (server.Config, error) {
+	cfg := server.Config{ID: f.id, Dir: f.data, HTTPAddr: f.httpAddr, Logger: logger}
+	var err error
+	if f.peers == "" {
+		cfg.Peers = map[uint64]string{f.id: ""}
+	} else if cfg.Peers, err = parseIDMap("--peers", f.peers); err != nil {
+		return cfg, err
+	}
+	if f.peerHTTP != "" {
+		if cfg.PeerHTTP, err = parseIDMap("--peer-http", f.peerHTTP); err != nil {
+			return cfg, err
+		}
+	}
+	if f.tokenFile != "" {
+		if cfg.Tokens, err = server.LoadTokens(f.tokenFile); err != nil {
+			return cfg, usageError{err}
+		}
+	}
+	switch {
+	case f.tlsCert != "" && f.tlsKey != "":
+		cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+		if err != nil {
+			return cfg, usageError{fmt.Errorf("--tls-cert/--tls-key: %w", err)}
+		}
+		cfg.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	case f.tlsCert != "" || f.tlsKey != "":
+		return cfg, usageError{errors.New("--tls-cert and --tls-key go together")}
+	}
+	return cfg, nil
+}
+
+// parseIDMap parses "1=a,2=b" into a map from replica ID to value.
+func parseIDMap(flag, s string) (map[uint64]string, error) {
+	m := map[uint64]string{}
+	for _, part := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		id, err := strconv.ParseUint(k, 10, 64)
+		switch {
+		case !ok || v == "":
+			return nil, usageError{fmt.Errorf("%s: want id=value, got %q", flag, part)}
+		case err != nil || id == 0:
+			return nil, usageError{fmt.Errorf("%s: %q is not a replica ID (a positive integer)", flag, k)}
+		case m[id] != "":
+			return nil, usageError{fmt.Errorf("%s: replica %d given twice", flag, id)}
+		}
+		m[id] = v
+	}
+	return m, nil
+}
+
+func runDispatcher(ctx context.Context, f dispatcherFlags, stderr io.Writer) error {
+	logger, err := newTextLogger(stderr, f.logLevel)
+	if err != nil {
+		return err
+	}
+	cfg, err := f.serverConfig(logger)
+	if err != nil {
+		return err
+	}
+	s, err := server.Open(cfg)
+	if err != nil {
+		return fmt.Errorf("dispatcher: %w", err)
+	}
+	fmt.Fprintf(stderr, "dispatcher %d serving on %s (data in %s)\n", f.id, s.Addr(), f.data)
+	<-ctx.Done()
+	if err := s.Close(); err != nil {
+		return fmt.Errorf("dispatcher: close: %w", err)
+	}
+	return ctx.Err()
+}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+)
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestDispatcherServes starts `sluice dispatcher` from a config file and
+// the environment, submits through its API, and stops it.
+func TestDispatcherServes(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "sluice.conf")
+	if err := os.WriteFile(conf, []byte("# one replica\ndata = "+filepath.Join(dir, "data")+"\nlog-level = warn\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SLUICE_HTTP_ADDR", "127.0.0.1:0")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"dispatcher", "--config", conf}, &stderr, &stderr) }()
+	var addr string
+	for deadline := time.Now().Add(20 * time.Second); addr == ""; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no address printed:\n%s", stderr.String())
+		}
+		if _, rest, ok := strings.Cut(stderr.String(), "serving on "); ok {
+			addr, _, _ = strings.Cut(rest, " ")
+		}
+	}
+	c, err := api.NewClient(api.ClientConfig{Addrs: []string{addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rctx, rcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer rcancel()
+	for c.Ready(rctx) != nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	res, err := c.SubmitBody(rctx, []byte(`{"name":"a","tasks":[{"count":1,"pod":{"containers":[{"image":{"rootfs":"/img"},"command":["/w"],"resources":{"cpu":1,"memory":1024}}]}}]}`), "application/json", api.SubmitOptions{})
+	if err != nil || len(res.Jobs) != 1 {
+		t.Fatalf("submit: %+v, %v", res, err)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("dispatcher ended with %v, want context.Canceled", err)
+	}
+}
+
+func TestDispatcherRejectsBadSettings(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--peers", "1=127.0.0.1:1,x=127.0.0.1:2"}, `"x" is not a replica ID`},
+		{[]string{"--peers", "1=127.0.0.1:1,1=127.0.0.1:2"}, "replica 1 given twice"},
+		{[]string{"--peers", "1"}, "want id=value"},
+		{[]string{"--peer-http", "2:http://x"}, "want id=value"},
+		{[]string{"--tls-cert", "/c.pem"}, "go together"},
+		{[]string{"--token-file", "/nonexistent/tokens"}, "tokens"},
+		{[]string{"--log-level", "loud"}, "--log-level"},
+		{[]string{"--config", "/nonexistent/sluice.conf"}, "config file"},
+	} {
+		var out bytes.Buffer
+		err := run(context.Background(), append([]string{"dispatcher", "--data", t.TempDir()}, tc.args...), &out, &out)
+		var ue usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("dispatcher %q = %v, want a usage error containing %q", tc.args, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,449 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/nodelet"
+	"github.com/sluicehq/sluice/nodelet/remote"
+	"github.com/sluicehq/sluice/nodelet/runtime"
+	"github.com/sluicehq/sluice/nodelet/runtime/container"
+	"github.com/sluicehq/sluice/nodelet/runtime/sim"
+)
+
+// nodeletConfig is what startNodelet needs to run one nodelet. Zero values
+// mean the documented defaults.
+type nodeletConfig struct {
+	// dispatchers are the dispatcher replicas' base URLs. Default
+	// defaultDispatcher.
+	dispatchers []string
+	// token is the bearer token shared with the dispatcher: sent to it
+	// and required by the log server. Default: read from tokenFile, or
+	// none.
+	token, tokenFile string
+	// name is the node's name. Default: the host name.
+	name string
+	// runtime is "container" or "sim". Default: container when running as
+	// root, sim otherwise.
+	runtime string
+	// stateDir holds the container runtime's pod state (stateDir/pods)
+	// and image cache (stateDir/images). Default defaultNodeletStateDir.
+	stateDir string
+	// listen is the log server's address. Default "127.0.0.1:0".
+	listen string
+	// advertise is the address advertised as NodeSpec.Address. Default:
+	// the log server's, with the host name for an unspecified IP.
+	advertise string
+	// pool and labels are advertised as they are.
+	pool   string
+	labels map[string]string
+	// cpu (millicores) and memory (bytes) are the node's capacity.
+	// Default: remote.HostCapacity's.
+	cpu, memory int64
+	// offlineOvercommit is the offline tier's allocatable as a multiple
+	// of the capacity, at most api.MaxOvercommit. Default 1.
+	offlineOvercommit float64
+	// maxStarts bounds the pod starts in flight. Default
+	// nodelet.DefaultMaxConcurrentStarts.
+	maxStarts int
+	// retainExited keeps ended pods (and their logs) this long. Default
+	// 0: removed once reported.
+	retainExited time.Duration
+	// onExit, when set, is called (once, from another goroutine) if the
+	// agent stops before stop is called, with why.
+	onExit func(error)
+	// removePods makes stop end and remove every pod of the runtime, so
+	// that nothing outlives the nodelet (sluice dev).
+	removePods bool
+}
+
+// Defaults of nodeletConfig.
+const (
+	defaultDispatcher      = "http://127.0.0.1:8080"
+	defaultNodeletStateDir = "/var/lib/sluice/nodelet"
+)
+
+func defaultRuntime() string {
+	if os.Geteuid() == 0 {
+		return "container"
+	}
+	return "sim"
+}
+
+// resolve fills the defaults of c (reading the token file and detecting
+// the host's capacity where needed) and reports every problem at once.
+func (c *nodeletConfig) resolve() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if len(c.dispatchers) == 0 {
+		c.dispatchers = []string{defaultDispatcher}
+	}
+	if c.token == "" && c.tokenFile != "" {
+		b, err := os.ReadFile(c.tokenFile)
+		if err != nil {
+			bad("token file: %w", err)
+		}
+		c.token = strings.TrimSpace(string(b))
+	}
+	if c.name == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			bad("name: no host name to default to: %w", err)
+		}
+		c.name = h
+	}
+	if c.runtime == "" {
+		c.runtime = defaultRuntime()
+	}
+	if c.runtime != "container" && c.runtime != "sim" {
+		bad("runtime: want container or sim, got %q", c.runtime)
+	}
+	if c.stateDir == "" {
+		c.stateDir = defaultNodeletStateDir
+	}
+	if c.listen == "" {
+		c.listen = remote.DefaultLogAddr
+	}
+	if c.offlineOvercommit == 0 {
+		c.offlineOvercommit = 1
+	}
+	if r := c.offlineOvercommit; r < 0 || r > api.MaxOvercommit || math.IsNaN(r) {
+		bad("offline overcommit: want a ratio above 0 and at most %d, got %v", api.MaxOvercommit, r)
+	}
+	if c.retainExited < 0 {
+		bad("retain exited: must not be negative, got %v", c.retainExited)
+	}
+	if c.maxStarts < 0 {
+		bad("max starts: must not be negative, got %d", c.maxStarts)
+	}
+	if c.cpu < 0 || c.memory < 0 {
+		bad("capacity: cpu and memory must not be negative")
+	}
+	if c.cpu == 0 || c.memory == 0 {
+		host, err := remote.HostCapacity()
+		if err != nil {
+			bad("capacity: give cpu and memory, detecting them failed: %w", err)
+		}
+		if c.cpu == 0 {
+			c.cpu = host.CPU
+		}
+		if c.memory == 0 {
+			c.memory = host.Memory
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// spec is the NodeSpec the nodelet registers, advertising addr.
+func (c *nodeletConfig) spec(addr string) api.NodeSpec {
+	capacity := api.Capacity{CPU: c.cpu, Memory: c.memory}
+	scale := func(v int64) int64 { return int64(float64(v) * c.offlineOvercommit) }
+	return api.NodeSpec{
+		Name: c.name, Address: addr, Pool: c.pool, Labels: c.labels,
+		Capacity: capacity,
+		Allocatable: api.Allocatable{
+			Online:  capacity,
+			Offline: api.Capacity{CPU: scale(c.cpu), Memory: scale(c.memory)},
+		},
+	}
+}
+
+// advertised is the address to advertise for a log server listening on
+// addr: the configured one, or addr with the host name for an
+// unspecified IP.
+func (c *nodeletConfig) advertised(addr string) string {
+	if c.advertise != "" {
+		return c.advertise
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		if h, err := os.Hostname(); err == nil {
+			return net.JoinHostPort(h, port)
+		}
+	}
+	return addr
+}
+
+// newRuntime builds the pod runtime the config names. The sim runtime
+// comes with its own host, which close ends.
+func (c *nodeletConfig) newRuntime(logger *slog.Logger) (rt runtime.Runtime, closeHost func(), err error) {
+	if c.runtime == "sim" {
+		h := sim.NewHost()
+		return sim.New(h), h.Close, nil
+	}
+	crt, err := container.New(container.Config{
+		StateDir: filepath.Join(c.stateDir, "pods"),
+		ImageDir: filepath.Join(c.stateDir, "images"),
+		Logger:   logger,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return crt, func() {}, nil
+}
+
+// startNodelet starts one nodelet in this process: its runtime, its log
+// server, its connection to the dispatcher (registering the node, which
+// it retries until ctx ends) and its agent, which runs until ctx ends or
+// stop is called. stop stops them all in order (the agent, the log
+// server, the runtime, the client) and returns the first error; pods of
+// the container runtime keep running for the next nodelet. On an error
+// startNodelet has stopped what it started.
+func startNodelet(ctx context.Context, cfg nodeletConfig, logger *slog.Logger) (stop func() error, err error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if err := cfg.resolve(); err != nil {
+		return nil, usageError{fmt.Errorf("nodelet: %w", err)}
+	}
+
+	// Everything started so far, stopped in reverse on failure.
+	var undo []func() error
+	cleanup := func() error {
+		var errs []error
+		for i := len(undo) - 1; i >= 0; i-- {
+			errs = append(errs, undo[i]())
+		}
+		undo = nil
+		return errors.Join(errs...)
+	}
+	defer func() {
+		if err != nil {
+			_ = cleanup()
+		}
+	}()
+
+	rt, closeHost, err := cfg.newRuntime(logger)
+	if err != nil {
+		return nil, fmt.Errorf("nodelet: runtime: %w", err)
+	}
+	undo = append(undo, func() error {
+		var errs []error
+		if cfg.removePods {
+			errs = append(errs, removeAllPods(rt))
+		}
+		errs = append(errs, rt.Close())
+		closeHost()
+		return errors.Join(errs...)
+	})
+	client, err := api.NewClient(api.ClientConfig{Addrs: cfg.dispatchers, Token: cfg.token})
+	if err != nil {
+		return nil, usageError{fmt.Errorf("nodelet: dispatcher: %w", err)}
+	}
+	undo = append(undo, func() error { client.Close(); return nil })
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return nil, fmt.Errorf("nodelet: log server: %w", err)
+	}
+	d, err := remote.New(remote.Config{Client: client, Node: cfg.spec(cfg.advertised(ln.Addr().String())), Logger: logger})
+	if err != nil {
+		_ = ln.Close()
+		return nil, usageError{fmt.Errorf("nodelet: %w", err)}
+	}
+	logs, err := remote.NewLogServer(remote.LogServerConfig{
+		Runtime: rt, Listener: ln, Token: cfg.token, FirstContainer: d.FirstContainer, Logger: logger,
+	})
+	if err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("nodelet: %w", err)
+	}
+	undo = append(undo, logs.Close)
+
+	if err := d.Join(ctx); err != nil {
+		return nil, fmt.Errorf("nodelet: %w", err)
+	}
+	agent, err := nodelet.New(nodelet.Config{
+		Node: cfg.name, Runtime: rt, Dispatcher: d, MaxConcurrentStarts: cfg.maxStarts, RetainExited: cfg.retainExited, Logger: logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("nodelet: %w", err)
+	}
+	var (
+		mu      sync.Mutex
+		stopped bool
+		runErr  error
+	)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		err := agent.Run(ctx)
+		mu.Lock()
+		runErr = err
+		early := !stopped
+		mu.Unlock()
+		if early && cfg.onExit != nil {
+			if err == nil {
+				err = ctx.Err()
+			}
+			cfg.onExit(err)
+		}
+	}()
+	logger.Info("nodelet: running", "runtime", cfg.runtime, "logs", d.Node().Address, "dispatcher", strings.Join(cfg.dispatchers, ","))
+	var once sync.Once
+	var stopErr error
+	return func() error {
+		once.Do(func() {
+			mu.Lock()
+			stopped = true
+			mu.Unlock()
+			_ = agent.Close()
+			<-done
+			mu.Lock()
+			err := runErr
+			mu.Unlock()
+			stopErr = errors.Join(err, cleanup())
+			if stopErr != nil {
+				stopErr = fmt.Errorf("nodelet: stop: %w", stopErr)
+			}
+		})
+		return stopErr
+	}, nil
+}
+
+// removeAllPods stops (with a short grace) and removes every pod of rt.
+func removeAllPods(rt runtime.Runtime) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pods, err := rt.List(ctx)
+	if err != nil {
+		return fmt.Errorf("remove pods: %w", err)
+	}
+	var errs []error
+	for _, p := range pods {
+		if err := rt.Stop(ctx, p.ID, 2*time.Second); err != nil {
+			errs = append(errs, fmt.Errorf("stop pod %s: %w", p.ID, err))
+			continue
+		}
+		if err := rt.Remove(ctx, p.ID); err != nil {
+			errs = append(errs, fmt.Errorf("remove pod %s: %w", p.ID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// nodeletFlags are the flags of `sluice nodelet` that need parsing into
+// nodeletConfig.
+type nodeletFlags struct {
+	cfg         nodeletConfig
+	cpu, memory string
+	logLevel    string
+}
+
+func newNodeletCmd() *cobra.Command {
+	var f nodeletFlags
+	c := &cobra.Command{
+		Use:   "nodelet",
+		Short: "Run this host's agent: run the pods the dispatcher places here",
+		Long: `Nodelet registers this host with the dispatcher, long-polls the set of pods
+the dispatcher wants on it and converges the host to it, running pods with
+the container runtime (root) or simulating them, and reports every state
+change. It serves the pods' logs at --listen for the dispatcher to proxy.
+It runs until interrupted; pods of the container runtime keep running for
+the next nodelet to adopt.
+
+Every flag can also be set by its SLUICE_* environment variable
+(--offline-overcommit is SLUICE_OFFLINE_OVERCOMMIT).`,
+		Example: `  sluice nodelet --dispatcher http://10.0.0.1:8080 --listen :7070 --pool batch
+  sluice nodelet --runtime sim --name sim-1 --cpu 64 --memory 256Gi`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := applyEnv(c); err != nil {
+				return err
+			}
+			return runNodelet(c.Context(), f, c.ErrOrStderr())
+		},
+	}
+	fl := c.Flags()
+	fl.StringSliceVar(&f.cfg.dispatchers, "dispatcher", []string{defaultDispatcher}, "dispatcher replicas' base URLs, comma-separated")
+	fl.StringVar(&f.cfg.token, "token", "", "bearer token shared with the dispatcher")
+	fl.StringVar(&f.cfg.tokenFile, "token-file", "", "file holding the token (when --token is not given)")
+	fl.StringVar(&f.cfg.name, "name", "", "node name (default: the host name)")
+	fl.StringVar(&f.cfg.runtime, "runtime", defaultRuntime(), "pod runtime: container or sim")
+	fl.StringVar(&f.cfg.stateDir, "state-dir", defaultNodeletStateDir, "directory of the container runtime's pod state and images")
+	fl.StringVar(&f.cfg.listen, "listen", remote.DefaultLogAddr, "address the log server listens on")
+	fl.StringVar(&f.cfg.advertise, "advertise", "", "log server address to advertise, host:port (default: --listen's)")
+	fl.StringVar(&f.cfg.pool, "pool", "", "node pool (default: the default pool)")
+	fl.StringToStringVar(&f.cfg.labels, "labels", nil, "node labels, k=v,...")
+	fl.StringVar(&f.cpu, "cpu", "", `CPU capacity such as "4" or "3500m" (default: the host's)`)
+	fl.StringVar(&f.memory, "memory", "", `memory capacity such as "8Gi" (default: the host's)`)
+	fl.Float64Var(&f.cfg.offlineOvercommit, "offline-overcommit", 1, "offline allocatable as a multiple of the capacity")
+	fl.IntVar(&f.cfg.maxStarts, "max-starts", nodelet.DefaultMaxConcurrentStarts, "most pod starts in flight")
+	fl.DurationVar(&f.cfg.retainExited, "retain-exited", 10*time.Minute, "keep ended pods and their logs this long")
+	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	return c
+}
+
+// parse turns the quantity flags into f.cfg.
+func (f *nodeletFlags) parse() error {
+	var errs []error
+	var err error
+	if f.cpu != "" {
+		if f.cfg.cpu, err = api.ParseCPU(f.cpu); err != nil || f.cfg.cpu == 0 {
+			errs = append(errs, fmt.Errorf("--cpu: want a positive CPU quantity such as 4 or 500m, got %q", f.cpu))
+		}
+	}
+	if f.memory != "" {
+		if f.cfg.memory, err = api.ParseBytes(f.memory); err != nil || f.cfg.memory == 0 {
+			errs = append(errs, fmt.Errorf("--memory: want a positive byte quantity such as 8Gi, got %q", f.memory))
+		}
+	}
+	if f.cfg.offlineOvercommit <= 0 {
+		errs = append(errs, fmt.Errorf("--offline-overcommit: want a positive ratio, got %v", f.cfg.offlineOvercommit))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return usageError{err}
+	}
+	return nil
+}
+
+func runNodelet(ctx context.Context, f nodeletFlags, stderr io.Writer) error {
+	if err := f.parse(); err != nil {
+		return err
+	}
+	logger, err := newTextLogger(stderr, f.logLevel)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	f.cfg.onExit = func(err error) { cancel(fmt.Errorf("nodelet: agent stopped: %w", err)) }
+	stop, err := startNodelet(ctx, f.cfg, logger)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	err = stop()
+	if cause := context.Cause(ctx); !errors.Is(cause, context.Canceled) {
+		// The agent stopped on its own; stop's error repeats why.
+		return cause
+	}
+	if err != nil {
+		return err
+	}
+	return ctx.Err() // interrupted
+}
+
+// newTextLogger returns a text logger at the named level writing to w.
+func newTextLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, usageError{fmt.Errorf("--log-level: %w", err)}
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}

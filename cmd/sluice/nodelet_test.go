@@ -1,0 +1,160 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/nodelet/remote/remotetest"
+)
+
+const nodeletWait = 20 * time.Second
+
+func TestStartNodeletSim(t *testing.T) {
+	stub := remotetest.Start(t, "tok")
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("tok\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := nodeletConfig{
+		dispatchers: []string{stub.URL}, tokenFile: tokenFile, name: "n1", runtime: "sim",
+		pool: "p", labels: map[string]string{"zone": "a"},
+		cpu: 2000, memory: 1 << 30, offlineOvercommit: 2,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), nodeletWait)
+	defer cancel()
+	stop, err := startNodelet(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = stop()
+		}
+	}()
+	spec, regs, ok := stub.Node("n1")
+	if !ok || regs != 1 {
+		t.Fatalf("node registered %d times (%v), want once", regs, ok)
+	}
+	want := api.Capacity{CPU: 2000, Memory: 1 << 30}
+	if spec.Pool != "p" || spec.Labels["zone"] != "a" || spec.Capacity != want || spec.Allocatable.Online != want ||
+		spec.Allocatable.Offline != (api.Capacity{CPU: 4000, Memory: 2 << 30}) || !strings.HasPrefix(spec.Address, "127.0.0.1:") {
+		t.Errorf("registered %+v", spec)
+	}
+
+	// It runs what the target holds, and serves its logs.
+	pod := api.TargetPod{TaskID: "j1/0/0/0", Job: "j1", Group: "g0", QoS: api.QoSOffline, Pod: api.PodSpec{
+		Containers: []api.ContainerSpec{{Name: "c0", Image: api.Image{Rootfs: "/"}, Command: []string{"x"},
+			Resources: api.Resources{CPU: 100, Memory: 1 << 20}}},
+	}}
+	stub.SetTarget("n1", pod)
+	stub.Await(t, nodeletWait, "the pod running", func() bool {
+		return slices.ContainsFunc(stub.Reports("n1"), func(r api.TaskReport) bool { return r.TaskID == "j1/0/0/0" && r.State == api.TaskRunning })
+	})
+	req, _ := http.NewRequest(http.MethodGet, "http://"+spec.Address+api.PathNodeletLogs+"?task=j1/0/0/0", nil)
+	req.Header.Set("Authorization", "Bearer tok")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("logs: status %d, want 200", resp.StatusCode)
+	}
+
+	stopped = true
+	if err := stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("second stop: %v", err)
+	}
+	if c, err := net.DialTimeout("tcp", spec.Address, time.Second); err == nil {
+		c.Close()
+		t.Error("the log server still listens after stop")
+	}
+}
+
+func TestStartNodeletConfigProblems(t *testing.T) {
+	_, err := startNodelet(context.Background(), nodeletConfig{
+		runtime: "vm", offlineOvercommit: 9, maxStarts: -1, cpu: 1000, memory: 1 << 30,
+	}, nil)
+	var ue usageError
+	if !errors.As(err, &ue) {
+		t.Fatalf("err %v, want a usage error", err)
+	}
+	for _, want := range []string{"runtime", "overcommit", "max starts"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %s", err, want)
+		}
+	}
+}
+
+func TestStartNodeletWithoutDispatcher(t *testing.T) {
+	// Nothing listens: it keeps trying to register until ctx ends.
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := startNodelet(ctx, nodeletConfig{
+		dispatchers: []string{"http://127.0.0.1:1"}, name: "n1", runtime: "sim", cpu: 1000, memory: 1 << 30,
+	}, nil)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err %v, want the context's deadline", err)
+	}
+}
+
+func TestNodeletCommand(t *testing.T) {
+	stub := remotetest.Start(t, "")
+	t.Setenv("SLUICE_POOL", "envpool")
+	t.Setenv("SLUICE_LABELS", "zone=b,rack=7")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out bytes.Buffer
+	errc := make(chan error, 1)
+	go func() {
+		errc <- run(ctx, []string{"nodelet", "--dispatcher", stub.URL, "--runtime", "sim", "--name", "cmd-1",
+			"--cpu", "1500m", "--memory", "2Gi", "--offline-overcommit", "1.5", "--log-level", "error"}, &out, &out)
+	}()
+	stub.Await(t, nodeletWait, "registration", func() bool { _, _, ok := stub.Node("cmd-1"); return ok })
+	spec, _, _ := stub.Node("cmd-1")
+	if spec.Pool != "envpool" || spec.Labels["rack"] != "7" || spec.Capacity.CPU != 1500 || spec.Capacity.Memory != 2<<30 ||
+		spec.Allocatable.Offline.CPU != 2250 {
+		t.Errorf("registered %+v", spec)
+	}
+	cancel()
+	select {
+	case err := <-errc:
+		if code := exitCode(ctx, err); code != exitInterrupted {
+			t.Errorf("exit code %d (err %v), want %d", code, err, exitInterrupted)
+		}
+	case <-time.After(nodeletWait):
+		t.Fatal("nodelet did not stop when interrupted")
+	}
+}
+
+func TestNodeletCommandUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"nodelet", "--cpu", "lots", "--runtime", "sim"},
+		{"nodelet", "--memory", "0", "--runtime", "sim"},
+		{"nodelet", "--offline-overcommit", "-1", "--runtime", "sim"},
+		{"nodelet", "--runtime", "vm", "--cpu", "1", "--memory", "1Gi"},
+	} {
+		var out bytes.Buffer
+		ctx := context.Background()
+		err := run(ctx, args, &out, &out)
+		if code := exitCode(ctx, err); code != exitUsage {
+			t.Errorf("%v: exit code %d (err %v), want %d", args, code, err, exitUsage)
+		}
+	}
+}

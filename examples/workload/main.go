@@ -1,0 +1,144 @@
+// Command workload is the program the example jobs run in their
+// containers. It is built static (CGO_ENABLED=0) into the demo image, a root
+// filesystem that holds only it, and does what its arguments say:
+//
+//	workload primes N          count the primes up to N and print the count
+//	workload serve PORT COUNT  answer COUNT requests on 127.0.0.1:PORT, then exit
+//	workload ask PORT N        ask the server on 127.0.0.1:PORT to count the
+//	                           primes up to N (retrying the connection for 10s)
+//	workload sleep DURATION    sleep, then exit 0
+//
+// It runs as PID 1 of its container, which has no default signal actions,
+// so it exits with 143 on SIGTERM itself.
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		<-sig
+		os.Exit(143)
+	}()
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "workload:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	if len(args) == 0 {
+		return errors.New("usage: workload primes N | serve PORT COUNT | ask PORT N | sleep DURATION")
+	}
+	switch cmd, rest := args[0], args[1:]; {
+	case cmd == "primes" && len(rest) == 1:
+		n, err := strconv.Atoi(rest[0])
+		if err != nil || n < 0 {
+			return fmt.Errorf("primes: %q is not a count", rest[0])
+		}
+		fmt.Printf("%d primes up to %d\n", primes(n), n)
+		return nil
+	case cmd == "serve" && len(rest) == 2:
+		count, err := strconv.Atoi(rest[1])
+		if err != nil {
+			return fmt.Errorf("serve: %q is not a count", rest[1])
+		}
+		return serve(rest[0], count)
+	case cmd == "ask" && len(rest) == 2:
+		return ask(rest[0], rest[1])
+	case cmd == "sleep" && len(rest) == 1:
+		d, err := time.ParseDuration(rest[0])
+		if err != nil {
+			return fmt.Errorf("sleep: %w", err)
+		}
+		time.Sleep(d)
+		fmt.Println("slept", d)
+		return nil
+	}
+	return fmt.Errorf("unknown command %q", strings.Join(args, " "))
+}
+
+// primes counts the primes up to n with a sieve.
+func primes(n int) int {
+	if n < 2 {
+		return 0
+	}
+	composite := make([]bool, n+1)
+	count := 0
+	for i := 2; i <= n; i++ {
+		if composite[i] {
+			continue
+		}
+		count++
+		for j := i * i; j <= n; j += i {
+			composite[j] = true
+		}
+	}
+	return count
+}
+
+// serve answers count requests: each is a line holding N, answered with
+// the number of primes up to N.
+func serve(port string, count int) error {
+	l, err := net.Listen("tcp", "127.0.0.1:"+port)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	defer l.Close()
+	fmt.Println("serving on", l.Addr())
+	for i := 0; i < count; i++ {
+		c, err := l.Accept()
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err == nil {
+			var n int
+			if n, err = strconv.Atoi(strings.TrimSpace(line)); err == nil {
+				_, err = fmt.Fprintf(c, "%d\n", primes(n))
+				fmt.Printf("answered primes up to %d\n", n)
+			}
+		}
+		c.Close()
+		if err != nil {
+			return fmt.Errorf("serve: request %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// ask sends n to the server and prints its answer.
+func ask(port, n string) error {
+	var c net.Conn
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if c, err = net.Dial("tcp", "127.0.0.1:"+port); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("ask: %w", err)
+	}
+	defer c.Close()
+	if _, err := fmt.Fprintln(c, n); err != nil {
+		return fmt.Errorf("ask: %w", err)
+	}
+	answer, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("ask: %w", err)
+	}
+	fmt.Printf("the server counted %s primes up to %s\n", strings.TrimSpace(answer), n)
+	return nil
+}
