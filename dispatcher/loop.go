@@ -109,6 +109,14 @@ func (d *Dispatcher) round(ctx context.Context, term uint64) (again bool, placed
 	start := time.Now()
 	now := d.cfg.Clock.Now()
 	index := d.cfg.FSM.Applied()
+	if !d.cfg.FSM.HasReadyNode() {
+		// Nothing can be placed; reading the pending work would be wasted
+		// (the HTTP API says why jobs wait).
+		d.mu.Lock()
+		d.mu.lastPending = nil
+		d.mu.Unlock()
+		return false, 0, nil
+	}
 	in := d.cfg.FSM.PlacementInput(now, d.cfg.MaxTasks)
 	if len(in.Groups) == 0 {
 		return false, 0, nil

@@ -386,6 +386,18 @@ func (f *FSM) NodeTarget(name string) (gen uint64, pods []Pod, ok bool) {
 	return n.gen, pods, true
 }
 
+// HasReadyNode reports whether some node is ready for new work.
+func (f *FSM) HasReadyNode() bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for _, n := range f.mu.nodes {
+		if n.state == api.NodeReady {
+			return true
+		}
+	}
+	return false
+}
+
 // PlacementInput builds a round's input: the ready nodes, and the groups
 // with tasks eligible at now, highest priority first, then oldest job, at
 // most limit tasks in all (0: no limit).

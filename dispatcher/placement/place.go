@@ -43,6 +43,7 @@ type Pending struct {
 
 // Reasons a task stays pending.
 const (
+	ReasonNoNodes      = "no ready node in the cluster"
 	ReasonNoCandidates = "no node passes the filters"
 	ReasonNoCapacity   = "no capacity: the candidate nodes are full or taken by higher-priority work"
 	ReasonConflict     = "resources taken by other placements of this round; retried next round"

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/dispatcher/fsm"
+	"github.com/sluicehq/sluice/dispatcher/placement"
 	"github.com/valyala/fasthttp"
 )
 
@@ -294,6 +295,14 @@ func (h *Handler) getJob(ctx *fasthttp.RequestCtx, p Principal, args []string) *
 				reason += " (nodes: " + strings.Join(parts, ", ") + ")"
 			}
 			s.Pending = append(s.Pending, api.PendingReason{Group: d.Group.Group, Tasks: d.Count, Reason: reason})
+		}
+		if len(s.Pending) == 0 && !h.cfg.FSM.HasReadyNode() {
+			// The loop does not run placement without a ready node.
+			for _, g := range s.Groups {
+				if g.Pending > 0 {
+					s.Pending = append(s.Pending, api.PendingReason{Group: g.Name, Tasks: g.Pending, Reason: placement.ReasonNoNodes})
+				}
+			}
 		}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, s)
