@@ -46,7 +46,7 @@ func (c Config) Validate() error {
 	if c.JobsPerRequest < 1 || c.JobsPerRequest > api.MaxItemsPerRequest {
 		errs = append(errs, fmt.Errorf("jobs per request %d: want 1 to %d", c.JobsPerRequest, api.MaxItemsPerRequest))
 	}
-	if c.Requests < c.Clients {
+	if c.Requests < max(1, c.Clients) {
 		errs = append(errs, fmt.Errorf("requests %d: want at least one per client (%d)", c.Requests, c.Clients))
 	}
 	if c.Encoding != "" && c.Encoding != "gzip" && c.Encoding != "zstd" {

@@ -44,7 +44,7 @@ func newBenchCmd() *cobra.Command {
 		},
 	}
 	c.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the benchmark to this file")
-	c.AddCommand(newBenchPodstartCmd(), newBenchRaftkvCmd(), newBenchSchedCmd(), newBenchSubmitCmd())
+	c.AddCommand(newBenchPodstartCmd(), newBenchRaftkvCmd(), newBenchSchedCmd(), newBenchSubmitCmd(), newBenchLatencyCmd())
 	return c
 }
 

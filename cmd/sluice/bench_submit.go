@@ -59,3 +59,40 @@ func printSubmitBench(w io.Writer, r submitbench.Result, asJSON bool) error {
 	_, err := fmt.Fprintf(w, "request p50 / p99   %.1f / %.1f ms\n", r.P50Ms, r.P99Ms)
 	return err
 }
+
+func newBenchLatencyCmd() *cobra.Command {
+	var (
+		cfg    submitbench.LatencyConfig
+		asJSON bool
+	)
+	c := &cobra.Command{
+		Use:   "latency",
+		Short: "Measure a single task's submit-to-running time in a sluice dev cluster",
+		Long: `Latency starts the 'sluice dev' shape in process (one dispatcher replica
+with the HTTP API, --nodes nodelet agents on simulated hosts connected over
+HTTP) and submits --samples single-task jobs one at a time through the API,
+timing each from the submit request to the dispatcher's state showing the
+task running (placed, started by its nodelet, and that report committed).
+It prints the p50, p99 and worst times.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(c *cobra.Command, _ []string) error {
+			res, err := submitbench.Latency(c.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(c.OutOrStdout(), res)
+			}
+			_, err = fmt.Fprintf(c.OutOrStdout(), "%d samples, %d simulated nodes\nsubmit to running p50 / p99 / max   %.1f / %.1f / %.1f ms\n",
+				res.Samples, res.Nodes, res.P50Ms, res.P99Ms, res.MaxMs)
+			return err
+		},
+	}
+	f := c.Flags()
+	f.IntVar(&cfg.Nodes, "nodes", 4, "simulated nodelets")
+	f.IntVar(&cfg.Samples, "samples", 200, "single-task jobs, submitted one at a time")
+	f.DurationVar(&cfg.Timeout, "timeout", 2*time.Minute, "give up after this long")
+	f.StringVar(&cfg.Dir, "work-dir", "", "directory for the data (default: a temporary one, removed)")
+	f.BoolVar(&asJSON, "json", false, "print the result as one JSON object")
+	return c
+}
