@@ -116,6 +116,14 @@ func runDev(ctx context.Context, f devFlags, stdout, stderr io.Writer) (err erro
 			err = fmt.Errorf("dev: close the dispatcher: %w", cerr)
 		}
 	}()
+	client, err := api.NewClient(api.ClientConfig{Addrs: []string{s.Addr()}})
+	if err != nil {
+		return fmt.Errorf("dev: %w", err)
+	}
+	defer client.Close()
+	if err := waitLeading(ctx, s); err != nil {
+		return err
+	}
 	stopNodes, err := startDevNodes(ctx, f, dir, s.Addr(), logger)
 	defer func() {
 		if cerr := stopNodes(); cerr != nil && err == nil {
@@ -125,11 +133,6 @@ func runDev(ctx context.Context, f devFlags, stdout, stderr io.Writer) (err erro
 	if err != nil {
 		return err
 	}
-	client, err := api.NewClient(api.ClientConfig{Addrs: []string{s.Addr()}})
-	if err != nil {
-		return fmt.Errorf("dev: %w", err)
-	}
-	defer client.Close()
 	if err := waitNodes(ctx, client, f.nodes+f.simNodes); err != nil {
 		return err
 	}
@@ -223,6 +226,23 @@ func jobFiles(args []string) ([]string, error) {
 		files = append(files, found...)
 	}
 	return files, nil
+}
+
+// waitLeading waits until the dispatcher has elected itself and its
+// scheduling loop runs.
+func waitLeading(ctx context.Context, s *server.Server) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		if _, ok := s.Dispatcher().Leading(); ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("dev: the dispatcher does not lead after 30s: %w", ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 // waitNodes waits until n nodes are ready.
@@ -384,7 +404,7 @@ func startDevNodes(ctx context.Context, f devFlags, dir, addr string, logger *sl
 			dispatchers: []string{addr}, name: n.name, runtime: n.runtime, pool: n.pool,
 			stateDir: filepath.Join(dir, n.name), cpu: n.cpu, memory: n.mem, removePods: true,
 			retainExited: 10 * time.Minute,
-		}, logger.With("node", n.name))
+		}, logger)
 		if err != nil {
 			return stop, fmt.Errorf("dev: node %s: %w", n.name, err)
 		}

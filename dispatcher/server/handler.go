@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -167,8 +168,11 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 			ctx.Response.Reset()
 			h.writeError(ctx, errorf(fasthttp.StatusInternalServerError, api.CodeInternal, "internal error"))
 		}
-		// Requests cut short because the server is closing are expected.
-		if st := ctx.Response.StatusCode(); st >= 500 && (h.base == nil || h.base.Err() == nil) {
+		// Requests cut short because the server is closing, readiness
+		// probes and requests during an election are answered as
+		// expected, not failures.
+		if st := ctx.Response.StatusCode(); st >= 500 && (h.base == nil || h.base.Err() == nil) &&
+			string(ctx.Path()) != api.PathReady && !bytes.Contains(h.errorText(ctx), []byte(`"code":"`+api.CodeNotLeader+`"`)) {
 			h.log.Warn("server: request failed", "method", string(ctx.Method()), "path", string(ctx.Path()),
 				"status", st, "error", string(h.errorText(ctx)))
 		}
