@@ -13,10 +13,19 @@ import (
 	"github.com/sluicehq/sluice/nodelet/runtime/container"
 )
 
+// testAsMainEnv, set to "1" in a process's environment, makes the test
+// binary run main instead of the tests: tests start it as the sluice
+// binary (see dispatcherProc.start in failover_test.go).
+const testAsMainEnv = "SLUICE_TEST_AS_MAIN"
+
 // TestMain lets the test binary serve as the container runtime's init and
-// sandbox, as main does for the sluice binary.
+// sandbox, as main does for the sluice binary, and as the sluice binary
+// itself when testAsMainEnv is set.
 func TestMain(m *testing.M) {
 	container.Reexec()
+	if os.Getenv(testAsMainEnv) == "1" {
+		main() // does not return
+	}
 	os.Exit(m.Run())
 }
 

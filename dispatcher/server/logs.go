@@ -49,12 +49,22 @@ func (h *Handler) logs(ctx *fasthttp.RequestCtx, p Principal, args []string) *ht
 	if !ok {
 		return errorf(fasthttp.StatusNotFound, api.CodeNotFound, "no task %q (task IDs look like j1/0/0/1)", clip(id, 80))
 	}
-	if _, e := h.lookupJob(job, p); e != nil {
+	j, e := h.lookupJob(job, p)
+	if e != nil {
 		return e
 	}
 	t, ok := h.cfg.FSM.Task(id)
 	if !ok {
 		return errorf(fasthttp.StatusNotFound, api.CodeNotFound, "task %q was never placed", clip(id, 80))
+	}
+	if !q.Has("container") {
+		// The pod's first container, named from the spec: the nodelet
+		// may no longer have the task in its target to look it up.
+		for _, g := range j.Spec.Tasks {
+			if g.Name == t.Group && len(g.Pod.Containers) > 0 {
+				q.Set("container", g.Pod.Containers[0].Name)
+			}
+		}
 	}
 	addr := ""
 	for _, n := range h.cfg.FSM.Nodes() {
