@@ -197,7 +197,8 @@ func dialStream(ctx context.Context, network, addr string) (net.Conn, error) {
 // UnreachableError says that no address could be connected to, so the
 // request was not sent.
 type UnreachableError struct {
-	// Addrs are the base URLs tried, in order; Errs their errors.
+	// Addrs are the base URLs tried, in order (a leader a replica
+	// redirected to says which replica named it); Errs their errors.
 	Addrs []string
 	Errs  []error
 }
@@ -420,6 +421,9 @@ bases:
 				var de *dialError
 				if errors.As(err, &de) {
 					c.forget(ub)
+					if hop > 0 {
+						ub += " (the leader named by " + base + ")"
+					}
 					tried = append(tried, ub)
 					dialErr = append(dialErr, err)
 					continue bases

@@ -1,7 +1,19 @@
 // Package api holds the wire types every Sluice component shares — job, task
 // group, pod, container, capbox, node and task-report types — with their JSON
-// decoding and validation, the task and capbox state machines as data, and
-// the documented limits of a request.
+// decoding and validation, the task and capbox state machines as data, the
+// documented limits of a request, the HTTP API's paths and bodies (wire.go),
+// and the Go client of that API (Client).
+//
+// # The client
+//
+// Client speaks the dispatcher's HTTP API: it sends each request to the
+// replica it last found leading, follows a follower's redirect to the
+// leader (re-sending the body), and moves to the next address when a
+// replica cannot be reached. It never re-sends a request a server may have
+// received, except to follow a redirect: callers retry submits with an
+// idempotency key (SubmitOptions.IdempotencyKey), which makes the retry
+// safe. Every error reply is an *APIError carrying the server's
+// ErrorResponse.
 //
 // # Decoding
 //
