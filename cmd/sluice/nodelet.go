@@ -18,6 +18,8 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/nodelet"
+	"github.com/sluicehq/sluice/nodelet/cgroup"
+	"github.com/sluicehq/sluice/nodelet/overcommit"
 	"github.com/sluicehq/sluice/nodelet/remote"
 	"github.com/sluicehq/sluice/nodelet/runtime"
 	"github.com/sluicehq/sluice/nodelet/runtime/container"
@@ -68,6 +70,13 @@ type nodeletConfig struct {
 	// removePods makes stop end and remove every pod of the runtime, so
 	// that nothing outlives the nodelet (sluice dev).
 	removePods bool
+	// cgroupRoot is the cgroup (relative to each hierarchy's root) that
+	// holds the online and offline tiers. Default nodelet.DefaultCgroupRoot.
+	cgroupRoot string
+	// overcommit runs the overcommit controller (offline CPU quota under a
+	// watermark, memory lending, the memory-pressure killer) on the
+	// tiers. Container runtime only.
+	overcommit bool
 }
 
 // Defaults of nodeletConfig.
@@ -122,6 +131,12 @@ func (c *nodeletConfig) resolve() error {
 	}
 	if r := c.offlineOvercommit; r < 0 || r > api.MaxOvercommit || math.IsNaN(r) {
 		bad("offline overcommit: want a ratio above 0 and at most %d, got %v", api.MaxOvercommit, r)
+	}
+	if c.cgroupRoot == "" {
+		c.cgroupRoot = nodelet.DefaultCgroupRoot
+	}
+	if c.overcommit && c.runtime == "sim" {
+		bad("overcommit: needs the container runtime (simulated pods use no cgroups)")
 	}
 	if c.retainExited < 0 {
 		bad("retain exited: must not be negative, got %v", c.retainExited)
@@ -268,8 +283,13 @@ func startNodelet(ctx context.Context, cfg nodeletConfig, logger *slog.Logger) (
 	if err := d.Join(ctx); err != nil {
 		return nil, fmt.Errorf("nodelet: %w", err)
 	}
+	oc, err := cfg.overcommitConfig(logger)
+	if err != nil {
+		return nil, fmt.Errorf("nodelet: %w", err)
+	}
 	agent, err := nodelet.New(nodelet.Config{
-		Node: cfg.name, Runtime: rt, Dispatcher: d, MaxConcurrentStarts: cfg.maxStarts, RetainExited: cfg.retainExited, Logger: logger,
+		Node: cfg.name, Runtime: rt, Dispatcher: d, MaxConcurrentStarts: cfg.maxStarts, RetainExited: cfg.retainExited,
+		CgroupRoot: cfg.cgroupRoot, Overcommit: oc, Logger: logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("nodelet: %w", err)
@@ -316,6 +336,26 @@ func startNodelet(ctx context.Context, cfg nodeletConfig, logger *slog.Logger) (
 	}, nil
 }
 
+// overcommitConfig prepares the cgroup tiers and returns the overcommit
+// controller's configuration, or nil when it is off.
+func (c *nodeletConfig) overcommitConfig(logger *slog.Logger) (*overcommit.Config, error) {
+	if !c.overcommit {
+		return nil, nil
+	}
+	mgr, err := cgroup.New(cgroup.Config{Root: "/" + c.cgroupRoot})
+	if err != nil {
+		return nil, fmt.Errorf("overcommit: cgroups: %w", err)
+	}
+	// Online work is guaranteed: a high weight and no quota. Offline work
+	// has a low weight, and the controller sets its quota.
+	online := cgroup.Limits{CPUQuotaUS: -1, CPUShares: 8192, MemoryLimit: -1}
+	offline := cgroup.Limits{CPUShares: 128, MemoryLimit: -1}
+	if err := mgr.EnsureTiers(online, offline); err != nil {
+		return nil, fmt.Errorf("overcommit: cgroup tiers under %s: %w", mgr.Root(), err)
+	}
+	return &overcommit.Config{Cgroups: mgr, Logger: logger}, nil
+}
+
 // removeAllPods stops (with a short grace) and removes every pod of rt.
 func removeAllPods(rt runtime.Runtime) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -354,6 +394,10 @@ func newNodeletCmd() *cobra.Command {
 the dispatcher wants on it and converges the host to it, running pods with
 the container runtime (root) or simulating them, and reports every state
 change. It serves the pods' logs at --listen for the dispatcher to proxy.
+With the container runtime it also runs the overcommit controller on the
+online and offline cgroup tiers under --cgroup-root (unless
+--overcommit=false): offline pods borrow the CPU and memory online pods
+leave idle, under watermarks, and are killed when host memory runs short.
 It runs until interrupted; pods of the container runtime keep running for
 the next nodelet to adopt.
 
@@ -365,6 +409,9 @@ Every flag can also be set by its SLUICE_* environment variable
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := applyEnv(c); err != nil {
 				return err
+			}
+			if f.cfg.runtime == "sim" && !c.Flags().Changed("overcommit") {
+				f.cfg.overcommit = false // on by default for containers only
 			}
 			return runNodelet(c.Context(), f, c.ErrOrStderr())
 		},
@@ -385,6 +432,8 @@ Every flag can also be set by its SLUICE_* environment variable
 	fl.Float64Var(&f.cfg.offlineOvercommit, "offline-overcommit", 1, "offline allocatable as a multiple of the capacity")
 	fl.IntVar(&f.cfg.maxStarts, "max-starts", nodelet.DefaultMaxConcurrentStarts, "most pod starts in flight")
 	fl.DurationVar(&f.cfg.retainExited, "retain-exited", 10*time.Minute, "keep ended pods and their logs this long")
+	fl.StringVar(&f.cfg.cgroupRoot, "cgroup-root", nodelet.DefaultCgroupRoot, "cgroup holding the online and offline tiers")
+	fl.BoolVar(&f.cfg.overcommit, "overcommit", true, "run the overcommit controller: lend idle online CPU and memory to offline pods under watermarks, kill offline pods when memory runs short (container runtime)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	return c
 }

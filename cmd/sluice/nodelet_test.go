@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -156,5 +157,57 @@ func TestNodeletCommandUsage(t *testing.T) {
 		if code := exitCode(ctx, err); code != exitUsage {
 			t.Errorf("%v: exit code %d (err %v), want %d", args, code, err, exitUsage)
 		}
+	}
+}
+
+// TestStartNodeletOvercommit runs a container nodelet with the overcommit
+// controller on its own cgroup root: the tiers are created and the
+// controller writes the offline tier's CPU quota.
+func TestStartNodeletOvercommit(t *testing.T) {
+	needContainers(t)
+	root := fmt.Sprintf("sluicetest-oc-%d", os.Getpid())
+	rel := []string{root + "/online", root + "/offline", root}
+	before := existingCgroups(rel...)
+	t.Cleanup(func() { removeNewCgroups(before, rel...) })
+	stub := remotetest.Start(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), nodeletWait)
+	defer cancel()
+	stop, err := startNodelet(ctx, nodeletConfig{
+		dispatchers: []string{stub.URL}, name: "oc", runtime: "container", stateDir: t.TempDir(),
+		cpu: 2000, memory: 1 << 30, cgroupRoot: root, overcommit: true, removePods: true,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := stop(); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	}()
+	quota := func() string {
+		for _, p := range []string{
+			filepath.Join("/sys/fs/cgroup/cpu", root, "offline", "cpu.cfs_quota_us"), // v1
+			filepath.Join("/sys/fs/cgroup", root, "offline", "cpu.max"),             // v2
+		} {
+			if b, err := os.ReadFile(p); err == nil {
+				return strings.TrimSpace(string(b))
+			}
+		}
+		return ""
+	}
+	deadline := time.Now().Add(nodeletWait)
+	for q := quota(); q == "" || q == "-1" || strings.HasPrefix(q, "max"); q = quota() {
+		if time.Now().After(deadline) {
+			t.Fatalf("offline tier quota still %q after %v: the controller did not run", q, nodeletWait)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestNodeletOvercommitNeedsContainers(t *testing.T) {
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"nodelet", "--runtime", "sim", "--overcommit", "--dispatcher", "http://127.0.0.1:1"}, &out, &out)
+	if err == nil || !strings.Contains(err.Error(), "overcommit: needs the container runtime") {
+		t.Fatalf("nodelet --runtime sim --overcommit = %v", err)
 	}
 }
