@@ -187,7 +187,7 @@ func TestStartNodeletOvercommit(t *testing.T) {
 	quota := func() string {
 		for _, p := range []string{
 			filepath.Join("/sys/fs/cgroup/cpu", root, "offline", "cpu.cfs_quota_us"), // v1
-			filepath.Join("/sys/fs/cgroup", root, "offline", "cpu.max"),             // v2
+			filepath.Join("/sys/fs/cgroup", root, "offline", "cpu.max"),              // v2
 		} {
 			if b, err := os.ReadFile(p); err == nil {
 				return strings.TrimSpace(string(b))
