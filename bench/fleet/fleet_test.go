@@ -1,0 +1,121 @@
+package fleet_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/bench/fleet"
+	"github.com/sluicehq/sluice/dispatcher/server"
+)
+
+// openDispatcher opens a single-replica dispatcher and waits until it
+// leads.
+func openDispatcher(t *testing.T) *server.Server {
+	t.Helper()
+	s, err := server.Open(server.Config{ID: 1, Peers: map[uint64]string{1: ""},
+		Dir: filepath.Join(t.TempDir(), "d"), HTTPAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, ok := s.Dispatcher().Leading(); ok {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the dispatcher does not lead after 30s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestFleetRunsAnArray(t *testing.T) {
+	const nodes, tasks = 200, 1000
+	s := openDispatcher(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	start := time.Now()
+	f, err := fleet.Start(ctx, fleet.Config{Addrs: []string{s.Addr()}, Nodes: nodes, Pool: "sim", CPU: 4000, Memory: 8 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	t.Logf("%d nodes registered in %v", nodes, time.Since(start))
+	if st := f.Stats(); st.Nodes != nodes || st.Registered != nodes {
+		t.Fatalf("stats %+v", st)
+	}
+	if names := f.Names(); len(names) != nodes || names[0] != "fleet-1" {
+		t.Fatalf("names %v...", names[:3])
+	}
+	c, err := api.NewClient(api.ClientConfig{Addrs: []string{s.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for {
+		l, err := c.Nodes(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ready := 0
+		for _, n := range l.Nodes {
+			if n.State == api.NodeReady && n.Spec.Pool == "sim" {
+				ready++
+			}
+		}
+		if ready == nodes {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%d of %d nodes ready", ready, nodes)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	job := api.JobSpec{Name: "array", Pool: "sim", Tasks: []api.TaskGroupSpec{{Count: tasks, Pod: api.PodSpec{
+		Containers: []api.ContainerSpec{{Image: api.Image{Rootfs: "/img"}, Command: []string{"/x"},
+			Resources: api.Resources{CPU: 1000, Memory: 1 << 30}}},
+		Sim: &api.SimSpec{RunTime: api.Duration(200 * time.Millisecond)},
+	}}}}
+	res, err := c.Submit(ctx, []api.JobSpec{job}, api.SubmitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sawRunning := 0
+	for {
+		j, err := c.Job(ctx, res.Jobs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		sawRunning = max(sawRunning, f.Stats().Running)
+		if j.State == api.JobSucceeded {
+			break
+		}
+		if j.State == api.JobFailed || ctx.Err() != nil {
+			t.Fatalf("job %+v", j.Tasks)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	st := f.Stats()
+	t.Logf("array of %d done in %v; stats %+v; most running at once %d", tasks, time.Since(start), st, sawRunning)
+	if st.Starts < tasks || st.Exits < tasks {
+		t.Errorf("stats %+v: want %d starts and exits", st, tasks)
+	}
+	f.Close()
+	f.Close()
+}
+
+func TestConfigValidate(t *testing.T) {
+	_, err := fleet.Start(context.Background(), fleet.Config{Nodes: 0, NamePrefix: "a b", CPU: -1})
+	if err == nil {
+		t.Fatal("Start took a bad config")
+	}
+	t.Log(err)
+}
