@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -176,11 +178,13 @@ func (a *Agent) Stats() Stats {
 }
 
 // Pods lists the running pods for the overcommit loop
-// (overcommit.PodSource). It returns a new slice each call.
+// (overcommit.PodSource), by ID. It returns a new slice each call.
 func (a *Agent) Pods() []overcommit.Pod {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]overcommit.Pod(nil), a.mu.pods...)
+	pods := append([]overcommit.Pod(nil), a.mu.pods...)
+	a.mu.Unlock()
+	slices.SortFunc(pods, func(x, y overcommit.Pod) int { return strings.Compare(x.ID, y.ID) })
+	return pods
 }
 
 // Kill stops a pod for the memory killer (overcommit.Killer): SIGKILL

@@ -159,8 +159,24 @@ func (o *owner) run(ctx context.Context) {
 				p.opFailed = false
 			}
 		}
+		o.drain()
 		o.reconcile()
 		o.publish()
+	}
+}
+
+// drain takes the events and targets already queued, so that a burst of
+// them costs one reconcile rather than one each.
+func (o *owner) drain() {
+	for range cap(o.a.events) {
+		select {
+		case t := <-o.a.targets:
+			o.setTarget(t)
+		case ev := <-o.a.events:
+			o.handle(ev)
+		default:
+			return
+		}
 	}
 }
 
@@ -201,7 +217,23 @@ func (o *owner) reconcile() {
 	if o.desired == nil {
 		return // no target yet: adopt, but change nothing
 	}
-	for _, id := range slices.Sorted(mapsKeys(o.desired)) {
+	// Only the pods that need an action are visited in ID order (for a
+	// deterministic start and report order); the rest just take what the
+	// dispatcher may change.
+	var acts []string
+	for id, d := range o.desired {
+		p := o.pods[id]
+		if p == nil || p.want.Generation != d.Generation || p.reportRunning && p.phase == phaseRunning {
+			acts = append(acts, id)
+			continue
+		}
+		p.want.Priority = d.Priority
+		if d.TaskID != "" {
+			p.want.TaskID = d.TaskID
+		}
+	}
+	slices.Sort(acts)
+	for _, id := range acts {
 		d := o.desired[id]
 		p := o.pods[id]
 		switch {
@@ -228,6 +260,7 @@ func (o *owner) reconcile() {
 			}
 		}
 	}
+	now := o.a.cfg.Now()
 	for id, p := range o.pods {
 		d, wanted := o.desired[id]
 		wanted = wanted && d.Generation == p.want.Generation
@@ -249,22 +282,12 @@ func (o *owner) reconcile() {
 		case phaseExited:
 			if p.finalSeq == 0 {
 				o.reportExit(p)
-			} else if p.finalSeq <= o.acked && !p.opFailed && o.a.cfg.Now().Sub(p.endedAt) >= o.a.cfg.RetainExited {
+			} else if p.finalSeq <= o.acked && !p.opFailed && now.Sub(p.endedAt) >= o.a.cfg.RetainExited {
 				o.remove(p)
 			}
 		case phaseDone:
 			if !wanted {
 				delete(o.pods, id)
-			}
-		}
-	}
-}
-
-func mapsKeys[M ~map[K]V, K comparable, V any](m M) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
 			}
 		}
 	}
@@ -508,7 +531,6 @@ func (o *owner) publish() {
 		}
 		pods = append(pods, op)
 	}
-	slices.SortFunc(pods, func(x, y overcommit.Pod) int { return cmpString(x.ID, y.ID) })
 	o.stats.Generation = o.generation
 	o.stats.Running = running
 	a := o.a
@@ -518,14 +540,4 @@ func (o *owner) publish() {
 	s.ReportsAcked, s.ReportErrors, s.TargetErrors = a.mu.stats.ReportsAcked, a.mu.stats.ReportErrors, a.mu.stats.TargetErrors
 	a.mu.stats = s
 	a.mu.Unlock()
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -62,7 +63,50 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	return root.ExecuteContext(ctx)
+	var prof profiler
+	root.PersistentFlags().StringVar(&prof.path, "cpuprofile", "", "write a CPU profile of the command to this file")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error { return prof.start() }
+	err := root.ExecuteContext(ctx)
+	if perr := prof.stop(); perr != nil && err == nil {
+		err = perr
+	}
+	return err
+}
+
+// profiler writes a CPU profile of a command to path, if set: from the
+// command's start to its end, however it ends.
+type profiler struct {
+	path string
+	f    *os.File
+}
+
+func (p *profiler) start() error {
+	if p.path == "" {
+		return nil
+	}
+	f, err := os.Create(p.path)
+	if err != nil {
+		return usageError{fmt.Errorf("--cpuprofile: %w", err)}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return fmt.Errorf("--cpuprofile: %w", err)
+	}
+	p.f = f
+	return nil
+}
+
+func (p *profiler) stop() error {
+	if p.f == nil {
+		return nil
+	}
+	pprof.StopCPUProfile()
+	err := p.f.Close()
+	p.f = nil
+	if err != nil {
+		return fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return nil
 }
 
 func newRootCmd() *cobra.Command {
