@@ -31,7 +31,14 @@ func (e *enc) bool(v bool) {
 type dec struct {
 	b   []byte
 	err error
+	// src, when set (by sharedDec), holds the bytes b is a suffix of, as a
+	// string: str returns substrings of it instead of allocating each.
+	src string
 }
+
+// sharedDec returns a dec reading b whose strings share one copy of b: one
+// allocation for all of them, kept alive as long as any of them is.
+func sharedDec(b []byte) dec { return dec{b: b, src: string(b)} }
 
 func (d *dec) fail(what string) {
 	if d.err == nil {
@@ -89,7 +96,26 @@ func (d *dec) bytes() []byte {
 	return v
 }
 
-func (d *dec) str() string { return string(d.bytes()) }
+func (d *dec) str() string {
+	v := d.bytes()
+	if d.src == "" || len(v) == 0 {
+		return string(v)
+	}
+	end := len(d.src) - len(d.b)
+	return d.src[end-len(v) : end]
+}
+
+// sub reads a length-prefixed field and returns a dec over it that shares
+// d's string copy, if d has one.
+func (d *dec) sub() dec {
+	v := d.bytes()
+	s := dec{b: v, err: d.err}
+	if d.src != "" && len(v) > 0 {
+		end := len(d.src) - len(d.b)
+		s.src = d.src[end-len(v) : end]
+	}
+	return s
+}
 
 func (d *dec) bool() bool { return d.byte() != 0 }
 

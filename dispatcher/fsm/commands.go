@@ -20,7 +20,11 @@ const (
 	cmdCancel       byte = 6
 )
 
-const commandVersion = 2
+// commandVersion 3: submit commands carry binary specs (2: NDJSON).
+const commandVersion = 3
+
+// specSizeHint is the size of a typical spec's encoding, for buffers.
+const specSizeHint = 128
 
 func newCommand(tag byte, now time.Time, size int) *enc {
 	e := &enc{b: make([]byte, 0, size+12)}
@@ -35,25 +39,20 @@ func newCommand(tag byte, now time.Time, size int) *enc {
 // invalid the command is rejected whole with an *api.ValidationError naming
 // every problem. A job whose idempotency key was committed before (or
 // earlier in the same command) is answered with the first job's ID and not
-// created again. The result decodes with DecodeSubmitResult.
+// created again. The result decodes with DecodeSubmitResult. The error is
+// always nil: every spec encodes.
 func SubmitJobs(now time.Time, specs []api.JobSpec) ([]byte, error) {
-	// The specs travel as NDJSON, one line per job, so that apply decodes
-	// them with api's decoder and stores each line as its job's record
-	// without encoding it again. encoding/json escapes every control
-	// character, so a line holds no newline.
-	var js []byte
+	// A count, then each spec in the binary encoding of spec_codec.go,
+	// length-prefixed so that apply stores it as its job's record without
+	// encoding it again.
+	e := newCommand(cmdSubmit, now, 8+len(specs)*specSizeHint)
+	e.uvarint(uint64(len(specs)))
+	var s enc
 	for i := range specs {
-		b, err := json.Marshal(&specs[i])
-		if err != nil {
-			return nil, fmt.Errorf("fsm: encoding job %d: %w", i, err)
-		}
-		if i > 0 {
-			js = append(js, '\n')
-		}
-		js = append(js, b...)
+		s.b = s.b[:0]
+		appendSpec(&s, &specs[i])
+		e.bytes(s.b)
 	}
-	e := newCommand(cmdSubmit, now, len(js)+8)
-	e.bytes(js)
 	return e.b, nil
 }
 

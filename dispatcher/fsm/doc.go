@@ -23,7 +23,7 @@
 //	s/job                                 next job number (8 bytes big-endian)
 //	m/planterm                            highest term of a committed plan
 //	m/applied                             index of the last applied command
-//	j/<job u64 BE>                        job: submit time, cancelled, spec (JSON)
+//	j/<job u64 BE>                        job: submit time, cancelled, spec (binary)
 //	g/<job u64 BE><group u16 BE>          group counters and requeue list
 //	t/<job u64 BE><group u16 BE><idx u32 BE>   task record (binary)
 //	n/<node name>                         node: state, target generation, spec (JSON)
@@ -31,14 +31,25 @@
 //	i/<idempotency key>                   job number
 //
 // Per-job scans ("t/<job>", "g/<job>") and per-node scans ("nt/<node>\x00")
-// are range scans. Every record starts with a version byte (1).
+// are range scans. Every record starts with a version byte: 1, and 2 for
+// job records (whose spec is binary since version 2); Load rejects any
+// other version with ErrCorrupt.
 //
 // # Commands
 //
 // A command is a tag byte, a version byte, the proposer's clock (varint unix
-// nanoseconds; Apply never reads a clock) and a payload. Hot commands (plans,
-// task updates) are hand-encoded varints and strings; job and node specs are
-// JSON inside their commands and records.
+// nanoseconds; Apply never reads a clock) and a payload. Commands are
+// hand-encoded varints and strings; node specs are JSON inside their
+// commands and records.
+//
+// Job specs are binary (spec_codec.go): every field of api.JobSpec in
+// declaration order, strings length-prefixed, integers and durations as
+// varints, pointers behind a presence byte, maps in sorted key order, empty
+// collections decoding as nil as api.DecodeJobs reads what encoding/json
+// writes. A submit command is a count and each spec length-prefixed; apply
+// decodes them (their strings share one copy of the command), applies the
+// defaults, validates with api.ValidateJobs, and stores each spec's bytes,
+// as submitted, as its job's record (Load applies the defaults again).
 //
 //	SubmitJobs      many jobs; validated with api.ValidateJobs, rejected whole
 //	                with every problem named; idempotency keys answer with the

@@ -148,8 +148,9 @@ func (f *FSM) apply(w writer, index uint64, cmd []byte) ([]byte, error) {
 func (f *FSM) flushLocked(w writer, index uint64) {
 	for _, g := range sortedGroups(f.dirtyGroups) {
 		g.job.changed = index
+		f.kbuf = appendGroupKey(f.kbuf, g.job.num, g.idx)
 		f.vbuf = encodeGroup(f.vbuf, g)
-		w.Set(groupKey(g.job.num, g.idx), f.vbuf)
+		w.Set(f.kbuf, f.vbuf)
 		f.syncPendingLocked(g)
 	}
 	for _, n := range sortedNodes(f.dirtyNodes) {
@@ -202,27 +203,56 @@ func (f *FSM) writeTask(w writer, t *task) {
 }
 
 func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
-	js := d.bytes()
-	if err := d.done("submit command"); err != nil {
+	if len(d.b) > api.MaxBodyBytes {
+		return nil, fmt.Errorf("fsm: submit: %w: %d bytes of specs, more than the limit of %d", api.ErrTooLarge, len(d.b), api.MaxBodyBytes)
+	}
+	// The specs' strings share one copy of the command.
+	cd := sharedDec(d.b)
+	d.b = nil
+	n := cd.count(minSpecBytes + 1)
+	if n > api.MaxItemsPerRequest {
+		return nil, fmt.Errorf("fsm: submit: %w: more than %d jobs in one request", api.ErrTooLarge, api.MaxItemsPerRequest)
+	}
+	specs := make([]api.JobSpec, n)
+	raw := make([][]byte, n) // each spec's encoding, valid during Apply
+	sdec := newSpecDecoder(n)
+	for i := range specs {
+		sd := cd.sub()
+		if cd.err != nil {
+			break
+		}
+		raw[i] = sd.b
+		specs[i] = sdec.decode(&sd)
+		if sd.err != nil || len(sd.b) != 0 {
+			return nil, fmt.Errorf("submit command: job %d: %w", i, sd.done("spec"))
+		}
+	}
+	if err := cd.done("submit command"); err != nil {
 		return nil, err
 	}
-	if len(js) == 0 {
-		// DecodeJobs takes an empty body for a mistake; a command of no
-		// jobs only stores the sequence.
+	if n == 0 {
+		// A command of no jobs only stores the sequence.
 		w.Set(keyJobSeq, binary.BigEndian.AppendUint64(nil, f.mu.nextJob))
 		return (&SubmitResult{}).encode(), nil
 	}
-	// DecodeJobs applies the defaults and validates every job.
-	specs, err := api.DecodeJobs(js)
-	if err != nil {
+	// The leader's specs are usually defaulted already; SetDefaults is
+	// idempotent, and specs built in Go may not be.
+	for i := range specs {
+		specs[i].SetDefaults()
+	}
+	if err := api.ValidateJobs(specs); err != nil {
 		return nil, fmt.Errorf("fsm: submit: %w", err)
 	}
-	// Nothing below can fail.
+	// Nothing below can fail. The command's jobs and groups are allocated
+	// together, and each job keeps a pointer to its spec in specs.
 	res := SubmitResult{Jobs: make([]SubmittedJob, len(specs))}
+	ngroups := 0
+	for i := range specs {
+		ngroups += len(specs[i].Tasks)
+	}
+	jobs, groups, gptrs := make([]job, n), make([]group, ngroups), make([]*group, ngroups)
 	for i := range specs {
 		s := &specs[i]
-		line, rest, _ := bytes.Cut(js, []byte{'\n'})
-		js = rest
 		if k := s.IdempotencyKey; k != "" {
 			if num, ok := f.mu.idem[k]; ok {
 				res.Jobs[i] = SubmittedJob{ID: jobID(num), Existing: true}
@@ -231,14 +261,21 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 		}
 		num := f.mu.nextJob
 		f.mu.nextJob++
-		j := &job{num: num, id: jobID(num), spec: *s, submitted: now}
-		j.groups = make([]*group, len(s.Tasks))
+		j := &jobs[i]
+		*j = job{num: num, id: jobID(num), spec: s, submitted: now}
+		ng := len(s.Tasks)
+		j.groups, gptrs = gptrs[:ng:ng], gptrs[ng:]
 		for gi := range s.Tasks {
-			j.groups[gi] = newGroup(j, gi)
-			f.dirtyGroups[j.groups[gi]] = struct{}{}
+			g := &groups[0]
+			groups = groups[1:]
+			initGroup(g, j, gi)
+			j.groups[gi] = g
+			f.dirtyGroups[g] = struct{}{}
 		}
 		f.mu.jobs[num] = j
-		w.Set(jobKey(num), encodeJob(j, line))
+		f.kbuf = appendJobKey(f.kbuf, num)
+		f.vbuf = encodeJob(f.vbuf, j, raw[i])
+		w.Set(f.kbuf, f.vbuf)
 		if k := s.IdempotencyKey; k != "" {
 			f.mu.idem[k] = num
 			w.Set(idemKey(k), binary.BigEndian.AppendUint64(nil, num))
@@ -372,7 +409,8 @@ func (f *FSM) cancelLocked(w writer, now int64, d *dec) ([]byte, error) {
 		return encodeUvarints(0, 0), nil
 	}
 	j.cancelled = true
-	w.Set(jobKey(num), encodeJob(j, nil))
+	f.vbuf = encodeJob(f.vbuf, j, nil)
+	w.Set(jobKey(num), f.vbuf)
 	for _, g := range j.groups {
 		for _, r := range g.requeue {
 			t := f.mu.tasks[taskKey{num, g.idx, r.index}]
@@ -481,7 +519,7 @@ func (f *FSM) placeLocked(w writer, now int64, a *planAssignment) (RejectCode, s
 	case a.slots > 0:
 		return RejectSlot, "the FSM keeps no cached slots yet"
 	}
-	if why := matches(&j.spec, &n.spec); why != "" {
+	if why := matches(j.spec, &n.spec); why != "" {
 		return RejectConstraint, why
 	}
 	if j.spec.DistinctNodes && (a.count > 1 || n.jobs[num] > 0) {

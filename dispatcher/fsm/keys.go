@@ -24,8 +24,12 @@ var (
 	keyPlanTerm = []byte(prefixMeta + "planterm")
 )
 
-// recordVersion is the first byte of every stored record.
+// recordVersion is the first byte of every stored record but a job's.
 const recordVersion = 1
+
+// jobRecordVersion is the first byte of a job record. 2: the spec in the
+// binary encoding of spec_codec.go (1 held it as JSON).
+const jobRecordVersion = 2
 
 // taskKey identifies a task: its job's number, its group's index in the job
 // and its index in the group.
@@ -83,12 +87,16 @@ func parseTaskID(id string) (taskKey, uint32, bool) {
 	return taskKey{j, uint16(g), uint32(i)}, uint32(a), true
 }
 
-func jobKey(num uint64) []byte {
-	return binary.BigEndian.AppendUint64([]byte(prefixJob), num)
+func jobKey(num uint64) []byte { return appendJobKey(nil, num) }
+
+// appendJobKey writes num's job key over buf.
+func appendJobKey(buf []byte, num uint64) []byte {
+	return binary.BigEndian.AppendUint64(append(buf[:0], prefixJob...), num)
 }
 
-func groupKey(job uint64, g uint16) []byte {
-	b := binary.BigEndian.AppendUint64([]byte(prefixGroup), job)
+// appendGroupKey writes a group's key over buf.
+func appendGroupKey(buf []byte, job uint64, g uint16) []byte {
+	b := binary.BigEndian.AppendUint64(append(buf[:0], prefixGroup...), job)
 	return binary.BigEndian.AppendUint16(b, g)
 }
 

@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -318,6 +319,11 @@ func (h *propHarness) check() error {
 	}
 	if a, b := f.dump(), g.dump(); a != b {
 		bad("loaded state differs:\nlive:\n%s\nloaded:\n%s", a, b)
+	}
+	for num, j := range f.mu.jobs { // dump does not show specs
+		if lj := g.mu.jobs[num]; lj == nil || !reflect.DeepEqual(lj.spec, j.spec) {
+			bad("job %s: loaded spec differs", j.id)
+		}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%s", strings.Join(errs, "\n"))

@@ -57,11 +57,12 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 	if f.mu.applied, _, err = getUint64(r, keyApplied); err != nil {
 		return err
 	}
+	sd := newSpecDecoder(maxSlabChunk)
 	err = r.Scan([]byte(prefixJob), prefixEnd(prefixJob), func(k, v []byte) error {
 		if len(k) != len(prefixJob)+8 {
 			return fmt.Errorf("%w: job key %q", ErrCorrupt, k)
 		}
-		j, err := decodeJob(binary.BigEndian.Uint64(k[len(prefixJob):]), v)
+		j, err := decodeJob(sd, binary.BigEndian.Uint64(k[len(prefixJob):]), v)
 		if err != nil {
 			return err
 		}
@@ -182,7 +183,7 @@ type JobStatus struct {
 }
 
 func (j *job) status() JobStatus {
-	s := JobStatus{ID: j.id, State: j.state(), Submitted: time.Unix(0, j.submitted).UTC(), Spec: j.spec}
+	s := JobStatus{ID: j.id, State: j.state(), Submitted: time.Unix(0, j.submitted).UTC(), Spec: *j.spec}
 	s.Groups = make([]GroupStatus, len(j.groups))
 	for i, g := range j.groups {
 		s.Groups[i] = GroupStatus{
@@ -429,7 +430,7 @@ func (f *FSM) PlacementInput(now time.Time, limit int64) *placement.Input {
 		if e == 0 {
 			continue
 		}
-		s := &g.job.spec
+		s := g.job.spec
 		in.Groups = append(in.Groups, placement.Group{
 			Key: g.key(), Pending: e, Demand: g.demand, QoS: s.QoS, Priority: s.Priority,
 			Queue: s.Queue, Pool: s.Pool, Constraints: s.Constraints, DistinctNodes: s.DistinctNodes,

@@ -32,12 +32,15 @@ func (s JobState) String() string {
 	return fmt.Sprintf("JobState(%d)", uint8(s))
 }
 
-// job is a submitted job. Its groups are in spec order.
+// job is a submitted job. Its groups are in spec order. A job, its groups,
+// its spec and the spec's strings are allocated together with the other
+// jobs of its submit command (see submitLocked): the memory is freed only
+// when every job of the command is dropped.
 type job struct {
 	num       uint64
 	id        string
-	spec      api.JobSpec // defaults applied
-	submitted int64       // unix nanoseconds, from the submit command
+	spec      *api.JobSpec // defaults applied; never modified
+	submitted int64        // unix nanoseconds, from the submit command
 	cancelled bool
 	groups    []*group
 	// tasks are the job's tasks placed at least once, in no order.
@@ -210,28 +213,31 @@ func (j *job) state() JobState {
 	return JobPending
 }
 
-// Records. Every stored value starts with recordVersion.
+// Records. Every stored value starts with recordVersion (a job record with
+// jobRecordVersion).
 
-// encodeJob encodes j's record. spec is j's spec as JSON, as submitted
-// (Load applies the defaults again); nil encodes j.spec.
-func encodeJob(j *job, spec []byte) []byte {
-	if spec == nil {
-		var err error
-		if spec, err = json.Marshal(&j.spec); err != nil {
-			panic(fmt.Sprintf("fsm: encoding a validated job spec: %v", err)) // cannot happen: plain data
-		}
-	}
-	e := enc{b: make([]byte, 0, len(spec)+16)}
-	e.byte(recordVersion)
+// encodeJob encodes j's record into buf. spec is j's spec in the binary
+// encoding of spec_codec.go, as submitted (Load applies the defaults
+// again); nil encodes j.spec.
+func encodeJob(buf []byte, j *job, spec []byte) []byte {
+	e := enc{b: buf[:0]}
+	e.byte(jobRecordVersion)
 	e.varint(j.submitted)
 	e.bool(j.cancelled)
-	e.bytes(spec)
+	if spec != nil {
+		e.bytes(spec)
+		return e.b
+	}
+	var s enc
+	appendSpec(&s, j.spec)
+	e.bytes(s.b)
 	return e.b
 }
 
-func decodeJob(num uint64, b []byte) (*job, error) {
+// decodeJob decodes a job record, carving its spec's slices from sd's.
+func decodeJob(sd *specDecoder, num uint64, b []byte) (*job, error) {
 	d := dec{b: b}
-	if v := d.byte(); v != recordVersion {
+	if v := d.byte(); v != jobRecordVersion {
 		return nil, fmt.Errorf("%w: job %d record version %d", ErrCorrupt, num, v)
 	}
 	j := &job{num: num, id: jobID(num)}
@@ -239,22 +245,29 @@ func decodeJob(num uint64, b []byte) (*job, error) {
 	j.cancelled = d.bool()
 	spec := d.bytes()
 	if err := d.done("job record"); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("job %d: %w", num, err)
 	}
-	specs, err := api.DecodeJobs(spec)
-	if err != nil || len(specs) != 1 {
-		return nil, fmt.Errorf("%w: job %d spec: %d specs, %v", ErrCorrupt, num, len(specs), err)
+	sdec := sharedDec(spec) // copies: a Scan value is only valid during the call
+	specs := []api.JobSpec{sd.decode(&sdec)}
+	if err := sdec.done("job spec"); err != nil {
+		return nil, fmt.Errorf("job %d: %w", num, err)
 	}
-	j.spec = specs[0]
+	specs[0].SetDefaults()
+	if err := api.ValidateJobs(specs); err != nil {
+		return nil, fmt.Errorf("%w: job %d spec: %v", ErrCorrupt, num, err)
+	}
+	j.spec = &specs[0]
 	j.groups = make([]*group, len(j.spec.Tasks))
 	for i := range j.spec.Tasks {
-		j.groups[i] = newGroup(j, i)
+		j.groups[i] = new(group)
+		initGroup(j.groups[i], j, i)
 	}
 	return j, nil
 }
 
-func newGroup(j *job, i int) *group {
-	return &group{job: j, idx: uint16(i), demand: placement.Demand(j.spec.Tasks[i].Pod), count: j.spec.Tasks[i].Count}
+// initGroup sets g up as group i of j, with no task placed.
+func initGroup(g *group, j *job, i int) {
+	*g = group{job: j, idx: uint16(i), demand: placement.Demand(j.spec.Tasks[i].Pod), count: j.spec.Tasks[i].Count}
 }
 
 func encodeGroup(buf []byte, g *group) []byte {

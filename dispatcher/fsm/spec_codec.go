@@ -1,0 +1,319 @@
+package fsm
+
+import (
+	"math"
+	"slices"
+
+	"github.com/sluicehq/sluice/api"
+)
+
+// The binary encoding of an api.JobSpec, in submit commands and job
+// records. Fields are written in the order api declares them, with no tags:
+// a field added to api must be added here (TestSpecCodecEveryField fails
+// until it is) and the formats' versions bumped.
+//
+//	string          uvarint length, bytes (typed strings too: QoS, ConstraintOp)
+//	int32, int64    zig-zag varint; api.Duration as int64 nanoseconds
+//	bool            byte 0 or 1
+//	*T              byte 0 (nil) or 1, then T
+//	[]T             uvarint count, then each T; count 0 decodes as nil
+//	map[string]string  uvarint count, then key, value pairs in strictly
+//	                increasing key order; count 0 decodes as nil
+//
+// Nil and empty slices and maps encode alike and decode as nil, which is
+// what encoding/json with api's omitempty tags and api.DecodeJobs produced
+// before. The decoder accepts only what the encoder writes (bools 0 or 1,
+// sorted map keys, int32 fields in range), so an encoding is canonical, and
+// it returns an error wrapping ErrCorrupt for anything else; it never
+// panics and allocates at most in proportion to its input.
+
+// minSpecBytes is the fewest bytes a spec's encoding takes: one for each of
+// its fifteen top-level fields (the retry policy's three).
+const minSpecBytes = 15
+
+// appendSpec appends the encoding of s.
+func appendSpec(e *enc, s *api.JobSpec) {
+	e.str(s.Name)
+	e.str(s.Queue)
+	e.str(s.Pool)
+	e.varint(int64(s.Priority))
+	e.str(string(s.QoS))
+	appendStrMap(e, s.Labels)
+	e.uvarint(uint64(len(s.Constraints)))
+	for i := range s.Constraints {
+		c := &s.Constraints[i]
+		e.str(c.Key)
+		e.str(string(c.Op))
+		appendStrs(e, c.Values)
+	}
+	e.bool(s.DistinctNodes)
+	e.bool(s.Policy != nil)
+	if p := s.Policy; p != nil {
+		appendStrs(e, p.Filters)
+		e.uvarint(uint64(len(p.Scorers)))
+		for _, sc := range p.Scorers {
+			e.str(sc.Name)
+			e.varint(int64(sc.Weight))
+		}
+	}
+	e.varint(int64(s.Retry.MaxAttempts))
+	e.varint(int64(s.Retry.Backoff))
+	e.varint(int64(s.Retry.MaxBackoff))
+	e.varint(int64(s.MaxRunTime))
+	e.str(s.IdempotencyKey)
+	e.uvarint(uint64(len(s.Tasks)))
+	for i := range s.Tasks {
+		g := &s.Tasks[i]
+		e.str(g.Name)
+		e.varint(g.Count)
+		appendStrs(e, g.PreferredNodes)
+		e.uvarint(uint64(len(g.Pod.Containers)))
+		for k := range g.Pod.Containers {
+			appendContainer(e, &g.Pod.Containers[k])
+		}
+		e.bool(g.Pod.SharePID)
+		e.bool(g.Pod.Sim != nil)
+		if sim := g.Pod.Sim; sim != nil {
+			e.varint(int64(sim.RunTime))
+			e.varint(int64(sim.ExitCode))
+		}
+	}
+}
+
+func appendContainer(e *enc, c *api.ContainerSpec) {
+	e.str(c.Name)
+	e.str(c.Image.Rootfs)
+	e.str(c.Image.OCILayout)
+	e.str(c.Image.Ref)
+	appendStrs(e, c.Command)
+	appendStrs(e, c.Args)
+	appendStrMap(e, c.Env)
+	e.str(c.WorkingDir)
+	r := &c.Resources
+	e.varint(r.CPU)
+	e.varint(r.Memory)
+	e.varint(r.GPUs)
+	e.varint(r.Disk)
+	e.uvarint(uint64(len(r.Ports)))
+	for _, p := range r.Ports {
+		e.str(p.Name)
+		e.varint(int64(p.Port))
+		e.str(p.Protocol)
+	}
+}
+
+func appendStrs(e *enc, vs []string) {
+	e.uvarint(uint64(len(vs)))
+	for _, v := range vs {
+		e.str(v)
+	}
+}
+
+func appendStrMap(e *enc, m map[string]string) {
+	e.uvarint(uint64(len(m)))
+	if len(m) == 1 {
+		for k, v := range m {
+			e.str(k)
+			e.str(v)
+		}
+		return
+	}
+	if len(m) == 0 {
+		return
+	}
+	var buf [8]string
+	keys := buf[:0]
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		e.str(k)
+		e.str(m[k])
+	}
+}
+
+// decodeSpec decodes what appendSpec wrote. Errors stick in d; the caller
+// checks d.err (or d.done) before using the spec.
+func decodeSpec(d *dec) api.JobSpec {
+	var sd specDecoder
+	return sd.decode(d)
+}
+
+// specDecoder decodes specs, carving their short slices (task groups,
+// containers, string lists) from shared chunks: the specs of one command
+// cost a few allocations per chunk instead of one per slice. The zero value
+// is ready to use.
+type specDecoder struct {
+	groups     slab[api.TaskGroupSpec]
+	containers slab[api.ContainerSpec]
+	strs       slab[string]
+}
+
+// newSpecDecoder returns a decoder sized for about n specs.
+func newSpecDecoder(n int) *specDecoder {
+	chunk := min(max(n, 1), maxSlabChunk)
+	return &specDecoder{groups: slab[api.TaskGroupSpec]{chunk: chunk}, containers: slab[api.ContainerSpec]{chunk: chunk}, strs: slab[string]{chunk: 4 * chunk}}
+}
+
+func (sd *specDecoder) decode(d *dec) api.JobSpec {
+	var s api.JobSpec
+	s.Name = d.str()
+	s.Queue = d.str()
+	s.Pool = d.str()
+	s.Priority = decodeInt32(d)
+	s.QoS = api.QoS(d.str())
+	s.Labels = decodeStrMap(d)
+	if n := d.count(3); n > 0 {
+		s.Constraints = make([]api.Constraint, n)
+		for i := range s.Constraints {
+			c := &s.Constraints[i]
+			c.Key = d.str()
+			c.Op = api.ConstraintOp(d.str())
+			c.Values = sd.decodeStrs(d)
+		}
+	}
+	s.DistinctNodes = decodeBool(d)
+	if decodeBool(d) {
+		p := &api.Policy{}
+		p.Filters = sd.decodeStrs(d)
+		if n := d.count(2); n > 0 {
+			p.Scorers = make([]api.ScorerRef, n)
+			for i := range p.Scorers {
+				p.Scorers[i] = api.ScorerRef{Name: d.str(), Weight: decodeInt32(d)}
+			}
+		}
+		s.Policy = p
+	}
+	s.Retry.MaxAttempts = decodeInt32(d)
+	s.Retry.Backoff = api.Duration(d.varint())
+	s.Retry.MaxBackoff = api.Duration(d.varint())
+	s.MaxRunTime = api.Duration(d.varint())
+	s.IdempotencyKey = d.str()
+	if n := d.count(minGroupBytes); n > 0 {
+		s.Tasks = sd.groups.take(n)
+		for i := range s.Tasks {
+			g := &s.Tasks[i]
+			g.Name = d.str()
+			g.Count = d.varint()
+			g.PreferredNodes = sd.decodeStrs(d)
+			if n := d.count(minContainerBytes); n > 0 {
+				g.Pod.Containers = sd.containers.take(n)
+				for k := range g.Pod.Containers {
+					sd.decodeContainer(d, &g.Pod.Containers[k])
+				}
+			}
+			g.Pod.SharePID = decodeBool(d)
+			if decodeBool(d) {
+				g.Pod.Sim = &api.SimSpec{RunTime: api.Duration(d.varint()), ExitCode: decodeInt32(d)}
+			}
+		}
+	}
+	return s
+}
+
+// The fewest bytes a task group's and a container's encodings take: one for
+// each field (a container's image three, its resources five).
+const (
+	minGroupBytes     = 6
+	minContainerBytes = 13
+)
+
+func (sd *specDecoder) decodeContainer(d *dec, c *api.ContainerSpec) {
+	c.Name = d.str()
+	c.Image.Rootfs = d.str()
+	c.Image.OCILayout = d.str()
+	c.Image.Ref = d.str()
+	c.Command = sd.decodeStrs(d)
+	c.Args = sd.decodeStrs(d)
+	c.Env = decodeStrMap(d)
+	c.WorkingDir = d.str()
+	r := &c.Resources
+	r.CPU = d.varint()
+	r.Memory = d.varint()
+	r.GPUs = d.varint()
+	r.Disk = d.varint()
+	if n := d.count(3); n > 0 {
+		r.Ports = make([]api.Port, n)
+		for i := range r.Ports {
+			r.Ports[i] = api.Port{Name: d.str(), Port: decodeInt32(d), Protocol: d.str()}
+		}
+	}
+}
+
+func (sd *specDecoder) decodeStrs(d *dec) []string {
+	n := d.count(1)
+	if n == 0 {
+		return nil
+	}
+	vs := sd.strs.take(n)
+	for i := range vs {
+		vs[i] = d.str()
+	}
+	return vs
+}
+
+// maxSlabChunk is the most elements a slab allocates at a time.
+const maxSlabChunk = 128
+
+// slab hands out short slices carved from larger allocations (as api's
+// decoder does).
+type slab[T any] struct {
+	free  []T
+	chunk int // elements per allocation
+}
+
+// take returns a zeroed slice of length and capacity n; appending to it
+// reallocates, so it never overwrites a neighbour.
+func (s *slab[T]) take(n int) []T {
+	if n > len(s.free) {
+		if n > s.chunk/4 {
+			return make([]T, n)
+		}
+		s.free = make([]T, s.chunk)
+	}
+	out := s.free[:n:n]
+	s.free = s.free[n:]
+	return out
+}
+
+func decodeStrMap(d *dec) map[string]string {
+	n := d.count(2)
+	if n == 0 {
+		return nil
+	}
+	m := make(map[string]string, n)
+	var prev string
+	for i := range n {
+		k := d.str()
+		if i > 0 && k <= prev {
+			d.fail("map (keys not in increasing order)")
+		}
+		if d.err != nil {
+			return nil
+		}
+		m[k] = d.str()
+		prev = k
+	}
+	return m
+}
+
+func decodeBool(d *dec) bool {
+	switch d.byte() {
+	case 0:
+		return false
+	case 1:
+		return true
+	}
+	d.fail("bool")
+	return false
+}
+
+func decodeInt32(d *dec) int32 {
+	v := d.varint()
+	if v < math.MinInt32 || v > math.MaxInt32 {
+		d.fail("int32")
+		return 0
+	}
+	return int32(v)
+}

@@ -1,0 +1,568 @@
+package fsm
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/internal/seedtest"
+)
+
+// fillRandom sets every field reachable from v (a settable value) to a
+// random non-zero value: strings, integers, bools, slices and maps of one to
+// three elements, pointers to filled values. It fails on a kind it does not
+// know, so that a new kind of field in api cannot go unfilled.
+func fillRandom(t *testing.T, r *rand.Rand, v reflect.Value, path string) {
+	t.Helper()
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(randText(r))
+	case reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Int:
+		bits := v.Type().Bits()
+		n := int64(r.Uint64() >> (64 - bits)) // any value of the type, negative too
+		if n == 0 {
+			n = 1
+		}
+		v.SetInt(n)
+	case reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uint:
+		v.SetUint(r.Uint64()>>(64-v.Type().Bits()) | 1)
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fillRandom(t, r, v.Elem(), path)
+	case reflect.Slice:
+		n := 1 + r.IntN(3)
+		v.Set(reflect.MakeSlice(v.Type(), n, n))
+		for i := range n {
+			fillRandom(t, r, v.Index(i), fmt.Sprintf("%s[%d]", path, i))
+		}
+	case reflect.Map:
+		m := reflect.MakeMap(v.Type())
+		for i := range 1 + r.IntN(3) {
+			k := reflect.New(v.Type().Key()).Elem()
+			fillRandom(t, r, k, path+"{key}")
+			k.SetString(fmt.Sprintf("%d-%s", i, k.String())) // distinct keys
+			e := reflect.New(v.Type().Elem()).Elem()
+			fillRandom(t, r, e, path+"{value}")
+			m.SetMapIndex(k, e)
+		}
+		v.Set(m)
+	case reflect.Struct:
+		for i := range v.NumField() {
+			fillRandom(t, r, v.Field(i), path+"."+v.Type().Field(i).Name)
+		}
+	default:
+		t.Fatalf("%s: fillRandom does not know kind %s: teach it, and the spec codec the field", path, v.Kind())
+	}
+}
+
+// checkNoZero fails for any field reachable from v that is zero.
+func checkNoZero(t *testing.T, v reflect.Value, path string) {
+	t.Helper()
+	if v.IsZero() {
+		t.Fatalf("%s is zero", path)
+	}
+	switch v.Kind() {
+	case reflect.Pointer:
+		checkNoZero(t, v.Elem(), path)
+	case reflect.Slice:
+		for i := range v.Len() {
+			checkNoZero(t, v.Index(i), fmt.Sprintf("%s[%d]", path, i))
+		}
+	case reflect.Map:
+		for it := v.MapRange(); it.Next(); {
+			checkNoZero(t, it.Value(), path+"{value}")
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			checkNoZero(t, v.Field(i), path+"."+v.Type().Field(i).Name)
+		}
+	}
+}
+
+func randText(r *rand.Rand) string {
+	pieces := []string{"a", "b c", `"q"`, `back\slash`, "tab\t", "nl\n", "é", "日本", "😀", "\x00", "\xff"}
+	var b strings.Builder
+	for range 1 + r.IntN(4) {
+		b.WriteString(pieces[r.IntN(len(pieces))])
+	}
+	return b.String()
+}
+
+// specRoundTrip encodes s, decodes it with a fresh and with a sharing
+// decoder, checks both consumed the encoding exactly, and returns the
+// decoded spec and the encoding.
+func specRoundTrip(t *testing.T, s *api.JobSpec) (api.JobSpec, []byte) {
+	t.Helper()
+	var e enc
+	appendSpec(&e, s)
+	d := dec{b: e.b}
+	got := decodeSpec(&d)
+	if err := d.done("spec"); err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	sd := sharedDec(e.b)
+	shared := newSpecDecoder(4).decode(&sd)
+	if err := sd.done("spec"); err != nil {
+		t.Fatalf("shared decode: %v", err)
+	}
+	if !reflect.DeepEqual(got, shared) {
+		t.Fatalf("sharing decoder differs:\n got %+v\nwant %+v", shared, got)
+	}
+	var again enc
+	appendSpec(&again, &got)
+	if !bytes.Equal(again.b, e.b) {
+		t.Fatalf("re-encoding differs:\n got %x\nwant %x", again.b, e.b)
+	}
+	return got, e.b
+}
+
+// TestSpecCodecEveryField guards against a field added to api.JobSpec (or a
+// type it contains) that the codec drops: every field, at any depth, is set
+// to a random non-zero value by reflection and must survive the round trip.
+func TestSpecCodecEveryField(t *testing.T) {
+	r := seedtest.Rand(t)
+	for range 200 {
+		var s api.JobSpec
+		fillRandom(t, r, reflect.ValueOf(&s).Elem(), "JobSpec")
+		checkNoZero(t, reflect.ValueOf(s), "JobSpec")
+		got, _ := specRoundTrip(t, &s)
+		if !reflect.DeepEqual(got, s) {
+			t.Fatalf("round trip differs:\n got %#v\nwant %#v", got, s)
+		}
+	}
+}
+
+// TestSpecCodecNilAndEmpty pins the choice for empty collections: nil and
+// empty slices and maps, and zero-valued pointees, decode as api.DecodeJobs
+// reads what encoding/json writes for them.
+func TestSpecCodecNilAndEmpty(t *testing.T) {
+	s := api.JobSpec{
+		Name: "j", Labels: map[string]string{}, Constraints: []api.Constraint{},
+		Policy: &api.Policy{Filters: []string{}, Scorers: []api.ScorerRef{}},
+		Tasks: []api.TaskGroupSpec{{Count: 1, PreferredNodes: []string{}, Pod: api.PodSpec{
+			Sim: &api.SimSpec{},
+			Containers: []api.ContainerSpec{{
+				Image: api.Image{Rootfs: "/r"}, Command: []string{"/x"}, Args: []string{}, Env: map[string]string{},
+				Resources: api.Resources{CPU: 1, Memory: 1, Ports: []api.Port{}},
+			}},
+		}}},
+	}
+	got, _ := specRoundTrip(t, &s)
+	got.SetDefaults()
+	if want := viaJSON(t, &s); !reflect.DeepEqual(got, want) {
+		t.Fatalf("binary and JSON round trips differ:\n got %#v\nwant %#v", got, want)
+	}
+	if got.Labels != nil || got.Policy == nil || got.Policy.Filters != nil || got.Tasks[0].Pod.Sim == nil || got.Tasks[0].Pod.Containers[0].Env != nil {
+		t.Fatalf("unexpected nil-ness: %#v", got)
+	}
+}
+
+// viaJSON is what the FSM made of s before the binary encoding: s as
+// json.Marshal writes it, read back by api.DecodeJobs (with defaults).
+func viaJSON(t *testing.T, s *api.JobSpec) api.JobSpec {
+	t.Helper()
+	js, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs, err := api.DecodeJobs(js)
+	if err != nil {
+		t.Fatalf("JSON path: %v\n%s", err, js)
+	}
+	return specs[0]
+}
+
+// specGen builds random valid specs that use every field, with nil, empty
+// and zero values mixed in.
+type specGen struct{ r *rand.Rand }
+
+func (g specGen) name(prefix string) string { return fmt.Sprintf("%s-%d", prefix, g.r.IntN(1000)) }
+
+// text is free-form valid UTF-8 without NUL bytes (encoding/json would
+// rewrite invalid UTF-8, and DecodeJobs rejects NUL bytes).
+func (g specGen) text() string {
+	pieces := []string{"a", "b c", `"q"`, `back\slash`, "tab\t", "nl\n", "é", "日本", "😀", "</script>", "\u2028"}
+	var b strings.Builder
+	for range g.r.IntN(4) + 1 {
+		b.WriteString(pieces[g.r.IntN(len(pieces))])
+	}
+	return b.String()
+}
+
+func (g specGen) maybe() bool { return g.r.IntN(2) == 0 }
+
+func (g specGen) strMap(key func(int) string, val func() string) map[string]string {
+	switch g.r.IntN(4) {
+	case 0:
+		return nil
+	case 1:
+		return map[string]string{}
+	}
+	m := map[string]string{}
+	for i := range g.r.IntN(5) + 1 {
+		m[key(i)] = val()
+	}
+	return m
+}
+
+func (g specGen) strs(f func() string) []string {
+	switch g.r.IntN(4) {
+	case 0:
+		return nil
+	case 1:
+		return []string{}
+	}
+	vs := make([]string, g.r.IntN(3)+1)
+	for i := range vs {
+		vs[i] = f()
+	}
+	return vs
+}
+
+func (g specGen) job() api.JobSpec {
+	j := api.JobSpec{
+		Name:          g.name("job"),
+		Pool:          []string{"", "gpu"}[g.r.IntN(2)],
+		Priority:      int32(g.r.IntN(api.MaxPriority + 1)),
+		Labels:        g.strMap(func(i int) string { return fmt.Sprintf("k%d/x.y-%d", i, g.r.IntN(9)) }, g.text),
+		DistinctNodes: g.maybe(),
+		MaxRunTime:    api.Duration(g.r.Int64N(int64(24 * time.Hour))),
+	}
+	if g.maybe() {
+		j.Queue = g.name("q")
+	}
+	if g.maybe() {
+		j.QoS = []api.QoS{api.QoSOnline, api.QoSOffline}[g.r.IntN(2)]
+	}
+	if g.maybe() {
+		j.IdempotencyKey = g.name("key")
+	}
+	ops := []api.ConstraintOp{api.OpIn, api.OpNotIn, api.OpExists, api.OpNotExists}
+	if g.maybe() {
+		j.Constraints = []api.Constraint{}
+	}
+	for range g.r.IntN(3) {
+		c := api.Constraint{Key: g.name("key"), Op: ops[g.r.IntN(len(ops))]}
+		if c.Op == api.OpIn || c.Op == api.OpNotIn {
+			c.Values = []string{g.text(), g.name("v")}
+		} else if g.maybe() {
+			c.Values = []string{}
+		}
+		j.Constraints = append(j.Constraints, c)
+	}
+	if g.maybe() {
+		j.Retry.MaxAttempts = int32(g.r.IntN(api.MaxAttempts) + 1)
+	}
+	if g.maybe() {
+		j.Retry.Backoff = api.Duration(g.r.Int64N(int64(time.Minute)))
+		j.Retry.MaxBackoff = j.Retry.Backoff + api.Duration(g.r.Int64N(int64(time.Hour)))
+	}
+	if g.maybe() {
+		j.Policy = &api.Policy{Filters: g.strs(func() string { return api.FilterNames[g.r.IntN(len(api.FilterNames))] })}
+		j.Policy.Filters = uniq(j.Policy.Filters)
+		for _, n := range api.ScorerNames[:g.r.IntN(len(api.ScorerNames)+1)] {
+			j.Policy.Scorers = append(j.Policy.Scorers, api.ScorerRef{Name: n, Weight: int32(g.r.IntN(api.MaxScorerWeight + 1))})
+		}
+	}
+	for i := range g.r.IntN(3) + 1 {
+		tg := api.TaskGroupSpec{Count: g.r.Int64N(api.MaxTaskCount) + 1, PreferredNodes: g.strs(func() string { return g.name("node") })}
+		if g.maybe() {
+			tg.Name = fmt.Sprintf("group-%d", i)
+		}
+		for k := range g.r.IntN(3) + 1 {
+			tg.Pod.Containers = append(tg.Pod.Containers, g.container(k))
+		}
+		tg.Pod.SharePID = g.maybe()
+		if g.maybe() {
+			tg.Pod.Sim = &api.SimSpec{}
+			if g.maybe() {
+				*tg.Pod.Sim = api.SimSpec{RunTime: api.Duration(g.r.Int64N(int64(time.Hour))), ExitCode: int32(g.r.IntN(256))}
+			}
+		}
+		j.Tasks = append(j.Tasks, tg)
+	}
+	return j
+}
+
+// uniq drops repeats from vs, keeping nil nil and empty empty.
+func uniq(vs []string) []string {
+	out := vs[:0:0]
+	for _, v := range vs {
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func (g specGen) container(i int) api.ContainerSpec {
+	c := api.ContainerSpec{
+		Command: []string{"/bin/" + g.name("tool"), g.text()},
+		Args:    g.strs(g.text),
+		Env:     g.strMap(func(i int) string { return fmt.Sprintf("VAR_%d", i) }, g.text),
+		Resources: api.Resources{
+			CPU:    g.r.Int64N(api.MaxCPU) + 1,
+			Memory: g.r.Int64N(api.MaxMemory) + 1,
+			GPUs:   g.r.Int64N(api.MaxGPUs + 1),
+			Disk:   g.r.Int64N(api.MaxDisk + 1),
+		},
+	}
+	if g.maybe() {
+		c.Name = fmt.Sprintf("ctr-%d", i)
+	}
+	switch g.r.IntN(3) {
+	case 0:
+		c.Image.Rootfs = "/images/" + g.name("root")
+	case 1:
+		c.Image.OCILayout = "/layouts/" + g.name("oci")
+	default:
+		c.Image.OCILayout, c.Image.Ref = "/layouts/"+g.name("oci"), g.name("tag")
+	}
+	if g.maybe() {
+		c.WorkingDir = "/work/" + g.name("dir")
+	}
+	if g.maybe() {
+		c.Resources.Ports = []api.Port{}
+	}
+	for i := range g.r.IntN(3) {
+		c.Resources.Ports = append(c.Resources.Ports, api.Port{Name: fmt.Sprintf("p%d", i), Port: int32(g.r.IntN(65536)), Protocol: []string{"", "tcp", "udp"}[g.r.IntN(3)]})
+	}
+	return c
+}
+
+// TestSpecCodecMatchesJSON checks, on random valid specs (defaulted or
+// not), that the binary round trip with defaults gives exactly the spec the
+// JSON path (json.Marshal, then api.DecodeJobs) gave the FSM before, and
+// that a submit command stores it so (in memory and, after Load, from the
+// record).
+func TestSpecCodecMatchesJSON(t *testing.T) {
+	g := specGen{seedtest.Rand(t)}
+	for i := range 500 {
+		s := g.job()
+		if g.maybe() {
+			s.SetDefaults()
+		}
+		want := viaJSON(t, &s)
+		got, _ := specRoundTrip(t, &s)
+		got.SetDefaults()
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("spec %d: binary and JSON round trips differ:\n got %#v\nwant %#v", i, got, want)
+		}
+
+		f, st := New(), newMemStore()
+		cmd, err := SubmitJobs(time.Unix(1, 0), []api.JobSpec{s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := st.apply(f, 1, cmd); err != nil {
+			t.Fatalf("spec %d: apply: %v", i, err)
+		}
+		if !reflect.DeepEqual(*f.mu.jobs[1].spec, want) {
+			t.Fatalf("spec %d: applied spec differs:\n got %#v\nwant %#v", i, *f.mu.jobs[1].spec, want)
+		}
+		loaded := New()
+		if err := loaded.Load(st); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(*loaded.mu.jobs[1].spec, want) {
+			t.Fatalf("spec %d: loaded spec differs:\n got %#v\nwant %#v", i, *loaded.mu.jobs[1].spec, want)
+		}
+	}
+}
+
+// TestSubmitRejectsAsJSONDid checks that a submit of random specs with
+// random mistakes is rejected with the same *api.ValidationError (problems
+// by item index and path) that DecodeJobs gave for the JSON the command
+// carried before. One mistake differs, and is checked alone: a negative
+// duration, which api's JSON decoder reported itself, first among its
+// item's problems and in its own words, and ValidateJobs reports at the
+// same path, in field order.
+func TestSubmitRejectsAsJSONDid(t *testing.T) {
+	g := specGen{seedtest.Rand(t)}
+	breaks := []func(*api.JobSpec){
+		func(s *api.JobSpec) { s.Name = "" },
+		func(s *api.JobSpec) { s.Name = "bad name" },
+		func(s *api.JobSpec) { s.Priority = -1 },
+		func(s *api.JobSpec) { s.QoS = "gold" },
+		func(s *api.JobSpec) { s.Tasks[0].Count = 0 },
+		func(s *api.JobSpec) { s.Tasks = []api.TaskGroupSpec{} },
+		func(s *api.JobSpec) { s.Tasks = nil },
+		func(s *api.JobSpec) { s.Tasks[0].Pod.Containers[0].Command = nil },
+		func(s *api.JobSpec) { s.Tasks[0].Pod.Containers = nil },
+		func(s *api.JobSpec) { s.Tasks[0].Pod.Containers[0].Resources.CPU = 0 },
+		func(s *api.JobSpec) { s.Tasks[0].Pod.Containers[0].Command = []string{""} },
+		func(s *api.JobSpec) { s.Tasks[0].Pod.Containers[0].Image = api.Image{} },
+		func(s *api.JobSpec) { s.Tasks[0].Pod.Containers[0].Env = map[string]string{"1X": "y"} },
+		func(s *api.JobSpec) { s.Retry.MaxAttempts = api.MaxAttempts + 1 },
+		func(s *api.JobSpec) {
+			s.Retry.Backoff, s.Retry.MaxBackoff = api.Duration(time.Hour), api.Duration(time.Second)
+		},
+		func(s *api.JobSpec) { s.Labels = map[string]string{"-x": "y"} },
+		func(s *api.JobSpec) { s.Constraints = []api.Constraint{{Key: "k", Op: "near"}} },
+		func(s *api.JobSpec) { s.Policy = &api.Policy{Filters: []string{"nope"}} },
+		func(s *api.JobSpec) { s.IdempotencyKey = "has space" },
+		func(s *api.JobSpec) {
+			s.Tasks = append(s.Tasks, s.Tasks[0])
+			s.Tasks[0].Name, s.Tasks[len(s.Tasks)-1].Name = "same", "same"
+		},
+	}
+	for i := range 300 {
+		specs := make([]api.JobSpec, 1+g.r.IntN(4))
+		for k := range specs {
+			specs[k] = g.job()
+		}
+		for range 1 + g.r.IntN(3) {
+			// Every break may index the first container.
+			if s := &specs[g.r.IntN(len(specs))]; len(s.Tasks) > 0 && len(s.Tasks[0].Pod.Containers) > 0 {
+				breaks[g.r.IntN(len(breaks))](s)
+			}
+		}
+		var ndjson [][]byte
+		for k := range specs {
+			js, err := json.Marshal(&specs[k])
+			if err != nil {
+				t.Fatal(err)
+			}
+			ndjson = append(ndjson, js)
+		}
+		_, wantErr := api.DecodeJobs(bytes.Join(ndjson, []byte{'\n'}))
+		cmd, _ := SubmitJobs(time.Unix(1, 0), specs)
+		_, gotErr := New().apply(&discard{}, 1, cmd)
+		var want, got *api.ValidationError
+		if !errors.As(wantErr, &want) || !errors.As(gotErr, &got) {
+			t.Fatalf("case %d: want validation errors, JSON path %v, binary %v", i, wantErr, gotErr)
+		}
+		if got.Error() != want.Error() {
+			t.Fatalf("case %d: errors differ:\n got %v\nwant %v", i, got, want)
+		}
+	}
+}
+
+func TestSubmitRejectsNegativeDuration(t *testing.T) {
+	specs := benchSpecs(2, false)
+	specs[1].MaxRunTime = -1
+	specs[1].Tasks[0].Pod.Sim = &api.SimSpec{RunTime: -1}
+	cmd, _ := SubmitJobs(time.Unix(1, 0), specs)
+	_, err := New().apply(&discard{}, 1, cmd)
+	var ve *api.ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("want a validation error, got %v", err)
+	}
+	want := []api.Problem{
+		{Item: 1, Path: "jobs[1].max_run_time", Message: "must not be negative"},
+		{Item: 1, Path: "jobs[1].tasks[0].pod.sim.run_time", Message: "must not be negative"},
+	}
+	if !reflect.DeepEqual(ve.Problems, want) {
+		t.Fatalf("problems %+v, want %+v", ve.Problems, want)
+	}
+}
+
+// TestSpecCodecCorrupt checks that every truncation of a valid encoding and
+// non-canonical bytes are errors wrapping ErrCorrupt.
+func TestSpecCodecCorrupt(t *testing.T) {
+	g := specGen{seedtest.Rand(t)}
+	for range 50 {
+		s := g.job()
+		_, b := specRoundTrip(t, &s)
+		for n := range len(b) {
+			d := dec{b: b[:n]}
+			decodeSpec(&d)
+			if err := d.done("spec"); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("%d of %d bytes: %v", n, len(b), err)
+			}
+		}
+		d := dec{b: append(bytes.Clone(b), 0)}
+		decodeSpec(&d)
+		if err := d.done("spec"); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("trailing byte: %v", err)
+		}
+	}
+	one := api.JobSpec{Name: "j", Labels: map[string]string{"a": "1", "b": "2"}}
+	_, b := specRoundTrip(t, &one)
+	for name, edit := range map[string]func([]byte) []byte{
+		"keys out of order": func(b []byte) []byte {
+			return bytes.Replace(b, []byte("\x01a\x011\x01b\x012"), []byte("\x01b\x012\x01a\x011"), 1)
+		},
+		"duplicate key": func(b []byte) []byte { return bytes.Replace(b, []byte("\x01b\x012"), []byte("\x01a\x012"), 1) },
+		"bool of 2":     func(b []byte) []byte { return bytes.Replace(b, []byte("\x012\x00\x00"), []byte("\x012\x00\x02"), 1) },
+	} {
+		bad := edit(bytes.Clone(b))
+		if bytes.Equal(bad, b) {
+			t.Fatalf("%s: edit did nothing to %q", name, b)
+		}
+		d := dec{b: bad}
+		decodeSpec(&d)
+		if err := d.done("spec"); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// TestLoadRejectsUnknownJobRecord checks that Load refuses a job record of
+// another format (the JSON records of version 1) instead of misreading it.
+func TestLoadRejectsUnknownJobRecord(t *testing.T) {
+	st := newMemStore()
+	cmd, _ := SubmitJobs(time.Unix(1, 0), benchSpecs(2, true))
+	if _, _, err := st.apply(New(), 1, cmd); err != nil {
+		t.Fatal(err)
+	}
+	if err := New().Load(st); err != nil {
+		t.Fatal(err)
+	}
+	key := string(jobKey(2))
+	good := st.m[key]
+	for name, rec := range map[string][]byte{
+		"version 1 (JSON)": append([]byte{1, 2, 0}, `{"name":"j","tasks":[]}`...),
+		"version 3":        append([]byte{3}, good[1:]...),
+		"truncated":        good[:len(good)-1],
+	} {
+		st.m[key] = rec
+		if err := New().Load(st); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: Load: %v", name, err)
+		}
+	}
+}
+
+func FuzzDecodeSpec(f *testing.F) {
+	g := specGen{rand.New(rand.NewPCG(1, 2))}
+	for range 8 {
+		s := g.job()
+		var e enc
+		appendSpec(&e, &s)
+		f.Add(e.b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d := dec{b: b}
+		s := decodeSpec(&d)
+		err := d.done("spec")
+		sd := sharedDec(b)
+		shared := newSpecDecoder(2).decode(&sd)
+		if serr := sd.done("spec"); (serr == nil) != (err == nil) {
+			t.Fatalf("decoders disagree: %v, %v", err, serr)
+		}
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error does not wrap ErrCorrupt: %v", err)
+			}
+			return
+		}
+		if !reflect.DeepEqual(s, shared) {
+			t.Fatalf("decoders disagree:\n%#v\n%#v", s, shared)
+		}
+		var e enc
+		appendSpec(&e, &s)
+		if !bytes.Equal(e.b, b) {
+			t.Fatalf("accepted a non-canonical encoding:\n got %x\nwant %x", e.b, b)
+		}
+	})
+}
