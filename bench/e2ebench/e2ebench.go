@@ -1,0 +1,433 @@
+package e2ebench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/bench/fleet"
+	"github.com/sluicehq/sluice/bench/submitbench"
+	"github.com/sluicehq/sluice/loadgen"
+)
+
+// Config says what Run builds and offers. Zero values mean the documented
+// defaults.
+type Config struct {
+	// Replicas is the dispatcher cluster's size, 1 to 7. Default 3.
+	Replicas int
+	// Nodes is the simulated nodes of the fleet. Default 10,000.
+	Nodes int
+	// StartRate is the first step's offered load, in tasks per second.
+	// Default 1,000.
+	StartRate float64
+	// StepFactor multiplies the rate from one step to the next; StepRate
+	// adds to it instead. Set at most one: StepFactor above 1 or StepRate
+	// above 0. Default StepFactor 2.
+	StepFactor, StepRate float64
+	// Steps is the most steps run. Default 10.
+	Steps int
+	// StepDuration is how long each step offers load (the drain of its
+	// last placements comes on top). Default 30s.
+	StepDuration time.Duration
+	// ArraySize is the jobs' task counts, a loadgen.IntDist in its text
+	// form ("fixed:N", "uniform:A,B", "zipf:S,MAX"). Default
+	// DefaultArraySize.
+	ArraySize string
+	// RunTime is how long a simulated task runs, a loadgen.DurationDist
+	// in its text form ("1s", "uniform:500ms,2s"). Default DefaultRunTime.
+	RunTime string
+	// P99PlacedLimit and P99RunningLimit bound a sustained step's p99 of
+	// submit→placed and of submit→running. Defaults 1s and 2s.
+	P99PlacedLimit, P99RunningLimit time.Duration
+	// Seed seeds the workloads: step i (from 0) uses Seed+i. Default 0.
+	Seed uint64
+	// Dir holds the replicas' data; empty means a temporary directory,
+	// removed afterwards.
+	Dir string
+	// Timeout bounds the whole run, cluster and fleet start included.
+	// Default 30 minutes.
+	Timeout time.Duration
+	// Logger receives the run's progress: the cluster and the fleet up,
+	// each step's outcome, the Drivers' retries. Default: discard.
+	Logger *slog.Logger
+}
+
+// Defaults of Config.
+const (
+	DefaultReplicas        = 3
+	DefaultNodes           = 10_000
+	DefaultStartRate       = 1000
+	DefaultStepFactor      = 2
+	DefaultSteps           = 10
+	DefaultStepDuration    = 30 * time.Second
+	DefaultArraySize       = "uniform:1,40"
+	DefaultRunTime         = "1s"
+	DefaultP99PlacedLimit  = time.Second
+	DefaultP99RunningLimit = 2 * time.Second
+	DefaultTimeout         = 30 * time.Minute
+)
+
+// SustainedFraction is the share of the offered task rate a step must
+// place to be sustained.
+const SustainedFraction = 0.9
+
+// Pool is the simulated nodes' pool, and the jobs'.
+const Pool = "sim"
+
+// The Drivers sample running times: at most maxProbes jobs are polled at
+// once, every pollInterval, so that the polling does not take the cores
+// the cluster is measured on. Each step drains for at least minDrain.
+const (
+	maxProbes    = 8
+	pollInterval = 20 * time.Millisecond
+	minDrain     = 5 * time.Second
+)
+
+func (c Config) withDefaults() Config {
+	if c.Replicas == 0 {
+		c.Replicas = DefaultReplicas
+	}
+	if c.Nodes == 0 {
+		c.Nodes = DefaultNodes
+	}
+	if c.StartRate == 0 {
+		c.StartRate = DefaultStartRate
+	}
+	if c.StepFactor == 0 && c.StepRate == 0 {
+		c.StepFactor = DefaultStepFactor
+	}
+	if c.Steps == 0 {
+		c.Steps = DefaultSteps
+	}
+	if c.StepDuration == 0 {
+		c.StepDuration = DefaultStepDuration
+	}
+	if c.ArraySize == "" {
+		c.ArraySize = DefaultArraySize
+	}
+	if c.RunTime == "" {
+		c.RunTime = DefaultRunTime
+	}
+	if c.P99PlacedLimit == 0 {
+		c.P99PlacedLimit = DefaultP99PlacedLimit
+	}
+	if c.P99RunningLimit == 0 {
+		c.P99RunningLimit = DefaultP99RunningLimit
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Validate reports every problem of c (zero fields taking their defaults)
+// at once.
+func (c Config) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("e2e benchmark: config: "+format, args...))
+	}
+	bad := func(f float64) bool { return math.IsNaN(f) || math.IsInf(f, 0) || f < 0 }
+	if c.Replicas < 0 || c.Replicas > 7 {
+		add("Replicas %d: want 1 to 7 (0: %d)", c.Replicas, DefaultReplicas)
+	}
+	if c.Nodes < 0 {
+		add("Nodes %d: want at least 1 (0: %d)", c.Nodes, DefaultNodes)
+	}
+	if bad(c.StartRate) {
+		add("StartRate %v: want tasks per second above 0", c.StartRate)
+	}
+	if bad(c.StepFactor) || c.StepFactor > 0 && c.StepFactor <= 1 {
+		add("StepFactor %v: want above 1 (0: add StepRate, or %v)", c.StepFactor, DefaultStepFactor)
+	}
+	if bad(c.StepRate) {
+		add("StepRate %v: want tasks per second above 0", c.StepRate)
+	}
+	if c.StepFactor != 0 && c.StepRate != 0 {
+		add("StepFactor %v and StepRate %v: set one, not both", c.StepFactor, c.StepRate)
+	}
+	if c.Steps < 0 {
+		add("Steps %d: want at least 1 (0: %d)", c.Steps, DefaultSteps)
+	}
+	if c.StepDuration < 0 {
+		add("StepDuration %v: want a positive duration (0: %v)", c.StepDuration, DefaultStepDuration)
+	}
+	if c.P99PlacedLimit < 0 || c.P99RunningLimit < 0 {
+		add("P99PlacedLimit %v and P99RunningLimit %v must not be negative", c.P99PlacedLimit, c.P99RunningLimit)
+	}
+	if c.Timeout < 0 {
+		add("Timeout %v: want a positive duration (0: %v)", c.Timeout, DefaultTimeout)
+	}
+	d := c.withDefaults()
+	arr, err := loadgen.ParseIntDist(d.ArraySize)
+	if err != nil {
+		add("ArraySize: %v", err)
+	}
+	rt, err := loadgen.ParseDurationDist(d.RunTime)
+	if err != nil {
+		add("RunTime: %v", err)
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	// The workloads of the first and the last step say what loadgen
+	// refuses (array sizes, run times, job rates).
+	rates := d.Rates()
+	for _, i := range []int{0, len(rates) - 1} {
+		w := d.workload(i, rates[i], arr, rt)
+		if err := w.Validate(); err != nil {
+			add("step %d (%.0f tasks/s): %v", i+1, rates[i], err)
+			break
+		}
+		if jobs := w.Arrival.Rate * d.StepDuration.Seconds(); i == 0 && jobs < 1 {
+			add("step 1 offers %.2f jobs (%.0f tasks/s of mean array size %.1f for %v): want at least one",
+				jobs, rates[i], arr.Mean(), d.StepDuration)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Rates returns the offered task rate of every step c may run.
+func (c Config) Rates() []float64 {
+	c = c.withDefaults()
+	out := make([]float64, max(c.Steps, 0))
+	for i := range out {
+		if c.StepRate > 0 {
+			out[i] = c.StartRate + float64(i)*c.StepRate
+		} else {
+			out[i] = c.StartRate * math.Pow(c.StepFactor, float64(i))
+		}
+	}
+	return out
+}
+
+// workload is step i's: rate tasks per second as jobs of arr's mean size.
+func (c Config) workload(i int, rate float64, arr loadgen.IntDist, rt loadgen.DurationDist) loadgen.Workload {
+	return loadgen.Workload{
+		Seed:      c.Seed + uint64(i),
+		Arrival:   loadgen.Arrival{Process: loadgen.ArrivalConstant, Rate: rate / arr.Mean()},
+		Duration:  api.Duration(c.StepDuration),
+		Name:      "e2e",
+		ArraySize: arr,
+		RunTime:   rt,
+		Pool:      Pool,
+	}
+}
+
+// Result is what Run measured; its JSON is `sluice bench e2e --json`'s
+// output.
+type Result struct {
+	// Replicas and Nodes are the cluster's size and the fleet's.
+	Replicas int `json:"replicas"`
+	Nodes    int `json:"nodes"`
+	// ArraySize, RunTime and StepSeconds describe the steps' workload.
+	ArraySize   string  `json:"array_size"`
+	RunTime     string  `json:"run_time"`
+	StepSeconds float64 `json:"step_seconds"`
+	// MaxSustainedTasksPerSec is the placed tasks per second of the
+	// highest sustained step (0 when none was), P99SubmitToPlacedMs and
+	// P99SubmitToRunningMs its p99 latencies, and SustainedStep its
+	// number (from 1; 0 when none).
+	MaxSustainedTasksPerSec float64 `json:"max_sustained_tasks_per_sec"`
+	P99SubmitToPlacedMs     float64 `json:"p99_submit_to_placed_ms"`
+	P99SubmitToRunningMs    float64 `json:"p99_submit_to_running_ms"`
+	SustainedStep           int     `json:"sustained_step"`
+	// KneeStep is the first step not sustained (from 1), 0 when every
+	// step run was.
+	KneeStep int `json:"knee_step"`
+	// Steps are the steps run, in order.
+	Steps []Step `json:"steps"`
+}
+
+// Step is what one step measured.
+type Step struct {
+	// Step numbers it, from 1.
+	Step int `json:"step"`
+	// TargetTasksPerSec is the rate asked for; OfferedTasksPerSec the
+	// tasks generated over the step's window (the target, up to the
+	// array sizes drawn), OfferedJobsPerSec their jobs.
+	TargetTasksPerSec  float64 `json:"target_tasks_per_sec"`
+	OfferedTasksPerSec float64 `json:"offered_tasks_per_sec"`
+	OfferedJobsPerSec  float64 `json:"offered_jobs_per_sec"`
+	// PlacedTasksPerSec is the rate achieved: tasks seen placed over the
+	// window, or until the last of them when the cluster fell behind.
+	PlacedTasksPerSec float64 `json:"placed_tasks_per_sec"`
+	// P50 and P99 of submit→placed (every task) and submit→running (the
+	// tasks of sampled jobs), in milliseconds.
+	P50SubmitToPlacedMs  float64 `json:"p50_submit_to_placed_ms"`
+	P99SubmitToPlacedMs  float64 `json:"p99_submit_to_placed_ms"`
+	P50SubmitToRunningMs float64 `json:"p50_submit_to_running_ms"`
+	P99SubmitToRunningMs float64 `json:"p99_submit_to_running_ms"`
+	// Tasks were submitted; PlacedTasks seen placed; UnplacedTasks
+	// committed but not seen placed by the end of the drain; RunningTasks
+	// seen running (the sample behind the running times).
+	Tasks         int64 `json:"tasks"`
+	PlacedTasks   int64 `json:"placed_tasks"`
+	UnplacedTasks int64 `json:"unplaced_tasks"`
+	RunningTasks  int64 `json:"running_tasks"`
+	// Errors counts requests that failed for good, Retries those sent
+	// again.
+	Errors  int64 `json:"errors"`
+	Retries int64 `json:"retries"`
+	// Seconds is the step's length, drain included.
+	Seconds float64 `json:"seconds"`
+	// Sustained says whether the step held; Reasons says why not.
+	Sustained bool     `json:"sustained"`
+	Reasons   []string `json:"reasons,omitempty"`
+}
+
+// Run starts the cluster and the fleet, then offers the steps' load until
+// the knee or the last step; see the package comment. When it fails or ctx
+// ends during a step, it returns the steps measured so far with the error.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
+	}
+	cfg = cfg.withDefaults()
+	arr, _ := loadgen.ParseIntDist(cfg.ArraySize) // Validate parsed them
+	rt, _ := loadgen.ParseDurationDist(cfg.RunTime)
+	res := Result{Replicas: cfg.Replicas, Nodes: cfg.Nodes, ArraySize: arr.String(), RunTime: rt.String(),
+		StepSeconds: cfg.StepDuration.Seconds(), Steps: []Step{}}
+	log := cfg.Logger
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+
+	start := time.Now()
+	cl, err := submitbench.StartCluster(ctx, cfg.Replicas, cfg.Dir)
+	if err != nil {
+		return res, fmt.Errorf("e2e benchmark: %w", err)
+	}
+	defer cl.Close()
+	log.Info("e2e: cluster up", "replicas", cfg.Replicas, "took", time.Since(start).Round(time.Millisecond))
+
+	start = time.Now()
+	f, err := fleet.Start(ctx, fleet.Config{Addrs: cl.Addrs(), Nodes: cfg.Nodes, Pool: Pool})
+	if err != nil {
+		return res, fmt.Errorf("e2e benchmark: %w", err)
+	}
+	defer f.Close()
+	client, err := api.NewClient(api.ClientConfig{Addrs: cl.Addrs()})
+	if err != nil {
+		return res, fmt.Errorf("e2e benchmark: %w", err)
+	}
+	defer client.Close()
+	if err := waitReady(ctx, client, cfg.Nodes); err != nil {
+		return res, err
+	}
+	log.Info("e2e: fleet ready", "nodes", cfg.Nodes, "took", time.Since(start).Round(time.Millisecond))
+
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	runID := "e2e-" + hex.EncodeToString(b[:])
+	for i, rate := range cfg.Rates() {
+		st, err := runStep(ctx, client, cfg, i, rate, arr, rt, runID)
+		res.Steps = append(res.Steps, st)
+		if err != nil {
+			return res, err
+		}
+		log.Info("e2e: step", "step", st.Step, "offered_tasks_per_sec", round(st.OfferedTasksPerSec),
+			"placed_tasks_per_sec", round(st.PlacedTasksPerSec), "p99_placed_ms", st.P99SubmitToPlacedMs,
+			"p99_running_ms", st.P99SubmitToRunningMs, "errors", st.Errors, "sustained", st.Sustained, "reasons", st.Reasons)
+		if !st.Sustained {
+			res.KneeStep = st.Step
+			break
+		}
+		res.SustainedStep = st.Step
+		res.MaxSustainedTasksPerSec = st.PlacedTasksPerSec
+		res.P99SubmitToPlacedMs, res.P99SubmitToRunningMs = st.P99SubmitToPlacedMs, st.P99SubmitToRunningMs
+	}
+	return res, nil
+}
+
+// runStep offers step i's load and judges it.
+func runStep(ctx context.Context, client *api.Client, cfg Config, i int, rate float64, arr loadgen.IntDist, rt loadgen.DurationDist, runID string) (Step, error) {
+	st := Step{Step: i + 1, TargetTasksPerSec: rate}
+	d, err := loadgen.NewDriver(loadgen.DriverConfig{
+		Client:       client,
+		Workload:     cfg.workload(i, rate, arr, rt),
+		RunID:        fmt.Sprintf("%s-s%d", runID, i+1),
+		MaxProbes:    maxProbes,
+		PollInterval: pollInterval,
+		Drain:        max(cfg.StepDuration, minDrain),
+		Logger:       cfg.Logger,
+	})
+	if err != nil {
+		return st, fmt.Errorf("e2e benchmark: step %d: %w", st.Step, err)
+	}
+	r, err := d.Run(ctx)
+	st.OfferedTasksPerSec, st.OfferedJobsPerSec = r.Offered.TasksPerSec, r.Offered.JobsPerSec
+	st.PlacedTasksPerSec = r.Placed.TasksPerSec
+	l := r.Latency
+	st.P50SubmitToPlacedMs, st.P99SubmitToPlacedMs = l.Placed.P50Ms, l.Placed.P99Ms
+	st.P50SubmitToRunningMs, st.P99SubmitToRunningMs = l.Running.P50Ms, l.Running.P99Ms
+	st.Tasks, st.PlacedTasks, st.UnplacedTasks, st.RunningTasks = r.Tasks, r.PlacedTasks, r.UnplacedTasks, r.RunningTasks
+	st.Errors, st.Retries, st.Seconds = r.Errors, r.Retries, r.Seconds
+	if err != nil {
+		return st, fmt.Errorf("e2e benchmark: step %d: %w", st.Step, err)
+	}
+	st.Reasons = cfg.judge(st)
+	st.Sustained = len(st.Reasons) == 0
+	return st, nil
+}
+
+// judge returns why st was not sustained, nothing when it was.
+func (c Config) judge(st Step) []string {
+	var why []string
+	if st.PlacedTasksPerSec < SustainedFraction*st.OfferedTasksPerSec || st.OfferedTasksPerSec == 0 {
+		pct := 0.0
+		if st.OfferedTasksPerSec > 0 {
+			pct = 100 * st.PlacedTasksPerSec / st.OfferedTasksPerSec
+		}
+		why = append(why, fmt.Sprintf("placed %.0f of %.0f tasks/s offered (%.0f%%, want %.0f%%)",
+			st.PlacedTasksPerSec, st.OfferedTasksPerSec, pct, 100*SustainedFraction))
+	}
+	if st.Errors > 0 {
+		why = append(why, fmt.Sprintf("%d requests failed", st.Errors))
+	}
+	if lim := ms(c.P99PlacedLimit); st.P99SubmitToPlacedMs > lim {
+		why = append(why, fmt.Sprintf("p99 submit→placed %.0f ms above %.0f ms", st.P99SubmitToPlacedMs, lim))
+	}
+	if st.RunningTasks == 0 {
+		why = append(why, "no task seen running")
+	} else if lim := ms(c.P99RunningLimit); st.P99SubmitToRunningMs > lim {
+		why = append(why, fmt.Sprintf("p99 submit→running %.0f ms above %.0f ms", st.P99SubmitToRunningMs, lim))
+	}
+	return why
+}
+
+// waitReady waits until the dispatcher lists n ready nodes in Pool.
+func waitReady(ctx context.Context, c *api.Client, n int) error {
+	ready := 0
+	for {
+		l, err := c.Nodes(ctx)
+		if err == nil {
+			ready = 0
+			for _, node := range l.Nodes {
+				if node.State == api.NodeReady && node.Spec.Pool == Pool {
+					ready++
+				}
+			}
+			if ready >= n {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("e2e benchmark: %d of %d nodes ready: %w", ready, n, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func round(f float64) float64 { return math.Round(f) }

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/bench/e2ebench"
+)
+
+func newBenchE2ECmd() *cobra.Command {
+	var (
+		cfg    e2ebench.Config
+		asJSON bool
+		quiet  bool
+	)
+	c := &cobra.Command{
+		Use:   "e2e",
+		Short: "Find the task rate a whole cluster sustains, submit to running, in steps",
+		Long: `E2e starts a dispatcher cluster of --replicas replicas in process (pebble on
+disk with fsync, raft over loopback TCP, the HTTP API) and a fleet of --nodes
+simulated nodes against it (real nodelet agents speaking the nodelet protocol
+over HTTP), and waits until every node is ready. Then it offers load in
+steps of --step-duration: a seeded open-loop workload (loadgen) of jobs of
+--array-size tasks each running for --run-time, at --start-rate tasks/s,
+then multiplied by --step-factor (or increased by --step-rate) each step.
+
+For each step it measures the placed tasks/s achieved, the p99 of submit to
+placed (every task) and of submit to running (sampled jobs), and failed
+requests. It stops at the first step that places less than 90% of the tasks
+offered per second, fails requests, or exceeds --p99-placed-limit or
+--p99-running-limit (the knee), or after --steps steps, and prints every
+step and the highest sustained one. Progress goes to stderr.
+
+Everything runs on this host: the numbers are those of the cluster, the
+fleet and the load generator sharing its cores.`,
+		Example: `  sluice bench e2e --nodes 2000 --start-rate 500 --step-factor 2 --step-duration 10s
+  sluice bench e2e --replicas 1 --start-rate 1000 --step-rate 1000 --steps 8 --json`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if c.Flags().Changed("step-rate") && !c.Flags().Changed("step-factor") {
+				cfg.StepFactor = 0 // --step-rate replaces the default factor
+			}
+			if err := cfg.Validate(); err != nil {
+				return usageError{err}
+			}
+			if !quiet {
+				cfg.Logger = slog.New(slog.NewTextHandler(c.ErrOrStderr(), nil))
+			}
+			res, err := e2ebench.Run(c.Context(), cfg)
+			if err != nil && len(res.Steps) == 0 {
+				return err
+			}
+			if perr := printBenchE2E(c.OutOrStdout(), res, asJSON); perr != nil && err == nil {
+				err = perr
+			}
+			return err
+		},
+	}
+	f := c.Flags()
+	f.IntVar(&cfg.Replicas, "replicas", e2ebench.DefaultReplicas, "dispatcher replicas")
+	f.IntVar(&cfg.Nodes, "nodes", e2ebench.DefaultNodes, "simulated nodes")
+	f.Float64Var(&cfg.StartRate, "start-rate", e2ebench.DefaultStartRate, "tasks per second offered in the first step")
+	f.Float64Var(&cfg.StepFactor, "step-factor", e2ebench.DefaultStepFactor, "multiply the rate by this each step")
+	f.Float64Var(&cfg.StepRate, "step-rate", 0, "add this many tasks per second each step, instead of --step-factor")
+	f.IntVar(&cfg.Steps, "steps", e2ebench.DefaultSteps, "most steps")
+	f.DurationVar(&cfg.StepDuration, "step-duration", e2ebench.DefaultStepDuration, "how long each step offers load")
+	f.StringVar(&cfg.ArraySize, "array-size", e2ebench.DefaultArraySize, "tasks per job: fixed:N, uniform:A,B or zipf:S,MAX")
+	f.StringVar(&cfg.RunTime, "run-time", e2ebench.DefaultRunTime, "simulated run time of a task: D, fixed:D or uniform:A,B")
+	f.DurationVar(&cfg.P99PlacedLimit, "p99-placed-limit", e2ebench.DefaultP99PlacedLimit, "a sustained step's largest p99 of submit to placed")
+	f.DurationVar(&cfg.P99RunningLimit, "p99-running-limit", e2ebench.DefaultP99RunningLimit, "a sustained step's largest p99 of submit to running")
+	f.Uint64Var(&cfg.Seed, "seed", 1, "seed of the workloads (step i uses seed+i)")
+	f.DurationVar(&cfg.Timeout, "timeout", e2ebench.DefaultTimeout, "give up after this long")
+	f.StringVar(&cfg.Dir, "work-dir", "", "directory for the data (default: a temporary one, removed)")
+	f.BoolVar(&asJSON, "json", false, "print the result as one JSON object, on the last line")
+	f.BoolVar(&quiet, "quiet", false, "do not log progress to stderr")
+	return c
+}
+
+// printBenchE2E prints a run's result: a row per step and the summary, or
+// one line of JSON.
+func printBenchE2E(w io.Writer, r e2ebench.Result, asJSON bool) error {
+	if asJSON {
+		return printJSON(w, r)
+	}
+	fmt.Fprintf(w, "%d replicas, %d simulated nodes; jobs of %s tasks running %s; steps of %s\n",
+		r.Replicas, r.Nodes, r.ArraySize, strings.TrimPrefix(r.RunTime, "fixed:"), time.Duration(r.StepSeconds*float64(time.Second)))
+	t := newTable(w, "STEP", "TARGET/S", "OFFERED/S", "PLACED/S", "PLACED%",
+		"PLACED P50/P99 MS", "RUNNING P50/P99 MS", "TASKS", "ERRORS", "SUSTAINED")
+	for _, s := range r.Steps {
+		pct := 0.0
+		if s.OfferedTasksPerSec > 0 {
+			pct = 100 * s.PlacedTasksPerSec / s.OfferedTasksPerSec
+		}
+		verdict := "yes"
+		switch {
+		case !s.Sustained && len(s.Reasons) == 0:
+			verdict = "interrupted"
+		case !s.Sustained:
+			verdict = "no: " + strings.Join(s.Reasons, "; ")
+		}
+		t.row(fmt.Sprint(s.Step), fmt.Sprintf("%.0f", s.TargetTasksPerSec), fmt.Sprintf("%.0f", s.OfferedTasksPerSec),
+			fmt.Sprintf("%.0f", s.PlacedTasksPerSec), fmt.Sprintf("%.0f%%", pct),
+			fmt.Sprintf("%.1f / %.1f", s.P50SubmitToPlacedMs, s.P99SubmitToPlacedMs),
+			fmt.Sprintf("%.1f / %.1f", s.P50SubmitToRunningMs, s.P99SubmitToRunningMs),
+			fmt.Sprint(s.Tasks), fmt.Sprint(s.Errors), verdict)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if r.SustainedStep == 0 {
+		fmt.Fprintln(w, "max sustained: none (the first step did not hold)")
+	} else {
+		fmt.Fprintf(w, "max sustained: %.0f tasks/s (step %d); p99 submit→placed %.1f ms, submit→running %.1f ms\n",
+			r.MaxSustainedTasksPerSec, r.SustainedStep, r.P99SubmitToPlacedMs, r.P99SubmitToRunningMs)
+	}
+	var err error
+	if r.KneeStep > 0 {
+		_, err = fmt.Fprintf(w, "knee: step %d (%.0f tasks/s offered)\n", r.KneeStep, r.Steps[r.KneeStep-1].TargetTasksPerSec)
+	} else {
+		_, err = fmt.Fprintf(w, "no knee within %d steps\n", len(r.Steps))
+	}
+	return err
+}

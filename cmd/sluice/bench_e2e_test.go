@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/bench/e2ebench"
+)
+
+// TestBenchE2EJSON runs one short step on one replica and a small fleet;
+// --json prints the result as the last line of stdout.
+func TestBenchE2EJSON(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster and a fleet")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	err := run(ctx, []string{"bench", "e2e", "--replicas", "1", "--nodes", "20", "--start-rate", "20", "--steps", "1",
+		"--step-duration", "2s", "--array-size", "uniform:1,3", "--run-time", "50ms",
+		"--p99-placed-limit", "20s", "--p99-running-limit", "20s", "--work-dir", t.TempDir(), "--json"}, &out, &errOut)
+	if err != nil {
+		t.Fatalf("bench e2e: %v\nstderr: %s", err, errOut.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var res e2ebench.Result
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+		t.Fatalf("the last line %q: %v", lines[len(lines)-1], err)
+	}
+	if res.Nodes != 20 || res.Replicas != 1 || len(res.Steps) != 1 {
+		t.Fatalf("result %+v", res)
+	}
+	st := res.Steps[0]
+	if st.Tasks == 0 || st.PlacedTasks != st.Tasks || st.Errors != 0 || st.TargetTasksPerSec != 20 {
+		t.Errorf("step %+v", st)
+	}
+	if st.Sustained && (res.MaxSustainedTasksPerSec != st.PlacedTasksPerSec || res.KneeStep != 0) ||
+		!st.Sustained && (res.MaxSustainedTasksPerSec != 0 || res.KneeStep != 1) {
+		t.Errorf("summary %+v of step %+v", res, st)
+	}
+	for _, want := range []string{"e2e: cluster up", "e2e: fleet ready", "e2e: step"} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut.String())
+		}
+	}
+}
+
+func TestBenchE2ERejectsBadFlags(t *testing.T) {
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{"bench", "e2e", "--replicas", "9", "--step-factor", "3", "--step-rate", "100",
+		"--array-size", "uniform:9"}, &out, &errOut)
+	var ue usageError
+	if !errors.As(err, &ue) {
+		t.Fatalf("err = %v, want a usage error", err)
+	}
+	for _, want := range []string{"Replicas 9", "set one, not both", "ArraySize"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %v\nwant it to name %q", err, want)
+		}
+	}
+}
+
+func TestPrintBenchE2ETable(t *testing.T) {
+	res := e2ebench.Result{Replicas: 3, Nodes: 2000, ArraySize: "uniform:1,40", RunTime: "fixed:1s", StepSeconds: 10,
+		MaxSustainedTasksPerSec: 995, P99SubmitToPlacedMs: 40.5, P99SubmitToRunningMs: 120.25, SustainedStep: 2, KneeStep: 3,
+		Steps: []e2ebench.Step{
+			{Step: 1, TargetTasksPerSec: 500, OfferedTasksPerSec: 498, PlacedTasksPerSec: 498, P99SubmitToPlacedMs: 30, Tasks: 4980, Sustained: true},
+			{Step: 2, TargetTasksPerSec: 1000, OfferedTasksPerSec: 1001, PlacedTasksPerSec: 995, P99SubmitToPlacedMs: 40.5, Tasks: 10010, Sustained: true},
+			{Step: 3, TargetTasksPerSec: 2000, OfferedTasksPerSec: 2003, PlacedTasksPerSec: 1500, Tasks: 20030,
+				Reasons: []string{"placed 1500 of 2003 tasks/s offered (75%, want 90%)"}},
+		}}
+	var b bytes.Buffer
+	if err := printBenchE2E(&b, res, false); err != nil {
+		t.Fatal(err)
+	}
+	got := b.String()
+	for _, want := range []string{"3 replicas, 2000 simulated nodes; jobs of uniform:1,40 tasks running 1s; steps of 10s",
+		"STEP", "75%", "no: placed 1500 of 2003", "max sustained: 995 tasks/s (step 2); p99 submit→placed 40.5 ms, submit→running 120.2 ms",
+		"knee: step 3 (2000 tasks/s offered)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, got)
+		}
+	}
+	b.Reset()
+	if err := printBenchE2E(&b, res, true); err != nil {
+		t.Fatal(err)
+	}
+	var back map[string]any
+	if err := json.Unmarshal(b.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"nodes", "max_sustained_tasks_per_sec", "p99_submit_to_placed_ms", "p99_submit_to_running_ms", "steps"} {
+		if _, ok := back[k]; !ok {
+			t.Errorf("JSON lacks %q: %s", k, b.String())
+		}
+	}
+}
