@@ -67,6 +67,11 @@ type FSM struct {
 		// pending holds, per queue, the groups with tasks waiting for
 		// placement (of jobs not cancelled).
 		pending map[string]map[*group]struct{}
+		// bumps lists, oldest first, the nodes whose target generation
+		// changed and the index that changed it; it is complete for every
+		// index after bumpsFrom.
+		bumps     []nodeBump
+		bumpsFrom uint64
 	}
 	// Scratch of Apply, used under mu's write lock.
 	dirtyGroups map[*group]struct{}
@@ -94,6 +99,7 @@ func (f *FSM) resetLocked() {
 	f.mu.nodes = map[string]*node{}
 	f.mu.tasks = map[taskKey]*task{}
 	f.mu.pending = map[string]map[*group]struct{}{}
+	f.mu.bumps, f.mu.bumpsFrom = nil, 0
 }
 
 // Apply applies one committed command (see the command constructors). It is
@@ -154,9 +160,50 @@ func (f *FSM) flushLocked(w writer, index uint64) {
 		f.syncPendingLocked(g)
 	}
 	for _, n := range sortedNodes(f.dirtyNodes) {
+		f.recordBumpLocked(index, n.spec.Name)
 		n.gen++
 		w.Set(nodeKey(n.spec.Name), encodeNode(n))
 	}
+}
+
+// nodeBump is a change of a node's target generation by the command at
+// index.
+type nodeBump struct {
+	index uint64
+	node  string
+}
+
+// maxBumps bounds the bumps kept; a reader further behind is told the list
+// is incomplete.
+const maxBumps = 1 << 16
+
+func (f *FSM) recordBumpLocked(index uint64, node string) {
+	if len(f.mu.bumps) == maxBumps {
+		half := maxBumps / 2
+		f.mu.bumpsFrom = f.mu.bumps[half-1].index
+		f.mu.bumps = append(f.mu.bumps[:0], f.mu.bumps[half:]...)
+	}
+	f.mu.bumps = append(f.mu.bumps, nodeBump{index, node})
+}
+
+// NodesChangedSince returns the nodes whose target generation changed by a
+// command after index from (a name may repeat), and the applied index the
+// answer is current as of. complete is false when from is older than the
+// changes kept: the caller must then assume every node changed.
+func (f *FSM) NodesChangedSince(from uint64) (nodes []string, applied uint64, complete bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if from < f.mu.bumpsFrom {
+		return nil, f.mu.applied, false
+	}
+	i := len(f.mu.bumps)
+	for i > 0 && f.mu.bumps[i-1].index > from {
+		i--
+	}
+	for _, b := range f.mu.bumps[i:] {
+		nodes = append(nodes, b.node)
+	}
+	return nodes, f.mu.applied, true
 }
 
 func sortedGroups(m map[*group]struct{}) []*group {

@@ -57,6 +57,8 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 	if f.mu.applied, _, err = getUint64(r, keyApplied); err != nil {
 		return err
 	}
+	// What changed before the load is not known.
+	f.mu.bumps, f.mu.bumpsFrom = nil, f.mu.applied
 	sd := newSpecDecoder(maxSlabChunk)
 	err = r.Scan([]byte(prefixJob), prefixEnd(prefixJob), func(k, v []byte) error {
 		if len(k) != len(prefixJob)+8 {
@@ -359,6 +361,18 @@ type Pod struct {
 	Priority int32
 	// Spec shares memory with the FSM: do not modify it.
 	Spec api.PodSpec
+}
+
+// NodeGeneration returns the generation of a node's target; ok is false
+// for an unknown node.
+func (f *FSM) NodeGeneration(name string) (gen uint64, ok bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	n := f.mu.nodes[name]
+	if n == nil {
+		return 0, false
+	}
+	return n.gen, true
 }
 
 // NodeTarget returns a node's target: the pods it should run, by task ID

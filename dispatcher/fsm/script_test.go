@@ -210,8 +210,17 @@ func (r *replica) exec(line string) string {
 			out = append(out, j.ID+":"+j.State.String())
 		}
 		return "[" + strings.Join(out, " ") + "]"
+	case "changednodes": // changednodes: the nodes whose target changed since the mark
+		nodes, _, complete := r.f.NodesChangedSince(r.mark)
+		if !complete {
+			return "incomplete"
+		}
+		return "[" + strings.Join(nodes, " ") + "]"
 	case "target": // target <node>: generation and pods
 		gen, pods, ok := r.f.NodeTarget(args[0])
+		if g, known := r.f.NodeGeneration(args[0]); known != ok || g != gen {
+			r.t.Fatalf("%s: NodeGeneration = %d, %v; NodeTarget's = %d, %v", line, g, known, gen, ok)
+		}
 		if !ok {
 			return "no such node"
 		}
@@ -319,7 +328,9 @@ tasks j1 => []
 tasks j9 => no such job
 changed 0 => [j1:pending j2:pending]
 mark => ok
+changednodes => []
 plan j2/g0@n1*1 j1/g0@n1*2 => placed=3
+changednodes => [n1]
 changed mark => [j1:running j2:running]
 changed mark limit=1 => [j1:running]
 mark => ok
