@@ -36,6 +36,11 @@ type Dispatcher struct {
 		// changed is closed (and replaced) when the FSM's applied index or
 		// the replica's leadership changes; guarded by the mutex.
 		changed chan struct{}
+		// nodes holds a channel per node with a Target long-poll, closed
+		// (and removed) when that node's target generation or the
+		// replica's leadership changes, so that an apply wakes only the
+		// polls it concerns.
+		nodes map[string]chan struct{}
 	}
 
 	mu struct {
@@ -65,6 +70,12 @@ type beat struct {
 	last    time.Time // the last contact, or the leader's start for grace
 	polls   int       // Target long-polls open now
 	contact bool      // a real contact since this replica started leading
+	// usage is the node's last heartbeat's usage, received at usageAt
+	// (zero: none) while leading in term usageTerm. It is ephemeral:
+	// never proposed to raft, and only shown by the leader of that term.
+	usage     api.NodeUsage
+	usageAt   time.Time
+	usageTerm uint64
 }
 
 // New validates cfg, fills its defaults and starts the Dispatcher's
@@ -84,6 +95,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.applied.changed = make(chan struct{})
+	d.applied.nodes = map[string]chan struct{}{}
 	d.mu.beats = map[string]*beat{}
 	d.mu.rounds = make([]RoundStat, 0, cfg.StatsRounds)
 	d.reports.init()
@@ -120,12 +132,44 @@ func (d *Dispatcher) kick() {
 	}
 }
 
-// broadcast wakes every Target long-poll.
+// broadcast wakes every Target long-poll and every Changed waiter.
 func (d *Dispatcher) broadcast() {
+	d.wake(nil, false)
+}
+
+// wake closes the Changed channel and the node channels of nodes (of
+// every node unless complete).
+func (d *Dispatcher) wake(nodes []string, complete bool) {
 	d.applied.Lock()
+	defer d.applied.Unlock()
 	close(d.applied.changed)
 	d.applied.changed = make(chan struct{})
-	d.applied.Unlock()
+	if !complete {
+		for _, ch := range d.applied.nodes {
+			close(ch)
+		}
+		clear(d.applied.nodes)
+		return
+	}
+	for _, n := range nodes {
+		if ch, ok := d.applied.nodes[n]; ok {
+			close(ch)
+			delete(d.applied.nodes, n)
+		}
+	}
+}
+
+// nodeChanged returns a channel closed at the next change of node's target
+// generation or of the replica's leadership.
+func (d *Dispatcher) nodeChanged(node string) <-chan struct{} {
+	d.applied.Lock()
+	defer d.applied.Unlock()
+	ch, ok := d.applied.nodes[node]
+	if !ok {
+		ch = make(chan struct{})
+		d.applied.nodes[node] = ch
+	}
+	return ch
 }
 
 // Changed returns a channel that is closed at the next change of the FSM's
@@ -150,10 +194,12 @@ func (d *Dispatcher) watchApplied() {
 			return
 		case <-t.C:
 		}
-		if a := d.cfg.FSM.Applied(); a != last {
-			last = a
-			d.broadcast()
+		if d.cfg.FSM.Applied() == last {
+			continue
 		}
+		nodes, applied, complete := d.cfg.FSM.NodesChangedSince(last)
+		last = applied
+		d.wake(nodes, complete)
 	}
 }
 
@@ -328,18 +374,24 @@ func (d *Dispatcher) Target(ctx context.Context, node string, knownGeneration ui
 	defer d.touch(node, -1)
 	for {
 		// Take the wake-up channel first: a change after this closes it.
-		ch := d.Changed()
+		ch := d.nodeChanged(node)
 		if err := d.checkOpen(); err != nil {
 			return Target{}, err
 		}
 		if _, ok := d.Leading(); !ok {
 			return Target{}, d.notLeader()
 		}
-		gen, pods, ok := d.cfg.FSM.NodeTarget(node)
+		// Every long-poll wakes at every apply: look at the generation
+		// before building the pod list.
+		gen, ok := d.cfg.FSM.NodeGeneration(node)
 		if !ok {
 			return Target{}, fmt.Errorf("dispatcher: target of %q: %w", node, ErrUnknownNode)
 		}
 		if gen != knownGeneration {
+			gen, pods, ok := d.cfg.FSM.NodeTarget(node)
+			if !ok {
+				return Target{}, fmt.Errorf("dispatcher: target of %q: %w", node, ErrUnknownNode)
+			}
 			return Target{Generation: gen, Pods: pods}, nil
 		}
 		select {
@@ -358,6 +410,11 @@ func (d *Dispatcher) touch(node string, polls int) {
 	now := d.cfg.Clock.Now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.touchLocked(node, polls, now)
+}
+
+// touchLocked is touch with d.mu held; it returns the node's beat.
+func (d *Dispatcher) touchLocked(node string, polls int, now time.Time) *beat {
 	b := d.mu.beats[node]
 	if b == nil {
 		b = &beat{}
@@ -365,6 +422,7 @@ func (d *Dispatcher) touch(node string, polls int) {
 	}
 	b.last, b.contact = now, true
 	b.polls = max(0, b.polls+polls)
+	return b
 }
 
 // errDeposed stops the loop of a leader whose plan the FSM refused as stale.
