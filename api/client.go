@@ -910,6 +910,18 @@ func (c *Client) Report(ctx context.Context, node string, reports []TaskReport) 
 	return err
 }
 
+// Heartbeat sends a node's usage (a ReportRequest without reports); it
+// returns once the leader has recorded it. It is a contact of the node
+// too. Sending it again is harmless: the leader keeps the latest.
+func (c *Client) Heartbeat(ctx context.Context, node string, usage NodeUsage) error {
+	body, err := json.Marshal(ReportRequest{Reports: []TaskReport{}, Usage: &usage})
+	if err != nil {
+		return fmt.Errorf("api: heartbeat: encode: %w", err)
+	}
+	_, err = c.doJSON(ctx, &request{method: http.MethodPost, path: PathNode + escSeg(node) + "/reports", body: body, contentType: "application/json"}, nil)
+	return err
+}
+
 // Ready returns nil when a replica answers PathReady with 200: it knows a
 // leader and has applied the log it knows of.
 func (c *Client) Ready(ctx context.Context) error {

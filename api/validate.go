@@ -67,6 +67,11 @@ func (n *NodeSpec) Validate() error {
 // Validate checks a nodelet's task report.
 func (r *TaskReport) Validate() error {
 	c := &checker{item: -1}
+	r.validate(c)
+	return c.err()
+}
+
+func (r *TaskReport) validate(c *checker) {
 	c.push("task_id")
 	switch {
 	case r.TaskID == "":
@@ -88,7 +93,6 @@ func (r *TaskReport) Validate() error {
 	if r.Time.IsZero() {
 		c.badAt("time", "is required")
 	}
-	return c.err()
 }
 
 var taskReasons = []TaskReason{

@@ -24,7 +24,7 @@ const (
 	// wait, the longest wait as a Go duration): 200 with a NodeTarget when
 	// it differs, 304 when the wait ended without a change.
 	// PathNode + "/reports" takes a ReportRequest (POST) and answers 204
-	// once the reports are committed.
+	// once the reports are committed and its usage, if any, recorded.
 	PathNode = "/v1/nodes/"
 	// PathWatch streams state changes as NDJSON WatchEvents (query: from,
 	// the index to resume after).
@@ -192,6 +192,12 @@ type NodeInfo struct {
 	Used  Allocatable `json:"used"`
 	Free  Allocatable `json:"free"`
 	Tasks int         `json:"tasks"`
+	// Usage is what the node last said it uses (its last heartbeat with
+	// usage), and LastHeartbeat when the leader received it. Both are
+	// known to the leader only, from heartbeats since it started
+	// leading: a follower's list, or a node that sent none, has neither.
+	Usage         *NodeUsage `json:"usage,omitempty"`
+	LastHeartbeat time.Time  `json:"last_heartbeat,omitzero"`
 }
 
 // NodeList lists the registered nodes by name.
@@ -223,10 +229,14 @@ type TargetPod struct {
 	Pod      PodSpec `json:"pod"`
 }
 
-// ReportRequest carries a node's task state changes, oldest first.
-// Delivery is at least once: a repeated report is a no-op.
+// ReportRequest carries a node's task state changes, oldest first, and
+// its usage. Delivery of reports is at least once: a repeated report is a
+// no-op. A request with Usage is a heartbeat; it may carry no reports.
 type ReportRequest struct {
 	Reports []TaskReport `json:"reports"`
+	// Usage, when set, is the node's usage now. The leader keeps the
+	// latest in memory (NodeInfo.Usage); it is never in raft.
+	Usage *NodeUsage `json:"usage,omitempty"`
 }
 
 // WatchEvent is one line of the watch stream: the state of a job after

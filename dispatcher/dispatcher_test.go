@@ -196,6 +196,90 @@ func TestNodeDownTasksRetried(t *testing.T) {
 	}
 }
 
+// TestHeartbeatKeepsNodeAlive: a node that only heartbeats (no long-poll,
+// no report) outlives its TTL, while a silent one goes down; the leader
+// remembers the last usage and its time.
+func TestHeartbeatKeepsNodeAlive(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const ttl = 200 * time.Millisecond
+	c := newCluster(t, 1, func(cfg *dispatcher.Config) {
+		cfg.NodeTTL, cfg.NodeTTLPerNode, cfg.LivenessEvery = ttl, -1, 10*time.Millisecond
+	})
+	r := c.leader()
+	for _, n := range []string{"beating", "silent"} {
+		if err := r.d.Register(ctx, nodeSpec(n, 1000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.d.Heartbeat(ctx, "nobody", api.NodeUsage{}); !errors.Is(err, dispatcher.ErrUnknownNode) {
+		t.Errorf("Heartbeat of an unknown node: %v, want ErrUnknownNode", err)
+	}
+	if err := r.d.Heartbeat(ctx, "beating", api.NodeUsage{Total: api.Usage{CPU: -1}}); !errors.Is(err, api.ErrInvalid) {
+		t.Errorf("Heartbeat with a negative usage: %v, want api.ErrInvalid", err)
+	}
+	if _, _, ok := r.d.NodeUsage("beating"); ok {
+		t.Error("a usage was recorded before any valid heartbeat")
+	}
+
+	usage := func(i int) api.NodeUsage {
+		on, off := api.Usage{CPU: 100, Memory: 1 << 20}, api.Usage{CPU: int64(i), Memory: 2 << 20}
+		return api.NodeUsage{Total: api.Usage{CPU: on.CPU + off.CPU, Memory: on.Memory + off.Memory}, Online: on, Offline: off}
+	}
+	var (
+		mu   sync.Mutex
+		sent int
+	)
+	hctx, hcancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 1; hctx.Err() == nil; i++ {
+			if err := r.d.Heartbeat(hctx, "beating", usage(i)); err != nil {
+				if hctx.Err() == nil {
+					t.Errorf("Heartbeat: %v", err)
+				}
+				return
+			}
+			mu.Lock()
+			sent = i
+			mu.Unlock()
+			time.Sleep(ttl / 10)
+		}
+	})
+	t.Cleanup(func() { hcancel(); wg.Wait() }) // before the cluster's, on a failure
+	state := func(name string) api.NodeState {
+		for _, n := range r.f.Nodes() {
+			if n.Spec.Name == name {
+				return n.State
+			}
+		}
+		return ""
+	}
+	waitFor(t, 5*time.Second, "the silent node to go down", func() bool { return state("silent") == api.NodeDown })
+	// Keep beating for two more TTLs: the node stays ready throughout.
+	for deadline := time.Now().Add(2 * ttl); time.Now().Before(deadline); time.Sleep(ttl / 10) {
+		if st := state("beating"); st != api.NodeReady {
+			t.Fatalf("the heartbeating node is %s, want ready", st)
+		}
+	}
+	hcancel()
+	wg.Wait()
+
+	mu.Lock()
+	last := sent
+	mu.Unlock()
+	u, at, ok := r.d.NodeUsage("beating")
+	if !ok || u != usage(last) {
+		t.Errorf("NodeUsage = %+v, %v; want the last sent %+v", u, ok, usage(last))
+	}
+	if since := time.Since(at); at.IsZero() || since < 0 || since > time.Second {
+		t.Errorf("usage time %v is not recent (%v ago)", at, since)
+	}
+	if _, _, ok := r.d.NodeUsage("silent"); ok {
+		t.Error("a usage for the node that sent none")
+	}
+}
+
 func TestPrioritiesWhenCapacityShort(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -244,6 +328,12 @@ func TestNotLeader(t *testing.T) {
 		}
 		if err := r.d.Report(ctx, "n0", nil); !errors.Is(err, raftkv.ErrNotLeader) {
 			t.Errorf("follower %d Report: %v", r.id, err)
+		}
+		if err := r.d.Heartbeat(ctx, "n0", api.NodeUsage{}); !errors.Is(err, raftkv.ErrNotLeader) {
+			t.Errorf("follower %d Heartbeat: %v", r.id, err)
+		}
+		if _, _, ok := r.d.NodeUsage("n0"); ok {
+			t.Errorf("follower %d knows a usage", r.id)
 		}
 	}
 }

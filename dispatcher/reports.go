@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/dispatcher/fsm"
@@ -69,7 +70,7 @@ func (q *reportQueue) failAll(err error) {
 	}
 }
 
-// Report records a contact of node (a heartbeat) and delivers its task
+// Report records a contact of node and delivers its task
 // reports, oldest first. Reports of many nodes arriving within ReportWait
 // ride in one UpdateTasks command; it returns once that command is
 // committed. A repeated report is a no-op for the FSM, so a retry after an
@@ -167,4 +168,55 @@ func (d *Dispatcher) DroppedReports() int64 {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.mu.droppedReports
+}
+
+// Heartbeat records node's usage and a contact of the node: like a report,
+// it keeps the node alive past its TTL. The usage is ephemeral: the leader
+// keeps the latest per node in memory, with the time it arrived, and
+// NodeUsage reads it back; nothing is proposed to raft, and a new leader
+// knows no usage until the node's next heartbeat. Only the leader serves
+// it: elsewhere it returns a *raftkv.NotLeaderError. A node that is not
+// registered gets ErrUnknownNode; invalid usage (a negative value) an
+// error wrapping *api.ValidationError, and nothing is recorded then.
+func (d *Dispatcher) Heartbeat(ctx context.Context, node string, usage api.NodeUsage) error {
+	if err := d.checkOpen(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("dispatcher: heartbeat of %q: %w", node, err)
+	}
+	if _, ok := d.Leading(); !ok {
+		return d.notLeader()
+	}
+	if _, ok := d.cfg.FSM.NodeGeneration(node); !ok {
+		return fmt.Errorf("dispatcher: heartbeat of %q: %w", node, ErrUnknownNode)
+	}
+	if err := usage.Validate(); err != nil {
+		return fmt.Errorf("dispatcher: heartbeat of %q: usage: %w", node, err)
+	}
+	now := d.cfg.Clock.Now()
+	d.mu.Lock()
+	leading := d.mu.leading
+	if leading {
+		b := d.touchLocked(node, 0, now)
+		b.usage, b.usageAt, b.usageTerm = usage, now, d.mu.term
+	}
+	d.mu.Unlock()
+	if !leading { // leadership ended since the check above
+		return d.notLeader()
+	}
+	return nil
+}
+
+// NodeUsage returns the usage of node's last heartbeat and when it arrived.
+// ok is false unless the replica leads and received a heartbeat with usage
+// from the node in its current term: followers know no usage.
+func (d *Dispatcher) NodeUsage(node string) (usage api.NodeUsage, at time.Time, ok bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	b := d.mu.beats[node]
+	if !d.mu.leading || b == nil || b.usageAt.IsZero() || b.usageTerm != d.mu.term {
+		return api.NodeUsage{}, time.Time{}, false
+	}
+	return b.usage, b.usageAt, true
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/nodelet/cgroup"
 	"github.com/sluicehq/sluice/nodelet/overcommit"
 )
@@ -26,6 +27,10 @@ var (
 type Agent struct {
 	cfg  Config
 	loop *overcommit.Loop // nil without Config.Overcommit
+	// usage returns the node's latest usage and when it was measured;
+	// ok is false before the first measurement. Nil without a source
+	// (no overcommit loop): no heartbeats then.
+	usage func() (u api.NodeUsage, at time.Time, ok bool)
 
 	// Channels into the owner goroutine.
 	targets chan Target
@@ -44,6 +49,9 @@ type Agent struct {
 		started bool
 		pods    []overcommit.Pod // running pods, for the overcommit loop
 		stats   Stats
+		// Heartbeat counters, kept apart from stats, which the owner
+		// publishes whole.
+		heartbeats, heartbeatErrors uint64
 	}
 }
 
@@ -70,6 +78,9 @@ type Stats struct {
 	ReportsAcked, ReportErrors, TargetErrors uint64
 	// PendingReports is how many reports wait for acknowledgement.
 	PendingReports int
+	// Heartbeats counts usage heartbeats the dispatcher acknowledged;
+	// HeartbeatErrors failed Heartbeat calls (see UsageReporter).
+	Heartbeats, HeartbeatErrors uint64
 	// OpErrors counts failed runtime Stop and Remove calls (retried).
 	OpErrors uint64
 }
@@ -105,8 +116,27 @@ func New(cfg Config) (*Agent, error) {
 			return nil, fmt.Errorf("nodelet: overcommit: %w", err)
 		}
 		a.loop = loop
+		a.usage = func() (api.NodeUsage, time.Time, bool) {
+			r, ok := loop.LastReport()
+			return nodeUsage(r), r.Time, ok
+		}
 	}
 	return a, nil
+}
+
+// nodeUsage converts the overcommit loop's report into the node's usage:
+// each tier's last measurement (the CPU averaged over the loop's last
+// period, the memory working set at its end), and their sum as the total.
+// The report's smoothed (EWMA) values are left out: api.Usage is what is
+// used now.
+func nodeUsage(r overcommit.Report) api.NodeUsage {
+	on := api.Usage{CPU: r.Online.LastCPUMillis, Memory: r.Online.LastMemoryBytes}
+	off := api.Usage{CPU: r.Offline.LastCPUMillis, Memory: r.Offline.LastMemoryBytes}
+	return api.NodeUsage{
+		Total:   api.Usage{CPU: on.CPU + off.CPU, Memory: on.Memory + off.Memory},
+		Online:  on,
+		Offline: off,
+	}
 }
 
 // Overcommit returns the overcommit loop Run runs, or nil.
@@ -149,6 +179,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.loop != nil {
 		o.wg.Go(func() { _ = a.loop.Run(ctx) })
 	}
+	if ur, ok := a.cfg.Dispatcher.(UsageReporter); ok && a.usage != nil {
+		o.wg.Go(func() { a.sendHeartbeats(ctx, ur) })
+	}
 	o.run(ctx)
 	cancel()
 	o.wg.Wait()
@@ -173,6 +206,7 @@ func (a *Agent) Stats() Stats {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s := a.mu.stats
+	s.Heartbeats, s.HeartbeatErrors = a.mu.heartbeats, a.mu.heartbeatErrors
 	s.PendingReports = a.out.len()
 	return s
 }
@@ -277,6 +311,45 @@ func (a *Agent) sendReports(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
+	}
+}
+
+// sendHeartbeats sends the latest usage every HeartbeatPeriod until ctx is
+// done. A usage already sent (the loop has not measured since) is not sent
+// again; a failed call is logged and counted, and the next period sends
+// what is newest then.
+func (a *Agent) sendHeartbeats(ctx context.Context, ur UsageReporter) {
+	t := time.NewTicker(a.cfg.HeartbeatPeriod)
+	defer t.Stop()
+	var sent time.Time // the measurement time of the last usage sent
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		u, at, ok := a.usage()
+		if !ok || !at.After(sent) {
+			continue
+		}
+		hctx, cancel := context.WithTimeout(ctx, a.cfg.HeartbeatPeriod)
+		err := ur.Heartbeat(hctx, a.cfg.Node, u)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		a.mu.Lock()
+		if err != nil {
+			a.mu.heartbeatErrors++
+		} else {
+			a.mu.heartbeats++
+		}
+		a.mu.Unlock()
+		if err != nil {
+			a.cfg.Logger.Warn("nodelet: heartbeat", "node", a.cfg.Node, "err", err)
+			continue
+		}
+		sent = at
 	}
 }
 

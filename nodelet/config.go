@@ -48,6 +48,11 @@ type Config struct {
 	// ResyncPeriod is how often the agent reconciles without a new event,
 	// retrying what failed (a Stop, a Remove). Default 10s.
 	ResyncPeriod time.Duration
+	// HeartbeatPeriod is how often the agent sends the node's usage, as
+	// the overcommit loop last measured it, when Dispatcher implements
+	// UsageReporter. Without Overcommit there is no usage and no
+	// heartbeat is sent. Default 10s.
+	HeartbeatPeriod time.Duration
 	// Overcommit, when set, runs the overcommit control loop inside Run
 	// with this configuration; its Pods and Killer are the Agent (any
 	// value set there is replaced). Leave nil on hosts without cgroups.
@@ -67,6 +72,7 @@ const (
 	DefaultRetryMin            = 100 * time.Millisecond
 	DefaultRetryMax            = 5 * time.Second
 	DefaultResyncPeriod        = 10 * time.Second
+	DefaultHeartbeatPeriod     = 10 * time.Second
 )
 
 // Validate reports every problem of c at once.
@@ -94,7 +100,7 @@ func (c *Config) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"StopGrace", c.StopGrace}, {"KillGrace", c.KillGrace}, {"RetryMin", c.RetryMin}, {"RetryMax", c.RetryMax}, {"ResyncPeriod", c.ResyncPeriod}, {"RetainExited", c.RetainExited}} {
+	}{{"StopGrace", c.StopGrace}, {"KillGrace", c.KillGrace}, {"RetryMin", c.RetryMin}, {"RetryMax", c.RetryMax}, {"ResyncPeriod", c.ResyncPeriod}, {"RetainExited", c.RetainExited}, {"HeartbeatPeriod", c.HeartbeatPeriod}} {
 		if d.v < 0 {
 			add("%s %v must not be negative", d.name, d.v)
 		}
@@ -135,6 +141,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ResyncPeriod == 0 {
 		c.ResyncPeriod = DefaultResyncPeriod
+	}
+	if c.HeartbeatPeriod == 0 {
+		c.HeartbeatPeriod = DefaultHeartbeatPeriod
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

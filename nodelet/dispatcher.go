@@ -10,7 +10,8 @@ import (
 // Dispatcher is the agent's view of the dispatcher: where its target comes
 // from and where its reports go. The HTTP client implements it; tests use
 // a fake. Both methods are called from the agent's own goroutines, at most
-// one call of each at a time.
+// one call of each at a time. A Dispatcher may also implement
+// UsageReporter.
 type Dispatcher interface {
 	// Target long-polls for the node's target: it returns the current one
 	// as soon as its generation differs from knownGeneration, or blocks
@@ -23,6 +24,20 @@ type Dispatcher interface {
 	// least once and in order: the dispatcher must treat a repeated
 	// report as a no-op.
 	Report(ctx context.Context, node string, reports []PodReport) error
+}
+
+// UsageReporter is an optional capability of a Dispatcher: one that
+// implements it receives the node's usage, a heartbeat, every
+// Config.HeartbeatPeriod while the agent runs an overcommit loop
+// (Config.Overcommit), the source of the usage; without one the agent
+// sends none. Heartbeat is called from one goroutine of the agent, at most
+// one call at a time, concurrently with Target and Report; its context
+// ends after one HeartbeatPeriod. An error is logged and counted, not
+// retried: the next period sends the newest usage then.
+type UsageReporter interface {
+	// Heartbeat delivers the node's usage now: per tier, and the tiers'
+	// sum as the total.
+	Heartbeat(ctx context.Context, node string, usage api.NodeUsage) error
 }
 
 // Target is the set of pods the dispatcher wants on the node.

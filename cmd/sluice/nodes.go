@@ -12,7 +12,9 @@ func newNodesCmd() *cobra.Command {
 		Short: "List the registered nodes and what their tasks hold",
 		Long: `Nodes lists the registered nodes. CPU and MEM are shown per QoS tier as
 used/allocatable: online is guaranteed, offline may be overcommitted on what
-online work leaves idle.`,
+online work leaves idle. USED CPU and USED MEM, shown when a node reported
+its usage, are what its pods use now, both tiers together (-o json has them
+per tier, and the time of the node's last heartbeat).`,
 		Args: usageArgs(cobra.NoArgs),
 	}
 	cf := addClientFlags(c)
@@ -32,13 +34,17 @@ online work leaves idle.`,
 		if cf.json() {
 			return printIndented(c.OutOrStdout(), list)
 		}
-		gpus := false
+		gpus, usage := false, false
 		for _, n := range list.Nodes {
 			gpus = gpus || n.Spec.Capacity.GPUs > 0
+			usage = usage || n.Usage != nil
 		}
 		header := []string{"NAME", "STATE", "POOL", "TASKS", "CPU ONLINE", "CPU OFFLINE", "MEM ONLINE", "MEM OFFLINE"}
 		if gpus {
 			header = append(header, "GPU")
+		}
+		if usage {
+			header = append(header, "USED CPU", "USED MEM")
 		}
 		t := newTable(c.OutOrStdout(), header...)
 		for _, n := range list.Nodes {
@@ -51,6 +57,13 @@ online work leaves idle.`,
 			}
 			if gpus {
 				row = append(row, itoa(u.Online.GPUs+u.Offline.GPUs)+"/"+itoa(n.Spec.Capacity.GPUs))
+			}
+			switch {
+			case !usage:
+			case n.Usage == nil:
+				row = append(row, "-", "-")
+			default:
+				row = append(row, cores(n.Usage.Total.CPU), bytesIEC(n.Usage.Total.Memory))
 			}
 			t.row(row...)
 		}

@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -47,5 +49,50 @@ func TestNodes(t *testing.T) {
 	var got api.NodeList
 	if code != exitOK || json.Unmarshal([]byte(out), &got) != nil || len(got.Nodes) != 2 || got.Nodes[0].Used.Online.GPUs != 1 {
 		t.Errorf("exit %d (%v), stdout %q", code, err, out)
+	}
+}
+
+// TestNodesUsage: USED CPU and USED MEM appear when a node sent its usage,
+// with "-" for the nodes that did not; -o json has the usage per tier.
+func TestNodesUsage(t *testing.T) {
+	c := api.Capacity{CPU: 8000, Memory: 16 << 30}
+	beat := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	list := api.NodeList{Nodes: []api.NodeInfo{
+		{
+			Spec: api.NodeSpec{Name: "n1", Capacity: c, Allocatable: api.Allocatable{Online: c, Offline: c}}, State: api.NodeReady, Tasks: 2,
+			Used: api.Allocatable{Online: api.Capacity{CPU: 2000, Memory: 4 << 30}},
+			Usage: &api.NodeUsage{
+				Total:   api.Usage{CPU: 1750, Memory: 5 << 29},
+				Online:  api.Usage{CPU: 1500, Memory: 2 << 30},
+				Offline: api.Usage{CPU: 250, Memory: 1 << 29},
+			},
+			LastHeartbeat: beat,
+		},
+		{Spec: api.NodeSpec{Name: "n2", Capacity: c, Allocatable: api.Allocatable{Online: c, Offline: c}}, State: api.NodeReady},
+	}}
+	s := startStub(t, func(ctx *fasthttp.RequestCtx, r stubReq) {
+		reply(ctx, 200, list)
+	})
+	out, _, code, err := runCmd(t, "nodes", "--addr", s.url)
+	if code != exitOK {
+		t.Fatalf("exit %d: %v", code, err)
+	}
+	want := "NAME  STATE  POOL  TASKS  CPU ONLINE  CPU OFFLINE  MEM ONLINE  MEM OFFLINE  USED CPU  USED MEM\n" +
+		"n1    ready  -     2      2/8         0/8          4Gi/16Gi    0/16Gi       1.75      2.5Gi\n" +
+		"n2    ready  -     0      0/8         0/8          0/16Gi      0/16Gi       -         -\n"
+	if out != want {
+		t.Errorf("stdout\n%s\nwant\n%s", out, want)
+	}
+
+	out, _, code, err = runCmd(t, "nodes", "--addr", s.url, "-o", "json")
+	var got api.NodeList
+	if code != exitOK || json.Unmarshal([]byte(out), &got) != nil || len(got.Nodes) != 2 {
+		t.Fatalf("exit %d (%v), stdout %q", code, err, out)
+	}
+	if u := got.Nodes[0].Usage; u == nil || *u != *list.Nodes[0].Usage || !got.Nodes[0].LastHeartbeat.Equal(beat) {
+		t.Errorf("n1 in JSON: usage %+v at %v", u, got.Nodes[0].LastHeartbeat)
+	}
+	if got.Nodes[1].Usage != nil || strings.Count(out, `"last_heartbeat"`) != 1 {
+		t.Errorf("n2 in JSON has usage: %s", out)
 	}
 }

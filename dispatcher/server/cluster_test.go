@@ -75,6 +75,7 @@ func TestFollowerRedirects(t *testing.T) {
 		{method: "POST", url: follower.Addr() + api.PathNodes, body: []byte(nodeJSON("n1", ""))},
 		{method: "GET", url: follower.Addr() + api.PathNode + "n1/target?wait=1s"},
 		{method: "POST", url: follower.Addr() + api.PathNode + "n1/reports", body: []byte(`{"reports":[]}`)},
+		{method: "POST", url: follower.Addr() + api.PathNode + "n1/reports", body: []byte(`{"usage":{"total":{"cpu":1,"memory":1},"online":{"cpu":1,"memory":1},"offline":{"cpu":0,"memory":0}}}`)},
 	} {
 		r := do(t, q)
 		errorReply(t, r, 307, api.CodeNotLeader, "")
@@ -88,6 +89,25 @@ func TestFollowerRedirects(t *testing.T) {
 	if len(l.Jobs) != 1 || l.Jobs[0].ID != res.Jobs[0] {
 		t.Fatalf("consistent read on the follower: %+v", l)
 	}
+	// Node usage lives in the leader's memory only: a follower's node
+	// list has none.
+	if r := do(t, req{method: "POST", url: leaderURL + api.PathNodes, body: []byte(nodeJSON("n1", ""))}); r.status != 200 {
+		t.Fatalf("register at the leader: %s", r)
+	}
+	hb := []byte(`{"usage":{"total":{"cpu":250,"memory":1024},"online":{"cpu":0,"memory":0},"offline":{"cpu":250,"memory":1024}}}`)
+	if r := do(t, req{method: "POST", url: leaderURL + api.PathNode + "n1/reports", body: hb}); r.status != 204 {
+		t.Fatalf("heartbeat at the leader: %s", r)
+	}
+	for _, c := range []struct {
+		url  string
+		want bool
+	}{{leaderURL, true}, {follower.Addr(), false}} {
+		nl := decode[api.NodeList](t, do(t, req{method: "GET", url: c.url + api.PathNodes + "?consistent=1"}), 200)
+		if len(nl.Nodes) != 1 || (nl.Nodes[0].Usage != nil) != c.want || nl.Nodes[0].LastHeartbeat.IsZero() == c.want {
+			t.Errorf("nodes at %s: %+v; want usage: %v", c.url, nl.Nodes, c.want)
+		}
+	}
+
 	// Every replica is ready.
 	for _, s := range servers {
 		if r := do(t, req{method: "GET", url: s.Addr() + api.PathReady}); r.status != 200 {

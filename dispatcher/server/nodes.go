@@ -59,6 +59,10 @@ func (h *Handler) listNodes(ctx *fasthttp.RequestCtx, _ Principal, _ []string) *
 	out := api.NodeList{Nodes: make([]api.NodeInfo, len(ns))}
 	for i, n := range ns {
 		out.Nodes[i] = api.NodeInfo{Spec: n.Spec, State: n.State, Generation: n.Generation, Used: n.Used, Free: n.Free, Tasks: n.Tasks}
+		// Usage is the leader's memory of heartbeats: absent elsewhere.
+		if u, at, ok := h.cfg.Dispatcher.NodeUsage(n.Spec.Name); ok {
+			out.Nodes[i].Usage, out.Nodes[i].LastHeartbeat = &u, at.UTC()
+		}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
 	return nil
@@ -144,37 +148,29 @@ func (h *Handler) reports(ctx *fasthttp.RequestCtx, _ Principal, args []string) 
 	if len(req.Reports) > api.MaxItemsPerRequest {
 		return errorf(fasthttp.StatusRequestEntityTooLarge, api.CodeTooLarge, "more than %d reports in one request", api.MaxItemsPerRequest)
 	}
-	var probs []api.Problem
-	total := 0
-	for i := range req.Reports {
-		err := req.Reports[i].Validate()
-		var ve *api.ValidationError
-		if !errors.As(err, &ve) {
-			continue
-		}
-		total += ve.Total
-		for _, p := range ve.Problems {
-			if len(probs) < api.MaxProblems {
-				path := fmt.Sprintf("reports[%d]", i)
-				if p.Path != "" {
-					path += "." + p.Path
-				}
-				probs = append(probs, api.Problem{Item: i, Path: path, Message: p.Message})
-			}
-		}
-	}
-	if total > 0 {
-		e := invalid(probs, "invalid report request, %d problems: %s", total, probs[0])
-		e.resp.Total = total
+	var ve *api.ValidationError
+	if err := req.Validate(); errors.As(err, &ve) && len(ve.Problems) > 0 {
+		e := invalid(ve.Problems, "invalid report request, %d problems: %s", ve.Total, ve.Problems[0])
+		e.resp.Total = ve.Total
 		return e
 	}
-	if _, _, ok := h.cfg.FSM.NodeTarget(args[0]); !ok {
+	if _, ok := h.cfg.FSM.NodeGeneration(args[0]); !ok {
 		return errorf(fasthttp.StatusNotFound, api.CodeNotFound, "node %q is not registered", clip(args[0], 80))
 	}
 	rctx, cancel := context.WithCancel(h.base)
 	defer cancel()
-	if err := h.cfg.Dispatcher.Report(rctx, args[0], req.Reports); err != nil {
-		return h.fromError(ctx, "reports of "+args[0], err)
+	// A heartbeat (usage) is recorded at once; reports wait for their
+	// commit. Either counts as a contact, and so does a request with
+	// neither.
+	if req.Usage != nil {
+		if err := h.cfg.Dispatcher.Heartbeat(rctx, args[0], *req.Usage); err != nil {
+			return h.fromError(ctx, "heartbeat of "+args[0], err)
+		}
+	}
+	if len(req.Reports) > 0 || req.Usage == nil {
+		if err := h.cfg.Dispatcher.Report(rctx, args[0], req.Reports); err != nil {
+			return h.fromError(ctx, "reports of "+args[0], err)
+		}
 	}
 	ctx.SetStatusCode(fasthttp.StatusNoContent)
 	return nil

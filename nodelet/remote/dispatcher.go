@@ -24,6 +24,8 @@ type Client interface {
 	Target(ctx context.Context, node string, generation uint64, wait time.Duration) (t api.NodeTarget, changed bool, err error)
 	// Report delivers task reports, oldest first.
 	Report(ctx context.Context, node string, reports []api.TaskReport) error
+	// Heartbeat delivers the node's usage.
+	Heartbeat(ctx context.Context, node string, usage api.NodeUsage) error
 }
 
 var _ Client = (*api.Client)(nil)
@@ -119,7 +121,10 @@ type Dispatcher struct {
 	}
 }
 
-var _ nodelet.Dispatcher = (*Dispatcher)(nil)
+var (
+	_ nodelet.Dispatcher    = (*Dispatcher)(nil)
+	_ nodelet.UsageReporter = (*Dispatcher)(nil)
+)
 
 // New copies cfg, fills defaults and validates it.
 func New(cfg Config) (*Dispatcher, error) {
@@ -322,6 +327,30 @@ func (d *Dispatcher) Report(ctx context.Context, node string, reports []nodelet.
 		}
 		if ctx.Err() != nil || code(err) != api.CodeNotFound || rejoined {
 			return fmt.Errorf("remote: report %d task states of %s: %w", len(out), node, err)
+		}
+		if err := d.rejoin(ctx, joins); err != nil {
+			return err
+		}
+	}
+}
+
+// Heartbeat implements nodelet.UsageReporter: it sends the node's usage.
+// Usage the dispatcher would refuse as invalid (a negative value) is not
+// sent: Heartbeat returns the validation error. When the dispatcher does
+// not know the node, Heartbeat registers it again and sends once more; a
+// second refusal is returned.
+func (d *Dispatcher) Heartbeat(ctx context.Context, node string, usage api.NodeUsage) error {
+	if err := usage.Validate(); err != nil {
+		return fmt.Errorf("remote: heartbeat of %s: usage: %w", node, err)
+	}
+	for rejoined := false; ; rejoined = true {
+		joins := d.joins()
+		err := d.cfg.Client.Heartbeat(ctx, node, usage)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil || code(err) != api.CodeNotFound || rejoined {
+			return fmt.Errorf("remote: heartbeat of %s: %w", node, err)
 		}
 		if err := d.rejoin(ctx, joins); err != nil {
 			return err

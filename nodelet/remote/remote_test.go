@@ -2,6 +2,7 @@ package remote_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -342,4 +343,47 @@ func TestConfigValidate(t *testing.T) {
 
 func equalSpec(a, b api.NodeSpec) bool {
 	return fmt.Sprintf("%+v", a) == fmt.Sprintf("%+v", b)
+}
+
+func TestHeartbeat(t *testing.T) {
+	const name = "n6"
+	stub := remotetest.Start(t, "tok")
+	d := newDispatcher(t, newClient(t, stub.URL, "tok"), name)
+	joined(t, d)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	u := api.NodeUsage{
+		Total:   api.Usage{CPU: 1250, Memory: 3 << 30},
+		Online:  api.Usage{CPU: 1000, Memory: 2 << 30},
+		Offline: api.Usage{CPU: 250, Memory: 1 << 30},
+	}
+	if err := d.Heartbeat(ctx, name, u); err != nil {
+		t.Fatal(err)
+	}
+	if got := stub.Usages(name); len(got) != 1 || got[0] != u {
+		t.Fatalf("usages at the stub %+v, want [%+v]", got, u)
+	}
+	if r := stub.Reports(name); len(r) != 0 {
+		t.Errorf("a heartbeat carried reports: %+v", r)
+	}
+
+	// Invalid usage is not sent.
+	bad := u
+	bad.Offline.Memory = -1
+	if err := d.Heartbeat(ctx, name, bad); !errors.Is(err, api.ErrInvalid) || !strings.Contains(err.Error(), "offline.memory") {
+		t.Errorf("Heartbeat with negative memory: %v, want an api.ErrInvalid naming offline.memory", err)
+	}
+
+	// A dispatcher that forgot the node: register again, send once more.
+	stub.Forget(name)
+	u.Online.CPU, u.Total.CPU = 2000, 2250
+	if err := d.Heartbeat(ctx, name, u); err != nil {
+		t.Fatal(err)
+	}
+	if _, regs, ok := stub.Node(name); !ok || regs != 1 {
+		t.Fatalf("node registered %d times (%v) after the heartbeat, want 1", regs, ok)
+	}
+	if got := stub.Usages(name); len(got) != 1 || got[0] != u {
+		t.Fatalf("usages at the stub after registering again %+v, want [%+v]", got, u)
+	}
 }

@@ -1,8 +1,9 @@
 // Package remotetest is a stub of the dispatcher's HTTP API for tests of
-// nodelets: node registration, target long-polls and reports, as
+// nodelets: node registration, target long-polls and reports (with
+// heartbeats' usage), as
 // api/wire.go describes them, served over loopback with fasthttp and
 // driven by the test (SetTarget, Forget) and inspected by it (Node,
-// Reports, Await).
+// Reports, Usages, Await).
 //
 // # Usage
 //

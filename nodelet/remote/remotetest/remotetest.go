@@ -45,6 +45,7 @@ type node struct {
 	gen           uint64
 	pods          []api.TargetPod
 	reports       []api.TaskReport
+	usages        []api.NodeUsage
 }
 
 // Start starts a stub on a loopback port; Close is registered as tb's
@@ -137,6 +138,17 @@ func (d *Dispatcher) Reports(name string) []api.TaskReport {
 	defer d.mu.Unlock()
 	if n := d.mu.nodes[name]; n != nil {
 		return slices.Clone(n.reports)
+	}
+	return nil
+}
+
+// Usages returns the usages a node sent in its heartbeats (report
+// requests with usage), in order.
+func (d *Dispatcher) Usages(name string) []api.NodeUsage {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if n := d.mu.nodes[name]; n != nil {
+		return slices.Clone(n.usages)
 	}
 	return nil
 }
@@ -264,11 +276,9 @@ func (d *Dispatcher) reports(ctx *fasthttp.RequestCtx, name string) {
 	if !decode(ctx, &req) {
 		return
 	}
-	for i := range req.Reports {
-		if err := req.Reports[i].Validate(); err != nil {
-			fail(ctx, fasthttp.StatusBadRequest, api.CodeInvalid, "reports["+strconv.Itoa(i)+"]: "+err.Error())
-			return
-		}
+	if err := req.Validate(); err != nil {
+		fail(ctx, fasthttp.StatusBadRequest, api.CodeInvalid, err.Error())
+		return
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -278,6 +288,9 @@ func (d *Dispatcher) reports(ctx *fasthttp.RequestCtx, name string) {
 		return
 	}
 	n.reports = append(n.reports, req.Reports...)
+	if req.Usage != nil {
+		n.usages = append(n.usages, *req.Usage)
+	}
 	d.changeLocked()
 	ctx.SetStatusCode(fasthttp.StatusNoContent)
 }

@@ -1,0 +1,52 @@
+package api
+
+// Bounds of a usage value: those of a node's capacity.
+const (
+	maxUsageCPU    = 1 << 40 // millicores
+	maxUsageMemory = 1 << 60 // bytes
+)
+
+// Validate checks a node's usage: no value may be negative (or beyond what
+// a node's capacity may hold). Problems are named by paths relative to the
+// usage, such as "offline.cpu".
+func (u *NodeUsage) Validate() error {
+	c := &checker{item: -1}
+	u.validate(c)
+	return c.err()
+}
+
+func (u *NodeUsage) validate(c *checker) {
+	for _, t := range []struct {
+		name string
+		u    Usage
+	}{{"total", u.Total}, {"online", u.Online}, {"offline", u.Offline}} {
+		c.push(t.name)
+		c.amount("cpu", t.u.CPU, 0, maxUsageCPU, "millicores")
+		c.amount("memory", t.u.Memory, 0, maxUsageMemory, "bytes")
+		c.pop()
+	}
+}
+
+// Validate checks a report request as the dispatcher does: every report,
+// named "reports[i]..." with Problem.Item i, and the usage, named
+// "usage..." with Item -1. It does not check the number of reports
+// (MaxItemsPerRequest, a too_large error of its own). A request with
+// neither reports nor usage is valid: it is a bare contact.
+func (r *ReportRequest) Validate() error {
+	c := &checker{item: -1}
+	c.push("reports")
+	for i := range r.Reports {
+		c.item, c.itemStart = i, len(c.probs)
+		c.pushIndex(i)
+		r.Reports[i].validate(c)
+		c.pop()
+	}
+	c.pop()
+	if r.Usage != nil {
+		c.item, c.itemStart = -1, len(c.probs)
+		c.push("usage")
+		r.Usage.validate(c)
+		c.pop()
+	}
+	return c.err()
+}

@@ -1,0 +1,162 @@
+package nodelet_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/nodelet"
+	"github.com/sluicehq/sluice/nodelet/cgroup"
+	"github.com/sluicehq/sluice/nodelet/overcommit"
+	"github.com/sluicehq/sluice/nodelet/runtime/sim"
+)
+
+// usageDispatcher is a fakeDispatcher that also takes heartbeats
+// (nodelet.UsageReporter).
+type usageDispatcher struct {
+	*fakeDispatcher
+	hmu    sync.Mutex
+	usages []api.NodeUsage
+	fail   bool // fail every Heartbeat
+}
+
+var _ nodelet.UsageReporter = (*usageDispatcher)(nil)
+
+func (d *usageDispatcher) Heartbeat(ctx context.Context, node string, u api.NodeUsage) error {
+	if _, ok := ctx.Deadline(); !ok {
+		return errors.New("fake: heartbeat without a deadline")
+	}
+	d.hmu.Lock()
+	defer d.hmu.Unlock()
+	if d.fail {
+		return errors.New("fake: dispatcher unavailable")
+	}
+	d.usages = append(d.usages, u)
+	return nil
+}
+
+func (d *usageDispatcher) heartbeats() []api.NodeUsage {
+	d.hmu.Lock()
+	defer d.hmu.Unlock()
+	return append([]api.NodeUsage(nil), d.usages...)
+}
+
+// fakeCgroups gives every pod of a tier the same working set and a CPU
+// counter that only grows; it ignores tier limits.
+type fakeCgroups struct {
+	mu  sync.Mutex
+	mem map[cgroup.Tier]uint64
+	cpu uint64
+}
+
+func (f *fakeCgroups) PodUsage(t cgroup.Tier, _ string) (cgroup.Usage, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cpu += uint64(time.Millisecond)
+	return cgroup.Usage{CPUUsageNS: f.cpu, MemoryWorkingSet: f.mem[t]}, nil
+}
+
+func (f *fakeCgroups) SetTier(cgroup.Tier, cgroup.Limits) error { return nil }
+
+// fakeOvercommit is an overcommit loop configuration over fake cgroups and
+// a fake /proc of an idle host with plenty of free memory.
+func fakeOvercommit(t *testing.T, cg *fakeCgroups) *overcommit.Config {
+	t.Helper()
+	dir := t.TempDir()
+	files := map[string]string{
+		"stat":    "cpu  100 0 0 900 0 0 0 0 0 0\ncpu0 0 0 0 0 0 0 0 0 0 0\ncpu1 0 0 0 0 0 0 0 0 0 0\n",
+		"meminfo": "MemTotal: 16777216 kB\nMemAvailable: 15728640 kB\n",
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &overcommit.Config{Period: 5 * time.Millisecond, Cgroups: cg, ProcRoot: dir}
+}
+
+// TestHeartbeatSendsOvercommitUsage: with an overcommit loop and a
+// dispatcher that takes usage, the agent sends the loop's per-tier usage
+// every HeartbeatPeriod, the total being the tiers' sum.
+func TestHeartbeatSendsOvercommitUsage(t *testing.T) {
+	host := sim.NewHost()
+	defer host.Close()
+	d := &usageDispatcher{fakeDispatcher: newFakeDispatcher()}
+	cg := &fakeCgroups{mem: map[cgroup.Tier]uint64{cgroup.Online: 100 << 20, cgroup.Offline: 30 << 20}}
+	h := newHarness(t, host, d.fakeDispatcher, func(c *nodelet.Config) {
+		c.Dispatcher = d
+		c.Overcommit = fakeOvercommit(t, cg)
+		c.HeartbeatPeriod = 10 * time.Millisecond
+	})
+	on := simPod("on", 1, 0, 0)
+	on.Tier = cgroup.Online
+	d.setTarget(1, on, simPod("off", 1, 0, 0))
+
+	want := func(u api.NodeUsage) bool {
+		return u.Online.Memory == 100<<20 && u.Offline.Memory == 30<<20 &&
+			u.Total.Memory == u.Online.Memory+u.Offline.Memory && u.Total.CPU == u.Online.CPU+u.Offline.CPU
+	}
+	eventually(t, 5*time.Second, "a heartbeat with both pods' usage", func() bool {
+		hb := d.heartbeats()
+		return len(hb) > 0 && want(hb[len(hb)-1])
+	})
+	for i, u := range d.heartbeats() {
+		if err := u.Validate(); err != nil || u.Total.CPU != u.Online.CPU+u.Offline.CPU || u.Total.Memory != u.Online.Memory+u.Offline.Memory {
+			t.Errorf("heartbeat %d: %+v (%v)", i, u, err)
+		}
+	}
+	if s := h.agent.Stats(); s.Heartbeats == 0 || s.HeartbeatErrors != 0 {
+		t.Errorf("stats: %d heartbeats, %d errors", s.Heartbeats, s.HeartbeatErrors)
+	}
+
+	// Failures are counted, not fatal, and heartbeats resume.
+	d.hmu.Lock()
+	d.fail = true
+	d.hmu.Unlock()
+	eventually(t, 5*time.Second, "failed heartbeats counted", func() bool { return h.agent.Stats().HeartbeatErrors >= 2 })
+	d.hmu.Lock()
+	d.fail, d.usages = false, nil
+	d.hmu.Unlock()
+	eventually(t, 5*time.Second, "heartbeats again", func() bool { return len(d.heartbeats()) > 0 })
+
+	// Run's goroutines, the heartbeat sender among them, end with Close.
+	h.close()
+	n := len(d.heartbeats())
+	time.Sleep(30 * time.Millisecond)
+	if m := len(d.heartbeats()); m != n {
+		t.Errorf("%d heartbeats after Close", m-n)
+	}
+}
+
+// TestHeartbeatNeedsOvercommit: without an overcommit loop there is no
+// usage to send, and the agent sends no heartbeat.
+func TestHeartbeatNeedsOvercommit(t *testing.T) {
+	host := sim.NewHost()
+	defer host.Close()
+	d := &usageDispatcher{fakeDispatcher: newFakeDispatcher()}
+	h := newHarness(t, host, d.fakeDispatcher, func(c *nodelet.Config) {
+		c.Dispatcher = d
+		c.HeartbeatPeriod = time.Millisecond
+	})
+	d.setTarget(1, simPod("a", 1, 0, 0))
+	eventually(t, 5*time.Second, "a running", func() bool { return len(d.find("a", api.TaskRunning)) == 1 })
+	time.Sleep(20 * time.Millisecond)
+	if hb := d.heartbeats(); len(hb) != 0 || h.agent.Stats().Heartbeats != 0 {
+		t.Errorf("heartbeats without an overcommit loop: %+v", hb)
+	}
+}
+
+func TestHeartbeatPeriodValidated(t *testing.T) {
+	host := sim.NewHost()
+	defer host.Close()
+	_, err := nodelet.New(nodelet.Config{Node: "n1", Runtime: sim.New(host), Dispatcher: newFakeDispatcher(), HeartbeatPeriod: -time.Second})
+	if err == nil || !strings.Contains(err.Error(), "HeartbeatPeriod") {
+		t.Errorf("New with a negative HeartbeatPeriod: %v", err)
+	}
+}
