@@ -34,16 +34,19 @@
 // Register proposes fsm.RegisterNode. Report records a contact and queues
 // the node's task reports; a batcher goroutine packs the reports of many
 // nodes that arrive within ReportWait into one fsm.UpdateTasks. A Target
-// long-poll is open while the node is alive and counts as contact too. The
+// long-poll is open while the node is alive and counts as contact too, and
+// so does a Heartbeat, which also carries the node's usage (kept in memory
+// by the leader of the term, never proposed). The
 // leader checks every LivenessEvery: a node without contact for its TTL
 // (NodeTTL + NodeTTLPerNode × nodes) is proposed down (its tasks end lost
 // and are retried by the FSM), and a down node heard from again is
 // proposed ready. Only transitions are proposed. A new leader gives every
 // node a full TTL of grace.
 //
-// Target long-polls wake whenever the FSM's applied index changes (checked
-// every ApplyPoll: a first step before an apply hook) or the replica's
-// leadership changes. The node-facing types are this package's (Target,
+// A Target long-poll wakes when its node's target generation changes (the
+// FSM lists the nodes each command changed; the applied index is checked
+// every ApplyPoll, a first step before an apply hook) or the replica's
+// leadership changes; an apply wakes no other poll. The node-facing types are this package's (Target,
 // fsm.Pod, api.TaskReport): the dispatcher may not import nodelet, so an
 // adapter to nodelet.Dispatcher lives with whoever wires them (tests, the
 // HTTP layer).

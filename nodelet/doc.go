@@ -13,7 +13,9 @@
 // talk to the Dispatcher: one long-polls Target and hands new targets to
 // the owner, one sends the report outbox in order and retries with
 // backoff until acknowledged. With Config.Overcommit, Run also runs the
-// overcommit loop, for which the Agent is the PodSource and the Killer.
+// overcommit loop, for which the Agent is the PodSource and the Killer,
+// and, when the Dispatcher is a UsageReporter, a goroutine that sends the
+// loop's per-tier usage every Config.HeartbeatPeriod.
 //
 // # Rules
 //
