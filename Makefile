@@ -14,7 +14,7 @@ STATICCHECK_VERSION := v0.8.2
 FUZZTIME    ?= 500000x
 BENCHTIME   ?= 1s
 
-.PHONY: all build demo test lint bench fuzz clean
+.PHONY: all build demo test lint bench bench-full bench-go fuzz clean
 
 all: build
 
@@ -40,8 +40,17 @@ lint: $(STATICCHECK)
 $(STATICCHECK):
 	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-## bench: every Go benchmark once, with allocations
-bench:
+## bench: the benchmark suite at quick sizes (a few minutes): JSON and PNG
+## plots in docs/bench, the generated section of BENCHMARKS.md
+bench: build
+	$(BIN)/sluice bench suite --quick --out docs/bench --update-doc BENCHMARKS.md
+
+## bench-full: the suite at the issues' sizes (ten minutes or more, most of it e2e)
+bench-full: build
+	$(BIN)/sluice bench suite --out docs/bench --update-doc BENCHMARKS.md
+
+## bench-go: every Go benchmark once, with allocations
+bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
 
 ## fuzz: a short run ($(FUZZTIME) executions) of every fuzz target

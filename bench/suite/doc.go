@@ -1,0 +1,39 @@
+// Package suite is `make bench`: it runs Sluice's benchmark scenarios in
+// order through their packages (bench/submitbench, bench/schedbench,
+// bench/storebench, bench/e2ebench, bench/podbench), writes each one's
+// result as DIR/<scenario>.json with the time, the machine and the commit,
+// draws PNG plots of them with gonum/plot and renders them as markdown
+// tables for BENCHMARKS.md.
+//
+// The scenarios, in order (Scenarios):
+//
+//   - submit: jobs committed per second through the HTTP API of three
+//     replicas, once per body encoding (none, gzip, zstd);
+//   - latency: a single task's submit to running in the dev cluster shape;
+//   - sched: committed placements per second of the scheduling loop;
+//   - raftkv: the replicated store, with etcd as the anchor when it is
+//     installed (noted in the JSON when it is not);
+//   - e2e: the stepped end-to-end benchmark, offered rate against placed
+//     rate and latencies;
+//   - podstart: pod starts against the runc CLI, only as root with runc on
+//     PATH (otherwise the JSON says why it was skipped).
+//
+// Two sizes: QuickParams, a few minutes on two cores, and FullParams, the
+// sizes the issues ask for.
+//
+// # Invariants
+//
+//   - Every scenario run writes its file, also when it failed (Error) or
+//     was skipped (Skipped); a failing scenario does not stop the others,
+//     and Run reports every failure at the end.
+//   - Plots and tables are pure functions of a Suite: the same JSON gives
+//     the same PNG bytes and the same markdown.
+//   - UpdateDoc changes only the text between BeginMarker and EndMarker.
+//
+// # Usage
+//
+//	s, err := suite.Run(ctx, suite.Config{Mode: "quick", Params: suite.QuickParams(), Out: "docs/bench"})
+//	all, _ := suite.Load("docs/bench") // with the files of earlier runs
+//	charts, _ := suite.WritePlots(all, "docs/bench")
+//	err = suite.UpdateDoc("BENCHMARKS.md", suite.Markdown(all, charts, "docs/bench"))
+package suite

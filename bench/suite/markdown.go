@@ -1,0 +1,334 @@
+package suite
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/bench/storebench"
+	"github.com/sluicehq/sluice/bench/submitbench"
+)
+
+// The markers around the generated section of a document; UpdateDoc
+// replaces what lies between them.
+const (
+	BeginMarker = "<!-- bench-suite:begin -->"
+	EndMarker   = "<!-- bench-suite:end -->"
+)
+
+// ErrMarkers says a document lacks the generated section's markers (or
+// has them more than once, or out of order).
+var ErrMarkers = errors.New("bench suite: document needs exactly one " + BeginMarker + " followed by one " + EndMarker)
+
+// UpdateDoc replaces the text between BeginMarker and EndMarker in the
+// file at path with generated, leaving everything else as it was.
+func UpdateDoc(path, generated string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("bench suite: update doc: %w", err)
+	}
+	out, err := ReplaceSection(b, generated)
+	if err != nil {
+		return fmt.Errorf("%w (in %s)", err, path)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("bench suite: update doc: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, out, fi.Mode().Perm()); err != nil {
+		return fmt.Errorf("bench suite: update doc: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("bench suite: update doc: %w", err)
+	}
+	return nil
+}
+
+// ReplaceSection returns doc with the text between its markers replaced by
+// generated (which gets a newline of its own on each side).
+func ReplaceSection(doc []byte, generated string) ([]byte, error) {
+	begin, end := []byte(BeginMarker), []byte(EndMarker)
+	if bytes.Count(doc, begin) != 1 || bytes.Count(doc, end) != 1 {
+		return nil, ErrMarkers
+	}
+	i := bytes.Index(doc, begin) + len(begin)
+	j := bytes.Index(doc, end)
+	if j < i {
+		return nil, ErrMarkers
+	}
+	var out bytes.Buffer
+	out.Write(doc[:i])
+	out.WriteString("\n" + strings.TrimSpace(generated) + "\n")
+	out.Write(doc[j:])
+	return out.Bytes(), nil
+}
+
+// Markdown renders s as the generated section: a caption for the machine,
+// a table per scenario with a line saying when and how it ran, and the
+// charts as images under linkDir (a path relative to the document).
+func Markdown(s Suite, charts []Chart, linkDir string) string {
+	var b strings.Builder
+	if m, ok := firstMachine(s); ok {
+		fmt.Fprintf(&b, "_Machine of the last run: %d × %s, Linux %s, %s._\n\n", m.CPUs, orUnknown(m.CPUModel), orUnknown(m.Kernel), m.GoVersion)
+	}
+	if s.Submit != nil {
+		section(&b, "submit: jobs committed/s through the HTTP API", s.Submit.caption(), s.Submit.Skipped, s.Submit.Notes, s.Submit.Error)
+		submitTable(&b, s.Submit.Result)
+	}
+	if s.Latency != nil {
+		section(&b, "latency: one task, submit → running", s.Latency.caption(), s.Latency.Skipped, s.Latency.Notes, s.Latency.Error)
+		latencyTable(&b, s.Latency.Result)
+	}
+	if s.Sched != nil {
+		section(&b, "sched: the scheduling loop", s.Sched.caption(), s.Sched.Skipped, s.Sched.Notes, s.Sched.Error)
+		if r := s.Sched.Result; r.Tasks > 0 {
+			table(&b, []string{"nodes", "tasks (jobs)", "placements/s", "round p50 / p99", "placement share of round", "heap per pending task"},
+				[]string{num(float64(r.Nodes)), fmt.Sprintf("%s (%s)", num(float64(r.Tasks)), num(float64(r.Jobs))),
+					"**" + num(r.PlacementsPerSec) + "**", msPair(r.RoundP50Ms, r.RoundP99Ms),
+					fmt.Sprintf("%.0f%%", 100*r.SolverShare), fmt.Sprintf("%.1f B", r.BytesPerPendingTask)})
+		}
+	}
+	if s.Raftkv != nil {
+		section(&b, "raftkv: the replicated store against etcd", s.Raftkv.caption(), s.Raftkv.Skipped, s.Raftkv.Notes, s.Raftkv.Error)
+		raftkvTable(&b, s.Raftkv.Result)
+	}
+	if s.E2E != nil {
+		section(&b, "e2e: stepped offered rate, submit → placed → running", s.E2E.caption(), s.E2E.Skipped, s.E2E.Notes, s.E2E.Error)
+		e2eTable(&b, s)
+	}
+	if s.Podstart != nil {
+		section(&b, "podstart: pod starts against runc", s.Podstart.caption(), s.Podstart.Skipped, s.Podstart.Notes, s.Podstart.Error)
+		if len(s.Podstart.Result) > 0 {
+			var rows [][]string
+			for _, r := range s.Podstart.Result {
+				runcLat, runcRate := "—", "—"
+				if r.Runc != nil {
+					runcLat, runcRate = msPair(r.Runc.P50Ms, r.Runc.P99Ms), fmt.Sprintf("%.1f", r.Runc.StartsPerSec)
+				}
+				rows = append(rows, []string{strconv.Itoa(r.Concurrency), strconv.Itoa(r.Pods), msPair(r.Sluice.P50Ms, r.Sluice.P99Ms),
+					runcLat, fmt.Sprintf("%.1f", r.Sluice.StartsPerSec), runcRate})
+			}
+			table(&b, []string{"concurrency", "pods", "sluice p50 / p99", "runc p50 / p99", "sluice starts/s", "runc starts/s"}, rows...)
+		}
+	}
+	if len(charts) > 0 {
+		b.WriteString("#### Plots\n\n")
+		for _, c := range charts {
+			fmt.Fprintf(&b, "![%s](%s)\n", c.Title, path.Join(filepath.ToSlash(linkDir), c.File))
+		}
+	}
+	return b.String()
+}
+
+// caption says how and when the report's scenario ran.
+func (r *Report[R]) caption() string {
+	parts := []string{r.Mode, r.Time.UTC().Format("2006-01-02 15:04 MST"), fmt.Sprintf("%s s", trim(r.Seconds))}
+	if r.Machine.LoadAvg != "" {
+		parts = append(parts, "load "+r.Machine.LoadAvg)
+	}
+	if c := r.Machine.Commit; c != "" {
+		c = c[:min(len(c), 10)]
+		if r.Machine.Modified {
+			c += " (modified)"
+		}
+		parts = append(parts, "commit "+c)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func section(b *strings.Builder, title, caption, skipped string, notes []string, errText string) {
+	fmt.Fprintf(b, "#### %s\n\n_%s_\n\n", title, caption)
+	if skipped != "" {
+		fmt.Fprintf(b, "Skipped: %s.\n\n", skipped)
+	}
+	for _, n := range notes {
+		fmt.Fprintf(b, "Note: %s.\n\n", n)
+	}
+	if errText != "" {
+		fmt.Fprintf(b, "**Failed:** %s\n\n", oneLine(errText))
+	}
+}
+
+func submitTable(b *strings.Builder, rs []submitbench.Result) {
+	if len(rs) == 0 {
+		return
+	}
+	var rows [][]string
+	for _, r := range rs {
+		rows = append(rows, []string{encodingName(r.Encoding), "**" + num(r.JobsPerSec) + "**", msPair(r.P50Ms, r.P99Ms),
+			num(float64(r.Jobs))})
+	}
+	fmt.Fprintf(b, "%d replicas, %d clients, %s jobs per request (a %s JSON body; the client compresses each request when encoded).\n\n",
+		rs[0].Replicas, rs[0].Clients, num(float64(rs[0].JobsPerRequest)), kb(rs[0].BodyBytes))
+	table(b, []string{"encoding", "jobs committed/s", "request p50 / p99", "jobs"}, rows...)
+}
+
+func latencyTable(b *strings.Builder, r submitbench.LatencyResult) {
+	if r.Samples == 0 {
+		return
+	}
+	table(b, []string{"samples", "simulated nodes", "p50", "p99", "max"},
+		[]string{strconv.Itoa(r.Samples), strconv.Itoa(r.Nodes), ms(r.P50Ms), "**" + ms(r.P99Ms) + "**", ms(r.MaxMs)})
+}
+
+func raftkvTable(b *strings.Builder, cs []storebench.Comparison) {
+	if len(cs) == 0 {
+		return
+	}
+	rate := func(x storebench.Result, valueBytes int) string {
+		s := num(x.WritesPerSec)
+		if valueBytes >= 64<<10 {
+			s += fmt.Sprintf(" (%.1f MB/s)", x.MBPerSec)
+		}
+		return s
+	}
+	var rows [][]string
+	failover := false
+	for _, c := range cs {
+		etcd, etcdLat, ratio := "—", "—", "—"
+		if c.Etcd != nil {
+			etcd, etcdLat = rate(*c.Etcd, c.ValueBytes), msPair(c.Etcd.P50Ms, c.Etcd.P99Ms)
+			if c.Etcd.WritesPerSec > 0 {
+				ratio = fmt.Sprintf("**%.1f×**", c.Sluice.WritesPerSec/c.Etcd.WritesPerSec)
+			}
+		}
+		rows = append(rows, []string{strconv.Itoa(c.Writers), byteSize(c.ValueBytes), rate(c.Sluice, c.ValueBytes),
+			msPair(c.Sluice.P50Ms, c.Sluice.P99Ms), etcd, etcdLat, ratio})
+		failover = failover || c.FailoverMs > 0
+	}
+	fmt.Fprintf(b, "%d replicas (and etcd members) on loopback, fsync on.\n\n", cs[0].Replicas)
+	table(b, []string{"writers", "value", "Sluice writes/s", "p50 / p99", "etcd writes/s", "p50 / p99", "Sluice / etcd"}, rows...)
+	if failover {
+		for _, c := range cs {
+			if c.FailoverMs > 0 {
+				fmt.Fprintf(b, "Failover under %d writers: first write of the new leader %s after the old one stopped.\n\n", c.Writers, ms(c.FailoverMs))
+			}
+		}
+	}
+}
+
+func e2eTable(b *strings.Builder, s Suite) {
+	r := s.E2E.Result
+	if len(r.Steps) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "%d replicas, %s simulated nodes; jobs of %s tasks running %s; steps of %s.\n\n",
+		r.Replicas, num(float64(r.Nodes)), r.ArraySize, strings.TrimPrefix(r.RunTime, "fixed:"), time.Duration(r.StepSeconds*float64(time.Second)))
+	var rows [][]string
+	for _, st := range r.Steps {
+		held := "yes"
+		switch {
+		case !st.Sustained && len(st.Reasons) == 0:
+			held = "interrupted"
+		case !st.Sustained:
+			held = "no: " + strings.Join(st.Reasons, "; ")
+		}
+		rows = append(rows, []string{strconv.Itoa(st.Step), num(st.OfferedTasksPerSec), num(st.PlacedTasksPerSec),
+			msPair(st.P50SubmitToPlacedMs, st.P99SubmitToPlacedMs), msPair(st.P50SubmitToRunningMs, st.P99SubmitToRunningMs),
+			strconv.FormatInt(st.Errors, 10), held})
+	}
+	table(b, []string{"step", "offered tasks/s", "placed/s", "placed p50 / p99", "running p50 / p99", "errors", "held"}, rows...)
+	if r.SustainedStep == 0 {
+		b.WriteString("Highest sustained: none (the first step did not hold).\n\n")
+	} else {
+		fmt.Fprintf(b, "Highest sustained: **%s tasks/s** (step %d; p99 submit→placed %s, submit→running %s).\n\n",
+			num(r.MaxSustainedTasksPerSec), r.SustainedStep, ms(r.P99SubmitToPlacedMs), ms(r.P99SubmitToRunningMs))
+	}
+}
+
+// table writes a markdown table; cells must not hold "|".
+func table(b *strings.Builder, header []string, rows ...[]string) {
+	line := func(cells []string) {
+		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+	}
+	line(header)
+	sep := make([]string, len(header))
+	for i := range sep {
+		sep[i] = "---"
+	}
+	line(sep)
+	for _, r := range rows {
+		esc := make([]string, len(r))
+		for i, c := range r {
+			esc[i] = strings.ReplaceAll(oneLine(c), "|", `\|`)
+		}
+		line(esc)
+	}
+	b.WriteString("\n")
+}
+
+func firstMachine(s Suite) (Machine, bool) {
+	for _, m := range []*Machine{machineOf(s.Submit), machineOf(s.Latency), machineOf(s.Sched), machineOf(s.Raftkv),
+		machineOf(s.E2E), machineOf(s.Podstart)} {
+		if m != nil {
+			return *m, true
+		}
+	}
+	return Machine{}, false
+}
+
+func machineOf[R any](r *Report[R]) *Machine {
+	if r == nil {
+		return nil
+	}
+	return &r.Machine
+}
+
+// num formats f rounded to an integer with thousands separators.
+func num(f float64) string {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return "—"
+	}
+	s := strconv.FormatInt(int64(math.Round(math.Abs(f))), 10)
+	var b strings.Builder
+	if f < 0 && s != "0" {
+		b.WriteByte('-')
+	}
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// ms formats milliseconds: one decimal below 100, whole above.
+func ms(f float64) string {
+	if f < 100 {
+		return strconv.FormatFloat(f, 'f', 1, 64) + " ms"
+	}
+	return num(f) + " ms"
+}
+
+func msPair(a, b float64) string {
+	return strings.TrimSuffix(ms(a), " ms") + " / " + ms(b)
+}
+
+// kb formats a byte count in decimal kilobytes.
+func kb(n int) string { return num(float64(n)/1000) + " KB" }
+
+func trim(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+func roundTo(f float64, digits int) float64 {
+	p := math.Pow(10, float64(digits))
+	return math.Round(f*p) / p
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -1,0 +1,122 @@
+package suite_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/bench/suite"
+)
+
+const doc = `# Benchmarks
+
+Intro.
+
+**Machine:** somewhere.
+
+<!-- bench-suite:begin -->
+old generated text
+| a | b |
+<!-- bench-suite:end -->
+
+## api
+
+Hand-written text.
+`
+
+func TestUpdateDocReplacesOnlyTheSection(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "BENCHMARKS.md")
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := suite.UpdateDoc(path, "\nnew table\n\n| x |\n\n"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Replace(doc, "old generated text\n| a | b |\n", "new table\n\n| x |\n", 1)
+	if string(got) != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	// Again with the same text: nothing changes (the rewrite is stable).
+	if err := suite.UpdateDoc(path, "new table\n\n| x |"); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := os.ReadFile(path); string(again) != want {
+		t.Errorf("a second rewrite changed the file:\n%s", again)
+	}
+}
+
+func TestUpdateDocNeedsMarkers(t *testing.T) {
+	dir := t.TempDir()
+	for name, text := range map[string]string{
+		"none":     "# Benchmarks\n",
+		"no end":   "<!-- bench-suite:begin -->\n",
+		"reversed": "<!-- bench-suite:end -->\n<!-- bench-suite:begin -->\n",
+		"twice":    "<!-- bench-suite:begin --><!-- bench-suite:end --><!-- bench-suite:begin --><!-- bench-suite:end -->",
+	} {
+		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".md")
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		err := suite.UpdateDoc(path, "x")
+		if !errors.Is(err, suite.ErrMarkers) || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: err = %v, want ErrMarkers naming the file", name, err)
+		}
+		if b, _ := os.ReadFile(path); string(b) != text {
+			t.Errorf("%s: the file changed", name)
+		}
+	}
+}
+
+func TestMarkdown(t *testing.T) {
+	s := fixedSuite()
+	md := suite.Markdown(s, suite.Charts(s), "docs/bench")
+	for _, want := range []string{
+		"_Machine of the last run: 2 × AMD EPYC, Linux 6.18.44, go1.26.8._",
+		"_quick, 2026-12-01 10:30 UTC, 12.5 s, load 1.00 0.50 0.25, commit 9b80085aaa (modified)_",
+		"3 replicas, 8 clients, 1,000 jobs per request (a 205 KB JSON body;",
+		"| none | **65,012** | 97.0 / 266 ms | 40,000 |",
+		"| zstd | **67,684** | 96.0 / 280 ms | 40,000 |",
+		"3 replicas, 1,000 simulated nodes;",
+		"| 50 | 4 | 11.6 ms | **18.3 ms** | 21.0 ms |",
+		"| 2,000 | 20,000 (150) | **50,350** | 24.0 / 290 ms | 4% | 5.2 B |",
+		"| 256 | 256 B | 12,184 | 16.2 / 109 ms | 1,879 | 118 / 422 ms | **6.5×** |",
+		"| 4 | 256 KiB | 93 (24.5 MB/s) | 30.0 / 213 ms | 51 (13.2 MB/s) | 66.0 / 219 ms | **1.8×** |",
+		"Failover under 256 writers: first write of the new leader 1,050 ms",
+		"| 3 | 2,003 | 1,500 | 470 / 1,854 ms | 1,438 / 2,397 ms | 0 | no: placed 1500 of 2003 tasks/s offered (75%, want 90%) |",
+		"Highest sustained: **995 tasks/s** (step 2; p99 submit→placed 288 ms, submit→running 580 ms).",
+		"Skipped: not root: containers need namespaces and cgroups.",
+		"![e2e: placed tasks/s against offered](docs/bench/e2e-throughput.png)",
+		"![submit: jobs committed/s by body encoding](docs/bench/submit.png)",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	if again := suite.Markdown(s, suite.Charts(s), "docs/bench"); again != md {
+		t.Error("two renderings of the same suite differ")
+	}
+}
+
+func TestMarkdownOfFailureAndNote(t *testing.T) {
+	s := suite.Suite{Raftkv: fixedSuite().Raftkv}
+	s.Raftkv.Result = s.Raftkv.Result[:1]
+	s.Raftkv.Result[0].Etcd = nil
+	s.Raftkv.Notes = []string{"etcd anchor skipped: not installed"}
+	s.Raftkv.Error = "4 writers of 262144 bytes: boom\nat line 2"
+	md := suite.Markdown(s, nil, "x")
+	for _, want := range []string{"Note: etcd anchor skipped: not installed.", "**Failed:** 4 writers of 262144 bytes: boom at line 2",
+		"| 256 | 256 B | 12,184 | 16.2 / 109 ms | — | — | — |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "![") {
+		t.Errorf("markdown links plots it was not given:\n%s", md)
+	}
+}

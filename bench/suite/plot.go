@@ -1,0 +1,288 @@
+package suite
+
+import (
+	"errors"
+	"fmt"
+	"image/color"
+	"io"
+	"os"
+	"path/filepath"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/sluicehq/sluice/bench/e2ebench"
+	"github.com/sluicehq/sluice/bench/storebench"
+	"github.com/sluicehq/sluice/bench/submitbench"
+)
+
+// Chart is one PNG a suite's results draw.
+type Chart struct {
+	// File is the PNG's name in the output directory; Title its alt text.
+	File, Title string
+	draw        func(io.Writer) error
+}
+
+// Charts returns the plots s has data for, in a fixed order: e2e
+// throughput and latency, raftkv against etcd (only with the anchor),
+// submit by encoding.
+func Charts(s Suite) []Chart {
+	var out []Chart
+	if s.E2E != nil && len(s.E2E.Result.Steps) > 0 {
+		r := s.E2E.Result
+		out = append(out,
+			Chart{"e2e-throughput.png", "e2e: placed tasks/s against offered", func(w io.Writer) error { return PlotE2EThroughput(w, r) }},
+			Chart{"e2e-latency.png", "e2e: submit→placed and submit→running p50/p99 against offered tasks/s",
+				func(w io.Writer) error { return PlotE2ELatency(w, r) }})
+	}
+	if s.Raftkv != nil && hasEtcd(s.Raftkv.Result) {
+		r := s.Raftkv.Result
+		out = append(out, Chart{"raftkv.png", "raftkv: writes/s, Sluice against etcd", func(w io.Writer) error { return PlotRaftkv(w, r) }})
+	}
+	if s.Submit != nil && len(s.Submit.Result) > 0 {
+		r := s.Submit.Result
+		out = append(out, Chart{"submit.png", "submit: jobs committed/s by body encoding", func(w io.Writer) error { return PlotSubmit(w, r) }})
+	}
+	return out
+}
+
+func hasEtcd(cs []storebench.Comparison) bool {
+	for _, c := range cs {
+		if c.Etcd != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// WritePlots draws every chart of s into dir and returns them.
+func WritePlots(s Suite, dir string) ([]Chart, error) {
+	charts := Charts(s)
+	for _, c := range charts {
+		if err := writeChart(filepath.Join(dir, c.File), c.draw); err != nil {
+			return nil, fmt.Errorf("bench suite: plot %s: %w", c.File, err)
+		}
+	}
+	return charts, nil
+}
+
+func writeChart(path string, draw func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	err = draw(f)
+	return errors.Join(err, f.Close())
+}
+
+// The plots' size.
+const (
+	plotWidth  = 16 * vg.Centimeter
+	plotHeight = 10 * vg.Centimeter
+)
+
+func savePNG(w io.Writer, p *plot.Plot) error {
+	wt, err := p.WriterTo(plotWidth, plotHeight, "png")
+	if err != nil {
+		return err
+	}
+	_, err = wt.WriteTo(w)
+	return err
+}
+
+// PlotE2EThroughput draws placed tasks/s against offered tasks/s, one point
+// per step (filled when the step held), with the line y = x.
+func PlotE2EThroughput(w io.Writer, r e2ebench.Result) error {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("e2e throughput (%d replicas, %s nodes)", r.Replicas, num(float64(r.Nodes)))
+	p.X.Label.Text = "offered tasks/s"
+	p.Y.Label.Text = "placed tasks/s"
+	p.Legend.Top, p.Legend.Left = true, true
+	var all, held, broke plotter.XYs
+	top := 0.0
+	for _, s := range r.Steps {
+		pt := plotter.XY{X: s.OfferedTasksPerSec, Y: s.PlacedTasksPerSec}
+		all = append(all, pt)
+		if s.Sustained {
+			held = append(held, pt)
+		} else {
+			broke = append(broke, pt)
+		}
+		top = max(top, pt.X, pt.Y)
+	}
+	p.X.Min, p.Y.Min, p.X.Max, p.Y.Max = 0, 0, top*1.05, top*1.05
+	p.X.Tick.Marker, p.Y.Tick.Marker = countTicks{}, countTicks{}
+	ideal := plotter.NewFunction(func(x float64) float64 { return x })
+	ideal.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	ideal.Color = color.Gray{Y: 128}
+	p.Add(ideal, plotter.NewGrid())
+	p.Legend.Add("placed = offered", ideal)
+	line, err := plotter.NewLine(all)
+	if err != nil {
+		return err
+	}
+	line.Color = plotutil.Color(0)
+	p.Add(line)
+	for _, g := range []struct {
+		pts   plotter.XYs
+		name  string
+		shape draw.GlyphDrawer
+	}{{held, "step held", draw.CircleGlyph{}}, {broke, "step broke", draw.CrossGlyph{}}} {
+		if len(g.pts) == 0 {
+			continue
+		}
+		sc, err := plotter.NewScatter(g.pts)
+		if err != nil {
+			return err
+		}
+		sc.Shape, sc.Color, sc.Radius = g.shape, plotutil.Color(0), vg.Points(4)
+		p.Add(sc)
+		p.Legend.Add(g.name, sc)
+	}
+	return savePNG(w, p)
+}
+
+// PlotE2ELatency draws the p50 and p99 of submit→placed and submit→running
+// against the offered tasks/s.
+func PlotE2ELatency(w io.Writer, r e2ebench.Result) error {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("e2e latency (%d replicas, %s nodes)", r.Replicas, num(float64(r.Nodes)))
+	p.X.Label.Text = "offered tasks/s"
+	p.Y.Label.Text = "ms"
+	p.X.Min, p.Y.Min = 0, 0
+	p.X.Tick.Marker, p.Y.Tick.Marker = countTicks{}, countTicks{}
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Add(plotter.NewGrid())
+	series := []struct {
+		name string
+		y    func(e2ebench.Step) float64
+	}{
+		{"placed p50", func(s e2ebench.Step) float64 { return s.P50SubmitToPlacedMs }},
+		{"placed p99", func(s e2ebench.Step) float64 { return s.P99SubmitToPlacedMs }},
+		{"running p50", func(s e2ebench.Step) float64 { return s.P50SubmitToRunningMs }},
+		{"running p99", func(s e2ebench.Step) float64 { return s.P99SubmitToRunningMs }},
+	}
+	for i, sr := range series {
+		pts := make(plotter.XYs, len(r.Steps))
+		for j, s := range r.Steps {
+			pts[j] = plotter.XY{X: s.OfferedTasksPerSec, Y: sr.y(s)}
+		}
+		l, sc, err := plotter.NewLinePoints(pts)
+		if err != nil {
+			return err
+		}
+		// Placed in one colour, running in another; p99 dashed.
+		l.Color, sc.Color = plotutil.Color(i/2), plotutil.Color(i/2)
+		if i%2 == 1 {
+			l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+		}
+		sc.Shape = plotutil.Shape(i)
+		p.Add(l, sc)
+		p.Legend.Add(sr.name, l, sc)
+	}
+	return savePNG(w, p)
+}
+
+// PlotRaftkv draws the writes/s of Sluice's store and etcd side by side,
+// one panel per comparison that has the etcd anchor (their scales differ
+// by orders of magnitude).
+func PlotRaftkv(w io.Writer, cs []storebench.Comparison) error {
+	var row []*plot.Plot
+	for _, c := range cs {
+		if c.Etcd == nil {
+			continue
+		}
+		p := plot.New()
+		p.Title.Text = fmt.Sprintf("%d writers × %s", c.Writers, byteSize(c.ValueBytes))
+		p.Y.Label.Text = "writes/s"
+		p.Y.Min = 0
+		bars, err := plotter.NewBarChart(plotter.Values{c.Sluice.WritesPerSec, c.Etcd.WritesPerSec}, vg.Centimeter)
+		if err != nil {
+			return err
+		}
+		bars.Color = plotutil.Color(0)
+		p.Add(bars, &plotter.Grid{Horizontal: plotter.NewGrid().Horizontal})
+		p.NominalX("sluice", "etcd")
+		barAxes(p, 2)
+		row = append(row, p)
+	}
+	if len(row) == 0 {
+		return errors.New("no comparison with etcd")
+	}
+	img := vgimg.New(plotWidth, plotHeight)
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: 1, Cols: len(row), PadX: vg.Millimeter, PadY: vg.Millimeter,
+		PadTop: vg.Points(2), PadBottom: vg.Points(2), PadLeft: vg.Points(2), PadRight: vg.Points(2)}
+	canvases := plot.Align([][]*plot.Plot{row}, tiles, dc)
+	for i, p := range row {
+		p.Draw(canvases[0][i])
+	}
+	_, err := vgimg.PngCanvas{Canvas: img}.WriteTo(w)
+	return err
+}
+
+// PlotSubmit draws the jobs committed per second of each body encoding.
+func PlotSubmit(w io.Writer, rs []submitbench.Result) error {
+	p := plot.New()
+	if len(rs) > 0 {
+		r := rs[0]
+		p.Title.Text = fmt.Sprintf("submit (%d replicas, %d clients, %s jobs per request)", r.Replicas, r.Clients, num(float64(r.JobsPerRequest)))
+	}
+	p.Y.Label.Text = "jobs committed/s"
+	p.Y.Min = 0
+	vals := make(plotter.Values, len(rs))
+	names := make([]string, len(rs))
+	for i, r := range rs {
+		vals[i], names[i] = r.JobsPerSec, encodingName(r.Encoding)
+	}
+	bars, err := plotter.NewBarChart(vals, 1.5*vg.Centimeter)
+	if err != nil {
+		return err
+	}
+	bars.Color = plotutil.Color(0)
+	p.Add(bars, &plotter.Grid{Horizontal: plotter.NewGrid().Horizontal})
+	p.NominalX(names...)
+	barAxes(p, len(rs))
+	return savePNG(w, p)
+}
+
+// barAxes gives n bars room at both ends and counts on the y axis.
+func barAxes(p *plot.Plot, n int) {
+	p.X.Min, p.X.Max = -0.6, float64(n)-0.4
+	p.Y.Tick.Marker = countTicks{}
+}
+
+// countTicks are plot.DefaultTicks labelled as counts (12,000, not
+// 12000.00).
+type countTicks struct{}
+
+func (countTicks) Ticks(lo, hi float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = num(ts[i].Value)
+		}
+	}
+	return ts
+}
+
+func encodingName(e string) string {
+	if e == "" {
+		return "none"
+	}
+	return e
+}
+
+func byteSize(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -1,0 +1,92 @@
+package suite_test
+
+import (
+	"bytes"
+	"image/png"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/sluicehq/sluice/bench/storebench"
+	"github.com/sluicehq/sluice/bench/suite"
+)
+
+// decodePNG fails t unless b is a PNG of a plausible size.
+func decodePNG(t *testing.T, name string, b []byte) {
+	t.Helper()
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("%s: not a PNG: %v", name, err)
+	}
+	if r := img.Bounds(); r.Dx() < 200 || r.Dy() < 100 {
+		t.Errorf("%s: %v, want a plot-sized image", name, r)
+	}
+}
+
+func TestPlots(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		plot func(io.Writer) error
+	}{
+		{"e2e-throughput", func(w io.Writer) error { return suite.PlotE2EThroughput(w, fixedE2E) }},
+		{"e2e-latency", func(w io.Writer) error { return suite.PlotE2ELatency(w, fixedE2E) }},
+		{"raftkv", func(w io.Writer) error { return suite.PlotRaftkv(w, fixedRaftkv) }},
+		{"submit", func(w io.Writer) error { return suite.PlotSubmit(w, fixedSubmit) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var a, b bytes.Buffer
+			if err := tc.plot(&a); err != nil {
+				t.Fatal(err)
+			}
+			decodePNG(t, tc.name, a.Bytes())
+			if err := tc.plot(&b); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(a.Bytes(), b.Bytes()) {
+				t.Error("two plots of the same result differ")
+			}
+		})
+	}
+}
+
+func TestPlotRaftkvWithoutEtcd(t *testing.T) {
+	err := suite.PlotRaftkv(io.Discard, []storebench.Comparison{{Writers: 1, ValueBytes: 256}})
+	if err == nil {
+		t.Fatal("a raftkv plot without the etcd anchor: want an error")
+	}
+}
+
+func TestWritePlots(t *testing.T) {
+	dir := t.TempDir()
+	s := fixedSuite()
+	charts, err := suite.WritePlots(s, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for _, c := range charts {
+		files = append(files, c.File)
+		b, err := os.ReadFile(filepath.Join(dir, c.File))
+		if err != nil {
+			t.Fatal(err)
+		}
+		decodePNG(t, c.File, b)
+	}
+	want := []string{"e2e-throughput.png", "e2e-latency.png", "raftkv.png", "submit.png"}
+	if !slices.Equal(files, want) {
+		t.Errorf("charts %v, want %v", files, want)
+	}
+
+	// Without etcd there is no raftkv chart; without e2e steps no e2e ones.
+	s.Raftkv.Result = []storebench.Comparison{{Writers: 1, ValueBytes: 256}}
+	s.E2E.Result.Steps = nil
+	files = files[:0]
+	for _, c := range suite.Charts(s) {
+		files = append(files, c.File)
+	}
+	if !slices.Equal(files, []string{"submit.png"}) {
+		t.Errorf("charts %v, want only submit.png", files)
+	}
+}

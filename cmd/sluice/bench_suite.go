@@ -1,0 +1,137 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/bench/suite"
+)
+
+func newBenchSuiteCmd() *cobra.Command {
+	var (
+		quick, noRun, quiet bool
+		out, doc            string
+		only                []string
+	)
+	c := &cobra.Command{
+		Use:   "suite",
+		Short: "Run every benchmark scenario, write JSON and plots, and update BENCHMARKS.md",
+		Long: `Suite runs the benchmark scenarios in order, in process: submit (once per
+body encoding), latency, sched, raftkv (with etcd as the anchor when it is
+installed), e2e (stepped offered rate) and podstart (only as root with runc
+on PATH). Each scenario's result goes to --out as <scenario>.json, with the
+time, the machine and the commit; then the plots are drawn from every JSON
+file in --out as PNG files beside them, and with --update-doc the section
+between the markers ` + suite.BeginMarker + ` and ` + suite.EndMarker + ` of that
+file is replaced by tables of the results and links to the plots.
+
+--quick runs small sizes (a minute or two on two cores); without it the
+sizes are the issues' (ten minutes or more, most of it the e2e steps). A
+failing scenario does not stop the others; the command fails at the end.
+Progress goes to stderr.`,
+		Example: `  sluice bench suite --quick --out docs/bench --update-doc BENCHMARKS.md
+  sluice bench suite --only e2e,raftkv --update-doc BENCHMARKS.md
+  sluice bench suite --no-run --update-doc BENCHMARKS.md   # plots and tables from the JSON in --out`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(c *cobra.Command, _ []string) error {
+			mode, params := "full", suite.FullParams()
+			if quick {
+				mode, params = "quick", suite.QuickParams()
+			}
+			cfg := suite.Config{Mode: mode, Params: params, Out: out, Only: only,
+				Logger: slog.New(slog.DiscardHandler)}
+			if err := cfg.Validate(); err != nil {
+				return usageError{err}
+			}
+			if !quiet {
+				cfg.Logger = slog.New(slog.NewTextHandler(c.ErrOrStderr(), nil))
+			}
+			if doc != "" {
+				// Fail before an hour of benchmarks, not after.
+				b, err := os.ReadFile(doc)
+				if err != nil {
+					return err
+				}
+				if _, err := suite.ReplaceSection(b, ""); err != nil {
+					return fmt.Errorf("%w (in %s)", err, doc)
+				}
+			}
+			var runErr error
+			if !noRun {
+				_, runErr = suite.Run(c.Context(), cfg)
+			}
+			return renderSuite(c.OutOrStdout(), out, doc, runErr)
+		},
+	}
+	f := c.Flags()
+	f.BoolVar(&quick, "quick", false, "small sizes: a few minutes on two cores")
+	f.StringVar(&out, "out", "docs/bench", "directory of the JSON results and the plots")
+	f.StringVar(&doc, "update-doc", "", "replace the generated section of this markdown file")
+	f.StringSliceVar(&only, "only", nil, "run only these scenarios (submit, latency, sched, raftkv, e2e, podstart)")
+	f.BoolVar(&noRun, "no-run", false, "run nothing: draw the plots and tables from the JSON already in --out")
+	f.BoolVar(&quiet, "quiet", false, "do not log progress to stderr")
+	return c
+}
+
+// renderSuite draws the plots and tables of every result in out, updates
+// doc when set, and prints each scenario's outcome. It returns runErr
+// joined with its own error.
+func renderSuite(w io.Writer, out, doc string, runErr error) error {
+	s, err := suite.Load(out)
+	if err != nil {
+		return errors.Join(runErr, err)
+	}
+	charts, err := suite.WritePlots(s, out)
+	if err != nil {
+		return errors.Join(runErr, err)
+	}
+	if doc != "" {
+		rel, err := relPath(filepath.Dir(doc), out)
+		if err != nil {
+			return errors.Join(runErr, err)
+		}
+		if err := suite.UpdateDoc(doc, suite.Markdown(s, charts, rel)); err != nil {
+			return errors.Join(runErr, err)
+		}
+	}
+	t := newTable(w, "SCENARIO", "SECONDS", "OUTCOME")
+	for _, o := range s.Outcomes() {
+		outcome := "ok"
+		switch {
+		case o.Error != "":
+			outcome = "failed: " + o.Error
+		case o.Skipped != "":
+			outcome = "skipped: " + o.Skipped
+		}
+		t.row(o.Scenario, fmt.Sprintf("%.1f", o.Seconds), outcome)
+	}
+	if err := t.flush(); err != nil {
+		return errors.Join(runErr, err)
+	}
+	for _, ch := range charts {
+		fmt.Fprintf(w, "plot %s\n", filepath.Join(out, ch.File))
+	}
+	if doc != "" {
+		fmt.Fprintf(w, "updated %s\n", doc)
+	}
+	return runErr
+}
+
+// relPath is target relative to base, both made absolute first.
+func relPath(base, target string) (string, error) {
+	b, err := filepath.Abs(base)
+	if err != nil {
+		return "", err
+	}
+	t, err := filepath.Abs(target)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Rel(b, t)
+}
