@@ -288,8 +288,9 @@ func (c *cluster) waitApplied(timeout time.Duration, index uint64, ids ...uint64
 			var all []string
 			for _, n := range c.running() {
 				s := n.Status()
-				all = append(all, fmt.Sprintf("%d: %s term %d leader %d commit %d applied %d log %d..%d err %v",
-					s.ID, s.State, s.Term, s.Leader, s.Commit, s.Applied, s.FirstIndex, s.LastIndex, s.Err))
+				all = append(all, fmt.Sprintf("%d: %s term %d leader %d commit %d applied %d log %d..%d err %v%s",
+					s.ID, s.State, s.Term, s.Leader, s.Commit, s.Applied, s.FirstIndex, s.LastIndex, s.Err,
+					raftkv.Progress(ctxTimeout(c.t, time.Second), n)))
 			}
 			c.t.Fatalf("replicas behind index %d after %v:%s\n%s", index, timeout, behind, strings.Join(all, "\n"))
 		}

@@ -2,6 +2,9 @@ package raftkv
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"slices"
 
 	"go.etcd.io/raft/v3/raftpb"
 )
@@ -34,3 +37,17 @@ func EncodeCommand(cmd []byte, threshold int) []byte { return encodeCommand(cmd,
 
 // Flush flushes the replica's memtables to sstables.
 func Flush(n *Node) error { return n.db.Flush() }
+
+// Progress describes the leader's view of each follower (state, match,
+// next, pending snapshot, paused), for failure messages; "" on a follower.
+func Progress(ctx context.Context, n *Node) string {
+	var out string
+	_ = n.do(ctx, func() error {
+		st := n.rn.Status()
+		for _, id := range slices.Sorted(maps.Keys(st.Progress)) {
+			out += fmt.Sprintf(" %d:{%v}", id, st.Progress[id])
+		}
+		return nil
+	})
+	return out
+}
