@@ -307,7 +307,14 @@ func (n *Node) handleReadys() error {
 			}
 		}
 		var late []*raftpb.Message
-		if len(rd.Messages) > 0 {
+		if len(rd.Messages) > 0 && n.st.termOrVoteChanges(rd.HardState) {
+			// A new term or vote must be durable before any message goes
+			// out (a vote request sent before its candidate's term is
+			// synced, then lost in a crash, would let the term have two
+			// leaders). Only the leader's appends within its term may
+			// overlap their own persistence.
+			late = rd.Messages
+		} else if len(rd.Messages) > 0 {
 			early := make([]*raftpb.Message, 0, len(rd.Messages))
 			for _, m := range rd.Messages {
 				switch m.GetType() {

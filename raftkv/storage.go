@@ -223,6 +223,17 @@ func (s *storage) bootstrap(id uint64, peers map[uint64]string) error {
 	return nil
 }
 
+// termOrVoteChanges reports whether hs, a Ready's hard state, changes the
+// persisted term or vote.
+func (s *storage) termOrVoteChanges(hs *raftpb.HardState) bool {
+	if raft.IsEmptyHardState(hs) {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return hs.GetTerm() != s.mu.hardState.GetTerm() || hs.GetVote() != s.mu.hardState.GetVote()
+}
+
 // InitialState implements raft.Storage.
 func (s *storage) InitialState() (*raftpb.HardState, *raftpb.ConfState, error) {
 	s.mu.Lock()
