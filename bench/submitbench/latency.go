@@ -4,16 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/nodelet"
-	"github.com/sluicehq/sluice/nodelet/remote"
-	"github.com/sluicehq/sluice/nodelet/runtime/sim"
+	"github.com/sluicehq/sluice/bench/fleet"
 )
 
 // LatencyConfig says what Latency builds and measures.
@@ -52,7 +47,8 @@ type LatencyResult struct {
 }
 
 // Latency runs the `sluice dev` shape (one replica, simulated nodelets
-// connected over HTTP, each a real nodelet agent) and measures, for
+// connected over HTTP, each a real nodelet agent on its own simulated host:
+// bench/fleet) and measures, for
 // cfg.Samples single-task jobs submitted one at a time through the API,
 // the time from sending the submit to the dispatcher's state showing the
 // task running (the nodelet started it and its report is committed). The
@@ -72,11 +68,11 @@ func Latency(ctx context.Context, cfg LatencyConfig) (LatencyResult, error) {
 	}
 	defer cl.Close()
 	srv := cl.Servers[0]
-	stop, err := startSimNodes(ctx, srv.Addr(), cfg.Nodes)
-	defer stop()
+	fl, err := fleet.Start(ctx, fleet.Config{Addrs: []string{srv.Addr()}, Nodes: cfg.Nodes, NamePrefix: "sim-"})
 	if err != nil {
-		return LatencyResult{}, err
+		return LatencyResult{}, fmt.Errorf("latency benchmark: %w", err)
 	}
+	defer fl.Close()
 	c, err := api.NewClient(api.ClientConfig{Addrs: []string{srv.Addr()}})
 	if err != nil {
 		return LatencyResult{}, fmt.Errorf("latency benchmark: %w", err)
@@ -111,53 +107,4 @@ func Latency(ctx context.Context, cfg LatencyConfig) (LatencyResult, error) {
 		Nodes: cfg.Nodes, Samples: cfg.Samples,
 		P50Ms: ms(lats[len(lats)/2]), P99Ms: ms(lats[(len(lats)*99)/100]), MaxMs: ms(lats[len(lats)-1]),
 	}, nil
-}
-
-// startSimNodes starts n nodelet agents on simulated hosts, connected to
-// the dispatcher at addr over HTTP, and returns what stops them.
-func startSimNodes(ctx context.Context, addr string, n int) (stop func(), err error) {
-	ctx, cancel := context.WithCancel(ctx)
-	host := sim.NewHost()
-	var (
-		wg      sync.WaitGroup
-		agents  []*nodelet.Agent
-		clients []*api.Client
-	)
-	stop = func() {
-		for _, a := range agents {
-			_ = a.Close()
-		}
-		cancel()
-		wg.Wait()
-		for _, c := range clients {
-			c.Close()
-		}
-		host.Close()
-	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	for i := range n {
-		c, err := api.NewClient(api.ClientConfig{Addrs: []string{addr}})
-		if err != nil {
-			return stop, fmt.Errorf("latency benchmark: %w", err)
-		}
-		clients = append(clients, c)
-		name := fmt.Sprintf("sim-%d", i+1)
-		capacity := api.Capacity{CPU: 64_000, Memory: 256 << 30}
-		d, err := remote.New(remote.Config{Client: c, Logger: quiet, Node: api.NodeSpec{
-			Name: name, Capacity: capacity, Allocatable: api.Allocatable{Online: capacity, Offline: capacity},
-		}})
-		if err != nil {
-			return stop, fmt.Errorf("latency benchmark: %w", err)
-		}
-		if err := d.Join(ctx); err != nil {
-			return stop, fmt.Errorf("latency benchmark: join %s: %w", name, err)
-		}
-		a, err := nodelet.New(nodelet.Config{Node: name, Runtime: sim.New(host), Dispatcher: d, Logger: quiet})
-		if err != nil {
-			return stop, fmt.Errorf("latency benchmark: %w", err)
-		}
-		agents = append(agents, a)
-		wg.Go(func() { _ = a.Run(ctx) })
-	}
-	return stop, nil
 }
