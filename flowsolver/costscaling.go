@@ -22,22 +22,27 @@ func Solve(ctx context.Context, g *Graph) (*Solution, error) {
 
 // Solver solves min-cost flow problems by cost scaling (Goldberg's
 // push-relabel method with ε-scaling). A Solver keeps its working memory
-// between solves and re-solves incrementally: each solve starts from the
-// previous solve's flow (by ArcID, clamped to the arcs' new bounds) and
-// potentials (by NodeID), so that after a small change only the part of the
-// network the change disturbs is reworked. Any starting point gives the same
-// optimum; Reset drops it. A Solver is not safe for concurrent use.
+// between solves and re-solves incrementally: it keeps the last optimum's
+// residual network and prices, patches them with the graph's changes since
+// (read from the graph's journal: the flow of each changed arc clamped to
+// its new bounds, new arcs empty), and reworks only the part of the network
+// the changes disturbed. Any starting point gives the same optimum; Reset
+// drops it. A Solver is not safe for concurrent use.
 type Solver struct {
 	net network
-	// prevFlow and prevPotential are the last optimal solve's flow and
-	// potentials, the starting point of the next solve.
-	prevFlow      []int64
-	prevPotential []int64
 	// prevGraph and prevStamp identify the graph and its state at the last
-	// optimal solve (nil: start cold): nodes and arcs born after prevStamp
-	// are new to the warm start.
+	// optimal solve (nil: start cold), whose flow and prices net still
+	// holds: nodes and arcs born after prevStamp are new to the warm start.
 	prevGraph *Graph
 	prevStamp uint64
+	// journalEpoch and journalPos are where in prevGraph's journal the
+	// changes since the last optimal solve begin.
+	journalEpoch uint64
+	journalPos   int
+	// prevFlow and prevPotential carry the last optimum across a rebuild
+	// of net.
+	prevFlow      []int64
+	prevPotential []int64
 	// best is the last feasible residual state of the current solve.
 	best []int64
 }
@@ -64,8 +69,18 @@ func (s *Solver) Solve(ctx context.Context, g *Graph) (*Solution, error) {
 		return nil, err
 	}
 	nw := &s.net
-	nw.build(g)
 	stats := Stats{Algorithm: AlgorithmCostScaling, Incremental: s.prevGraph == g}
+	if stats.Incremental {
+		// A warm start keeps the previous optimum's flow and prices, which
+		// are optimal for every arc the changes did not touch, and repairs
+		// the rest (see repair), handing over to cost scaling if that runs
+		// long.
+		if stats.Patched = s.patch(g); !stats.Patched {
+			s.rebuild(g)
+		}
+	} else {
+		nw.build(g)
+	}
 	if total := nw.imbalance(); total != 0 {
 		s.Reset()
 		return nil, nw.infeasible(total)
@@ -75,11 +90,6 @@ func (s *Solver) Solve(ctx context.Context, g *Graph) (*Solution, error) {
 	var proof []int64
 	eps := nw.maxCost
 	if stats.Incremental {
-		// A warm start keeps the previous optimum's flow and potentials,
-		// which are optimal for every arc the changes did not touch, and
-		// repairs the rest (see repair), handing over to cost scaling if
-		// that runs long.
-		nw.warmStart(g, s.prevFlow, s.prevPotential, s.prevStamp)
 		stats.Algorithm = AlgorithmRepair
 		done, err := nw.repair(ctx, &stats)
 		switch {
@@ -100,8 +110,8 @@ func (s *Solver) Solve(ctx context.Context, g *Graph) (*Solution, error) {
 			optimal, eps = false, 0
 			best = append(best, nw.res...)
 		case err == nil:
+			// Optimal as it stands: best stays empty, nothing to restore.
 			eps = 0
-			best = append(best, nw.res...)
 			proof = nw.scaledPrices()
 		}
 		if err != nil {
@@ -135,7 +145,7 @@ func (s *Solver) Solve(ctx context.Context, g *Graph) (*Solution, error) {
 		// costs, the flow is often optimal already; a bounded search for
 		// potentials that prove it saves the remaining, costliest phases.
 		if eps > 1 && eps <= nw.scale {
-			if p, ok := nw.potentials(earlyTermBudget * int64(len(nw.head))); ok {
+			if p, ok := nw.potentials(earlyTermBudget * int64(nw.live)); ok {
 				stats.EarlyTermination = true
 				proof = p
 				break
@@ -158,56 +168,15 @@ func (s *Solver) Solve(ctx context.Context, g *Graph) (*Solution, error) {
 	}
 	s.prevGraph = nil
 	if optimal {
+		// The network keeps this optimum for the next solve, with the
+		// certificate as its prices.
+		for u, p := range proof {
+			nw.price[u] = p * nw.scale
+		}
 		s.prevGraph, s.prevStamp = g, g.stamp
-		s.prevFlow = append(s.prevFlow[:0], sol.Flow...)
-		s.prevPotential = append(s.prevPotential[:0], sol.Potential...)
+		s.journalEpoch, s.journalPos = g.startJournal()
 	}
 	return sol, nil
-}
-
-// warmStart puts the previous flow on the arcs that existed at the last
-// solve (born at or before stamp), clamped to their current bounds, and sets
-// those nodes' prices from the previous potentials. A new node is priced as
-// low as keeps its residual out-arcs' reduced costs non-negative, so that the
-// repair does not saturate them; new arcs start empty.
-func (nw *network) warmStart(g *Graph, flow, potential []int64, stamp uint64) {
-	ma := min(len(nw.fwd), len(flow))
-	fwd, flow, born := nw.fwd[:ma], flow[:ma], g.arcBorn[:ma]
-	tail, head, lower, upper := g.tail[:ma], g.head[:ma], g.lower[:ma], g.upper[:ma]
-	for a, x := range flow {
-		i := fwd[a]
-		if i < 0 || born[a] > stamp {
-			continue
-		}
-		lo := lower[a]
-		f := min(max(x, lo), upper[a]) - lo
-		if f == 0 {
-			continue
-		}
-		nw.res[i] -= f
-		nw.res[nw.rev[i]] += f
-		nw.excess[tail[a]] -= f
-		nw.excess[head[a]] += f
-	}
-	for u := range nw.n {
-		if u < len(potential) && g.nodeBorn[u] <= stamp {
-			nw.price[u] = potential[u] * nw.scale
-		}
-	}
-	for u := range nw.n {
-		if u < len(potential) && g.nodeBorn[u] <= stamp || !g.HasNode(NodeID(u)) {
-			continue
-		}
-		best := int64(math.MinInt64)
-		for i := nw.first[u]; i < nw.first[u+1]; i++ {
-			if nw.res[i] > 0 {
-				best = max(best, nw.price[nw.head[i]]-nw.cost[i])
-			}
-		}
-		if best != math.MinInt64 {
-			nw.price[u] = best
-		}
-	}
 }
 
 // save keeps a copy of the residual capacities and excesses; restore puts
@@ -271,23 +240,37 @@ func checkNumbers(g *Graph) error {
 	return nil
 }
 
-// network is the residual graph in compressed sparse rows: the residual
-// arcs leaving node u are first[u]..first[u+1]-1. Each graph arc becomes a
-// forward residual arc (capacity upper-lower, cost c) and a backward one
-// (capacity 0, cost -c), paired by rev. Costs are scaled by n+1 so that
-// ε-optimality with ε < 1 means optimality.
+// network is the residual graph: the residual arcs leaving node u are
+// first[u]..end[u]-1, with room reserved up to limit[u]. Each graph arc
+// becomes a forward residual arc (capacity upper-lower, cost c) and a
+// backward one (capacity 0, cost -c), paired by rev. Costs are scaled by n+1
+// so that ε-optimality with ε < 1 means optimality. build lays the arcs out
+// contiguously; a patch (patch.go) adds and deletes arcs in place, moving a
+// node's arcs to the end of the arrays when it runs out of room, which
+// leaves garbage behind until the next build.
 type network struct {
 	n      int
 	first  []int32
+	end    []int32
+	limit  []int32
 	head   []int32
 	rev    []int32
 	res    []int64
 	cost   []int64
+	arcOf  []int32 // by residual arc: its graph arc
 	fwd    []int32 // by ArcID: its forward residual arc, or -1
 	excess []int64
 	price  []int64
 	cur    []int32
 	scale  int64
+	// live counts the residual arcs in use; garbage the slots that moved
+	// nodes left behind.
+	live, garbage int
+	// arcLower and arcUpper (by ArcID) and supply (by NodeID) are the
+	// graph's numbers the network stands for, which a patch compares with
+	// the graph's current ones.
+	arcLower, arcUpper []int64
+	supply             []int64
 	// maxCost is the largest scaled |cost|.
 	maxCost int64
 	queue   []int32
@@ -308,6 +291,10 @@ type network struct {
 	done    []bool
 	heap    distHeap
 	buckets [][]int32
+	// Patch scratch: the arcs a patch touched and the nodes it added.
+	touched []ArcID
+	fresh   []NodeID
+	isFresh []bool
 }
 
 func grow[T any](s []T, n int) []T {
@@ -326,14 +313,20 @@ func (nw *network) build(g *Graph) {
 	nw.n = n
 	nw.scale = int64(n) + 1
 	nw.first = grow(nw.first, n+1)
+	nw.end = grow(nw.end, n)
+	nw.limit = grow(nw.limit, n)
 	nw.excess = grow(nw.excess, n)
+	nw.supply = grow(nw.supply, n)
 	nw.price = grow(nw.price, n)
 	nw.cur = grow(nw.cur, n)
 	nw.fwd = grow(nw.fwd, g.ArcCap())
-	first, excess := nw.first[:n+1], nw.excess[:n]
+	nw.arcLower = grow(nw.arcLower, g.ArcCap())
+	nw.arcUpper = grow(nw.arcUpper, g.ArcCap())
+	first, excess, supply := nw.first[:n+1], nw.excess[:n], nw.supply[:n]
 	for u, alive := range g.nodeAlive[:n] {
 		if alive {
 			excess[u] = g.supply[u]
+			supply[u] = g.supply[u]
 		}
 	}
 	// The graph's arrays, cut to one length so that the loops below index
@@ -356,13 +349,16 @@ func (nw *network) build(g *Graph) {
 	for u := range n {
 		first[u+1] += first[u]
 	}
+	copy(nw.limit, first[1:])
 	nw.head = grow(nw.head, m)
 	nw.rev = grow(nw.rev, m)
 	nw.res = grow(nw.res, m)
 	nw.cost = grow(nw.cost, m)
-	rhead, rev, res, rcost := nw.head[:m], nw.rev[:m], nw.res[:m], nw.cost[:m]
-	cur, fwd := nw.cur[:n], nw.fwd[:ma]
-	copy(cur, first[:n])
+	nw.arcOf = grow(nw.arcOf, m)
+	rhead, rev, res, rcost, arcOf := nw.head[:m], nw.rev[:m], nw.res[:m], nw.cost[:m], nw.arcOf[:m]
+	end, fwd := nw.end[:n], nw.fwd[:ma]
+	arcLower, arcUpper := nw.arcLower[:ma], nw.arcUpper[:ma]
+	copy(end, first[:n])
 	maxCost := int64(1)
 	for a, ok := range alive {
 		if !ok {
@@ -370,18 +366,19 @@ func (nw *network) build(g *Graph) {
 			continue
 		}
 		t, h := tail[a], head[a]
-		i := cur[t]
-		cur[t]++
-		j := cur[h] // after the increment: a self-loop's two halves differ
-		cur[h]++
+		i := end[t]
+		end[t]++
+		j := end[h] // after the increment: a self-loop's two halves differ
+		end[h]++
 		sc := cost[a] * nw.scale
-		rhead[i], rev[i], res[i], rcost[i] = int32(h), j, upper[a]-lower[a], sc
-		rhead[j], rev[j], res[j], rcost[j] = int32(t), i, 0, -sc
+		rhead[i], rev[i], res[i], rcost[i], arcOf[i] = int32(h), j, upper[a]-lower[a], sc, int32(a)
+		rhead[j], rev[j], res[j], rcost[j], arcOf[j] = int32(t), i, 0, -sc, int32(a)
 		fwd[a] = i
+		arcLower[a], arcUpper[a] = lower[a], upper[a]
 		maxCost = max(maxCost, sc, -sc)
 	}
 	nw.maxCost = maxCost
-	copy(cur, first[:n])
+	nw.live, nw.garbage = m, 0
 }
 
 // feasible routes every excess to a deficit along residual arcs, ignoring
@@ -462,8 +459,8 @@ func (nw *network) levels(zeroCost bool) bool {
 		if nw.level[u] >= nearest {
 			break
 		}
-		nw.scanned += int64(nw.first[u+1] - nw.first[u])
-		for i := nw.first[u]; i < nw.first[u+1]; i++ {
+		nw.scanned += int64(nw.end[u] - nw.first[u])
+		for i := nw.first[u]; i < nw.end[u]; i++ {
 			v := nw.head[i]
 			if nw.level[v] < 0 && nw.usable(u, i, zeroCost) {
 				nw.level[v] = nw.level[u] + 1
@@ -487,7 +484,7 @@ func (nw *network) augment(u int32, limit int64, zeroCost bool) int64 {
 		return take
 	}
 	var sent int64
-	for ; nw.cur[u] < nw.first[u+1]; nw.cur[u]++ {
+	for ; nw.cur[u] < nw.end[u]; nw.cur[u]++ {
 		i := nw.cur[u]
 		v := nw.head[i]
 		if nw.level[v] != nw.level[u]+1 || !nw.usable(u, i, zeroCost) {
@@ -540,7 +537,7 @@ func (nw *network) refine(ctx context.Context, eps int64, st *Stats) (bool, erro
 			path := nw.path[:0]
 			tip := u
 			for len(path) < maxPath {
-				i, end := nw.cur[tip], nw.first[tip+1]
+				i, end := nw.cur[tip], nw.end[tip]
 				pt := price[tip]
 				hs := head[i:end]
 				rs, cs := res[i:end], cost[i:end]
@@ -622,7 +619,7 @@ func (nw *network) saturateNegative() {
 	res, price, excess := nw.res, nw.price, nw.excess
 	for u := range nw.n {
 		pu := price[u]
-		lo, hi := nw.first[u], nw.first[u+1]
+		lo, hi := nw.first[u], nw.end[u]
 		hs := nw.head[lo:hi]
 		rs, cs, rv := res[lo:hi], nw.cost[lo:hi], nw.rev[lo:hi]
 		rs, cs, rv = rs[:len(hs)], cs[:len(hs)], rv[:len(hs)]
@@ -643,7 +640,7 @@ func (nw *network) saturateNegative() {
 // residual arc; if not, it sets a price below minPrice.
 func (nw *network) relabel(u int32, eps int64) bool {
 	best := int64(math.MinInt64)
-	lo, hi := nw.first[u], nw.first[u+1]
+	lo, hi := nw.first[u], nw.end[u]
 	hs := nw.head[lo:hi]
 	rs, cs := nw.res[lo:hi], nw.cost[lo:hi]
 	rs, cs = rs[:len(hs)], cs[:len(hs)]
@@ -736,12 +733,12 @@ func (nw *network) potentials(budget int64) ([]int64, bool) {
 	for k := 0; k < len(q); k++ {
 		u := q[k]
 		nw.inQueue[u] = false
-		scanned += int64(nw.first[u+1] - nw.first[u])
+		scanned += int64(nw.end[u] - nw.first[u])
 		if budget > 0 && scanned > budget {
 			nw.queue = q[:0]
 			return nil, false
 		}
-		for i := nw.first[u]; i < nw.first[u+1]; i++ {
+		for i := nw.first[u]; i < nw.end[u]; i++ {
 			if nw.res[i] == 0 {
 				continue
 			}

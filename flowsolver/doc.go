@@ -11,9 +11,11 @@
 // augment-relabel, global price updates and early termination) after
 // routing a feasible flow with Dinic's algorithm, and returns potentials
 // that prove optimality. A Solver reused on the same Graph re-solves
-// incrementally: from the previous optimum, it repairs what the changes
-// disturbed by primal-dual shortest paths, and hands over to cost scaling
-// when the changes are large. Verify checks any solution: bounds,
+// incrementally: it keeps the previous optimum's residual network and
+// prices, patches them in place with the changes the graph has journaled
+// since (a cost of what changed, not of the graph), repairs what the
+// changes disturbed by primal-dual shortest paths, and hands over to cost
+// scaling when the changes are large. Verify checks any solution: bounds,
 // conservation, cost, and reduced-cost optimality. ReadDIMACS and
 // WriteDIMACS read and write the DIMACS min-cost-flow format.
 //
@@ -26,6 +28,10 @@
 //   - Numbers beyond the limits (MaxCapacity, MaxAbsCost, and the solver's
 //     overflow bound on |cost|·(n+1)²) are rejected with ErrBadGraph before
 //     any arithmetic can overflow.
+//   - A Solver's warm start patches exactly the nodes and arcs the graph's
+//     journal names; when it cannot (the journal overflowed, node IDs grew
+//     past the network's scale, the network is more garbage than arcs) it
+//     rebuilds from the graph, so every path gives the same optimum.
 //   - The package has no goroutines, logger or clock; the caller's context
 //     is its only tie to time.
 //

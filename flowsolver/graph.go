@@ -59,7 +59,10 @@ func (e *InfeasibleError) Unwrap() error { return ErrInfeasible }
 // and changed in place between solves. It is not safe for concurrent use.
 //
 // Removed nodes and arcs leave holes that later additions fill, so IDs stay
-// dense; NodeCap and ArcCap bound the IDs in use.
+// dense; NodeCap and ArcCap bound the IDs in use. Once a Solver has solved
+// the graph, the graph journals which nodes and arcs change (4 bytes a
+// change, dropped past twice the graph's size), so that the next solve
+// patches its previous network instead of rebuilding it.
 type Graph struct {
 	supply    []int64
 	nodeAlive []bool
@@ -77,6 +80,14 @@ type Graph struct {
 	stamp    uint64
 	nodeBorn []uint64
 	arcBorn  []uint64
+	// journal lists the nodes and arcs changed since journaling began (a
+	// node n as -1-n, an arc as its ID), so that a Solver patches its
+	// residual network instead of rebuilding it. It is off until a Solver
+	// first solves the graph; past journalLimit entries it is dropped and
+	// journalEpoch counts one more, telling Solvers to rebuild.
+	journal      []int32
+	journaling   bool
+	journalEpoch uint64
 
 	tail, head   []NodeID
 	lower, upper []int64
@@ -134,6 +145,7 @@ func (g *Graph) AddNode(supply int64) (NodeID, error) {
 			g.incident[id] = g.incident[id][:0]
 		}
 		g.nodes++
+		g.noteNode(id)
 		return id, nil
 	}
 	if len(g.supply) >= MaxNodes {
@@ -147,6 +159,7 @@ func (g *Graph) AddNode(supply int64) (NodeID, error) {
 		g.incident = append(g.incident, nil)
 	}
 	g.nodes++
+	g.noteNode(NodeID(len(g.supply) - 1))
 	return NodeID(len(g.supply) - 1), nil
 }
 
@@ -159,6 +172,7 @@ func (g *Graph) SetSupply(n NodeID, supply int64) error {
 		return err
 	}
 	g.supply[n] = supply
+	g.noteNode(n)
 	return nil
 }
 
@@ -187,6 +201,7 @@ func (g *Graph) RemoveNode(n NodeID) error {
 	g.nodeAlive[n], g.supply[n] = false, 0
 	g.freeNodes = append(g.freeNodes, n)
 	g.nodes--
+	g.noteNode(n)
 	return nil
 }
 
@@ -224,6 +239,7 @@ func (g *Graph) AddArc(tail, head NodeID, lower, upper, cost int64) (ArcID, erro
 		g.addIncident(a)
 	}
 	g.arcs++
+	g.noteArc(a)
 	return a, nil
 }
 
@@ -244,6 +260,7 @@ func (g *Graph) SetBounds(a ArcID, lower, upper int64) error {
 		return err
 	}
 	g.lower[a], g.upper[a] = lower, upper
+	g.noteArc(a)
 	return nil
 }
 
@@ -256,6 +273,7 @@ func (g *Graph) SetCost(a ArcID, cost int64) error {
 		return err
 	}
 	g.cost[a] = cost
+	g.noteArc(a)
 	return nil
 }
 
@@ -273,7 +291,35 @@ func (g *Graph) removeArc(a ArcID) {
 	g.lower[a], g.upper[a], g.cost[a] = 0, 0, 0
 	g.freeArcs = append(g.freeArcs, a)
 	g.arcs--
+	g.noteArc(a)
 }
+
+// startJournal turns the journal on, and returns its epoch and length: a
+// Solver's position in it.
+func (g *Graph) startJournal() (epoch uint64, pos int) {
+	g.journaling = true
+	return g.journalEpoch, len(g.journal)
+}
+
+// noteNode and noteArc record a change in the journal.
+func (g *Graph) noteNode(n NodeID) { g.note(-1 - int32(n)) }
+
+func (g *Graph) noteArc(a ArcID) { g.note(int32(a)) }
+
+func (g *Graph) note(entry int32) {
+	if !g.journaling {
+		return
+	}
+	if len(g.journal) >= g.journalLimit() {
+		g.journal = g.journal[:0]
+		g.journalEpoch++
+	}
+	g.journal = append(g.journal, entry)
+}
+
+// journalLimit is how long the journal grows before it is dropped: a patch
+// longer than twice the graph would cost more than a rebuild.
+func (g *Graph) journalLimit() int { return 2*(len(g.supply)+len(g.tail)) + 64 }
 
 // Arc returns an arc's endpoints, bounds and cost.
 func (g *Graph) Arc(a ArcID) (tail, head NodeID, lower, upper, cost int64) {

@@ -80,7 +80,7 @@ func TestIncremental(t *testing.T) {
 	r := seedtest.Rand(t)
 	for _, sh := range shapes {
 		t.Run(sh.name, func(t *testing.T) {
-			warmRuns, repaired := 0, 0
+			warmRuns, repaired, patched := 0, 0, 0
 			for i := range 20 {
 				g := randomGraph(r, sh)
 				var s flowsolver.Solver
@@ -104,17 +104,97 @@ func TestIncremental(t *testing.T) {
 						if warm.Stats.Algorithm == flowsolver.AlgorithmRepair {
 							repaired++
 						}
+						if warm.Stats.Patched {
+							patched++
+						}
 					}
 					for range 1 + r.IntN(3) {
 						change(r, g, sh)
 					}
 				}
 			}
-			if warmRuns == 0 || repaired == 0 {
-				t.Errorf("%d re-solves started warm, %d finished by repair alone: want some of each", warmRuns, repaired)
+			if warmRuns == 0 || repaired == 0 || patched == 0 || patched == warmRuns {
+				t.Errorf("%d re-solves started warm, %d finished by repair alone, %d patched the network in place: want some of each, and some rebuilt", warmRuns, repaired, patched)
 			}
 		})
 	}
+}
+
+// TestPatch re-solves a scheduling instance after changes of each kind a
+// patch handles in place — one round's churn, a hub given many new arcs
+// (its arcs moved to a larger room), arcs removed and their IDs reused
+// between other nodes — and after changes it hands to a rebuild: a node ID
+// beyond any used before, and more changes than the graph's journal keeps.
+// Every re-solve must match a cold solve and pass Verify.
+func TestPatch(t *testing.T) {
+	c := newCluster(30, 600, 1, 11)
+	var s flowsolver.Solver
+	if _, err := s.Solve(context.Background(), c.g); err != nil {
+		t.Fatal(err)
+	}
+	check := func(name string, wantPatched bool) {
+		t.Helper()
+		warm, err := s.Solve(context.Background(), c.g)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		cold, err := flowsolver.Solve(context.Background(), c.g)
+		if err != nil {
+			t.Fatalf("%s: cold: %v", name, err)
+		}
+		if warm.Cost != cold.Cost {
+			t.Fatalf("%s: warm cost %d, cold %d", name, warm.Cost, cold.Cost)
+		}
+		if err := flowsolver.Verify(c.g, warm); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !warm.Stats.Incremental || warm.Stats.Patched != wantPatched {
+			t.Fatalf("%s: stats %+v, want incremental and patched %v", name, warm.Stats, wantPatched)
+		}
+	}
+	for i := range 5 {
+		c.churn(0.05)
+		check(fmt.Sprint("churn ", i), true)
+	}
+	// A hub gains far more arcs than it has room for.
+	hub := c.machines[0]
+	for _, task := range c.tasks[:200] {
+		must(c.g.AddArc(task, hub, 0, 1, 1))
+	}
+	check("hub grown", true)
+	// Arcs removed and their IDs reused elsewhere, one with a lower bound.
+	moved := map[flowsolver.NodeID]bool{}
+	for _, task := range c.tasks[:20] {
+		moved[task] = true
+	}
+	for a := range flowsolver.ArcID(c.g.ArcCap()) {
+		if tail, _, _, _, _ := c.g.Arc(a); c.g.HasArc(a) && moved[tail] {
+			_ = c.g.RemoveArc(a)
+		}
+	}
+	for i, task := range c.tasks[:20] {
+		must(c.g.AddArc(task, c.unsched[i%len(c.unsched)], 0, 1, 500))
+		must(c.g.AddArc(task, c.machines[(i+1)%len(c.machines)], 0, 1, int64(i%7)))
+	}
+	must(c.g.AddArc(c.agg, c.machines[1], 1, 3, 5))
+	check("IDs reused", true)
+	// A node ID never used before changes the network's scale.
+	c.addTask()
+	for len(c.tasks) > 0 && c.g.NodeCap() == len(c.tasks) {
+		c.addTask()
+	}
+	fresh := must(c.g.AddNode(0))
+	must(c.g.AddArc(fresh, c.sink, 0, 1, 0))
+	check("new node ID", false)
+	// More changes than the journal keeps.
+	for i := range 2*(c.g.NodeCap()+c.g.ArcCap()) + 100 {
+		a := c.machineArcs[i%len(c.machineArcs)]
+		_, _, _, up, _ := c.g.Arc(a)
+		_ = c.g.SetBounds(a, 0, up)
+	}
+	check("journal dropped", false)
+	c.churn(0.05)
+	check("patched again", true)
 }
 
 // TestRepairAbandoned changes most of a scheduling instance at once (every

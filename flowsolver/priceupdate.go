@@ -52,7 +52,7 @@ func (nw *network) globalUpdate(eps int64) {
 				active--
 			}
 			pv := nw.price[v]
-			lo, hi := nw.first[v], nw.first[v+1]
+			lo, hi := nw.first[v], nw.end[v]
 			hs := nw.head[lo:hi]
 			rv, cs := nw.rev[lo:hi], nw.cost[lo:hi]
 			rv, cs = rv[:len(hs)], cs[:len(hs)]

@@ -16,20 +16,19 @@ var errRepairBudget = errors.New("flowsolver: repair over budget")
 
 // repair finishes a warm start by the primal-dual method: the previous
 // optimum's flow and potentials leave every untouched arc with a
-// non-negative reduced cost, so after saturating the arcs the changes made
-// negative, the excess the changes left is routed along shortest paths in
-// reduced costs (Dijkstra from every excess node, stopping at the first
-// deficit), then along all zero-reduced-cost paths at once (a blocking
-// flow), until no excess is left. Prices stay exact multiples of the scale,
+// non-negative reduced cost, so once the warm start has saturated the arcs
+// the changes made negative (patch.go), the excess the changes left is
+// routed along shortest paths in reduced costs (Dijkstra from every excess
+// node, stopping at the first deficit), then along all zero-reduced-cost
+// paths at once (a blocking flow), until no excess is left. Prices stay exact multiples of the scale,
 // so they end as an optimality certificate without further work. It returns
 // false if ctx ended first, an error wrapping ErrInfeasible if some excess
 // can reach no deficit, and errRepairBudget once it has scanned
 // repairBudget times as many arcs as the network has: the changes were too
 // large for shortest paths alone.
 func (nw *network) repair(ctx context.Context, st *Stats) (bool, error) {
-	nw.scanned, nw.budget = 0, repairBudget*int64(len(nw.head))
+	nw.scanned, nw.budget = 0, repairBudget*int64(nw.live)
 	nw.level = grow(nw.level, nw.n)
-	nw.saturateNegative()
 	for first := true; first || nw.unbalanced(); first = false {
 		if ctx.Err() != nil {
 			return false, nil
@@ -85,8 +84,8 @@ func (nw *network) shortestPathPrices() error {
 			break
 		}
 		pu := nw.price[u]
-		nw.scanned += int64(nw.first[u+1] - nw.first[u])
-		for i := nw.first[u]; i < nw.first[u+1]; i++ {
+		nw.scanned += int64(nw.end[u] - nw.first[u])
+		for i := nw.first[u]; i < nw.end[u]; i++ {
 			if nw.res[i] == 0 {
 				continue
 			}

@@ -38,6 +38,10 @@ type Stats struct {
 	// Incremental is true when the solve started from the previous flow and
 	// potentials rather than from zero.
 	Incremental bool
+	// Patched is true when an incremental solve brought the previous
+	// residual network up to date in place, from the graph's journal of
+	// changes, rather than laying it out afresh.
+	Patched bool
 	// Phases is the number of scaling phases (cost scaling) or of
 	// shortest-path rounds (successive shortest paths).
 	Phases int64
