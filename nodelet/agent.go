@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -47,7 +48,7 @@ type Agent struct {
 	mu struct {
 		sync.Mutex
 		started bool
-		pods    []overcommit.Pod // running pods, for the overcommit loop
+		pods    map[string]overcommit.Pod // running pods by ID, for the overcommit loop
 		stats   Stats
 		// Heartbeat counters, kept apart from stats, which the owner
 		// publishes whole.
@@ -104,6 +105,7 @@ func New(cfg Config) (*Agent, error) {
 		stopc:   make(chan struct{}),
 		done:    make(chan struct{}),
 	}
+	a.mu.pods = map[string]overcommit.Pod{}
 	a.out.kick = make(chan struct{}, 1)
 	if cfg.Overcommit != nil {
 		oc := *cfg.Overcommit
@@ -215,7 +217,7 @@ func (a *Agent) Stats() Stats {
 // (overcommit.PodSource), by ID. It returns a new slice each call.
 func (a *Agent) Pods() []overcommit.Pod {
 	a.mu.Lock()
-	pods := append([]overcommit.Pod(nil), a.mu.pods...)
+	pods := slices.Collect(maps.Values(a.mu.pods))
 	a.mu.Unlock()
 	slices.SortFunc(pods, func(x, y overcommit.Pod) int { return strings.Compare(x.ID, y.ID) })
 	return pods

@@ -367,6 +367,19 @@ func TestRandomTargetsConverge(t *testing.T) {
 		return slices.Equal(running(t, h.rt), want) && len(listed(t, h.rt)) == len(want) &&
 			h.agent.Stats().PendingReports == 0 && h.agent.Stats().Generation == 40
 	})
+	// The pods published to the overcommit loop, kept up to date pod by
+	// pod, are exactly the running ones.
+	var published []string
+	for _, p := range h.agent.Pods() {
+		published = append(published, p.ID)
+	}
+	wantIDs := make([]string, 0, len(want))
+	for _, k := range want {
+		wantIDs = append(wantIDs, strings.Split(k, "/")[0])
+	}
+	if !slices.Equal(published, wantIDs) || h.agent.Stats().Running != len(want) {
+		t.Errorf("published pods %v (Running %d), want %v", published, h.agent.Stats().Running, wantIDs)
+	}
 	for k, n := range h.rt.startCounts() {
 		if n != 1 {
 			t.Errorf("%s started %d times", k, n)

@@ -91,6 +91,12 @@ type killReq struct {
 
 // owner is the one goroutine that owns desired and actual state. Its
 // fields are touched only by run and what run calls.
+//
+// Its work is proportional to what changed, not to the pods it has: a new
+// target, an event, a kill or a resync marks the pod IDs it concerns, and
+// reconcile and publish visit only those. What changes with time or with
+// acknowledgements alone — an ended pod becoming due for removal — is
+// found in exits, the ended pods in the order of their final reports.
 type owner struct {
 	a    *Agent
 	ctx  context.Context
@@ -102,16 +108,32 @@ type owner struct {
 	generation uint64
 	acked      uint64 // outbox sequence acknowledged
 	stats      Stats
+	// marked holds the pod IDs to reconcile and publish next.
+	marked map[string]struct{}
+	// exits queues ended pods whose final report is queued, by its
+	// sequence, until they are removed.
+	exits []exitEntry
+}
+
+// exitEntry is an ended pod waiting in owner.exits. An entry whose pod has
+// moved on (removed, replaced) is dropped when it reaches the front.
+type exitEntry struct {
+	p   *pod
+	seq uint64
 }
 
 func newOwner(a *Agent, ctx context.Context) *owner {
 	return &owner{
-		a:    a,
-		ctx:  ctx,
-		sem:  make(chan struct{}, a.cfg.MaxConcurrentStarts),
-		pods: map[string]*pod{},
+		a:      a,
+		ctx:    ctx,
+		sem:    make(chan struct{}, a.cfg.MaxConcurrentStarts),
+		pods:   map[string]*pod{},
+		marked: map[string]struct{}{},
 	}
 }
+
+// mark notes that pod id needs a look.
+func (o *owner) mark(id string) { o.marked[id] = struct{}{} }
 
 // recover takes over what the runtime listed: running pods are watched
 // again (and stopped later if the first target does not want them); ended
@@ -123,6 +145,7 @@ func (o *owner) recover(listed []runtime.PodStatus) {
 			startedAt: st.StartedAt,
 		}
 		o.pods[st.ID] = p
+		o.mark(st.ID)
 		switch {
 		case st.State == runtime.StateRunning:
 			p.phase = phaseRunning
@@ -155,8 +178,11 @@ func (o *owner) run(ctx context.Context) {
 		case k := <-o.a.kills:
 			k.reply <- o.kill(k.id, k.reason)
 		case <-resync.C:
-			for _, p := range o.pods {
-				p.opFailed = false
+			for id, p := range o.pods {
+				if p.opFailed {
+					p.opFailed = false
+					o.mark(id)
+				}
 			}
 		}
 		o.drain()
@@ -180,9 +206,17 @@ func (o *owner) drain() {
 	}
 }
 
-// setTarget records a new target. A pod ID that appears twice is
-// reported as failed to start; the first one counts.
+// setTarget records a new target and marks the pods it changes: added,
+// dropped, or with a new generation, priority or task. The first target
+// marks every pod. A pod ID that appears twice is reported as failed to
+// start; the first one counts.
 func (o *owner) setTarget(t Target) {
+	old := o.desired
+	if old == nil {
+		for id := range o.pods {
+			o.mark(id)
+		}
+	}
 	o.generation = t.Generation
 	o.desired = make(map[string]DesiredPod, len(t.Pods))
 	for _, d := range t.Pods {
@@ -194,6 +228,14 @@ func (o *owner) setTarget(t Target) {
 			continue
 		}
 		o.desired[d.ID] = d
+		if was, ok := old[d.ID]; !ok || was.Generation != d.Generation || was.Priority != d.Priority || was.TaskID != d.TaskID {
+			o.mark(d.ID)
+		}
+	}
+	for id := range old {
+		if _, ok := o.desired[id]; !ok {
+			o.mark(id)
+		}
 	}
 }
 
@@ -211,38 +253,51 @@ func (o *owner) check(d DesiredPod) error {
 }
 
 // reconcile starts what is missing, stops what is not wanted, reports
-// and removes what ended. It never blocks: runtime calls run in
-// goroutines that post events back.
+// and removes what ended, for the marked pods (in ID order, for a
+// deterministic start and report order), then removes the ended pods that
+// have become due. It never blocks: runtime calls run in goroutines that
+// post events back.
 func (o *owner) reconcile() {
 	if o.desired == nil {
 		return // no target yet: adopt, but change nothing
 	}
-	// Only the pods that need an action are visited in ID order (for a
-	// deterministic start and report order); the rest just take what the
-	// dispatcher may change.
-	var acts []string
-	for id, d := range o.desired {
-		p := o.pods[id]
-		if p == nil || p.want.Generation != d.Generation || p.reportRunning && p.phase == phaseRunning {
-			acts = append(acts, id)
-			continue
-		}
-		p.want.Priority = d.Priority
-		if d.TaskID != "" {
-			p.want.TaskID = d.TaskID
-		}
+	ids := make([]string, 0, len(o.marked))
+	for id := range o.marked {
+		ids = append(ids, id)
 	}
-	slices.Sort(acts)
-	for _, id := range acts {
-		d := o.desired[id]
-		p := o.pods[id]
+	slices.Sort(ids)
+	now := o.a.cfg.Now()
+	for _, id := range ids {
+		o.reconcilePod(id, now)
+	}
+	for len(o.exits) > 0 {
+		e := o.exits[0]
+		if p := e.p; o.pods[p.want.ID] == p && p.phase == phaseExited && p.finalSeq == e.seq {
+			if !o.removable(p, now) && !p.opFailed {
+				break // not yet acknowledged or retained: nor are those behind it
+			}
+			if !p.opFailed { // a failed Remove is retried on resync
+				o.remove(p)
+			}
+		}
+		o.exits = o.exits[1:]
+	}
+}
+
+// reconcilePod converges one pod to the target.
+func (o *owner) reconcilePod(id string, now time.Time) {
+	d, inTarget := o.desired[id]
+	p := o.pods[id]
+	if inTarget {
 		switch {
 		case p == nil:
 			o.start(d)
+			return
 		case p.want.Generation != d.Generation:
 			switch p.phase {
 			case phaseDone:
 				o.start(d)
+				return
 			case phaseRunning:
 				o.stop(p, api.ReasonStopped, "", o.a.cfg.StopGrace)
 			case phaseStarting:
@@ -260,37 +315,43 @@ func (o *owner) reconcile() {
 			}
 		}
 	}
-	now := o.a.cfg.Now()
-	for id, p := range o.pods {
-		d, wanted := o.desired[id]
-		wanted = wanted && d.Generation == p.want.Generation
-		switch p.phase {
-		case phaseStarting:
-			if !wanted {
-				p.unwanted = true
-			}
-		case phaseRunning:
-			if p.opFailed {
-				break // retried on resync
-			}
-			if !wanted || p.unwanted {
-				o.stop(p, api.ReasonStopped, "", o.a.cfg.StopGrace)
-			} else if p.stopReason == api.ReasonMemoryKiller {
-				// A kill whose Stop failed: retried on resync.
-				o.stop(p, api.ReasonMemoryKiller, p.killMsg, o.a.cfg.KillGrace)
-			}
-		case phaseExited:
-			if p.finalSeq == 0 {
-				o.reportExit(p)
-			} else if p.finalSeq <= o.acked && !p.opFailed && now.Sub(p.endedAt) >= o.a.cfg.RetainExited {
-				o.remove(p)
-			}
-		case phaseDone:
-			if !wanted {
-				delete(o.pods, id)
-			}
+	if p == nil {
+		return
+	}
+	wanted := inTarget && d.Generation == p.want.Generation
+	switch p.phase {
+	case phaseStarting:
+		if !wanted {
+			p.unwanted = true
+		}
+	case phaseRunning:
+		if p.opFailed {
+			break // retried on resync
+		}
+		if !wanted || p.unwanted {
+			o.stop(p, api.ReasonStopped, "", o.a.cfg.StopGrace)
+		} else if p.stopReason == api.ReasonMemoryKiller {
+			// A kill whose Stop failed: retried on resync.
+			o.stop(p, api.ReasonMemoryKiller, p.killMsg, o.a.cfg.KillGrace)
+		}
+	case phaseExited:
+		if p.finalSeq == 0 {
+			o.reportExit(p)
+			o.exits = append(o.exits, exitEntry{p, p.finalSeq})
+		} else if o.removable(p, now) && !p.opFailed {
+			o.remove(p)
+		}
+	case phaseDone:
+		if !wanted {
+			delete(o.pods, id)
 		}
 	}
+}
+
+// removable reports whether an ended pod's final report is acknowledged
+// and its retention over.
+func (o *owner) removable(p *pod, now time.Time) bool {
+	return p.finalSeq <= o.acked && now.Sub(p.endedAt) >= o.a.cfg.RetainExited
 }
 
 // spec derives the runtime spec of d. Offline pods get no CPU quota of
@@ -318,6 +379,7 @@ func (o *owner) start(d DesiredPod) {
 	}
 	p := &pod{want: d, phase: phaseStarting}
 	o.pods[d.ID] = p
+	o.mark(d.ID)
 	spec := o.spec(d)
 	rt := o.a.cfg.Runtime
 	o.wg.Go(func() {
@@ -412,6 +474,7 @@ func (o *owner) kill(id, reason string) error {
 	if p == nil {
 		return nil
 	}
+	o.mark(id)
 	switch p.phase {
 	case phaseStarting:
 		p.unwanted = true
@@ -431,6 +494,7 @@ func (o *owner) handle(ev event) {
 	if p == nil || p.want.Generation != ev.gen {
 		return // a pod the owner has forgotten; cannot happen
 	}
+	o.mark(ev.id)
 	log := o.a.cfg.Logger.With("pod", ev.id, "generation", ev.gen)
 	switch ev.kind {
 	case evStarted:
@@ -515,29 +579,30 @@ func (o *owner) report(p *pod, state api.TaskState, reason api.TaskReason, code 
 	})
 }
 
-// publish makes the pod list and counters visible to other goroutines.
+// publish makes the running pods and the counters visible to other
+// goroutines: the marked pods join or leave the shared list, and the marks
+// are cleared.
 func (o *owner) publish() {
-	var pods []overcommit.Pod
-	running := 0
-	for _, p := range o.pods {
-		if p.phase != phaseRunning && p.phase != phaseStopping {
+	o.stats.Generation = o.generation
+	a := o.a
+	a.mu.Lock()
+	for id := range o.marked {
+		p := o.pods[id]
+		if p == nil || p.phase != phaseRunning && p.phase != phaseStopping {
+			delete(a.mu.pods, id)
 			continue
 		}
-		running++
 		op := overcommit.Pod{ID: p.want.ID, Tier: p.want.Tier, Priority: p.want.Priority, StartedAt: p.startedAt}
 		for _, c := range p.want.Pod.Containers {
 			op.Request.CPUMillis += c.Resources.CPU
 			op.Request.MemoryBytes += c.Resources.Memory
 		}
-		pods = append(pods, op)
+		a.mu.pods[id] = op
 	}
-	o.stats.Generation = o.generation
-	o.stats.Running = running
-	a := o.a
-	a.mu.Lock()
-	a.mu.pods = pods
+	o.stats.Running = len(a.mu.pods)
 	s := o.stats
 	s.ReportsAcked, s.ReportErrors, s.TargetErrors = a.mu.stats.ReportsAcked, a.mu.stats.ReportErrors, a.mu.stats.TargetErrors
 	a.mu.stats = s
 	a.mu.Unlock()
+	clear(o.marked)
 }
