@@ -886,8 +886,23 @@ func (c *Client) RegisterNode(ctx context.Context, spec NodeSpec) error {
 // wait passed without a change (304). The request's timeout is wait plus
 // ClientConfig.Timeout.
 func (c *Client) Target(ctx context.Context, node string, generation uint64, wait time.Duration) (t NodeTarget, changed bool, err error) {
+	return c.target(ctx, node, generation, wait, false)
+}
+
+// TargetDiff is Target asking for the change since generation rather than
+// the whole target: when the leader served the node generation last, t
+// holds the pods added and the task IDs removed, with t.Base set to
+// generation; otherwise the whole target, with t.Base 0.
+func (c *Client) TargetDiff(ctx context.Context, node string, generation uint64, wait time.Duration) (t NodeTarget, changed bool, err error) {
+	return c.target(ctx, node, generation, wait, true)
+}
+
+func (c *Client) target(ctx context.Context, node string, generation uint64, wait time.Duration, diff bool) (t NodeTarget, changed bool, err error) {
 	v := url.Values{}
 	v.Set("generation", strconv.FormatUint(generation, 10))
+	if diff {
+		v.Set("diff", "1")
+	}
 	if wait > 0 {
 		v.Set("wait", wait.String())
 	}

@@ -21,7 +21,8 @@ const (
 	PathNodes = "/v1/nodes"
 	// PathNode is PathNodes + "/{name}". PathNode + "/target" long-polls
 	// for the node's target (query: generation, the one the node has;
-	// wait, the longest wait as a Go duration): 200 with a NodeTarget when
+	// wait, the longest wait as a Go duration; diff=1, to get only the
+	// change since generation when possible): 200 with a NodeTarget when
 	// it differs, 304 when the wait ended without a change.
 	// PathNode + "/reports" takes a ReportRequest (POST) and answers 204
 	// once the reports are committed and its usage, if any, recorded.
@@ -211,11 +212,17 @@ type RegisterResponse struct {
 	Name string `json:"name"`
 }
 
-// NodeTarget is the set of pods the dispatcher wants on a node.
+// NodeTarget is the set of pods the dispatcher wants on a node, or, when
+// Base is set, how it changed since generation Base: Pods are the pods
+// added (or changed) and Removed the task IDs of the pods dropped. A
+// long-poll gets a difference only when it asks for one (diff=1) and the
+// leader served it generation Base last; otherwise the whole target.
 type NodeTarget struct {
 	// Generation increases with every change of Pods.
 	Generation uint64      `json:"generation"`
+	Base       uint64      `json:"base,omitempty"`
 	Pods       []TargetPod `json:"pods"`
+	Removed    []string    `json:"removed,omitempty"`
 }
 
 // TargetPod is one pod of a node's target.

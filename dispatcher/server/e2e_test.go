@@ -235,6 +235,16 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("unchanged target: %s", r)
 	}
 
+	// A poll that asks for differences gets the whole target first (this
+	// replica never served it one), which the next such poll starts from.
+	diffPoll := func(known uint64) api.NodeTarget {
+		t.Helper()
+		return decode[api.NodeTarget](t, do(t, req{method: "GET", url: fmt.Sprintf("%s%sn1/target?generation=%d&wait=5s&diff=1", base, api.PathNode, known)}), 200)
+	}
+	if whole := diffPoll(0); whole.Base != 0 || whole.Generation != gen || len(whole.Pods) != wantTasks || whole.Removed != nil {
+		t.Fatalf("first diff poll: base %d, generation %d (want %d), %d pods, removed %v", whole.Base, whole.Generation, gen, len(whole.Pods), whole.Removed)
+	}
+
 	// Tasks of j1.
 	tl := decode[api.TaskList](t, do(t, req{method: "GET", url: base + api.PathJob + "j1/tasks?limit=1"}), 200)
 	if len(tl.Tasks) != 1 || tl.Tasks[0].ID != "j1/0/0/1" || tl.Next != "j1/0/0/1" || tl.Tasks[0].Node != "n1" {
@@ -264,6 +274,16 @@ func TestEndToEnd(t *testing.T) {
 	tl = decode[api.TaskList](t, do(t, req{method: "GET", url: base + api.PathJob + "j1/tasks?state=succeeded"}), 200)
 	if len(tl.Tasks) != 2 {
 		t.Fatalf("succeeded tasks: %+v", tl)
+	}
+	// The next diff poll gets only j1's pods leaving; one from a
+	// generation this replica did not serve last gets the whole target.
+	change := diffPoll(gen)
+	slices.Sort(change.Removed)
+	if change.Base != gen || change.Generation <= gen || len(change.Pods) != 0 || !slices.Equal(change.Removed, []string{"j1/0/0/1", "j1/0/1/1"}) {
+		t.Fatalf("diff poll after j1 ended: %+v", change)
+	}
+	if whole := diffPoll(gen); whole.Base != 0 || len(whole.Pods) != wantTasks-2 {
+		t.Fatalf("diff poll from a generation not served last: base %d, %d pods, want the whole %d", whole.Base, len(whole.Pods), wantTasks-2)
 	}
 
 	// Logs are proxied from the node's address.

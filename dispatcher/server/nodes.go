@@ -94,8 +94,15 @@ func (h *Handler) register(ctx *fasthttp.RequestCtx, _ Principal, _ []string) *h
 
 // target serves GET /v1/nodes/{name}/target, the nodelet's long-poll.
 func (h *Handler) target(ctx *fasthttp.RequestCtx, _ Principal, args []string) *httpError {
-	if e := checkQuery(ctx, "generation", "wait"); e != nil {
+	if e := checkQuery(ctx, "generation", "wait", "diff"); e != nil {
 		return e
+	}
+	diff := false
+	if v := ctx.QueryArgs().Peek("diff"); v != nil {
+		if string(v) != "1" {
+			return badParam("diff", "want 1, got %q", clip(string(v), 40))
+		}
+		diff = true
 	}
 	var gen uint64
 	if v := ctx.QueryArgs().Peek("generation"); v != nil {
@@ -125,11 +132,7 @@ func (h *Handler) target(ctx *fasthttp.RequestCtx, _ Principal, args []string) *
 		}
 		return h.fromError(ctx, "target of "+args[0], err)
 	}
-	out := api.NodeTarget{Generation: t.Generation, Pods: make([]api.TargetPod, len(t.Pods))}
-	for i, p := range t.Pods {
-		out.Pods[i] = api.TargetPod{TaskID: p.TaskID, Job: p.Job, Group: p.Group, QoS: p.QoS, Priority: p.Priority, Pod: p.Spec}
-	}
-	writeJSON(ctx, fasthttp.StatusOK, out)
+	writeJSON(ctx, fasthttp.StatusOK, h.served.answer(args[0], gen, diff, t))
 	return nil
 }
 

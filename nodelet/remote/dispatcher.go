@@ -22,6 +22,9 @@ type Client interface {
 	// Target long-polls the node's target for at most wait: changed is
 	// false when the wait ended with the target still at generation.
 	Target(ctx context.Context, node string, generation uint64, wait time.Duration) (t api.NodeTarget, changed bool, err error)
+	// TargetDiff is Target asking for the change since generation
+	// (api.NodeTarget.Base set) when the dispatcher can give it.
+	TargetDiff(ctx context.Context, node string, generation uint64, wait time.Duration) (t api.NodeTarget, changed bool, err error)
 	// Report delivers task reports, oldest first.
 	Report(ctx context.Context, node string, reports []api.TaskReport) error
 	// Heartbeat delivers the node's usage.
@@ -106,6 +109,13 @@ const anyGeneration = ^uint64(0)
 // default container (FirstContainer).
 type Dispatcher struct {
 	cfg Config
+	// held is the whole target as of the dispatcher's generation heldGen
+	// under registration heldJoins, which a difference applies to; nil
+	// before the first target. Only Target touches them (one call at a
+	// time).
+	held      map[string]api.TargetPod
+	heldGen   uint64
+	heldJoins uint64
 
 	joinMu sync.Mutex // serializes registrations
 
@@ -216,7 +226,12 @@ func (d *Dispatcher) Target(ctx context.Context, node string, knownGeneration ui
 	for {
 		joins := d.joins()
 		ask := d.ask(knownGeneration)
-		t, changed, err := d.cfg.Client.Target(ctx, node, ask, d.cfg.PollWait)
+		poll := d.cfg.Client.Target
+		if d.held != nil && d.heldJoins == joins && d.heldGen == ask {
+			// The whole target at ask is here: the change since will do.
+			poll = d.cfg.Client.TargetDiff
+		}
+		t, changed, err := poll(ctx, node, ask, d.cfg.PollWait)
 		switch {
 		case ctx.Err() != nil:
 			return nodelet.Target{}, fmt.Errorf("remote: target of %s: %w", node, ctx.Err())
@@ -232,10 +247,31 @@ func (d *Dispatcher) Target(ctx context.Context, node string, knownGeneration ui
 			// may be the old registration's. Ask again.
 		case !changed || t.Generation == ask:
 			// The wait ended without a change: poll again.
+		case !d.hold(t, joins):
+			// A change from a generation not held: ask for the whole.
+			d.held = nil
 		default:
-			return d.convert(t), nil
+			return d.convert(t.Generation), nil
 		}
 	}
+}
+
+// hold makes t, a whole target or a change since the held one, the held
+// target, and reports whether it could.
+func (d *Dispatcher) hold(t api.NodeTarget, joins uint64) bool {
+	if t.Base == 0 {
+		d.held = make(map[string]api.TargetPod, len(t.Pods))
+	} else if d.held == nil || t.Base != d.heldGen || d.heldJoins != joins {
+		return false
+	}
+	for _, id := range t.Removed {
+		delete(d.held, id)
+	}
+	for _, p := range t.Pods {
+		d.held[p.TaskID] = p
+	}
+	d.heldGen, d.heldJoins = t.Generation, joins
+	return true
 }
 
 // ask returns the dispatcher's generation to long-poll with for the
@@ -251,17 +287,17 @@ func (d *Dispatcher) ask(known uint64) uint64 {
 	return known - d.mu.base
 }
 
-// convert turns the api's target into the agent's and records the pods'
-// containers.
-func (d *Dispatcher) convert(t api.NodeTarget) nodelet.Target {
+// convert turns the held target, at the dispatcher's generation, into the
+// agent's and records the pods' containers.
+func (d *Dispatcher) convert(generation uint64) nodelet.Target {
 	d.mu.Lock()
-	gen := d.mu.base + t.Generation
+	gen := d.mu.base + generation
 	d.mu.last = max(d.mu.last, gen)
 	d.mu.delivered = true
 	d.mu.Unlock()
-	out := nodelet.Target{Generation: gen, Pods: make([]nodelet.DesiredPod, 0, len(t.Pods))}
-	containers := make(map[string]string, len(t.Pods))
-	for _, p := range t.Pods {
+	out := nodelet.Target{Generation: gen, Pods: make([]nodelet.DesiredPod, 0, len(d.held))}
+	containers := make(map[string]string, len(d.held))
+	for _, p := range d.held {
 		tier := cgroup.Offline
 		if p.QoS == api.QoSOnline {
 			tier = cgroup.Online

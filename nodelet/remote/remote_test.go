@@ -209,13 +209,34 @@ func TestAgentConvergesOverHTTP(t *testing.T) {
 		t.Errorf("FirstContainer = %q, want main", d.FirstContainer("j1/0/0/0"))
 	}
 
-	// Dropping a pod from the target stops it.
+	// Dropping a pod from the target stops it; the target arrives as a
+	// difference from the one the agent has.
 	stub.SetTarget(name, simPod("j1/0/0/0", api.QoSOnline, 0, 0))
 	stub.Await(t, wait, "the stopped pod's report", func() bool {
 		return slices.ContainsFunc(stub.Reports(name), func(r api.TaskReport) bool {
 			return r.TaskID == "j1/0/1/0" && r.State == api.TaskKilled && r.Reason == api.ReasonStopped
 		})
 	})
+	// A pod added by a difference starts, and the one kept still runs.
+	stub.SetTarget(name, simPod("j1/0/0/0", api.QoSOnline, 0, 0), simPod("j3/0/0/0", api.QoSOffline, 0, 0))
+	stub.Await(t, wait, "the added pod's report", func() bool { return hasReport(stub.Reports(name), "j3/0/0/0", api.TaskRunning) })
+	if stub.Diffs() < 2 {
+		t.Errorf("%d targets came as differences, want every one after the first", stub.Diffs())
+	}
+	pods, err = rt.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var live []string
+	for _, p := range pods {
+		if p.State == runtime.StateRunning {
+			live = append(live, p.ID)
+		}
+	}
+	slices.Sort(live)
+	if !slices.Equal(live, []string{"j1.0.0.0", "j3.0.0.0"}) {
+		t.Errorf("running pods %v, want j1.0.0.0 and j3.0.0.0", live)
+	}
 }
 
 func TestReregistersWhenForgotten(t *testing.T) {

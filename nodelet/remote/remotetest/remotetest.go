@@ -36,6 +36,7 @@ type Dispatcher struct {
 		nodes   map[string]*node
 		changed chan struct{} // closed and replaced at every change
 		targets int           // target requests answered
+		diffs   int           // of which answered with a difference
 	}
 }
 
@@ -44,6 +45,7 @@ type node struct {
 	registrations int
 	gen           uint64
 	pods          []api.TargetPod
+	history       map[uint64][]api.TargetPod // every generation's pods, for differences
 	reports       []api.TaskReport
 	usages        []api.NodeUsage
 }
@@ -107,8 +109,41 @@ func (d *Dispatcher) SetTarget(name string, pods ...api.TargetPod) (gen uint64, 
 	}
 	n.gen++
 	n.pods = slices.Clone(pods)
+	if n.history == nil {
+		n.history = map[uint64][]api.TargetPod{}
+	}
+	n.history[n.gen] = n.pods
 	d.changeLocked()
 	return n.gen, true
+}
+
+// Diffs returns how many target requests were answered with a difference
+// (diff=1 and a generation the stub had).
+func (d *Dispatcher) Diffs() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.mu.diffs
+}
+
+// difference is the change from the pods of generation base to pods.
+func difference(base, pods []api.TargetPod) (added []api.TargetPod, removed []string) {
+	had := map[string]bool{}
+	for _, p := range base {
+		had[p.TaskID] = true
+	}
+	has := map[string]bool{}
+	for _, p := range pods {
+		has[p.TaskID] = true
+		if !had[p.TaskID] {
+			added = append(added, p)
+		}
+	}
+	for _, p := range base {
+		if !has[p.TaskID] {
+			removed = append(removed, p.TaskID)
+		}
+	}
+	return added, removed
 }
 
 // Forget drops a node, as a dispatcher with fresh state would not know
@@ -246,6 +281,11 @@ func (d *Dispatcher) target(ctx *fasthttp.RequestCtx, name string) {
 		var t api.NodeTarget
 		if n != nil {
 			t = api.NodeTarget{Generation: n.gen, Pods: slices.Clone(n.pods)}
+			if base, ok := n.history[known]; ok && string(args.Peek("diff")) == "1" && known != n.gen {
+				t.Base = known
+				t.Pods, t.Removed = difference(base, n.pods)
+				d.mu.diffs++
+			}
 		}
 		d.mu.Unlock()
 		switch {
