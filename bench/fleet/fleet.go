@@ -128,6 +128,9 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
+	if err := ensureFiles(cfg.Nodes); err != nil {
+		return nil, err
+	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	f := &Fleet{cfg: cfg, cancel: cancel, nodes: make([]*node, cfg.Nodes)}
 	capacity := api.Capacity{CPU: cfg.CPU, Memory: cfg.Memory}
