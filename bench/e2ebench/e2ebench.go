@@ -56,6 +56,15 @@ type Config struct {
 	// Logger receives the run's progress: the cluster and the fleet up,
 	// each step's outcome, the Drivers' retries. Default: discard.
 	Logger *slog.Logger
+	// FleetProcs, when above 0, runs the fleet in that many child
+	// processes of FleetExec ("FleetExec loadgen fleet ..."), the nodes
+	// split between them, instead of in this process: a process holds
+	// each node's connections, and 10,000 nodes' ends of them and the
+	// dispatcher's would not fit under one open-files limit of 20,000.
+	FleetProcs int
+	// FleetExec is the sluice binary the fleet processes run. Required
+	// with FleetProcs.
+	FleetExec string
 }
 
 // Defaults of Config.
@@ -154,6 +163,9 @@ func (c Config) Validate() error {
 	}
 	if c.StepFactor != 0 && c.StepRate != 0 {
 		add("StepFactor %v and StepRate %v: set one, not both", c.StepFactor, c.StepRate)
+	}
+	if c.FleetProcs < 0 || c.FleetProcs > 0 && c.FleetExec == "" {
+		add("FleetProcs %d with FleetExec %q: want 0 (the fleet in this process), or processes of a sluice binary", c.FleetProcs, c.FleetExec)
 	}
 	if c.Steps < 0 {
 		add("Steps %d: want at least 1 (0: %d)", c.Steps, DefaultSteps)
@@ -310,17 +322,25 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	log.Info("e2e: cluster up", "replicas", cfg.Replicas, "took", time.Since(start).Round(time.Millisecond))
 
 	start = time.Now()
-	f, err := fleet.Start(ctx, fleet.Config{Addrs: cl.Addrs(), Nodes: cfg.Nodes, Pool: Pool})
-	if err != nil {
-		return res, fmt.Errorf("e2e benchmark: %w", err)
+	if cfg.FleetProcs > 0 {
+		var stop func()
+		if ctx, stop, err = startFleetProcs(ctx, cfg, cl.Addrs()); err != nil {
+			return res, err
+		}
+		defer stop()
+	} else {
+		f, err := fleet.Start(ctx, fleet.Config{Addrs: cl.Addrs(), Nodes: cfg.Nodes, Pool: Pool})
+		if err != nil {
+			return res, fmt.Errorf("e2e benchmark: %w", err)
+		}
+		defer f.Close()
 	}
-	defer f.Close()
 	client, err := api.NewClient(api.ClientConfig{Addrs: cl.Addrs()})
 	if err != nil {
 		return res, fmt.Errorf("e2e benchmark: %w", err)
 	}
 	defer client.Close()
-	if err := waitReady(ctx, client, cfg.Nodes); err != nil {
+	if err := waitReady(ctx, client, cfg.Nodes, log); err != nil {
 		return res, err
 	}
 	log.Info("e2e: fleet ready", "nodes", cfg.Nodes, "took", time.Since(start).Round(time.Millisecond))
@@ -404,12 +424,15 @@ func (c Config) judge(st Step) []string {
 	return why
 }
 
-// waitReady waits until the dispatcher lists n ready nodes in Pool.
-func waitReady(ctx context.Context, c *api.Client, n int) error {
+// waitReady waits until the dispatcher lists n ready nodes in Pool,
+// logging its progress every waitLog.
+func waitReady(ctx context.Context, c *api.Client, n int, log *slog.Logger) error {
 	ready := 0
+	var lastErr error
+	lastLog := time.Now()
 	for {
 		l, err := c.Nodes(ctx)
-		if err == nil {
+		if lastErr = err; err == nil {
 			ready = 0
 			for _, node := range l.Nodes {
 				if node.State == api.NodeReady && node.Spec.Pool == Pool {
@@ -420,13 +443,20 @@ func waitReady(ctx context.Context, c *api.Client, n int) error {
 				return nil
 			}
 		}
+		if time.Since(lastLog) >= waitLog {
+			log.Info("e2e: waiting for the fleet", "ready", ready, "nodes", n, "err", lastErr)
+			lastLog = time.Now()
+		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("e2e benchmark: %d of %d nodes ready: %w", ready, n, ctx.Err())
+			return fmt.Errorf("e2e benchmark: %d of %d nodes ready (last listing: %v): %w", ready, n, lastErr, context.Cause(ctx))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
+
+// waitLog is how often waitReady logs its progress.
+const waitLog = 10 * time.Second
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 

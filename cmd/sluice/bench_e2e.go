@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -45,6 +46,13 @@ fleet and the load generator sharing its cores.`,
 			if c.Flags().Changed("step-rate") && !c.Flags().Changed("step-factor") {
 				cfg.StepFactor = 0 // --step-rate replaces the default factor
 			}
+			if cfg.FleetProcs > 0 {
+				exe, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("bench e2e: find this binary for the fleet processes: %w", err)
+				}
+				cfg.FleetExec = exe
+			}
 			if err := cfg.Validate(); err != nil {
 				return usageError{err}
 			}
@@ -75,6 +83,7 @@ fleet and the load generator sharing its cores.`,
 	f.DurationVar(&cfg.P99RunningLimit, "p99-running-limit", e2ebench.DefaultP99RunningLimit, "a sustained step's largest p99 of submit to running")
 	f.Uint64Var(&cfg.Seed, "seed", 1, "seed of the workloads (step i uses seed+i)")
 	f.DurationVar(&cfg.Timeout, "timeout", e2ebench.DefaultTimeout, "give up after this long")
+	f.IntVar(&cfg.FleetProcs, "fleet-procs", 0, "run the fleet in this many child processes (sluice loadgen fleet) instead of in this one: each process holds its nodes' connections, and 10,000 nodes need more open files than one process may have")
 	f.StringVar(&cfg.Dir, "work-dir", "", "directory for the data (default: a temporary one, removed)")
 	f.BoolVar(&asJSON, "json", false, "print the result as one JSON object, on the last line")
 	f.BoolVar(&quiet, "quiet", false, "do not log progress to stderr")

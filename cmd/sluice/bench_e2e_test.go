@@ -50,6 +50,36 @@ func TestBenchE2EJSON(t *testing.T) {
 	}
 }
 
+// TestBenchE2EFleetProcs runs the fleet in two child processes of this
+// binary (as the sluice binary: testAsMainEnv) against the cluster in
+// this one.
+func TestBenchE2EFleetProcs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster and fleet processes")
+	}
+	t.Setenv(testAsMainEnv, "1") // for the children only: this process runs its tests
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	err := run(ctx, []string{"bench", "e2e", "--replicas", "1", "--nodes", "21", "--fleet-procs", "2", "--start-rate", "20",
+		"--steps", "1", "--step-duration", "2s", "--array-size", "uniform:1,3", "--run-time", "50ms",
+		"--p99-placed-limit", "20s", "--p99-running-limit", "20s", "--work-dir", t.TempDir(), "--json"}, &out, &errOut)
+	if err != nil {
+		t.Fatalf("bench e2e: %v\nstderr: %s", err, errOut.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var res e2ebench.Result
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+		t.Fatalf("the last line %q: %v", lines[len(lines)-1], err)
+	}
+	if res.Nodes != 21 || len(res.Steps) != 1 || res.Steps[0].Tasks == 0 || res.Steps[0].PlacedTasks != res.Steps[0].Tasks {
+		t.Fatalf("result %+v", res)
+	}
+	if !strings.Contains(errOut.String(), "nodes=21") {
+		t.Errorf("stderr lacks the 21 nodes ready:\n%s", errOut.String())
+	}
+}
+
 func TestBenchE2ERejectsBadFlags(t *testing.T) {
 	var out, errOut bytes.Buffer
 	err := run(context.Background(), []string{"bench", "e2e", "--replicas", "9", "--step-factor", "3", "--step-rate", "100",
