@@ -89,7 +89,8 @@ func FullParams() Params {
 			{Config: storebench.Config{Writers: 4, ValueBytes: 256 << 10, Duration: 10 * time.Second, Warmup: 2 * time.Second}, Replicas: 3},
 		},
 		E2E: e2ebench.Config{Replicas: 3, Nodes: e2ebench.DefaultNodes, StartRate: e2ebench.DefaultStartRate,
-			StepFactor: e2ebench.DefaultStepFactor, Steps: e2ebench.DefaultSteps, StepDuration: e2ebench.DefaultStepDuration, Seed: 1},
+			StepFactor: e2ebench.DefaultStepFactor, Steps: e2ebench.DefaultSteps, StepDuration: e2ebench.DefaultStepDuration, Seed: 1,
+			FleetProcs: 3}, // 10,000 nodes' connections need more open files than one process has here
 		Podstart: []podbench.Config{{Pods: 50, Concurrency: 1}, {Pods: 50, Concurrency: 4}},
 	}
 }

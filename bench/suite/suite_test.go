@@ -140,6 +140,9 @@ func TestQuickParamsValid(t *testing.T) {
 				t.Error(err)
 			}
 		}
+		if p.E2E.FleetProcs > 0 {
+			p.E2E.FleetExec = "sluice" // what the CLI fills in: its own binary
+		}
 		if err := p.E2E.Validate(); err != nil {
 			t.Error(err)
 		}

@@ -44,6 +44,13 @@ Progress goes to stderr.`,
 			if quick {
 				mode, params = "quick", suite.QuickParams()
 			}
+			if params.E2E.FleetProcs > 0 {
+				exe, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("bench suite: find this binary for the fleet processes: %w", err)
+				}
+				params.E2E.FleetExec = exe
+			}
 			cfg := suite.Config{Mode: mode, Params: params, Out: out, Only: only,
 				Logger: slog.New(slog.DiscardHandler)}
 			if err := cfg.Validate(); err != nil {
