@@ -109,11 +109,20 @@ func (d *Dispatcher) Report(ctx context.Context, node string, reports []api.Task
 	}
 }
 
+// reportCommits is how many UpdateTasks commands may be in flight at
+// once. A node sends its next reports only once its last are committed, so
+// no node's reports are in two commands and order needs no more care;
+// commands in flight together share raft's appends and fsyncs.
+const reportCommits = 4
+
 // flushReports is the report batcher: it proposes the queued reports as few
-// UpdateTasks commands as MaxReports allows, one at a time.
+// UpdateTasks commands as MaxReports allows, up to reportCommits at a time.
 func (d *Dispatcher) flushReports() {
 	defer d.wg.Done()
 	ctx := d.ctx
+	slots := make(chan struct{}, reportCommits)
+	var inFlight sync.WaitGroup
+	defer inFlight.Wait()
 	for {
 		select {
 		case <-d.closing:
@@ -123,11 +132,20 @@ func (d *Dispatcher) flushReports() {
 		if !d.sleep(ctx, d.cfg.ReportWait) {
 			return
 		}
+		select {
+		case slots <- struct{}{}:
+		case <-d.closing:
+			return
+		}
 		reqs := d.reports.take(d.cfg.MaxReports)
 		if len(reqs) == 0 {
+			<-slots
 			continue
 		}
-		d.commitReports(ctx, reqs)
+		inFlight.Go(func() {
+			defer func() { <-slots }()
+			d.commitReports(ctx, reqs)
+		})
 	}
 }
 
