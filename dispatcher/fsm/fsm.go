@@ -72,6 +72,12 @@ type FSM struct {
 		// index after bumpsFrom.
 		bumps     []nodeBump
 		bumpsFrom uint64
+		// changes lists jobs in the order of their changes, for
+		// JobsChangedSince: an entry is current while its index is the
+		// job's changed, stale once the job changed again (stale counts
+		// those, and past half the list they are dropped).
+		changes []jobChange
+		stale   int
 	}
 	// Scratch of Apply, used under mu's write lock.
 	dirtyGroups map[*group]struct{}
@@ -100,6 +106,7 @@ func (f *FSM) resetLocked() {
 	f.mu.tasks = map[taskKey]*task{}
 	f.mu.pending = map[string]map[*group]struct{}{}
 	f.mu.bumps, f.mu.bumpsFrom = nil, 0
+	f.mu.changes, f.mu.stale = nil, 0
 }
 
 // Apply applies one committed command (see the command constructors). It is
@@ -153,7 +160,7 @@ func (f *FSM) apply(w writer, index uint64, cmd []byte) ([]byte, error) {
 // index in step.
 func (f *FSM) flushLocked(w writer, index uint64) {
 	for _, g := range sortedGroups(f.dirtyGroups) {
-		g.job.changed = index
+		f.markChangedLocked(g.job, index)
 		f.kbuf = appendGroupKey(f.kbuf, g.job.num, g.idx)
 		f.vbuf = encodeGroup(f.vbuf, g)
 		w.Set(f.kbuf, f.vbuf)
@@ -725,5 +732,37 @@ func progress(s api.TaskState) int {
 		return 0
 	default:
 		return 4
+	}
+}
+
+// minStaleChanges is how many stale entries FSM.mu.changes may hold
+// before it drops them (a variable for tests).
+var minStaleChanges = 1024
+
+// jobChange is an entry of FSM.mu.changes.
+type jobChange struct {
+	index uint64
+	j     *job
+}
+
+// markChangedLocked records that the command at index changed j.
+func (f *FSM) markChangedLocked(j *job, index uint64) {
+	if j.changed == index {
+		return // another group of the job, same command
+	}
+	if j.changed != 0 {
+		f.mu.stale++
+	}
+	j.changed = index
+	f.mu.changes = append(f.mu.changes, jobChange{index, j})
+	if f.mu.stale > len(f.mu.changes)/2 && f.mu.stale > minStaleChanges {
+		live := f.mu.changes[:0]
+		for _, c := range f.mu.changes {
+			if c.index == c.j.changed {
+				live = append(live, c)
+			}
+		}
+		clear(f.mu.changes[len(live):])
+		f.mu.changes, f.mu.stale = live, 0
 	}
 }

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -22,6 +23,9 @@ func TestRandomCommands(t *testing.T) {
 	if testing.Short() {
 		runs = 4
 	}
+	// Drop stale job changes often, to check JobsChangedSince across it.
+	defer func(n int) { minStaleChanges = n }(minStaleChanges)
+	minStaleChanges = 2
 	for run := range runs {
 		h := &propHarness{t: t, r: r, f: New(), s: newMemStore(), now: time.Unix(1_800_000_000, 0)}
 		for step := range steps {
@@ -217,6 +221,9 @@ func (h *propHarness) step() string {
 // check verifies the invariants, recomputing what the FSM derives, and that
 // a fresh FSM loaded from the store is identical.
 func (h *propHarness) check() error {
+	if err := h.checkChangedSince(); err != nil {
+		return err
+	}
 	f := h.f
 	f.mu.RLock()
 	var errs []string
@@ -334,4 +341,46 @@ func (h *propHarness) check() error {
 func inPending(f *FSM, g *group) bool {
 	_, ok := f.mu.pending[g.job.spec.Queue][g]
 	return ok
+}
+
+// checkChangedSince compares JobsChangedSince, which reads the FSM's log
+// of changes, with every job sorted by its last change and number: the
+// same jobs in the same order, except that a page cut short by limit may
+// pick other jobs of its last index.
+func (h *propHarness) checkChangedSince() error {
+	f := h.f
+	f.mu.RLock()
+	all := make([]*job, 0, len(f.mu.jobs))
+	for _, j := range f.mu.jobs {
+		all = append(all, j)
+	}
+	f.mu.RUnlock()
+	slices.SortFunc(all, func(a, b *job) int { return cmp.Or(cmp.Compare(a.changed, b.changed), cmp.Compare(a.num, b.num)) })
+	for range 3 {
+		from := h.r.Uint64N(h.index + 2)
+		limit := h.r.IntN(4)
+		var want []ChangedJob
+		for _, j := range all {
+			if j.changed > from && (limit == 0 || len(want) < limit) {
+				want = append(want, ChangedJob{Changed: j.changed, JobStatus: JobStatus{ID: j.id}})
+			}
+		}
+		got, _ := f.JobsChangedSince(from, limit)
+		cut := limit > 0 && len(want) == limit
+		same := len(got) == len(want)
+		for i := 0; same && i < len(want); i++ {
+			lastIndex := cut && want[i].Changed == want[len(want)-1].Changed
+			same = got[i].Changed == want[i].Changed && (lastIndex || got[i].ID == want[i].ID)
+		}
+		if !same {
+			show := func(js []ChangedJob) (out []string) {
+				for _, j := range js {
+					out = append(out, fmt.Sprintf("%s@%d", j.ID, j.Changed))
+				}
+				return out
+			}
+			return fmt.Errorf("JobsChangedSince(%d, %d) = %v, want %v", from, limit, show(got), show(want))
+		}
+	}
+	return nil
 }

@@ -144,8 +144,10 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 	if err != nil {
 		return err
 	}
+	f.mu.changes, f.mu.stale = f.mu.changes[:0], 0
 	for _, j := range f.mu.jobs {
 		j.changed = f.mu.applied
+		f.mu.changes = append(f.mu.changes, jobChange{f.mu.applied, j})
 		for _, g := range j.groups {
 			f.syncPendingLocked(g)
 		}
@@ -329,16 +331,19 @@ func (f *FSM) JobTasks(id, after string, limit int) (tasks []TaskInfo, ok bool) 
 func (f *FSM) JobsChangedSince(from uint64, limit int) (jobs []ChangedJob, applied uint64) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	cs := f.mu.changes
+	i, _ := slices.BinarySearchFunc(cs, from+1, func(c jobChange, idx uint64) int { return cmp.Compare(c.index, idx) })
 	var js []*job
-	for _, j := range f.mu.jobs {
-		if j.changed > from {
-			js = append(js, j)
+	for _, c := range cs[i:] {
+		if c.index != c.j.changed {
+			continue // the job changed again later
 		}
+		if limit > 0 && len(js) == limit {
+			break
+		}
+		js = append(js, c.j)
 	}
 	slices.SortFunc(js, func(a, b *job) int { return cmp.Or(cmp.Compare(a.changed, b.changed), cmp.Compare(a.num, b.num)) })
-	if limit > 0 && len(js) > limit {
-		js = js[:limit]
-	}
 	jobs = make([]ChangedJob, len(js))
 	for i, j := range js {
 		jobs[i] = ChangedJob{Changed: j.changed, JobStatus: j.status()}
