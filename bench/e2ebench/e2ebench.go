@@ -450,13 +450,19 @@ func waitReady(ctx context.Context, c *api.Client, n int, log *slog.Logger) erro
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("e2e benchmark: %d of %d nodes ready (last listing: %v): %w", ready, n, lastErr, context.Cause(ctx))
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(waitPoll):
 		}
 	}
 }
 
-// waitLog is how often waitReady logs its progress.
-const waitLog = 10 * time.Second
+// waitReady lists the nodes every waitPoll, and logs its progress every
+// waitLog. A listing of 10,000 nodes is megabytes of JSON to encode and
+// decode: listing it ten times a second took most of the CPU the nodes
+// needed to stay ready.
+const (
+	waitPoll = time.Second
+	waitLog  = 10 * time.Second
+)
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 

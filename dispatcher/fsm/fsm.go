@@ -63,6 +63,9 @@ type FSM struct {
 		jobs     map[uint64]*job
 		idem     map[string]uint64 // idempotency key → job number
 		nodes    map[string]*node
+		// nodeList is nodes sorted by name: rounds and listings walk it
+		// rather than sort 10,000 names each time.
+		nodeList []*node
 		tasks    map[taskKey]*task // every task placed at least once
 		// pending holds, per queue, the groups with tasks waiting for
 		// placement (of jobs not cancelled).
@@ -103,6 +106,7 @@ func (f *FSM) resetLocked() {
 	f.mu.jobs = map[uint64]*job{}
 	f.mu.idem = map[string]uint64{}
 	f.mu.nodes = map[string]*node{}
+	f.mu.nodeList = nil
 	f.mu.tasks = map[taskKey]*task{}
 	f.mu.pending = map[string]map[*group]struct{}{}
 	f.mu.bumps, f.mu.bumpsFrom = nil, 0
@@ -356,6 +360,8 @@ func (f *FSM) registerLocked(w writer, d *dec) ([]byte, error) {
 	if !ok {
 		n = &node{state: api.NodeReady, tasks: map[taskKey]*task{}, jobs: map[uint64]int{}}
 		f.mu.nodes[spec.Name] = n
+		i, _ := slices.BinarySearchFunc(f.mu.nodeList, spec.Name, func(m *node, name string) int { return cmp.Compare(m.spec.Name, name) })
+		f.mu.nodeList = slices.Insert(f.mu.nodeList, i, n)
 	}
 	n.spec, n.specJSON = spec, bytes.Clone(js) // the command is only valid during Apply
 	if n.state == api.NodeDown {
@@ -493,13 +499,10 @@ func (f *FSM) cancelLocked(w writer, now int64, d *dec) ([]byte, error) {
 	return encodeUvarints(uint64(res.Dropped), uint64(res.Stopping)), nil
 }
 
+// sortedNodeListLocked returns the nodes sorted by name. The slice is the
+// FSM's own: read it under the lock, never change it.
 func (f *FSM) sortedNodeListLocked() []*node {
-	ns := make([]*node, 0, len(f.mu.nodes))
-	for _, n := range f.mu.nodes {
-		ns = append(ns, n)
-	}
-	slices.SortFunc(ns, func(a, b *node) int { return cmp.Compare(a.spec.Name, b.spec.Name) })
-	return ns
+	return f.mu.nodeList
 }
 
 // planAssignment is a decoded assignment of a plan command.

@@ -228,6 +228,14 @@ func (h *propHarness) check() error {
 	f.mu.RLock()
 	var errs []string
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	if len(f.mu.nodeList) != len(f.mu.nodes) || !slices.IsSortedFunc(f.mu.nodeList, func(a, b *node) int { return cmp.Compare(a.spec.Name, b.spec.Name) }) {
+		bad("node list of %d nodes (map %d) out of order or out of step", len(f.mu.nodeList), len(f.mu.nodes))
+	}
+	for _, n := range f.mu.nodeList {
+		if f.mu.nodes[n.spec.Name] != n {
+			bad("node list holds %s, not the map's", n.spec.Name)
+		}
+	}
 	used := map[string]api.Allocatable{}
 	onNode := map[taskKey]string{}
 	for name, n := range f.mu.nodes {

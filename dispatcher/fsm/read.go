@@ -98,11 +98,13 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 			return fmt.Errorf("%w: node record %q under key %q", ErrCorrupt, n.spec.Name, k)
 		}
 		f.mu.nodes[n.spec.Name] = n
+		f.mu.nodeList = append(f.mu.nodeList, n)
 		return nil
 	})
 	if err != nil {
 		return err
 	}
+	slices.SortFunc(f.mu.nodeList, func(a, b *node) int { return cmp.Compare(a.spec.Name, b.spec.Name) })
 	err = r.Scan([]byte(prefixTask), prefixEnd(prefixTask), func(k, v []byte) error {
 		key, ok := decodeTaskSuffix(k[len(prefixTask):])
 		if !ok {
