@@ -44,6 +44,10 @@
 //
 //   - Only the owner goroutine reads or writes the pod table; other
 //     goroutines see a published copy (Pods, Stats).
+//   - The owner's work follows what changed, not how many pods it has: a
+//     target, an event, a kill or a resync marks the pods it concerns, and
+//     only those are reconciled and republished; ended pods due for
+//     removal wait in a queue in the order of their final reports.
 //   - Every goroutine Run starts has returned when Run returns; pods keep
 //     running for the next agent.
 //   - A pod ID and generation is started at most once per agent.

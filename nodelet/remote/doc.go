@@ -13,6 +13,10 @@
 //   - The first target request of a Dispatcher is answered at once, even
 //     when the node's target is empty, so that the agent stops recovered
 //     pods no longer wanted without waiting for a placement.
+//   - Once it holds a whole target, the Dispatcher asks for differences
+//     (diff=1) and applies them to it; an answer it cannot apply (a base
+//     it does not hold) makes it ask for the whole target again. The
+//     agent always receives whole targets.
 //   - When the dispatcher answers not_found for the node (it lost or never
 //     had its registration), the Dispatcher registers it again before
 //     retrying; concurrent Target and Report calls register it once.
