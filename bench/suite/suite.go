@@ -68,7 +68,7 @@ func QuickParams() Params {
 			{Config: storebench.Config{Writers: 256, ValueBytes: 256, Duration: 3 * time.Second, Warmup: time.Second}, Replicas: 3},
 			{Config: storebench.Config{Writers: 4, ValueBytes: 256 << 10, Duration: 3 * time.Second, Warmup: time.Second}, Replicas: 3},
 		},
-		E2E: e2ebench.Config{Replicas: 3, Nodes: 1000, StartRate: 250, StepFactor: 2, Steps: 5,
+		E2E: e2ebench.Config{Replicas: 3, Nodes: 1000, StartRate: 250, StepFactor: 2, Steps: 7,
 			StepDuration: 5 * time.Second, Seed: 1, Timeout: 5 * time.Minute},
 		Podstart: []podbench.Config{{Pods: 20, Concurrency: 1}, {Pods: 20, Concurrency: 4}},
 	}
