@@ -112,7 +112,7 @@ func (s *Solver) Solve(ctx context.Context, g *Graph) (*Solution, error) {
 		case err == nil:
 			// Optimal as it stands: best stays empty, nothing to restore.
 			eps = 0
-			proof = nw.scaledPrices()
+			proof = nw.appendScaledPrices(make([]int64, 0, nw.n))
 		}
 		if err != nil {
 			s.Reset()
@@ -266,11 +266,11 @@ type network struct {
 	// live counts the residual arcs in use; garbage the slots that moved
 	// nodes left behind.
 	live, garbage int
-	// arcLower and arcUpper (by ArcID) and supply (by NodeID) are the
-	// graph's numbers the network stands for, which a patch compares with
-	// the graph's current ones.
-	arcLower, arcUpper []int64
-	supply             []int64
+	// arcLower (by ArcID) and supply (by NodeID) are the graph's numbers
+	// the network's flow and excesses account for, which a patch compares
+	// with the graph's current ones.
+	arcLower []int64
+	supply   []int64
 	// maxCost is the largest scaled |cost|.
 	maxCost int64
 	queue   []int32
@@ -321,7 +321,6 @@ func (nw *network) build(g *Graph) {
 	nw.cur = grow(nw.cur, n)
 	nw.fwd = grow(nw.fwd, g.ArcCap())
 	nw.arcLower = grow(nw.arcLower, g.ArcCap())
-	nw.arcUpper = grow(nw.arcUpper, g.ArcCap())
 	first, excess, supply := nw.first[:n+1], nw.excess[:n], nw.supply[:n]
 	for u, alive := range g.nodeAlive[:n] {
 		if alive {
@@ -357,7 +356,7 @@ func (nw *network) build(g *Graph) {
 	nw.arcOf = grow(nw.arcOf, m)
 	rhead, rev, res, rcost, arcOf := nw.head[:m], nw.rev[:m], nw.res[:m], nw.cost[:m], nw.arcOf[:m]
 	end, fwd := nw.end[:n], nw.fwd[:ma]
-	arcLower, arcUpper := nw.arcLower[:ma], nw.arcUpper[:ma]
+	arcLower := nw.arcLower[:ma]
 	copy(end, first[:n])
 	maxCost := int64(1)
 	for a, ok := range alive {
@@ -374,7 +373,7 @@ func (nw *network) build(g *Graph) {
 		rhead[i], rev[i], res[i], rcost[i], arcOf[i] = int32(h), j, upper[a]-lower[a], sc, int32(a)
 		rhead[j], rev[j], res[j], rcost[j], arcOf[j] = int32(t), i, 0, -sc, int32(a)
 		fwd[a] = i
-		arcLower[a], arcUpper[a] = lower[a], upper[a]
+		arcLower[a] = lower[a]
 		maxCost = max(maxCost, sc, -sc)
 	}
 	nw.maxCost = maxCost
@@ -689,16 +688,15 @@ func (nw *network) flows(g *Graph) ([]int64, int64) {
 	return flow, total
 }
 
-// scaledPrices returns the prices divided by the scale. When every price is
-// a multiple of the scale, as the repair keeps them, these are integral
-// potentials under which no residual arc has a negative reduced cost if no
-// arc has one under the prices.
-func (nw *network) scaledPrices() []int64 {
-	p := make([]int64, nw.n)
-	for u, x := range nw.price[:nw.n] {
-		p[u] = x / nw.scale
+// appendScaledPrices appends the prices divided by the scale to dst. When
+// every price is a multiple of the scale, as the repair keeps them, these
+// are integral potentials under which no residual arc has a negative
+// reduced cost if no arc has one under the prices.
+func (nw *network) appendScaledPrices(dst []int64) []int64 {
+	for _, x := range nw.price[:nw.n] {
+		dst = append(dst, x/nw.scale)
 	}
-	return p
+	return dst
 }
 
 // exactPotentials turns the final prices into integral potentials under

@@ -25,7 +25,6 @@ func (s *Solver) patch(g *Graph) bool {
 	for ma := g.ArcCap(); len(nw.fwd) < ma; {
 		nw.fwd = append(nw.fwd, -1)
 		nw.arcLower = append(nw.arcLower, 0)
-		nw.arcUpper = append(nw.arcUpper, 0)
 	}
 	nw.isFresh = grow(nw.isFresh, nw.n)
 	nw.touched, nw.fresh = nw.touched[:0], nw.fresh[:0]
@@ -54,10 +53,7 @@ func (s *Solver) patch(g *Graph) bool {
 func (s *Solver) rebuild(g *Graph) {
 	nw := &s.net
 	s.prevFlow = nw.arcFlows(s.prevFlow[:0])
-	s.prevPotential = s.prevPotential[:0]
-	for _, p := range nw.price[:nw.n] {
-		s.prevPotential = append(s.prevPotential, p/nw.scale)
-	}
+	s.prevPotential = nw.appendScaledPrices(s.prevPotential[:0])
 	nw.build(g)
 	nw.warmStart(g, s.prevFlow, s.prevPotential, s.prevStamp)
 	nw.saturateNegative()
@@ -105,7 +101,7 @@ func (nw *network) syncArc(g *Graph, a ArcID, stamp uint64) {
 	nw.res[i], nw.res[j] = up-nf, nf-lo
 	nw.excess[t] += f - nf
 	nw.excess[h] -= f - nf
-	nw.arcLower[a], nw.arcUpper[a] = lo, up
+	nw.arcLower[a] = lo
 	sc := g.cost[a] * nw.scale
 	nw.cost[i], nw.cost[j] = sc, -sc
 	nw.maxCost = max(nw.maxCost, sc, -sc)
@@ -129,7 +125,7 @@ func (nw *network) addArc(g *Graph, a ArcID) {
 	nw.head[i], nw.rev[i], nw.res[i], nw.cost[i], nw.arcOf[i] = h, j, up-lo, sc, int32(a)
 	nw.head[j], nw.rev[j], nw.res[j], nw.cost[j], nw.arcOf[j] = t, i, 0, -sc, int32(a)
 	nw.fwd[a] = i
-	nw.arcLower[a], nw.arcUpper[a] = lo, up
+	nw.arcLower[a] = lo
 	nw.excess[t] -= lo
 	nw.excess[h] += lo
 	nw.maxCost = max(nw.maxCost, sc, -sc)

@@ -272,13 +272,16 @@ func (o *owner) reconcile() {
 	}
 	for len(o.exits) > 0 {
 		e := o.exits[0]
-		if p := e.p; o.pods[p.want.ID] == p && p.phase == phaseExited && p.finalSeq == e.seq {
-			if !o.removable(p, now) && !p.opFailed {
-				break // not yet acknowledged or retained: nor are those behind it
-			}
-			if !p.opFailed { // a failed Remove is retried on resync
-				o.remove(p)
-			}
+		p := e.p
+		switch {
+		case o.pods[p.want.ID] != p || p.phase != phaseExited || p.finalSeq != e.seq:
+			// Moved on since: removed or replaced.
+		case p.opFailed:
+			// A failed Remove: retried on resync.
+		case !o.removable(p, now):
+			return // not yet acknowledged or retained: nor are those behind it
+		default:
+			o.remove(p)
 		}
 		o.exits = o.exits[1:]
 	}
@@ -338,7 +341,7 @@ func (o *owner) reconcilePod(id string, now time.Time) {
 		if p.finalSeq == 0 {
 			o.reportExit(p)
 			o.exits = append(o.exits, exitEntry{p, p.finalSeq})
-		} else if o.removable(p, now) && !p.opFailed {
+		} else if !p.opFailed && o.removable(p, now) {
 			o.remove(p)
 		}
 	case phaseDone:

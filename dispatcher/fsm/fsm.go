@@ -358,9 +358,9 @@ func (f *FSM) registerLocked(w writer, d *dec) ([]byte, error) {
 	}
 	n, ok := f.mu.nodes[spec.Name]
 	if !ok {
-		n = &node{state: api.NodeReady, tasks: map[taskKey]*task{}, jobs: map[uint64]int{}}
+		n = &node{spec: spec, state: api.NodeReady, tasks: map[taskKey]*task{}, jobs: map[uint64]int{}}
 		f.mu.nodes[spec.Name] = n
-		i, _ := slices.BinarySearchFunc(f.mu.nodeList, spec.Name, func(m *node, name string) int { return cmp.Compare(m.spec.Name, name) })
+		i, _ := slices.BinarySearchFunc(f.mu.nodeList, n, byName)
 		f.mu.nodeList = slices.Insert(f.mu.nodeList, i, n)
 	}
 	n.spec, n.specJSON = spec, bytes.Clone(js) // the command is only valid during Apply
@@ -498,6 +498,9 @@ func (f *FSM) cancelLocked(w writer, now int64, d *dec) ([]byte, error) {
 	}
 	return encodeUvarints(uint64(res.Dropped), uint64(res.Stopping)), nil
 }
+
+// byName orders nodes by name.
+func byName(a, b *node) int { return cmp.Compare(a.spec.Name, b.spec.Name) }
 
 // sortedNodeListLocked returns the nodes sorted by name. The slice is the
 // FSM's own: read it under the lock, never change it.

@@ -228,7 +228,7 @@ func (h *propHarness) check() error {
 	f.mu.RLock()
 	var errs []string
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
-	if len(f.mu.nodeList) != len(f.mu.nodes) || !slices.IsSortedFunc(f.mu.nodeList, func(a, b *node) int { return cmp.Compare(a.spec.Name, b.spec.Name) }) {
+	if len(f.mu.nodeList) != len(f.mu.nodes) || !slices.IsSortedFunc(f.mu.nodeList, byName) {
 		bad("node list of %d nodes (map %d) out of order or out of step", len(f.mu.nodeList), len(f.mu.nodes))
 	}
 	for _, n := range f.mu.nodeList {

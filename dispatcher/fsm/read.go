@@ -104,7 +104,7 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 	if err != nil {
 		return err
 	}
-	slices.SortFunc(f.mu.nodeList, func(a, b *node) int { return cmp.Compare(a.spec.Name, b.spec.Name) })
+	slices.SortFunc(f.mu.nodeList, byName)
 	err = r.Scan([]byte(prefixTask), prefixEnd(prefixTask), func(k, v []byte) error {
 		key, ok := decodeTaskSuffix(k[len(prefixTask):])
 		if !ok {
