@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/dispatcher"
 	"github.com/sluicehq/sluice/dispatcher/fsm"
 	"github.com/sluicehq/sluice/dispatcher/placement"
+	"github.com/sluicehq/sluice/internal/porttest"
 	"github.com/sluicehq/sluice/raftkv"
 )
 
@@ -54,23 +54,6 @@ type cluster struct {
 	nodes    []*fakeNode
 }
 
-func freePorts(t testing.TB, n int) []string {
-	var addrs []string
-	var ls []net.Listener
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("listen: %v", err)
-		}
-		ls = append(ls, l)
-		addrs = append(addrs, l.Addr().String())
-	}
-	for _, l := range ls {
-		_ = l.Close()
-	}
-	return addrs
-}
-
 func newCluster(t *testing.T, n int, tweak func(*dispatcher.Config)) *cluster {
 	return newClusterTB(t, n, tweak)
 }
@@ -81,7 +64,7 @@ func newClusterTB(t testing.TB, n int, tweak func(*dispatcher.Config)) *cluster 
 	c := &cluster{t: t}
 	peers := map[uint64]string{}
 	if n > 1 {
-		for i, a := range freePorts(t, n) {
+		for i, a := range porttest.Addrs(t, n) {
 			peers[uint64(i+1)] = a
 		}
 	} else {

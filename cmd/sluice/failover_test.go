@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/internal/porttest"
 )
 
 // dispatcherProc is one `sluice dispatcher` process started by a test.
@@ -31,22 +31,6 @@ type dispatcherProc struct {
 	cmd      *exec.Cmd
 	done     chan struct{} // closed when cmd has been waited for
 	waitErr  error         // cmd.Wait's error, read after done
-}
-
-// freeLoopbackPorts returns n distinct TCP ports free on 127.0.0.1 right
-// now.
-func freeLoopbackPorts(t *testing.T, n int) []int {
-	t.Helper()
-	ports := make([]int, n)
-	for i := range ports {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("listen: %v", err)
-		}
-		defer ln.Close()
-		ports[i] = ln.Addr().(*net.TCPAddr).Port
-	}
-	return ports
 }
 
 // procEnv is the environment of a replica process: this one's without
@@ -100,7 +84,7 @@ func startDispatcherProcs(t *testing.T, n int) []*dispatcherProc {
 	if err != nil {
 		t.Skipf("cannot find the test binary: %v", err)
 	}
-	ports := freeLoopbackPorts(t, 2*n)
+	ports := porttest.Ports(t, 2*n)
 	var peers, peerHTTP []string
 	reps := make([]*dispatcherProc, n)
 	for i := range reps {

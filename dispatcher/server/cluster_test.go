@@ -8,13 +8,15 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/dispatcher/server"
+	"github.com/sluicehq/sluice/internal/porttest"
 )
 
 // TestFollowerRedirects runs three replicas over loopback TCP: writes to a
 // follower are redirected to the leader's HTTP address, and following the
 // redirect works; reads are served locally.
 func TestFollowerRedirects(t *testing.T) {
-	raftAddrs, httpAddrs := freeAddrs(t, 3), freeAddrs(t, 3)
+	addrs := porttest.Addrs(t, 6)
+	raftAddrs, httpAddrs := addrs[:3], addrs[3:]
 	peers, peerHTTP := map[uint64]string{}, map[uint64]string{}
 	for i := range 3 {
 		peers[uint64(i+1)] = raftAddrs[i]

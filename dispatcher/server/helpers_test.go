@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/dispatcher"
 	"github.com/sluicehq/sluice/dispatcher/server"
+	"github.com/sluicehq/sluice/internal/porttest"
 )
 
 func testLogger() *slog.Logger {
@@ -24,24 +24,6 @@ func testLogger() *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return slog.New(slog.DiscardHandler)
-}
-
-func freeAddrs(t testing.TB, n int) []string {
-	t.Helper()
-	var out []string
-	var ls []net.Listener
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("listen: %v", err)
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().String())
-	}
-	for _, l := range ls {
-		_ = l.Close()
-	}
-	return out
 }
 
 func testDispatcherConfig() dispatcher.Config {
@@ -52,7 +34,7 @@ func testDispatcherConfig() dispatcher.Config {
 // leads.
 func openOne(t testing.TB, tokens *server.Tokens) *server.Server {
 	t.Helper()
-	addr := freeAddrs(t, 1)[0]
+	addr := porttest.Addrs(t, 1)[0]
 	s, err := server.Open(server.Config{
 		ID: 1, Peers: map[uint64]string{1: ""}, PeerHTTP: map[uint64]string{1: "http://" + addr},
 		Dir: t.TempDir(), HTTPAddr: addr, Tokens: tokens, Dispatcher: testDispatcherConfig(),

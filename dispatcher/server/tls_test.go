@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/dispatcher/server"
+	"github.com/sluicehq/sluice/internal/porttest"
 )
 
 // selfSigned returns a certificate for 127.0.0.1 and a pool trusting it.
@@ -48,7 +49,7 @@ func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
 // watches through it, and a plain-HTTP or untrusting client gets nothing.
 func TestTLS(t *testing.T) {
 	cert, pool := selfSigned(t)
-	addr := freeAddrs(t, 1)[0]
+	addr := porttest.Addrs(t, 1)[0]
 	s, err := server.Open(server.Config{
 		ID: 1, Peers: map[uint64]string{1: ""}, PeerHTTP: map[uint64]string{1: "https://" + addr},
 		Dir: t.TempDir(), HTTPAddr: addr, Dispatcher: testDispatcherConfig(), TickInterval: 20 * time.Millisecond,
