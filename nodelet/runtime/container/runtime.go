@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/opencontainers/runc/libcontainer"
@@ -464,7 +465,7 @@ func (r *Runtime) createContainer(p *pod, c *runtime.ContainerSpec, rootfs strin
 	if c.User != nil {
 		proc.UID, proc.GID = c.User.UID, c.User.GID
 	}
-	if err := lc.Start(proc); err != nil {
+	if err := startContainer(lc, proc); err != nil {
 		return ct, fmt.Errorf("run: %w", err)
 	}
 	pid, err := proc.Pid()
@@ -475,6 +476,31 @@ func (r *Runtime) createContainer(p *pod, c *runtime.ContainerSpec, rootfs strin
 		return ct, err
 	}
 	return ct, nil
+}
+
+// firstStart holds back concurrent container starts in this process until
+// one has set its cgroup limits: libcontainer's cgroup v1 controllers
+// (github.com/opencontainers/cgroups/fs) detect some file names on their
+// first Set into shared variables without a lock
+// (BlkioGroup.detectWeightFilenames), which concurrent first starts race
+// on. Once one start has set them, starts run in parallel.
+var firstStart struct {
+	sync.Mutex
+	done atomic.Bool
+}
+
+// startContainer starts lc's init process, alone while no start has
+// succeeded yet (firstStart).
+func startContainer(lc *libcontainer.Container, proc *libcontainer.Process) error {
+	if !firstStart.done.Load() {
+		firstStart.Lock()
+		defer firstStart.Unlock()
+	}
+	if err := lc.Start(proc); err != nil {
+		return err
+	}
+	firstStart.done.Store(true)
+	return nil
 }
 
 // imageRef is the ref of an OCI layout image, "latest" when empty.
