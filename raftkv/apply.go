@@ -32,8 +32,10 @@ func (n *Node) apply(ents []*raftpb.Entry) error {
 	if len(ents) == 0 {
 		return nil
 	}
-	main := n.db.NewIndexedBatch()
+	main := n.db.NewBatch()
 	defer main.Close()
+	n.batch.begin(n.db, main)
+	defer n.batch.end()
 	var (
 		out     []delivery
 		changes []memberChange
@@ -148,7 +150,7 @@ func (n *Node) applyNormal(main *pebble.Batch, e *raftpb.Entry, out []delivery) 
 		var res result
 		cmd, err := decodeCommand(enc, &n.decBuf)
 		if err == nil {
-			n.batch.reset(main)
+			n.batch.startCommand()
 			var val []byte
 			val, err = n.sm.Apply(&n.batch, e.GetIndex(), cmd)
 			if n.batch.err != nil {
@@ -159,6 +161,8 @@ func (n *Node) applyNormal(main *pebble.Batch, e *raftpb.Entry, out []delivery) 
 					return out, 0, ferr
 				}
 				res.val = bytes.Clone(val)
+			} else {
+				n.batch.rollback()
 			}
 		}
 		if err != nil {

@@ -91,14 +91,25 @@ func (p pebbleReader) Scan(start, end []byte, fn func(key, value []byte) error) 
 // Ready, and this command's own writes. Its writes are buffered until Apply
 // returns without an error; they are then added to the Ready's pebble batch,
 // and dropped otherwise. Keys are relative to the state machine's keyspace.
+//
+// The buffer holds every write of the Ready, so that reads find them without
+// the cost of an indexed pebble batch; the key index over it is built only
+// when a command reads, so commands that only write pay for neither.
 type Batch struct {
-	main   *pebble.Batch // the Ready's indexed batch
+	db     pebble.Reader // the applied state, as of the Ready's start
+	main   *pebble.Batch // the Ready's batch (not indexed)
 	arena  []byte        // keys and values of ops
-	ops    []bufOp
-	last   map[string]int // key → index of its last point op, once ops is long
-	ranges []int          // indexes of range deletions in ops
-	keyBuf []byte
-	err    error // a storage error seen by a read: the replica must stop
+	ops    []bufOp       // the Ready's writes, in order
+	ranges []int         // indexes of range deletions in ops
+	// last maps a key to the index of its last point op among ops[:indexed];
+	// it is built by reads, once ops is long.
+	last    map[string]int
+	indexed int
+	// cmdOps, cmdArena and cmdRanges are the lengths at the current
+	// command's start.
+	cmdOps, cmdArena, cmdRanges int
+	keyBuf                      []byte
+	err                         error // a storage error seen by a read: the replica must stop
 }
 
 type opKind uint8
@@ -119,13 +130,35 @@ type bufOp struct {
 
 const indexOpsAfter = 16
 
-func (b *Batch) reset(main *pebble.Batch) {
-	b.main = main
+// begin starts a Ready: reads see db, writes go to main.
+func (b *Batch) begin(db pebble.Reader, main *pebble.Batch) {
+	b.db, b.main = db, main
 	b.arena = b.arena[:0]
 	b.ops = b.ops[:0]
 	b.ranges = b.ranges[:0]
 	if b.last != nil {
 		clear(b.last)
+	}
+	b.indexed = 0
+	b.cmdOps, b.cmdArena, b.cmdRanges = 0, 0, 0
+}
+
+// end drops the Ready's buffers' references to its batch and reader.
+func (b *Batch) end() { b.db, b.main = nil, nil }
+
+// startCommand marks where the next command's writes begin.
+func (b *Batch) startCommand() {
+	b.cmdOps, b.cmdArena, b.cmdRanges = len(b.ops), len(b.arena), len(b.ranges)
+}
+
+// rollback drops the current command's writes.
+func (b *Batch) rollback() {
+	b.ops, b.arena, b.ranges = b.ops[:b.cmdOps], b.arena[:b.cmdArena], b.ranges[:b.cmdRanges]
+	if b.indexed > b.cmdOps {
+		// The index may name dropped ops, or have lost the earlier op of a
+		// key to a dropped one: rebuild it at the next read.
+		clear(b.last)
+		b.indexed = 0
 	}
 }
 
@@ -137,19 +170,8 @@ func (b *Batch) add(kind opKind, x, y []byte) {
 	op.bOff, op.bLen = len(b.arena), len(y)
 	b.arena = append(b.arena, y...)
 	b.ops = append(b.ops, op)
-	i := len(b.ops) - 1
-	switch {
-	case kind == opDeleteRange:
-		b.ranges = append(b.ranges, i)
-	case b.last != nil:
-		b.last[string(x)] = i
-	case len(b.ops) > indexOpsAfter:
-		b.last = make(map[string]int, 2*len(b.ops))
-		for j, o := range b.ops {
-			if o.kind != opDeleteRange {
-				b.last[string(b.span(o.aOff, o.aLen))] = j
-			}
-		}
+	if kind == opDeleteRange {
+		b.ranges = append(b.ranges, len(b.ops)-1)
 	}
 }
 
@@ -167,27 +189,39 @@ func (b *Batch) DeleteRange(start, end []byte) {
 	b.add(opDeleteRange, start, end)
 }
 
+// lastPoint returns the index of the last point op on key, or -1.
+func (b *Batch) lastPoint(key []byte) int {
+	if len(b.ops) <= indexOpsAfter {
+		for i := len(b.ops) - 1; i >= 0; i-- {
+			o := b.ops[i]
+			if o.kind != opDeleteRange && bytes.Equal(b.span(o.aOff, o.aLen), key) {
+				return i
+			}
+		}
+		return -1
+	}
+	if b.last == nil {
+		b.last = make(map[string]int, 2*len(b.ops))
+	}
+	for ; b.indexed < len(b.ops); b.indexed++ {
+		if o := b.ops[b.indexed]; o.kind != opDeleteRange {
+			b.last[string(b.span(o.aOff, o.aLen))] = b.indexed
+		}
+	}
+	if i, ok := b.last[string(key)]; ok {
+		return i
+	}
+	return -1
+}
+
 // Get returns a copy of key's value, or ErrNotFound. Any other error is a
 // storage failure: the replica stops whatever Apply returns.
 func (b *Batch) Get(key []byte) ([]byte, error) {
 	if b.err != nil {
 		return nil, b.err
 	}
-	// The latest of this command's writes that covers key decides.
-	lastPoint := -1
-	if b.last != nil {
-		if i, ok := b.last[string(key)]; ok {
-			lastPoint = i
-		}
-	} else {
-		for i := len(b.ops) - 1; i >= 0; i-- {
-			o := b.ops[i]
-			if o.kind != opDeleteRange && bytes.Equal(b.span(o.aOff, o.aLen), key) {
-				lastPoint = i
-				break
-			}
-		}
-	}
+	// The latest of the Ready's writes that covers key decides.
+	lastPoint := b.lastPoint(key)
 	lastRange := -1
 	for j := len(b.ranges) - 1; j >= 0; j-- {
 		o := b.ops[b.ranges[j]]
@@ -206,29 +240,17 @@ func (b *Batch) Get(key []byte) ([]byte, error) {
 	case lastRange >= 0:
 		return nil, ErrNotFound
 	}
-	b.keyBuf = appendSMKey(b.keyBuf[:0], key)
-	v, closer, err := b.main.Get(b.keyBuf)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, ErrNotFound
-	}
-	if err != nil {
+	out, err := pebbleReader{b.db}.Get(key)
+	if err != nil && !errors.Is(err, ErrNotFound) {
 		b.err = storageError("apply: get", err)
 		return nil, b.err
 	}
-	out := bytes.Clone(v)
-	if out == nil {
-		out = []byte{}
-	}
-	if err := closer.Close(); err != nil {
-		b.err = storageError("apply: get", err)
-		return nil, b.err
-	}
-	return out, nil
+	return out, err
 }
 
-// flush adds the buffered writes to the Ready's batch.
+// flush adds the current command's writes to the Ready's batch.
 func (b *Batch) flush() error {
-	for _, o := range b.ops {
+	for _, o := range b.ops[b.cmdOps:] {
 		var err error
 		b.keyBuf = appendSMKey(b.keyBuf[:0], b.span(o.aOff, o.aLen))
 		switch o.kind {

@@ -219,21 +219,27 @@ func TestSnapshotRoundTrip(t *testing.T) {
 }
 
 // TestBatch checks what Apply sees: its own writes over earlier commands'
-// over the database, and nothing of a command whose writes were dropped.
+// of the Ready over the database, and nothing of a command whose writes were
+// dropped, whether or not a read had indexed them; and that the Ready's
+// pebble batch holds exactly the kept commands' writes.
 func TestBatch(t *testing.T) {
 	db := openTestDB(t, vfs.NewMem())
 	defer db.Close()
 	_ = db.Set(smKey([]byte("a")), []byte("db"), nil)
 	_ = db.Set(smKey([]byte("m")), []byte("db"), nil)
-	main := db.NewIndexedBatch()
+	main := db.NewBatch()
 	defer main.Close()
 	var b Batch
-	b.reset(main)
+	b.begin(db, main)
+	b.startCommand()
 	b.Set([]byte("b"), []byte("cmd1"))
+	for i := range 40 { // past the point where lookups use an index
+		b.Set([]byte{'y', byte(i)}, []byte("cmd1"))
+	}
 	if err := b.flush(); err != nil {
 		t.Fatal(err)
 	}
-	b.reset(main)
+	b.startCommand()
 	get := func(k string) string {
 		v, err := b.Get([]byte(k))
 		if errors.Is(err, ErrNotFound) {
@@ -244,22 +250,46 @@ func TestBatch(t *testing.T) {
 		}
 		return string(v)
 	}
-	if get("a") != "db" || get("b") != "cmd1" || get("c") != "<none>" {
+	if get("a") != "db" || get("b") != "cmd1" || get("c") != "<none>" || get("y\x03") != "cmd1" {
 		t.Fatalf("reads before writing: a=%s b=%s c=%s", get("a"), get("b"), get("c"))
 	}
 	b.Set([]byte("a"), []byte("own"))
 	b.DeleteRange([]byte("l"), []byte("n"))
 	b.Set([]byte("ma"), []byte("own"))
-	for i := range 40 { // past the point where lookups use a map
-		b.Set([]byte{'z', byte(i)}, []byte{byte(i)})
-	}
+	b.Set([]byte("y\x03"), []byte("own"))
 	b.Delete([]byte("b"))
-	if get("a") != "own" || get("b") != "<none>" || get("m") != "<none>" || get("ma") != "own" || get("z\x07") != "\x07" {
-		t.Fatalf("own writes: a=%s b=%s m=%s ma=%s", get("a"), get("b"), get("m"), get("ma"))
+	if get("a") != "own" || get("b") != "<none>" || get("m") != "<none>" || get("ma") != "own" || get("y\x03") != "own" {
+		t.Fatalf("own writes: a=%s b=%s m=%s ma=%s y3=%s", get("a"), get("b"), get("m"), get("ma"), get("y\x03"))
 	}
-	b.reset(main) // the command failed: drop its writes
-	if get("a") != "db" || get("b") != "cmd1" || get("m") != "db" {
-		t.Fatalf("after dropping a command's writes: a=%s b=%s m=%s", get("a"), get("b"), get("m"))
+	b.rollback() // the command failed: drop its writes
+	if get("a") != "db" || get("b") != "cmd1" || get("m") != "db" || get("ma") != "<none>" || get("y\x03") != "cmd1" {
+		t.Fatalf("after dropping a command's writes: a=%s b=%s m=%s ma=%s y3=%s", get("a"), get("b"), get("m"), get("ma"), get("y\x03"))
+	}
+	b.startCommand()
+	b.Set([]byte("c"), []byte("cmd3"))
+	if get("c") != "cmd3" || get("y\x05") != "cmd1" {
+		t.Fatalf("a later command: c=%s y5=%s", get("c"), get("y\x05"))
+	}
+	if err := b.flush(); err != nil {
+		t.Fatal(err)
+	}
+	b.end()
+	if err := main.Commit(nil); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"a": "db", "b": "cmd1", "c": "cmd3", "m": "db", "y\x03": "cmd1"}
+	for k, v := range want {
+		got, closer, err := db.Get(smKey([]byte(k)))
+		if err != nil {
+			t.Fatalf("committed %q: %v", k, err)
+		}
+		if string(got) != v {
+			t.Errorf("committed %q = %q, want %q", k, got, v)
+		}
+		closer.Close()
+	}
+	if _, _, err := db.Get(smKey([]byte("ma"))); !errors.Is(err, pebble.ErrNotFound) {
+		t.Errorf("the dropped command's write of ma reached the batch: %v", err)
 	}
 }
 
