@@ -222,6 +222,12 @@ func TestPartition(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			// CheckQuorum deposes the isolated leader within two election
+			// timeouts of the partition, which the majority's election and
+			// proposals need not have outlasted.
+			for deadline := time.Now().Add(time.Second); l.Status().IsLeader && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+			}
 			if s := l.Status(); s.Applied != applied || s.IsLeader {
 				t.Fatalf("the minority moved: applied %d → %d, leader %v", applied, s.Applied, s.IsLeader)
 			}
