@@ -88,9 +88,9 @@ func BenchmarkApplyUpdates(b *testing.B) {
 			b.Fatal(err)
 		}
 		reps := make([]Report, 0, benchN)
-		for _, t := range f.mu.tasks {
+		f.eachTaskLocked(func(t *task) {
 			reps = append(reps, Report{Node: t.node, TaskReport: api.TaskReport{TaskID: taskID(t.key, t.attempt), State: api.TaskRunning, Reason: api.ReasonStarted, Time: p.Now}})
-		}
+		})
 		cmd = UpdateTasks(p.Now, reps)
 		w.n = 0
 		runtime.GC()

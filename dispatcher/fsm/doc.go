@@ -27,11 +27,10 @@
 //	g/<job u64 BE><group u16 BE>          group counters and requeue list
 //	t/<job u64 BE><group u16 BE><idx u32 BE>   task record (binary)
 //	n/<node name>                         node: state, target generation, spec (JSON)
-//	nt/<node name>\x00<job><group><idx>   (empty) a task holding resources on the node
 //	i/<idempotency key>                   job number
 //
-// Per-job scans ("t/<job>", "g/<job>") and per-node scans ("nt/<node>\x00")
-// are range scans. Every record starts with a version byte: 1, and 2 for
+// Per-job scans ("t/<job>", "g/<job>") are range scans; what each node
+// holds is derived from the task records by Load, not stored. Every record starts with a version byte: 1, and 2 for
 // job records (whose spec is binary since version 2); Load rejects any
 // other version with ErrCorrupt.
 //

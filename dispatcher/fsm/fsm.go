@@ -66,7 +66,6 @@ type FSM struct {
 		// nodeList is nodes sorted by name: rounds and listings walk it
 		// rather than sort 10,000 names each time.
 		nodeList []*node
-		tasks    map[taskKey]*task // every task placed at least once
 		// pending holds, per queue, the groups with tasks waiting for
 		// placement (of jobs not cancelled).
 		pending map[string]map[*group]struct{}
@@ -107,7 +106,6 @@ func (f *FSM) resetLocked() {
 	f.mu.idem = map[string]uint64{}
 	f.mu.nodes = map[string]*node{}
 	f.mu.nodeList = nil
-	f.mu.tasks = map[taskKey]*task{}
 	f.mu.pending = map[string]map[*group]struct{}{}
 	f.mu.bumps, f.mu.bumpsFrom = nil, 0
 	f.mu.changes, f.mu.stale = nil, 0
@@ -422,8 +420,6 @@ func (f *FSM) finishLocked(w writer, t *task, to api.TaskState, reason api.TaskR
 		if n.jobs[j.num]--; n.jobs[j.num] == 0 {
 			delete(n.jobs, j.num)
 		}
-		f.kbuf = nodeTaskKey(f.kbuf, t.node, t.key)
-		w.Delete(f.kbuf)
 		f.dirtyNodes[n] = struct{}{}
 		g.active--
 	}
@@ -473,7 +469,7 @@ func (f *FSM) cancelLocked(w writer, now int64, d *dec) ([]byte, error) {
 	w.Set(jobKey(num), f.vbuf)
 	for _, g := range j.groups {
 		for _, r := range g.requeue {
-			t := f.mu.tasks[taskKey{num, g.idx, r.index}]
+			t := g.tasks[r.index]
 			t.closed, t.updated = true, now
 			f.writeTask(w, t)
 		}
@@ -595,7 +591,7 @@ func (f *FSM) placeLocked(w writer, now int64, a *planAssignment) (RejectCode, s
 		keep := g.requeue[:0]
 		for _, r := range g.requeue {
 			if left > 0 && r.notBefore <= now {
-				f.assignLocked(w, now, n, f.mu.tasks[taskKey{num, g.idx, r.index}])
+				f.assignLocked(w, now, n, g.tasks[r.index])
 				left--
 				continue
 			}
@@ -604,12 +600,13 @@ func (f *FSM) placeLocked(w writer, now int64, a *planAssignment) (RejectCode, s
 		clear(g.requeue[len(keep):])
 		g.requeue = keep
 	}
-	for ; left > 0; left-- {
-		k := taskKey{num, g.idx, uint32(g.next)}
+	// Never-placed tasks' records are allocated together.
+	fresh := make([]task, left)
+	for i := range fresh {
+		t := &fresh[i]
+		t.key = taskKey{num, g.idx, uint32(g.next)}
 		g.next++
-		t := &task{key: k}
-		f.mu.tasks[k] = t
-		j.tasks = append(j.tasks, t)
+		g.tasks = append(g.tasks, t)
 		f.assignLocked(w, now, n, t)
 	}
 	n.hold(j.spec.QoS, g.demand, a.count)
@@ -620,14 +617,42 @@ func (f *FSM) placeLocked(w writer, now int64, a *planAssignment) (RejectCode, s
 	return 0, ""
 }
 
+// taskLocked returns the task k names, or nil if it was never placed.
+func (f *FSM) taskLocked(k taskKey) *task {
+	j := f.mu.jobs[k.job]
+	if j == nil || int(k.group) >= len(j.groups) {
+		return nil
+	}
+	g := j.groups[k.group]
+	if int64(k.index) >= int64(len(g.tasks)) {
+		return nil
+	}
+	return g.tasks[k.index]
+}
+
+// eachTaskLocked calls fn for every task placed at least once, in key
+// order.
+func (f *FSM) eachTaskLocked(fn func(*task)) {
+	nums := make([]uint64, 0, len(f.mu.jobs))
+	for num := range f.mu.jobs {
+		nums = append(nums, num)
+	}
+	slices.Sort(nums)
+	for _, num := range nums {
+		for _, g := range f.mu.jobs[num].groups {
+			for _, t := range g.tasks {
+				fn(t)
+			}
+		}
+	}
+}
+
 func (f *FSM) assignLocked(w writer, now int64, n *node, t *task) {
 	t.attempt++
 	t.state, t.node, t.stop, t.closed = api.TaskAssigned, n.spec.Name, false, false
 	t.exitCode, t.reason, t.updated = 0, "", now
 	n.tasks[t.key] = t
 	f.writeTask(w, t)
-	f.kbuf = nodeTaskKey(f.kbuf, n.spec.Name, t.key)
-	w.Set(f.kbuf, nil)
 }
 
 // report is a decoded report of an UpdateTasks command.
@@ -669,7 +694,7 @@ func (f *FSM) updateLocked(w writer, now int64, d *dec) ([]byte, error) {
 		if r.key, r.attempt, ok = parseTaskID(r.id); !ok {
 			return nil, bad(fmt.Errorf("%w: malformed task ID", ErrBadReport))
 		}
-		t := f.mu.tasks[r.key]
+		t := f.taskLocked(r.key)
 		if t == nil {
 			return nil, bad(fmt.Errorf("%w: no such task", ErrBadReport))
 		}
@@ -711,7 +736,7 @@ func (f *FSM) updateLocked(w writer, now int64, d *dec) ([]byte, error) {
 			continue
 		}
 		res.Applied++
-		t := f.mu.tasks[r.key]
+		t := f.taskLocked(r.key)
 		if r.state.Done() {
 			if f.finishLocked(w, t, r.state, r.reason, r.exit, now, false) {
 				res.Requeued++

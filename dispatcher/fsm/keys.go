@@ -9,14 +9,13 @@ import (
 
 // Key prefixes of the FSM's keyspace (see doc.go for the layout).
 const (
-	prefixSeq      = "s/"
-	prefixMeta     = "m/"
-	prefixJob      = "j/"
-	prefixGroup    = "g/"
-	prefixTask     = "t/"
-	prefixNode     = "n/"
-	prefixNodeTask = "nt/"
-	prefixIdem     = "i/"
+	prefixSeq   = "s/"
+	prefixMeta  = "m/"
+	prefixJob   = "j/"
+	prefixGroup = "g/"
+	prefixTask  = "t/"
+	prefixNode  = "n/"
+	prefixIdem  = "i/"
 )
 
 var (
@@ -108,15 +107,6 @@ func appendTaskSuffix(b []byte, k taskKey) []byte {
 
 func taskRecordKey(buf []byte, k taskKey) []byte {
 	return appendTaskSuffix(append(buf[:0], prefixTask...), k)
-}
-
-// nodeTaskKey is the per-node index entry of a task holding resources on
-// the node; node names never hold a 0 byte.
-func nodeTaskKey(buf []byte, node string, k taskKey) []byte {
-	b := append(buf[:0], prefixNodeTask...)
-	b = append(b, node...)
-	b = append(b, 0)
-	return appendTaskSuffix(b, k)
 }
 
 func decodeTaskSuffix(b []byte) (taskKey, bool) {

@@ -167,16 +167,13 @@ func (h *propHarness) step() string {
 	case k < 16:
 		var reps []Report
 		f := h.f
-		var keys []taskKey
-		for k := range f.mu.tasks {
-			keys = append(keys, k)
-		}
-		slices.SortFunc(keys, cmpKey)
+		var tasks []*task
+		f.eachTaskLocked(func(t *task) { tasks = append(tasks, t) })
 		for range 1 + r.IntN(6) {
-			if len(keys) == 0 {
+			if len(tasks) == 0 {
 				break
 			}
-			t := f.mu.tasks[keys[r.IntN(len(keys))]]
+			t := tasks[r.IntN(len(tasks))]
 			states := []api.TaskState{api.TaskStarting, api.TaskRunning, api.TaskSucceeded, api.TaskFailed, api.TaskKilled, api.TaskLost}
 			st := states[r.IntN(len(states))]
 			if next := slices.DeleteFunc(t.state.Next(), func(s api.TaskState) bool { return s == api.TaskPending }); len(next) > 0 && r.IntN(8) > 0 {
@@ -267,7 +264,10 @@ func (h *propHarness) check() error {
 	}
 	type counts struct{ active, ok, recs int64 }
 	per := map[[2]uint64]*counts{}
-	for k, t := range f.mu.tasks {
+	var tasks []*task
+	f.eachTaskLocked(func(t *task) { tasks = append(tasks, t) })
+	for _, t := range tasks {
+		k := t.key
 		c := per[[2]uint64{k.job, uint64(k.group)}]
 		if c == nil {
 			c = &counts{}
@@ -299,9 +299,17 @@ func (h *propHarness) check() error {
 			if g.active != c.active || g.succeeded != c.ok {
 				bad("group %s: active %d ok %d, records say %d %d", g.key(), g.active, g.succeeded, c.active, c.ok)
 			}
+			if int64(len(g.tasks)) > g.next {
+				bad("group %s: %d tasks placed, next index %d", g.key(), len(g.tasks), g.next)
+			}
+			for i, t := range g.tasks {
+				if t.key != (taskKey{j.num, g.idx, uint32(i)}) {
+					bad("group %s: task %v at index %d", g.key(), t.key, i)
+				}
+			}
 			seen := map[uint32]bool{}
 			for _, q := range g.requeue {
-				t := f.mu.tasks[taskKey{j.num, g.idx, q.index}]
+				t := f.taskLocked(taskKey{j.num, g.idx, q.index})
 				if seen[q.index] || t == nil || t.active() || t.state == api.TaskSucceeded {
 					bad("group %s: requeued index %d twice, without a record or still active", g.key(), q.index)
 				}
@@ -311,21 +319,6 @@ func (h *propHarness) check() error {
 				bad("group %s: pending index out of step", g.key())
 			}
 		}
-	}
-	// The store's node-task index matches the active tasks.
-	nt := 0
-	h.s.Scan([]byte(prefixNodeTask), prefixEnd(prefixNodeTask), func(k, _ []byte) error {
-		nt++
-		rest := k[len(prefixNodeTask):]
-		i := strings.IndexByte(string(rest), 0)
-		tk, _ := decodeTaskSuffix(rest[i+1:])
-		if onNode[tk] != string(rest[:i]) {
-			bad("store index nt/%s/%v has no active task", rest[:i], tk)
-		}
-		return nil
-	})
-	if nt != len(onNode) {
-		bad("store has %d node-task entries, %d active tasks", nt, len(onNode))
 	}
 	f.mu.RUnlock()
 	g := New()

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -118,14 +119,18 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 		if j == nil || int(key.group) >= len(j.groups) {
 			return fmt.Errorf("%w: task %s without its job", ErrCorrupt, taskID(key, t.attempt))
 		}
-		f.mu.tasks[key] = t
-		j.tasks = append(j.tasks, t)
+		g := j.groups[key.group]
+		// Records come in key order, and placed tasks are a prefix of
+		// their group's indexes.
+		if int64(key.index) != int64(len(g.tasks)) {
+			return fmt.Errorf("%w: task %s follows %d tasks of its group", ErrCorrupt, taskID(key, t.attempt), len(g.tasks))
+		}
+		g.tasks = append(g.tasks, t)
 		if t.active() {
 			n := f.mu.nodes[t.node]
 			if n == nil {
 				return fmt.Errorf("%w: task %s on unknown node %q", ErrCorrupt, taskID(key, t.attempt), t.node)
 			}
-			g := j.groups[key.group]
 			n.tasks[key] = t
 			n.jobs[key.job]++
 			n.hold(j.spec.QoS, g.demand, 1)
@@ -302,17 +307,25 @@ func (f *FSM) JobTasks(id, after string, limit int) (tasks []TaskInfo, ok bool) 
 	if !ok || j == nil {
 		return nil, false
 	}
-	ts := slices.Clone(j.tasks)
-	slices.SortFunc(ts, func(a, b *task) int { return cmpKey(a.key, b.key) })
+	// Groups in order, and each group's tasks by index: key order.
+	var from taskKey
 	if k, _, ok := parseTaskID(after); ok && k.job == num {
-		i, found := slices.BinarySearchFunc(ts, k, func(t *task, k taskKey) int { return cmpKey(t.key, k) })
-		if found {
-			i++
+		from = taskKey{num, k.group, k.index + 1}
+		if k.index == math.MaxUint32 {
+			from = taskKey{num, k.group + 1, 0}
 		}
-		ts = ts[i:]
 	}
-	if limit > 0 && len(ts) > limit {
-		ts = ts[:limit]
+	var ts []*task
+	for _, g := range j.groups[min(int(from.group), len(j.groups)):] {
+		gt := g.tasks
+		if g.idx == from.group {
+			gt = gt[min(int64(from.index), int64(len(gt))):]
+		}
+		if limit > 0 && len(ts)+len(gt) >= limit {
+			ts = append(ts, gt[:limit-len(ts)]...)
+			break
+		}
+		ts = append(ts, gt...)
 	}
 	tasks = make([]TaskInfo, len(ts))
 	for i, t := range ts {
@@ -506,16 +519,10 @@ func (f *FSM) dump() string {
 				g.idx, g.count, g.next, g.requeue, g.active, g.succeeded, g.failed, g.killed, g.demand, pend)
 		}
 	}
-	keys := make([]taskKey, 0, len(f.mu.tasks))
-	for k := range f.mu.tasks {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, cmpKey)
-	for _, k := range keys {
-		t := f.mu.tasks[k]
+	f.eachTaskLocked(func(t *task) {
 		fmt.Fprintf(&b, "task %s %v node=%s stop=%v closed=%v exit=%d reason=%s updated=%d\n",
-			taskID(k, t.attempt), t.state, t.node, t.stop, t.closed, t.exitCode, t.reason, t.updated)
-	}
+			taskID(t.key, t.attempt), t.state, t.node, t.stop, t.closed, t.exitCode, t.reason, t.updated)
+	})
 	for _, n := range f.sortedNodeListLocked() {
 		tk := make([]taskKey, 0, len(n.tasks))
 		for k := range n.tasks {
@@ -553,8 +560,8 @@ func (f *FSM) Task(id string) (TaskInfo, bool) {
 	}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	t, j := f.mu.tasks[k], f.mu.jobs[k.job]
-	if t == nil || j == nil || int(k.group) >= len(j.spec.Tasks) {
+	t, j := f.taskLocked(k), f.mu.jobs[k.job]
+	if t == nil {
 		return TaskInfo{}, false
 	}
 	return TaskInfo{

@@ -43,8 +43,6 @@ type job struct {
 	submitted int64        // unix nanoseconds, from the submit command
 	cancelled bool
 	groups    []*group
-	// tasks are the job's tasks placed at least once, in no order.
-	tasks []*task
 	// changed is the index of the last command that changed the job's
 	// counters or state (the applied index at Load).
 	changed uint64
@@ -63,12 +61,16 @@ type requeued struct {
 //
 //	(count - next) + len(requeue) + active + succeeded + failed + killed == count
 type group struct {
-	job       *job
-	idx       uint16
-	demand    api.Capacity
-	count     int64
-	next      int64
-	requeue   []requeued
+	job     *job
+	idx     uint16
+	demand  api.Capacity
+	count   int64
+	next    int64
+	requeue []requeued
+	// tasks are the group's tasks placed at least once, by index: tasks
+	// are first placed in index order, so they are always indexes
+	// [0, len(tasks)).
+	tasks     []*task
 	active    int64 // derived from task records at Load
 	succeeded int64
 	failed    int64

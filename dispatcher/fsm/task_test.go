@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -68,6 +69,72 @@ func TestTask(t *testing.T) {
 	for _, id := range []string{"", "j1", "j1/0/0", "j2/0/0/1", "j1/1/0/1", "j1/0/5/1", "x/0/0/1", "j1/0/0/1/2", "j01/0/0/1"} {
 		if got, ok := f.Task(id); ok {
 			t.Errorf("Task(%q) = %+v, want not found", id, got)
+		}
+	}
+}
+
+// TestJobTasksPaging pages through a job of three groups (the middle one
+// never placed) in key order, from any task ID, whole or cut by a limit.
+func TestJobTasksPaging(t *testing.T) {
+	f, s := New(), newMemStore()
+	now := time.Unix(1_800_000_000, 0)
+	index := uint64(0)
+	apply := func(cmd []byte) {
+		t.Helper()
+		index++
+		if _, _, err := s.apply(f, index, cmd); err != nil {
+			t.Fatalf("apply %d: %v", index, err)
+		}
+	}
+	c := api.Capacity{CPU: 8000, Memory: 8 << 30, Ports: 10}
+	cmd, err := RegisterNode(now, api.NodeSpec{Name: "n1", Capacity: c, Allocatable: api.Allocatable{Online: c, Offline: c}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply(cmd)
+	group := func(name string, count int64) api.TaskGroupSpec {
+		return api.TaskGroupSpec{Name: name, Count: count, Pod: api.PodSpec{Containers: []api.ContainerSpec{{
+			Image: api.Image{Rootfs: "/r"}, Command: []string{"x"}, Resources: api.Resources{CPU: 100, Memory: 1 << 20}}}}}
+	}
+	spec := api.JobSpec{Name: "j", Tasks: []api.TaskGroupSpec{group("a", 3), group("b", 2), group("c", 2)}}
+	spec.SetDefaults()
+	if cmd, err = SubmitJobs(now, []api.JobSpec{spec}); err != nil {
+		t.Fatal(err)
+	}
+	apply(cmd)
+	apply(CommitPlan(&Plan{Term: 1, Index: index, Now: now, Assignments: []placement.Assignment{
+		{Group: placement.GroupKey{Job: "j1", Group: "c"}, Node: "n1", Count: 2},
+		{Group: placement.GroupKey{Job: "j1", Group: "a"}, Node: "n1", Count: 3},
+	}}))
+	all := []string{"j1/0/0/1", "j1/0/1/1", "j1/0/2/1", "j1/2/0/1", "j1/2/1/1"}
+	for _, tc := range []struct {
+		after string
+		limit int
+		want  []string
+	}{
+		{"", 0, all},
+		{"", 2, all[:2]},
+		{"", 3, all[:3]},
+		{"", 4, all[:4]},
+		{"j1/0/1/1", 0, all[2:]},
+		{"j1/0/2/1", 0, all[3:]},
+		{"j1/0/2/1", 1, all[3:4]},
+		{"j1/0/9/1", 0, all[3:]},
+		{"j1/1/0/1", 0, all[3:]},
+		{"j1/2/0/5", 0, all[4:]},
+		{"j1/2/1/1", 0, nil},
+		{"j1/7/0/1", 0, nil},
+		{"j1/0/4294967295/1", 0, all[3:]},
+		{"j2/0/1/1", 0, all},
+		{"junk", 0, all},
+	} {
+		ts, ok := f.JobTasks("j1", tc.after, tc.limit)
+		var got []string
+		for _, ti := range ts {
+			got = append(got, ti.ID)
+		}
+		if !ok || !slices.Equal(got, tc.want) {
+			t.Errorf("JobTasks(j1, after %q, limit %d) = %v, %v; want %v", tc.after, tc.limit, got, ok, tc.want)
 		}
 	}
 }
