@@ -41,7 +41,9 @@ type JobSpec struct {
 	Policy *Policy `json:"policy,omitempty"`
 	// Retry says how failed tasks are retried.
 	Retry RetryPolicy `json:"retry,omitzero"`
-	// MaxRunTime kills a task that runs longer. Zero means no limit.
+	// MaxRunTime kills a task that runs longer: its nodelet stops it that
+	// long after it started and reports it killed with ReasonTimeLimit; it
+	// is not retried. Zero means no limit.
 	MaxRunTime Duration `json:"max_run_time,omitzero"`
 	// IdempotencyKey makes a retried submission safe: a job whose key the
 	// dispatcher has already committed is answered with the first job's ID

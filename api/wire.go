@@ -234,6 +234,9 @@ type TargetPod struct {
 	QoS      QoS     `json:"qos"`
 	Priority int32   `json:"priority"`
 	Pod      PodSpec `json:"pod"`
+	// MaxRunTime is the job's: the nodelet stops the pod that long after
+	// it started and reports it killed (ReasonTimeLimit). Zero: no limit.
+	MaxRunTime Duration `json:"max_run_time,omitzero"`
 }
 
 // ReportRequest carries a node's task state changes, oldest first, and

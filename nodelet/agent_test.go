@@ -438,3 +438,59 @@ type atomicTime struct{ v atomic.Int64 }
 
 func (a *atomicTime) set(t time.Time) { a.v.Store(t.UnixNano()) }
 func (a *atomicTime) get() time.Time  { return time.Unix(0, a.v.Load()) }
+
+// TestMaxRunTime: a pod that outlives its MaxRunTime is stopped and
+// reported killed for the time limit; one that ends in time is not; an
+// adopted pod's limit counts from when the runtime started it, not from
+// the adoption.
+func TestMaxRunTime(t *testing.T) {
+	host := sim.NewHost()
+	defer host.Close()
+	d := newFakeDispatcher()
+	limited := func(id string, runFor, limit time.Duration) nodelet.DesiredPod {
+		p := simPod(id, 1, runFor, 0)
+		p.MaxRunTime = limit
+		return p
+	}
+	h1 := newHarness(t, host, d, nil)
+	d.setTarget(1,
+		limited("slow", time.Hour, 100*time.Millisecond),
+		limited("quick", 10*time.Millisecond, time.Hour),
+		limited("adopted", time.Hour, 1500*time.Millisecond),
+		simPod("free", 1, time.Hour, 0))
+	eventually(t, 5*time.Second, "slow killed for its time limit, quick succeeded", func() bool {
+		return len(d.find("slow", api.TaskKilled)) == 1 && len(d.find("quick", api.TaskSucceeded)) == 1
+	})
+	r := d.find("slow", api.TaskKilled)[0]
+	if r.Reason != api.ReasonTimeLimit || !strings.Contains(r.Message, "max run time of 100ms") {
+		t.Errorf("slow's final report = %+v, want killed for time_limit naming the limit", r)
+	}
+	started := d.find("slow", api.TaskRunning)[0].Time
+	if ran := r.Time.Sub(started); ran < 100*time.Millisecond || ran > 2*time.Second {
+		t.Errorf("slow ran %v, want its 100ms limit (and a stop)", ran)
+	}
+	if len(d.find("quick", api.TaskKilled)) != 0 {
+		t.Error("quick was killed")
+	}
+
+	// The agent restarts a second into "adopted"'s run; its limit still
+	// ends 1.5s after its start, not 1.5s after the adoption.
+	adoptedStart := d.find("adopted", api.TaskRunning)[0].Time
+	time.Sleep(time.Until(adoptedStart.Add(time.Second)))
+	h1.close()
+	adoptedAt := time.Now()
+	h2 := newHarness(t, host, d, nil)
+	eventually(t, 5*time.Second, "the adopted pod killed for its time limit", func() bool {
+		return len(d.find("adopted", api.TaskKilled)) == 1
+	})
+	r = d.find("adopted", api.TaskKilled)[0]
+	if r.Reason != api.ReasonTimeLimit {
+		t.Errorf("adopted's final report = %+v", r)
+	}
+	if ran, since := r.Time.Sub(adoptedStart), r.Time.Sub(adoptedAt); ran < 1500*time.Millisecond || since >= 1500*time.Millisecond {
+		t.Errorf("adopted stopped %v after its start and %v after the adoption; want its limit counted from the start", ran, since)
+	}
+	if got := running(t, h2.rt); !slices.Equal(got, []string{"free/1"}) {
+		t.Errorf("running = %v, want only the pod without a limit", got)
+	}
+}

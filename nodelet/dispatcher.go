@@ -2,6 +2,7 @@ package nodelet
 
 import (
 	"context"
+	"time"
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/nodelet/cgroup"
@@ -66,6 +67,11 @@ type DesiredPod struct {
 	Priority int
 	// Pod is the pod's api spec, as decoded (defaulted) by api.
 	Pod api.PodSpec
+	// MaxRunTime, when positive, is how long the pod may run: the agent
+	// stops it that long after it started (for an adopted pod, after the
+	// runtime says it started) and reports it killed with
+	// api.ReasonTimeLimit.
+	MaxRunTime time.Duration
 }
 
 // PodReport is a state change of one pod: the task report the dispatcher

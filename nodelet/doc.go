@@ -26,6 +26,9 @@
 //   - A pod that is not desired, or desired with another generation, is
 //     stopped (SIGTERM, SIGKILL after StopGrace) and reported killed with
 //     reason "stopped".
+//   - A running pod with a MaxRunTime is stopped (SIGTERM, SIGKILL after
+//     StopGrace) that long after it started, by the runtime's clock for an
+//     adopted pod, and reported killed with reason "time_limit".
 //   - A pod that ended, or failed to start, is not started again while the
 //     target keeps it: the dispatcher retries tasks, not the agent.
 //   - Reports: running; exited (succeeded, or failed with the code);

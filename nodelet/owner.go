@@ -1,6 +1,7 @@
 package nodelet
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -38,8 +39,8 @@ type pod struct {
 	startedAt time.Time
 	// unwanted: the target dropped it while starting; stop once started.
 	unwanted bool
-	// stopReason is why the agent ended it: ReasonStopped or
-	// ReasonMemoryKiller; "" when it ended on its own.
+	// stopReason is why the agent ended it: ReasonStopped,
+	// ReasonMemoryKiller or ReasonTimeLimit; "" when it ended on its own.
 	stopReason api.TaskReason
 	killMsg    string
 	// exit is set in phaseExited and later; endedAt is when the owner
@@ -113,6 +114,29 @@ type owner struct {
 	// exits queues ended pods whose final report is queued, by its
 	// sequence, until they are removed.
 	exits []exitEntry
+	// deadlines are the running pods' run-time limits, earliest first;
+	// an entry whose pod has moved on is dropped when it comes due.
+	deadlines deadlineHeap
+}
+
+// deadline is when a running pod's MaxRunTime ends.
+type deadline struct {
+	at  time.Time
+	id  string
+	gen int64
+}
+
+type deadlineHeap []deadline
+
+func (h deadlineHeap) Len() int           { return len(h) }
+func (h deadlineHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h deadlineHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *deadlineHeap) Push(x any)        { *h = append(*h, x.(deadline)) }
+func (h *deadlineHeap) Pop() any {
+	old := *h
+	d := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return d
 }
 
 // exitEntry is an ended pod waiting in owner.exits. An entry whose pod has
@@ -167,7 +191,14 @@ func (o *owner) recover(listed []runtime.PodStatus) {
 func (o *owner) run(ctx context.Context) {
 	resync := time.NewTicker(o.a.cfg.ResyncPeriod)
 	defer resync.Stop()
+	limit := time.NewTimer(time.Hour)
+	defer limit.Stop()
 	for {
+		if len(o.deadlines) > 0 {
+			limit.Reset(max(o.deadlines[0].at.Sub(o.a.cfg.Now()), time.Millisecond))
+		} else {
+			limit.Stop()
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -177,6 +208,7 @@ func (o *owner) run(ctx context.Context) {
 			o.handle(ev)
 		case k := <-o.a.kills:
 			k.reply <- o.kill(k.id, k.reason)
+		case <-limit.C:
 		case <-resync.C:
 			for id, p := range o.pods {
 				if p.opFailed {
@@ -186,8 +218,31 @@ func (o *owner) run(ctx context.Context) {
 			}
 		}
 		o.drain()
+		o.expire()
 		o.reconcile()
 		o.publish()
+	}
+}
+
+// limitRunTime schedules the end of a running pod's MaxRunTime, if it
+// has one.
+func (o *owner) limitRunTime(p *pod) {
+	if p.want.MaxRunTime > 0 && p.phase == phaseRunning {
+		heap.Push(&o.deadlines, deadline{at: p.startedAt.Add(p.want.MaxRunTime), id: p.want.ID, gen: p.want.Generation})
+	}
+}
+
+// expire stops the running pods whose MaxRunTime has passed.
+func (o *owner) expire() {
+	now := o.a.cfg.Now()
+	for len(o.deadlines) > 0 && !o.deadlines[0].at.After(now) {
+		d := heap.Pop(&o.deadlines).(deadline)
+		p := o.pods[d.id]
+		if p == nil || p.want.Generation != d.gen || p.phase != phaseRunning || p.stopReason != "" {
+			continue // ended, replaced or being stopped already
+		}
+		o.mark(d.id)
+		o.stop(p, api.ReasonTimeLimit, fmt.Sprintf("ran longer than its max run time of %v", p.want.MaxRunTime), o.a.cfg.StopGrace)
 	}
 }
 
@@ -313,7 +368,11 @@ func (o *owner) reconcilePod(id string, now time.Time) {
 				p.want.TaskID = d.TaskID
 			}
 			if p.reportRunning && p.phase == phaseRunning {
+				// Adopted: its limit counts from when the runtime
+				// started it.
 				p.reportRunning = false
+				p.want.MaxRunTime = d.MaxRunTime
+				o.limitRunTime(p)
 				o.report(p, api.TaskRunning, api.ReasonStarted, 0, "adopted after a nodelet restart")
 			}
 		}
@@ -331,11 +390,14 @@ func (o *owner) reconcilePod(id string, now time.Time) {
 		if p.opFailed {
 			break // retried on resync
 		}
-		if !wanted || p.unwanted {
+		switch {
+		case !wanted || p.unwanted:
 			o.stop(p, api.ReasonStopped, "", o.a.cfg.StopGrace)
-		} else if p.stopReason == api.ReasonMemoryKiller {
+		case p.stopReason == api.ReasonMemoryKiller:
 			// A kill whose Stop failed: retried on resync.
 			o.stop(p, api.ReasonMemoryKiller, p.killMsg, o.a.cfg.KillGrace)
+		case p.stopReason == api.ReasonTimeLimit:
+			o.stop(p, api.ReasonTimeLimit, p.killMsg, o.a.cfg.StopGrace)
 		}
 	case phaseExited:
 		if p.finalSeq == 0 {
@@ -434,7 +496,8 @@ func (o *owner) post(ev event) bool {
 
 // stop ends a running pod in a goroutine; its waiter reports the exit.
 func (o *owner) stop(p *pod, reason api.TaskReason, msg string, grace time.Duration) {
-	if p.stopReason != api.ReasonMemoryKiller { // the killer's reason wins
+	// The killer's reason wins, then the time limit's.
+	if p.stopReason != api.ReasonMemoryKiller && (p.stopReason != api.ReasonTimeLimit || reason == api.ReasonMemoryKiller) {
 		p.stopReason, p.killMsg = reason, msg
 	}
 	p.phase = phaseStopping
@@ -504,6 +567,7 @@ func (o *owner) handle(ev event) {
 		o.stats.Starts++
 		p.phase = phaseRunning
 		p.startedAt = o.a.cfg.Now()
+		o.limitRunTime(p)
 		o.report(p, api.TaskRunning, api.ReasonStarted, 0, "")
 		if p.stopReason == api.ReasonMemoryKiller {
 			o.stop(p, api.ReasonMemoryKiller, p.killMsg, o.a.cfg.KillGrace)
@@ -553,6 +617,8 @@ func (o *owner) reportExit(p *pod) {
 	switch {
 	case p.stopReason == api.ReasonMemoryKiller:
 		state, reason, msg = api.TaskKilled, api.ReasonMemoryKiller, p.killMsg
+	case p.stopReason == api.ReasonTimeLimit:
+		state, reason, msg = api.TaskKilled, api.ReasonTimeLimit, p.killMsg
 	case p.stopReason == api.ReasonStopped:
 		state, reason = api.TaskKilled, api.ReasonStopped
 	case e.OOMKilled:

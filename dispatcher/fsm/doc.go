@@ -69,6 +69,7 @@
 //	                succeeded) is stale; one illegal transition rejects the
 //	                whole command;
 //	                failures with attempts left are requeued with backoff
+//	                (not tasks the nodelet stopped at their job's MaxRunTime)
 //	CancelJob       pending tasks dropped, active tasks leave their nodes'
 //	                targets and free their resources when reported stopped
 //

@@ -428,7 +428,7 @@ func (f *FSM) finishLocked(w writer, t *task, to api.TaskState, reason api.TaskR
 	switch {
 	case to == api.TaskSucceeded:
 		g.succeeded++
-	case !j.cancelled && !t.stop && reason != api.ReasonStopped && t.attempt < uint32(j.spec.Retry.MaxAttempts):
+	case !j.cancelled && !t.stop && reason != api.ReasonStopped && reason != api.ReasonTimeLimit && t.attempt < uint32(j.spec.Retry.MaxAttempts):
 		g.requeue = append(g.requeue, requeued{index: t.key.index, notBefore: now + backoff(&j.spec.Retry, t.attempt)})
 		retry = true
 	case to == api.TaskKilled:

@@ -379,6 +379,8 @@ type Pod struct {
 	Group    string
 	QoS      api.QoS
 	Priority int32
+	// MaxRunTime is the job's run-time limit (0: none).
+	MaxRunTime time.Duration
 	// Spec shares memory with the FSM: do not modify it.
 	Spec api.PodSpec
 }
@@ -416,7 +418,8 @@ func (f *FSM) NodeTarget(name string) (gen uint64, pods []Pod, ok bool) {
 	for i, t := range ts {
 		j := f.mu.jobs[t.key.job]
 		g := &j.spec.Tasks[t.key.group]
-		pods[i] = Pod{TaskID: taskID(t.key, t.attempt), Job: j.id, Group: g.Name, QoS: j.spec.QoS, Priority: j.spec.Priority, Spec: g.Pod}
+		pods[i] = Pod{TaskID: taskID(t.key, t.attempt), Job: j.id, Group: g.Name, QoS: j.spec.QoS, Priority: j.spec.Priority,
+			MaxRunTime: time.Duration(j.spec.MaxRunTime), Spec: g.Pod}
 	}
 	return n.gen, pods, true
 }

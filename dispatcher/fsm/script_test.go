@@ -362,6 +362,15 @@ report n1 j1/0/0/1 running => applied=0 noop=0 stale=1 requeued=0
 report n1 j1/0/0/2 failed => applied=1 noop=0 stale=0 requeued=0
 job j1 => failed pending=0 active=0 ok=0 failed=1 killed=0
 `},
+	{"time limit", `
+node n1 cpu=4000 mem=8Gi => ok
+submit a count=2 cpu=1000 mem=1Gi attempts=3 => j1
+plan j1/g0@n1*2 => placed=2
+report n1 j1/0/0/1 running started | n1 j1/0/1/1 running started => applied=2 noop=0 stale=0 requeued=0
+report n1 j1/0/0/1 killed time_limit => applied=1 noop=0 stale=0 requeued=0
+report n1 j1/0/1/1 killed memory_killer => applied=1 noop=0 stale=0 requeued=1
+job j1 => running pending=1 active=0 ok=0 failed=0 killed=1
+`},
 	{"node down", `
 node n1 cpu=4000 mem=8Gi => ok
 node n2 cpu=4000 mem=8Gi => ok

@@ -123,7 +123,8 @@ func TestEndToEnd(t *testing.T) {
 		return decode[api.SubmitResponse](t, do(t, req{method: "POST", url: base + api.PathJobs, body: body, header: header}), 200).Jobs
 	}
 	var ids []string
-	ids = append(ids, post([]byte(jobJSON("plain", "", 2)), map[string]string{"Content-Type": "application/json"})...)
+	plain := strings.Replace(jobJSON("plain", "", 2), `"tasks":`, `"max_run_time":"90s","tasks":`, 1)
+	ids = append(ids, post([]byte(plain), map[string]string{"Content-Type": "application/json"})...)
 	ids = append(ids, post(gzipped(t, []byte("["+jobJSON("gz1", "q1", 1)+","+jobJSON("gz2", "q2", 1)+"]")),
 		map[string]string{"Content-Type": "application/json; charset=utf-8", "Content-Encoding": "gzip"})...)
 	ids = append(ids, post(zstded(t, []byte(jobJSON("zs1", "q1", 1)+"\n"+jobJSON("zs2", "q1", 3)+"\n")),
@@ -230,6 +231,9 @@ func TestEndToEnd(t *testing.T) {
 		}
 		return len(pods) == wantTasks
 	})
+	if p := pods["j1/0/0/1"]; p.MaxRunTime != api.Duration(90*time.Second) || pods["j2/0/0/1"].MaxRunTime != 0 {
+		t.Fatalf("target pods' run-time limits: j1 %v, j2 %v; want the jobs' 90s and none", p.MaxRunTime, pods["j2/0/0/1"].MaxRunTime)
+	}
 	// Nothing changes now: a short long-poll ends with 304.
 	if r := do(t, req{method: "GET", url: fmt.Sprintf("%s%sn1/target?generation=%d&wait=50ms", base, api.PathNode, gen)}); r.status != 304 {
 		t.Fatalf("unchanged target: %s", r)

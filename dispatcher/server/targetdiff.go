@@ -62,7 +62,8 @@ func targetPods(pods []fsm.Pod, known map[string]int32) []api.TargetPod {
 		if prio, ok := known[p.TaskID]; ok && prio == p.Priority {
 			continue
 		}
-		out = append(out, api.TargetPod{TaskID: p.TaskID, Job: p.Job, Group: p.Group, QoS: p.QoS, Priority: p.Priority, Pod: p.Spec})
+		out = append(out, api.TargetPod{TaskID: p.TaskID, Job: p.Job, Group: p.Group, QoS: p.QoS, Priority: p.Priority,
+			MaxRunTime: api.Duration(p.MaxRunTime), Pod: p.Spec})
 	}
 	return out
 }

@@ -309,6 +309,7 @@ func (d *Dispatcher) convert(generation uint64) nodelet.Target {
 			Tier:       tier,
 			Priority:   int(p.Priority),
 			Pod:        p.Pod,
+			MaxRunTime: time.Duration(p.MaxRunTime),
 		})
 		if len(p.Pod.Containers) > 0 {
 			containers[p.TaskID] = p.Pod.Containers[0].Name

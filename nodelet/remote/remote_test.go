@@ -237,6 +237,15 @@ func TestAgentConvergesOverHTTP(t *testing.T) {
 	if !slices.Equal(live, []string{"j1.0.0.0", "j3.0.0.0"}) {
 		t.Errorf("running pods %v, want j1.0.0.0 and j3.0.0.0", live)
 	}
+	// The job's run-time limit travels with the pod: the agent stops it.
+	limited := simPod("j4/0/0/1", api.QoSOffline, time.Hour, 0)
+	limited.MaxRunTime = api.Duration(50 * time.Millisecond)
+	stub.SetTarget(name, simPod("j1/0/0/0", api.QoSOnline, 0, 0), simPod("j3/0/0/0", api.QoSOffline, 0, 0), limited)
+	stub.Await(t, wait, "the limited pod killed for its time limit", func() bool {
+		return slices.ContainsFunc(stub.Reports(name), func(r api.TaskReport) bool {
+			return r.TaskID == "j4/0/0/1" && r.State == api.TaskKilled && r.Reason == api.ReasonTimeLimit
+		})
+	})
 }
 
 func TestReregistersWhenForgotten(t *testing.T) {
