@@ -97,6 +97,10 @@ const (
 	ReasonLost         TaskReason = "lost"          // the nodelet lost track of it
 )
 
+// ReasonPreempted is the reason the dispatcher records for a task it
+// stopped to make room for higher-priority work; nodes do not report it.
+const ReasonPreempted TaskReason = "preempted"
+
 // TaskReport is a change of a task's state, as a nodelet reports it.
 type TaskReport struct {
 	// TaskID is the dispatcher's ID of the task.

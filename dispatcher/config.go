@@ -18,6 +18,7 @@ import (
 const (
 	DefaultMaxWait         = 5 * time.Millisecond
 	DefaultMaxTasks        = 20_000
+	DefaultMaxPreemptions  = 100
 	DefaultPeriod          = time.Second
 	DefaultRoundBudget     = 100 * time.Millisecond
 	DefaultProposeTimeout  = 10 * time.Second
@@ -54,6 +55,10 @@ type Config struct {
 	// replica). Default 20,000, which keeps rounds near 50 ms at 10,000
 	// nodes; a larger backlog is placed by rounds that follow each other.
 	MaxTasks int64
+	// MaxPreemptions bounds the running tasks one round may preempt for
+	// offline groups it could not place (placement.Preempt). Default 100;
+	// negative turns preemption off.
+	MaxPreemptions int
 	// Period runs a round even without new work (tasks whose retry
 	// backoff ended, capacity freed by reports). Default 1s.
 	Period time.Duration
@@ -149,6 +154,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxTasks == 0 {
 		c.MaxTasks = DefaultMaxTasks
+	}
+	switch {
+	case c.MaxPreemptions == 0:
+		c.MaxPreemptions = DefaultMaxPreemptions
+	case c.MaxPreemptions < 0:
+		c.MaxPreemptions = 0
 	}
 	if c.Period == 0 {
 		c.Period = DefaultPeriod

@@ -312,6 +312,69 @@ func TestPrioritiesWhenCapacityShort(t *testing.T) {
 	checkInvariants(t, r.f)
 }
 
+// TestPreemption: a higher-priority offline job that cannot fit stops as
+// few lower-priority tasks as make room, runs once the node reports them
+// stopped, and the preempted tasks wait pending (requeued, not failed),
+// while an equal-priority job preempts nothing.
+func TestPreemption(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := newCluster(t, 1, nil)
+	r := c.leader()
+	led := &ledger{}
+	c.startNode(ctx, nodeSpec("n0", 2000), led)
+	submit := func(spec api.JobSpec) string {
+		t.Helper()
+		ids, _, err := r.d.Submit(ctx, []api.JobSpec{spec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids[0]
+	}
+	low := jobSpec("low", 4, 500, 1, time.Hour)
+	low.Retry.MaxAttempts = 1 // preemption is no failure: they come back anyway
+	lowID := submit(low)
+	waitFor(t, 10*time.Second, "the low-priority job to fill the node", func() bool {
+		j, _ := r.f.Job(lowID)
+		return j.Groups[0].Active == 4
+	})
+	equalID := submit(jobSpec("equal", 1, 1000, 1, time.Hour))
+	time.Sleep(300 * time.Millisecond) // rounds that must not preempt
+	if tot := r.d.Totals(); tot.Preempted != 0 {
+		t.Fatalf("an equal-priority job preempted %d tasks", tot.Preempted)
+	}
+
+	highID := submit(jobSpec("high", 1, 1000, 9, time.Hour))
+	waitFor(t, 10*time.Second, "the high-priority job to run", func() bool {
+		j, _ := r.f.Job(highID)
+		return j.Groups[0].Active == 1
+	})
+	if tot := r.d.Totals(); tot.Preempted != 2 {
+		t.Errorf("preempted %d tasks, want the 2 that make room for 1000m", tot.Preempted)
+	}
+	j, _ := r.f.Job(lowID)
+	if g := j.Groups[0]; g.Active != 2 || g.Pending != 2 || g.Failed != 0 || g.Killed != 0 {
+		t.Errorf("low job after preemption: %+v, want 2 running and 2 pending again", g)
+	}
+	tasks, _ := r.f.JobTasks(lowID, "", 0)
+	preempted := 0
+	for _, ti := range tasks {
+		if ti.Reason == api.ReasonPreempted {
+			preempted++
+			if ti.State != api.TaskKilled {
+				t.Errorf("preempted task %s is %s", ti.ID, ti.State)
+			}
+		}
+	}
+	if preempted != 2 {
+		t.Errorf("%d of the low job's tasks say preempted, want 2: %+v", preempted, tasks)
+	}
+	if e, _ := r.f.Job(equalID); e.Groups[0].Active != 0 {
+		t.Errorf("the equal-priority job took the room made for the high one: %+v", e.Groups[0])
+	}
+	checkInvariants(t, r.f)
+}
+
 func TestNotLeader(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -23,7 +23,14 @@
 //  3. proposes ONE fsm.CommitPlan carrying the term and that index, and
 //     decodes the result. Assignments the FSM rejects as stale simply stay
 //     pending in the FSM and are retried by the next round; a plan refused
-//     as a deposed leader's (fsm.ErrStalePlan) stops the loop.
+//     as a deposed leader's (fsm.ErrStalePlan) stops the loop;
+//  4. if the plan left offline groups above priority 0 pending for lack of
+//     capacity, reads the state again with the running offline tasks of a
+//     lower priority (fsm.AddVictims), lets placement.Preempt choose at most
+//     MaxPreemptions of them, and proposes them in one fsm.PreemptTasks. The
+//     victims leave their nodes' targets; once the nodes report them
+//     stopped, a later round places the waiting groups in the room, and the
+//     victims are requeued (reason "preempted").
 //
 // Per-round stats (latency, the solver's share, placed, rejected) are kept
 // in a ring: Rounds, RoundSummary. Diagnosis returns placement's reasons

@@ -201,7 +201,8 @@ func (l *ledger) start(node, id string) {
 
 // fakeNode pulls its target from whichever dispatcher leads and runs the
 // pods in simulated time: running at once, then succeeded (or the sim
-// exit code) after the pod's Sim.RunTime.
+// exit code) after the pod's Sim.RunTime; a running pod that leaves the
+// target is stopped and reported killed.
 type fakeNode struct {
 	name   string
 	c      *cluster
@@ -209,11 +210,11 @@ type fakeNode struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu     sync.Mutex
-	seen   map[string]bool
-	gen    uint64
-	outbox []api.TaskReport
-	timers []*time.Timer
+	mu      sync.Mutex
+	seen    map[string]bool
+	running map[string]*time.Timer // task ID → its end
+	gen     uint64
+	outbox  []api.TaskReport
 }
 
 func (c *cluster) startNode(ctx context.Context, spec api.NodeSpec, led *ledger) *fakeNode {
@@ -222,7 +223,7 @@ func (c *cluster) startNode(ctx context.Context, spec api.NodeSpec, led *ledger)
 		c.t.Fatalf("register %s: %v", spec.Name, err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	n := &fakeNode{name: spec.Name, c: c, led: led, cancel: cancel, seen: map[string]bool{}}
+	n := &fakeNode{name: spec.Name, c: c, led: led, cancel: cancel, seen: map[string]bool{}, running: map[string]*time.Timer{}}
 	n.wg.Add(2)
 	go n.poll(ctx)
 	go n.report(ctx)
@@ -236,7 +237,7 @@ func (n *fakeNode) stop() {
 	n.cancel()
 	n.wg.Wait()
 	n.mu.Lock()
-	for _, t := range n.timers {
+	for _, t := range n.running {
 		t.Stop()
 	}
 	n.mu.Unlock()
@@ -265,6 +266,17 @@ func (n *fakeNode) poll(ctx context.Context) {
 		gen = tg.Generation
 		n.mu.Lock()
 		n.gen = gen
+		want := map[string]bool{}
+		for _, p := range tg.Pods {
+			want[p.TaskID] = true
+		}
+		for id, t := range n.running {
+			if !want[id] {
+				t.Stop()
+				delete(n.running, id)
+				n.outbox = append(n.outbox, api.TaskReport{TaskID: id, State: api.TaskKilled, Reason: api.ReasonStopped, Time: time.Now()})
+			}
+		}
 		n.mu.Unlock()
 		for _, p := range tg.Pods {
 			n.mu.Lock()
@@ -282,15 +294,19 @@ func (n *fakeNode) poll(ctx context.Context) {
 				run, code = time.Duration(p.Spec.Sim.RunTime), p.Spec.Sim.ExitCode
 			}
 			id := p.TaskID
-			t := time.AfterFunc(run, func() {
+			n.mu.Lock()
+			n.running[id] = time.AfterFunc(run, func() {
 				st := api.TaskSucceeded
 				if code != 0 {
 					st = api.TaskFailed
 				}
-				n.push(api.TaskReport{TaskID: id, State: st, ExitCode: code, Reason: api.ReasonExited, Time: time.Now()})
+				n.mu.Lock()
+				defer n.mu.Unlock()
+				if _, ok := n.running[id]; ok { // not stopped first
+					delete(n.running, id)
+					n.outbox = append(n.outbox, api.TaskReport{TaskID: id, State: st, ExitCode: code, Reason: api.ReasonExited, Time: time.Now()})
+				}
 			})
-			n.mu.Lock()
-			n.timers = append(n.timers, t)
 			n.mu.Unlock()
 		}
 	}

@@ -157,7 +157,8 @@ func (d *Dispatcher) round(ctx context.Context, term uint64) (again bool, placed
 		}
 	}
 	if len(plan.Assignments) == 0 {
-		return retry, 0, nil
+		st.Preempted, err = d.preempt(ctx, term, plan)
+		return retry || st.Preempted > 0, 0, err
 	}
 	cmd := fsm.CommitPlan(&fsm.Plan{Term: term, Index: index, Now: now, Assignments: plan.Assignments})
 	st.PlanBytes = len(cmd)
@@ -179,8 +180,62 @@ func (d *Dispatcher) round(ctx context.Context, term uint64) (again bool, placed
 		d.cfg.Logger.Debug("dispatcher: plan assignments rejected, retried next round",
 			"rejected", len(pr.Rejected), "first", pr.Rejected[0].String())
 	}
+	if st.Preempted, err = d.preempt(ctx, term, plan); err != nil {
+		return true, pr.Placed, err
+	}
 	truncated := st.Tasks >= d.cfg.MaxTasks
-	return retry || pr.Placed > 0 && (truncated || st.Unplaced > 0) || len(pr.Rejected) > 0, pr.Placed, nil
+	return retry || pr.Placed > 0 && (truncated || st.Unplaced > 0) || len(pr.Rejected) > 0 || st.Preempted > 0, pr.Placed, nil
+}
+
+// preempt stops lower-priority running offline tasks for the offline
+// groups the round's plan (already committed) left pending for lack of
+// capacity, at most MaxPreemptions, as one proposal; it returns how many
+// the FSM applied. It reads the state afresh, the plan's placements
+// included. The groups are placed by a later round, once the nodes report
+// the victims stopped.
+func (d *Dispatcher) preempt(ctx context.Context, term uint64, plan *placement.Plan) (int64, error) {
+	if d.cfg.MaxPreemptions == 0 {
+		return 0, nil
+	}
+	var want []placement.Pending
+	for _, p := range plan.Pending {
+		if p.Reason == placement.ReasonNoCapacity || p.Reason == placement.ReasonNoCandidates {
+			want = append(want, p)
+		}
+	}
+	if len(want) == 0 {
+		return 0, nil
+	}
+	now := d.cfg.Clock.Now()
+	in := d.cfg.FSM.PlacementInput(now, d.cfg.MaxTasks)
+	var top int32
+	for _, g := range in.Groups {
+		if g.QoS == api.QoSOffline {
+			top = max(top, g.Priority)
+		}
+	}
+	if top == 0 {
+		return 0, nil // nothing offline above the lowest priority
+	}
+	d.cfg.FSM.AddVictims(in, top)
+	ps := d.placer.Preempt(in, &placement.Plan{Pending: want}, d.cfg.MaxPreemptions)
+	if len(ps) == 0 {
+		return 0, nil
+	}
+	res, err := d.propose(ctx, fsm.PreemptTasks(now, term, ps))
+	if errors.Is(err, fsm.ErrStalePlan) {
+		return 0, errDeposed
+	}
+	if err != nil {
+		return 0, err
+	}
+	pr, err := fsm.DecodePreemptResult(res)
+	if err != nil {
+		return 0, err
+	}
+	d.cfg.Logger.Info("dispatcher: preempted running tasks for higher-priority work",
+		"preempted", pr.Preempted, "rejected", len(pr.Rejected), "first", ps[0].Task, "for", ps[0].For.String())
+	return pr.Preempted, nil
 }
 
 // graceBeats gives every node the leader knows no contact of a full TTL

@@ -19,6 +19,9 @@ type RoundStat struct {
 	// refused as stale (their tasks stay pending); Unplaced the tasks
 	// placement left pending.
 	Placed, Rejected, Unplaced int64
+	// Preempted counts the running tasks the round stopped for groups it
+	// could not place.
+	Preempted int64
 	// Latency is the whole round; Input reading the FSM; Build and Solve
 	// placement's graph building and solving; Commit the raft proposal.
 	Latency, Input, Build, Solve, Commit time.Duration
@@ -29,8 +32,8 @@ type RoundStat struct {
 
 // RoundTotals count every round since the Dispatcher started.
 type RoundTotals struct {
-	Rounds           int64
-	Placed, Rejected int64
+	Rounds                      int64
+	Placed, Rejected, Preempted int64
 }
 
 // RoundSummary summarizes the recent rounds kept in the ring.
@@ -50,6 +53,7 @@ func (d *Dispatcher) record(st RoundStat) {
 	d.mu.total.Rounds++
 	d.mu.total.Placed += st.Placed
 	d.mu.total.Rejected += st.Rejected
+	d.mu.total.Preempted += st.Preempted
 	if cap(d.mu.rounds) == 0 {
 		return
 	}

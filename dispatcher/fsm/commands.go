@@ -18,6 +18,7 @@ const (
 	cmdPlan         byte = 4
 	cmdUpdateTasks  byte = 5
 	cmdCancel       byte = 6
+	cmdPreempt      byte = 7
 )
 
 // commandVersion 3: submit commands carry binary specs (2: NDJSON).
@@ -124,6 +125,30 @@ func CommitPlan(p *Plan) []byte {
 	return e.b
 }
 
+// PreemptTasks returns the command that preempts running tasks for
+// higher-priority groups, proposed by the leader of term. Each preemption is
+// checked alone against the state the ones before it left (the task is the
+// current attempt, active and not already stopping, on the node named, of
+// an offline job; the group it makes room for exists with pending tasks,
+// offline, of a strictly higher priority) and applied or rejected with a
+// RejectCode. An applied one stops the task: it leaves its node's target,
+// its resources are freed when the node reports it stopped, and it is then
+// requeued at once whatever its attempts, with reason preempted. A command
+// from a term older than a committed plan's is rejected whole. The result
+// decodes with DecodePreemptResult.
+func PreemptTasks(now time.Time, term uint64, ps []placement.Preemption) []byte {
+	e := newCommand(cmdPreempt, now, 8+len(ps)*40)
+	e.uvarint(term)
+	e.uvarint(uint64(len(ps)))
+	for _, p := range ps {
+		e.str(p.Task)
+		e.str(p.Node)
+		e.str(p.For.Job)
+		e.str(p.For.Group)
+	}
+	return e.b
+}
+
 // Report is a task report with the node that sent it.
 type Report struct {
 	Node string
@@ -199,11 +224,14 @@ const (
 	RejectConstraint                          // the node no longer matches the job's pool or constraints
 	RejectDistinct                            // the job's distinct-nodes rule
 	RejectSlot                                // a named cached slot does not exist
+	RejectTaskNotFound                        // preemption: no such task attempt on the node
+	RejectNotActive                           // preemption: the task is not running or already stopping
+	RejectPriority                            // preemption: the task is online or not of a lower priority
 )
 
 var rejectNames = []string{"", "job not found", "job cancelled", "group not found", "bad count",
 	"not enough pending tasks", "node not found", "node not ready", "does not fit", "constraint",
-	"distinct nodes", "slot not found"}
+	"distinct nodes", "slot not found", "task not found", "task not active", "priority"}
 
 func (c RejectCode) String() string {
 	if int(c) < len(rejectNames) && c > 0 {
@@ -232,11 +260,36 @@ type PlanResult struct {
 	Rejected []Rejection
 }
 
-func (r *PlanResult) encode() []byte {
+func (r *PlanResult) encode() []byte { return encodeCountRejections(r.Placed, r.Rejected) }
+
+// DecodePlanResult decodes the result of a CommitPlan command.
+func DecodePlanResult(b []byte) (PlanResult, error) {
+	n, rej, err := decodeCountRejections(b, "plan result")
+	return PlanResult{Placed: n, Rejected: rej}, err
+}
+
+// PreemptResult answers a PreemptTasks command.
+type PreemptResult struct {
+	// Preempted counts the tasks now stopping.
+	Preempted int64
+	// Rejected lists the preemptions not applied, in command order
+	// (Rejection.Index is the preemption's index).
+	Rejected []Rejection
+}
+
+func (r *PreemptResult) encode() []byte { return encodeCountRejections(r.Preempted, r.Rejected) }
+
+// DecodePreemptResult decodes the result of a PreemptTasks command.
+func DecodePreemptResult(b []byte) (PreemptResult, error) {
+	n, rej, err := decodeCountRejections(b, "preempt result")
+	return PreemptResult{Preempted: n, Rejected: rej}, err
+}
+
+func encodeCountRejections(n int64, rej []Rejection) []byte {
 	e := enc{}
-	e.uvarint(uint64(r.Placed))
-	e.uvarint(uint64(len(r.Rejected)))
-	for _, x := range r.Rejected {
+	e.uvarint(uint64(n))
+	e.uvarint(uint64(len(rej)))
+	for _, x := range rej {
 		e.uvarint(uint64(x.Index))
 		e.byte(byte(x.Code))
 		e.str(x.Detail)
@@ -244,17 +297,17 @@ func (r *PlanResult) encode() []byte {
 	return e.b
 }
 
-// DecodePlanResult decodes the result of a CommitPlan command.
-func DecodePlanResult(b []byte) (PlanResult, error) {
+func decodeCountRejections(b []byte, what string) (int64, []Rejection, error) {
 	d := dec{b: b}
-	r := PlanResult{Placed: int64(d.uvarint())}
-	if n := d.count(3); n > 0 {
-		r.Rejected = make([]Rejection, n)
+	n := int64(d.uvarint())
+	var rej []Rejection
+	if k := d.count(3); k > 0 {
+		rej = make([]Rejection, k)
 	}
-	for i := range r.Rejected {
-		r.Rejected[i] = Rejection{Index: int(d.uvarint()), Code: RejectCode(d.byte()), Detail: d.str()}
+	for i := range rej {
+		rej[i] = Rejection{Index: int(d.uvarint()), Code: RejectCode(d.byte()), Detail: d.str()}
 	}
-	return r, d.done("plan result")
+	return n, rej, d.done(what)
 }
 
 // UpdateResult answers an UpdateTasks command: how the reports were used.

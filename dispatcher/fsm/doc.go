@@ -72,6 +72,13 @@
 //	                (not tasks the nodelet stopped at their job's MaxRunTime)
 //	CancelJob       pending tasks dropped, active tasks leave their nodes'
 //	                targets and free their resources when reported stopped
+//	PreemptTasks    running offline tasks stopped for a pending offline group
+//	                of a strictly higher priority: each checked and applied or
+//	                rejected alone (like a plan's assignments, and refused
+//	                whole from an older term); a victim leaves its node's
+//	                target, its resources count as releasing until it is
+//	                reported stopped, and it is then requeued at once
+//	                whatever its attempts, with reason preempted
 //
 // # Invariants
 //

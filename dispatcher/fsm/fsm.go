@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/dispatcher/placement"
 	"github.com/sluicehq/sluice/raftkv"
 )
 
@@ -145,6 +146,8 @@ func (f *FSM) apply(w writer, index uint64, cmd []byte) ([]byte, error) {
 		res, err = f.updateLocked(w, now, d)
 	case cmdCancel:
 		res, err = f.cancelLocked(w, now, d)
+	case cmdPreempt:
+		res, err = f.preemptLocked(w, now, d)
 	default:
 		err = fmt.Errorf("%w: unknown command tag %d", ErrCorrupt, cmd[0])
 	}
@@ -416,6 +419,9 @@ func (f *FSM) finishLocked(w writer, t *task, to api.TaskState, reason api.TaskR
 	if t.active() {
 		n := f.mu.nodes[t.node]
 		n.hold(j.spec.QoS, g.demand, -1)
+		if t.stop {
+			n.release(j.spec.QoS, g.demand, -1)
+		}
 		delete(n.tasks, t.key)
 		if n.jobs[j.num]--; n.jobs[j.num] == 0 {
 			delete(n.jobs, j.num)
@@ -428,6 +434,11 @@ func (f *FSM) finishLocked(w writer, t *task, to api.TaskState, reason api.TaskR
 	switch {
 	case to == api.TaskSucceeded:
 		g.succeeded++
+	case t.preempted && !j.cancelled:
+		// Stopped for higher-priority work: it did nothing wrong.
+		t.reason = api.ReasonPreempted
+		g.requeue = append(g.requeue, requeued{index: t.key.index, notBefore: now})
+		retry = true
 	case !j.cancelled && !t.stop && reason != api.ReasonStopped && reason != api.ReasonTimeLimit && t.attempt < uint32(j.spec.Retry.MaxAttempts):
 		g.requeue = append(g.requeue, requeued{index: t.key.index, notBefore: now + backoff(&j.spec.Retry, t.attempt)})
 		retry = true
@@ -486,6 +497,7 @@ func (f *FSM) cancelLocked(w writer, now int64, d *dec) ([]byte, error) {
 		for _, t := range n.tasks {
 			if t.key.job == num && !t.stop {
 				t.stop, t.updated = true, now
+				n.release(j.spec.QoS, j.groups[t.key.group].demand, 1)
 				f.writeTask(w, t)
 				res.Stopping++
 			}
@@ -493,6 +505,70 @@ func (f *FSM) cancelLocked(w writer, now int64, d *dec) ([]byte, error) {
 		f.dirtyNodes[n] = struct{}{}
 	}
 	return encodeUvarints(uint64(res.Dropped), uint64(res.Stopping)), nil
+}
+
+func (f *FSM) preemptLocked(w writer, now int64, d *dec) ([]byte, error) {
+	term := d.uvarint()
+	ps := make([]placement.Preemption, d.count(4))
+	for i := range ps {
+		ps[i] = placement.Preemption{Task: d.str(), Node: d.str(), For: placement.GroupKey{Job: d.str(), Group: d.str()}}
+	}
+	if err := d.done("preempt command"); err != nil {
+		return nil, err
+	}
+	if term < f.mu.planTerm {
+		return nil, fmt.Errorf("%w: term %d, a plan of term %d was committed", ErrStalePlan, term, f.mu.planTerm)
+	}
+	// Nothing below fails the command: each preemption is checked against
+	// the state the ones before it left, then applied or rejected alone.
+	var res PreemptResult
+	for i := range ps {
+		if code, detail := f.preemptOneLocked(w, now, &ps[i]); code != 0 {
+			res.Rejected = append(res.Rejected, Rejection{Index: i, Code: code, Detail: detail})
+		} else {
+			res.Preempted++
+		}
+	}
+	return res.encode(), nil
+}
+
+// preemptOneLocked checks one preemption and applies it, or says why not.
+func (f *FSM) preemptOneLocked(w writer, now int64, p *placement.Preemption) (RejectCode, string) {
+	k, attempt, ok := parseTaskID(p.Task)
+	t := f.taskLocked(k)
+	switch {
+	case !ok || t == nil || t.attempt != attempt || t.node != p.Node:
+		return RejectTaskNotFound, p.Task + " on " + p.Node
+	case !t.active() || t.stop:
+		return RejectNotActive, fmt.Sprintf("%s is %s, stopping %v", p.Task, t.state, t.stop)
+	}
+	num, _ := parseJobID(p.For.Job)
+	pj := f.mu.jobs[num]
+	switch {
+	case pj == nil:
+		return RejectJobNotFound, p.For.Job
+	case pj.cancelled:
+		return RejectJobCancelled, p.For.Job
+	}
+	gi := slices.IndexFunc(pj.spec.Tasks, func(g api.TaskGroupSpec) bool { return g.Name == p.For.Group })
+	if gi < 0 {
+		return RejectGroupNotFound, p.For.String()
+	}
+	if pj.groups[gi].pending() == 0 {
+		return RejectNotPending, p.For.String() + " has no pending task"
+	}
+	vj := f.mu.jobs[k.job]
+	if vj.spec.QoS != api.QoSOffline || pj.spec.QoS != api.QoSOffline || vj.spec.Priority >= pj.spec.Priority {
+		return RejectPriority, fmt.Sprintf("%s (%s, priority %d) for %s (%s, priority %d): offline work of a lower priority only",
+			p.Task, vj.spec.QoS, vj.spec.Priority, p.For, pj.spec.QoS, pj.spec.Priority)
+	}
+	n := f.mu.nodes[t.node]
+	t.stop, t.preempted, t.updated = true, true, now
+	n.release(vj.spec.QoS, vj.groups[k.group].demand, 1)
+	f.writeTask(w, t)
+	f.dirtyGroups[vj.groups[k.group]] = struct{}{}
+	f.dirtyNodes[n] = struct{}{}
+	return 0, ""
 }
 
 // byName orders nodes by name.
@@ -649,7 +725,7 @@ func (f *FSM) eachTaskLocked(fn func(*task)) {
 
 func (f *FSM) assignLocked(w writer, now int64, n *node, t *task) {
 	t.attempt++
-	t.state, t.node, t.stop, t.closed = api.TaskAssigned, n.spec.Name, false, false
+	t.state, t.node, t.stop, t.closed, t.preempted = api.TaskAssigned, n.spec.Name, false, false, false
 	t.exitCode, t.reason, t.updated = 0, "", now
 	n.tasks[t.key] = t
 	f.writeTask(w, t)

@@ -26,6 +26,7 @@ func TestRandomCommands(t *testing.T) {
 	// Drop stale job changes often, to check JobsChangedSince across it.
 	defer func(n int) { minStaleChanges = n }(minStaleChanges)
 	minStaleChanges = 2
+	preempted := 0
 	for run := range runs {
 		h := &propHarness{t: t, r: r, f: New(), s: newMemStore(), now: time.Unix(1_800_000_000, 0)}
 		for step := range steps {
@@ -34,7 +35,12 @@ func TestRandomCommands(t *testing.T) {
 				t.Fatalf("run %d step %d (%s): %v", run, step, desc, err)
 			}
 		}
-		t.Logf("run %d: %d commands applied, %d rejected, %d tasks placed, %d reports applied", run, h.counts[0], h.counts[1], h.counts[2], h.counts[3])
+		t.Logf("run %d: %d commands applied, %d rejected, %d tasks placed, %d reports applied, %d tasks preempted",
+			run, h.counts[0], h.counts[1], h.counts[2], h.counts[3], h.counts[4])
+		preempted += h.counts[4]
+	}
+	if preempted == 0 {
+		t.Error("no run preempted a task: the preemption commands were never exercised")
 	}
 }
 
@@ -48,7 +54,7 @@ type propHarness struct {
 	nodes  []string
 	jobs   []string
 	term   uint64
-	counts [4]int // ok, rejected, placed tasks, reports applied
+	counts [5]int // ok, rejected, placed tasks, reports applied, tasks preempted
 }
 
 func (h *propHarness) apply(cmd []byte) ([]byte, error) {
@@ -71,7 +77,7 @@ func (h *propHarness) apply(cmd []byte) ([]byte, error) {
 
 func (h *propHarness) step() string {
 	r := h.r
-	switch k := r.IntN(20); {
+	switch k := r.IntN(21); {
 	case k < 2 || len(h.nodes) == 0:
 		name := fmt.Sprintf("n%d", r.IntN(6))
 		c := api.Capacity{CPU: 1000 * (2 + r.Int64N(8)), Memory: (2 + r.Int64N(16)) << 30, GPUs: r.Int64N(3), Ports: 10}
@@ -209,6 +215,37 @@ func (h *propHarness) step() string {
 		id := h.jobs[r.IntN(len(h.jobs))]
 		h.apply(CancelJob(h.now, id))
 		return "cancel " + id
+	case k < 20:
+		// Preemptions as the loop would choose them, for every pending
+		// group, with stale and wrong ones mixed in.
+		in := h.f.PlacementInput(h.now, 0)
+		h.f.AddVictims(in, api.MaxPriority+1)
+		plan := &placement.Plan{}
+		for _, g := range in.Groups {
+			plan.Pending = append(plan.Pending, placement.Pending{Group: g.Key, Count: g.Pending, Reason: placement.ReasonNoCapacity})
+		}
+		ps := placement.New(nil).Preempt(in, plan, 1+r.IntN(5))
+		var victims []placement.Victim
+		for _, n := range in.Nodes {
+			victims = append(victims, n.Victims...)
+		}
+		if len(victims) > 0 && len(in.Groups) > 0 && r.IntN(3) == 0 {
+			v := victims[r.IntN(len(victims))]
+			ps = append(ps, placement.Preemption{Task: v.Task, Node: h.nodes[r.IntN(len(h.nodes))], For: in.Groups[r.IntN(len(in.Groups))].Key})
+		}
+		term := h.term
+		if r.IntN(15) == 0 && term > 0 {
+			term--
+		}
+		res, err := h.apply(PreemptTasks(h.now, term, ps))
+		if err == nil {
+			pr, err := DecodePreemptResult(res)
+			if err != nil {
+				h.t.Fatal(err)
+			}
+			h.counts[4] += int(pr.Preempted)
+		}
+		return fmt.Sprintf("preempt %d", len(ps))
 	default:
 		h.now = h.now.Add(time.Duration(r.IntN(3000)) * time.Millisecond)
 		return "advance"
@@ -233,7 +270,7 @@ func (h *propHarness) check() error {
 			bad("node list holds %s, not the map's", n.spec.Name)
 		}
 	}
-	used := map[string]api.Allocatable{}
+	used, releasing := map[string]api.Allocatable{}, map[string]api.Allocatable{}
 	onNode := map[taskKey]string{}
 	for name, n := range f.mu.nodes {
 		for k, t := range n.tasks {
@@ -252,9 +289,17 @@ func (h *propHarness) check() error {
 				u.Offline = addMul(u.Offline, j.groups[k.group].demand, 1)
 			}
 			used[name] = u
+			if t.stop {
+				rel := releasing[name]
+				addTier(&rel, j.spec.QoS, j.groups[k.group].demand, 1)
+				releasing[name] = rel
+			}
 		}
 		if used[name] != n.used {
 			bad("node %s used %+v, tasks hold %+v", name, n.used, used[name])
+		}
+		if releasing[name] != n.releasing {
+			bad("node %s releasing %+v, tasks told to stop hold %+v", name, n.releasing, releasing[name])
 		}
 		for _, c := range []api.Capacity{n.free(api.QoSOnline), n.free(api.QoSOffline)} {
 			if c.CPU < 0 || c.Memory < 0 || c.GPUs < 0 || c.Disk < 0 || c.Ports < 0 {

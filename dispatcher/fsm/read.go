@@ -134,6 +134,9 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 			n.tasks[key] = t
 			n.jobs[key.job]++
 			n.hold(j.spec.QoS, g.demand, 1)
+			if t.stop {
+				n.release(j.spec.QoS, g.demand, 1)
+			}
 			g.active++
 		}
 		return nil
@@ -265,7 +268,9 @@ type NodeInfo struct {
 	// Used is what the node's active tasks hold per tier; Free what is left
 	// of the tier's allocatable (negative when a re-registration shrank it).
 	Used, Free api.Allocatable
-	Tasks      int
+	// Releasing is what of Used tasks told to stop still hold.
+	Releasing api.Allocatable
+	Tasks     int
 }
 
 // Nodes returns every registered node, by name.
@@ -275,7 +280,7 @@ func (f *FSM) Nodes() []NodeInfo {
 	out := make([]NodeInfo, 0, len(f.mu.nodes))
 	for _, n := range f.sortedNodeListLocked() {
 		out = append(out, NodeInfo{
-			Spec: n.spec, State: n.state, Generation: n.gen, Used: n.used,
+			Spec: n.spec, State: n.state, Generation: n.gen, Used: n.used, Releasing: n.releasing,
 			Free:  api.Allocatable{Online: n.free(api.QoSOnline), Offline: n.free(api.QoSOffline)},
 			Tasks: len(n.tasks),
 		})
@@ -481,7 +486,8 @@ func (f *FSM) PlacementInput(now time.Time, limit int64) *placement.Input {
 		}
 		pn := placement.Node{
 			ID: n.spec.Name, Pool: n.spec.Pool, Labels: n.spec.Labels, Capacity: n.spec.Allocatable,
-			Free: api.Allocatable{Online: clampZero(n.free(api.QoSOnline)), Offline: clampZero(n.free(api.QoSOffline))},
+			Free:      api.Allocatable{Online: clampZero(n.free(api.QoSOnline)), Offline: clampZero(n.free(api.QoSOffline))},
+			Releasing: n.releasing,
 		}
 		for num := range n.jobs {
 			if j := f.mu.jobs[num]; j.spec.DistinctNodes {
@@ -494,6 +500,31 @@ func (f *FSM) PlacementInput(now time.Time, limit int64) *placement.Input {
 		in.Nodes = append(in.Nodes, pn)
 	}
 	return in
+}
+
+// AddVictims fills the Victims of in's nodes: their running offline tasks
+// (active and not told to stop) of jobs of a priority below below, for
+// placement.Preempt. Nodes the FSM does not know are left alone.
+func (f *FSM) AddVictims(in *placement.Input, below int32) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for i := range in.Nodes {
+		pn := &in.Nodes[i]
+		pn.Victims = pn.Victims[:0]
+		n := f.mu.nodes[pn.ID]
+		if n == nil {
+			continue
+		}
+		for _, t := range n.tasks {
+			j := f.mu.jobs[t.key.job]
+			if t.stop || j.spec.QoS != api.QoSOffline || j.spec.Priority >= below {
+				continue
+			}
+			pn.Victims = append(pn.Victims, placement.Victim{Task: taskID(t.key, t.attempt), Priority: j.spec.Priority,
+				Demand: j.groups[t.key.group].demand, Since: time.Unix(0, t.updated)})
+		}
+		slices.SortFunc(pn.Victims, func(a, b placement.Victim) int { return cmp.Compare(a.Task, b.Task) })
+	}
 }
 
 func clampZero(c api.Capacity) api.Capacity {
@@ -523,8 +554,8 @@ func (f *FSM) dump() string {
 		}
 	}
 	f.eachTaskLocked(func(t *task) {
-		fmt.Fprintf(&b, "task %s %v node=%s stop=%v closed=%v exit=%d reason=%s updated=%d\n",
-			taskID(t.key, t.attempt), t.state, t.node, t.stop, t.closed, t.exitCode, t.reason, t.updated)
+		fmt.Fprintf(&b, "task %s %v node=%s stop=%v preempted=%v closed=%v exit=%d reason=%s updated=%d\n",
+			taskID(t.key, t.attempt), t.state, t.node, t.stop, t.preempted, t.closed, t.exitCode, t.reason, t.updated)
 	})
 	for _, n := range f.sortedNodeListLocked() {
 		tk := make([]taskKey, 0, len(n.tasks))
@@ -537,7 +568,7 @@ func (f *FSM) dump() string {
 			jobs = append(jobs, num)
 		}
 		slices.Sort(jobs)
-		fmt.Fprintf(&b, "node %s %s gen=%d used=%+v tasks=%v", n.spec.Name, n.state, n.gen, n.used, tk)
+		fmt.Fprintf(&b, "node %s %s gen=%d used=%+v releasing=%+v tasks=%v", n.spec.Name, n.state, n.gen, n.used, n.releasing, tk)
 		for _, num := range jobs {
 			fmt.Fprintf(&b, " j%d:%d", num, n.jobs[num])
 		}

@@ -135,6 +135,31 @@ func (r *replica) exec(line string) string {
 			}
 			return s
 		}
+	case "preempt": // preempt [term=N] <task>@<node>:<job>/<group> ...
+		term := uint64(1)
+		var ps []placement.Preemption
+		for _, a := range args {
+			if v, ok := strings.CutPrefix(a, "term="); ok {
+				term = uint64(num(v))
+				continue
+			}
+			tn, grp, _ := strings.Cut(a, ":")
+			task, nd, _ := strings.Cut(tn, "@")
+			job, g, _ := strings.Cut(grp, "/")
+			ps = append(ps, placement.Preemption{Task: task, Node: nd, For: placement.GroupKey{Job: job, Group: g}})
+		}
+		cmd = fsm.PreemptTasks(r.now, term, ps)
+		decode = func(b []byte) string {
+			res, err := fsm.DecodePreemptResult(b)
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			s := fmt.Sprintf("preempted=%d", res.Preempted)
+			for _, x := range res.Rejected {
+				s += fmt.Sprintf(" reject[%d]=%s", x.Index, strings.ReplaceAll(x.Code.String(), " ", "-"))
+			}
+			return s
+		}
 	case "report": // report <node> <task> <state> [reason] | ...
 		var reps []fsm.Report
 		for _, part := range strings.Split(strings.Join(args, " "), "|") {
@@ -229,6 +254,13 @@ func (r *replica) exec(line string) string {
 			s += " " + p.TaskID
 		}
 		return s
+	case "releasing": // releasing <node>: offline cpu and memory held by tasks told to stop
+		for _, n := range r.f.Nodes() {
+			if n.Spec.Name == args[0] {
+				return fmt.Sprintf("cpu=%d mem=%d", n.Releasing.Offline.CPU, n.Releasing.Offline.Memory)
+			}
+		}
+		return "no such node"
 	case "free": // free <node>: offline cpu and memory left
 		for _, n := range r.f.Nodes() {
 			if n.Spec.Name == args[0] {
@@ -370,6 +402,29 @@ report n1 j1/0/0/1 running started | n1 j1/0/1/1 running started => applied=2 no
 report n1 j1/0/0/1 killed time_limit => applied=1 noop=0 stale=0 requeued=0
 report n1 j1/0/1/1 killed memory_killer => applied=1 noop=0 stale=0 requeued=1
 job j1 => running pending=1 active=0 ok=0 failed=0 killed=1
+`},
+	{"preemption", `
+node n1 cpu=4000 mem=8Gi => ok
+submit lo count=3 cpu=1000 mem=1Gi attempts=1 prio=1 => j1
+submit on count=1 cpu=1000 mem=1Gi prio=0 qos=online => j2
+submit hi count=2 cpu=2000 mem=1Gi prio=5 => j3
+submit eq count=1 cpu=1000 mem=1Gi prio=1 => j4
+plan j1/g0@n1*3 j2/g0@n1*1 => placed=4
+report n1 j1/0/0/1 running started | n1 j1/0/1/1 running started => applied=2 noop=0 stale=0 requeued=0
+preempt j1/0/0/1@n1:j3/g0 j1/0/0/1@n1:j3/g0 j1/0/1/7@n1:j3/g0 j1/0/1/1@n2:j3/g0 j1/0/1/1@n1:j4/g0 j2/0/0/1@n1:j3/g0 j1/0/1/1@n1:j9/g0 j1/0/1/1@n1:j3/g7 => preempted=1 reject[1]=task-not-active reject[2]=task-not-found reject[3]=task-not-found reject[4]=priority reject[5]=priority reject[6]=job-not-found reject[7]=group-not-found
+target n1 => gen=2 j1/0/1/1 j1/0/2/1 j2/0/0/1
+releasing n1 => cpu=1000 mem=1073741824
+free n1 => cpu=1000 mem=5368709120 ready
+preempt term=1 j1/0/1/1@n1:j3/g0 => preempted=1
+plan term=2 j4/g0@n1*0 => placed=0 reject[0]=bad-count
+preempt term=1 j1/0/2/1@n1:j3/g0 => error: ...older term...
+report n1 j1/0/0/1 killed stopped | n1 j1/0/1/1 killed stopped => applied=2 noop=0 stale=0 requeued=2
+releasing n1 => cpu=0 mem=0
+free n1 => cpu=3000 mem=7516192768 ready
+job j1 => running pending=2 active=1 ok=0 failed=0 killed=0
+tasks j1 => [j1/0/0/1:killed@n1 j1/0/1/1:killed@n1 j1/0/2/1:assigned@n1]
+plan term=2 j3/g0@n1*1 j1/g0@n1*2 => placed=1 reject[1]=does-not-fit
+tasks j1 => [j1/0/0/1:killed@n1 j1/0/1/1:killed@n1 j1/0/2/1:assigned@n1]
 `},
 	{"node down", `
 node n1 cpu=4000 mem=8Gi => ok

@@ -97,15 +97,17 @@ func (g *group) eligible(now int64) int64 {
 
 // task is a task that has been placed at least once.
 type task struct {
-	key      taskKey
-	attempt  uint32 // 1 for the first placement
-	state    api.TaskState
-	node     string // the node of the current or last attempt
-	stop     bool   // the job was cancelled: the task leaves its node's target
-	closed   bool   // the dispatcher ended the current attempt (lost, cancelled)
-	exitCode int32
-	reason   api.TaskReason
-	updated  int64 // unix nanoseconds
+	key     taskKey
+	attempt uint32 // 1 for the first placement
+	state   api.TaskState
+	node    string // the node of the current or last attempt
+	stop    bool   // the job was cancelled or the task preempted: the task leaves its node's target
+	// preempted: stopped for higher-priority work; requeued when it ends.
+	preempted bool
+	closed    bool // the dispatcher ended the current attempt (lost, cancelled)
+	exitCode  int32
+	reason    api.TaskReason
+	updated   int64 // unix nanoseconds
 }
 
 // active reports whether the task holds resources on its node.
@@ -120,8 +122,11 @@ type node struct {
 	state    api.NodeState
 	gen      uint64
 	used     api.Allocatable
-	tasks    map[taskKey]*task // active tasks
-	jobs     map[uint64]int    // active tasks per job
+	// releasing is what of used the active tasks told to stop (cancelled,
+	// preempted) hold: free once the node reports them stopped.
+	releasing api.Allocatable
+	tasks     map[taskKey]*task // active tasks
+	jobs      map[uint64]int    // active tasks per job
 }
 
 func (n *node) free(q api.QoS) api.Capacity {
@@ -131,11 +136,17 @@ func (n *node) free(q api.QoS) api.Capacity {
 	return sub(n.spec.Allocatable.Offline, n.used.Offline)
 }
 
-func (n *node) hold(q api.QoS, d api.Capacity, k int64) {
+func (n *node) hold(q api.QoS, d api.Capacity, k int64) { addTier(&n.used, q, d, k) }
+
+// release adds k tasks of demand d, told to stop, to what the node is
+// releasing (k = -1 once one is gone).
+func (n *node) release(q api.QoS, d api.Capacity, k int64) { addTier(&n.releasing, q, d, k) }
+
+func addTier(a *api.Allocatable, q api.QoS, d api.Capacity, k int64) {
 	if q == api.QoSOnline {
-		n.used.Online = addMul(n.used.Online, d, k)
+		a.Online = addMul(a.Online, d, k)
 	} else {
-		n.used.Offline = addMul(n.used.Offline, d, k)
+		a.Offline = addMul(a.Offline, d, k)
 	}
 }
 
@@ -305,8 +316,9 @@ func decodeGroupInto(g *group, b []byte) error {
 }
 
 const (
-	flagStop   = 1 << 0
-	flagClosed = 1 << 1
+	flagStop      = 1 << 0
+	flagClosed    = 1 << 1
+	flagPreempted = 1 << 2
 )
 
 func encodeTask(buf []byte, t *task) []byte {
@@ -320,6 +332,9 @@ func encodeTask(buf []byte, t *task) []byte {
 	}
 	if t.closed {
 		flags |= flagClosed
+	}
+	if t.preempted {
+		flags |= flagPreempted
 	}
 	e.byte(flags)
 	e.str(t.node)
@@ -338,7 +353,7 @@ func decodeTask(k taskKey, b []byte) (*task, error) {
 	t.attempt = uint32(d.uvarint())
 	t.state = api.TaskState(d.byte())
 	flags := d.byte()
-	t.stop, t.closed = flags&flagStop != 0, flags&flagClosed != 0
+	t.stop, t.closed, t.preempted = flags&flagStop != 0, flags&flagClosed != 0, flags&flagPreempted != 0
 	t.node = d.str()
 	t.exitCode = int32(d.varint())
 	t.reason = api.TaskReason(d.str())

@@ -24,6 +24,13 @@
 // order, and what does not fit stays pending for the next round with a
 // reason. A gang group is placed whole or not at all.
 //
+// Preempt is the second step of a round whose plan left offline groups
+// pending for lack of capacity: it chooses running offline tasks of a lower
+// priority to stop, at most a limit, per task the node where the fewest
+// victims of the lowest priority make room (lowest priority first, then
+// the most recently started), after counting what tasks already told to
+// stop will release.
+//
 // # Invariants
 //
 //   - No node is assigned more than its free resources in any dimension,

@@ -29,6 +29,15 @@ type Node struct {
 	Slots []Slot
 	// Jobs lists the jobs with a task on the node, for distinct-node jobs.
 	Jobs map[string]bool
+	// Releasing is what of the node's used resources tasks already told to
+	// stop (cancelled, preempted) hold: free once they end. Place does not
+	// count it as free; Preempt does, so as not to stop more for the same
+	// room.
+	Releasing api.Allocatable
+	// Victims are the node's running offline tasks that Preempt may stop;
+	// Place ignores them, and they may be left out when no preemption is
+	// wanted.
+	Victims []Victim
 }
 
 // Slot is a cached resource slot.
@@ -107,7 +116,8 @@ func (in *Input) validate(reg *Registry) error {
 		for _, c := range []struct {
 			name string
 			v    api.Capacity
-		}{{"free.online", n.Free.Online}, {"free.offline", n.Free.Offline}, {"capacity.online", n.Capacity.Online}, {"capacity.offline", n.Capacity.Offline}} {
+		}{{"free.online", n.Free.Online}, {"free.offline", n.Free.Offline}, {"capacity.online", n.Capacity.Online}, {"capacity.offline", n.Capacity.Offline},
+			{"releasing.online", n.Releasing.Online}, {"releasing.offline", n.Releasing.Offline}} {
 			if negative(c.v) {
 				errs = append(errs, fmt.Errorf("nodes[%d].%s: negative amount %+v", i, c.name, c.v))
 			}

@@ -31,6 +31,15 @@ type Assignment struct {
 	Slots []string
 }
 
+// Preemption stops a running task to make room for a group's tasks.
+type Preemption struct {
+	// Task is the running task's ID (with its attempt), on Node.
+	Task string
+	Node string
+	// For is the higher-priority group it makes room for.
+	For GroupKey
+}
+
 // Pending is what stays of a group for a later round.
 type Pending struct {
 	Group  GroupKey

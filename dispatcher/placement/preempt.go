@@ -1,0 +1,176 @@
+package placement
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+)
+
+// Victim is a running offline task that preemption may stop.
+type Victim struct {
+	// Task is the task's ID (with its attempt).
+	Task     string
+	Priority int32
+	// Demand is what the task holds on its node's offline tier.
+	Demand api.Capacity
+	// Since is when the task last changed state: the most recently started
+	// victims lose the least work.
+	Since time.Time
+}
+
+// Preempt chooses running offline tasks to stop so that the offline groups
+// a round's plan left pending for lack of capacity (ReasonNoCapacity, or
+// ReasonNoCandidates) can run: at most limit
+// of them, for the groups in the order of in.Groups (highest priority
+// first). in is the round's input, as Place accepted it, and plan its
+// outcome; each node's
+// Victims are its running offline tasks (of any priority: only those of a
+// lower priority than a group are stopped for it), and its Releasing what
+// tasks already told to stop still hold.
+//
+// Tasks that fit once what is being released is free wait for it instead
+// of stopping more. Otherwise a task goes to the admitted node (its class's
+// filters but the resource filter) where the fewest victims of the lowest
+// priority make room: victims are taken lowest priority first, then most
+// recently started. Online groups preempt nothing (an online task draws on
+// the online tier, which offline work does not hold), nor do gang groups.
+// Like Place, Preempt does not change its input, and the same input gives
+// the same answer.
+func (p *Placer) Preempt(in *Input, plan *Plan, limit int) []Preemption {
+	if limit <= 0 {
+		return nil
+	}
+	groups := make(map[GroupKey]*Group, len(in.Groups))
+	for i := range in.Groups {
+		groups[in.Groups[i].Key] = &in.Groups[i]
+	}
+	wants := make([]*Group, 0, len(plan.Pending))
+	left := map[GroupKey]int64{}
+	for _, pd := range plan.Pending {
+		g := groups[pd.Group]
+		if preemptible(pd.Reason) && g != nil && g.QoS == api.QoSOffline && !g.Gang && g.Priority > 0 {
+			wants = append(wants, g)
+			left[g.Key] = pd.Count
+		}
+	}
+	if len(wants) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(wants, func(a, b *Group) int { return cmp.Compare(b.Priority, a.Priority) })
+
+	// avail is each node's offline tier once the plan's assignments are
+	// taken and what is being released is free; victims its victims in the
+	// order they are taken, and next the first not taken yet.
+	idx := make(map[string]int, len(in.Nodes))
+	avail := make([]api.Capacity, len(in.Nodes))
+	victims := make([][]Victim, len(in.Nodes))
+	next := make([]int, len(in.Nodes))
+	for i := range in.Nodes {
+		n := &in.Nodes[i]
+		idx[n.ID] = i
+		avail[i] = addCap(n.Free.Offline, n.Releasing.Offline)
+		victims[i] = slices.Clone(n.Victims)
+		slices.SortFunc(victims[i], func(a, b Victim) int {
+			return cmp.Or(cmp.Compare(a.Priority, b.Priority), b.Since.Compare(a.Since), cmp.Compare(a.Task, b.Task))
+		})
+	}
+	for _, a := range plan.Assignments {
+		if g, i := groups[a.Group], idx[a.Node]; g != nil && g.QoS == api.QoSOffline {
+			avail[i] = take(avail[i], g.Demand, a.Count-int64(len(a.Slots)))
+		}
+	}
+
+	var out []Preemption
+	for _, g := range wants {
+		filters, _ := p.reg.resolve(g.Policy)
+		c := Class{Demand: g.Demand, QoS: g.QoS, Pool: g.Pool, Constraints: g.Constraints, DistinctNodes: g.DistinctNodes, Filters: filters[1:]}
+		if g.DistinctNodes {
+			c.Job = g.Key.Job
+		}
+		var admitted []int
+		for i := range in.Nodes {
+			if admits(&c, &in.Nodes[i]) {
+				admitted = append(admitted, i)
+			}
+		}
+		need := left[g.Key]
+		if g.DistinctNodes {
+			need = min(need, int64(len(admitted)))
+		}
+		// Room being released comes first: those tasks only wait.
+		for _, i := range admitted {
+			if need == 0 {
+				break
+			}
+			k := min(need, fits(avail[i], g.Demand))
+			if g.DistinctNodes {
+				k = min(k, 1)
+			}
+			avail[i] = take(avail[i], g.Demand, k)
+			need -= k
+		}
+		for need > 0 && len(out) < limit {
+			best, bestTake, bestPrio := -1, 0, int32(0)
+			for _, i := range admitted {
+				n, prio, ok := victimsFor(avail[i], victims[i][next[i]:], g)
+				if ok && (best < 0 || prio < bestPrio || prio == bestPrio && n < bestTake) {
+					best, bestTake, bestPrio = i, n, prio
+				}
+			}
+			if best < 0 || len(out)+bestTake > limit {
+				break
+			}
+			for _, v := range victims[best][next[best] : next[best]+bestTake] {
+				out = append(out, Preemption{Task: v.Task, Node: in.Nodes[best].ID, For: g.Key})
+				avail[best] = addCap(avail[best], v.Demand)
+			}
+			next[best] += bestTake
+			k := min(need, fits(avail[best], g.Demand))
+			if g.DistinctNodes {
+				k = min(k, 1)
+				admitted = slices.DeleteFunc(admitted, func(i int) bool { return i == best })
+			}
+			avail[best] = take(avail[best], g.Demand, k)
+			need -= k
+		}
+	}
+	return out
+}
+
+// preemptible reports whether tasks pending for reason may preempt: those
+// short of capacity (which the resource filter may have reported as no
+// node passing the filters; Preempt applies the others itself).
+func preemptible(reason string) bool {
+	return reason == ReasonNoCapacity || reason == ReasonNoCandidates
+}
+
+// admits reports whether every filter of c admits n.
+func admits(c *Class, n *Node) bool {
+	for _, f := range c.Filters {
+		if !f.Admit(c, n) {
+			return false
+		}
+	}
+	return true
+}
+
+// victimsFor returns how many of vs (in the order they are taken) must stop
+// for one task of g to fit beside avail, and the highest priority among
+// them; ok is false when stopping every victim of a lower priority is not
+// enough, or none needs to stop.
+func victimsFor(avail api.Capacity, vs []Victim, g *Group) (n int, prio int32, ok bool) {
+	for i, v := range vs {
+		if v.Priority >= g.Priority {
+			return 0, 0, false
+		}
+		avail = addCap(avail, v.Demand)
+		if fits(avail, g.Demand) > 0 {
+			return i + 1, v.Priority, true
+		}
+	}
+	return 0, 0, false
+}
+
+func addCap(a, b api.Capacity) api.Capacity { return take(a, b, -1) }
