@@ -50,6 +50,8 @@ const (
 	MaxPriority = 1000
 	// MaxScorerWeight is the largest weight of a scorer in a policy.
 	MaxScorerWeight = 100
+	// MaxQueueWeight is the largest fair-share weight of a queue.
+	MaxQueueWeight = 1000
 	// MaxAttempts is the largest retry limit of a job.
 	MaxAttempts = 100
 

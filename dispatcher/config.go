@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/batcher"
 	"github.com/sluicehq/sluice/dispatcher/fsm"
 	"github.com/sluicehq/sluice/dispatcher/placement"
@@ -59,6 +62,11 @@ type Config struct {
 	// offline groups it could not place (placement.Preempt). Default 100;
 	// negative turns preemption off.
 	MaxPreemptions int
+	// QueueWeights are the queues' fair-share weights, 1 to
+	// api.MaxQueueWeight: at one priority, the active queues share
+	// contended capacity in these proportions (dominant resource). A queue
+	// not named weighs 1.
+	QueueWeights map[string]int64
 	// Period runs a round even without new work (tasks whose retry
 	// backoff ended, capacity freed by reports). Default 1s.
 	Period time.Duration
@@ -120,6 +128,11 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxTasks < 0 {
 		add("MaxTasks %d must not be negative", c.MaxTasks)
+	}
+	for _, q := range slices.Sorted(maps.Keys(c.QueueWeights)) {
+		if w := c.QueueWeights[q]; q == "" || w < 1 || w > api.MaxQueueWeight {
+			add("QueueWeights[%q] = %d: want a named queue and a weight of 1 to %d", q, w, api.MaxQueueWeight)
+		}
 	}
 	if c.MaxReports < 0 {
 		add("MaxReports %d must not be negative", c.MaxReports)

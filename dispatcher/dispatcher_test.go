@@ -6,21 +6,25 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/batcher"
 	"github.com/sluicehq/sluice/dispatcher"
 	"github.com/sluicehq/sluice/dispatcher/fsm"
 	"github.com/sluicehq/sluice/raftkv"
 )
 
 func TestConfigValidate(t *testing.T) {
-	_, err := dispatcher.New(dispatcher.Config{MaxTasks: -1, Period: -time.Second})
+	_, err := dispatcher.New(dispatcher.Config{MaxTasks: -1, Period: -time.Second,
+		QueueWeights: map[string]int64{"ok": 3, "zero": 0, "": 1, "huge": 1001}})
 	if !errors.Is(err, dispatcher.ErrConfig) {
 		t.Fatalf("New: %v, want ErrConfig", err)
 	}
-	for _, want := range []string{"Raft is required", "FSM is required", "MaxTasks", "Period"} {
+	for _, want := range []string{"Raft is required", "FSM is required", "MaxTasks", "Period",
+		`QueueWeights[""] = 1`, `QueueWeights["zero"] = 0`, `QueueWeights["huge"] = 1001`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
@@ -371,6 +375,59 @@ func TestPreemption(t *testing.T) {
 	}
 	if e, _ := r.f.Job(equalID); e.Groups[0].Active != 0 {
 		t.Errorf("the equal-priority job took the room made for the high one: %+v", e.Groups[0])
+	}
+	checkInvariants(t, r.f)
+}
+
+// offsetClock is the system clock moved forward by hand: jobs submitted
+// before a jump have waited that much longer.
+type offsetClock struct{ off atomic.Int64 }
+
+func (c *offsetClock) Now() time.Time { return time.Now().Add(time.Duration(c.off.Load())) }
+func (c *offsetClock) AfterFunc(d time.Duration, f func()) batcher.Timer {
+	return time.AfterFunc(d, f)
+}
+
+// TestNoQueueStarves: a queue that arrives after another's hour-old
+// backlog filled the node gets its fair share (half, at equal weights) as
+// tasks end, not only once the backlog is done, and no more while the
+// other queue is below its share.
+func TestNoQueueStarves(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	clock := &offsetClock{}
+	c := newCluster(t, 1, func(cfg *dispatcher.Config) {
+		cfg.Clock, cfg.NodeTTL = clock, 3*time.Hour
+	})
+	r := c.leader()
+	led := &ledger{}
+	c.startNode(ctx, nodeSpec("n0", 4000), led) // room for 8
+	old := jobSpec("backlog", 400, 500, 0, 100*time.Millisecond)
+	old.Queue = "a"
+	ids, _, err := r.d.Submit(ctx, []api.JobSpec{old})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the backlog to fill the node", func() bool {
+		j, _ := r.f.Job(ids[0])
+		return j.Groups[0].Active == 8
+	})
+	clock.off.Store(int64(time.Hour)) // the backlog has waited an hour more
+	late := jobSpec("late", 8, 500, 0, time.Hour)
+	late.Queue = "b"
+	lateIDs, _, err := r.d.Submit(ctx, []api.JobSpec{late})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 3*time.Second, "the late queue to reach its share", func() bool {
+		j, _ := r.f.Job(lateIDs[0])
+		return j.Groups[0].Active == 4
+	})
+	time.Sleep(500 * time.Millisecond) // a few more of the backlog's tasks end
+	j, _ := r.f.Job(lateIDs[0])
+	b, _ := r.f.Job(ids[0])
+	if j.Groups[0].Active != 4 || b.Groups[0].Pending == 0 {
+		t.Errorf("late queue runs %d (want its share, 4) with the backlog's %d pending", j.Groups[0].Active, b.Groups[0].Pending)
 	}
 	checkInvariants(t, r.f)
 }

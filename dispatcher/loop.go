@@ -3,6 +3,8 @@ package dispatcher
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -121,6 +123,7 @@ func (d *Dispatcher) round(ctx context.Context, term uint64) (again bool, placed
 	if len(in.Groups) == 0 {
 		return false, 0, nil
 	}
+	d.weigh(in)
 	st := RoundStat{At: now, Term: term, Index: index, Groups: len(in.Groups), Nodes: len(in.Nodes)}
 	for i := range in.Groups {
 		st.Tasks += in.Groups[i].Pending
@@ -185,6 +188,23 @@ func (d *Dispatcher) round(ctx context.Context, term uint64) (again bool, placed
 	}
 	truncated := st.Tasks >= d.cfg.MaxTasks
 	return retry || pr.Placed > 0 && (truncated || st.Unplaced > 0) || len(pr.Rejected) > 0 || st.Preempted > 0, pr.Placed, nil
+}
+
+// weigh sets the configured queue weights in a round's input.
+func (d *Dispatcher) weigh(in *placement.Input) {
+	if len(d.cfg.QueueWeights) == 0 {
+		return
+	}
+	seen := make(map[string]bool, len(in.Queues))
+	for i := range in.Queues {
+		q := &in.Queues[i]
+		q.Weight, seen[q.Name] = d.cfg.QueueWeights[q.Name], true
+	}
+	for _, name := range slices.Sorted(maps.Keys(d.cfg.QueueWeights)) {
+		if !seen[name] {
+			in.Queues = append(in.Queues, placement.Queue{Name: name, Weight: d.cfg.QueueWeights[name]})
+		}
+	}
 }
 
 // preempt stops lower-priority running offline tasks for the offline

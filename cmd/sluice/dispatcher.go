@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/dispatcher/server"
 )
 
@@ -23,6 +24,7 @@ type dispatcherFlags struct {
 	tokenFile        string
 	tlsCert, tlsKey  string
 	logLevel, config string
+	queueWeights     string
 }
 
 func newDispatcherCmd() *cobra.Command {
@@ -61,6 +63,7 @@ command line wins over the environment, which wins over the file.`,
 	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS key file for the HTTP API")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.config, "config", "", "a file of 'name = value' settings")
+	fl.StringVar(&f.queueWeights, "queue-weights", "", "fair-share weights of queues, queue=weight,... (1 to 1000; a queue not named weighs 1)")
 	return c
 }
 
@@ -75,6 +78,11 @@ func (f dispatcherFlags) serverConfig(logger *slog.Logger) (server.Config, error
 	}
 	if f.peerHTTP != "" {
 		if cfg.PeerHTTP, err = parseIDMap("--peer-http", f.peerHTTP); err != nil {
+			return cfg, err
+		}
+	}
+	if f.queueWeights != "" {
+		if cfg.Dispatcher.QueueWeights, err = parseQueueWeights(f.queueWeights); err != nil {
 			return cfg, err
 		}
 	}
@@ -94,6 +102,25 @@ func (f dispatcherFlags) serverConfig(logger *slog.Logger) (server.Config, error
 		return cfg, usageError{errors.New("--tls-cert and --tls-key go together")}
 	}
 	return cfg, nil
+}
+
+// parseQueueWeights parses "a=3,b=1" into queue weights.
+func parseQueueWeights(s string) (map[string]int64, error) {
+	m := map[string]int64{}
+	for _, part := range strings.Split(s, ",") {
+		q, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		w, err := strconv.ParseInt(v, 10, 64)
+		switch {
+		case !ok || q == "":
+			return nil, usageError{fmt.Errorf("--queue-weights: want queue=weight, got %q", part)}
+		case err != nil || w < 1 || w > api.MaxQueueWeight:
+			return nil, usageError{fmt.Errorf("--queue-weights: weight %q of queue %q: want an integer from 1 to %d", v, q, api.MaxQueueWeight)}
+		case m[q] != 0:
+			return nil, usageError{fmt.Errorf("--queue-weights: queue %q given twice", q)}
+		}
+		m[q] = w
+	}
+	return m, nil
 }
 
 // parseIDMap parses "1=a,2=b" into a map from replica ID to value.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,6 +89,10 @@ func TestDispatcherRejectsBadSettings(t *testing.T) {
 		{[]string{"--token-file", "/nonexistent/tokens"}, "tokens"},
 		{[]string{"--log-level", "loud"}, "--log-level"},
 		{[]string{"--config", "/nonexistent/sluice.conf"}, "config file"},
+		{[]string{"--queue-weights", "a=3,b"}, "want queue=weight"},
+		{[]string{"--queue-weights", "a=0"}, `weight "0" of queue "a"`},
+		{[]string{"--queue-weights", "a=x"}, `weight "x" of queue "a"`},
+		{[]string{"--queue-weights", "a=1,a=2"}, `queue "a" given twice`},
 	} {
 		var out bytes.Buffer
 		err := run(context.Background(), append([]string{"dispatcher", "--data", t.TempDir()}, tc.args...), &out, &out)
@@ -95,5 +100,15 @@ func TestDispatcherRejectsBadSettings(t *testing.T) {
 		if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("dispatcher %q = %v, want a usage error containing %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+func TestDispatcherQueueWeights(t *testing.T) {
+	cfg, err := dispatcherFlags{id: 1, queueWeights: "a=3, b=1"}.serverConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]int64{"a": 3, "b": 1}; !maps.Equal(cfg.Dispatcher.QueueWeights, want) {
+		t.Errorf("queue weights %v, want %v", cfg.Dispatcher.QueueWeights, want)
 	}
 }

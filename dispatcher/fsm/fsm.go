@@ -70,6 +70,9 @@ type FSM struct {
 		// pending holds, per queue, the groups with tasks waiting for
 		// placement (of jobs not cancelled).
 		pending map[string]map[*group]struct{}
+		// queueUsed is what each queue's active tasks hold, both tiers
+		// summed; a queue holding nothing has no entry.
+		queueUsed map[string]api.Capacity
 		// bumps lists, oldest first, the nodes whose target generation
 		// changed and the index that changed it; it is complete for every
 		// index after bumpsFrom.
@@ -108,6 +111,7 @@ func (f *FSM) resetLocked() {
 	f.mu.nodes = map[string]*node{}
 	f.mu.nodeList = nil
 	f.mu.pending = map[string]map[*group]struct{}{}
+	f.mu.queueUsed = map[string]api.Capacity{}
 	f.mu.bumps, f.mu.bumpsFrom = nil, 0
 	f.mu.changes, f.mu.stale = nil, 0
 }
@@ -418,7 +422,7 @@ func (f *FSM) finishLocked(w writer, t *task, to api.TaskState, reason api.TaskR
 	g := j.groups[t.key.group]
 	if t.active() {
 		n := f.mu.nodes[t.node]
-		n.hold(j.spec.QoS, g.demand, -1)
+		f.holdLocked(n, j, g, -1)
 		if t.stop {
 			n.release(j.spec.QoS, g.demand, -1)
 		}
@@ -685,12 +689,24 @@ func (f *FSM) placeLocked(w writer, now int64, a *planAssignment) (RejectCode, s
 		g.tasks = append(g.tasks, t)
 		f.assignLocked(w, now, n, t)
 	}
-	n.hold(j.spec.QoS, g.demand, a.count)
+	f.holdLocked(n, j, g, a.count)
 	n.jobs[num] += int(a.count)
 	g.active += a.count
 	f.dirtyGroups[g] = struct{}{}
 	f.dirtyNodes[n] = struct{}{}
 	return 0, ""
+}
+
+// holdLocked counts k tasks of group g (of job j) more (or fewer) as held
+// on node n and by the job's queue.
+func (f *FSM) holdLocked(n *node, j *job, g *group, k int64) {
+	n.hold(j.spec.QoS, g.demand, k)
+	q := j.spec.Queue
+	if u := addMul(f.mu.queueUsed[q], g.demand, k); u == (api.Capacity{}) {
+		delete(f.mu.queueUsed, q)
+	} else {
+		f.mu.queueUsed[q] = u
+	}
 }
 
 // taskLocked returns the task k names, or nil if it was never placed.

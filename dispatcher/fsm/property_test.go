@@ -3,6 +3,7 @@ package fsm
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -101,7 +102,7 @@ func (h *propHarness) step() string {
 		bad := r.IntN(8) == 0
 		for i := range 1 + r.IntN(3) {
 			s := api.JobSpec{Name: "j", QoS: []api.QoS{api.QoSOnline, api.QoSOffline}[r.IntN(2)], Priority: r.Int32N(3),
-				DistinctNodes: r.IntN(6) == 0}
+				DistinctNodes: r.IntN(6) == 0, Queue: []string{"", "a", "b"}[r.IntN(3)]}
 			s.Retry.MaxAttempts = 1 + r.Int32N(3)
 			if r.IntN(4) == 0 {
 				s.IdempotencyKey = fmt.Sprintf("k%d", r.IntN(10))
@@ -271,6 +272,7 @@ func (h *propHarness) check() error {
 		}
 	}
 	used, releasing := map[string]api.Allocatable{}, map[string]api.Allocatable{}
+	queueUsed := map[string]api.Capacity{}
 	onNode := map[taskKey]string{}
 	for name, n := range f.mu.nodes {
 		for k, t := range n.tasks {
@@ -289,6 +291,7 @@ func (h *propHarness) check() error {
 				u.Offline = addMul(u.Offline, j.groups[k.group].demand, 1)
 			}
 			used[name] = u
+			queueUsed[j.spec.Queue] = addMul(queueUsed[j.spec.Queue], j.groups[k.group].demand, 1)
 			if t.stop {
 				rel := releasing[name]
 				addTier(&rel, j.spec.QoS, j.groups[k.group].demand, 1)
@@ -306,6 +309,9 @@ func (h *propHarness) check() error {
 				bad("node %s over capacity: free %+v", name, c)
 			}
 		}
+	}
+	if !maps.Equal(queueUsed, f.mu.queueUsed) {
+		bad("queues use %v, their active tasks hold %v", f.mu.queueUsed, queueUsed)
 	}
 	type counts struct{ active, ok, recs int64 }
 	per := map[[2]uint64]*counts{}

@@ -133,7 +133,7 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 			}
 			n.tasks[key] = t
 			n.jobs[key.job]++
-			n.hold(j.spec.QoS, g.demand, 1)
+			f.holdLocked(n, j, g, 1)
 			if t.stop {
 				n.release(j.spec.QoS, g.demand, 1)
 			}
@@ -499,6 +499,10 @@ func (f *FSM) PlacementInput(now time.Time, limit int64) *placement.Input {
 		}
 		in.Nodes = append(in.Nodes, pn)
 	}
+	for q, used := range f.mu.queueUsed {
+		in.Queues = append(in.Queues, placement.Queue{Name: q, Running: used})
+	}
+	slices.SortFunc(in.Queues, func(a, b placement.Queue) int { return cmp.Compare(a.Name, b.Name) })
 	return in
 }
 
@@ -573,6 +577,14 @@ func (f *FSM) dump() string {
 			fmt.Fprintf(&b, " j%d:%d", num, n.jobs[num])
 		}
 		b.WriteByte('\n')
+	}
+	queues := make([]string, 0, len(f.mu.queueUsed))
+	for q := range f.mu.queueUsed {
+		queues = append(queues, q)
+	}
+	slices.Sort(queues)
+	for _, q := range queues {
+		fmt.Fprintf(&b, "queue %q used=%+v\n", q, f.mu.queueUsed[q])
 	}
 	idem := make([]string, 0, len(f.mu.idem))
 	for k := range f.mu.idem {

@@ -81,10 +81,24 @@ type Group struct {
 	Waited time.Duration
 }
 
+// Queue is a fair-share queue as a round sees it.
+type Queue struct {
+	Name string
+	// Weight is the queue's share of the cluster relative to the other
+	// active queues' (those with running or pending tasks); 0 means 1.
+	Weight int64
+	// Running is what the queue's active tasks hold, both tiers summed.
+	Running api.Capacity
+}
+
 // Input is one round: the cluster and the groups to place.
 type Input struct {
 	Nodes  []Node
 	Groups []Group
+	// Queues lists the queues with running tasks, and may list others
+	// (for their weights). A group's queue missing here runs nothing and
+	// weighs 1.
+	Queues []Queue
 }
 
 // Demand returns what one task of pod needs: the sum of its containers'
@@ -122,6 +136,18 @@ func (in *Input) validate(reg *Registry) error {
 				errs = append(errs, fmt.Errorf("nodes[%d].%s: negative amount %+v", i, c.name, c.v))
 			}
 		}
+	}
+	queues := make(map[string]bool, len(in.Queues))
+	for i, q := range in.Queues {
+		switch {
+		case queues[q.Name]:
+			errs = append(errs, fmt.Errorf("queues[%d].name: %q appears twice", i, q.Name))
+		case q.Weight < 0 || q.Weight > api.MaxQueueWeight:
+			errs = append(errs, fmt.Errorf("queues[%d].weight: %d not in 0..%d", i, q.Weight, api.MaxQueueWeight))
+		case negative(q.Running):
+			errs = append(errs, fmt.Errorf("queues[%d].running: negative amount %+v", i, q.Running))
+		}
+		queues[q.Name] = true
 	}
 	groups := make(map[GroupKey]bool, len(in.Groups))
 	for i, g := range in.Groups {

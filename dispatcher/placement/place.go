@@ -99,13 +99,27 @@ const maxPlaceCost = MaxScore * costScale
 
 // unscheduledCost is what leaving one task of g pending costs: more than
 // any placement, so that what can be placed is, and rising with priority
-// (so that contended capacity goes to higher priority) and, within a
-// priority, with the wait (at most one more placement's worth, capped at
-// an hour).
+// (so that contended capacity goes to higher priority), then, within a
+// priority, for the tasks that bring their queue up to its fair share
+// (fairShareBonus: worth more than any difference of wait and placement
+// cost, so that a queue below its share wins contended capacity from one
+// above it), then with the wait (at most one more placement's worth,
+// capped at an hour).
 func unscheduledCost(g *Group) int64 {
 	wait := min(int64(g.Waited/time.Second), 3600) * maxPlaceCost / 3600
-	return (int64(g.Priority)+1)*(2*maxPlaceCost+1) + wait
+	return (int64(g.Priority)+1)*priorityStep + wait
 }
+
+// fairShareBonus is the most added to the unscheduled cost of a task
+// under its queue's fair share (see fairShares), in shareLevels steps of
+// levelStep, each worth more than any difference of wait and placement
+// cost; priorityStep separates priorities by more than the wait, the bonus
+// and any placement cost together.
+const (
+	levelStep      = 2*maxPlaceCost + 1
+	fairShareBonus = shareLevels * levelStep
+	priorityStep   = fairShareBonus + 2*maxPlaceCost + 1
+)
 
 // class is the build state of an equivalence class.
 type class struct {
@@ -188,7 +202,38 @@ func (p *Placer) Place(ctx context.Context, in *Input) (*Plan, error) {
 	}
 	plan.Stats.Cost, plan.Stats.Optimal, plan.Stats.SolverAlgorithm = sol.Cost, sol.Optimal, sol.Stats.Algorithm
 	p.decode(in, classes, arcs, sol.Flow, plan)
-	return plan, nil
+	return p.withoutFailedGangs(ctx, in, plan)
+}
+
+// withoutFailedGangs places the round again without the gang groups plan
+// could not place whole, when others are left, so that the capacity the
+// flow gave those gangs goes to other groups; the gangs stay pending.
+func (p *Placer) withoutFailedGangs(ctx context.Context, in *Input, plan *Plan) (*Plan, error) {
+	var gangs []Pending
+	failed := map[GroupKey]bool{}
+	for _, pd := range plan.Pending {
+		if pd.Reason == ReasonGang {
+			gangs = append(gangs, pd)
+			failed[pd.Group] = true
+		}
+	}
+	if len(gangs) == 0 || len(gangs) == len(in.Groups) {
+		return plan, nil
+	}
+	rest := *in
+	rest.Groups = slices.DeleteFunc(slices.Clone(in.Groups), func(g Group) bool { return failed[g.Key] })
+	again, err := p.Place(ctx, &rest)
+	if err != nil {
+		return nil, err
+	}
+	again.Pending = append(again.Pending, gangs...)
+	for _, g := range gangs {
+		again.Stats.Pending += g.Count
+	}
+	again.Stats.Groups = len(in.Groups)
+	again.Stats.Build += plan.Stats.Build
+	again.Stats.Solve += plan.Stats.Solve
+	return again, nil
 }
 
 // classes sorts the groups into equivalence classes, each class's groups in
@@ -307,7 +352,7 @@ func (p *Placer) network(in *Input, classes []class, groupClass []int) (*flowsol
 	for i := range in.Groups {
 		total += in.Groups[i].Pending
 	}
-	arcCount := len(in.Nodes) + 3*len(in.Groups)
+	arcCount := len(in.Nodes) + (3+shareLevels)*len(in.Groups)
 	for ci := range classes {
 		arcCount += 2 * len(classes[ci].candidates)
 	}
@@ -360,6 +405,7 @@ func (p *Placer) network(in *Input, classes []class, groupClass []int) (*flowsol
 			}
 		}
 	}
+	fair := fairShares(in)
 	unsched := map[string]flowsolver.NodeID{}
 	for gi := range in.Groups {
 		gr := &in.Groups[gi]
@@ -375,7 +421,14 @@ func (p *Placer) network(in *Input, classes []class, groupClass []int) (*flowsol
 			unsched[gr.Key.Job] = u
 			addArc(u, sink, flowsolver.MaxCapacity, 0, arcInfo{})
 		}
-		addArc(id, u, gr.Pending, unscheduledCost(gr), arcInfo{kind: arcUnscheduled, group: gi})
+		left := gr.Pending
+		for _, t := range fair[gi] {
+			addArc(id, u, t.count, unscheduledCost(gr)+t.bonus, arcInfo{kind: arcUnscheduled, group: gi})
+			left -= t.count
+		}
+		if left > 0 {
+			addArc(id, u, left, unscheduledCost(gr), arcInfo{kind: arcUnscheduled, group: gi})
+		}
 		if c.locality == 0 || len(gr.Preferred) == 0 {
 			continue
 		}

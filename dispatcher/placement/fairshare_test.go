@@ -1,0 +1,78 @@
+package placement_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/dispatcher/placement"
+)
+
+// TestFairShare: at one priority, contended capacity is shared by the
+// active queues by weight (dominant resource), whatever their backlogs and
+// waits, counting what each already runs; priority still comes first.
+func TestFairShare(t *testing.T) {
+	inQueue := func(g placement.Group, q string, waited time.Duration) placement.Group {
+		g.Queue, g.Waited = q, waited
+		return g
+	}
+	// One node of room for 8 tasks of 1000m and 4 GiB; the cluster is
+	// that node, so each task is an eighth of it.
+	n := node("n1", 8000, 32)
+	for _, tc := range []struct {
+		name   string
+		groups []placement.Group
+		queues []placement.Queue
+		want   map[string]int64
+	}{{
+		name: "equal weights split evenly, the old backlog does not starve the new queue",
+		groups: []placement.Group{
+			inQueue(group("old", 100, 1000, 4), "a", time.Hour),
+			inQueue(group("new", 100, 1000, 4), "b", 0),
+		},
+		want: map[string]int64{"old@n1": 4, "new@n1": 4},
+	}, {
+		name: "weights 3 to 1",
+		groups: []placement.Group{
+			inQueue(group("x", 100, 1000, 4), "a", 0),
+			inQueue(group("y", 100, 1000, 4), "b", time.Hour),
+		},
+		queues: []placement.Queue{{Name: "a", Weight: 3}, {Name: "b", Weight: 1}},
+		want:   map[string]int64{"x@n1": 6, "y@n1": 2},
+	}, {
+		name: "what a queue already runs counts against its share",
+		groups: []placement.Group{
+			inQueue(group("x", 100, 1000, 4), "a", time.Hour),
+			inQueue(group("y", 100, 1000, 4), "b", 0),
+		},
+		// The cluster counts 16 tasks' worth: this node's 8 free and 8
+		// more that queue a holds on a node that is full.
+		queues: []placement.Queue{{Name: "a", Running: res(4000, 16)}},
+		want:   map[string]int64{"x@n1": 2, "y@n1": 6},
+	}, {
+		name: "priority first",
+		groups: []placement.Group{
+			inQueue(group("lo", 100, 1000, 4), "a", time.Hour),
+			inQueue(prio(group("hi", 100, 1000, 4), 3), "b", 0),
+		},
+		want: map[string]int64{"hi@n1": 8},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes := []placement.Node{n}
+			if tc.name == "what a queue already runs counts against its share" {
+				busy := node("busy", 8000, 32)
+				busy.Free.Offline, busy.Free.Online = res(0, 0), res(0, 0)
+				nodes = append(nodes, busy)
+			}
+			in := placement.Input{Nodes: nodes, Groups: tc.groups, Queues: tc.queues}
+			got := placedOn(place(t, &in))
+			if len(got) != len(tc.want) {
+				t.Fatalf("placed %v, want %v", got, tc.want)
+			}
+			for k, v := range tc.want {
+				if got[k] != v {
+					t.Fatalf("placed %v, want %v", got, tc.want)
+				}
+			}
+		})
+	}
+}
