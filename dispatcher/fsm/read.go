@@ -460,6 +460,7 @@ func (f *FSM) PlacementInput(now time.Time, limit int64) *placement.Input {
 	})
 	in := &placement.Input{}
 	left := limit
+	jobRunning := map[*job]api.Capacity{}
 	for _, g := range gs {
 		if limit > 0 && left <= 0 {
 			break
@@ -473,11 +474,19 @@ func (f *FSM) PlacementInput(now time.Time, limit int64) *placement.Input {
 			continue
 		}
 		s := g.job.spec
+		running, ok := jobRunning[g.job]
+		if !ok {
+			for _, jg := range g.job.groups {
+				running = addMul(running, jg.demand, jg.active)
+			}
+			jobRunning[g.job] = running
+		}
 		in.Groups = append(in.Groups, placement.Group{
 			Key: g.key(), Pending: e, Demand: g.demand, QoS: s.QoS, Priority: s.Priority,
 			Queue: s.Queue, Pool: s.Pool, Constraints: s.Constraints, DistinctNodes: s.DistinctNodes,
 			Preferred: s.Tasks[g.idx].PreferredNodes, Policy: s.Policy,
-			Waited: max(0, time.Duration(nowNS-g.job.submitted)),
+			Waited:     max(0, time.Duration(nowNS-g.job.submitted)),
+			JobRunning: running,
 		})
 	}
 	for _, n := range f.sortedNodeListLocked() {

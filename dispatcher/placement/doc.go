@@ -14,12 +14,15 @@
 // nodes also has arcs straight to them, cheaper by the locality bonus; every
 // group can instead stay unscheduled at a cost that rises with its priority
 // and its wait, so the solver places what it can, higher priority first.
-// Within a priority, tasks that bring their queue toward its fair share
-// cost more to leave unscheduled, the more so the further below it the
-// queue is (weighted max-min fairness on the dominant resource, in eighths
-// of the share; Input.Queues gives weights and what queues run), so the
-// queues furthest below their shares win contended capacity and no queue
-// starves behind another's backlog; the wait then breaks ties.
+// Within a priority, a task costs more to leave unscheduled the further
+// below their fair shares its queue, then its job, are (weighted max-min
+// fairness on the dominant resource between queues, Input.Queues giving
+// weights and what queues run, then equal shares between a queue's jobs,
+// Group.JobRunning giving what each runs; in eighths of the share, coarser
+// when a round holds so many priorities that the solver's cost bound
+// requires), so the queues and jobs furthest below their shares win
+// contended capacity and none starves behind another's backlog; the wait
+// then breaks ties.
 // Filters (hard rules) decide which nodes are candidates and count what
 // they reject; scorers (soft preferences) set costs. Both are plugins in a
 // Registry, chosen per job by name with weights.

@@ -1,14 +1,12 @@
 package placement
 
 import (
+	"cmp"
 	"math"
+	"slices"
 
 	"github.com/sluicehq/sluice/api"
 )
-
-// shareLevels is how finely fairShares tells apart how far below its
-// share a queue is.
-const shareLevels = 8
 
 // fairTier is a run of a group's pending tasks whose unscheduled cost
 // carries the same fair-share bonus.
@@ -16,22 +14,36 @@ type fairTier struct {
 	count, bonus int64
 }
 
-// fairShares returns, per group of in, its pending tasks that are under
-// their queue's fair share, by how far under, as tiers of rising level
-// and falling bonus (weighted max-min dominant resource fairness, as DRF,
-// by progressive filling). The active queues (with running or pending
-// tasks) share the cluster by weight; a queue's share is the larger of its
-// CPU and memory over the cluster's (each node counting the larger of its
-// tiers); its level is its share over its fair share. A task starting at
-// level L (0 ≤ L < 1) gets the bonus of L's eighth: fairShareBonus below
-// 1/8, one levelStep less for each eighth above; tasks past the fair share
-// get none. A
-// queue's groups take its tasks in the input's order (priority, then age).
-// Leaving a task of a lower level pending costs more, so at one priority
-// the solver fills the queues furthest below their shares first and no
-// queue starves behind another's backlog.
-func fairShares(in *Input) [][]fairTier {
+// fairBonus is the bonus of a task that starts at queue level qb and job
+// level jb (0 to levels, where levels is past the share): a lower queue
+// level always weighs more, then a lower job level.
+func fairBonus(qb, jb, levels int64) int64 {
+	return maxFairBonus(levels) - (qb*(levels+1)+jb)*levelStep
+}
+
+// fairShares returns, per group of in, its pending tasks as tiers of
+// falling fair-share bonus: weighted max-min fairness on the dominant
+// resource (as DRF), between queues first and then between the jobs of a
+// queue (Quincy's fairness across jobs), by progressive filling.
+//
+// The active queues (with running or pending tasks) share the cluster by
+// weight, and a queue's active jobs share the queue's fair share equally.
+// A share is the larger of CPU and memory over the cluster's (each node
+// counting the larger of its tiers); a level is a share over its fair
+// share, in steps of 1/levels (and one more for past it; with no levels,
+// there is no bonus). A job's tasks take job levels
+// from what it runs upward; the queue's tasks, taken in the order of their
+// job levels (then priority and age, the input's order), take queue levels
+// from what the queue runs upward. A task's bonus falls with its queue
+// level, then its job level, so at one priority the solver fills the
+// queues furthest below their shares first, within them the jobs furthest
+// below theirs, and neither a queue nor a job starves behind another's
+// backlog.
+func fairShares(in *Input, levels int64) [][]fairTier {
 	out := make([][]fairTier, len(in.Groups))
+	if levels == 0 {
+		return out
+	}
 	var total api.Capacity
 	for i := range in.Nodes {
 		c := &in.Nodes[i].Capacity
@@ -41,17 +53,21 @@ func fairShares(in *Input) [][]fairTier {
 	if total.CPU <= 0 || total.Memory <= 0 {
 		return out
 	}
+	type job struct {
+		share float64 // dominant share held, then taken
+	}
 	type queue struct {
 		weight int64
-		share  float64 // dominant share of the cluster held, then taken
+		share  float64
 		target float64
 		active bool
+		jobs   map[string]*job
 	}
 	queues := map[string]*queue{}
 	get := func(name string) *queue {
 		q := queues[name]
 		if q == nil {
-			q = &queue{weight: 1}
+			q = &queue{weight: 1, jobs: map[string]*job{}}
 			queues[name] = q
 		}
 		return q
@@ -65,8 +81,13 @@ func fairShares(in *Input) [][]fairTier {
 		q.active = iq.Running.CPU > 0 || iq.Running.Memory > 0
 	}
 	for i := range in.Groups {
-		if in.Groups[i].Pending > 0 {
-			get(in.Groups[i].Queue).active = true
+		g := &in.Groups[i]
+		q := get(g.Queue)
+		if g.Pending > 0 {
+			q.active = true
+		}
+		if q.jobs[g.Key.Job] == nil {
+			q.jobs[g.Key.Job] = &job{share: dominant(g.JobRunning, total)}
 		}
 	}
 	var weights int64
@@ -78,29 +99,63 @@ func fairShares(in *Input) [][]fairTier {
 	for _, q := range queues {
 		q.target = float64(q.weight) / float64(weights)
 	}
+
+	// Cut each group's tasks into pieces of one job level.
+	type piece struct {
+		group int
+		count int64
+		jb    int64
+		per   float64
+	}
+	pieces := map[string][]piece{} // by queue
 	for i := range in.Groups {
 		g := &in.Groups[i]
 		q := queues[g.Queue]
+		j := q.jobs[g.Key.Job]
 		per := dominant(g.Demand, total)
 		if g.Pending == 0 || per <= 0 {
 			continue
 		}
-		// Tasks [0, ends[b]) of the group start below level (b+1)/8.
-		var taken int64
-		for b := int64(0); b < shareLevels && taken < g.Pending; b++ {
-			upTo := (float64(b+1)/shareLevels*q.target - q.share) / per
-			end := g.Pending
-			if upTo < float64(g.Pending) {
-				end = max(int64(math.Ceil(upTo)), 0)
-			}
+		jt := q.target / float64(len(q.jobs))
+		for jb, taken := int64(0), int64(0); taken < g.Pending; jb++ {
+			end := levelEnd(jb, levels, jt, j.share, per, g.Pending)
 			if n := end - taken; n > 0 {
-				out[i] = append(out[i], fairTier{count: n, bonus: (shareLevels - b) * levelStep})
+				pieces[g.Queue] = append(pieces[g.Queue], piece{group: i, count: n, jb: jb, per: per})
 				taken = end
 			}
 		}
-		q.share += float64(taken) * per
+		j.share += float64(g.Pending) * per
+	}
+	// Take each queue's pieces by job level, cutting them at queue levels.
+	for name, ps := range pieces {
+		q := queues[name]
+		slices.SortStableFunc(ps, func(a, b piece) int { return cmp.Compare(a.jb, b.jb) })
+		for _, p := range ps {
+			for qb, taken := int64(0), int64(0); taken < p.count; qb++ {
+				end := levelEnd(qb, levels, q.target, q.share, p.per, p.count)
+				if n := end - taken; n > 0 {
+					out[p.group] = append(out[p.group], fairTier{count: n, bonus: fairBonus(qb, p.jb, levels)})
+					taken = end
+				}
+			}
+			q.share += float64(p.count) * p.per
+		}
 	}
 	return out
+}
+
+// levelEnd returns how many of count tasks of dominant share per, taken
+// from share upward, start below level b+1 of levels of fair share target:
+// all of them at the last level.
+func levelEnd(b, levels int64, target, share, per float64, count int64) int64 {
+	if b >= levels {
+		return count
+	}
+	upTo := (float64(b+1)/float64(levels)*target - share) / per
+	if upTo >= float64(count) {
+		return count
+	}
+	return max(int64(math.Ceil(upTo)), 0)
 }
 
 // dominant returns the larger of c's CPU and memory shares of total.

@@ -1,9 +1,12 @@
 package placement_test
 
 import (
+	"fmt"
+	"maps"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/dispatcher/placement"
 )
 
@@ -49,6 +52,21 @@ func TestFairShare(t *testing.T) {
 		queues: []placement.Queue{{Name: "a", Running: res(4000, 16)}},
 		want:   map[string]int64{"x@n1": 2, "y@n1": 6},
 	}, {
+		name: "jobs of one queue share it too",
+		groups: []placement.Group{
+			inQueue(group("old", 100, 1000, 4), "a", time.Hour),
+			inQueue(group("new", 100, 1000, 4), "a", 0),
+		},
+		want: map[string]int64{"old@n1": 4, "new@n1": 4},
+	}, {
+		name: "queues before jobs: one job of b against two of a",
+		groups: []placement.Group{
+			inQueue(group("a1", 100, 1000, 4), "a", time.Hour),
+			inQueue(group("a2", 100, 1000, 4), "a", time.Hour),
+			inQueue(group("b1", 100, 1000, 4), "b", 0),
+		},
+		want: map[string]int64{"a1@n1": 2, "a2@n1": 2, "b1@n1": 4},
+	}, {
 		name: "priority first",
 		groups: []placement.Group{
 			inQueue(group("lo", 100, 1000, 4), "a", time.Hour),
@@ -74,5 +92,21 @@ func TestFairShare(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestEveryPriority: a round may hold every priority from 0 to
+// api.MaxPriority; the costs stay within the solver's bound (fair-share
+// levels grow coarser) and capacity still goes to the highest first.
+func TestEveryPriority(t *testing.T) {
+	var groups []placement.Group
+	for p := int32(0); p <= api.MaxPriority; p++ {
+		groups = append(groups, prio(group(fmt.Sprint("j", p), 1, 1000, 4), p))
+	}
+	in := placement.Input{Nodes: []placement.Node{node("n1", 3000, 12)}, Groups: groups}
+	got := placedOn(place(t, &in))
+	want := map[string]int64{"j1000@n1": 1, "j999@n1": 1, "j998@n1": 1}
+	if !maps.Equal(got, want) {
+		t.Errorf("placed %v, want %v", got, want)
 	}
 }

@@ -79,6 +79,10 @@ type Group struct {
 	Policy *api.Policy
 	// Waited is how long the group's oldest pending task has waited.
 	Waited time.Duration
+	// JobRunning is what the active tasks of the group's job hold, both
+	// tiers summed (the same for every group of a job), for fairness
+	// between the jobs of a queue.
+	JobRunning api.Capacity
 }
 
 // Queue is a fair-share queue as a round sees it.

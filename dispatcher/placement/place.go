@@ -97,29 +97,59 @@ const costScale = 10
 // maxPlaceCost bounds the cost of any placement arc.
 const maxPlaceCost = MaxScore * costScale
 
-// unscheduledCost is what leaving one task of g pending costs: more than
-// any placement, so that what can be placed is, and rising with priority
-// (so that contended capacity goes to higher priority), then, within a
-// priority, for the tasks that bring their queue up to its fair share
-// (fairShareBonus: worth more than any difference of wait and placement
-// cost, so that a queue below its share wins contended capacity from one
-// above it), then with the wait (at most one more placement's worth,
-// capped at an hour).
-func unscheduledCost(g *Group) int64 {
-	wait := min(int64(g.Waited/time.Second), 3600) * maxPlaceCost / 3600
-	return (int64(g.Priority)+1)*priorityStep + wait
+// costModel prices leaving a round's tasks unscheduled: more than any
+// placement, so that what can be placed is; rising with priority (so that
+// contended capacity goes to higher priority), then, within a priority,
+// with the fair-share bonus of fairShares (a lower queue level, then job
+// level, weighs more than any difference of wait and placement cost), then
+// with the wait (at most one more placement's worth, capped at an hour).
+// Priorities are ranked among the round's, and the fair-share levels are
+// as fine as the solver's cost bound allows for that many ranks.
+type costModel struct {
+	rank   map[int32]int64 // a priority's rank among the round's, from 0
+	levels int64           // fair-share levels; 0: no fair-share bonus
+	step   int64           // between ranks
 }
 
-// fairShareBonus is the most added to the unscheduled cost of a task
-// under its queue's fair share (see fairShares), in shareLevels steps of
-// levelStep, each worth more than any difference of wait and placement
-// cost; priorityStep separates priorities by more than the wait, the bonus
-// and any placement cost together.
-const (
-	levelStep      = 2*maxPlaceCost + 1
-	fairShareBonus = shareLevels * levelStep
-	priorityStep   = fairShareBonus + 2*maxPlaceCost + 1
-)
+// levelStep is the bonus between two fair-share levels: more than any
+// difference of wait and placement cost.
+const levelStep = 2*maxPlaceCost + 1
+
+// maxFairBonus is the largest fair-share bonus with levels levels.
+func maxFairBonus(levels int64) int64 { return ((levels+1)*(levels+1) - 1) * levelStep }
+
+func newCostModel(in *Input) costModel {
+	var prios []int32
+	for i := range in.Groups {
+		prios = append(prios, in.Groups[i].Priority)
+	}
+	slices.Sort(prios)
+	prios = slices.Compact(prios)
+	m := costModel{rank: make(map[int32]int64, len(prios))}
+	for i, p := range prios {
+		m.rank[p] = int64(i)
+	}
+	for _, levels := range []int64{8, 4, 2, 1, 0} {
+		m.levels, m.step = levels, maxFairBonus(levels)+2*maxPlaceCost+1
+		if (int64(len(prios))+1)*m.step+maxFairBonus(levels)+maxPlaceCost <= flowsolver.MaxAbsCost {
+			break
+		}
+	}
+	return m
+}
+
+// unscheduled is the cost of leaving one task of g pending, before its
+// fair-share bonus.
+func (m *costModel) unscheduled(g *Group) int64 {
+	wait := min(int64(g.Waited/time.Second), 3600) * maxPlaceCost / 3600
+	return (m.rank[g.Priority]+1)*m.step + wait
+}
+
+// urgency orders groups as their unscheduled costs do: priority, then
+// wait.
+func urgency(a, b *Group) int {
+	return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(min(a.Waited/time.Second, 3600), min(b.Waited/time.Second, 3600)))
+}
 
 // class is the build state of an equivalence class.
 type class struct {
@@ -275,7 +305,7 @@ func (p *Placer) classes(in *Input) ([]class, []int) {
 	}
 	for ci := range classes {
 		slices.SortStableFunc(classes[ci].groups, func(a, b int) int {
-			return cmp.Compare(unscheduledCost(&in.Groups[b]), unscheduledCost(&in.Groups[a]))
+			return urgency(&in.Groups[b], &in.Groups[a])
 		})
 	}
 	return classes, groupClass
@@ -352,7 +382,8 @@ func (p *Placer) network(in *Input, classes []class, groupClass []int) (*flowsol
 	for i := range in.Groups {
 		total += in.Groups[i].Pending
 	}
-	arcCount := len(in.Nodes) + (3+shareLevels)*len(in.Groups)
+	costs := newCostModel(in)
+	arcCount := len(in.Nodes) + (3+2*int(costs.levels))*len(in.Groups)
 	for ci := range classes {
 		arcCount += 2 * len(classes[ci].candidates)
 	}
@@ -405,7 +436,7 @@ func (p *Placer) network(in *Input, classes []class, groupClass []int) (*flowsol
 			}
 		}
 	}
-	fair := fairShares(in)
+	fair := fairShares(in, costs.levels)
 	unsched := map[string]flowsolver.NodeID{}
 	for gi := range in.Groups {
 		gr := &in.Groups[gi]
@@ -423,11 +454,11 @@ func (p *Placer) network(in *Input, classes []class, groupClass []int) (*flowsol
 		}
 		left := gr.Pending
 		for _, t := range fair[gi] {
-			addArc(id, u, t.count, unscheduledCost(gr)+t.bonus, arcInfo{kind: arcUnscheduled, group: gi})
+			addArc(id, u, t.count, costs.unscheduled(gr)+t.bonus, arcInfo{kind: arcUnscheduled, group: gi})
 			left -= t.count
 		}
 		if left > 0 {
-			addArc(id, u, left, unscheduledCost(gr), arcInfo{kind: arcUnscheduled, group: gi})
+			addArc(id, u, left, costs.unscheduled(gr), arcInfo{kind: arcUnscheduled, group: gi})
 		}
 		if c.locality == 0 || len(gr.Preferred) == 0 {
 			continue
@@ -504,7 +535,7 @@ func (p *Placer) decode(in *Input, classes []class, arcs []arcInfo, flow []int64
 	}
 	slices.SortStableFunc(tent, func(a, b tentative) int {
 		return cmp.Or(
-			cmp.Compare(unscheduledCost(&in.Groups[b.group]), unscheduledCost(&in.Groups[a.group])),
+			urgency(&in.Groups[b.group], &in.Groups[a.group]),
 			cmp.Compare(a.group, b.group),
 			cmp.Compare(a.node, b.node))
 	})
