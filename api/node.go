@@ -63,11 +63,21 @@ type Usage struct {
 	Memory int64 `json:"memory"`
 }
 
-// NodeUsage is a node's usage, in total and per tier.
+// NodeUsage is a node's usage, in total and per tier, and per running
+// task for the dispatcher's usage estimates.
 type NodeUsage struct {
-	Total   Usage `json:"total"`
-	Online  Usage `json:"online"`
-	Offline Usage `json:"offline"`
+	Total   Usage       `json:"total"`
+	Online  Usage       `json:"online"`
+	Offline Usage       `json:"offline"`
+	Tasks   []TaskUsage `json:"tasks,omitempty"`
+}
+
+// TaskUsage is one running task's usage on its node.
+type TaskUsage struct {
+	TaskID string `json:"task_id"`
+	// QoS is the tier the task runs in.
+	QoS QoS `json:"qos"`
+	Usage
 }
 
 // NodeStatus is what the dispatcher knows of a node.

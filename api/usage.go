@@ -25,6 +25,31 @@ func (u *NodeUsage) validate(c *checker) {
 		c.amount("memory", t.u.Memory, 0, maxUsageMemory, "bytes")
 		c.pop()
 	}
+	if len(u.Tasks) > MaxItemsPerRequest {
+		c.push("tasks")
+		c.addf("%d tasks: at most %d", len(u.Tasks), MaxItemsPerRequest)
+		c.pop()
+		return
+	}
+	for i := range u.Tasks {
+		t := &u.Tasks[i]
+		c.push("tasks")
+		c.pushIndex(i)
+		if t.TaskID == "" {
+			c.push("task_id")
+			c.add("must not be empty")
+			c.pop()
+		}
+		if t.QoS != QoSOnline && t.QoS != QoSOffline {
+			c.push("qos")
+			c.addf("%q: want %q or %q", t.QoS, QoSOnline, QoSOffline)
+			c.pop()
+		}
+		c.amount("cpu", t.CPU, 0, maxUsageCPU, "millicores")
+		c.amount("memory", t.Memory, 0, maxUsageMemory, "bytes")
+		c.pop()
+		c.pop()
+	}
 }
 
 // Validate checks a report request as the dispatcher does: every report,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -22,13 +23,20 @@ func TestNodeUsageValidate(t *testing.T) {
 	if err := (&api.NodeUsage{}).Validate(); err != nil {
 		t.Fatalf("zero usage: %v", err)
 	}
-	bad := api.NodeUsage{Total: api.Usage{CPU: -1}, Offline: api.Usage{Memory: -5}}
+	ok.Tasks = []api.TaskUsage{{TaskID: "j1/0/0/1", QoS: api.QoSOnline, Usage: api.Usage{CPU: 900, Memory: 1 << 30}}}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("valid usage with tasks: %v", err)
+	}
+	bad := api.NodeUsage{Total: api.Usage{CPU: -1}, Offline: api.Usage{Memory: -5}, Tasks: []api.TaskUsage{
+		{TaskID: "j1/0/0/1", QoS: api.QoSOffline},
+		{QoS: "gold", Usage: api.Usage{CPU: -3}},
+	}}
 	err := bad.Validate()
 	var ve *api.ValidationError
 	if !errors.As(err, &ve) || !errors.Is(err, api.ErrInvalid) {
 		t.Fatalf("got %v, want a *ValidationError", err)
 	}
-	if got, want := problemPaths(ve), "total.cpu offline.memory"; got != want {
+	if got, want := problemPaths(ve), "total.cpu offline.memory tasks[1].task_id tasks[1].qos tasks[1].cpu"; got != want {
 		t.Errorf("problems at %q, want %q", got, want)
 	}
 	if !strings.Contains(err.Error(), "total.cpu: must not be negative") {
@@ -110,7 +118,7 @@ func TestClientHeartbeat(t *testing.T) {
 	var req api.ReportRequest
 	dec := json.NewDecoder(strings.NewReader(body))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil || len(req.Reports) != 0 || req.Usage == nil || *req.Usage != u {
+	if err := dec.Decode(&req); err != nil || len(req.Reports) != 0 || req.Usage == nil || !reflect.DeepEqual(*req.Usage, u) {
 		t.Errorf("body %s: decoded %+v (%v)", body, req, err)
 	}
 }

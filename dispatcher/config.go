@@ -19,20 +19,22 @@ import (
 
 // Defaults of Config, used where a field is zero.
 const (
-	DefaultMaxWait         = 5 * time.Millisecond
-	DefaultMaxTasks        = 20_000
-	DefaultMaxPreemptions  = 100
-	DefaultPeriod          = time.Second
-	DefaultRoundBudget     = 100 * time.Millisecond
-	DefaultProposeTimeout  = 10 * time.Second
-	DefaultLeaderPoll      = 50 * time.Millisecond
-	DefaultApplyPoll       = 2 * time.Millisecond
-	DefaultNodeTTL         = 10 * time.Second
-	DefaultNodeTTLPerNode  = time.Millisecond
-	DefaultReportWait      = 2 * time.Millisecond
-	DefaultMaxReports      = 20_000
-	DefaultStatsRounds     = 1024
-	defaultLivenessDivisor = 4
+	DefaultMaxWait          = 5 * time.Millisecond
+	DefaultMaxTasks         = 20_000
+	DefaultMaxPreemptions   = 100
+	DefaultEstimateHeadroom = 0.1
+	DefaultEstimateMaxAge   = time.Minute
+	DefaultPeriod           = time.Second
+	DefaultRoundBudget      = 100 * time.Millisecond
+	DefaultProposeTimeout   = 10 * time.Second
+	DefaultLeaderPoll       = 50 * time.Millisecond
+	DefaultApplyPoll        = 2 * time.Millisecond
+	DefaultNodeTTL          = 10 * time.Second
+	DefaultNodeTTLPerNode   = time.Millisecond
+	DefaultReportWait       = 2 * time.Millisecond
+	DefaultMaxReports       = 20_000
+	DefaultStatsRounds      = 1024
+	defaultLivenessDivisor  = 4
 )
 
 // Config configures a Dispatcher. The zero value of every field but Raft
@@ -67,6 +69,14 @@ type Config struct {
 	// contended capacity in these proportions (dominant resource). A queue
 	// not named weighs 1.
 	QueueWeights map[string]int64
+	// EstimateHeadroom is added to the online tasks' estimated usage (as a
+	// share of it) when the leader lowers a node's offline capacity to
+	// what its online work leaves idle. Default 0.1.
+	EstimateHeadroom float64
+	// EstimateMaxAge is how long a node's heartbeat, and a task group's
+	// usage estimate, count; negative turns estimates off (offline
+	// capacity is the nodes' static allocatable). Default 1m.
+	EstimateMaxAge time.Duration
 	// Period runs a round even without new work (tasks whose retry
 	// backoff ended, capacity freed by reports). Default 1s.
 	Period time.Duration
@@ -134,6 +144,9 @@ func (c *Config) Validate() error {
 			add("QueueWeights[%q] = %d: want a named queue and a weight of 1 to %d", q, w, api.MaxQueueWeight)
 		}
 	}
+	if c.EstimateHeadroom < 0 || c.EstimateHeadroom > 10 {
+		add("EstimateHeadroom %v must be from 0 to 10", c.EstimateHeadroom)
+	}
 	if c.MaxReports < 0 {
 		add("MaxReports %d must not be negative", c.MaxReports)
 	}
@@ -167,6 +180,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxTasks == 0 {
 		c.MaxTasks = DefaultMaxTasks
+	}
+	if c.EstimateHeadroom == 0 {
+		c.EstimateHeadroom = DefaultEstimateHeadroom
+	}
+	switch {
+	case c.EstimateMaxAge == 0:
+		c.EstimateMaxAge = DefaultEstimateMaxAge
+	case c.EstimateMaxAge < 0:
+		c.EstimateMaxAge = 0
 	}
 	switch {
 	case c.MaxPreemptions == 0:

@@ -60,6 +60,8 @@ type Dispatcher struct {
 		term        uint64
 		// droppedReports counts the task reports the FSM refused.
 		droppedReports int64
+		// estimates are the task groups' usage estimates, from heartbeats.
+		estimates map[placement.GroupKey]*usageEstimate
 	}
 
 	reports reportQueue
@@ -76,6 +78,9 @@ type beat struct {
 	usage     api.NodeUsage
 	usageAt   time.Time
 	usageTerm uint64
+	// onlineEst is what the online tasks of that heartbeat are estimated to
+	// use (their groups' estimates), onlineAsked what they asked for.
+	onlineEst, onlineAsked api.Capacity
 }
 
 // New validates cfg, fills its defaults and starts the Dispatcher's
@@ -97,6 +102,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	d.applied.changed = make(chan struct{})
 	d.applied.nodes = map[string]chan struct{}{}
 	d.mu.beats = map[string]*beat{}
+	d.mu.estimates = map[placement.GroupKey]*usageEstimate{}
 	d.mu.rounds = make([]RoundStat, 0, cfg.StatsRounds)
 	d.reports.init()
 	d.wg.Add(3)

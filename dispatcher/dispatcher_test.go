@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,12 +20,12 @@ import (
 
 func TestConfigValidate(t *testing.T) {
 	_, err := dispatcher.New(dispatcher.Config{MaxTasks: -1, Period: -time.Second,
-		QueueWeights: map[string]int64{"ok": 3, "zero": 0, "": 1, "huge": 1001}})
+		QueueWeights: map[string]int64{"ok": 3, "zero": 0, "": 1, "huge": 1001}, EstimateHeadroom: -0.5})
 	if !errors.Is(err, dispatcher.ErrConfig) {
 		t.Fatalf("New: %v, want ErrConfig", err)
 	}
 	for _, want := range []string{"Raft is required", "FSM is required", "MaxTasks", "Period",
-		`QueueWeights[""] = 1`, `QueueWeights["zero"] = 0`, `QueueWeights["huge"] = 1001`} {
+		`QueueWeights[""] = 1`, `QueueWeights["zero"] = 0`, `QueueWeights["huge"] = 1001`, "EstimateHeadroom -0.5"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
@@ -273,7 +274,7 @@ func TestHeartbeatKeepsNodeAlive(t *testing.T) {
 	last := sent
 	mu.Unlock()
 	u, at, ok := r.d.NodeUsage("beating")
-	if !ok || u != usage(last) {
+	if !ok || !reflect.DeepEqual(u, usage(last)) {
 		t.Errorf("NodeUsage = %+v, %v; want the last sent %+v", u, ok, usage(last))
 	}
 	if since := time.Since(at); at.IsZero() || since < 0 || since > time.Second {
@@ -429,6 +430,57 @@ func TestNoQueueStarves(t *testing.T) {
 	if j.Groups[0].Active != 4 || b.Groups[0].Pending == 0 {
 		t.Errorf("late queue runs %d (want its share, 4) with the backlog's %d pending", j.Groups[0].Active, b.Groups[0].Pending)
 	}
+	checkInvariants(t, r.f)
+}
+
+// TestUsageEstimates: a node's offline capacity shrinks to what its online
+// tasks leave idle by the estimates from its heartbeats (with the
+// headroom), and returns to the node's static allocatable once the
+// heartbeat is older than EstimateMaxAge.
+func TestUsageEstimates(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := newCluster(t, 1, func(cfg *dispatcher.Config) { cfg.EstimateMaxAge = time.Second })
+	r := c.leader()
+	spec := nodeSpec("n0", 8000)
+	spec.Allocatable.Offline = api.Capacity{CPU: 12000, Memory: 12000 << 20, Disk: 1 << 40, Ports: 1000} // 1.5× overcommit
+	c.startNode(ctx, spec, &ledger{})
+	online := jobSpec("online", 4, 1000, 0, time.Hour)
+	online.QoS = api.QoSOnline
+	ids, _, err := r.d.Submit(ctx, []api.JobSpec{online})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the online tasks to run", func() bool {
+		j, _ := r.f.Job(ids[0])
+		return j.Groups[0].Active == 4
+	})
+	// They use 975m of their 1000m each: with 10% headroom, 4290m, which
+	// leaves 3710m idle for offline work instead of the static 12000m.
+	tasks, _ := r.f.JobTasks(ids[0], "", 0)
+	usage := api.NodeUsage{Online: api.Usage{CPU: 3900, Memory: 400 << 20}}
+	for _, ti := range tasks {
+		usage.Tasks = append(usage.Tasks, api.TaskUsage{TaskID: ti.ID, QoS: api.QoSOnline, Usage: api.Usage{CPU: 975, Memory: 100 << 20}})
+	}
+	if err := r.d.Heartbeat(ctx, "n0", usage); err != nil {
+		t.Fatal(err)
+	}
+	offIDs, _, err := r.d.Submit(ctx, []api.JobSpec{jobSpec("offline", 12, 1000, 0, time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "offline tasks in the idle room", func() bool {
+		j, _ := r.f.Job(offIDs[0])
+		return j.Groups[0].Active == 3
+	})
+	time.Sleep(200 * time.Millisecond) // rounds that must not place more
+	if j, _ := r.f.Job(offIDs[0]); j.Groups[0].Active != 3 {
+		t.Fatalf("%d offline tasks placed beside the estimated online usage, want 3", j.Groups[0].Active)
+	}
+	waitFor(t, 10*time.Second, "the static offline capacity once the heartbeat is old", func() bool {
+		j, _ := r.f.Job(offIDs[0])
+		return j.Groups[0].Active == 12
+	})
 	checkInvariants(t, r.f)
 }
 

@@ -50,6 +50,19 @@
 // proposed ready. Only transitions are proposed. A new leader gives every
 // node a full TTL of grace.
 //
+// # Usage estimates
+//
+// Heartbeats carry each running task's usage. The leader keeps, per task
+// group (Hippo's app+role), an estimate of one task's usage that a larger
+// sample raises at once and a smaller one lowers a fifth of the way; it is
+// in memory only, like the heartbeats, and a new leader starts without.
+// Each round lowers a node's free offline capacity to what its online work
+// leaves idle by the estimates: its online capacity less its reported
+// online tasks' estimates (plus EstimateHeadroom), less what online tasks
+// placed since ask for, less what offline tasks hold — never above the
+// node's static offline allocatable, which the FSM enforces. Nodes without
+// a heartbeat younger than EstimateMaxAge keep the static capacity.
+//
 // A Target long-poll wakes when its node's target generation changes (the
 // FSM lists the nodes each command changed; the applied index is checked
 // every ApplyPoll, a first step before an apply hook) or the replica's

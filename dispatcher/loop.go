@@ -124,6 +124,7 @@ func (d *Dispatcher) round(ctx context.Context, term uint64) (again bool, placed
 		return false, 0, nil
 	}
 	d.weigh(in)
+	d.estimateOffline(in)
 	st := RoundStat{At: now, Term: term, Index: index, Groups: len(in.Groups), Nodes: len(in.Nodes)}
 	for i := range in.Groups {
 		st.Tasks += in.Groups[i].Pending
@@ -237,6 +238,7 @@ func (d *Dispatcher) preempt(ctx context.Context, term uint64, plan *placement.P
 	if top == 0 {
 		return 0, nil // nothing offline above the lowest priority
 	}
+	d.estimateOffline(in)
 	d.cfg.FSM.AddVictims(in, top)
 	ps := d.placer.Preempt(in, &placement.Plan{Pending: want}, d.cfg.MaxPreemptions)
 	if len(ps) == 0 {
@@ -288,6 +290,7 @@ func (d *Dispatcher) ttl(n int) time.Duration {
 func (d *Dispatcher) liveness(ctx context.Context) {
 	for d.sleep(ctx, d.cfg.LivenessEvery) {
 		d.checkNodes(ctx)
+		d.pruneEstimates(d.cfg.Clock.Now())
 	}
 }
 

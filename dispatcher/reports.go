@@ -212,12 +212,21 @@ func (d *Dispatcher) Heartbeat(ctx context.Context, node string, usage api.NodeU
 	if err := usage.Validate(); err != nil {
 		return fmt.Errorf("dispatcher: heartbeat of %q: usage: %w", node, err)
 	}
+	ids := make([]string, len(usage.Tasks))
+	for i, t := range usage.Tasks {
+		ids[i] = t.TaskID
+	}
+	demands := make([]taskDemand, len(ids))
+	for i, td := range d.cfg.FSM.TaskDemands(ids) {
+		demands[i] = taskDemand{group: td.Group, demand: td.Demand, qos: td.QoS, ok: td.OK}
+	}
 	now := d.cfg.Clock.Now()
 	d.mu.Lock()
 	leading := d.mu.leading
 	if leading {
 		b := d.touchLocked(node, 0, now)
 		b.usage, b.usageAt, b.usageTerm = usage, now, d.mu.term
+		d.estimateLocked(b, usage.Tasks, demands, now)
 	}
 	d.mu.Unlock()
 	if !leading { // leadership ended since the check above

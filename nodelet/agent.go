@@ -49,6 +49,7 @@ type Agent struct {
 		sync.Mutex
 		started bool
 		pods    map[string]overcommit.Pod // running pods by ID, for the overcommit loop
+		tasks   map[string]string         // the task ID of each pod in pods
 		stats   Stats
 		// Heartbeat counters, kept apart from stats, which the owner
 		// publishes whole.
@@ -106,6 +107,7 @@ func New(cfg Config) (*Agent, error) {
 		done:    make(chan struct{}),
 	}
 	a.mu.pods = map[string]overcommit.Pod{}
+	a.mu.tasks = map[string]string{}
 	a.out.kick = make(chan struct{}, 1)
 	if cfg.Overcommit != nil {
 		oc := *cfg.Overcommit
@@ -120,7 +122,9 @@ func New(cfg Config) (*Agent, error) {
 		a.loop = loop
 		a.usage = func() (api.NodeUsage, time.Time, bool) {
 			r, ok := loop.LastReport()
-			return nodeUsage(r), r.Time, ok
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			return nodeUsage(r, a.mu.tasks), r.Time, ok
 		}
 	}
 	return a, nil
@@ -130,15 +134,29 @@ func New(cfg Config) (*Agent, error) {
 // each tier's last measurement (the CPU averaged over the loop's last
 // period, the memory working set at its end), and their sum as the total.
 // The report's smoothed (EWMA) values are left out: api.Usage is what is
-// used now.
-func nodeUsage(r overcommit.Report) api.NodeUsage {
+// used now. Each pod of the report whose task is known (tasks maps pod IDs
+// to task IDs) adds its own last measurement, for the dispatcher's
+// estimates.
+func nodeUsage(r overcommit.Report, tasks map[string]string) api.NodeUsage {
 	on := api.Usage{CPU: r.Online.LastCPUMillis, Memory: r.Online.LastMemoryBytes}
 	off := api.Usage{CPU: r.Offline.LastCPUMillis, Memory: r.Offline.LastMemoryBytes}
-	return api.NodeUsage{
+	u := api.NodeUsage{
 		Total:   api.Usage{CPU: on.CPU + off.CPU, Memory: on.Memory + off.Memory},
 		Online:  on,
 		Offline: off,
 	}
+	for _, p := range r.Pods {
+		id, ok := tasks[p.ID]
+		if !ok {
+			continue
+		}
+		qos := api.QoSOffline
+		if p.Tier == cgroup.Online {
+			qos = api.QoSOnline
+		}
+		u.Tasks = append(u.Tasks, api.TaskUsage{TaskID: id, QoS: qos, Usage: api.Usage{CPU: p.LastCPUMillis, Memory: p.LastMemoryBytes}})
+	}
+	return u
 }
 
 // Overcommit returns the overcommit loop Run runs, or nil.

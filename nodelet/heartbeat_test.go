@@ -3,8 +3,10 @@ package nodelet_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -83,7 +85,8 @@ func fakeOvercommit(t *testing.T, cg *fakeCgroups) *overcommit.Config {
 
 // TestHeartbeatSendsOvercommitUsage: with an overcommit loop and a
 // dispatcher that takes usage, the agent sends the loop's per-tier usage
-// every HeartbeatPeriod, the total being the tiers' sum.
+// every HeartbeatPeriod, the total being the tiers' sum, and each running
+// pod's usage under its task's ID.
 func TestHeartbeatSendsOvercommitUsage(t *testing.T) {
 	host := sim.NewHost()
 	defer host.Close()
@@ -100,7 +103,8 @@ func TestHeartbeatSendsOvercommitUsage(t *testing.T) {
 
 	want := func(u api.NodeUsage) bool {
 		return u.Online.Memory == 100<<20 && u.Offline.Memory == 30<<20 &&
-			u.Total.Memory == u.Online.Memory+u.Offline.Memory && u.Total.CPU == u.Online.CPU+u.Offline.CPU
+			u.Total.Memory == u.Online.Memory+u.Offline.Memory && u.Total.CPU == u.Online.CPU+u.Offline.CPU &&
+			slices.Equal(taskUsages(u), []string{"task-off offline 31457280", "task-on online 104857600"})
 	}
 	eventually(t, 5*time.Second, "a heartbeat with both pods' usage", func() bool {
 		hb := d.heartbeats()
@@ -132,6 +136,17 @@ func TestHeartbeatSendsOvercommitUsage(t *testing.T) {
 	if m := len(d.heartbeats()); m != n {
 		t.Errorf("%d heartbeats after Close", m-n)
 	}
+}
+
+// taskUsages lists a heartbeat's per-task usage as "task qos memory",
+// sorted.
+func taskUsages(u api.NodeUsage) []string {
+	var out []string
+	for _, t := range u.Tasks {
+		out = append(out, fmt.Sprintf("%s %s %d", t.TaskID, t.QoS, t.Memory))
+	}
+	slices.Sort(out)
+	return out
 }
 
 // TestHeartbeatNeedsOvercommit: without an overcommit loop there is no

@@ -659,8 +659,10 @@ func (o *owner) publish() {
 		p := o.pods[id]
 		if p == nil || p.phase != phaseRunning && p.phase != phaseStopping {
 			delete(a.mu.pods, id)
+			delete(a.mu.tasks, id)
 			continue
 		}
+		a.mu.tasks[id] = p.taskID()
 		op := overcommit.Pod{ID: p.want.ID, Tier: p.want.Tier, Priority: p.want.Priority, StartedAt: p.startedAt}
 		for _, c := range p.want.Pod.Containers {
 			op.Request.CPUMillis += c.Resources.CPU

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -89,7 +90,7 @@ func TestNodesUsage(t *testing.T) {
 	if code != exitOK || json.Unmarshal([]byte(out), &got) != nil || len(got.Nodes) != 2 {
 		t.Fatalf("exit %d (%v), stdout %q", code, err, out)
 	}
-	if u := got.Nodes[0].Usage; u == nil || *u != *list.Nodes[0].Usage || !got.Nodes[0].LastHeartbeat.Equal(beat) {
+	if u := got.Nodes[0].Usage; u == nil || !reflect.DeepEqual(*u, *list.Nodes[0].Usage) || !got.Nodes[0].LastHeartbeat.Equal(beat) {
 		t.Errorf("n1 in JSON: usage %+v at %v", u, got.Nodes[0].LastHeartbeat)
 	}
 	if got.Nodes[1].Usage != nil || strings.Count(out, `"last_heartbeat"`) != 1 {

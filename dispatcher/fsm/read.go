@@ -606,6 +606,33 @@ func (f *FSM) dump() string {
 	return b.String()
 }
 
+// TaskDemand is what one task asks for, and the group it belongs to.
+type TaskDemand struct {
+	Group  placement.GroupKey
+	Demand api.Capacity
+	QoS    api.QoS
+	// OK is false for an ID that names no task placed at least once.
+	OK bool
+}
+
+// TaskDemands returns the demand of each task ids names (any attempt of
+// it), in order, under one read of the state.
+func (f *FSM) TaskDemands(ids []string) []TaskDemand {
+	out := make([]TaskDemand, len(ids))
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for i, id := range ids {
+		k, _, ok := parseTaskID(id)
+		if !ok || f.taskLocked(k) == nil {
+			continue
+		}
+		j := f.mu.jobs[k.job]
+		g := j.groups[k.group]
+		out[i] = TaskDemand{Group: g.key(), Demand: g.demand, QoS: j.spec.QoS, OK: true}
+	}
+	return out
+}
+
 // Task returns the current attempt of the task that id names: any attempt's
 // ID of it finds it. ok is false for a malformed ID or a task never placed.
 func (f *FSM) Task(id string) (TaskInfo, bool) {

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 
@@ -39,7 +40,7 @@ func TestHeartbeat(t *testing.T) {
 		byName[n.Spec.Name] = n
 	}
 	n1, n2 := byName["n1"], byName["n2"]
-	if n1.Usage == nil || *n1.Usage != usage {
+	if n1.Usage == nil || !reflect.DeepEqual(*n1.Usage, usage) {
 		t.Errorf("n1's usage %+v, want %+v", n1.Usage, usage)
 	}
 	if n1.LastHeartbeat.Before(before.Add(-time.Second)) || n1.LastHeartbeat.After(after.Add(time.Second)) {
@@ -79,7 +80,7 @@ func TestHeartbeat(t *testing.T) {
 	}
 	list = decode[api.NodeList](t, do(t, req{method: "GET", url: base + api.PathNodes}), 200)
 	for _, n := range list.Nodes {
-		if n.Spec.Name == "n1" && (n.Usage == nil || *n.Usage != usage) {
+		if n.Spec.Name == "n1" && (n.Usage == nil || !reflect.DeepEqual(*n.Usage, usage)) {
 			t.Errorf("n1's usage %+v after the second heartbeat, want %+v", n.Usage, usage)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -390,7 +391,7 @@ func TestHeartbeat(t *testing.T) {
 	if err := d.Heartbeat(ctx, name, u); err != nil {
 		t.Fatal(err)
 	}
-	if got := stub.Usages(name); len(got) != 1 || got[0] != u {
+	if got := stub.Usages(name); len(got) != 1 || !reflect.DeepEqual(got[0], u) {
 		t.Fatalf("usages at the stub %+v, want [%+v]", got, u)
 	}
 	if r := stub.Reports(name); len(r) != 0 {
@@ -413,7 +414,7 @@ func TestHeartbeat(t *testing.T) {
 	if _, regs, ok := stub.Node(name); !ok || regs != 1 {
 		t.Fatalf("node registered %d times (%v) after the heartbeat, want 1", regs, ok)
 	}
-	if got := stub.Usages(name); len(got) != 1 || got[0] != u {
+	if got := stub.Usages(name); len(got) != 1 || !reflect.DeepEqual(got[0], u) {
 		t.Fatalf("usages at the stub after registering again %+v, want [%+v]", got, u)
 	}
 }

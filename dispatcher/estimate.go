@@ -1,0 +1,129 @@
+package dispatcher
+
+import (
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/dispatcher/placement"
+)
+
+// usageEstimate is the leader's estimate of what one task of a group uses
+// (Hippo's app+role estimate), from the per-task usage of the nodes'
+// heartbeats: a larger sample raises it at once, a smaller one lowers it by
+// estimateDecay of the difference, so it follows peaks more than troughs.
+type usageEstimate struct {
+	cpu, mem float64
+	at       time.Time // the last sample
+}
+
+// estimateDecay is how far one smaller sample lowers an estimate, as a
+// share of the difference.
+const estimateDecay = 0.2
+
+func (e *usageEstimate) add(u api.Usage, at time.Time) {
+	follow := func(est float64, sample int64) float64 {
+		s := float64(sample)
+		if s >= est {
+			return s
+		}
+		return est - estimateDecay*(est-s)
+	}
+	e.cpu, e.mem, e.at = follow(e.cpu, u.CPU), follow(e.mem, u.Memory), at
+}
+
+// estimateLocked folds a heartbeat's per-task usage into the groups'
+// estimates and records in b what the node's reported online tasks are
+// estimated to use and what they asked for. d.mu is held.
+func (d *Dispatcher) estimateLocked(b *beat, tasks []api.TaskUsage, demands []taskDemand, now time.Time) {
+	b.onlineEst, b.onlineAsked = api.Capacity{}, api.Capacity{}
+	for i, t := range tasks {
+		dm := demands[i]
+		if !dm.ok {
+			continue
+		}
+		e := d.mu.estimates[dm.group]
+		if e == nil {
+			e = &usageEstimate{}
+			d.mu.estimates[dm.group] = e
+		}
+		e.add(t.Usage, now)
+		if dm.qos == api.QoSOnline {
+			b.onlineEst.CPU += int64(e.cpu)
+			b.onlineEst.Memory += int64(e.mem)
+			b.onlineAsked = addCapacity(b.onlineAsked, dm.demand)
+		}
+	}
+}
+
+// taskDemand is what the FSM says of a reported task.
+type taskDemand struct {
+	group  placement.GroupKey
+	demand api.Capacity
+	qos    api.QoS
+	ok     bool
+}
+
+// pruneEstimates drops the estimates of groups not heard of for
+// EstimateMaxAge.
+func (d *Dispatcher) pruneEstimates(now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for k, e := range d.mu.estimates {
+		if now.Sub(e.at) > d.cfg.EstimateMaxAge {
+			delete(d.mu.estimates, k)
+		}
+	}
+}
+
+// estimateOffline lowers each node's free offline capacity in a round's
+// input to what the node's online work leaves idle by the estimates: the
+// node's online capacity, less its online tasks' estimated usage (those
+// its last heartbeat reported; the others at what they asked for) with
+// EstimateHeadroom on top, less what offline tasks hold. Nodes without a
+// heartbeat of this term younger than EstimateMaxAge keep their static
+// offline capacity, which also bounds the estimate.
+func (d *Dispatcher) estimateOffline(in *placement.Input) {
+	if d.cfg.EstimateMaxAge <= 0 {
+		return
+	}
+	now := d.cfg.Clock.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.mu.leading {
+		return
+	}
+	for i := range in.Nodes {
+		n := &in.Nodes[i]
+		b := d.mu.beats[n.ID]
+		if b == nil || b.usageTerm != d.mu.term || b.usageAt.IsZero() || now.Sub(b.usageAt) > d.cfg.EstimateMaxAge {
+			continue
+		}
+		usedOnline := subCapacity(n.Capacity.Online, n.Free.Online)
+		usedOffline := subCapacity(n.Capacity.Offline, n.Free.Offline)
+		unreported := subCapacity(usedOnline, b.onlineAsked)
+		headroom := 1 + d.cfg.EstimateHeadroom
+		idle := func(capacity, est, unrep, offline int64) int64 {
+			return capacity - int64(float64(est)*headroom) - max(unrep, 0) - offline
+		}
+		n.Free.Offline.CPU = max(0, min(n.Free.Offline.CPU, idle(n.Capacity.Online.CPU, b.onlineEst.CPU, unreported.CPU, usedOffline.CPU)))
+		n.Free.Offline.Memory = max(0, min(n.Free.Offline.Memory, idle(n.Capacity.Online.Memory, b.onlineEst.Memory, unreported.Memory, usedOffline.Memory)))
+	}
+}
+
+func addCapacity(a, b api.Capacity) api.Capacity {
+	a.CPU += b.CPU
+	a.Memory += b.Memory
+	a.GPUs += b.GPUs
+	a.Disk += b.Disk
+	a.Ports += b.Ports
+	return a
+}
+
+func subCapacity(a, b api.Capacity) api.Capacity {
+	a.CPU -= b.CPU
+	a.Memory -= b.Memory
+	a.GPUs -= b.GPUs
+	a.Disk -= b.Disk
+	a.Ports -= b.Ports
+	return a
+}
