@@ -69,6 +69,12 @@ type Config struct {
 	// contended capacity in these proportions (dominant resource). A queue
 	// not named weighs 1.
 	QueueWeights map[string]int64
+	// SlotTTL keeps the resources of a task that ends on its own cached
+	// on its node this long for a task of the same shape and class
+	// (Capos' offer cache: placement prefers the slot, other work cannot
+	// take it); then they return to the node's free pool. Default 0: no
+	// caching.
+	SlotTTL time.Duration
 	// EstimateHeadroom is added to the online tasks' estimated usage (as a
 	// share of it) when the leader lowers a node's offline capacity to
 	// what its online work leaves idle. Default 0.1.
@@ -157,7 +163,7 @@ func (c *Config) Validate() error {
 		name string
 		v    time.Duration
 	}{{"Period", c.Period}, {"RoundBudget", c.RoundBudget}, {"ProposeTimeout", c.ProposeTimeout},
-		{"LeaderPoll", c.LeaderPoll}, {"ApplyPoll", c.ApplyPoll}, {"NodeTTL", c.NodeTTL}, {"LivenessEvery", c.LivenessEvery}} {
+		{"LeaderPoll", c.LeaderPoll}, {"ApplyPoll", c.ApplyPoll}, {"NodeTTL", c.NodeTTL}, {"LivenessEvery", c.LivenessEvery}, {"SlotTTL", c.SlotTTL}} {
 		if d.v < 0 {
 			add("%s %v must not be negative", d.name, d.v)
 		}

@@ -484,6 +484,48 @@ func TestUsageEstimates(t *testing.T) {
 	checkInvariants(t, r.f)
 }
 
+// TestCachedSlots: the resources of tasks that ended stay cached on their
+// node for SlotTTL: a task of the same shape reuses a slot at once while a
+// smaller task of another shape cannot take the room until the TTL ends.
+func TestCachedSlots(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := newCluster(t, 1, func(cfg *dispatcher.Config) { cfg.SlotTTL = 2 * time.Second })
+	r := c.leader()
+	c.startNode(ctx, nodeSpec("n0", 2000), &ledger{})
+	submit := func(spec api.JobSpec) string {
+		t.Helper()
+		ids, _, err := r.d.Submit(ctx, []api.JobSpec{spec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids[0]
+	}
+	first := submit(jobSpec("first", 2, 1000, 0, 50*time.Millisecond))
+	waitFor(t, 10*time.Second, "the first job to end", func() bool {
+		j, _ := r.f.Job(first)
+		return j.Groups[0].Succeeded == 2
+	})
+	ended := time.Now()
+	other := submit(jobSpec("other-shape", 1, 500, 0, time.Hour))
+	same := submit(jobSpec("same-shape", 1, 1000, 0, time.Hour))
+	waitFor(t, 5*time.Second, "the same shape to reuse a slot", func() bool {
+		j, _ := r.f.Job(same)
+		return j.Groups[0].Active == 1
+	})
+	if j, _ := r.f.Job(other); j.Groups[0].Active != 0 && time.Since(ended) < 1900*time.Millisecond {
+		t.Errorf("a task of another shape took a cached slot's room %v after the slots were cached", time.Since(ended))
+	}
+	waitFor(t, 10*time.Second, "the other shape placed once the TTL ends", func() bool {
+		j, _ := r.f.Job(other)
+		return j.Groups[0].Active == 1
+	})
+	if took := time.Since(ended); took < 1900*time.Millisecond { // ended is a poll after the slots' start
+		t.Errorf("the other shape was placed %v after the slots were cached, before their 2s TTL", took)
+	}
+	checkInvariants(t, r.f)
+}
+
 func TestNotLeader(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -50,6 +50,14 @@
 // proposed ready. Only transitions are proposed. A new leader gives every
 // node a full TTL of grace.
 //
+// # Cached slots
+//
+// With SlotTTL set, the report batcher's commands keep the resources of
+// each task that ends on its own cached on its node for SlotTTL (Capos'
+// offer cache): placement prefers them for tasks of the same shape and
+// class (the slot_reuse scorer), other work cannot take them, and they
+// return to the free pool when the TTL ends.
+//
 // # Usage estimates
 //
 // Heartbeats carry each running task's usage. The leader keeps, per task

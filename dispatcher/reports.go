@@ -156,7 +156,7 @@ func (d *Dispatcher) commitReports(ctx context.Context, reqs []*reportReq) {
 	}
 	var err error
 	for len(all) > 0 {
-		_, err = d.propose(ctx, fsm.UpdateTasks(d.cfg.Clock.Now(), all))
+		_, err = d.propose(ctx, fsm.UpdateTasksCaching(d.cfg.Clock.Now(), all, d.cfg.SlotTTL))
 		var re *fsm.ReportError
 		if !errors.As(err, &re) || re.Index < 0 || re.Index >= len(all) {
 			break

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -25,6 +26,7 @@ type dispatcherFlags struct {
 	tlsCert, tlsKey  string
 	logLevel, config string
 	queueWeights     string
+	slotTTL          time.Duration
 }
 
 func newDispatcherCmd() *cobra.Command {
@@ -63,6 +65,7 @@ command line wins over the environment, which wins over the file.`,
 	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS key file for the HTTP API")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.config, "config", "", "a file of 'name = value' settings")
+	fl.DurationVar(&f.slotTTL, "slot-ttl", 0, "keep an ended task's resources cached on its node this long for a task of the same shape (0: no caching)")
 	fl.StringVar(&f.queueWeights, "queue-weights", "", "fair-share weights of queues, queue=weight,... (1 to 1000; a queue not named weighs 1)")
 	return c
 }
@@ -70,6 +73,10 @@ command line wins over the environment, which wins over the file.`,
 // serverConfig turns the flags into the server's configuration.
 func (f dispatcherFlags) serverConfig(logger *slog.Logger) (server.Config, error) {
 	cfg := server.Config{ID: f.id, Dir: f.data, HTTPAddr: f.httpAddr, Logger: logger}
+	if f.slotTTL < 0 {
+		return cfg, usageError{fmt.Errorf("--slot-ttl %v: want 0 or more", f.slotTTL)}
+	}
+	cfg.Dispatcher.SlotTTL = f.slotTTL
 	var err error
 	if f.peers == "" {
 		cfg.Peers = map[uint64]string{f.id: ""}

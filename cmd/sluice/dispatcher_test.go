@@ -90,6 +90,7 @@ func TestDispatcherRejectsBadSettings(t *testing.T) {
 		{[]string{"--log-level", "loud"}, "--log-level"},
 		{[]string{"--config", "/nonexistent/sluice.conf"}, "config file"},
 		{[]string{"--queue-weights", "a=3,b"}, "want queue=weight"},
+		{[]string{"--slot-ttl", "-1s"}, "--slot-ttl -1s"},
 		{[]string{"--queue-weights", "a=0"}, `weight "0" of queue "a"`},
 		{[]string{"--queue-weights", "a=x"}, `weight "x" of queue "a"`},
 		{[]string{"--queue-weights", "a=1,a=2"}, `queue "a" given twice`},
@@ -103,10 +104,13 @@ func TestDispatcherRejectsBadSettings(t *testing.T) {
 	}
 }
 
-func TestDispatcherQueueWeights(t *testing.T) {
-	cfg, err := dispatcherFlags{id: 1, queueWeights: "a=3, b=1"}.serverConfig(nil)
+func TestDispatcherSchedulingFlags(t *testing.T) {
+	cfg, err := dispatcherFlags{id: 1, queueWeights: "a=3, b=1", slotTTL: 5 * time.Second}.serverConfig(nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if cfg.Dispatcher.SlotTTL != 5*time.Second {
+		t.Errorf("slot TTL %v, want 5s", cfg.Dispatcher.SlotTTL)
 	}
 	if want := map[string]int64{"a": 3, "b": 1}; !maps.Equal(cfg.Dispatcher.QueueWeights, want) {
 		t.Errorf("queue weights %v, want %v", cfg.Dispatcher.QueueWeights, want)

@@ -158,7 +158,17 @@ type Report struct {
 // UpdateTasks returns the command that applies nodelet reports, in order.
 // The result decodes with DecodeUpdateResult. Reports' Usage is not carried.
 func UpdateTasks(now time.Time, reports []Report) []byte {
-	e := newCommand(cmdUpdateTasks, now, len(reports)*48)
+	return UpdateTasksCaching(now, reports, 0)
+}
+
+// UpdateTasksCaching is UpdateTasks that keeps the resources of each task
+// that ends on its own (succeeded or failed) as a cached slot on its node
+// for slotTTL (Capos' offer cache): tasks of the same shape and class may
+// reuse it (a plan's Assignment.Slots) until then, and other work may not;
+// after it the resources return to the node's free pool. A slotTTL of 0
+// caches nothing.
+func UpdateTasksCaching(now time.Time, reports []Report, slotTTL time.Duration) []byte {
+	e := newCommand(cmdUpdateTasks, now, len(reports)*48+8)
 	e.uvarint(uint64(len(reports)))
 	for i := range reports {
 		r := &reports[i]
@@ -169,6 +179,9 @@ func UpdateTasks(now time.Time, reports []Report) []byte {
 		e.varint(int64(r.ExitCode))
 		e.varint(r.Time.UnixNano())
 		e.str(r.Message)
+	}
+	if slotTTL > 0 {
+		e.varint(int64(slotTTL)) // absent in commands that cache nothing
 	}
 	return e.b
 }
@@ -223,7 +236,7 @@ const (
 	RejectNoFit                               // the node's free capacity for the job's tier is short
 	RejectConstraint                          // the node no longer matches the job's pool or constraints
 	RejectDistinct                            // the job's distinct-nodes rule
-	RejectSlot                                // a named cached slot does not exist
+	RejectSlot                                // a named cached slot is not on the node, or cannot hold the task
 	RejectTaskNotFound                        // preemption: no such task attempt on the node
 	RejectNotActive                           // preemption: the task is not running or already stopping
 	RejectPriority                            // preemption: the task is online or not of a lower priority

@@ -2,7 +2,7 @@
 // dispatcher state. It is a raftkv.StateMachine (and raftkv.Loader): every
 // change is a committed raft command applied by Apply, in log order, on every
 // replica, deterministically. It owns jobs, task groups, tasks, nodes and
-// the pending queues; cached slots and capboxes are not kept yet.
+// the pending queues and cached slots; capboxes are not kept yet.
 //
 // # Tasks without a key per pending task
 //
@@ -28,6 +28,8 @@
 //	t/<job u64 BE><group u16 BE><idx u32 BE>   task record (binary)
 //	n/<node name>                         node: state, target generation, spec (JSON)
 //	i/<idempotency key>                   job number
+//	s/slot                                next cached slot number
+//	c/<node name>\x00<slot id>            cached slot: QoS, shape, expiry
 //
 // Per-job scans ("t/<job>", "g/<job>") are range scans; what each node
 // holds is derived from the task records by Load, not stored. Every record starts with a version byte: 1, and 2 for
@@ -63,7 +65,12 @@
 //	                capacity for the job's QoS tier) and applied, or rejected
 //	                alone with a RejectCode (Nomad's plan applier). A plan from
 //	                a term older than a committed plan's is rejected whole.
-//	UpdateTasks     nodelet reports; each transition checked with
+//	UpdateTasks     nodelet reports (UpdateTasksCaching: a task that ends on its
+//	                own leaves its resources cached on its node as a slot for
+//	                the command's TTL; a plan's assignment may name slots of
+//	                its node to reuse, each of the task's class and holding
+//	                its demand; slots end at their TTL, checked after every
+//	                command by its clock, or when the node goes down); each transition checked with
 //	                api.CheckTaskTransition; a repeat of the current state is a
 //	                no-op and a late repeat of an earlier one (running after
 //	                succeeded) is stale; one illegal transition rejects the

@@ -3,11 +3,13 @@ package fsm
 import (
 	"bytes"
 	"cmp"
+	"container/heap"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/sluicehq/sluice/api"
@@ -55,7 +57,10 @@ type writer interface {
 // goroutine) is its only writer; the read methods are safe to call
 // concurrently with it.
 type FSM struct {
-	mu struct {
+	// slotTTL is the cached-slot TTL of the command being applied (0: it
+	// caches nothing), in nanoseconds.
+	slotTTL int64
+	mu      struct {
 		sync.RWMutex
 		// Every field below is guarded by mu.
 		applied  uint64
@@ -73,6 +78,10 @@ type FSM struct {
 		// queueUsed is what each queue's active tasks hold, both tiers
 		// summed; a queue holding nothing has no entry.
 		queueUsed map[string]api.Capacity
+		// slots holds every cached slot by expiry (and consumed ones until
+		// they come due); nextSlot numbers the next.
+		slots    slotHeap
+		nextSlot uint64
 		// bumps lists, oldest first, the nodes whose target generation
 		// changed and the index that changed it; it is complete for every
 		// index after bumpsFrom.
@@ -112,6 +121,7 @@ func (f *FSM) resetLocked() {
 	f.mu.nodeList = nil
 	f.mu.pending = map[string]map[*group]struct{}{}
 	f.mu.queueUsed = map[string]api.Capacity{}
+	f.mu.slots, f.mu.nextSlot = nil, 1
 	f.mu.bumps, f.mu.bumpsFrom = nil, 0
 	f.mu.changes, f.mu.stale = nil, 0
 }
@@ -158,6 +168,7 @@ func (f *FSM) apply(w writer, index uint64, cmd []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	f.expireSlotsLocked(w, now)
 	f.flushLocked(w, index)
 	f.mu.applied = index
 	w.Set(keyApplied, binary.BigEndian.AppendUint64(nil, index))
@@ -401,6 +412,9 @@ func (f *FSM) nodeStateLocked(w writer, now int64, d *dec) ([]byte, error) {
 				res.Requeued++
 			}
 		}
+		for len(n.slots) > 0 {
+			f.removeSlotLocked(w, n.slots[0])
+		}
 	}
 	if n.state != state {
 		n.state = state
@@ -425,6 +439,9 @@ func (f *FSM) finishLocked(w writer, t *task, to api.TaskState, reason api.TaskR
 		f.holdLocked(n, j, g, -1)
 		if t.stop {
 			n.release(j.spec.QoS, g.demand, -1)
+		}
+		if (to == api.TaskSucceeded || to == api.TaskFailed) && !t.stop {
+			f.cacheSlotLocked(w, n, j.spec.QoS, g.demand, now)
 		}
 		delete(n.tasks, t.key)
 		if n.jobs[j.num]--; n.jobs[j.num] == 0 {
@@ -588,7 +605,7 @@ func (f *FSM) sortedNodeListLocked() []*node {
 type planAssignment struct {
 	job, group, node string
 	count            int64
-	slots            int
+	slots            []string
 }
 
 func (f *FSM) planLocked(w writer, now int64, d *dec) ([]byte, error) {
@@ -597,9 +614,11 @@ func (f *FSM) planLocked(w writer, now int64, d *dec) ([]byte, error) {
 	for i := range as {
 		a := &as[i]
 		a.job, a.group, a.node, a.count = d.str(), d.str(), d.str(), d.varint()
-		a.slots = d.count(1)
-		for range a.slots {
-			d.bytes()
+		if n := d.count(1); n > 0 {
+			a.slots = make([]string, n)
+			for k := range a.slots {
+				a.slots[k] = d.str()
+			}
 		}
 	}
 	if err := d.done("plan command"); err != nil {
@@ -610,6 +629,7 @@ func (f *FSM) planLocked(w writer, now int64, d *dec) ([]byte, error) {
 	}
 	// Nothing below fails the command: each assignment is checked against
 	// the state the ones before it left, then applied or rejected alone.
+	f.expireSlotsLocked(w, now)
 	if term > f.mu.planTerm {
 		f.mu.planTerm = term
 		w.Set(keyPlanTerm, binary.BigEndian.AppendUint64(nil, term))
@@ -652,8 +672,19 @@ func (f *FSM) placeLocked(w writer, now int64, a *planAssignment) (RejectCode, s
 		return RejectNodeNotFound, a.node
 	case n.state != api.NodeReady:
 		return RejectNodeNotReady, fmt.Sprintf("node %s is %s", a.node, n.state)
-	case a.slots > 0:
-		return RejectSlot, "the FSM keeps no cached slots yet"
+	case int64(len(a.slots)) > a.count:
+		return RejectSlot, fmt.Sprintf("%d slots for %d tasks", len(a.slots), a.count)
+	}
+	slots := make([]*slot, len(a.slots))
+	for k, id := range a.slots {
+		i := slices.IndexFunc(n.slots, func(s *slot) bool { return s.id == id })
+		switch {
+		case i < 0 || slices.Contains(slots[:k], n.slots[i]):
+			return RejectSlot, fmt.Sprintf("no slot %s on node %s, or named twice", id, a.node)
+		case n.slots[i].qos != j.spec.QoS || shortfall(n.slots[i].shape, g.demand, 1) != "":
+			return RejectSlot, fmt.Sprintf("slot %s (%s, %+v) does not hold a task of %s (%s, %+v)", id, n.slots[i].qos, n.slots[i].shape, a.job, j.spec.QoS, g.demand)
+		}
+		slots[k] = n.slots[i]
 	}
 	if why := matches(j.spec, &n.spec); why != "" {
 		return RejectConstraint, why
@@ -661,11 +692,15 @@ func (f *FSM) placeLocked(w writer, now int64, a *planAssignment) (RejectCode, s
 	if j.spec.DistinctNodes && (a.count > 1 || n.jobs[num] > 0) {
 		return RejectDistinct, fmt.Sprintf("job already on node %s or %d tasks assigned to it", a.node, a.count)
 	}
-	if why := shortfall(n.free(j.spec.QoS), g.demand, a.count); why != "" {
+	if why := shortfall(n.free(j.spec.QoS), g.demand, a.count-int64(len(slots))); why != "" {
 		return RejectNoFit, fmt.Sprintf("node %s, %s tier: %s", a.node, j.spec.QoS, why)
 	}
 
-	// Apply: retries first (those due), then never-placed tasks.
+	// Apply: the slots give their resources to the tasks; retries first
+	// (those due), then never-placed tasks.
+	for _, s := range slots {
+		f.removeSlotLocked(w, s)
+	}
 	left := a.count
 	if len(g.requeue) > 0 {
 		keep := g.requeue[:0]
@@ -695,6 +730,54 @@ func (f *FSM) placeLocked(w writer, now int64, a *planAssignment) (RejectCode, s
 	f.dirtyGroups[g] = struct{}{}
 	f.dirtyNodes[n] = struct{}{}
 	return 0, ""
+}
+
+// cacheSlotLocked keeps the resources of a task of class q and demand d
+// that ended on node n as a cached slot, when the command caches slots and
+// the node is ready.
+func (f *FSM) cacheSlotLocked(w writer, n *node, q api.QoS, d api.Capacity, now int64) {
+	if f.slotTTL == 0 || n.state != api.NodeReady {
+		return
+	}
+	s := &slot{id: "s" + strconv.FormatUint(f.mu.nextSlot, 10), node: n, qos: q, shape: d, expires: now + f.slotTTL}
+	f.mu.nextSlot++
+	w.Set(keySlotSeq, binary.BigEndian.AppendUint64(nil, f.mu.nextSlot))
+	f.addSlotLocked(s)
+	f.vbuf = encodeSlot(f.vbuf, s)
+	w.Set(slotKey(n.spec.Name, s.id), f.vbuf)
+}
+
+// addSlotLocked puts s on its node (kept by expiry, then ID) and in the
+// expiry heap.
+func (f *FSM) addSlotLocked(s *slot) {
+	n := s.node
+	i, _ := slices.BinarySearchFunc(n.slots, s, func(a, b *slot) int {
+		return cmp.Or(cmp.Compare(a.expires, b.expires), cmp.Compare(a.id, b.id))
+	})
+	n.slots = slices.Insert(n.slots, i, s)
+	addTier(&n.cached, s.qos, s.shape, 1)
+	heap.Push(&f.mu.slots, s)
+}
+
+// removeSlotLocked drops a slot (consumed, expired, or its node down): its
+// resources leave the node's cache. It stays in the expiry heap, marked
+// gone, until it comes due.
+func (f *FSM) removeSlotLocked(w writer, s *slot) {
+	n := s.node
+	n.slots = slices.DeleteFunc(n.slots, func(x *slot) bool { return x == s })
+	addTier(&n.cached, s.qos, s.shape, -1)
+	w.Delete(slotKey(n.spec.Name, s.id))
+	s.node = nil
+}
+
+// expireSlotsLocked drops the slots whose TTL ended by now.
+func (f *FSM) expireSlotsLocked(w writer, now int64) {
+	for len(f.mu.slots) > 0 && f.mu.slots[0].expires <= now {
+		s := heap.Pop(&f.mu.slots).(*slot)
+		if s.node != nil {
+			f.removeSlotLocked(w, s)
+		}
+	}
 }
 
 // holdLocked counts k tasks of group g (of job j) more (or fewer) as held
@@ -773,9 +856,18 @@ func (f *FSM) updateLocked(w writer, now int64, d *dec) ([]byte, error) {
 		d.varint() // the nodelet's time; the command's is used
 		d.bytes()  // message: not kept yet
 	}
+	var slotTTL int64
+	if len(d.b) > 0 {
+		slotTTL = d.varint()
+	}
 	if err := d.done("update command"); err != nil {
 		return nil, err
 	}
+	if slotTTL < 0 {
+		return nil, fmt.Errorf("%w: slot TTL %d", ErrCorrupt, slotTTL)
+	}
+	f.slotTTL = slotTTL
+	defer func() { f.slotTTL = 0 }()
 	// Pass 1: check every report against the state the reports before it
 	// leave (kept in an overlay), writing nothing.
 	overlay := make(map[taskKey]api.TaskState)

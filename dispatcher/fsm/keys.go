@@ -16,10 +16,12 @@ const (
 	prefixTask  = "t/"
 	prefixNode  = "n/"
 	prefixIdem  = "i/"
+	prefixSlot  = "c/"
 )
 
 var (
 	keyJobSeq   = []byte(prefixSeq + "job")
+	keySlotSeq  = []byte(prefixSeq + "slot")
 	keyPlanTerm = []byte(prefixMeta + "planterm")
 )
 
@@ -117,6 +119,9 @@ func decodeTaskSuffix(b []byte) (taskKey, bool) {
 }
 
 func nodeKey(name string) []byte { return []byte(prefixNode + name) }
+
+// slotKey is a cached slot's record key; node names never hold a 0 byte.
+func slotKey(node, id string) []byte { return []byte(prefixSlot + node + "\x00" + id) }
 
 func idemKey(k string) []byte { return []byte(prefixIdem + k) }
 

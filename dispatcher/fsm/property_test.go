@@ -27,7 +27,7 @@ func TestRandomCommands(t *testing.T) {
 	// Drop stale job changes often, to check JobsChangedSince across it.
 	defer func(n int) { minStaleChanges = n }(minStaleChanges)
 	minStaleChanges = 2
-	preempted := 0
+	preempted, cached := 0, uint64(0)
 	for run := range runs {
 		h := &propHarness{t: t, r: r, f: New(), s: newMemStore(), now: time.Unix(1_800_000_000, 0)}
 		for step := range steps {
@@ -36,9 +36,13 @@ func TestRandomCommands(t *testing.T) {
 				t.Fatalf("run %d step %d (%s): %v", run, step, desc, err)
 			}
 		}
-		t.Logf("run %d: %d commands applied, %d rejected, %d tasks placed, %d reports applied, %d tasks preempted",
-			run, h.counts[0], h.counts[1], h.counts[2], h.counts[3], h.counts[4])
+		t.Logf("run %d: %d commands applied, %d rejected, %d tasks placed, %d reports applied, %d tasks preempted, %d slots cached, %d reused",
+			run, h.counts[0], h.counts[1], h.counts[2], h.counts[3], h.counts[4], h.f.mu.nextSlot-1, h.counts[5])
 		preempted += h.counts[4]
+		cached += h.f.mu.nextSlot - 1
+	}
+	if cached == 0 {
+		t.Error("no run cached a slot: slots were never exercised")
 	}
 	if preempted == 0 {
 		t.Error("no run preempted a task: the preemption commands were never exercised")
@@ -55,7 +59,7 @@ type propHarness struct {
 	nodes  []string
 	jobs   []string
 	term   uint64
-	counts [5]int // ok, rejected, placed tasks, reports applied, tasks preempted
+	counts [6]int // ok, rejected, placed tasks, reports applied, tasks preempted, slots reused
 }
 
 func (h *propHarness) apply(cmd []byte) ([]byte, error) {
@@ -149,8 +153,10 @@ func (h *propHarness) step() string {
 		}
 		for range r.IntN(6) {
 			a := placement.Assignment{Node: h.nodes[r.IntN(len(h.nodes))], Count: 1 + r.Int64N(4)}
+			var g *placement.Group
 			if len(in.Groups) > 0 && r.IntN(5) > 0 {
-				a.Group = in.Groups[r.IntN(len(in.Groups))].Key
+				g = &in.Groups[r.IntN(len(in.Groups))]
+				a.Group = g.Key
 			} else if len(h.jobs) > 0 {
 				a.Group = placement.GroupKey{Job: h.jobs[r.IntN(len(h.jobs))], Group: "g" + fmt.Sprint(r.IntN(3))}
 			}
@@ -159,6 +165,21 @@ func (h *propHarness) step() string {
 			}
 			if r.IntN(30) == 0 {
 				a.Count = 0
+			}
+			// Mostly slots of the node that hold the group's tasks, sometimes
+			// a wrong one.
+			for _, n := range in.Nodes {
+				if n.ID != a.Node || g == nil || r.IntN(3) == 0 {
+					continue
+				}
+				for _, s := range n.Slots {
+					if s.QoS == g.QoS && s.Shape == g.Demand && int64(len(a.Slots)) < a.Count {
+						a.Slots = append(a.Slots, s.ID)
+					}
+				}
+			}
+			if r.IntN(25) == 0 {
+				a.Slots = append(a.Slots, fmt.Sprint("s", r.IntN(50)))
 			}
 			p.Assignments = append(p.Assignments, a)
 		}
@@ -169,6 +190,11 @@ func (h *propHarness) step() string {
 				h.t.Fatal(err)
 			}
 			h.counts[2] += int(pr.Placed)
+			for i, a := range p.Assignments {
+				if !slices.ContainsFunc(pr.Rejected, func(x Rejection) bool { return x.Index == i }) {
+					h.counts[5] += len(a.Slots)
+				}
+			}
 		}
 		return fmt.Sprintf("plan of %d", len(p.Assignments))
 	case k < 16:
@@ -195,7 +221,11 @@ func (h *propHarness) step() string {
 			}
 			reps = append(reps, rep)
 		}
-		res, err := h.apply(UpdateTasks(h.now, reps))
+		var ttl time.Duration
+		if r.IntN(2) == 0 {
+			ttl = time.Duration(1+r.IntN(30)) * time.Second
+		}
+		res, err := h.apply(UpdateTasksCaching(h.now, reps, ttl))
 		if err == nil {
 			ur, err := DecodeUpdateResult(res)
 			if err != nil {
@@ -303,6 +333,16 @@ func (h *propHarness) check() error {
 		}
 		if releasing[name] != n.releasing {
 			bad("node %s releasing %+v, tasks told to stop hold %+v", name, n.releasing, releasing[name])
+		}
+		var cached api.Allocatable
+		for _, s := range n.slots {
+			addTier(&cached, s.qos, s.shape, 1)
+			if s.node != n {
+				bad("slot %s on %s names another node", s.id, name)
+			}
+		}
+		if cached != n.cached {
+			bad("node %s caches %+v, its slots hold %+v", name, n.cached, cached)
 		}
 		for _, c := range []api.Capacity{n.free(api.QoSOnline), n.free(api.QoSOffline)} {
 			if c.CPU < 0 || c.Memory < 0 || c.GPUs < 0 || c.Disk < 0 || c.Ports < 0 {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/api"
@@ -54,6 +55,11 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 	}
 	if f.mu.planTerm, _, err = getUint64(r, keyPlanTerm); err != nil {
 		return err
+	}
+	if f.mu.nextSlot, ok, err = getUint64(r, keySlotSeq); err != nil {
+		return err
+	} else if !ok {
+		f.mu.nextSlot = 1
 	}
 	if f.mu.applied, _, err = getUint64(r, keyApplied); err != nil {
 		return err
@@ -139,6 +145,22 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 			}
 			g.active++
 		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = r.Scan([]byte(prefixSlot), prefixEnd(prefixSlot), func(k, v []byte) error {
+		name, id, ok := strings.Cut(string(k[len(prefixSlot):]), "\x00")
+		n := f.mu.nodes[name]
+		if !ok || n == nil {
+			return fmt.Errorf("%w: slot key %q without its node", ErrCorrupt, k)
+		}
+		s, err := decodeSlot(id, n, v)
+		if err != nil {
+			return err
+		}
+		f.addSlotLocked(s)
 		return nil
 	})
 	if err != nil {
@@ -493,10 +515,25 @@ func (f *FSM) PlacementInput(now time.Time, limit int64) *placement.Input {
 		if n.state != api.NodeReady {
 			continue
 		}
+		// Slots whose TTL ended by now count as free before the next
+		// command drops them.
+		online, offline := n.free(api.QoSOnline), n.free(api.QoSOffline)
+		var slots []placement.Slot
+		for _, s := range n.slots {
+			switch {
+			case s.expires > nowNS:
+				slots = append(slots, placement.Slot{ID: s.id, QoS: s.qos, Shape: s.shape})
+			case s.qos == api.QoSOnline:
+				online = addMul(online, s.shape, 1)
+			default:
+				offline = addMul(offline, s.shape, 1)
+			}
+		}
 		pn := placement.Node{
 			ID: n.spec.Name, Pool: n.spec.Pool, Labels: n.spec.Labels, Capacity: n.spec.Allocatable,
-			Free:      api.Allocatable{Online: clampZero(n.free(api.QoSOnline)), Offline: clampZero(n.free(api.QoSOffline))},
+			Free:      api.Allocatable{Online: clampZero(online), Offline: clampZero(offline)},
 			Releasing: n.releasing,
+			Slots:     slots,
 		}
 		for num := range n.jobs {
 			if j := f.mu.jobs[num]; j.spec.DistinctNodes {
@@ -551,7 +588,7 @@ func (f *FSM) dump() string {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "nextJob %d planTerm %d applied %d\n", f.mu.nextJob, f.mu.planTerm, f.mu.applied)
+	fmt.Fprintf(&b, "nextJob %d planTerm %d applied %d nextSlot %d\n", f.mu.nextJob, f.mu.planTerm, f.mu.applied, f.mu.nextSlot)
 	nums := make([]uint64, 0, len(f.mu.jobs))
 	for num := range f.mu.jobs {
 		nums = append(nums, num)
@@ -581,7 +618,10 @@ func (f *FSM) dump() string {
 			jobs = append(jobs, num)
 		}
 		slices.Sort(jobs)
-		fmt.Fprintf(&b, "node %s %s gen=%d used=%+v releasing=%+v tasks=%v", n.spec.Name, n.state, n.gen, n.used, n.releasing, tk)
+		fmt.Fprintf(&b, "node %s %s gen=%d used=%+v releasing=%+v cached=%+v tasks=%v", n.spec.Name, n.state, n.gen, n.used, n.releasing, n.cached, tk)
+		for _, s := range n.slots {
+			fmt.Fprintf(&b, " slot=%s/%s/%+v/%d", s.id, s.qos, s.shape, s.expires)
+		}
 		for _, num := range jobs {
 			fmt.Fprintf(&b, " j%d:%d", num, n.jobs[num])
 		}

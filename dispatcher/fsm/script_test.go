@@ -23,6 +23,8 @@ type replica struct {
 	now time.Time
 	// mark is an applied index the script remembered.
 	mark uint64
+	// slotTTL is what reports cache ended tasks' slots for.
+	slotTTL time.Duration
 }
 
 func openReplica(t *testing.T, dir string) *replica {
@@ -71,6 +73,24 @@ func (r *replica) exec(line string) string {
 	var cmd []byte
 	var decode func([]byte) string
 	switch verb {
+	case "slotttl": // slotttl <duration>: reports from now on cache slots this long
+		d, err := time.ParseDuration(args[0])
+		if err != nil {
+			r.t.Fatalf("%s: %v", line, err)
+		}
+		r.slotTTL = d
+		return "ok"
+	case "slots": // slots <node>: the node's cached slots and offline free cpu, as placement sees them
+		for _, n := range r.f.PlacementInput(r.now, 0).Nodes {
+			if n.ID == args[0] {
+				var out []string
+				for _, s := range n.Slots {
+					out = append(out, fmt.Sprintf("%s:%s:%d", s.ID, s.QoS, s.Shape.CPU))
+				}
+				return fmt.Sprintf("[%s] free cpu=%d", strings.Join(out, " "), n.Free.Offline.CPU)
+			}
+		}
+		return "no such ready node"
 	case "advance": // advance <duration>
 		d, err := time.ParseDuration(args[0])
 		if err != nil {
@@ -120,8 +140,13 @@ func (r *replica) exec(line string) string {
 			}
 			grp, rest, _ := strings.Cut(a, "@")
 			nd, cnt, _ := strings.Cut(rest, "*")
+			cnt, slots, _ := strings.Cut(strings.TrimSuffix(cnt, "]"), "[")
 			job, g, _ := strings.Cut(grp, "/")
-			p.Assignments = append(p.Assignments, placement.Assignment{Group: placement.GroupKey{Job: job, Group: g}, Node: nd, Count: num(cnt)})
+			as := placement.Assignment{Group: placement.GroupKey{Job: job, Group: g}, Node: nd, Count: num(cnt)}
+			if slots != "" {
+				as.Slots = strings.Split(slots, ",")
+			}
+			p.Assignments = append(p.Assignments, as)
 		}
 		cmd = fsm.CommitPlan(p)
 		decode = func(b []byte) string {
@@ -174,7 +199,7 @@ func (r *replica) exec(line string) string {
 			}
 			reps = append(reps, rep)
 		}
-		cmd = fsm.UpdateTasks(r.now, reps)
+		cmd = fsm.UpdateTasksCaching(r.now, reps, r.slotTTL)
 		decode = func(b []byte) string {
 			res, err := fsm.DecodeUpdateResult(b)
 			if err != nil {
@@ -425,6 +450,35 @@ job j1 => running pending=2 active=1 ok=0 failed=0 killed=0
 tasks j1 => [j1/0/0/1:killed@n1 j1/0/1/1:killed@n1 j1/0/2/1:assigned@n1]
 plan term=2 j3/g0@n1*1 j1/g0@n1*2 => placed=1 reject[1]=does-not-fit
 tasks j1 => [j1/0/0/1:killed@n1 j1/0/1/1:killed@n1 j1/0/2/1:assigned@n1]
+`},
+	{"cached slots", `
+node n1 cpu=4000 mem=8Gi => ok
+node n2 cpu=4000 mem=8Gi => ok
+submit a count=3 cpu=1000 mem=1Gi => j1
+submit b count=2 cpu=1000 mem=1Gi => j2
+submit c count=1 cpu=2000 mem=1Gi => j3
+submit on count=1 cpu=1000 mem=1Gi qos=online => j4
+plan j1/g0@n1*3 j4/g0@n2*1 => placed=4
+slotttl 10s => ok
+report n1 j1/0/0/1 running | n1 j1/0/0/1 succeeded | n1 j1/0/1/1 running | n1 j1/0/1/1 failed | n2 j4/0/0/1 running | n2 j4/0/0/1 succeeded => applied=6 noop=0 stale=0 requeued=1
+slots n1 => [s1:offline:1000 s2:offline:1000] free cpu=1000
+slots n2 => [s3:online:1000] free cpu=4000
+plan j3/g0@n1*1 => placed=0 reject[0]=does-not-fit
+plan j2/g0@n1*1[s9] j2/g0@n1*1[s3] j3/g0@n1*1[s1] j2/g0@n1*1[s1,s1] j2/g0@n1*1[s1,s2] => placed=0 reject[0]=slot-not-found reject[1]=slot-not-found reject[2]=slot-not-found reject[3]=slot-not-found reject[4]=slot-not-found
+plan j2/g0@n1*2[s2] => placed=2
+slots n1 => [s1:offline:1000] free cpu=0
+advance 10s => ok
+slots n1 => [] free cpu=1000
+plan j3/g0@n1*1 => placed=0 reject[0]=does-not-fit
+report n1 j1/0/2/1 killed stopped => applied=1 noop=0 stale=0 requeued=0
+slots n1 => [] free cpu=2000
+plan j3/g0@n1*1 => placed=1
+slotttl 1h => ok
+report n1 j2/0/0/1 running | n1 j2/0/0/1 succeeded => applied=2 noop=0 stale=0 requeued=0
+slots n1 => [s4:offline:1000] free cpu=0
+state n1 down => lost=2 requeued=2
+state n1 ready => lost=0 requeued=0
+slots n1 => [] free cpu=4000
 `},
 	{"node down", `
 node n1 cpu=4000 mem=8Gi => ok

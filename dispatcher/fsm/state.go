@@ -125,15 +125,73 @@ type node struct {
 	// releasing is what of used the active tasks told to stop (cancelled,
 	// preempted) hold: free once the node reports them stopped.
 	releasing api.Allocatable
-	tasks     map[taskKey]*task // active tasks
-	jobs      map[uint64]int    // active tasks per job
+	// slots are the node's cached slots, oldest first; cached what they
+	// hold per tier (not in used, not free).
+	slots  []*slot
+	cached api.Allocatable
+	tasks  map[taskKey]*task // active tasks
+	jobs   map[uint64]int    // active tasks per job
 }
 
 func (n *node) free(q api.QoS) api.Capacity {
 	if q == api.QoSOnline {
-		return sub(n.spec.Allocatable.Online, n.used.Online)
+		return sub(sub(n.spec.Allocatable.Online, n.used.Online), n.cached.Online)
 	}
-	return sub(n.spec.Allocatable.Offline, n.used.Offline)
+	return sub(sub(n.spec.Allocatable.Offline, n.used.Offline), n.cached.Offline)
+}
+
+// slot is a cached slot: the resources of a task that ended, kept on its
+// node for a task of the same shape and class until expires.
+type slot struct {
+	id      string
+	node    *node
+	qos     api.QoS
+	shape   api.Capacity
+	expires int64 // unix nanoseconds
+}
+
+// slotHeap orders slots by expiry, then ID; consumed slots stay until they
+// come due and are skipped then.
+type slotHeap []*slot
+
+func (h slotHeap) Len() int { return len(h) }
+func (h slotHeap) Less(i, j int) bool {
+	return h[i].expires < h[j].expires || h[i].expires == h[j].expires && h[i].id < h[j].id
+}
+func (h slotHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *slotHeap) Push(x any)   { *h = append(*h, x.(*slot)) }
+func (h *slotHeap) Pop() any {
+	old := *h
+	s := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return s
+}
+
+func encodeSlot(buf []byte, s *slot) []byte {
+	e := enc{b: buf[:0]}
+	e.byte(recordVersion)
+	e.str(string(s.qos))
+	for _, v := range []int64{s.shape.CPU, s.shape.Memory, s.shape.GPUs, s.shape.Disk, s.shape.Ports, s.expires} {
+		e.varint(v)
+	}
+	return e.b
+}
+
+func decodeSlot(id string, n *node, b []byte) (*slot, error) {
+	d := dec{b: b}
+	if v := d.byte(); v != recordVersion {
+		return nil, fmt.Errorf("%w: slot record version %d", ErrCorrupt, v)
+	}
+	s := &slot{id: id, node: n, qos: api.QoS(d.str())}
+	s.shape = api.Capacity{CPU: d.varint(), Memory: d.varint(), GPUs: d.varint(), Disk: d.varint(), Ports: d.varint()}
+	s.expires = d.varint()
+	if err := d.done("slot record"); err != nil {
+		return nil, err
+	}
+	if s.qos != api.QoSOnline && s.qos != api.QoSOffline {
+		return nil, fmt.Errorf("%w: slot %s of QoS %q", ErrCorrupt, id, s.qos)
+	}
+	return s, nil
 }
 
 func (n *node) hold(q api.QoS, d api.Capacity, k int64) { addTier(&n.used, q, d, k) }
