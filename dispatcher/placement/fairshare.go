@@ -144,6 +144,34 @@ func fairShares(in *Input, levels int64) [][]fairTier {
 	return out
 }
 
+// contended reports whether the round's pending tasks ask for more CPU or
+// memory of a tier than the nodes have free in it. Without contention the
+// fair-share bonus changes nothing (what does not fit is a matter of
+// packing, not of shares) and its larger costs slow the solver, so the
+// round's cost model has no fair-share levels.
+func contended(in *Input) bool {
+	var want, free api.Allocatable
+	for i := range in.Groups {
+		g := &in.Groups[i]
+		addTier(&want, g.QoS, g.Demand, g.Pending)
+	}
+	for i := range in.Nodes {
+		free.Online = take(free.Online, in.Nodes[i].Free.Online, -1)
+		free.Offline = take(free.Offline, in.Nodes[i].Free.Offline, -1)
+	}
+	return want.Online.CPU > free.Online.CPU || want.Online.Memory > free.Online.Memory ||
+		want.Offline.CPU > free.Offline.CPU || want.Offline.Memory > free.Offline.Memory
+}
+
+// addTier adds k tasks of demand d to a's tier q.
+func addTier(a *api.Allocatable, q api.QoS, d api.Capacity, k int64) {
+	if q == api.QoSOnline {
+		a.Online = take(a.Online, d, -k)
+	} else {
+		a.Offline = take(a.Offline, d, -k)
+	}
+}
+
 // levelEnd returns how many of count tasks of dominant share per, taken
 // from share upward, start below level b+1 of levels of fair share target:
 // all of them at the last level.

@@ -104,7 +104,8 @@ const maxPlaceCost = MaxScore * costScale
 // level, weighs more than any difference of wait and placement cost), then
 // with the wait (at most one more placement's worth, capped at an hour).
 // Priorities are ranked among the round's, and the fair-share levels are
-// as fine as the solver's cost bound allows for that many ranks.
+// as fine as the solver's cost bound allows for that many ranks; a round
+// whose tasks the nodes' free resources could hold has none.
 type costModel struct {
 	rank   map[int32]int64 // a priority's rank among the round's, from 0
 	levels int64           // fair-share levels; 0: no fair-share bonus
@@ -129,7 +130,13 @@ func newCostModel(in *Input) costModel {
 	for i, p := range prios {
 		m.rank[p] = int64(i)
 	}
-	for _, levels := range []int64{8, 4, 2, 1, 0} {
+	choices := []int64{8, 4, 2, 1, 0}
+	if !contended(in) {
+		// The bonus would change nothing, and its larger costs slow the
+		// solver by a third.
+		choices = []int64{0}
+	}
+	for _, levels := range choices {
 		m.levels, m.step = levels, maxFairBonus(levels)+2*maxPlaceCost+1
 		if (int64(len(prios))+1)*m.step+maxFairBonus(levels)+maxPlaceCost <= flowsolver.MaxAbsCost {
 			break
