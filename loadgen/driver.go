@@ -75,6 +75,12 @@ type DriverConfig struct {
 	// PollInterval is how often a probed job's tasks are listed: the
 	// resolution of the running times. Default 10ms.
 	PollInterval time.Duration
+	// WatchFrom starts the watch after this raft index instead of at the
+	// start of what the dispatcher keeps (0): a caller running Drivers one
+	// after another against one cluster passes the last one's
+	// Result.WatchIndex, so that the new run's placements are not seen
+	// behind a replay of every earlier job.
+	WatchFrom uint64
 	// WarmUp bounds the wait, before the first job, for the watch stream
 	// to deliver its first event (a cluster with jobs replays them): the
 	// placements of jobs submitted before the stream is open are seen
@@ -232,6 +238,7 @@ type progress struct {
 	requests, retries, errors, reconnects   atomic.Int64
 	probeErrors, probesSkipped              atomic.Int64
 	start                                   atomic.Int64 // UnixNano
+	watchIndex                              atomic.Uint64
 	draining                                atomic.Bool
 }
 
@@ -549,11 +556,13 @@ func (d *Driver) completeLocked(seq int64, rec *jobRec) {
 // watch follows the watch stream, resuming after the last event it saw
 // whenever the stream ends, until ctx ends.
 func (d *Driver) watch(ctx context.Context) {
-	var from uint64
+	from := d.cfg.WatchFrom
+	d.p.watchIndex.Store(from)
 	backoff := d.cfg.RetryBackoff
 	for ctx.Err() == nil {
 		err := d.cfg.Client.Watch(ctx, from, func(ev api.WatchEvent) error {
 			from = ev.Index
+			d.p.watchIndex.Store(from)
 			backoff = d.cfg.RetryBackoff
 			d.watchOnce.Do(func() { close(d.watching) })
 			d.observe(ev)

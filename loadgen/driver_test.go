@@ -39,6 +39,7 @@ type stub struct {
 	changed chan struct{}
 	submits int
 	watches int
+	froms   []uint64 // each watch request's from
 }
 
 type stubJob struct {
@@ -164,6 +165,7 @@ func (s *stub) watch(ctx *fasthttp.RequestCtx) {
 	from, _ := strconv.ParseUint(string(ctx.QueryArgs().Peek("from")), 10, 64)
 	s.mu.Lock()
 	s.watches++
+	s.froms = append(s.froms, from)
 	limit := -1
 	if s.watches == 1 && s.dropWatch > 0 {
 		limit = s.dropWatch
@@ -302,6 +304,42 @@ func TestDriverAgainstStub(t *testing.T) {
 	}
 	if _, err := d.Run(ctx); err != loadgen.ErrAlreadyRun {
 		t.Errorf("second Run: %v", err)
+	}
+}
+
+// TestDriverWatchFrom: a run reports where its watch ended, and a run
+// given it as WatchFrom starts its watch there instead of replaying the
+// earlier run's jobs, and still sees its own placed.
+func TestDriverWatchFrom(t *testing.T) {
+	s := newStub(t, 5*time.Millisecond, 5*time.Millisecond)
+	w := loadgen.Workload{Seed: 3, Arrival: loadgen.Arrival{Process: loadgen.ArrivalBursts, Burst: 5, Period: api.Duration(50 * time.Millisecond)},
+		Duration: api.Duration(200 * time.Millisecond), ArraySize: loadgen.Fixed(2)}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var from uint64
+	for run := range 2 {
+		d, err := loadgen.NewDriver(loadgen.DriverConfig{Client: client(t, s.addr()), Workload: w, RunID: fmt.Sprint("r", run),
+			WatchFrom: from, RetryBackoff: 10 * time.Millisecond, Drain: 20 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.mu.Lock()
+		watches := len(s.froms)
+		s.mu.Unlock()
+		res, err := d.Run(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.mu.Lock()
+		first, events := s.froms[watches], uint64(len(s.events))
+		s.mu.Unlock()
+		if first != from || res.PlacedTasks != res.Tasks || res.Tasks == 0 {
+			t.Errorf("run %d: watch from %d (want %d), %d of %d tasks placed", run, first, from, res.PlacedTasks, res.Tasks)
+		}
+		if res.WatchIndex == 0 || res.WatchIndex > events {
+			t.Errorf("run %d: watch index %d, %d events", run, res.WatchIndex, events)
+		}
+		from = res.WatchIndex
 	}
 }
 

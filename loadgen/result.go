@@ -45,6 +45,9 @@ type Result struct {
 	ErrorSamples []string `json:"error_samples,omitempty"`
 	// WatchReconnects counts the times the watch stream was resumed.
 	WatchReconnects int64 `json:"watch_reconnects"`
+	// WatchIndex is the raft index of the last watch event seen (or
+	// DriverConfig.WatchFrom): where a next run's watch may start.
+	WatchIndex uint64 `json:"watch_index"`
 	// ProbeErrors counts failed task listings of probed jobs;
 	// ProbesSkipped the jobs chosen for probing while MaxProbes were busy.
 	ProbeErrors   int64 `json:"probe_errors"`
@@ -91,6 +94,7 @@ func (d *Driver) result(start, submitEnd, end time.Time, window time.Duration, g
 		Errors:          d.p.errors.Load(),
 		ErrorSamples:    append([]string(nil), d.mu.errSamples...),
 		WatchReconnects: d.p.reconnects.Load(),
+		WatchIndex:      d.p.watchIndex.Load(),
 		ProbeErrors:     d.p.probeErrors.Load(),
 		ProbesSkipped:   d.p.probesSkipped.Load(),
 		Latency: Latencies{

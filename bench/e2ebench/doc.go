@@ -38,10 +38,11 @@
 //
 // The load generator, the fleet and the cluster share this machine's
 // cores: the knee found is the whole system's on this host. A step's
-// Driver opens its watch from the start of what the dispatcher keeps, so
-// the events of earlier steps' jobs are replayed before the new ones;
-// that delay (a few ms per thousand jobs) falls on the step's first
-// placements. Achieved rates are over the step's window or, when the
+// Driver opens its watch where the previous step's ended
+// (loadgen.DriverConfig.WatchFrom): from the start, the events of every
+// earlier step's job were replayed before the new ones, and the
+// observation of a later step's first placements came up to a second
+// late. Achieved rates are over the step's window or, when the
 // cluster fell behind, until its last placement, so a drain that ends
 // before the backlog does still shows as a shortfall.
 //
