@@ -41,8 +41,8 @@
 // Driver opens its watch where the previous step's ended
 // (loadgen.DriverConfig.WatchFrom): from the start, the events of every
 // earlier step's job were replayed before the new ones, and the
-// observation of a later step's first placements came up to a second
-// late. Achieved rates are over the step's window or, when the
+// observation of a later step's first placements came late by the
+// replay. Achieved rates are over the step's window or, when the
 // cluster fell behind, until its last placement, so a drain that ends
 // before the backlog does still shows as a shortfall.
 //

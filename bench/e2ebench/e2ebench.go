@@ -350,7 +350,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	runID := "e2e-" + hex.EncodeToString(b[:])
 	// Each step's watch starts where the last one's ended: replaying the
 	// earlier steps' jobs would delay the observation of its first
-	// placements by up to a second in later steps.
+	// placements.
 	var watchFrom uint64
 	for i, rate := range cfg.Rates() {
 		st, err := runStep(ctx, client, cfg, i, rate, arr, rt, runID, &watchFrom)
