@@ -50,7 +50,7 @@ func (d *Dispatcher) estimateLocked(b *beat, tasks []api.TaskUsage, demands []ta
 		if dm.qos == api.QoSOnline {
 			b.onlineEst.CPU += int64(e.cpu)
 			b.onlineEst.Memory += int64(e.mem)
-			b.onlineAsked = addCapacity(b.onlineAsked, dm.demand)
+			b.onlineAsked = addMul(b.onlineAsked, dm.demand, 1)
 		}
 	}
 }
@@ -98,9 +98,9 @@ func (d *Dispatcher) estimateOffline(in *placement.Input) {
 		if b == nil || b.usageTerm != d.mu.term || b.usageAt.IsZero() || now.Sub(b.usageAt) > d.cfg.EstimateMaxAge {
 			continue
 		}
-		usedOnline := subCapacity(n.Capacity.Online, n.Free.Online)
-		usedOffline := subCapacity(n.Capacity.Offline, n.Free.Offline)
-		unreported := subCapacity(usedOnline, b.onlineAsked)
+		usedOnline := addMul(n.Capacity.Online, n.Free.Online, -1)
+		usedOffline := addMul(n.Capacity.Offline, n.Free.Offline, -1)
+		unreported := addMul(usedOnline, b.onlineAsked, -1)
 		headroom := 1 + d.cfg.EstimateHeadroom
 		idle := func(capacity, est, unrep, offline int64) int64 {
 			return capacity - int64(float64(est)*headroom) - max(unrep, 0) - offline
@@ -110,20 +110,12 @@ func (d *Dispatcher) estimateOffline(in *placement.Input) {
 	}
 }
 
-func addCapacity(a, b api.Capacity) api.Capacity {
-	a.CPU += b.CPU
-	a.Memory += b.Memory
-	a.GPUs += b.GPUs
-	a.Disk += b.Disk
-	a.Ports += b.Ports
-	return a
-}
-
-func subCapacity(a, b api.Capacity) api.Capacity {
-	a.CPU -= b.CPU
-	a.Memory -= b.Memory
-	a.GPUs -= b.GPUs
-	a.Disk -= b.Disk
-	a.Ports -= b.Ports
+// addMul returns a plus k times b.
+func addMul(a, b api.Capacity, k int64) api.Capacity {
+	a.CPU += k * b.CPU
+	a.Memory += k * b.Memory
+	a.GPUs += k * b.GPUs
+	a.Disk += k * b.Disk
+	a.Ports += k * b.Ports
 	return a
 }

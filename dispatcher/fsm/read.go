@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -627,20 +628,10 @@ func (f *FSM) dump() string {
 		}
 		b.WriteByte('\n')
 	}
-	queues := make([]string, 0, len(f.mu.queueUsed))
-	for q := range f.mu.queueUsed {
-		queues = append(queues, q)
-	}
-	slices.Sort(queues)
-	for _, q := range queues {
+	for _, q := range slices.Sorted(maps.Keys(f.mu.queueUsed)) {
 		fmt.Fprintf(&b, "queue %q used=%+v\n", q, f.mu.queueUsed[q])
 	}
-	idem := make([]string, 0, len(f.mu.idem))
-	for k := range f.mu.idem {
-		idem = append(idem, k)
-	}
-	slices.Sort(idem)
-	for _, k := range idem {
+	for _, k := range slices.Sorted(maps.Keys(f.mu.idem)) {
 		fmt.Fprintf(&b, "idem %s j%d\n", k, f.mu.idem[k])
 	}
 	return b.String()
