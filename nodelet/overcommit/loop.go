@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -132,7 +133,7 @@ type Loop struct {
 	havePrev bool
 	prevPod  map[string]podCPU
 	applied  cgroup.Limits
-	written  map[string][]byte
+	written  map[string]PodResources
 	samples  []PodSample
 	buf      bytes.Buffer
 
@@ -175,7 +176,7 @@ func NewLoop(cfg Config) (*Loop, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Loop{cfg: cfg, ctl: ctl, prevPod: map[string]podCPU{}, written: map[string][]byte{}}, nil
+	return &Loop{cfg: cfg, ctl: ctl, prevPod: map[string]podCPU{}, written: map[string]PodResources{}}, nil
 }
 
 // Run steps every Period until ctx is done, then returns nil. Errors of one
@@ -381,21 +382,35 @@ func (l *Loop) podRate(id string, ns uint64, now time.Time) int64 {
 	return int64(float64(ns-prev.ns) / float64(now.Sub(prev.at)) * 1000)
 }
 
+// resourceFileTolerance is how far a pod's limit may move from what its
+// resource file says before the file is written again.
+const resourceFileTolerance = 0.05
+
 // writeResources writes a pod's resource file atomically (temporary file
-// in the same directory, then rename) when its content changed.
+// in the same directory, then rename) when it says something new: another
+// guarantee, or a limit that moved by resourceFileTolerance or more in CPU
+// or memory from the one written. A limit that wanders less (the offline
+// quota moves a little every period on a busy host) is not worth the
+// writes.
 func (l *Loop) writeResources(path string, pr PodResources) (bool, error) {
+	if old, ok := l.written[path]; ok && old.ID == pr.ID && old.Guaranteed == pr.Guaranteed &&
+		near(old.Limit.CPUMillis, pr.Limit.CPUMillis) && near(old.Limit.MemoryBytes, pr.Limit.MemoryBytes) {
+		return false, nil
+	}
 	l.buf.Reset()
 	if err := json.NewEncoder(&l.buf).Encode(pr); err != nil {
 		return false, fmt.Errorf("overcommit: encode resources of %s: %w", pr.ID, err)
 	}
-	if bytes.Equal(l.written[path], l.buf.Bytes()) {
-		return false, nil
-	}
 	if err := writeAtomic(path, l.buf.Bytes()); err != nil {
 		return false, fmt.Errorf("overcommit: write resources of %s: %w", pr.ID, err)
 	}
-	l.written[path] = append(l.written[path][:0], l.buf.Bytes()...)
+	l.written[path] = pr
 	return true, nil
+}
+
+// near reports whether b is within resourceFileTolerance of a.
+func near(a, b int64) bool {
+	return math.Abs(float64(b-a)) < resourceFileTolerance*math.Abs(float64(a))
 }
 
 func writeAtomic(path string, data []byte) error {
