@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
+	"runtime/debug"
 	"sync"
 	"syscall"
 	"testing"
@@ -46,7 +48,7 @@ var (
 
 // payloadRootfs builds the container runtime's test payload into a
 // temporary rootfs, once per test binary.
-func payloadRootfs(t *testing.T) string {
+func payloadRootfs(t testing.TB) string {
 	t.Helper()
 	rootfsOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "sluice-nodelet-rootfs-")
@@ -211,4 +213,68 @@ func TestContainerRecovery(t *testing.T) {
 			t.Errorf("%s state directory left behind", id)
 		}
 	}
+}
+
+// BenchmarkAgentRSS100ContainerPods runs the agent with the container
+// runtime and 100 running container pods, and reports the whole benchmark
+// process's resident set (the agent, the runtime's per-pod watchers and
+// records, the test binary's own), after a GC, as MB; the nodelet target
+// is 30 MB. Needs root.
+func BenchmarkAgentRSS100ContainerPods(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root: the container runtime creates namespaces and cgroups")
+	}
+	rootfs := payloadRootfs(b)
+	dir := b.TempDir()
+	rt, err := container.New(container.Config{StateDir: dir, ImageDir: filepath.Join(dir, ".images")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rt.Close()
+	d := newFakeDispatcher()
+	var pods []nodelet.DesiredPod
+	for i := range 100 {
+		pods = append(pods, sleeper(rootfs, fmt.Sprintf("rss-%03d", i)))
+	}
+	d.setTarget(1, pods...)
+	a, err := nodelet.New(nodelet.Config{Node: "n1", Runtime: rt, Dispatcher: d, CgroupRoot: testCgroupRoot, StopGrace: time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- a.Run(context.Background()) }()
+	defer func() {
+		d.setTarget(2) // stop and remove every pod before the agent goes
+		for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if s := a.Stats(); s.Running == 0 && s.Removed >= 100 {
+				break
+			}
+		}
+		_ = a.Close()
+		if err := <-errc; err != nil {
+			b.Errorf("Run: %v", err)
+		}
+		for _, p := range []string{testCgroupRoot + "/offline", testCgroupRoot + "/online", testCgroupRoot} {
+			dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", p))
+			for _, d := range dirs {
+				_ = os.Remove(d)
+			}
+		}
+	}()
+	for deadline := time.Now().Add(120 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		s := a.Stats()
+		if s.Running == 100 && s.PendingReports == 0 {
+			break
+		}
+		if s.StartFailures > 0 || time.Now().After(deadline) {
+			b.Fatalf("pods did not start: %+v", s)
+		}
+	}
+	var rss int64
+	for b.Loop() {
+		goruntime.GC()
+		debug.FreeOSMemory()
+		rss = vmRSS(b)
+	}
+	b.ReportMetric(float64(rss)/(1<<20), "MB-rss")
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // vmRSS returns the process's resident set size in bytes.
-func vmRSS(t *testing.T) int64 {
+func vmRSS(t testing.TB) int64 {
 	t.Helper()
 	f, err := os.Open("/proc/self/status")
 	if err != nil {
