@@ -24,7 +24,11 @@ func TestResourceFileTolerance(t *testing.T) {
 		{func(p *PodResources) { p.Limit.CPUMillis = 951 }, false},
 		{func(p *PodResources) { p.Limit.CPUMillis = 1050 }, true},
 		{func(p *PodResources) { p.Limit.CPUMillis = 1050; p.Limit.MemoryBytes = 2<<30 - 2<<30/10 }, true},
-		{func(p *PodResources) { p.Limit.CPUMillis = 1050; p.Limit.MemoryBytes = 2<<30 - 2<<30/10; p.Guaranteed.CPUMillis = 501 }, true},
+		{func(p *PodResources) {
+			p.Limit.CPUMillis = 1050
+			p.Limit.MemoryBytes = 2<<30 - 2<<30/10
+			p.Guaranteed.CPUMillis = 501
+		}, true},
 	} {
 		pr := base
 		tc.change(&pr)
