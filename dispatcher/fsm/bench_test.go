@@ -159,3 +159,51 @@ func BenchmarkSubmitEncode(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(specs)), "ns/job")
 }
+
+// BenchmarkPlacementInput reads a round's input from 10,000 nodes holding
+// 50,000 placed tasks of 50 jobs, with 50 more jobs pending: the read
+// every scheduling round starts with.
+func BenchmarkPlacementInput(b *testing.B) {
+	f := New()
+	w := &discard{}
+	now := time.Unix(1_800_000_000, 0)
+	must := func(cmd []byte, err error) {
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := f.apply(w, 1, cmd); err != nil {
+			b.Fatal(err)
+		}
+	}
+	const nodes = 10_000
+	for i := range nodes {
+		c := api.Capacity{CPU: 64_000, Memory: 256 << 30, Ports: 100}
+		must(RegisterNode(now, api.NodeSpec{Name: fmt.Sprintf("node-%05d", i), Capacity: c, Allocatable: api.Allocatable{Online: c, Offline: c}}))
+	}
+	var specs []api.JobSpec
+	for i := range 100 {
+		s := api.JobSpec{Name: "array", Priority: int32(i % 5), Tasks: []api.TaskGroupSpec{{Count: 1000, Pod: api.PodSpec{Containers: []api.ContainerSpec{{
+			Image: api.Image{Rootfs: "/img"}, Command: []string{"/bin/work"},
+			Resources: api.Resources{CPU: 500, Memory: 1 << 30}}}}}}}
+		if i%3 == 0 {
+			s.QoS = api.QoSOnline
+		}
+		specs = append(specs, s)
+	}
+	must(SubmitJobs(now, specs))
+	p := &Plan{Term: 1, Now: now}
+	for j := range 50 {
+		for k := range 100 {
+			p.Assignments = append(p.Assignments, placement.Assignment{Group: placement.GroupKey{Job: jobID(uint64(1 + j)), Group: "g0"},
+				Node: fmt.Sprintf("node-%05d", (j*100+k)%nodes), Count: 10})
+		}
+	}
+	must(CommitPlan(p), nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		in := f.PlacementInput(now, 20_000)
+		if len(in.Nodes) != nodes || len(in.Groups) != 20 { // 20,000 tasks of the 50 pending groups
+			b.Fatalf("%d nodes, %d groups", len(in.Nodes), len(in.Groups))
+		}
+	}
+}

@@ -481,7 +481,7 @@ func (f *FSM) PlacementInput(now time.Time, limit int64) *placement.Input {
 		return cmp.Or(cmp.Compare(b.job.spec.Priority, a.job.spec.Priority),
 			cmp.Compare(a.job.num, b.job.num), cmp.Compare(a.idx, b.idx))
 	})
-	in := &placement.Input{}
+	in := &placement.Input{Nodes: make([]placement.Node, 0, len(f.mu.nodeList))}
 	left := limit
 	jobRunning := map[*job]api.Capacity{}
 	for _, g := range gs {
