@@ -78,6 +78,9 @@ func (n *Node) apply(ents []*raftpb.Entry) error {
 		return storageError("apply", err)
 	}
 	n.st.appliedCommitted(last, cs, hs)
+	if ea, ok := n.sm.(EntryAware); ok {
+		ea.EntriesApplied(last.index)
+	}
 	n.applied = last
 	n.metrics.appliedEntries.Add(uint64(len(ents)))
 	n.metrics.appliedCommands.Add(uint64(cmds))

@@ -25,6 +25,16 @@ type StateMachine interface {
 	Apply(b *Batch, index uint64, command []byte) (result []byte, err error)
 }
 
+// EntryAware is implemented by state machines that need to know when the
+// last command of an applied raft entry has been applied: a raft entry may
+// carry several commands (concurrent proposals are packed together), each
+// applied by its own Apply call with the entry's index, so an index alone
+// does not say that no more commands of it will come. EntriesApplied is called on
+// the Apply goroutine after every command of every entry up to index.
+type EntryAware interface {
+	EntriesApplied(index uint64)
+}
+
 // Loader is implemented by state machines that keep in-memory state derived
 // from their keyspace. Load is called at Open and after a snapshot replaced
 // the keyspace, before any later Apply.

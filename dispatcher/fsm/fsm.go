@@ -64,6 +64,11 @@ type FSM struct {
 		sync.RWMutex
 		// Every field below is guarded by mu.
 		applied  uint64
+		// complete is the last index whose every command has been applied
+		// (raftkv says so through EntriesApplied): readers of the change
+		// logs resume from it, since more commands of the entry at applied
+		// may still come.
+		complete uint64
 		nextJob  uint64 // the number the next new job gets; from 1
 		planTerm uint64 // the highest term of a committed plan
 		jobs     map[uint64]*job
@@ -114,7 +119,7 @@ func New() *FSM {
 }
 
 func (f *FSM) resetLocked() {
-	f.mu.applied, f.mu.nextJob, f.mu.planTerm = 0, 1, 0
+	f.mu.applied, f.mu.complete, f.mu.nextJob, f.mu.planTerm = 0, 0, 1, 0
 	f.mu.jobs = map[uint64]*job{}
 	f.mu.idem = map[string]uint64{}
 	f.mu.nodes = map[string]*node{}
@@ -213,24 +218,38 @@ func (f *FSM) recordBumpLocked(index uint64, node string) {
 	f.mu.bumps = append(f.mu.bumps, nodeBump{index, node})
 }
 
+// EntriesApplied records that every command of the raft entries up to
+// index has been applied (raftkv.EntryAware).
+func (f *FSM) EntriesApplied(index uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.mu.complete = max(f.mu.complete, index)
+}
+
 // NodesChangedSince returns the nodes whose target generation changed by a
-// command after index from (a name may repeat), and the applied index the
-// answer is current as of. complete is false when from is older than the
-// changes kept: the caller must then assume every node changed.
+// command after index from (a name may repeat), up to the last index all
+// of whose commands are applied, and that index: the answer is current as
+// of it (a later command of the entry being applied is in a later answer).
+// complete is false when from is older than the changes kept: the caller
+// must then assume every node changed.
 func (f *FSM) NodesChangedSince(from uint64) (nodes []string, applied uint64, complete bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	through := f.mu.complete
 	if from < f.mu.bumpsFrom {
-		return nil, f.mu.applied, false
+		return nil, max(from, through), false
 	}
 	i := len(f.mu.bumps)
 	for i > 0 && f.mu.bumps[i-1].index > from {
 		i--
 	}
 	for _, b := range f.mu.bumps[i:] {
+		if b.index > through {
+			break
+		}
 		nodes = append(nodes, b.node)
 	}
-	return nodes, f.mu.applied, true
+	return nodes, max(from, through), true
 }
 
 func sortedGroups(m map[*group]struct{}) []*group {

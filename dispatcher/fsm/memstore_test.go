@@ -32,6 +32,7 @@ func (s *memStore) Delete(k []byte) { s.ops = append(s.ops, memOp{key: bytes.Clo
 func (s *memStore) apply(f *FSM, index uint64, cmd []byte) ([]byte, int, error) {
 	s.ops = s.ops[:0]
 	res, err := f.apply(s, index, cmd)
+	f.EntriesApplied(index) // one command per entry here
 	if err != nil {
 		return nil, len(s.ops), err
 	}

@@ -65,6 +65,7 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 	if f.mu.applied, _, err = getUint64(r, keyApplied); err != nil {
 		return err
 	}
+	f.mu.complete = f.mu.applied // raftkv stores whole Readies
 	// What changed before the load is not known.
 	f.mu.bumps, f.mu.bumpsFrom = nil, f.mu.applied
 	sd := newSpecDecoder(maxSlabChunk)
@@ -368,16 +369,22 @@ func (f *FSM) JobTasks(id, after string, limit int) (tasks []TaskInfo, ok bool) 
 
 // JobsChangedSince returns up to limit (0: all) jobs changed by a command
 // after index from, in the order of their last change, each with the index
-// of that change, and the applied index they are current as of. A watcher
-// resumes with the Changed of the last job it saw, or with the applied
-// index once it has seen every job.
+// of that change, and the index they are current as of: the last one all
+// of whose commands are applied (a raft entry may carry several commands,
+// and a change by a later command of the entry being applied is in a later
+// answer). A watcher resumes with the Changed of the last job it saw, or
+// with that index once it has seen every job.
 func (f *FSM) JobsChangedSince(from uint64, limit int) (jobs []ChangedJob, applied uint64) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	cs := f.mu.changes
+	through := f.mu.complete
 	i, _ := slices.BinarySearchFunc(cs, from+1, func(c jobChange, idx uint64) int { return cmp.Compare(c.index, idx) })
 	var js []*job
 	for _, c := range cs[i:] {
+		if c.index > through {
+			break // more commands of this entry may come
+		}
 		if c.index != c.j.changed {
 			continue // the job changed again later
 		}
@@ -391,7 +398,7 @@ func (f *FSM) JobsChangedSince(from uint64, limit int) (jobs []ChangedJob, appli
 	for i, j := range js {
 		jobs[i] = ChangedJob{Changed: j.changed, JobStatus: j.status()}
 	}
-	return jobs, f.mu.applied
+	return jobs, max(from, through)
 }
 
 // ChangedJob is a job's status with the index of its last change.
