@@ -279,6 +279,13 @@ type Step struct {
 	P99SubmitToPlacedMs  float64 `json:"p99_submit_to_placed_ms"`
 	P50SubmitToRunningMs float64 `json:"p50_submit_to_running_ms"`
 	P99SubmitToRunningMs float64 `json:"p99_submit_to_running_ms"`
+	// MaxSubmitToPlacedMs is the latest placement, P99SubmitToCommittedMs
+	// the submit replies' p99, and MaxLagMs how late the load generator
+	// sent its latest request after the job's arrival time: where a step
+	// short of its rate lost the time.
+	MaxSubmitToPlacedMs    float64 `json:"max_submit_to_placed_ms"`
+	P99SubmitToCommittedMs float64 `json:"p99_submit_to_committed_ms"`
+	MaxLagMs               float64 `json:"max_lag_ms"`
 	// Tasks were submitted; PlacedTasks seen placed; UnplacedTasks
 	// committed but not seen placed by the end of the drain; RunningTasks
 	// seen running (the sample behind the running times).
@@ -395,6 +402,7 @@ func runStep(ctx context.Context, client *api.Client, cfg Config, i int, rate fl
 	l := r.Latency
 	st.P50SubmitToPlacedMs, st.P99SubmitToPlacedMs = l.Placed.P50Ms, l.Placed.P99Ms
 	st.P50SubmitToRunningMs, st.P99SubmitToRunningMs = l.Running.P50Ms, l.Running.P99Ms
+	st.MaxSubmitToPlacedMs, st.P99SubmitToCommittedMs, st.MaxLagMs = l.Placed.MaxMs, l.Committed.P99Ms, l.Lag.MaxMs
 	st.Tasks, st.PlacedTasks, st.UnplacedTasks, st.RunningTasks = r.Tasks, r.PlacedTasks, r.UnplacedTasks, r.RunningTasks
 	st.Errors, st.Retries, st.Seconds = r.Errors, r.Retries, r.Seconds
 	if err != nil {
