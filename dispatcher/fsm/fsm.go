@@ -63,7 +63,7 @@ type FSM struct {
 	mu      struct {
 		sync.RWMutex
 		// Every field below is guarded by mu.
-		applied  uint64
+		applied uint64
 		// complete is the last index whose every command has been applied
 		// (raftkv says so through EntriesApplied): readers of the change
 		// logs resume from it, since more commands of the entry at applied
