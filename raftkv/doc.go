@@ -12,7 +12,10 @@
 //   - the raft.Storage over pebble (storage.go), with the recent log cached in
 //     memory, and log truncation by range deletion;
 //   - the StateMachine seam: Apply writes through a Batch confined to the
-//     state machine's keyspace; snapshots serialize that keyspace;
+//     state machine's keyspace; snapshots serialize that keyspace; a state
+//     machine that implements EntryAware learns when every command of the
+//     entries up to an index has been applied (an entry may carry several
+//     commands, each applied with the entry's index);
 //   - KV, the built-in state machine (put, delete, compare-and-swap);
 //   - the Transport seam (seam.go). The TCP transport lives in transport*.go.
 //
