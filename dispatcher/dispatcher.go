@@ -192,7 +192,7 @@ func (d *Dispatcher) watchApplied() {
 	defer d.wg.Done()
 	t := time.NewTicker(d.cfg.ApplyPoll)
 	defer t.Stop()
-	last := d.cfg.FSM.Applied()
+	last := d.cfg.FSM.CompleteIndex()
 	for {
 		select {
 		case <-d.closing:
@@ -200,7 +200,7 @@ func (d *Dispatcher) watchApplied() {
 			return
 		case <-t.C:
 		}
-		if d.cfg.FSM.Applied() == last {
+		if d.cfg.FSM.CompleteIndex() == last {
 			continue
 		}
 		nodes, applied, complete := d.cfg.FSM.NodesChangedSince(last)

@@ -26,7 +26,7 @@ func TestNodesChangedSinceAfterRestart(t *testing.T) {
 	if _, _, complete := r2.f.NodesChangedSince(before); complete {
 		t.Fatal("after a restart, changes from before it are reported complete")
 	}
-	if nodes, applied, complete := r2.f.NodesChangedSince(r2.f.Applied()); !complete || len(nodes) != 0 || applied != r2.f.Applied() {
+	if nodes, applied, complete := r2.f.NodesChangedSince(r2.f.Applied()); !complete || len(nodes) != 0 || applied != r2.f.CompleteIndex() {
 		t.Fatalf("from the loaded index: %v, %d, complete %v", nodes, applied, complete)
 	}
 }

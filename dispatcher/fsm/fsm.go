@@ -226,6 +226,15 @@ func (f *FSM) EntriesApplied(index uint64) {
 	f.mu.complete = max(f.mu.complete, index)
 }
 
+// CompleteIndex returns the last index all of whose commands are applied:
+// what the change logs (JobsChangedSince, NodesChangedSince) are current
+// as of. It may be ahead of Applied, past entries that carry no command.
+func (f *FSM) CompleteIndex() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.mu.complete
+}
+
 // NodesChangedSince returns the nodes whose target generation changed by a
 // command after index from (a name may repeat), up to the last index all
 // of whose commands are applied, and that index: the answer is current as
