@@ -12,11 +12,11 @@ import (
 
 const benchN = 10_000
 
-// benchState returns an FSM (applying to a writer that keeps nothing, so
-// that only the FSM's own work is measured) with 1,000 nodes and jobs
-// totalling benchN pending tasks, and a plan placing them all, one task per
-// assignment.
-func benchState(b *testing.B, perAssignment int64) (*FSM, *Plan) {
+// benchNodes returns an FSM (applying to a writer that keeps nothing, so
+// that only the FSM's own work is measured) with nodes nodes of 64 cores
+// named node-00000 on, a function that applies a command to it, and the
+// commands' clock.
+func benchNodes(b *testing.B, nodes int) (*FSM, func([]byte, error), time.Time) {
 	f := New()
 	w := &discard{}
 	now := time.Unix(1_800_000_000, 0)
@@ -28,11 +28,20 @@ func benchState(b *testing.B, perAssignment int64) (*FSM, *Plan) {
 			b.Fatal(err)
 		}
 	}
-	const nodes = 1000
 	for i := range nodes {
 		c := api.Capacity{CPU: 64_000, Memory: 256 << 30, Ports: 100}
-		must(RegisterNode(now, api.NodeSpec{Name: fmt.Sprintf("node-%04d", i), Capacity: c, Allocatable: api.Allocatable{Online: c, Offline: c}}))
+		must(RegisterNode(now, api.NodeSpec{Name: fmt.Sprintf("node-%05d", i), Capacity: c, Allocatable: api.Allocatable{Online: c, Offline: c}}))
 	}
+	return f, must, now
+}
+
+// benchState returns an FSM (applying to a writer that keeps nothing, so
+// that only the FSM's own work is measured) with 1,000 nodes and jobs
+// totalling benchN pending tasks, and a plan placing them all, one task per
+// assignment.
+func benchState(b *testing.B, perAssignment int64) (*FSM, *Plan) {
+	const nodes = 1000
+	f, must, now := benchNodes(b, nodes)
 	var specs []api.JobSpec
 	for range 10 {
 		specs = append(specs, api.JobSpec{Name: "array", Tasks: []api.TaskGroupSpec{{Count: benchN / 10, Pod: api.PodSpec{Containers: []api.ContainerSpec{{
@@ -44,7 +53,7 @@ func benchState(b *testing.B, perAssignment int64) (*FSM, *Plan) {
 	for i := range benchN / perAssignment {
 		p.Assignments = append(p.Assignments, placement.Assignment{
 			Group: placement.GroupKey{Job: jobID(uint64(1 + i*perAssignment/(benchN/10))), Group: "g0"},
-			Node:  fmt.Sprintf("node-%04d", i%nodes), Count: perAssignment,
+			Node:  fmt.Sprintf("node-%05d", i%nodes), Count: perAssignment,
 		})
 	}
 	return f, p
@@ -164,22 +173,8 @@ func BenchmarkSubmitEncode(b *testing.B) {
 // 50,000 placed tasks of 50 jobs, with 50 more jobs pending: the read
 // every scheduling round starts with.
 func BenchmarkPlacementInput(b *testing.B) {
-	f := New()
-	w := &discard{}
-	now := time.Unix(1_800_000_000, 0)
-	must := func(cmd []byte, err error) {
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := f.apply(w, 1, cmd); err != nil {
-			b.Fatal(err)
-		}
-	}
 	const nodes = 10_000
-	for i := range nodes {
-		c := api.Capacity{CPU: 64_000, Memory: 256 << 30, Ports: 100}
-		must(RegisterNode(now, api.NodeSpec{Name: fmt.Sprintf("node-%05d", i), Capacity: c, Allocatable: api.Allocatable{Online: c, Offline: c}}))
-	}
+	f, must, now := benchNodes(b, nodes)
 	var specs []api.JobSpec
 	for i := range 100 {
 		s := api.JobSpec{Name: "array", Priority: int32(i % 5), Tasks: []api.TaskGroupSpec{{Count: 1000, Pod: api.PodSpec{Containers: []api.ContainerSpec{{
