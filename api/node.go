@@ -39,6 +39,25 @@ type Allocatable struct {
 	Offline Capacity `json:"offline"`
 }
 
+// Plus returns c plus k times d in every dimension (k may be negative).
+func (c Capacity) Plus(d Capacity, k int64) Capacity {
+	c.CPU += k * d.CPU
+	c.Memory += k * d.Memory
+	c.GPUs += k * d.GPUs
+	c.Disk += k * d.Disk
+	c.Ports += k * d.Ports
+	return c
+}
+
+// AddTier adds k times d to the tier that work of class q draws on.
+func (a *Allocatable) AddTier(q QoS, d Capacity, k int64) {
+	if q == QoSOnline {
+		a.Online = a.Online.Plus(d, k)
+	} else {
+		a.Offline = a.Offline.Plus(d, k)
+	}
+}
+
 // NodeSpec is what a nodelet advertises when it joins.
 type NodeSpec struct {
 	// Name identifies the node in the cluster; it is unique.

@@ -50,7 +50,7 @@ func (d *Dispatcher) estimateLocked(b *beat, tasks []api.TaskUsage, demands []ta
 		if dm.qos == api.QoSOnline {
 			b.onlineEst.CPU += int64(e.cpu)
 			b.onlineEst.Memory += int64(e.mem)
-			b.onlineAsked = addMul(b.onlineAsked, dm.demand, 1)
+			b.onlineAsked = b.onlineAsked.Plus(dm.demand, 1)
 		}
 	}
 }
@@ -98,9 +98,9 @@ func (d *Dispatcher) estimateOffline(in *placement.Input) {
 		if b == nil || b.usageTerm != d.mu.term || b.usageAt.IsZero() || now.Sub(b.usageAt) > d.cfg.EstimateMaxAge {
 			continue
 		}
-		usedOnline := addMul(n.Capacity.Online, n.Free.Online, -1)
-		usedOffline := addMul(n.Capacity.Offline, n.Free.Offline, -1)
-		unreported := addMul(usedOnline, b.onlineAsked, -1)
+		usedOnline := n.Capacity.Online.Plus(n.Free.Online, -1)
+		usedOffline := n.Capacity.Offline.Plus(n.Free.Offline, -1)
+		unreported := usedOnline.Plus(b.onlineAsked, -1)
 		headroom := 1 + d.cfg.EstimateHeadroom
 		idle := func(capacity, est, unrep, offline int64) int64 {
 			return capacity - int64(float64(est)*headroom) - max(unrep, 0) - offline
@@ -108,14 +108,4 @@ func (d *Dispatcher) estimateOffline(in *placement.Input) {
 		n.Free.Offline.CPU = max(0, min(n.Free.Offline.CPU, idle(n.Capacity.Online.CPU, b.onlineEst.CPU, unreported.CPU, usedOffline.CPU)))
 		n.Free.Offline.Memory = max(0, min(n.Free.Offline.Memory, idle(n.Capacity.Online.Memory, b.onlineEst.Memory, unreported.Memory, usedOffline.Memory)))
 	}
-}
-
-// addMul returns a plus k times b.
-func addMul(a, b api.Capacity, k int64) api.Capacity {
-	a.CPU += k * b.CPU
-	a.Memory += k * b.Memory
-	a.GPUs += k * b.GPUs
-	a.Disk += k * b.Disk
-	a.Ports += k * b.Ports
-	return a
 }

@@ -783,7 +783,7 @@ func (f *FSM) addSlotLocked(s *slot) {
 		return cmp.Or(cmp.Compare(a.expires, b.expires), cmp.Compare(a.id, b.id))
 	})
 	n.slots = slices.Insert(n.slots, i, s)
-	addTier(&n.cached, s.qos, s.shape, 1)
+	n.cached.AddTier(s.qos, s.shape, 1)
 	heap.Push(&f.mu.slots, s)
 }
 
@@ -793,7 +793,7 @@ func (f *FSM) addSlotLocked(s *slot) {
 func (f *FSM) removeSlotLocked(w writer, s *slot) {
 	n := s.node
 	n.slots = slices.DeleteFunc(n.slots, func(x *slot) bool { return x == s })
-	addTier(&n.cached, s.qos, s.shape, -1)
+	n.cached.AddTier(s.qos, s.shape, -1)
 	w.Delete(slotKey(n.spec.Name, s.id))
 	s.node = nil
 }
@@ -813,7 +813,7 @@ func (f *FSM) expireSlotsLocked(w writer, now int64) {
 func (f *FSM) holdLocked(n *node, j *job, g *group, k int64) {
 	n.hold(j.spec.QoS, g.demand, k)
 	q := j.spec.Queue
-	if u := addMul(f.mu.queueUsed[q], g.demand, k); u == (api.Capacity{}) {
+	if u := f.mu.queueUsed[q].Plus(g.demand, k); u == (api.Capacity{}) {
 		delete(f.mu.queueUsed, q)
 	} else {
 		f.mu.queueUsed[q] = u

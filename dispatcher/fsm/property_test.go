@@ -316,15 +316,15 @@ func (h *propHarness) check() error {
 			j := f.mu.jobs[k.job]
 			u := used[name]
 			if j.spec.QoS == api.QoSOnline {
-				u.Online = addMul(u.Online, j.groups[k.group].demand, 1)
+				u.Online = u.Online.Plus(j.groups[k.group].demand, 1)
 			} else {
-				u.Offline = addMul(u.Offline, j.groups[k.group].demand, 1)
+				u.Offline = u.Offline.Plus(j.groups[k.group].demand, 1)
 			}
 			used[name] = u
-			queueUsed[j.spec.Queue] = addMul(queueUsed[j.spec.Queue], j.groups[k.group].demand, 1)
+			queueUsed[j.spec.Queue] = queueUsed[j.spec.Queue].Plus(j.groups[k.group].demand, 1)
 			if t.stop {
 				rel := releasing[name]
-				addTier(&rel, j.spec.QoS, j.groups[k.group].demand, 1)
+				rel.AddTier(j.spec.QoS, j.groups[k.group].demand, 1)
 				releasing[name] = rel
 			}
 		}
@@ -336,7 +336,7 @@ func (h *propHarness) check() error {
 		}
 		var cached api.Allocatable
 		for _, s := range n.slots {
-			addTier(&cached, s.qos, s.shape, 1)
+			cached.AddTier(s.qos, s.shape, 1)
 			if s.node != n {
 				bad("slot %s on %s names another node", s.id, name)
 			}

@@ -507,7 +507,7 @@ func (f *FSM) PlacementInput(now time.Time, limit int64) *placement.Input {
 		running, ok := jobRunning[g.job]
 		if !ok {
 			for _, jg := range g.job.groups {
-				running = addMul(running, jg.demand, jg.active)
+				running = running.Plus(jg.demand, jg.active)
 			}
 			jobRunning[g.job] = running
 		}
@@ -532,9 +532,9 @@ func (f *FSM) PlacementInput(now time.Time, limit int64) *placement.Input {
 			case s.expires > nowNS:
 				slots = append(slots, placement.Slot{ID: s.id, QoS: s.qos, Shape: s.shape})
 			case s.qos == api.QoSOnline:
-				online = addMul(online, s.shape, 1)
+				online = online.Plus(s.shape, 1)
 			default:
-				offline = addMul(offline, s.shape, 1)
+				offline = offline.Plus(s.shape, 1)
 			}
 		}
 		pn := placement.Node{

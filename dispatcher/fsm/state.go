@@ -135,9 +135,9 @@ type node struct {
 
 func (n *node) free(q api.QoS) api.Capacity {
 	if q == api.QoSOnline {
-		return sub(sub(n.spec.Allocatable.Online, n.used.Online), n.cached.Online)
+		return n.spec.Allocatable.Online.Plus(n.used.Online, -1).Plus(n.cached.Online, -1)
 	}
-	return sub(sub(n.spec.Allocatable.Offline, n.used.Offline), n.cached.Offline)
+	return n.spec.Allocatable.Offline.Plus(n.used.Offline, -1).Plus(n.cached.Offline, -1)
 }
 
 // slot is a cached slot: the resources of a task that ended, kept on its
@@ -194,30 +194,11 @@ func decodeSlot(id string, n *node, b []byte) (*slot, error) {
 	return s, nil
 }
 
-func (n *node) hold(q api.QoS, d api.Capacity, k int64) { addTier(&n.used, q, d, k) }
+func (n *node) hold(q api.QoS, d api.Capacity, k int64) { n.used.AddTier(q, d, k) }
 
 // release adds k tasks of demand d, told to stop, to what the node is
 // releasing (k = -1 once one is gone).
-func (n *node) release(q api.QoS, d api.Capacity, k int64) { addTier(&n.releasing, q, d, k) }
-
-func addTier(a *api.Allocatable, q api.QoS, d api.Capacity, k int64) {
-	if q == api.QoSOnline {
-		a.Online = addMul(a.Online, d, k)
-	} else {
-		a.Offline = addMul(a.Offline, d, k)
-	}
-}
-
-func sub(a, b api.Capacity) api.Capacity { return addMul(a, b, -1) }
-
-func addMul(a, d api.Capacity, k int64) api.Capacity {
-	a.CPU += k * d.CPU
-	a.Memory += k * d.Memory
-	a.GPUs += k * d.GPUs
-	a.Disk += k * d.Disk
-	a.Ports += k * d.Ports
-	return a
-}
+func (n *node) release(q api.QoS, d api.Capacity, k int64) { n.releasing.AddTier(q, d, k) }
 
 // shortfall names the first dimension in which k tasks of demand d do not
 // fit in free, or returns "".

@@ -153,23 +153,14 @@ func contended(in *Input) bool {
 	var want, free api.Allocatable
 	for i := range in.Groups {
 		g := &in.Groups[i]
-		addTier(&want, g.QoS, g.Demand, g.Pending)
+		want.AddTier(g.QoS, g.Demand, g.Pending)
 	}
 	for i := range in.Nodes {
-		free.Online = take(free.Online, in.Nodes[i].Free.Online, -1)
-		free.Offline = take(free.Offline, in.Nodes[i].Free.Offline, -1)
+		free.Online = free.Online.Plus(in.Nodes[i].Free.Online, 1)
+		free.Offline = free.Offline.Plus(in.Nodes[i].Free.Offline, 1)
 	}
 	return want.Online.CPU > free.Online.CPU || want.Online.Memory > free.Online.Memory ||
 		want.Offline.CPU > free.Offline.CPU || want.Offline.Memory > free.Offline.Memory
-}
-
-// addTier adds k tasks of demand d to a's tier q.
-func addTier(a *api.Allocatable, q api.QoS, d api.Capacity, k int64) {
-	if q == api.QoSOnline {
-		a.Online = take(a.Online, d, -k)
-	} else {
-		a.Offline = take(a.Offline, d, -k)
-	}
 }
 
 // levelEnd returns how many of count tasks of dominant share per, taken

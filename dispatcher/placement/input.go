@@ -211,13 +211,3 @@ func fits(free, d api.Capacity) int64 {
 	}
 	return max(n, 0)
 }
-
-// take subtracts k tasks of demand d from c.
-func take(c api.Capacity, d api.Capacity, k int64) api.Capacity {
-	c.CPU -= k * d.CPU
-	c.Memory -= k * d.Memory
-	c.GPUs -= k * d.GPUs
-	c.Disk -= k * d.Disk
-	c.Ports -= k * d.Ports
-	return c
-}

@@ -635,11 +635,7 @@ func (p *Placer) fit(in *Input, tent []tentative, dropped map[int]bool) ([]int64
 		a := Assignment{Group: gr.Key, Node: n.ID}
 		fresh := func(k int64) {
 			k = min(k, fits(pool(f, gr.QoS), gr.Demand))
-			if gr.QoS == api.QoSOnline {
-				f.Online = take(f.Online, gr.Demand, k)
-			} else {
-				f.Offline = take(f.Offline, gr.Demand, k)
-			}
+			f.AddTier(gr.QoS, gr.Demand, -k)
 			free[t.node] = f
 			a.Count += k
 		}

@@ -70,7 +70,7 @@ func (p *Placer) Preempt(in *Input, plan *Plan, limit int) []Preemption {
 	for i := range in.Nodes {
 		n := &in.Nodes[i]
 		idx[n.ID] = i
-		avail[i] = addCap(n.Free.Offline, n.Releasing.Offline)
+		avail[i] = n.Free.Offline.Plus(n.Releasing.Offline, 1)
 		victims[i] = slices.Clone(n.Victims)
 		slices.SortFunc(victims[i], func(a, b Victim) int {
 			return cmp.Or(cmp.Compare(a.Priority, b.Priority), b.Since.Compare(a.Since), cmp.Compare(a.Task, b.Task))
@@ -78,7 +78,7 @@ func (p *Placer) Preempt(in *Input, plan *Plan, limit int) []Preemption {
 	}
 	for _, a := range plan.Assignments {
 		if g, i := groups[a.Group], idx[a.Node]; g != nil && g.QoS == api.QoSOffline {
-			avail[i] = take(avail[i], g.Demand, a.Count-int64(len(a.Slots)))
+			avail[i] = avail[i].Plus(g.Demand, int64(len(a.Slots))-a.Count)
 		}
 	}
 
@@ -108,7 +108,7 @@ func (p *Placer) Preempt(in *Input, plan *Plan, limit int) []Preemption {
 			if g.DistinctNodes {
 				k = min(k, 1)
 			}
-			avail[i] = take(avail[i], g.Demand, k)
+			avail[i] = avail[i].Plus(g.Demand, -k)
 			need -= k
 		}
 		for need > 0 && len(out) < limit {
@@ -124,7 +124,7 @@ func (p *Placer) Preempt(in *Input, plan *Plan, limit int) []Preemption {
 			}
 			for _, v := range victims[best][next[best] : next[best]+bestTake] {
 				out = append(out, Preemption{Task: v.Task, Node: in.Nodes[best].ID, For: g.Key})
-				avail[best] = addCap(avail[best], v.Demand)
+				avail[best] = avail[best].Plus(v.Demand, 1)
 			}
 			next[best] += bestTake
 			k := min(need, fits(avail[best], g.Demand))
@@ -132,7 +132,7 @@ func (p *Placer) Preempt(in *Input, plan *Plan, limit int) []Preemption {
 				k = min(k, 1)
 				admitted = slices.DeleteFunc(admitted, func(i int) bool { return i == best })
 			}
-			avail[best] = take(avail[best], g.Demand, k)
+			avail[best] = avail[best].Plus(g.Demand, -k)
 			need -= k
 		}
 	}
@@ -165,12 +165,10 @@ func victimsFor(avail api.Capacity, vs []Victim, g *Group) (n int, prio int32, o
 		if v.Priority >= g.Priority {
 			return 0, 0, false
 		}
-		avail = addCap(avail, v.Demand)
+		avail = avail.Plus(v.Demand, 1)
 		if fits(avail, g.Demand) > 0 {
 			return i + 1, v.Priority, true
 		}
 	}
 	return 0, 0, false
 }
-
-func addCap(a, b api.Capacity) api.Capacity { return take(a, b, -1) }
