@@ -581,6 +581,24 @@ func (f *FSM) preemptLocked(w writer, now int64, d *dec) ([]byte, error) {
 	return res.encode(), nil
 }
 
+// liveGroupLocked returns the group k names, of a job not cancelled, or
+// says why there is none.
+func (f *FSM) liveGroupLocked(k placement.GroupKey) (*job, *group, RejectCode, string) {
+	num, _ := parseJobID(k.Job)
+	j := f.mu.jobs[num]
+	switch {
+	case j == nil:
+		return nil, nil, RejectJobNotFound, k.Job
+	case j.cancelled:
+		return nil, nil, RejectJobCancelled, k.Job
+	}
+	gi := slices.IndexFunc(j.spec.Tasks, func(g api.TaskGroupSpec) bool { return g.Name == k.Group })
+	if gi < 0 {
+		return nil, nil, RejectGroupNotFound, k.String()
+	}
+	return j, j.groups[gi], 0, ""
+}
+
 // preemptOneLocked checks one preemption and applies it, or says why not.
 func (f *FSM) preemptOneLocked(w writer, now int64, p *placement.Preemption) (RejectCode, string) {
 	k, attempt, ok := parseTaskID(p.Task)
@@ -591,19 +609,11 @@ func (f *FSM) preemptOneLocked(w writer, now int64, p *placement.Preemption) (Re
 	case !t.active() || t.stop:
 		return RejectNotActive, fmt.Sprintf("%s is %s, stopping %v", p.Task, t.state, t.stop)
 	}
-	num, _ := parseJobID(p.For.Job)
-	pj := f.mu.jobs[num]
-	switch {
-	case pj == nil:
-		return RejectJobNotFound, p.For.Job
-	case pj.cancelled:
-		return RejectJobCancelled, p.For.Job
+	pj, pg, code, detail := f.liveGroupLocked(p.For)
+	if code != 0 {
+		return code, detail
 	}
-	gi := slices.IndexFunc(pj.spec.Tasks, func(g api.TaskGroupSpec) bool { return g.Name == p.For.Group })
-	if gi < 0 {
-		return RejectGroupNotFound, p.For.String()
-	}
-	if pj.groups[gi].pending() == 0 {
+	if pg.pending() == 0 {
 		return RejectNotPending, p.For.String() + " has no pending task"
 	}
 	vj := f.mu.jobs[k.job]
@@ -675,19 +685,11 @@ func (f *FSM) planLocked(w writer, now int64, d *dec) ([]byte, error) {
 
 // placeLocked checks one assignment and applies it, or says why not.
 func (f *FSM) placeLocked(w writer, now int64, a *planAssignment) (RejectCode, string) {
-	num, _ := parseJobID(a.job)
-	j := f.mu.jobs[num]
-	switch {
-	case j == nil:
-		return RejectJobNotFound, a.job
-	case j.cancelled:
-		return RejectJobCancelled, a.job
+	j, g, code, detail := f.liveGroupLocked(placement.GroupKey{Job: a.job, Group: a.group})
+	if code != 0 {
+		return code, detail
 	}
-	gi := slices.IndexFunc(j.spec.Tasks, func(g api.TaskGroupSpec) bool { return g.Name == a.group })
-	if gi < 0 {
-		return RejectGroupNotFound, a.job + "/" + a.group
-	}
-	g := j.groups[gi]
+	num := j.num
 	if a.count < 1 {
 		return RejectBadCount, fmt.Sprint(a.count)
 	}
