@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -48,8 +47,7 @@ type Agent struct {
 	mu struct {
 		sync.Mutex
 		started bool
-		pods    map[string]overcommit.Pod // running pods by ID, for the overcommit loop
-		tasks   map[string]string         // the task ID of each pod in pods
+		pods    map[string]runningPod // running pods by ID, for the overcommit loop
 		stats   Stats
 		// Heartbeat counters, kept apart from stats, which the owner
 		// publishes whole.
@@ -106,8 +104,7 @@ func New(cfg Config) (*Agent, error) {
 		stopc:   make(chan struct{}),
 		done:    make(chan struct{}),
 	}
-	a.mu.pods = map[string]overcommit.Pod{}
-	a.mu.tasks = map[string]string{}
+	a.mu.pods = map[string]runningPod{}
 	a.out.kick = make(chan struct{}, 1)
 	if cfg.Overcommit != nil {
 		oc := *cfg.Overcommit
@@ -124,7 +121,7 @@ func New(cfg Config) (*Agent, error) {
 			r, ok := loop.LastReport()
 			a.mu.Lock()
 			defer a.mu.Unlock()
-			return nodeUsage(r, a.mu.tasks), r.Time, ok
+			return nodeUsage(r, a.mu.pods), r.Time, ok
 		}
 	}
 	return a, nil
@@ -134,10 +131,9 @@ func New(cfg Config) (*Agent, error) {
 // each tier's last measurement (the CPU averaged over the loop's last
 // period, the memory working set at its end), and their sum as the total.
 // The report's smoothed (EWMA) values are left out: api.Usage is what is
-// used now. Each pod of the report whose task is known (tasks maps pod IDs
-// to task IDs) adds its own last measurement, for the dispatcher's
-// estimates.
-func nodeUsage(r overcommit.Report, tasks map[string]string) api.NodeUsage {
+// used now. Each pod of the report still running (in pods) adds its own
+// last measurement under its task's ID, for the dispatcher's estimates.
+func nodeUsage(r overcommit.Report, pods map[string]runningPod) api.NodeUsage {
 	on := api.Usage{CPU: r.Online.LastCPUMillis, Memory: r.Online.LastMemoryBytes}
 	off := api.Usage{CPU: r.Offline.LastCPUMillis, Memory: r.Offline.LastMemoryBytes}
 	u := api.NodeUsage{
@@ -146,7 +142,7 @@ func nodeUsage(r overcommit.Report, tasks map[string]string) api.NodeUsage {
 		Offline: off,
 	}
 	for _, p := range r.Pods {
-		id, ok := tasks[p.ID]
+		rp, ok := pods[p.ID]
 		if !ok {
 			continue
 		}
@@ -154,7 +150,7 @@ func nodeUsage(r overcommit.Report, tasks map[string]string) api.NodeUsage {
 		if p.Tier == cgroup.Online {
 			qos = api.QoSOnline
 		}
-		u.Tasks = append(u.Tasks, api.TaskUsage{TaskID: id, QoS: qos, Usage: api.Usage{CPU: p.LastCPUMillis, Memory: p.LastMemoryBytes}})
+		u.Tasks = append(u.Tasks, api.TaskUsage{TaskID: rp.taskID, QoS: qos, Usage: api.Usage{CPU: p.LastCPUMillis, Memory: p.LastMemoryBytes}})
 	}
 	return u
 }
@@ -231,11 +227,20 @@ func (a *Agent) Stats() Stats {
 	return s
 }
 
+// runningPod is a running pod as the overcommit loop sees it, and its task.
+type runningPod struct {
+	overcommit.Pod
+	taskID string
+}
+
 // Pods lists the running pods for the overcommit loop
 // (overcommit.PodSource), by ID. It returns a new slice each call.
 func (a *Agent) Pods() []overcommit.Pod {
 	a.mu.Lock()
-	pods := slices.Collect(maps.Values(a.mu.pods))
+	pods := make([]overcommit.Pod, 0, len(a.mu.pods))
+	for _, rp := range a.mu.pods {
+		pods = append(pods, rp.Pod)
+	}
 	a.mu.Unlock()
 	slices.SortFunc(pods, func(x, y overcommit.Pod) int { return strings.Compare(x.ID, y.ID) })
 	return pods

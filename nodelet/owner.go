@@ -496,8 +496,7 @@ func (o *owner) post(ev event) bool {
 
 // stop ends a running pod in a goroutine; its waiter reports the exit.
 func (o *owner) stop(p *pod, reason api.TaskReason, msg string, grace time.Duration) {
-	// The killer's reason wins, then the time limit's.
-	if p.stopReason != api.ReasonMemoryKiller && (p.stopReason != api.ReasonTimeLimit || reason == api.ReasonMemoryKiller) {
+	if stopRank(reason) > stopRank(p.stopReason) {
 		p.stopReason, p.killMsg = reason, msg
 	}
 	p.phase = phaseStopping
@@ -512,6 +511,21 @@ func (o *owner) stop(p *pod, reason api.TaskReason, msg string, grace time.Durat
 			o.post(event{kind: evStopFailed, id: id, gen: gen, err: err})
 		}
 	})
+}
+
+// stopRank orders the reasons to stop a pod: a stop for a stronger reason
+// keeps it over a later one's (the memory killer's over the time limit's,
+// both over the target's).
+func stopRank(r api.TaskReason) int {
+	switch r {
+	case api.ReasonMemoryKiller:
+		return 3
+	case api.ReasonTimeLimit:
+		return 2
+	case api.ReasonStopped:
+		return 1
+	}
+	return 0
 }
 
 // remove deletes an ended, reported pod from the runtime in a goroutine.
@@ -659,16 +673,14 @@ func (o *owner) publish() {
 		p := o.pods[id]
 		if p == nil || p.phase != phaseRunning && p.phase != phaseStopping {
 			delete(a.mu.pods, id)
-			delete(a.mu.tasks, id)
 			continue
 		}
-		a.mu.tasks[id] = p.taskID()
 		op := overcommit.Pod{ID: p.want.ID, Tier: p.want.Tier, Priority: p.want.Priority, StartedAt: p.startedAt}
 		for _, c := range p.want.Pod.Containers {
 			op.Request.CPUMillis += c.Resources.CPU
 			op.Request.MemoryBytes += c.Resources.Memory
 		}
-		a.mu.pods[id] = op
+		a.mu.pods[id] = runningPod{op, p.taskID()}
 	}
 	o.stats.Running = len(a.mu.pods)
 	s := o.stats
