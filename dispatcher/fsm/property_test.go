@@ -260,6 +260,7 @@ func (h *propHarness) step() string {
 		for _, n := range in.Nodes {
 			victims = append(victims, n.Victims...)
 		}
+		slices.SortFunc(victims, func(a, b placement.Victim) int { return strings.Compare(a.Task, b.Task) }) // AddVictims' order is a map's
 		if len(victims) > 0 && len(in.Groups) > 0 && r.IntN(3) == 0 {
 			v := victims[r.IntN(len(victims))]
 			ps = append(ps, placement.Preemption{Task: v.Task, Node: h.nodes[r.IntN(len(h.nodes))], For: in.Groups[r.IntN(len(in.Groups))].Key})

@@ -525,21 +525,18 @@ func (f *FSM) PlacementInput(now time.Time, limit int64) *placement.Input {
 		}
 		// Slots whose TTL ended by now count as free before the next
 		// command drops them.
-		online, offline := n.free(api.QoSOnline), n.free(api.QoSOffline)
+		free := api.Allocatable{Online: n.free(api.QoSOnline), Offline: n.free(api.QoSOffline)}
 		var slots []placement.Slot
 		for _, s := range n.slots {
-			switch {
-			case s.expires > nowNS:
+			if s.expires > nowNS {
 				slots = append(slots, placement.Slot{ID: s.id, QoS: s.qos, Shape: s.shape})
-			case s.qos == api.QoSOnline:
-				online = online.Plus(s.shape, 1)
-			default:
-				offline = offline.Plus(s.shape, 1)
+			} else {
+				free.AddTier(s.qos, s.shape, 1)
 			}
 		}
 		pn := placement.Node{
 			ID: n.spec.Name, Pool: n.spec.Pool, Labels: n.spec.Labels, Capacity: n.spec.Allocatable,
-			Free:      api.Allocatable{Online: clampZero(online), Offline: clampZero(offline)},
+			Free:      api.Allocatable{Online: clampZero(free.Online), Offline: clampZero(free.Offline)},
 			Releasing: n.releasing,
 			Slots:     slots,
 		}
@@ -560,9 +557,10 @@ func (f *FSM) PlacementInput(now time.Time, limit int64) *placement.Input {
 	return in
 }
 
-// AddVictims fills the Victims of in's nodes: their running offline tasks
-// (active and not told to stop) of jobs of a priority below below, for
-// placement.Preempt. Nodes the FSM does not know are left alone.
+// AddVictims fills the Victims of in's nodes, in no order (placement.Preempt
+// orders them): their running offline tasks (active and not told to stop)
+// of jobs of a priority below below. Nodes the FSM does not know are left
+// alone.
 func (f *FSM) AddVictims(in *placement.Input, below int32) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
@@ -581,7 +579,6 @@ func (f *FSM) AddVictims(in *placement.Input, below int32) {
 			pn.Victims = append(pn.Victims, placement.Victim{Task: taskID(t.key, t.attempt), Priority: j.spec.Priority,
 				Demand: j.groups[t.key.group].demand, Since: time.Unix(0, t.updated)})
 		}
-		slices.SortFunc(pn.Victims, func(a, b placement.Victim) int { return cmp.Compare(a.Task, b.Task) })
 	}
 }
 
