@@ -18,20 +18,7 @@ func TestBenchE2EJSON(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster and a fleet")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var out, errOut bytes.Buffer
-	err := run(ctx, []string{"bench", "e2e", "--replicas", "1", "--nodes", "20", "--start-rate", "20", "--steps", "1",
-		"--step-duration", "2s", "--array-size", "uniform:1,3", "--run-time", "50ms",
-		"--p99-placed-limit", "20s", "--p99-running-limit", "20s", "--work-dir", t.TempDir(), "--json"}, &out, &errOut)
-	if err != nil {
-		t.Fatalf("bench e2e: %v\nstderr: %s", err, errOut.String())
-	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	var res e2ebench.Result
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
-		t.Fatalf("the last line %q: %v", lines[len(lines)-1], err)
-	}
+	res, stderr := benchE2E(t, "--nodes", "20")
 	if res.Nodes != 20 || res.Replicas != 1 || len(res.Steps) != 1 {
 		t.Fatalf("result %+v", res)
 	}
@@ -44,8 +31,8 @@ func TestBenchE2EJSON(t *testing.T) {
 		t.Errorf("summary %+v of step %+v", res, st)
 	}
 	for _, want := range []string{"e2e: cluster up", "e2e: fleet ready", "e2e: step"} {
-		if !strings.Contains(errOut.String(), want) {
-			t.Errorf("stderr lacks %q:\n%s", want, errOut.String())
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}
 	}
 }
@@ -58,25 +45,12 @@ func TestBenchE2EFleetProcs(t *testing.T) {
 		t.Skip("starts a cluster and fleet processes")
 	}
 	t.Setenv(testAsMainEnv, "1") // for the children only: this process runs its tests
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var out, errOut bytes.Buffer
-	err := run(ctx, []string{"bench", "e2e", "--replicas", "1", "--nodes", "21", "--fleet-procs", "2", "--start-rate", "20",
-		"--steps", "1", "--step-duration", "2s", "--array-size", "uniform:1,3", "--run-time", "50ms",
-		"--p99-placed-limit", "20s", "--p99-running-limit", "20s", "--work-dir", t.TempDir(), "--json"}, &out, &errOut)
-	if err != nil {
-		t.Fatalf("bench e2e: %v\nstderr: %s", err, errOut.String())
-	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	var res e2ebench.Result
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
-		t.Fatalf("the last line %q: %v", lines[len(lines)-1], err)
-	}
+	res, stderr := benchE2E(t, "--nodes", "21", "--fleet-procs", "2")
 	if res.Nodes != 21 || len(res.Steps) != 1 || res.Steps[0].Tasks == 0 || res.Steps[0].PlacedTasks != res.Steps[0].Tasks {
 		t.Fatalf("result %+v", res)
 	}
-	if !strings.Contains(errOut.String(), "nodes=21") {
-		t.Errorf("stderr lacks the 21 nodes ready:\n%s", errOut.String())
+	if !strings.Contains(stderr, "nodes=21") {
+		t.Errorf("stderr lacks the 21 nodes ready:\n%s", stderr)
 	}
 }
 
@@ -129,4 +103,25 @@ func TestPrintBenchE2ETable(t *testing.T) {
 			t.Errorf("JSON lacks %q: %s", k, b.String())
 		}
 	}
+}
+
+// benchE2E runs a one-step `sluice bench e2e` on one replica at 20 tasks/s
+// with args added, and returns its JSON result and its stderr.
+func benchE2E(t *testing.T, args ...string) (e2ebench.Result, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	argv := append([]string{"bench", "e2e", "--replicas", "1", "--start-rate", "20", "--steps", "1",
+		"--step-duration", "2s", "--array-size", "uniform:1,3", "--run-time", "50ms",
+		"--p99-placed-limit", "20s", "--p99-running-limit", "20s", "--work-dir", t.TempDir(), "--json"}, args...)
+	if err := run(ctx, argv, &out, &errOut); err != nil {
+		t.Fatalf("bench e2e: %v\nstderr: %s", err, errOut.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var res e2ebench.Result
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+		t.Fatalf("the last line %q: %v", lines[len(lines)-1], err)
+	}
+	return res, errOut.String()
 }
