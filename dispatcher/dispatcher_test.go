@@ -328,28 +328,20 @@ func TestPreemption(t *testing.T) {
 	r := c.leader()
 	led := &ledger{}
 	c.startNode(ctx, nodeSpec("n0", 2000), led)
-	submit := func(spec api.JobSpec) string {
-		t.Helper()
-		ids, _, err := r.d.Submit(ctx, []api.JobSpec{spec})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ids[0]
-	}
 	low := jobSpec("low", 4, 500, 1, time.Hour)
 	low.Retry.MaxAttempts = 1 // preemption is no failure: they come back anyway
-	lowID := submit(low)
+	lowID := r.submit(t, ctx, low)
 	waitFor(t, 10*time.Second, "the low-priority job to fill the node", func() bool {
 		j, _ := r.f.Job(lowID)
 		return j.Groups[0].Active == 4
 	})
-	equalID := submit(jobSpec("equal", 1, 1000, 1, time.Hour))
+	equalID := r.submit(t, ctx, jobSpec("equal", 1, 1000, 1, time.Hour))
 	time.Sleep(300 * time.Millisecond) // rounds that must not preempt
 	if tot := r.d.Totals(); tot.Preempted != 0 {
 		t.Fatalf("an equal-priority job preempted %d tasks", tot.Preempted)
 	}
 
-	highID := submit(jobSpec("high", 1, 1000, 9, time.Hour))
+	highID := r.submit(t, ctx, jobSpec("high", 1, 1000, 9, time.Hour))
 	waitFor(t, 10*time.Second, "the high-priority job to run", func() bool {
 		j, _ := r.f.Job(highID)
 		return j.Groups[0].Active == 1
@@ -405,28 +397,22 @@ func TestNoQueueStarves(t *testing.T) {
 	c.startNode(ctx, nodeSpec("n0", 4000), led) // room for 8
 	old := jobSpec("backlog", 400, 500, 0, 100*time.Millisecond)
 	old.Queue = "a"
-	ids, _, err := r.d.Submit(ctx, []api.JobSpec{old})
-	if err != nil {
-		t.Fatal(err)
-	}
+	backlogID := r.submit(t, ctx, old)
 	waitFor(t, 10*time.Second, "the backlog to fill the node", func() bool {
-		j, _ := r.f.Job(ids[0])
+		j, _ := r.f.Job(backlogID)
 		return j.Groups[0].Active == 8
 	})
 	clock.off.Store(int64(time.Hour)) // the backlog has waited an hour more
 	late := jobSpec("late", 8, 500, 0, time.Hour)
 	late.Queue = "b"
-	lateIDs, _, err := r.d.Submit(ctx, []api.JobSpec{late})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lateID := r.submit(t, ctx, late)
 	waitFor(t, 3*time.Second, "the late queue to reach its share", func() bool {
-		j, _ := r.f.Job(lateIDs[0])
+		j, _ := r.f.Job(lateID)
 		return j.Groups[0].Active == 4
 	})
 	time.Sleep(500 * time.Millisecond) // a few more of the backlog's tasks end
-	j, _ := r.f.Job(lateIDs[0])
-	b, _ := r.f.Job(ids[0])
+	j, _ := r.f.Job(lateID)
+	b, _ := r.f.Job(backlogID)
 	if j.Groups[0].Active != 4 || b.Groups[0].Pending == 0 {
 		t.Errorf("late queue runs %d (want its share, 4) with the backlog's %d pending", j.Groups[0].Active, b.Groups[0].Pending)
 	}
@@ -447,17 +433,14 @@ func TestUsageEstimates(t *testing.T) {
 	c.startNode(ctx, spec, &ledger{})
 	online := jobSpec("online", 4, 1000, 0, time.Hour)
 	online.QoS = api.QoSOnline
-	ids, _, err := r.d.Submit(ctx, []api.JobSpec{online})
-	if err != nil {
-		t.Fatal(err)
-	}
+	onlineID := r.submit(t, ctx, online)
 	waitFor(t, 10*time.Second, "the online tasks to run", func() bool {
-		j, _ := r.f.Job(ids[0])
+		j, _ := r.f.Job(onlineID)
 		return j.Groups[0].Active == 4
 	})
 	// They use 975m of their 1000m each: with 10% headroom, 4290m, which
 	// leaves 3710m idle for offline work instead of the static 12000m.
-	tasks, _ := r.f.JobTasks(ids[0], "", 0)
+	tasks, _ := r.f.JobTasks(onlineID, "", 0)
 	usage := api.NodeUsage{Online: api.Usage{CPU: 3900, Memory: 400 << 20}}
 	for _, ti := range tasks {
 		usage.Tasks = append(usage.Tasks, api.TaskUsage{TaskID: ti.ID, QoS: api.QoSOnline, Usage: api.Usage{CPU: 975, Memory: 100 << 20}})
@@ -465,20 +448,17 @@ func TestUsageEstimates(t *testing.T) {
 	if err := r.d.Heartbeat(ctx, "n0", usage); err != nil {
 		t.Fatal(err)
 	}
-	offIDs, _, err := r.d.Submit(ctx, []api.JobSpec{jobSpec("offline", 12, 1000, 0, time.Hour)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	offID := r.submit(t, ctx, jobSpec("offline", 12, 1000, 0, time.Hour))
 	waitFor(t, 5*time.Second, "offline tasks in the idle room", func() bool {
-		j, _ := r.f.Job(offIDs[0])
+		j, _ := r.f.Job(offID)
 		return j.Groups[0].Active == 3
 	})
 	time.Sleep(200 * time.Millisecond) // rounds that must not place more
-	if j, _ := r.f.Job(offIDs[0]); j.Groups[0].Active != 3 {
+	if j, _ := r.f.Job(offID); j.Groups[0].Active != 3 {
 		t.Fatalf("%d offline tasks placed beside the estimated online usage, want 3", j.Groups[0].Active)
 	}
 	waitFor(t, 10*time.Second, "the static offline capacity once the heartbeat is old", func() bool {
-		j, _ := r.f.Job(offIDs[0])
+		j, _ := r.f.Job(offID)
 		return j.Groups[0].Active == 12
 	})
 	checkInvariants(t, r.f)
@@ -493,22 +473,14 @@ func TestCachedSlots(t *testing.T) {
 	c := newCluster(t, 1, func(cfg *dispatcher.Config) { cfg.SlotTTL = 2 * time.Second })
 	r := c.leader()
 	c.startNode(ctx, nodeSpec("n0", 2000), &ledger{})
-	submit := func(spec api.JobSpec) string {
-		t.Helper()
-		ids, _, err := r.d.Submit(ctx, []api.JobSpec{spec})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ids[0]
-	}
-	first := submit(jobSpec("first", 2, 1000, 0, 50*time.Millisecond))
+	first := r.submit(t, ctx, jobSpec("first", 2, 1000, 0, 50*time.Millisecond))
 	waitFor(t, 10*time.Second, "the first job to end", func() bool {
 		j, _ := r.f.Job(first)
 		return j.Groups[0].Succeeded == 2
 	})
 	ended := time.Now()
-	other := submit(jobSpec("other-shape", 1, 500, 0, time.Hour))
-	same := submit(jobSpec("same-shape", 1, 1000, 0, time.Hour))
+	other := r.submit(t, ctx, jobSpec("other-shape", 1, 500, 0, time.Hour))
+	same := r.submit(t, ctx, jobSpec("same-shape", 1, 1000, 0, time.Hour))
 	waitFor(t, 5*time.Second, "the same shape to reuse a slot", func() bool {
 		j, _ := r.f.Job(same)
 		return j.Groups[0].Active == 1

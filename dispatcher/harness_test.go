@@ -38,6 +38,16 @@ type replica struct {
 	closed atomic.Bool
 }
 
+// submit submits one job through r and returns its ID.
+func (r *replica) submit(t *testing.T, ctx context.Context, spec api.JobSpec) string {
+	t.Helper()
+	ids, _, err := r.d.Submit(ctx, []api.JobSpec{spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids[0]
+}
+
 func (r *replica) close() {
 	if r.closed.Swap(true) {
 		return
