@@ -53,21 +53,18 @@ func fairShares(in *Input, levels int64) [][]fairTier {
 	if total.CPU <= 0 || total.Memory <= 0 {
 		return out
 	}
-	type job struct {
-		share float64 // dominant share held, then taken
-	}
 	type queue struct {
 		weight int64
-		share  float64
+		share  float64 // dominant share held, then taken
 		target float64
 		active bool
-		jobs   map[string]*job
+		jobs   map[string]float64 // each job's share, held then taken
 	}
 	queues := map[string]*queue{}
 	get := func(name string) *queue {
 		q := queues[name]
 		if q == nil {
-			q = &queue{weight: 1, jobs: map[string]*job{}}
+			q = &queue{weight: 1, jobs: map[string]float64{}}
 			queues[name] = q
 		}
 		return q
@@ -86,8 +83,8 @@ func fairShares(in *Input, levels int64) [][]fairTier {
 		if g.Pending > 0 {
 			q.active = true
 		}
-		if q.jobs[g.Key.Job] == nil {
-			q.jobs[g.Key.Job] = &job{share: dominant(g.JobRunning, total)}
+		if _, ok := q.jobs[g.Key.Job]; !ok {
+			q.jobs[g.Key.Job] = dominant(g.JobRunning, total)
 		}
 	}
 	var weights int64
@@ -111,20 +108,19 @@ func fairShares(in *Input, levels int64) [][]fairTier {
 	for i := range in.Groups {
 		g := &in.Groups[i]
 		q := queues[g.Queue]
-		j := q.jobs[g.Key.Job]
 		per := dominant(g.Demand, total)
 		if g.Pending == 0 || per <= 0 {
 			continue
 		}
 		jt := q.target / float64(len(q.jobs))
 		for jb, taken := int64(0), int64(0); taken < g.Pending; jb++ {
-			end := levelEnd(jb, levels, jt, j.share, per, g.Pending)
+			end := levelEnd(jb, levels, jt, q.jobs[g.Key.Job], per, g.Pending)
 			if n := end - taken; n > 0 {
 				pieces[g.Queue] = append(pieces[g.Queue], piece{group: i, count: n, jb: jb, per: per})
 				taken = end
 			}
 		}
-		j.share += float64(g.Pending) * per
+		q.jobs[g.Key.Job] += float64(g.Pending) * per
 	}
 	// Take each queue's pieces by job level, cutting them at queue levels.
 	for name, ps := range pieces {
