@@ -222,6 +222,10 @@ func decodeJob(d *decoder, j *JobSpec) {
 			if d.field(&seen, 11) {
 				j.IdempotencyKey = d.str()
 			}
+		case "appmaster":
+			if d.field(&seen, 13) {
+				j.Appmaster = d.boolean()
+			}
 		case "tasks":
 			if d.field(&seen, 12) && d.openArray() {
 				for d.nextElem() {

@@ -49,7 +49,14 @@ type JobSpec struct {
 	// dispatcher has already committed is answered with the first job's ID
 	// instead of being created again.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
-	// Tasks are the job's task groups, at least one.
+	// Appmaster makes the job an appmaster: it may lease capboxes
+	// (CapboxRequest) and run its own tasks in them. An appmaster job may
+	// have no task groups: its program then runs outside the cluster
+	// (client mode) and the job lives until it is cancelled. When an
+	// appmaster job ends, its capboxes are released.
+	Appmaster bool `json:"appmaster,omitempty"`
+	// Tasks are the job's task groups: at least one, unless the job is an
+	// appmaster.
 	Tasks []TaskGroupSpec `json:"tasks"`
 }
 

@@ -103,6 +103,7 @@ func (g gen) job() api.JobSpec {
 		},
 		MaxRunTime:     api.Duration(g.r.Int64N(int64(24 * time.Hour))),
 		IdempotencyKey: g.name("key"),
+		Appmaster:      g.r.IntN(2) == 0,
 	}
 	j.Retry.MaxBackoff = j.Retry.Backoff + api.Duration(g.r.Int64N(int64(time.Hour)))
 	if g.r.IntN(2) == 0 {

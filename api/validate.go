@@ -204,8 +204,8 @@ func (j *JobSpec) validate(c *checker) {
 	c.idempotencyKey(j.IdempotencyKey)
 	c.push("tasks")
 	switch {
-	case len(j.Tasks) == 0:
-		c.bad("must have at least one task group")
+	case len(j.Tasks) == 0 && !j.Appmaster:
+		c.bad("must have at least one task group (or the job be an appmaster)")
 	case len(j.Tasks) > MaxTaskGroups:
 		c.badf("more than %d task groups", MaxTaskGroups)
 	}

@@ -41,7 +41,7 @@ func TestValidate(t *testing.T) {
 	if !errors.Is(err, errInvalidSpec) || exitCode(context.Background(), err) != exitError {
 		t.Fatalf("validate bad file: %v", err)
 	}
-	want := "jobs[0].tasks: must have at least one task group\njobs[1].nmae: unknown field\njobs[1].name: is required\njobs[1].tasks: must have at least one task group\n"
+	want := "jobs[0].tasks: must have at least one task group (or the job be an appmaster)\njobs[1].nmae: unknown field\njobs[1].name: is required\njobs[1].tasks: must have at least one task group (or the job be an appmaster)\n"
 	if out.String() != want {
 		t.Errorf("printed\n%s\nwant\n%s", out.String(), want)
 	}

@@ -19,10 +19,14 @@ const (
 	cmdUpdateTasks  byte = 5
 	cmdCancel       byte = 6
 	cmdPreempt      byte = 7
+	// Capboxes: capbox.go.
+	cmdCreateCapboxes  byte = 8
+	cmdReleaseCapboxes byte = 9
 )
 
-// commandVersion 3: submit commands carry binary specs (2: NDJSON).
-const commandVersion = 3
+// commandVersion 4: specs carry JobSpec.Appmaster; 3: submit commands
+// carry binary specs (2: NDJSON).
+const commandVersion = 4
 
 // specSizeHint is the size of a typical spec's encoding, for buffers.
 const specSizeHint = 128

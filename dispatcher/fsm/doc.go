@@ -2,7 +2,7 @@
 // dispatcher state. It is a raftkv.StateMachine (and raftkv.Loader): every
 // change is a committed raft command applied by Apply, in log order, on every
 // replica, deterministically. It owns jobs, task groups, tasks, nodes and
-// the pending queues and cached slots; capboxes are not kept yet.
+// the pending queues, cached slots and capboxes.
 //
 // # Tasks without a key per pending task
 //
@@ -30,6 +30,8 @@
 //	i/<idempotency key>                   job number
 //	s/slot                                next cached slot number
 //	c/<node name>\x00<slot id>            cached slot: QoS, shape, expiry
+//	b/<set u64 BE>                        capbox set: submit time, released,
+//	                                      appmaster's number, request (JSON)
 //
 // Per-job scans ("t/<job>", "g/<job>") are range scans; what each node
 // holds is derived from the task records by Load, not stored. Every record starts with a version byte: 1, and 2 for
@@ -86,6 +88,19 @@
 //	                target, its resources count as releasing until it is
 //	                reported stopped, and it is then requeued at once
 //	                whatever its attempts, with reason preempted
+//	CreateCapboxes  an appmaster job (JobSpec.Appmaster) asks for capboxes:
+//	                each request becomes a capbox set, a job of its own
+//	                numbered with the jobs, whose one group holds the
+//	                request's capboxes as tasks (queue, pool, priority and
+//	                QoS from the appmaster; never retried, never preempted;
+//	                AllOrNothing makes the group a gang). A capbox's ID is
+//	                its task's only attempt ("j9/0/3/1"). Targets mark its
+//	                pod as a capbox placeholder
+//	ReleaseCapboxes capboxes by ID: pending ones are dropped (one in the
+//	                middle of the never-placed range first gets records for
+//	                the indexes before it, requeued), active ones told to
+//	                stop as a cancel does. Cancelling an appmaster, or its
+//	                tasks all ending, releases its capbox sets
 //
 // # Invariants
 //

@@ -167,12 +167,17 @@ func (f *FSM) apply(w writer, index uint64, cmd []byte) ([]byte, error) {
 		res, err = f.cancelLocked(w, now, d)
 	case cmdPreempt:
 		res, err = f.preemptLocked(w, now, d)
+	case cmdCreateCapboxes:
+		res, err = f.createCapboxesLocked(w, now, d)
+	case cmdReleaseCapboxes:
+		res, err = f.releaseCapboxesLocked(w, now, d)
 	default:
 		err = fmt.Errorf("%w: unknown command tag %d", ErrCorrupt, cmd[0])
 	}
 	if err != nil {
 		return nil, err
 	}
+	f.endAppmastersLocked(w, now)
 	f.expireSlotsLocked(w, now)
 	f.flushLocked(w, index)
 	f.mu.applied = index
@@ -520,13 +525,20 @@ func (f *FSM) cancelLocked(w writer, now int64, d *dec) ([]byte, error) {
 	if !ok || j == nil {
 		return nil, fmt.Errorf("%w: job %q", ErrNotFound, id)
 	}
+	res := f.cancelJobLocked(w, now, j)
+	return encodeUvarints(uint64(res.Dropped), uint64(res.Stopping)), nil
+}
+
+// cancelJobLocked cancels j, and the capbox sets of an appmaster with it:
+// pending tasks are dropped, active ones told to stop. Cancelling a
+// cancelled job changes nothing.
+func (f *FSM) cancelJobLocked(w writer, now int64, j *job) CancelResult {
 	var res CancelResult
 	if j.cancelled {
-		return encodeUvarints(0, 0), nil
+		return res
 	}
 	j.cancelled = true
-	f.vbuf = encodeJob(f.vbuf, j, nil)
-	w.Set(jobKey(num), f.vbuf)
+	f.writeJobLocked(w, j)
 	for _, g := range j.groups {
 		for _, r := range g.requeue {
 			t := g.tasks[r.index]
@@ -540,11 +552,11 @@ func (f *FSM) cancelLocked(w writer, now int64, d *dec) ([]byte, error) {
 		f.dirtyGroups[g] = struct{}{}
 	}
 	for _, n := range f.sortedNodeListLocked() {
-		if n.jobs[num] == 0 {
+		if n.jobs[j.num] == 0 {
 			continue
 		}
 		for _, t := range n.tasks {
-			if t.key.job == num && !t.stop {
+			if t.key.job == j.num && !t.stop {
 				t.stop, t.updated = true, now
 				n.release(j.spec.QoS, j.groups[t.key.group].demand, 1)
 				f.writeTask(w, t)
@@ -553,7 +565,12 @@ func (f *FSM) cancelLocked(w writer, now int64, d *dec) ([]byte, error) {
 		}
 		f.dirtyNodes[n] = struct{}{}
 	}
-	return encodeUvarints(uint64(res.Dropped), uint64(res.Stopping)), nil
+	for _, s := range j.sets {
+		r := f.cancelJobLocked(w, now, s)
+		res.Dropped += r.Dropped
+		res.Stopping += r.Stopping
+	}
+	return res
 }
 
 func (f *FSM) preemptLocked(w writer, now int64, d *dec) ([]byte, error) {
@@ -617,6 +634,9 @@ func (f *FSM) preemptOneLocked(w writer, now int64, p *placement.Preemption) (Re
 		return RejectNotPending, p.For.String() + " has no pending task"
 	}
 	vj := f.mu.jobs[k.job]
+	if vj.owner != nil {
+		return RejectPriority, p.Task + " is a capbox: its appmaster decides how long it lives"
+	}
 	if vj.spec.QoS != api.QoSOffline || pj.spec.QoS != api.QoSOffline || vj.spec.Priority >= pj.spec.Priority {
 		return RejectPriority, fmt.Sprintf("%s (%s, priority %d) for %s (%s, priority %d): offline work of a lower priority only",
 			p.Task, vj.spec.QoS, vj.spec.Priority, p.For, pj.spec.QoS, pj.spec.Priority)
@@ -909,7 +929,7 @@ func (f *FSM) updateLocked(w writer, now int64, d *dec) ([]byte, error) {
 			return nil, bad(fmt.Errorf("%w: malformed task ID", ErrBadReport))
 		}
 		t := f.taskLocked(r.key)
-		if t == nil {
+		if t == nil || t.attempt == 0 { // attempt 0: a capbox released before it was placed
 			return nil, bad(fmt.Errorf("%w: no such task", ErrBadReport))
 		}
 		if !r.state.Valid() || r.state == api.TaskPending || r.state == api.TaskAssigned {

@@ -17,6 +17,8 @@ const (
 	prefixNode  = "n/"
 	prefixIdem  = "i/"
 	prefixSlot  = "c/"
+	// prefixCapboxSet holds capbox sets, numbered as jobs.
+	prefixCapboxSet = "b/"
 )
 
 var (
@@ -28,9 +30,10 @@ var (
 // recordVersion is the first byte of every stored record but a job's.
 const recordVersion = 1
 
-// jobRecordVersion is the first byte of a job record. 2: the spec in the
-// binary encoding of spec_codec.go (1 held it as JSON).
-const jobRecordVersion = 2
+// jobRecordVersion is the first byte of a job record. 3: the spec has
+// JobSpec.Appmaster; 2: the spec in the binary encoding of spec_codec.go
+// (1 held it as JSON).
+const jobRecordVersion = 3
 
 // taskKey identifies a task: its job's number, its group's index in the job
 // and its index in the group.

@@ -27,7 +27,7 @@ func TestRandomCommands(t *testing.T) {
 	// Drop stale job changes often, to check JobsChangedSince across it.
 	defer func(n int) { minStaleChanges = n }(minStaleChanges)
 	minStaleChanges = 2
-	preempted, cached := 0, uint64(0)
+	preempted, cached, sets, releases := 0, uint64(0), 0, 0
 	for run := range runs {
 		h := &propHarness{t: t, r: r, f: New(), s: newMemStore(), now: time.Unix(1_800_000_000, 0)}
 		for step := range steps {
@@ -36,13 +36,18 @@ func TestRandomCommands(t *testing.T) {
 				t.Fatalf("run %d step %d (%s): %v", run, step, desc, err)
 			}
 		}
-		t.Logf("run %d: %d commands applied, %d rejected, %d tasks placed, %d reports applied, %d tasks preempted, %d slots cached, %d reused",
-			run, h.counts[0], h.counts[1], h.counts[2], h.counts[3], h.counts[4], h.f.mu.nextSlot-1, h.counts[5])
+		t.Logf("run %d: %d commands applied, %d rejected, %d tasks placed, %d reports applied, %d tasks preempted, %d slots cached, %d reused, %d capbox sets created, %d releases",
+			run, h.counts[0], h.counts[1], h.counts[2], h.counts[3], h.counts[4], h.f.mu.nextSlot-1, h.counts[5], h.counts[6], h.counts[7])
 		preempted += h.counts[4]
+		sets += h.counts[6]
+		releases += h.counts[7]
 		cached += h.f.mu.nextSlot - 1
 	}
 	if cached == 0 {
 		t.Error("no run cached a slot: slots were never exercised")
+	}
+	if sets == 0 || releases == 0 {
+		t.Errorf("%d capbox commands created sets and %d released capboxes: capboxes were not exercised", sets, releases)
 	}
 	if preempted == 0 {
 		t.Error("no run preempted a task: the preemption commands were never exercised")
@@ -50,16 +55,18 @@ func TestRandomCommands(t *testing.T) {
 }
 
 type propHarness struct {
-	t      *testing.T
-	r      *rand.Rand
-	f      *FSM
-	s      *memStore
-	index  uint64
-	now    time.Time
-	nodes  []string
-	jobs   []string
-	term   uint64
-	counts [6]int // ok, rejected, placed tasks, reports applied, tasks preempted, slots reused
+	t     *testing.T
+	r     *rand.Rand
+	f     *FSM
+	s     *memStore
+	index uint64
+	now   time.Time
+	nodes []string
+	jobs  []string
+	// ams and sets are the appmaster jobs and capbox sets submitted.
+	ams, sets []string
+	term      uint64
+	counts    [8]int // ok, rejected, placed tasks, reports applied, tasks preempted, slots reused, capbox sets created, releases applied
 }
 
 func (h *propHarness) apply(cmd []byte) ([]byte, error) {
@@ -82,7 +89,7 @@ func (h *propHarness) apply(cmd []byte) ([]byte, error) {
 
 func (h *propHarness) step() string {
 	r := h.r
-	switch k := r.IntN(21); {
+	switch k := r.IntN(23); {
 	case k < 2 || len(h.nodes) == 0:
 		name := fmt.Sprintf("n%d", r.IntN(6))
 		c := api.Capacity{CPU: 1000 * (2 + r.Int64N(8)), Memory: (2 + r.Int64N(16)) << 30, GPUs: r.Int64N(3), Ports: 10}
@@ -117,8 +124,14 @@ func (h *propHarness) step() string {
 					Resources: api.Resources{CPU: 250 * (1 + r.Int64N(8)), Memory: (1 + r.Int64N(4)) << 29, GPUs: r.Int64N(2) * r.Int64N(2)},
 				}}}})
 			}
+			if r.IntN(5) == 0 {
+				s.Appmaster = true
+				if r.IntN(2) == 0 {
+					s.Tasks = nil // client mode
+				}
+			}
 			if bad && i == 0 {
-				s.Tasks[0].Count = 0
+				s.Tasks = append(s.Tasks, api.TaskGroupSpec{Count: 0})
 			}
 			specs = append(specs, s)
 		}
@@ -132,9 +145,12 @@ func (h *propHarness) step() string {
 			if err != nil {
 				h.t.Fatal(err)
 			}
-			for _, j := range sr.Jobs {
+			for i, j := range sr.Jobs {
 				if !slices.Contains(h.jobs, j.ID) {
 					h.jobs = append(h.jobs, j.ID)
+					if specs[i].Appmaster {
+						h.ams = append(h.ams, j.ID)
+					}
 				}
 			}
 		}
@@ -278,6 +294,58 @@ func (h *propHarness) step() string {
 			h.counts[4] += int(pr.Preempted)
 		}
 		return fmt.Sprintf("preempt %d", len(ps))
+	case k < 21:
+		if len(h.jobs) == 0 {
+			return "nothing"
+		}
+		am := h.jobs[r.IntN(len(h.jobs))]
+		if len(h.ams) > 0 && r.IntN(5) > 0 {
+			am = h.ams[r.IntN(len(h.ams))]
+		}
+		var reqs []api.CapboxRequest
+		for range 1 + r.IntN(2) {
+			rq := api.CapboxRequest{Name: "c", Count: 1 + r.Int64N(6), AllOrNothing: r.IntN(3) == 0, DistinctNodes: r.IntN(6) == 0,
+				Resources: api.Resources{CPU: 250 * (1 + r.Int64N(8)), Memory: (1 + r.Int64N(4)) << 29}}
+			if r.IntN(4) == 0 {
+				rq.IdempotencyKey = fmt.Sprintf("k%d", r.IntN(4))
+			}
+			if r.IntN(10) == 0 {
+				rq.Count = 0
+			}
+			reqs = append(reqs, rq)
+		}
+		cmd, _ := CreateCapboxes(h.now, am, reqs)
+		if res, err := h.apply(cmd); err == nil {
+			sr, err := DecodeSubmitResult(res)
+			if err != nil {
+				h.t.Fatal(err)
+			}
+			for _, j := range sr.Jobs {
+				if !slices.Contains(h.jobs, j.ID) {
+					h.jobs = append(h.jobs, j.ID)
+					h.sets = append(h.sets, j.ID)
+				}
+			}
+			h.counts[6]++
+		}
+		return "capboxes for " + am
+	case k < 22:
+		// Release a few capboxes (or tasks, or IDs that name nothing).
+		var ids []string
+		for range 1 + r.IntN(3) {
+			if len(h.jobs) == 0 {
+				break
+			}
+			from := h.jobs
+			if len(h.sets) > 0 && r.IntN(6) > 0 {
+				from = h.sets
+			}
+			ids = append(ids, fmt.Sprintf("%s/0/%d/1", from[r.IntN(len(from))], r.IntN(7)))
+		}
+		if _, err := h.apply(ReleaseCapboxes(h.now, ids)); err == nil {
+			h.counts[7]++
+		}
+		return fmt.Sprint("release ", ids)
 	default:
 		h.now = h.now.Add(time.Duration(r.IntN(3000)) * time.Millisecond)
 		return "advance"

@@ -83,6 +83,16 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 	if err != nil {
 		return err
 	}
+	// Capbox sets after the jobs: their appmasters must be loaded.
+	err = r.Scan([]byte(prefixCapboxSet), prefixEnd(prefixCapboxSet), func(k, v []byte) error {
+		if len(k) != len(prefixCapboxSet)+8 {
+			return fmt.Errorf("%w: capbox set key %q", ErrCorrupt, k)
+		}
+		return f.loadCapboxSetLocked(binary.BigEndian.Uint64(k[len(prefixCapboxSet):]), v)
+	})
+	if err != nil {
+		return err
+	}
 	err = r.Scan([]byte(prefixGroup), prefixEnd(prefixGroup), func(k, v []byte) error {
 		k = k[len(prefixGroup):]
 		if len(k) != 10 {
@@ -218,10 +228,16 @@ type JobStatus struct {
 	// the FSM: do not modify it.
 	Spec   api.JobSpec
 	Groups []GroupStatus
+	// Appmaster is, for a capbox set, the ID of the appmaster that asked
+	// for it.
+	Appmaster string
 }
 
 func (j *job) status() JobStatus {
 	s := JobStatus{ID: j.id, State: j.state(), Submitted: time.Unix(0, j.submitted).UTC(), Spec: *j.spec}
+	if j.owner != nil {
+		s.Appmaster = j.owner.id
+	}
 	s.Groups = make([]GroupStatus, len(j.groups))
 	for i, g := range j.groups {
 		s.Groups[i] = GroupStatus{
@@ -254,7 +270,8 @@ type JobFilter struct {
 	Limit int
 }
 
-// Jobs returns the jobs the filter selects, oldest first.
+// Jobs returns the jobs the filter selects, oldest first. Capbox sets are
+// not listed (Capboxes lists them by appmaster).
 func (f *FSM) Jobs(filter JobFilter) []JobStatus {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
@@ -269,7 +286,7 @@ func (f *FSM) Jobs(filter JobFilter) []JobStatus {
 	var out []JobStatus
 	for _, num := range nums {
 		j := f.mu.jobs[num]
-		if filter.Queue != "" && j.spec.Queue != filter.Queue {
+		if j.owner != nil || filter.Queue != "" && j.spec.Queue != filter.Queue {
 			continue
 		}
 		if len(filter.States) > 0 && !slices.Contains(filter.States, j.state()) {
@@ -416,6 +433,9 @@ type Pod struct {
 	Priority int32
 	// MaxRunTime is the job's run-time limit (0: none).
 	MaxRunTime time.Duration
+	// Capbox is set for a capbox's placeholder: Spec's one container
+	// only says what it holds.
+	Capbox bool
 	// Spec shares memory with the FSM: do not modify it.
 	Spec api.PodSpec
 }
@@ -454,7 +474,7 @@ func (f *FSM) NodeTarget(name string) (gen uint64, pods []Pod, ok bool) {
 		j := f.mu.jobs[t.key.job]
 		g := &j.spec.Tasks[t.key.group]
 		pods[i] = Pod{TaskID: taskID(t.key, t.attempt), Job: j.id, Group: g.Name, QoS: j.spec.QoS, Priority: j.spec.Priority,
-			MaxRunTime: time.Duration(j.spec.MaxRunTime), Spec: g.Pod}
+			MaxRunTime: time.Duration(j.spec.MaxRunTime), Capbox: j.owner != nil, Spec: g.Pod}
 	}
 	return n.gen, pods, true
 }
@@ -514,7 +534,7 @@ func (f *FSM) PlacementInput(now time.Time, limit int64) *placement.Input {
 		in.Groups = append(in.Groups, placement.Group{
 			Key: g.key(), Pending: e, Demand: g.demand, QoS: s.QoS, Priority: s.Priority,
 			Queue: s.Queue, Pool: s.Pool, Constraints: s.Constraints, DistinctNodes: s.DistinctNodes,
-			Preferred: s.Tasks[g.idx].PreferredNodes, Policy: s.Policy,
+			Preferred: s.Tasks[g.idx].PreferredNodes, Policy: s.Policy, Gang: g.job.gang,
 			Waited:     max(0, time.Duration(nowNS-g.job.submitted)),
 			JobRunning: running,
 		})
@@ -559,7 +579,8 @@ func (f *FSM) PlacementInput(now time.Time, limit int64) *placement.Input {
 
 // AddVictims fills the Victims of in's nodes, in no order (placement.Preempt
 // orders them): their running offline tasks (active and not told to stop)
-// of jobs of a priority below below. Nodes the FSM does not know are left
+// of jobs of a priority below below. Capboxes are never victims: their
+// appmasters decide how long they live. Nodes the FSM does not know are left
 // alone.
 func (f *FSM) AddVictims(in *placement.Input, below int32) {
 	f.mu.RLock()
@@ -573,7 +594,7 @@ func (f *FSM) AddVictims(in *placement.Input, below int32) {
 		}
 		for _, t := range n.tasks {
 			j := f.mu.jobs[t.key.job]
-			if t.stop || j.spec.QoS != api.QoSOffline || j.spec.Priority >= below {
+			if t.stop || j.owner != nil || j.spec.QoS != api.QoSOffline || j.spec.Priority >= below {
 				continue
 			}
 			pn.Victims = append(pn.Victims, placement.Victim{Task: taskID(t.key, t.attempt), Priority: j.spec.Priority,
@@ -601,7 +622,11 @@ func (f *FSM) dump() string {
 	slices.Sort(nums)
 	for _, num := range nums {
 		j := f.mu.jobs[num]
-		fmt.Fprintf(&b, "job %s %s cancelled=%v submitted=%d queue=%s\n", j.id, j.state(), j.cancelled, j.submitted, j.spec.Queue)
+		fmt.Fprintf(&b, "job %s %s cancelled=%v submitted=%d queue=%s sets=%d", j.id, j.state(), j.cancelled, j.submitted, j.spec.Queue, len(j.sets))
+		if j.owner != nil {
+			fmt.Fprintf(&b, " owner=%s gang=%v request=%s", j.owner.id, j.gang, j.request)
+		}
+		b.WriteByte('\n')
 		for _, g := range j.groups {
 			_, pend := f.mu.pending[j.spec.Queue][g]
 			fmt.Fprintf(&b, "  group %d count=%d next=%d requeue=%v active=%d ok=%d failed=%d killed=%d demand=%+v pendingIndex=%v\n",

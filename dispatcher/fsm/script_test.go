@@ -116,21 +116,57 @@ func (r *replica) exec(line string) string {
 		if cmd, err = fsm.SubmitJobs(r.now, specs); err != nil {
 			r.t.Fatal(err)
 		}
+		decode = func(b []byte) string { return submitted(r.t, b) }
+	case "appmaster": // appmaster <name> [count=.. cpu=.. mem=..] [prio=..]: submit an appmaster job, of no task groups without count
+		spec := jobSpec(args)
+		spec.Appmaster = true
+		if num(opts(args[1:])["count"]) == 0 {
+			spec.Tasks = nil
+		}
+		var err error
+		if cmd, err = fsm.SubmitJobs(r.now, []api.JobSpec{spec}); err != nil {
+			r.t.Fatal(err)
+		}
+		decode = func(b []byte) string { return submitted(r.t, b) }
+	case "capboxes": // capboxes <appmaster> <name> count=.. cpu=.. mem=.. [gang] [distinct] [key=..] [| <next request>]
+		var reqs []api.CapboxRequest
+		for _, part := range strings.Split(strings.Join(args[1:], " "), "|") {
+			f := strings.Fields(part)
+			kv := opts(f[1:])
+			rq := api.CapboxRequest{Name: f[0], Count: num(kv["count"]), IdempotencyKey: kv["key"],
+				Resources: api.Resources{CPU: num(kv["cpu"]), Memory: num(kv["mem"])}}
+			_, rq.AllOrNothing = kv["gang"]
+			_, rq.DistinctNodes = kv["distinct"]
+			reqs = append(reqs, rq)
+		}
+		var err error
+		if cmd, err = fsm.CreateCapboxes(r.now, args[0], reqs); err != nil {
+			r.t.Fatal(err)
+		}
+		decode = func(b []byte) string { return submitted(r.t, b) }
+	case "release": // release <capbox> ...
+		cmd = fsm.ReleaseCapboxes(r.now, args)
 		decode = func(b []byte) string {
-			res, err := fsm.DecodeSubmitResult(b)
+			res, err := fsm.DecodeCancelResult(b)
 			if err != nil {
 				r.t.Fatal(err)
 			}
-			var out []string
-			for _, j := range res.Jobs {
-				s := j.ID
-				if j.Existing {
-					s += "(existing)"
-				}
-				out = append(out, s)
-			}
-			return strings.Join(out, " ")
+			return fmt.Sprintf("dropped=%d stopping=%d", res.Dropped, res.Stopping)
 		}
+	case "boxes": // boxes <appmaster>: its capboxes and their states
+		bs, ok := r.f.Capboxes(args[0])
+		if !ok {
+			return "no such job"
+		}
+		var out []string
+		for _, b := range bs {
+			s := b.ID + ":" + b.State.String()
+			if b.Node != "" {
+				s += "@" + b.Node
+			}
+			out = append(out, s)
+		}
+		return "[" + strings.Join(out, " ") + "]"
 	case "plan": // plan [term=N] <job>/<group>@<node>*<count> ...
 		p := &fsm.Plan{Term: 1, Now: r.now}
 		for _, a := range args {
@@ -230,6 +266,9 @@ func (r *replica) exec(line string) string {
 		if !ok {
 			return "no such job"
 		}
+		if len(j.Groups) == 0 {
+			return j.State.String() + " no groups"
+		}
 		g := j.Groups[0]
 		return fmt.Sprintf("%s pending=%d active=%d ok=%d failed=%d killed=%d", j.State, g.Pending, g.Active, g.Succeeded, g.Failed, g.Killed)
 	case "tasks": // tasks <job> [after=<task>] [limit=N]: the job's placed tasks
@@ -277,6 +316,9 @@ func (r *replica) exec(line string) string {
 		s := fmt.Sprintf("gen=%d", gen)
 		for _, p := range pods {
 			s += " " + p.TaskID
+			if p.Capbox {
+				s += "(capbox)"
+			}
 		}
 		return s
 	case "releasing": // releasing <node>: offline cpu and memory held by tasks told to stop
@@ -312,6 +354,24 @@ func (r *replica) exec(line string) string {
 		return "error: " + err.Error()
 	}
 	return decode(res)
+}
+
+// submitted formats a submit result: the IDs, each marked when existing.
+func submitted(t *testing.T, b []byte) string {
+	t.Helper()
+	res, err := fsm.DecodeSubmitResult(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, j := range res.Jobs {
+		s := j.ID
+		if j.Existing {
+			s += "(existing)"
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, " ")
 }
 
 func opts(args []string) map[string]string {
@@ -524,6 +584,61 @@ plan term=2 j2/g0@n1*1 => error: ...plan from an older term...
 state n2 draining => lost=0 requeued=0
 plan term=3 j2/g0@n2*1 => placed=0 reject[0]=node-not-ready
 job j1 => running pending=0 active=4 ok=0 failed=0 killed=0
+`},
+	{"capboxes", `
+node n1 cpu=4000 mem=8Gi => ok
+node n2 cpu=4000 mem=8Gi => ok
+appmaster am => j1
+job j1 => running no groups
+capboxes j1 workers count=3 cpu=1000 mem=1Gi | ps count=2 cpu=500 mem=1Gi gang key=k => j2 j3
+capboxes j1 again count=2 cpu=500 mem=1Gi key=k => j3(existing)
+boxes j1 => [j2/0/0/1:pending j2/0/1/1:pending j2/0/2/1:pending j3/0/0/1:pending j3/0/1/1:pending]
+input => nodes=2 groups=[j2/workers:3 j3/ps:2]
+plan j2/workers@n1*2 j3/ps@n2*2 => placed=4
+target n1 => gen=1 j2/0/0/1(capbox) j2/0/1/1(capbox)
+free n1 => cpu=2000 mem=6442450944 ready
+report n1 j2/0/0/1 running | n2 j3/0/0/1 starting => applied=2 noop=0 stale=0 requeued=0
+boxes j1 => [j2/0/0/1:running@n1 j2/0/1/1:assigned@n1 j2/0/2/1:pending j3/0/0/1:starting@n2 j3/0/1/1:assigned@n2]
+release j2/0/0/1 j2/0/2/1 j2/0/0/1 => dropped=1 stopping=1
+boxes j1 => [j2/0/0/1:running@n1 j2/0/1/1:assigned@n1 j2/0/2/1:released j3/0/0/1:starting@n2 j3/0/1/1:assigned@n2]
+target n1 => gen=2 j2/0/1/1(capbox)
+releasing n1 => cpu=1000 mem=1073741824
+report n1 j2/0/0/1 killed stopped => applied=1 noop=0 stale=0 requeued=0
+boxes j1 => [j2/0/0/1:released@n1 j2/0/1/1:assigned@n1 j2/0/2/1:released j3/0/0/1:starting@n2 j3/0/1/1:assigned@n2]
+free n1 => cpu=3000 mem=7516192768 ready
+input => nodes=2 groups=[]
+state n2 down => lost=2 requeued=0
+boxes j1 => [j2/0/0/1:released@n1 j2/0/1/1:assigned@n1 j2/0/2/1:released j3/0/0/1:lost@n2 j3/0/1/1:lost@n2]
+release j1/0/0/1 => error: ...not a capbox...
+release j2/0/7/1 => error: ...not found...
+release j9/0/0/1 => error: ...not found...
+release j2/0/1/2 => error: ...not found...
+cancel j1 => dropped=0 stopping=1
+boxes j1 => [j2/0/0/1:released@n1 j2/0/1/1:assigned@n1 j2/0/2/1:released j3/0/0/1:lost@n2 j3/0/1/1:lost@n2]
+target n1 => gen=4
+capboxes j1 late count=1 cpu=500 mem=1Gi => error: ...appmaster has ended...
+`},
+	{"capbox rules", `
+node n1 cpu=4000 mem=8Gi => ok
+submit plain count=1 cpu=1000 mem=1Gi => j1
+capboxes j1 x count=1 cpu=500 mem=1Gi => error: ...not an appmaster...
+capboxes j7 x count=1 cpu=500 mem=1Gi => error: ...not found...
+appmaster am count=1 cpu=1000 mem=1Gi => j2
+capboxes j2 x count=0 cpu=500 mem=1Gi | y count=1 cpu=0 mem=1Gi => error: ...capboxes[0].count...capboxes[1].resources.cpu...
+capboxes j2 big count=5 cpu=1000 mem=1Gi => j3
+release j3/0/3/1 => dropped=1 stopping=0
+boxes j2 => [j3/0/0/1:pending j3/0/1/1:pending j3/0/2/1:pending j3/0/3/1:released j3/0/4/1:pending]
+input => nodes=1 groups=[j1/g0:1 j2/g0:1 j3/big:4]
+plan j2/g0@n1*1 j3/big@n1*3 => placed=4
+preempt j3/0/0/1@n1:j1/g0 => preempted=0 reject[0]=priority
+boxes j2 => [j3/0/0/1:assigned@n1 j3/0/1/1:assigned@n1 j3/0/2/1:assigned@n1 j3/0/3/1:released j3/0/4/1:pending]
+report n1 j2/0/0/1 running | n1 j2/0/0/1 succeeded | n1 j3/0/0/1 running => applied=3 noop=0 stale=0 requeued=0
+job j2 => succeeded pending=0 active=0 ok=1 failed=0 killed=0
+job j3 => cancelled pending=0 active=3 ok=0 failed=0 killed=2
+target n1 => gen=2
+report n1 j3/0/0/1 killed stopped | n1 j3/0/1/1 killed stopped | n1 j3/0/2/1 killed stopped => applied=3 noop=0 stale=0 requeued=0
+boxes j2 => [j3/0/0/1:released@n1 j3/0/1/1:released@n1 j3/0/2/1:released@n1 j3/0/3/1:released j3/0/4/1:released]
+free n1 => cpu=4000 mem=8589934592 ready
 `},
 	{"bad commands", `
 node n1 cpu=4000 mem=8Gi => ok

@@ -28,8 +28,8 @@ import (
 // panics and allocates at most in proportion to its input.
 
 // minSpecBytes is the fewest bytes a spec's encoding takes: one for each of
-// its fifteen top-level fields (the retry policy's three).
-const minSpecBytes = 15
+// its sixteen top-level fields (the retry policy's three).
+const minSpecBytes = 16
 
 // appendSpec appends the encoding of s.
 func appendSpec(e *enc, s *api.JobSpec) {
@@ -61,6 +61,7 @@ func appendSpec(e *enc, s *api.JobSpec) {
 	e.varint(int64(s.Retry.MaxBackoff))
 	e.varint(int64(s.MaxRunTime))
 	e.str(s.IdempotencyKey)
+	e.bool(s.Appmaster)
 	e.uvarint(uint64(len(s.Tasks)))
 	for i := range s.Tasks {
 		g := &s.Tasks[i]
@@ -190,6 +191,7 @@ func (sd *specDecoder) decode(d *dec) api.JobSpec {
 	s.Retry.MaxBackoff = api.Duration(d.varint())
 	s.MaxRunTime = api.Duration(d.varint())
 	s.IdempotencyKey = d.str()
+	s.Appmaster = decodeBool(d)
 	if n := d.count(minGroupBytes); n > 0 {
 		s.Tasks = sd.groups.take(n)
 		for i := range s.Tasks {

@@ -523,7 +523,8 @@ func TestLoadRejectsUnknownJobRecord(t *testing.T) {
 	good := st.m[key]
 	for name, rec := range map[string][]byte{
 		"version 1 (JSON)": append([]byte{1, 2, 0}, `{"name":"j","tasks":[]}`...),
-		"version 3":        append([]byte{3}, good[1:]...),
+		"version 2":        append([]byte{2}, good[1:]...),
+		"version 4":        append([]byte{4}, good[1:]...),
 		"truncated":        good[:len(good)-1],
 	} {
 		st.m[key] = rec

@@ -46,6 +46,13 @@ type job struct {
 	// changed is the index of the last command that changed the job's
 	// counters or state (the applied index at Load).
 	changed uint64
+	// sets are an appmaster's capbox sets, oldest first.
+	sets []*job
+	// A capbox set (capbox.go) has its appmaster as owner, and its
+	// request's JSON (defaults applied) and AllOrNothing; a job has none.
+	owner   *job
+	request []byte
+	gang    bool
 }
 
 // requeued is a task index waiting to be retried, not before a time.
@@ -255,6 +262,8 @@ func (j *job) state() JobState {
 		touched += g.next
 	}
 	switch {
+	case count == 0:
+		return JobRunning // an appmaster in client mode: until cancelled
 	case done == count && failed == 0:
 		return JobSucceeded
 	case done == count:
