@@ -245,6 +245,7 @@ func (p *Placer) Place(ctx context.Context, in *Input) (*Plan, error) {
 // withoutFailedGangs places the round again without the gang groups plan
 // could not place whole, when others are left, so that the capacity the
 // flow gave those gangs goes to other groups; the gangs stay pending.
+// When every group failed, it tries again without the last one.
 func (p *Placer) withoutFailedGangs(ctx context.Context, in *Input, plan *Plan) (*Plan, error) {
 	var gangs []Pending
 	failed := map[GroupKey]bool{}
@@ -254,8 +255,15 @@ func (p *Placer) withoutFailedGangs(ctx context.Context, in *Input, plan *Plan) 
 			failed[pd.Group] = true
 		}
 	}
-	if len(gangs) == 0 || len(gangs) == len(in.Groups) {
+	switch {
+	case len(gangs) == 0 || len(in.Groups) == 1:
 		return plan, nil
+	case len(gangs) == len(in.Groups):
+		// Every group is a gang that failed: they may have crowded each
+		// other out. Try again without the last (the lowest priority,
+		// then the newest); each try has a group fewer.
+		last := gangs[slices.IndexFunc(gangs, func(pd Pending) bool { return pd.Group == in.Groups[len(in.Groups)-1].Key })]
+		gangs, failed = []Pending{last}, map[GroupKey]bool{last.Group: true}
 	}
 	rest := *in
 	rest.Groups = slices.DeleteFunc(slices.Clone(in.Groups), func(g Group) bool { return failed[g.Key] })

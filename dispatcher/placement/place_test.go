@@ -154,6 +154,23 @@ func TestPlace(t *testing.T) {
 		}(), group("other", 1, 1000, 1)}},
 		placed:  map[string]int64{"other@n1": 1},
 		pending: map[string]string{"gang": placement.ReasonGang},
+	}, {
+		name: "a distinct-node gang that fits is placed beside a gang that does not",
+		in: placement.Input{Nodes: []placement.Node{node("n1", 4000, 16), func() placement.Node {
+			n := node("n2", 4000, 16)
+			n.Free.Offline.CPU, n.Free.Online.CPU = 1000, 1000
+			return n
+		}()}, Groups: []placement.Group{func() placement.Group {
+			g := group("ps", 2, 1000, 1)
+			g.Gang, g.DistinctNodes = true, true
+			return g
+		}(), func() placement.Group {
+			g := group("big", 3, 3000, 1)
+			g.Gang = true
+			return g
+		}()}},
+		placed:  map[string]int64{"ps@n1": 1, "ps@n2": 1},
+		pending: map[string]string{"big": placement.ReasonGang},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			plan := place(t, &tc.in)
