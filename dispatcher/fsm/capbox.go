@@ -80,14 +80,16 @@ func CreateCapboxes(now time.Time, appmaster string, reqs []api.CapboxRequest) (
 	return e.b, nil
 }
 
-// ReleaseCapboxes returns the command by which an appmaster releases
-// capboxes, named by ID: a pending one is dropped, an active one leaves
-// its node's target and frees its resources when its node reports it
-// stopped; one already released or ended is left as it is. Every ID must
-// name a capbox of an existing set (ErrNotFound, ErrNotCapbox), or the
-// command is rejected whole. The result decodes with DecodeCancelResult.
-func ReleaseCapboxes(now time.Time, ids []string) []byte {
-	e := newCommand(cmdReleaseCapboxes, now, len(ids)*16+8)
+// ReleaseCapboxes returns the command by which appmaster (a job ID)
+// releases capboxes, named by ID: a pending one is dropped, an active one
+// leaves its node's target and frees its resources when its node reports
+// it stopped; one already released or ended is left as it is. Every ID
+// must name a capbox of one of the appmaster's sets (ErrNotFound,
+// ErrNotCapbox), or the command is rejected whole. The result decodes with
+// DecodeCancelResult.
+func ReleaseCapboxes(now time.Time, appmaster string, ids []string) []byte {
+	e := newCommand(cmdReleaseCapboxes, now, len(appmaster)+len(ids)*16+8)
+	e.str(appmaster)
 	e.uvarint(uint64(len(ids)))
 	for _, id := range ids {
 		e.str(id)
@@ -162,6 +164,7 @@ func (f *FSM) writeJobLocked(w writer, j *job) {
 }
 
 func (f *FSM) releaseCapboxesLocked(w writer, now int64, d *dec) ([]byte, error) {
+	am := d.str()
 	ids := make([]string, d.count(1))
 	for i := range ids {
 		ids[i] = d.str()
@@ -178,6 +181,8 @@ func (f *FSM) releaseCapboxesLocked(w writer, now int64, d *dec) ([]byte, error)
 			return nil, fmt.Errorf("fsm: release capboxes: %w: capbox %q", ErrNotFound, id)
 		case s.owner == nil:
 			return nil, fmt.Errorf("fsm: release capboxes: %w: %s is a task of job %s", ErrNotCapbox, id, s.id)
+		case s.owner.id != am:
+			return nil, fmt.Errorf("fsm: release capboxes: %w: capbox %s is appmaster %s's, not %s's", ErrNotFound, id, s.owner.id, am)
 		case k.group != 0 || int64(k.index) >= s.groups[0].count || attempt != 1:
 			return nil, fmt.Errorf("fsm: release capboxes: %w: capbox set %s has no capbox %q", ErrNotFound, s.id, id)
 		}
@@ -304,14 +309,16 @@ type CapboxInfo struct {
 }
 
 // Capboxes returns the capboxes of appmaster (a job ID), by set and
-// index; ok is false when no such job exists.
-func (f *FSM) Capboxes(appmaster string) (boxes []CapboxInfo, ok bool) {
+// index, and an index they are current as of: a change after it is in
+// JobsChangedSince(index), so a watcher from it misses none. ok is false
+// when no such job exists.
+func (f *FSM) Capboxes(appmaster string) (boxes []CapboxInfo, index uint64, ok bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	num, ok := parseJobID(appmaster)
 	am := f.mu.jobs[num]
 	if !ok || am == nil {
-		return nil, false
+		return nil, 0, false
 	}
 	for _, s := range am.sets {
 		res := s.spec.Tasks[0].Pod.Containers[0].Resources
@@ -325,7 +332,7 @@ func (f *FSM) Capboxes(appmaster string) (boxes []CapboxInfo, ok bool) {
 			boxes = append(boxes, b)
 		}
 	}
-	return boxes, true
+	return boxes, f.mu.complete, true
 }
 
 // capboxSetKey is a capbox set's record key.

@@ -979,6 +979,11 @@ func (f *FSM) updateLocked(w writer, now int64, d *dec) ([]byte, error) {
 		}
 		t.state, t.reason, t.updated = r.state, r.reason, now
 		f.writeTask(w, t)
+		if j := f.mu.jobs[r.key.job]; j.owner != nil {
+			// A capbox's appmaster watches for it to run: the change
+			// goes in the set's change log.
+			f.dirtyGroups[j.groups[0]] = struct{}{}
+		}
 	}
 	return res.encode(), nil
 }

@@ -342,7 +342,11 @@ func (h *propHarness) step() string {
 			}
 			ids = append(ids, fmt.Sprintf("%s/0/%d/1", from[r.IntN(len(from))], r.IntN(7)))
 		}
-		if _, err := h.apply(ReleaseCapboxes(h.now, ids)); err == nil {
+		am := "j1"
+		if len(h.ams) > 0 {
+			am = h.ams[r.IntN(len(h.ams))]
+		}
+		if _, err := h.apply(ReleaseCapboxes(h.now, am, ids)); err == nil {
 			h.counts[7]++
 		}
 		return fmt.Sprint("release ", ids)

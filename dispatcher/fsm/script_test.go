@@ -144,8 +144,8 @@ func (r *replica) exec(line string) string {
 			r.t.Fatal(err)
 		}
 		decode = func(b []byte) string { return submitted(r.t, b) }
-	case "release": // release <capbox> ...
-		cmd = fsm.ReleaseCapboxes(r.now, args)
+	case "release": // release <appmaster> <capbox> ...
+		cmd = fsm.ReleaseCapboxes(r.now, args[0], args[1:])
 		decode = func(b []byte) string {
 			res, err := fsm.DecodeCancelResult(b)
 			if err != nil {
@@ -154,7 +154,7 @@ func (r *replica) exec(line string) string {
 			return fmt.Sprintf("dropped=%d stopping=%d", res.Dropped, res.Stopping)
 		}
 	case "boxes": // boxes <appmaster>: its capboxes and their states
-		bs, ok := r.f.Capboxes(args[0])
+		bs, _, ok := r.f.Capboxes(args[0])
 		if !ok {
 			return "no such job"
 		}
@@ -599,7 +599,7 @@ target n1 => gen=1 j2/0/0/1(capbox) j2/0/1/1(capbox)
 free n1 => cpu=2000 mem=6442450944 ready
 report n1 j2/0/0/1 running | n2 j3/0/0/1 starting => applied=2 noop=0 stale=0 requeued=0
 boxes j1 => [j2/0/0/1:running@n1 j2/0/1/1:assigned@n1 j2/0/2/1:pending j3/0/0/1:starting@n2 j3/0/1/1:assigned@n2]
-release j2/0/0/1 j2/0/2/1 j2/0/0/1 => dropped=1 stopping=1
+release j1 j2/0/0/1 j2/0/2/1 j2/0/0/1 => dropped=1 stopping=1
 boxes j1 => [j2/0/0/1:running@n1 j2/0/1/1:assigned@n1 j2/0/2/1:released j3/0/0/1:starting@n2 j3/0/1/1:assigned@n2]
 target n1 => gen=2 j2/0/1/1(capbox)
 releasing n1 => cpu=1000 mem=1073741824
@@ -609,10 +609,10 @@ free n1 => cpu=3000 mem=7516192768 ready
 input => nodes=2 groups=[]
 state n2 down => lost=2 requeued=0
 boxes j1 => [j2/0/0/1:released@n1 j2/0/1/1:assigned@n1 j2/0/2/1:released j3/0/0/1:lost@n2 j3/0/1/1:lost@n2]
-release j1/0/0/1 => error: ...not a capbox...
-release j2/0/7/1 => error: ...not found...
-release j9/0/0/1 => error: ...not found...
-release j2/0/1/2 => error: ...not found...
+release j1 j1/0/0/1 => error: ...not a capbox...
+release j1 j2/0/7/1 => error: ...not found...
+release j1 j9/0/0/1 => error: ...not found...
+release j1 j2/0/1/2 => error: ...not found...
 cancel j1 => dropped=0 stopping=1
 boxes j1 => [j2/0/0/1:released@n1 j2/0/1/1:assigned@n1 j2/0/2/1:released j3/0/0/1:lost@n2 j3/0/1/1:lost@n2]
 target n1 => gen=4
@@ -626,7 +626,8 @@ capboxes j7 x count=1 cpu=500 mem=1Gi => error: ...not found...
 appmaster am count=1 cpu=1000 mem=1Gi => j2
 capboxes j2 x count=0 cpu=500 mem=1Gi | y count=1 cpu=0 mem=1Gi => error: ...capboxes[0].count...capboxes[1].resources.cpu...
 capboxes j2 big count=5 cpu=1000 mem=1Gi => j3
-release j3/0/3/1 => dropped=1 stopping=0
+release j1 j3/0/3/1 => error: ...not found: capbox j3/0/3/1 is appmaster j2's, not j1's
+release j2 j3/0/3/1 => dropped=1 stopping=0
 boxes j2 => [j3/0/0/1:pending j3/0/1/1:pending j3/0/2/1:pending j3/0/3/1:released j3/0/4/1:pending]
 input => nodes=1 groups=[j1/g0:1 j2/g0:1 j3/big:4]
 plan j2/g0@n1*1 j3/big@n1*3 => placed=4
