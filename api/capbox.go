@@ -1,5 +1,7 @@
 package api
 
+import "time"
+
 // CapboxRequest asks for Count capboxes: resource slots on nodes that an
 // appmaster leases and runs its own tasks in. Capboxes take the queue,
 // priority and QoS class of the appmaster that asks for them.
@@ -20,4 +22,45 @@ type CapboxRequest struct {
 	PreferredNodes []string `json:"preferred_nodes,omitempty"`
 	// IdempotencyKey makes a retried request safe, as for jobs.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+}
+
+// CapboxStatus is one capbox as the dispatcher knows it.
+type CapboxStatus struct {
+	// ID names the capbox; its pod on the node runs under this task ID.
+	ID string `json:"id"`
+	// Set is the ID of the capbox set its request made; Request is the
+	// request's name.
+	Set     string      `json:"set"`
+	Request string      `json:"request"`
+	State   CapboxState `json:"state"`
+	// Node is the node it is (or was) on; empty while pending.
+	Node      string     `json:"node,omitempty"`
+	Resources Resources  `json:"resources"`
+	Reason    TaskReason `json:"reason,omitempty"`
+	ExitCode  int32      `json:"exit_code,omitempty"`
+	Updated   time.Time  `json:"updated"`
+}
+
+// CapboxList is an appmaster's capboxes, by set and index.
+type CapboxList struct {
+	Capboxes []CapboxStatus `json:"capboxes"`
+	// Index is a raft index the list is current as of: a watch from it
+	// (Client.Watch) sees every later change of the appmaster's capbox
+	// sets.
+	Index uint64 `json:"index"`
+}
+
+// CreateCapboxesResponse answers a capbox request: one capbox set ID per
+// request, in order, and the indexes of the requests whose idempotency
+// key named a set created before (whose ID is given; nothing new).
+type CreateCapboxesResponse struct {
+	Sets     []string `json:"sets"`
+	Existing []int    `json:"existing,omitempty"`
+}
+
+// ReleaseCapboxesResponse answers a release: the pending capboxes dropped
+// and the active ones told to stop (0 for those released before).
+type ReleaseCapboxesResponse struct {
+	Dropped  int64 `json:"dropped"`
+	Stopping int64 `json:"stopping"`
 }

@@ -778,6 +778,36 @@ func (c *Client) Cancel(ctx context.Context, id string) (CancelResponse, error) 
 	return out, err
 }
 
+// CreateCapboxes asks for capboxes for appmaster (the ID of an appmaster
+// job): one capbox set per request. See Client for retrying: give each
+// request an IdempotencyKey to make a retry safe.
+func (c *Client) CreateCapboxes(ctx context.Context, appmaster string, reqs []CapboxRequest) (CreateCapboxesResponse, error) {
+	body, err := json.Marshal(reqs)
+	if err != nil {
+		return CreateCapboxesResponse{}, fmt.Errorf("api: create capboxes: encode: %w", err)
+	}
+	var out CreateCapboxesResponse
+	_, err = c.doJSON(ctx, &request{method: http.MethodPost, path: PathJob + escSeg(appmaster) + "/capboxes",
+		body: body, contentType: "application/json"}, &out)
+	return out, err
+}
+
+// Capboxes lists appmaster's capboxes.
+func (c *Client) Capboxes(ctx context.Context, appmaster string) (CapboxList, error) {
+	var out CapboxList
+	_, err := c.doJSON(ctx, &request{method: http.MethodGet, path: PathJob + escSeg(appmaster) + "/capboxes"}, &out)
+	return out, err
+}
+
+// ReleaseCapboxes releases capboxes of appmaster by ID. Releasing one
+// released before succeeds and counts 0.
+func (c *Client) ReleaseCapboxes(ctx context.Context, appmaster string, ids ...string) (ReleaseCapboxesResponse, error) {
+	v := url.Values{"id": ids}
+	var out ReleaseCapboxesResponse
+	_, err := c.doJSON(ctx, &request{method: http.MethodDelete, path: PathJob + escSeg(appmaster) + "/capboxes", query: v.Encode()}, &out)
+	return out, err
+}
+
 // Tasks lists a page of a job's placed tasks: after is the previous
 // page's Next, limit 0 the server's default.
 func (c *Client) Tasks(ctx context.Context, jobID, after string, limit int) (TaskList, error) {

@@ -10,7 +10,11 @@ const (
 	// (JobList; query: state, queue, label=k=v, after, limit).
 	PathJobs = "/v1/jobs"
 	// PathJob is PathJobs + "/{id}": GET a JobStatus, DELETE cancels
-	// (CancelResponse). PathJob + "/tasks" lists the job's tasks
+	// (CancelResponse). PathJob + "{id}/capboxes" serves an appmaster's
+	// capboxes: POST creates them (capbox requests as POST /v1/jobs takes
+	// jobs; CreateCapboxesResponse), GET lists them (CapboxList), DELETE
+	// with one or more id parameters releases them
+	// (ReleaseCapboxesResponse). PathJob + "/tasks" lists the job's tasks
 	// (TaskList; query: state, after, limit).
 	PathJob = "/v1/jobs/"
 	// PathTasks + "{id}/logs" is a task's output, proxied from the nodelet
@@ -137,8 +141,12 @@ type JobStatus struct {
 	ID        string    `json:"id"`
 	State     JobState  `json:"state"`
 	Submitted time.Time `json:"submitted"`
-	// Spec is the job as submitted, with defaults applied.
+	// Spec is the job as submitted, with defaults applied; for a capbox
+	// set, derived from its request and its appmaster.
 	Spec JobSpec `json:"spec"`
+	// Appmaster is, for a capbox set, the ID of the appmaster whose
+	// request made it.
+	Appmaster string `json:"appmaster,omitempty"`
 	// Tasks sums Groups.
 	Tasks  TaskCounts    `json:"tasks"`
 	Groups []GroupStatus `json:"groups"`
@@ -237,6 +245,9 @@ type TargetPod struct {
 	// MaxRunTime is the job's: the nodelet stops the pod that long after
 	// it started and reports it killed (ReasonTimeLimit). Zero: no limit.
 	MaxRunTime Duration `json:"max_run_time,omitzero"`
+	// Capbox marks a capbox's placeholder: the pod holds the resources
+	// of Pod's one container for its appmaster, and runs until stopped.
+	Capbox bool `json:"capbox,omitempty"`
 }
 
 // ReportRequest carries a node's task state changes, oldest first, and

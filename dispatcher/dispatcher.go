@@ -343,6 +343,55 @@ func (d *Dispatcher) Cancel(ctx context.Context, id string) (fsm.CancelResult, e
 	return r, nil
 }
 
+// CreateCapboxes proposes capbox requests for appmaster (a job ID) and
+// returns one capbox set ID per request once committed, and the indexes of
+// the requests whose idempotency key named a set created before. Errors
+// are the FSM's (fsm.ErrNotFound, fsm.ErrNotAppmaster,
+// fsm.ErrAppmasterDone, *api.ValidationError) or the replica's.
+func (d *Dispatcher) CreateCapboxes(ctx context.Context, appmaster string, reqs []api.CapboxRequest) (sets []string, existing []int, err error) {
+	if err := d.checkOpen(); err != nil {
+		return nil, nil, err
+	}
+	cmd, err := fsm.CreateCapboxes(d.cfg.Clock.Now(), appmaster, reqs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dispatcher: create capboxes: %w", err)
+	}
+	res, err := d.propose(ctx, cmd)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := fsm.DecodeSubmitResult(res)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dispatcher: create capboxes: %w", err)
+	}
+	d.kick()
+	sets = make([]string, len(r.Jobs))
+	for i, j := range r.Jobs {
+		sets[i] = j.ID
+		if j.Existing {
+			existing = append(existing, i)
+		}
+	}
+	return sets, existing, nil
+}
+
+// ReleaseCapboxes proposes the release of appmaster's capboxes by ID.
+func (d *Dispatcher) ReleaseCapboxes(ctx context.Context, appmaster string, ids []string) (fsm.CancelResult, error) {
+	if err := d.checkOpen(); err != nil {
+		return fsm.CancelResult{}, err
+	}
+	res, err := d.propose(ctx, fsm.ReleaseCapboxes(d.cfg.Clock.Now(), appmaster, ids))
+	if err != nil {
+		return fsm.CancelResult{}, err
+	}
+	r, err := fsm.DecodeCancelResult(res)
+	if err != nil {
+		return r, fmt.Errorf("dispatcher: release capboxes of %s: %w", appmaster, err)
+	}
+	d.kick()
+	return r, nil
+}
+
 // Register proposes a node's registration (or spec update); a node that was
 // down becomes ready. It counts as a contact of the node.
 func (d *Dispatcher) Register(ctx context.Context, spec api.NodeSpec) error {

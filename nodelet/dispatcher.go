@@ -72,6 +72,9 @@ type DesiredPod struct {
 	// runtime says it started) and reports it killed with
 	// api.ReasonTimeLimit.
 	MaxRunTime time.Duration
+	// Capbox makes the pod a capbox's placeholder (runtime.PodSpec's
+	// Placeholder): Pod's one container only says what it holds.
+	Capbox bool
 }
 
 // PodReport is a state change of one pod: the task report the dispatcher

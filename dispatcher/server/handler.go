@@ -227,10 +227,12 @@ var (
 
 // The endpoints of each path, by method.
 var (
-	epHealth  = map[string]endpoint{"GET": {anyone, (*Handler).health}}
-	epReady   = map[string]endpoint{"GET": {anyone, (*Handler).ready}}
-	epJobs    = map[string]endpoint{"GET": {readers, (*Handler).listJobs}, "POST": {submitter, (*Handler).submit}}
-	epTasks   = map[string]endpoint{"GET": {readers, (*Handler).listTasks}}
+	epHealth = map[string]endpoint{"GET": {anyone, (*Handler).health}}
+	epReady  = map[string]endpoint{"GET": {anyone, (*Handler).ready}}
+	epJobs   = map[string]endpoint{"GET": {readers, (*Handler).listJobs}, "POST": {submitter, (*Handler).submit}}
+	epTasks  = map[string]endpoint{"GET": {readers, (*Handler).listTasks}}
+	epCapbox = map[string]endpoint{"GET": {readers, (*Handler).listCapboxes}, "POST": {submitter, (*Handler).createCapboxes},
+		"DELETE": {submitter, (*Handler).releaseCapboxes}}
 	epJob     = map[string]endpoint{"GET": {readers, (*Handler).getJob}, "DELETE": {submitter, (*Handler).cancelJob}}
 	epNodes   = map[string]endpoint{"GET": {readers, (*Handler).listNodes}, "POST": {nodelets, (*Handler).register}}
 	epTarget  = map[string]endpoint{"GET": {nodelets, (*Handler).target}}
@@ -255,6 +257,8 @@ func (h *Handler) route(ctx *fasthttp.RequestCtx) *httpError {
 		rest := path[len(api.PathJob):]
 		if id, ok := strings.CutSuffix(rest, "/tasks"); ok && validSegment(id) {
 			eps, args = epTasks, []string{id}
+		} else if id, ok := strings.CutSuffix(rest, "/capboxes"); ok && validSegment(id) {
+			eps, args = epCapbox, []string{id}
 		} else if validSegment(rest) {
 			eps, args = epJob, []string{rest}
 		}
@@ -439,8 +443,12 @@ func (h *Handler) fromError(ctx *fasthttp.RequestCtx, op string, err error) *htt
 		return errorf(fasthttp.StatusRequestEntityTooLarge, api.CodeTooLarge, "%s: %s", op, clip(err.Error(), 300))
 	case errors.Is(err, raftkv.ErrTooLarge):
 		return errorf(fasthttp.StatusRequestEntityTooLarge, api.CodeTooLarge, "%s: the request makes a raft command over the size limit", op)
-	case errors.Is(err, fsm.ErrNotFound), errors.Is(err, dispatcher.ErrUnknownNode):
+	case errors.Is(err, fsm.ErrNotFound):
+		return errorf(fasthttp.StatusNotFound, api.CodeNotFound, "%s: %s", op, clip(trimFSM(err), 300))
+	case errors.Is(err, dispatcher.ErrUnknownNode):
 		return errorf(fasthttp.StatusNotFound, api.CodeNotFound, "%s: not found", op)
+	case errors.Is(err, fsm.ErrNotAppmaster), errors.Is(err, fsm.ErrAppmasterDone), errors.Is(err, fsm.ErrNotCapbox):
+		return errorf(fasthttp.StatusConflict, api.CodeConflict, "%s: %s", op, clip(trimFSM(err), 300))
 	case errors.Is(err, raftkv.ErrOutcomeUnknown):
 		return unavailable("%s: the outcome is unknown (leadership changed); check the state before retrying", op)
 	case errors.Is(err, raftkv.ErrStopped), errors.Is(err, raftkv.ErrStorage), errors.Is(err, dispatcher.ErrClosed):
@@ -453,6 +461,9 @@ func (h *Handler) fromError(ctx *fasthttp.RequestCtx, op string, err error) *htt
 	h.log.Warn("server: internal error", "op", op, "path", string(ctx.Path()), "err", err)
 	return errorf(fasthttp.StatusInternalServerError, api.CodeInternal, "%s: internal error", op)
 }
+
+// trimFSM is err's message without the fsm package's prefixes.
+func trimFSM(err error) string { return strings.ReplaceAll(err.Error(), "fsm: ", "") }
 
 func unavailable(format string, args ...any) *httpError {
 	e := errorf(fasthttp.StatusServiceUnavailable, api.CodeUnavailable, format, args...)

@@ -244,7 +244,7 @@ func (h *Handler) listJobs(ctx *fasthttp.RequestCtx, p Principal, _ []string) *h
 // jobStatus converts the FSM's view of a job to the wire's.
 func jobStatus(j *fsm.JobStatus) api.JobStatus {
 	s := api.JobStatus{ID: j.ID, State: api.JobState(j.State.String()), Submitted: j.Submitted, Spec: j.Spec,
-		Groups: make([]api.GroupStatus, len(j.Groups))}
+		Appmaster: j.Appmaster, Groups: make([]api.GroupStatus, len(j.Groups))}
 	for i, g := range j.Groups {
 		s.Groups[i] = api.GroupStatus{Name: g.Name, TaskCounts: api.TaskCounts{
 			Total: g.Count, Pending: g.Pending, Retrying: g.Retrying, Active: g.Active,

@@ -310,6 +310,7 @@ func (d *Dispatcher) convert(generation uint64) nodelet.Target {
 			Priority:   int(p.Priority),
 			Pod:        p.Pod,
 			MaxRunTime: time.Duration(p.MaxRunTime),
+			Capbox:     p.Capbox,
 		})
 		if len(p.Pod.Containers) > 0 {
 			containers[p.TaskID] = p.Pod.Containers[0].Name

@@ -35,6 +35,10 @@ type PodSpec struct {
 	Containers []ContainerSpec
 	// SharePID puts the pod's containers in one PID namespace.
 	SharePID bool
+	// Placeholder makes the pod a capbox's placeholder: it runs no
+	// program and holds the resources of its one container (which has no
+	// image and no args) until it is stopped.
+	Placeholder bool
 	// Sim drives the simulated runtime; real runtimes ignore it.
 	Sim *SimSpec
 }
@@ -190,6 +194,12 @@ func (s *PodSpec) Validate() error {
 			e.Add(f+".name", "%s", msg)
 		} else if slices.ContainsFunc(s.Containers[:i], func(o ContainerSpec) bool { return o.Name == c.Name }) {
 			e.Add(f+".name", "duplicate container name %q", c.Name)
+		}
+		if s.Placeholder {
+			if len(s.Containers) != 1 || len(c.Args) > 0 || c.Image != (api.Image{}) {
+				e.Add(f, "a placeholder has one container, with no image and no args")
+			}
+			continue
 		}
 		switch {
 		case len(c.Args) == 0:

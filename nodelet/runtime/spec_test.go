@@ -84,3 +84,24 @@ func TestCheckName(t *testing.T) {
 		}
 	}
 }
+
+func TestValidatePlaceholder(t *testing.T) {
+	ok := runtime.PodSpec{ID: "cb", Placeholder: true, Containers: []runtime.ContainerSpec{
+		{Name: "capbox", Resources: runtime.Resources{MilliCPU: 500, MemoryBytes: 1 << 20}}}}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("placeholder: %v", err)
+	}
+	for name, mut := range map[string]func(*runtime.PodSpec){
+		"an image":       func(s *runtime.PodSpec) { s.Containers[0].Image = api.Image{Rootfs: "/img"} },
+		"args":           func(s *runtime.PodSpec) { s.Containers[0].Args = []string{"/bin/x"} },
+		"two containers": func(s *runtime.PodSpec) { s.Containers = append(s.Containers, runtime.ContainerSpec{Name: "b"}) },
+		"no container":   func(s *runtime.PodSpec) { s.Containers = nil },
+	} {
+		s := ok
+		s.Containers = slices.Clone(ok.Containers)
+		mut(&s)
+		if err := s.Validate(); !errors.Is(err, runtime.ErrBadSpec) {
+			t.Errorf("placeholder with %s: %v", name, err)
+		}
+	}
+}

@@ -246,6 +246,9 @@ func (r *Runtime) validate(spec *runtime.PodSpec) error {
 	if spec.SharePID {
 		e.Add("share_pid", "a shared PID namespace is not supported by this runtime yet")
 	}
+	if spec.Placeholder {
+		e.Add("placeholder", "capbox placeholders are not supported by this runtime yet")
+	}
 	for i := range spec.Containers {
 		c := &spec.Containers[i]
 		f := fmt.Sprintf("containers[%d]", i)

@@ -1,0 +1,93 @@
+package server
+
+import (
+	"context"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/valyala/fasthttp"
+)
+
+// createCapboxes serves POST /v1/jobs/{id}/capboxes: the body is capbox
+// requests as submit takes jobs (one object, an array or NDJSON, maybe
+// compressed); nothing is proposed unless every request is valid, and the
+// reply is sent once the capbox sets are committed.
+func (h *Handler) createCapboxes(ctx *fasthttp.RequestCtx, p Principal, args []string) *httpError {
+	if e := h.requireLeader(ctx); e != nil {
+		return e
+	}
+	if e := checkQuery(ctx); e != nil {
+		return e
+	}
+	if e := checkContentType(ctx, true, "application/json", "application/x-ndjson"); e != nil {
+		return e
+	}
+	if _, e := h.lookupJob(args[0], p); e != nil {
+		return e
+	}
+	body, e := readBody(ctx)
+	if e != nil {
+		return e
+	}
+	reqs, err := api.DecodeCapboxRequests(body)
+	if err != nil {
+		return h.fromError(ctx, "create capboxes", err)
+	}
+	cctx, cancel := context.WithCancel(h.base)
+	defer cancel()
+	sets, existing, err := h.cfg.Dispatcher.CreateCapboxes(cctx, args[0], reqs)
+	if err != nil {
+		return h.fromError(ctx, "create capboxes for "+args[0], err)
+	}
+	writeJSON(ctx, fasthttp.StatusOK, api.CreateCapboxesResponse{Sets: sets, Existing: existing})
+	return nil
+}
+
+// listCapboxes serves GET /v1/jobs/{id}/capboxes.
+func (h *Handler) listCapboxes(ctx *fasthttp.RequestCtx, p Principal, args []string) *httpError {
+	if e := checkQuery(ctx, "consistent"); e != nil {
+		return e
+	}
+	if e := h.consistent(ctx); e != nil {
+		return e
+	}
+	if _, e := h.lookupJob(args[0], p); e != nil {
+		return e
+	}
+	boxes, index, _ := h.cfg.FSM.Capboxes(args[0])
+	out := api.CapboxList{Capboxes: make([]api.CapboxStatus, len(boxes)), Index: index}
+	for i, b := range boxes {
+		out.Capboxes[i] = api.CapboxStatus{ID: b.ID, Set: b.Set, Request: b.Request, State: b.State, Node: b.Node,
+			Resources: b.Resources, Reason: b.Reason, ExitCode: b.ExitCode, Updated: b.Updated}
+	}
+	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
+}
+
+// releaseCapboxes serves DELETE /v1/jobs/{id}/capboxes?id=...: every
+// capbox named must be the appmaster's, or nothing is released.
+func (h *Handler) releaseCapboxes(ctx *fasthttp.RequestCtx, p Principal, args []string) *httpError {
+	if e := h.requireLeader(ctx); e != nil {
+		return e
+	}
+	if e := checkQuery(ctx, "id"); e != nil {
+		return e
+	}
+	ids := listValues(ctx, "id")
+	switch {
+	case len(ids) == 0:
+		return badParam("id", "name at least one capbox to release")
+	case len(ids) > api.MaxItemsPerRequest:
+		return badParam("id", "%d capboxes, more than the limit of %d in one request", len(ids), api.MaxItemsPerRequest)
+	}
+	if _, e := h.lookupJob(args[0], p); e != nil {
+		return e
+	}
+	cctx, cancel := context.WithCancel(h.base)
+	defer cancel()
+	r, err := h.cfg.Dispatcher.ReleaseCapboxes(cctx, args[0], ids)
+	if err != nil {
+		return h.fromError(ctx, "release capboxes of "+args[0], err)
+	}
+	writeJSON(ctx, fasthttp.StatusOK, api.ReleaseCapboxesResponse{Dropped: r.Dropped, Stopping: r.Stopping})
+	return nil
+}
