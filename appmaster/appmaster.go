@@ -1,0 +1,298 @@
+package appmaster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+)
+
+// EnvJob is the environment variable that names the appmaster's job in
+// cluster mode (the job's task runs the appmaster's program).
+const EnvJob = "SLUICE_JOB_ID"
+
+// ErrNoJob is returned by Attach in cluster mode when EnvJob is not set.
+var ErrNoJob = errors.New("appmaster: no appmaster job: " + EnvJob + " is not set")
+
+// Handler is told about one capbox set's capboxes. Its methods run one at
+// a time on the goroutine of Run, in the order the changes were seen; a
+// slow handler delays the others.
+type Handler interface {
+	// CapboxRunning is called once when a capbox is ready for tasks.
+	CapboxRunning(api.CapboxStatus)
+	// CapboxCompleted is called once when a capbox has ended: released,
+	// failed or lost (also when it ends before it ever ran).
+	CapboxCompleted(api.CapboxStatus)
+}
+
+// Config configures an Appmaster.
+type Config struct {
+	// Client calls the dispatcher.
+	Client *api.Client
+	// RetryMin and RetryMax bound the wait before Run watches again after
+	// the stream broke. Defaults 50 ms and 5 s.
+	RetryMin, RetryMax time.Duration
+}
+
+// Appmaster is an appmaster's session with the dispatcher: it leases
+// capboxes for its job and tells their handlers how they fare.
+type Appmaster struct {
+	cfg Config
+	job string
+	mu  struct {
+		sync.Mutex
+		handlers map[string]Handler         // by capbox set ID
+		seen     map[string]api.CapboxState // the last state told, by capbox ID
+	}
+	// kick wakes Run after a create, so that it looks at the new sets
+	// without waiting for their first change.
+	kick chan struct{}
+}
+
+func (c *Config) setDefaults() {
+	if c.RetryMin <= 0 {
+		c.RetryMin = 50 * time.Millisecond
+	}
+	if c.RetryMax < c.RetryMin {
+		c.RetryMax = max(5*time.Second, c.RetryMin)
+	}
+}
+
+func newAppmaster(cfg Config, job string) *Appmaster {
+	cfg.setDefaults()
+	a := &Appmaster{cfg: cfg, job: job, kick: make(chan struct{}, 1)}
+	a.mu.handlers = map[string]Handler{}
+	a.mu.seen = map[string]api.CapboxState{}
+	return a
+}
+
+// Register starts an appmaster in client mode: it submits spec as an
+// appmaster job (Appmaster is set for it; spec may have no task groups)
+// and returns the session. The job lives until Stop cancels it.
+func Register(ctx context.Context, cfg Config, spec api.JobSpec) (*Appmaster, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("appmaster: Config.Client is nil")
+	}
+	spec.Appmaster = true
+	res, err := cfg.Client.Submit(ctx, []api.JobSpec{spec}, api.SubmitOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("appmaster: register: %w", err)
+	}
+	return newAppmaster(cfg, res.Jobs[0]), nil
+}
+
+// Attach resumes an appmaster whose job exists: in cluster mode (job "",
+// read from EnvJob) or after the appmaster restarted. Every capbox it
+// still has that has not ended is offered to recover: the handler it
+// returns is told about that capbox's set from then on, and a capbox for
+// which it returns nil is released (dropped).
+func Attach(ctx context.Context, cfg Config, job string, recover func(api.CapboxStatus) Handler) (*Appmaster, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("appmaster: Config.Client is nil")
+	}
+	if job == "" {
+		if job = os.Getenv(EnvJob); job == "" {
+			return nil, ErrNoJob
+		}
+	}
+	a := newAppmaster(cfg, job)
+	list, err := cfg.Client.Capboxes(ctx, job)
+	if err != nil {
+		return nil, fmt.Errorf("appmaster: attach to %s: %w", job, err)
+	}
+	var drop []string
+	for _, b := range list.Capboxes {
+		if b.State.Done() {
+			a.mu.seen[b.ID] = b.State
+			continue
+		}
+		h, ok := a.mu.handlers[b.Set]
+		if !ok && recover != nil {
+			h = recover(b)
+		}
+		if h == nil {
+			drop = append(drop, b.ID)
+			continue
+		}
+		a.mu.handlers[b.Set] = h
+		if b.State == api.CapboxRunning {
+			a.mu.seen[b.ID] = b.State // recover was told
+		}
+	}
+	if len(drop) > 0 {
+		if _, err := cfg.Client.ReleaseCapboxes(ctx, job, drop...); err != nil {
+			return nil, fmt.Errorf("appmaster: attach to %s: drop %d capboxes: %w", job, len(drop), err)
+		}
+	}
+	return a, nil
+}
+
+// Job returns the appmaster's job ID.
+func (a *Appmaster) Job() string { return a.job }
+
+// CreateCapboxes asks for the capboxes of req and returns the ID of the
+// capbox set it made; h is told how each of them fares (once Run runs).
+// Give req an IdempotencyKey to make a retry after an error safe.
+func (a *Appmaster) CreateCapboxes(ctx context.Context, req api.CapboxRequest, h Handler) (string, error) {
+	if h == nil {
+		return "", errors.New("appmaster: create capboxes: nil handler")
+	}
+	res, err := a.cfg.Client.CreateCapboxes(ctx, a.job, []api.CapboxRequest{req})
+	if err != nil {
+		return "", fmt.Errorf("appmaster: create capboxes %q: %w", req.Name, err)
+	}
+	set := res.Sets[0]
+	a.mu.Lock()
+	a.mu.handlers[set] = h
+	a.mu.Unlock()
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+	return set, nil
+}
+
+// Release releases capboxes by ID; their handlers are told when they
+// have ended.
+func (a *Appmaster) Release(ctx context.Context, ids ...string) error {
+	if _, err := a.cfg.Client.ReleaseCapboxes(ctx, a.job, ids...); err != nil {
+		return fmt.Errorf("appmaster: release: %w", err)
+	}
+	return nil
+}
+
+// Capboxes lists the appmaster's capboxes as the dispatcher has them.
+func (a *Appmaster) Capboxes(ctx context.Context) ([]api.CapboxStatus, error) {
+	list, err := a.cfg.Client.Capboxes(ctx, a.job)
+	if err != nil {
+		return nil, fmt.Errorf("appmaster: list capboxes: %w", err)
+	}
+	return list.Capboxes, nil
+}
+
+// Nodes returns a snapshot of the cluster's nodes.
+func (a *Appmaster) Nodes(ctx context.Context) ([]api.NodeInfo, error) {
+	l, err := a.cfg.Client.Nodes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("appmaster: nodes: %w", err)
+	}
+	return l.Nodes, nil
+}
+
+// Stop ends the appmaster: its job is cancelled, which releases every
+// capbox it holds.
+func (a *Appmaster) Stop(ctx context.Context) error {
+	if _, err := a.cfg.Client.Cancel(ctx, a.job); err != nil {
+		return fmt.Errorf("appmaster: stop %s: %w", a.job, err)
+	}
+	return nil
+}
+
+// Run listens to the dispatcher's state changes and calls the handlers
+// until ctx ends (returning nil) or the appmaster's job is gone
+// (an error). Call it once, from one goroutine.
+func (a *Appmaster) Run(ctx context.Context) error {
+	retry := a.cfg.RetryMin
+	for {
+		from, err := a.refresh(ctx)
+		if err == nil {
+			retry = a.cfg.RetryMin
+			err = a.watch(ctx, from)
+		}
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case api.IsNotFound(err):
+			return fmt.Errorf("appmaster: %s: %w", a.job, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(retry):
+		}
+		retry = min(2*retry, a.cfg.RetryMax)
+	}
+}
+
+// errChanged ends a watch so that Run lists the capboxes again.
+var errChanged = errors.New("appmaster: capboxes changed")
+
+// watch follows the watch stream from index from until a change of one of
+// the appmaster's sets (or a create) asks for a refresh, then refreshes
+// and follows again.
+func (a *Appmaster) watch(ctx context.Context, from uint64) error {
+	for {
+		wctx, cancel := context.WithCancel(ctx)
+		changed := make(chan struct{})
+		go func() {
+			select {
+			case <-a.kick:
+				cancel()
+			case <-changed:
+			case <-wctx.Done():
+			}
+		}()
+		err := a.cfg.Client.Watch(wctx, from, func(ev api.WatchEvent) error {
+			if ev.Job.Appmaster == a.job || ev.Job.ID == a.job {
+				return errChanged
+			}
+			from = ev.Index
+			return nil
+		})
+		close(changed)
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil && !errors.Is(err, errChanged) && !errors.Is(err, context.Canceled) {
+			return err
+		}
+		if from, err = a.refresh(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// refresh lists the capboxes, tells the handlers what changed, and
+// returns the index the list is current as of.
+func (a *Appmaster) refresh(ctx context.Context) (uint64, error) {
+	list, err := a.cfg.Client.Capboxes(ctx, a.job)
+	if err != nil {
+		return 0, err
+	}
+	type call struct {
+		h       Handler
+		b       api.CapboxStatus
+		running bool
+	}
+	var calls []call
+	a.mu.Lock()
+	for _, b := range list.Capboxes {
+		h := a.mu.handlers[b.Set]
+		prev, told := a.mu.seen[b.ID]
+		if h == nil || told && prev.Done() {
+			continue
+		}
+		switch {
+		case b.State == api.CapboxRunning && prev != api.CapboxRunning:
+			calls = append(calls, call{h, b, true})
+			a.mu.seen[b.ID] = b.State
+		case b.State.Done():
+			calls = append(calls, call{h, b, false})
+			a.mu.seen[b.ID] = b.State
+		}
+	}
+	a.mu.Unlock()
+	for _, c := range calls {
+		if c.running {
+			c.h.CapboxRunning(c.b)
+		} else {
+			c.h.CapboxCompleted(c.b)
+		}
+	}
+	return list.Index, nil
+}

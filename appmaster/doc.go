@@ -1,0 +1,29 @@
+// Package appmaster is the SDK for appmasters: programs that lease
+// capboxes (resource slots on nodes) from the dispatcher and decide
+// themselves how long each lives (DESIGN.md, "Appmaster"; Capos'
+// capbox, YARN's containers).
+//
+// An appmaster is a job with api.JobSpec.Appmaster set. In client mode,
+// Register submits one with no task groups for a program that runs
+// outside the cluster; in cluster mode the job's task runs the program
+// and Attach finds its job in the SLUICE_JOB_ID environment variable.
+// Attach also recovers an appmaster after a restart: each capbox it still
+// holds is offered to a recover function, which re-attaches a handler or
+// drops it.
+//
+// CreateCapboxes asks for a request's capboxes (one capbox set; an
+// AllOrNothing request is placed whole or not at all) with a Handler that
+// Run calls once when each capbox is running and once when it has ended
+// (released, failed or lost). Release gives capboxes back; Stop cancels
+// the appmaster's job, which releases all of them, as its job ending
+// does.
+//
+// Run follows the dispatcher's watch stream from the index of a capbox
+// listing: a change of one of the appmaster's sets makes it list the
+// capboxes again and call the handlers for what changed, so no change is
+// missed between a listing and the stream. Handlers run one at a time on
+// Run's goroutine.
+//
+// The package speaks only the HTTP API (api.Client). Running the
+// appmaster's own tasks inside its capboxes is not in the SDK yet.
+package appmaster
