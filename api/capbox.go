@@ -24,6 +24,47 @@ type CapboxRequest struct {
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
+// CapTaskSpec is a task an appmaster runs in one of its running capboxes:
+// a pod on the capbox's node, inside the capbox's resources (the pods of a
+// capbox's tasks that have not ended hold at most what the capbox holds).
+// Its ID is the capbox's ID, "/", and its name.
+type CapTaskSpec struct {
+	// Capbox is the ID of the capbox to run in.
+	Capbox string `json:"capbox"`
+	// Name identifies the task within its capbox for the capbox's life:
+	// starting a name again is answered with the task that has it.
+	Name string `json:"name"`
+	// Pod is what the task runs.
+	Pod PodSpec `json:"pod"`
+}
+
+// CapTaskStatus is a capbox task as the dispatcher knows it. Its states
+// are a task's from assigned on: assigned (sent to the node), starting,
+// running, then succeeded, failed, killed (stopped by its appmaster, or
+// its capbox released) or lost (its node went down). It is never retried.
+type CapTaskStatus struct {
+	ID       string     `json:"id"`
+	Name     string     `json:"name"`
+	State    TaskState  `json:"state"`
+	Reason   TaskReason `json:"reason,omitempty"`
+	ExitCode int32      `json:"exit_code,omitempty"`
+	Updated  time.Time  `json:"updated"`
+}
+
+// StartCapTasksResponse answers a start: the tasks' IDs in order, and the
+// indexes of those whose name was taken in their capbox (the existing
+// task's ID is given; nothing new).
+type StartCapTasksResponse struct {
+	Tasks    []string `json:"tasks"`
+	Existing []int    `json:"existing,omitempty"`
+}
+
+// StopCapTasksResponse answers a stop: the tasks told to stop (0 for
+// those that had ended or were stopping).
+type StopCapTasksResponse struct {
+	Stopping int64 `json:"stopping"`
+}
+
 // CapboxStatus is one capbox as the dispatcher knows it.
 type CapboxStatus struct {
 	// ID names the capbox; its pod on the node runs under this task ID.
@@ -39,6 +80,8 @@ type CapboxStatus struct {
 	Reason    TaskReason `json:"reason,omitempty"`
 	ExitCode  int32      `json:"exit_code,omitempty"`
 	Updated   time.Time  `json:"updated"`
+	// Tasks are the tasks the appmaster started in it, by name.
+	Tasks []CapTaskStatus `json:"tasks,omitempty"`
 }
 
 // CapboxList is an appmaster's capboxes, by set and index.

@@ -808,6 +808,28 @@ func (c *Client) ReleaseCapboxes(ctx context.Context, appmaster string, ids ...s
 	return out, err
 }
 
+// StartCapTasks starts tasks in appmaster's running capboxes, all or
+// none. Starting a name its capbox has already is answered with that
+// task's ID (listed in Existing), so a retry is safe.
+func (c *Client) StartCapTasks(ctx context.Context, appmaster string, specs []CapTaskSpec) (StartCapTasksResponse, error) {
+	body, err := json.Marshal(specs)
+	if err != nil {
+		return StartCapTasksResponse{}, fmt.Errorf("api: start capbox tasks: encode: %w", err)
+	}
+	var out StartCapTasksResponse
+	_, err = c.doJSON(ctx, &request{method: http.MethodPost, path: PathJob + escSeg(appmaster) + "/captasks",
+		body: body, contentType: "application/json"}, &out)
+	return out, err
+}
+
+// StopCapTasks stops capbox tasks of appmaster by ID.
+func (c *Client) StopCapTasks(ctx context.Context, appmaster string, ids ...string) (StopCapTasksResponse, error) {
+	v := url.Values{"id": ids}
+	var out StopCapTasksResponse
+	_, err := c.doJSON(ctx, &request{method: http.MethodDelete, path: PathJob + escSeg(appmaster) + "/captasks", query: v.Encode()}, &out)
+	return out, err
+}
+
 // Tasks lists a page of a job's placed tasks: after is the previous
 // page's Next, limit 0 the server's default.
 func (c *Client) Tasks(ctx context.Context, jobID, after string, limit int) (TaskList, error) {

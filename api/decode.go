@@ -27,6 +27,14 @@ func DecodeCapboxRequests(body []byte) ([]CapboxRequest, error) {
 	})
 }
 
+// DecodeCapTasks reads capbox tasks as DecodeJobs reads jobs.
+func DecodeCapTasks(body []byte) ([]CapTaskSpec, error) {
+	return decodeItems(body, "tasks", decodeCapTask, func(c *checker, t *CapTaskSpec) {
+		t.SetDefaults()
+		t.validate(c)
+	})
+}
+
 func decodeItems[T any](body []byte, name string, dec func(*decoder, *T), check func(*checker, *T)) ([]T, error) {
 	if len(body) > MaxBodyBytes {
 		return nil, fmt.Errorf("%w: body is %d bytes, more than the limit of %d", ErrTooLarge, len(body), MaxBodyBytes)
@@ -546,6 +554,31 @@ func decodeRetry(d *decoder, r *RetryPolicy) {
 		case "max_backoff":
 			if d.field(&seen, 2) {
 				r.MaxBackoff = d.duration()
+			}
+		default:
+			d.unknown()
+		}
+	}
+}
+
+func decodeCapTask(d *decoder, t *CapTaskSpec) {
+	if !d.openObject() {
+		return
+	}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "capbox":
+			if d.field(&seen, 0) {
+				t.Capbox = d.str()
+			}
+		case "name":
+			if d.field(&seen, 1) {
+				t.Name = d.str()
+			}
+		case "pod":
+			if d.field(&seen, 2) {
+				decodePod(d, &t.Pod)
 			}
 		default:
 			d.unknown()

@@ -20,6 +20,12 @@ const (
 	// MaxIdempotencyKeyLen is the longest idempotency key.
 	MaxIdempotencyKeyLen = 128
 
+	// MaxCapboxIDLen is the longest capbox ID a capbox task may name.
+	MaxCapboxIDLen = 64
+	// MaxTasksPerCapbox is the most tasks an appmaster may start in one
+	// capbox over its life.
+	MaxTasksPerCapbox = 10_000
+
 	// MaxTaskGroups is the most task groups in one job.
 	MaxTaskGroups = 64
 	// MaxTaskCount is the most tasks in one task group (an array job).

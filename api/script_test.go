@@ -15,7 +15,7 @@ import (
 var update = flag.Bool("update", false, "rewrite the expected output of testdata scripts")
 
 // TestDecodeScripts runs the cases in testdata/decode/*.txt. A file holds
-// cases, each a line "=== NAME [capboxes]", the request body, a line "----",
+// cases, each a line "=== NAME [capboxes|captasks]", the request body, a line "----",
 // and the expected outcome: "ok N" when N items decode, or every problem on a
 // line of its own. Run with -update to rewrite the expectations.
 func TestDecodeScripts(t *testing.T) {
@@ -49,7 +49,7 @@ func TestDecodeScripts(t *testing.T) {
 
 type scriptCase struct {
 	header, name string
-	capboxes     bool
+	kind         string // "", "capboxes" or "captasks"
 	body, want   string
 }
 
@@ -63,8 +63,10 @@ func parseScript(t *testing.T, s string) []scriptCase {
 			t.Fatalf("case %q has no ---- line", header)
 		}
 		c := scriptCase{header: header, name: header, body: body, want: want}
-		if n, ok := strings.CutSuffix(header, " [capboxes]"); ok {
-			c.name, c.capboxes = n, true
+		for _, kind := range []string{"capboxes", "captasks"} {
+			if n, ok := strings.CutSuffix(header, " ["+kind+"]"); ok {
+				c.name, c.kind = n, kind
+			}
 		}
 		cases = append(cases, c)
 	}
@@ -75,11 +77,16 @@ func runCase(c scriptCase) string {
 	body := strings.TrimSuffix(c.body, "\n")
 	var n int
 	var err error
-	if c.capboxes {
+	switch c.kind {
+	case "capboxes":
 		var reqs []api.CapboxRequest
 		reqs, err = api.DecodeCapboxRequests([]byte(body))
 		n = len(reqs)
-	} else {
+	case "captasks":
+		var ts []api.CapTaskSpec
+		ts, err = api.DecodeCapTasks([]byte(body))
+		n = len(ts)
+	default:
 		var jobs []api.JobSpec
 		jobs, err = api.DecodeJobs([]byte(body))
 		n = len(jobs)

@@ -132,19 +132,23 @@ func (j *JobSpec) setDefaults() {
 		if g.Name == "" {
 			g.Name = defaultName("g", groupNames[:], i)
 		}
-		for k := range g.Pod.Containers {
-			ct := &g.Pod.Containers[k]
-			if ct.Name == "" {
-				ct.Name = defaultName("c", containerNames[:], k)
-			}
-			if ct.Image.OCILayout != "" && ct.Image.Ref == "" {
-				ct.Image.Ref = "latest"
-			}
-			if ct.WorkingDir == "" {
-				ct.WorkingDir = "/"
-			}
-			ct.Resources.setDefaults()
+		g.Pod.setDefaults()
+	}
+}
+
+func (p *PodSpec) setDefaults() {
+	for k := range p.Containers {
+		ct := &p.Containers[k]
+		if ct.Name == "" {
+			ct.Name = defaultName("c", containerNames[:], k)
 		}
+		if ct.Image.OCILayout != "" && ct.Image.Ref == "" {
+			ct.Image.Ref = "latest"
+		}
+		if ct.WorkingDir == "" {
+			ct.WorkingDir = "/"
+		}
+		ct.Resources.setDefaults()
 	}
 }
 
@@ -514,6 +518,27 @@ func (r *CapboxRequest) validate(c *checker) {
 	c.constraints(r.Constraints)
 	c.preferredNodes(r.PreferredNodes)
 	c.idempotencyKey(r.IdempotencyKey)
+}
+
+// SetDefaults fills the fields a capbox task left empty with their
+// documented defaults (those of its pod's containers).
+func (t *CapTaskSpec) SetDefaults() { t.Pod.setDefaults() }
+
+func (t *CapTaskSpec) validate(c *checker) {
+	if t.Capbox == "" {
+		c.badAt("capbox", "is required")
+	} else if len(t.Capbox) > MaxCapboxIDLen {
+		c.badAtf("capbox", "longer than %d bytes", MaxCapboxIDLen)
+	}
+	c.name("name", t.Name, true)
+	c.push("pod")
+	c.pod(&t.Pod)
+	c.pop()
+}
+
+// ValidateCapTasks checks capbox tasks as DecodeCapTasks does.
+func ValidateCapTasks(ts []CapTaskSpec) error {
+	return validateItems(ts, "tasks", (*CapTaskSpec).validate)
 }
 
 func (c *checker) idempotencyKey(k string) {

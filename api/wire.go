@@ -14,7 +14,11 @@ const (
 	// capboxes: POST creates them (capbox requests as POST /v1/jobs takes
 	// jobs; CreateCapboxesResponse), GET lists them (CapboxList), DELETE
 	// with one or more id parameters releases them
-	// (ReleaseCapboxesResponse). PathJob + "/tasks" lists the job's tasks
+	// (ReleaseCapboxesResponse). PathJob + "{id}/captasks" serves the
+	// tasks an appmaster runs in its capboxes: POST starts them
+	// (CapTaskSpec items; StartCapTasksResponse), DELETE with id
+	// parameters stops them (StopCapTasksResponse); they are listed with
+	// their capboxes. PathJob + "/tasks" lists the job's tasks
 	// (TaskList; query: state, after, limit).
 	PathJob = "/v1/jobs/"
 	// PathTasks + "{id}/logs" is a task's output, proxied from the nodelet
@@ -248,6 +252,9 @@ type TargetPod struct {
 	// Capbox marks a capbox's placeholder: the pod holds the resources
 	// of Pod's one container for its appmaster, and runs until stopped.
 	Capbox bool `json:"capbox,omitempty"`
+	// InCapbox is, for a task an appmaster runs in a capbox, the task ID
+	// of that capbox's placeholder: the pod runs inside its resources.
+	InCapbox string `json:"in_capbox,omitempty"`
 }
 
 // ReportRequest carries a node's task state changes, oldest first, and

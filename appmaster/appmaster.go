@@ -29,6 +29,15 @@ type Handler interface {
 	CapboxCompleted(api.CapboxStatus)
 }
 
+// TaskHandler is told how one task in a capbox fares, as Handler is.
+type TaskHandler interface {
+	// TaskRunning is called once when the task runs.
+	TaskRunning(api.CapTaskStatus)
+	// TaskCompleted is called once when it has ended: succeeded, failed,
+	// killed (stopped, or its capbox ended) or lost.
+	TaskCompleted(api.CapTaskStatus)
+}
+
 // Config configures an Appmaster.
 type Config struct {
 	// Client calls the dispatcher.
@@ -47,6 +56,8 @@ type Appmaster struct {
 		sync.Mutex
 		handlers map[string]Handler         // by capbox set ID
 		seen     map[string]api.CapboxState // the last state told, by capbox ID
+		tasks    map[string]TaskHandler     // by capbox task ID
+		taskSeen map[string]api.TaskState   // the last state told, by capbox task ID
 	}
 	// kick wakes Run after a create, so that it looks at the new sets
 	// without waiting for their first change.
@@ -67,6 +78,8 @@ func newAppmaster(cfg Config, job string) *Appmaster {
 	a := &Appmaster{cfg: cfg, job: job, kick: make(chan struct{}, 1)}
 	a.mu.handlers = map[string]Handler{}
 	a.mu.seen = map[string]api.CapboxState{}
+	a.mu.tasks = map[string]TaskHandler{}
+	a.mu.taskSeen = map[string]api.TaskState{}
 	return a
 }
 
@@ -89,7 +102,8 @@ func Register(ctx context.Context, cfg Config, spec api.JobSpec) (*Appmaster, er
 // read from EnvJob) or after the appmaster restarted. Every capbox it
 // still has that has not ended is offered to recover: the handler it
 // returns is told about that capbox's set from then on, and a capbox for
-// which it returns nil is released (dropped).
+// which it returns nil is released (dropped). A recovered handler that is
+// also a TaskHandler is told about the tasks in its capboxes.
 func Attach(ctx context.Context, cfg Config, job string, recover func(api.CapboxStatus) Handler) (*Appmaster, error) {
 	if cfg.Client == nil {
 		return nil, errors.New("appmaster: Config.Client is nil")
@@ -149,11 +163,59 @@ func (a *Appmaster) CreateCapboxes(ctx context.Context, req api.CapboxRequest, h
 	a.mu.Lock()
 	a.mu.handlers[set] = h
 	a.mu.Unlock()
+	a.wake()
+	return set, nil
+}
+
+// StartTask starts a task named name in a running capbox of the
+// appmaster's, inside the capbox's resources, and returns its ID; h is
+// told how it fares (once Run runs). Starting a name the capbox has
+// already is answered with that task's ID, so a retry is safe.
+func (a *Appmaster) StartTask(ctx context.Context, capbox, name string, pod api.PodSpec, h TaskHandler) (string, error) {
+	if h == nil {
+		return "", errors.New("appmaster: start task: nil handler")
+	}
+	res, err := a.cfg.Client.StartCapTasks(ctx, a.job, []api.CapTaskSpec{{Capbox: capbox, Name: name, Pod: pod}})
+	if err != nil {
+		return "", fmt.Errorf("appmaster: start task %q in %s: %w", name, capbox, err)
+	}
+	id := res.Tasks[0]
+	a.mu.Lock()
+	a.mu.tasks[id] = h
+	a.mu.Unlock()
+	a.wake()
+	return id, nil
+}
+
+// StopTasks stops tasks in the appmaster's capboxes by ID; their handlers
+// are told when they have ended.
+func (a *Appmaster) StopTasks(ctx context.Context, ids ...string) error {
+	if _, err := a.cfg.Client.StopCapTasks(ctx, a.job, ids...); err != nil {
+		return fmt.Errorf("appmaster: stop tasks: %w", err)
+	}
+	return nil
+}
+
+// Tasks lists the tasks of one of the appmaster's capboxes.
+func (a *Appmaster) Tasks(ctx context.Context, capbox string) ([]api.CapTaskStatus, error) {
+	boxes, err := a.Capboxes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range boxes {
+		if b.ID == capbox {
+			return b.Tasks, nil
+		}
+	}
+	return nil, fmt.Errorf("appmaster: appmaster %s has no capbox %q", a.job, capbox)
+}
+
+// wake makes Run look at the capboxes without waiting for a change.
+func (a *Appmaster) wake() {
 	select {
 	case a.kick <- struct{}{}:
 	default:
 	}
-	return set, nil
 }
 
 // Release releases capboxes by ID; their handlers are told when they
@@ -264,35 +326,53 @@ func (a *Appmaster) refresh(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	type call struct {
-		h       Handler
-		b       api.CapboxStatus
-		running bool
-	}
-	var calls []call
+	// The calls, in order, made after the lock is let go.
+	var calls []func()
 	a.mu.Lock()
 	for _, b := range list.Capboxes {
 		h := a.mu.handlers[b.Set]
-		prev, told := a.mu.seen[b.ID]
-		if h == nil || told && prev.Done() {
+		if h == nil {
 			continue
 		}
+		// A capbox's tasks before the capbox: they end first.
+		th, _ := h.(TaskHandler)
+		for _, t := range b.Tasks {
+			calls = a.taskCallsLocked(calls, t, th)
+		}
+		prev, told := a.mu.seen[b.ID]
 		switch {
+		case told && prev.Done():
 		case b.State == api.CapboxRunning && prev != api.CapboxRunning:
-			calls = append(calls, call{h, b, true})
+			calls = append(calls, func() { h.CapboxRunning(b) })
 			a.mu.seen[b.ID] = b.State
 		case b.State.Done():
-			calls = append(calls, call{h, b, false})
+			calls = append(calls, func() { h.CapboxCompleted(b) })
 			a.mu.seen[b.ID] = b.State
 		}
 	}
 	a.mu.Unlock()
-	for _, c := range calls {
-		if c.running {
-			c.h.CapboxRunning(c.b)
-		} else {
-			c.h.CapboxCompleted(c.b)
-		}
+	for _, call := range calls {
+		call()
 	}
 	return list.Index, nil
+}
+
+// taskCallsLocked appends the calls t's handler is owed: its own, or
+// recovered, the capbox handler's.
+func (a *Appmaster) taskCallsLocked(calls []func(), t api.CapTaskStatus, recovered TaskHandler) []func() {
+	h := a.mu.tasks[t.ID]
+	if h == nil {
+		h = recovered
+	}
+	prev, told := a.mu.taskSeen[t.ID]
+	switch {
+	case h == nil || told && prev.Done():
+	case t.State == api.TaskRunning && prev != api.TaskRunning:
+		calls = append(calls, func() { h.TaskRunning(t) })
+		a.mu.taskSeen[t.ID] = t.State
+	case t.State.Done():
+		calls = append(calls, func() { h.TaskCompleted(t) })
+		a.mu.taskSeen[t.ID] = t.State
+	}
+	return calls
 }

@@ -294,3 +294,136 @@ func TestAttachRecovers(t *testing.T) {
 		t.Errorf("a capbox request of count 0: %v, want invalid", err)
 	}
 }
+
+// taskRecorder is a TaskHandler that keeps what it was told.
+type taskRecorder struct {
+	mu        sync.Mutex
+	running   map[string]bool
+	completed map[string]api.CapTaskStatus
+}
+
+func newTaskRecorder() *taskRecorder {
+	return &taskRecorder{running: map[string]bool{}, completed: map[string]api.CapTaskStatus{}}
+}
+
+func (r *taskRecorder) TaskRunning(t api.CapTaskStatus) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.running[t.ID] {
+		panic("running twice: " + t.ID)
+	}
+	r.running[t.ID] = true
+}
+
+func (r *taskRecorder) TaskCompleted(t api.CapTaskStatus) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.completed[t.ID]; ok {
+		panic("completed twice: " + t.ID)
+	}
+	r.completed[t.ID] = t
+}
+
+func (r *taskRecorder) done(id string) (api.CapTaskStatus, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.completed[id]
+	return t, ok
+}
+
+func simTask(cpu int64, run time.Duration, code int32) api.PodSpec {
+	return api.PodSpec{
+		Containers: []api.ContainerSpec{{Image: api.Image{Rootfs: "/img"}, Command: []string{"/bin/work"},
+			Resources: api.Resources{CPU: cpu, Memory: 64 << 20}}},
+		Sim: &api.SimSpec{RunTime: api.Duration(run), ExitCode: code},
+	}
+}
+
+// TestTasksInCapboxes runs an appmaster's own tasks in its capboxes on
+// sim nodelets: they run and end with their exit codes, one is stopped,
+// one that does not fit is refused, and releasing the capbox ends the
+// rest.
+func TestTasksInCapboxes(t *testing.T) {
+	c := cluster(t, 1)
+	ctx := context.Background()
+	am, err := appmaster.Register(ctx, appmaster.Config{Client: c}, api.JobSpec{Name: "am"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, am)
+	boxes := newRecorder()
+	if _, err := am.CreateCapboxes(ctx, api.CapboxRequest{Name: "w", Count: 1, Resources: api.Resources{CPU: 2000, Memory: 1 << 30}}, boxes); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the capbox to run", func() bool { n, _ := boxes.counts(); return n == 1 })
+	box := boxes.running[0]
+
+	tasks := newTaskRecorder()
+	ok, err := am.StartTask(ctx, box, "ok", simTask(500, 20*time.Millisecond, 0), tasks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, err := am.StartTask(ctx, box, "bad", simTask(500, 20*time.Millisecond, 3), tasks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long, err := am.StartTask(ctx, box, "long", simTask(1000, time.Hour, 0), tasks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := am.StartTask(ctx, box, "ok", simTask(500, time.Hour, 0), tasks); err != nil || again != ok {
+		t.Errorf("starting a taken name: %s, %v; want %s", again, err, ok)
+	}
+	if _, err := am.StartTask(ctx, box, "big", simTask(1000, time.Hour, 0), tasks); !api.IsConflict(err) {
+		t.Errorf("a task beyond the capbox's room: %v, want conflict", err)
+	}
+	if _, err := am.StartTask(ctx, "j9/0/0/1", "x", simTask(1, time.Hour, 0), tasks); !api.IsNotFound(err) {
+		t.Errorf("a task in no capbox: %v, want not found", err)
+	}
+	eventually(t, "the short tasks to end", func() bool {
+		_, a := tasks.done(ok)
+		_, b := tasks.done(bad)
+		return a && b
+	})
+	if st, _ := tasks.done(ok); st.State != api.TaskSucceeded {
+		t.Errorf("task ok ended %s", st.State)
+	}
+	if st, _ := tasks.done(bad); st.State != api.TaskFailed || st.ExitCode != 3 {
+		t.Errorf("task bad ended %s with %d", st.State, st.ExitCode)
+	}
+	// Room freed by the ended tasks holds a new one.
+	more, err := am.StartTask(ctx, box, "more", simTask(1000, time.Hour, 0), tasks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the long tasks to run", func() bool {
+		tasks.mu.Lock()
+		defer tasks.mu.Unlock()
+		return tasks.running[long] && tasks.running[more]
+	})
+	if err := am.StopTasks(ctx, long); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the stopped task to end", func() bool { _, d := tasks.done(long); return d })
+	if st, _ := tasks.done(long); st.State != api.TaskKilled {
+		t.Errorf("stopped task ended %s", st.State)
+	}
+	if err := am.Release(ctx, box); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the capbox and its last task to end", func() bool {
+		_, d := tasks.done(more)
+		_, n := boxes.counts()
+		return d && n == 1
+	})
+	if st, _ := tasks.done(more); st.State != api.TaskKilled {
+		t.Errorf("task of a released capbox ended %s", st.State)
+	}
+	if _, err := am.StartTask(ctx, box, "late", simTask(1, time.Hour, 0), tasks); !api.IsConflict(err) {
+		t.Errorf("a task in a released capbox: %v, want conflict", err)
+	}
+	ts, err := am.Tasks(ctx, box)
+	if err != nil || len(ts) != 4 {
+		t.Fatalf("tasks of the capbox: %+v, %v", ts, err)
+	}
+}

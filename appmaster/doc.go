@@ -18,12 +18,20 @@
 // the appmaster's job, which releases all of them, as its job ending
 // does.
 //
+// StartTask runs one of the appmaster's own tasks in a running capbox, on
+// the capbox's node and inside its resources (tasks that would hold more
+// than the capbox are refused); a TaskHandler is told once when it runs
+// and once when it ends. A capbox can run many tasks, one after another
+// or side by side (Fuxi's grant reuse). StopTasks stops them; releasing
+// a capbox ends its tasks.
+//
 // Run follows the dispatcher's watch stream from the index of a capbox
 // listing: a change of one of the appmaster's sets makes it list the
 // capboxes again and call the handlers for what changed, so no change is
 // missed between a listing and the stream. Handlers run one at a time on
 // Run's goroutine.
 //
-// The package speaks only the HTTP API (api.Client). Running the
-// appmaster's own tasks inside its capboxes is not in the SDK yet.
+// The package speaks only the HTTP API (api.Client). Nodelets run
+// capboxes and their tasks with the sim runtime; the container runtime
+// refuses them for now.
 package appmaster

@@ -392,6 +392,53 @@ func (d *Dispatcher) ReleaseCapboxes(ctx context.Context, appmaster string, ids 
 	return r, nil
 }
 
+// StartCapTasks proposes capbox tasks for appmaster and returns their IDs
+// once committed, and the indexes of those whose name was taken in their
+// capbox. Errors are the FSM's (fsm.ErrNotFound, fsm.ErrCapboxNotRunning,
+// fsm.ErrNoRoom, *api.ValidationError) or the replica's.
+func (d *Dispatcher) StartCapTasks(ctx context.Context, appmaster string, specs []api.CapTaskSpec) (ids []string, existing []int, err error) {
+	if err := d.checkOpen(); err != nil {
+		return nil, nil, err
+	}
+	cmd, err := fsm.StartCapTasks(d.cfg.Clock.Now(), appmaster, specs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dispatcher: start capbox tasks: %w", err)
+	}
+	res, err := d.propose(ctx, cmd)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := fsm.DecodeSubmitResult(res)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dispatcher: start capbox tasks: %w", err)
+	}
+	ids = make([]string, len(r.Jobs))
+	for i, j := range r.Jobs {
+		ids[i] = j.ID
+		if j.Existing {
+			existing = append(existing, i)
+		}
+	}
+	return ids, existing, nil
+}
+
+// StopCapTasks proposes stopping appmaster's capbox tasks by ID, and
+// returns how many were told to stop.
+func (d *Dispatcher) StopCapTasks(ctx context.Context, appmaster string, ids []string) (int64, error) {
+	if err := d.checkOpen(); err != nil {
+		return 0, err
+	}
+	res, err := d.propose(ctx, fsm.StopCapTasks(d.cfg.Clock.Now(), appmaster, ids))
+	if err != nil {
+		return 0, err
+	}
+	r, err := fsm.DecodeCancelResult(res)
+	if err != nil {
+		return 0, fmt.Errorf("dispatcher: stop capbox tasks of %s: %w", appmaster, err)
+	}
+	return r.Stopping, nil
+}
+
 // Register proposes a node's registration (or spec update); a node that was
 // down becomes ready. It counts as a contact of the node.
 func (d *Dispatcher) Register(ctx context.Context, spec api.NodeSpec) error {

@@ -75,6 +75,9 @@ type DesiredPod struct {
 	// Capbox makes the pod a capbox's placeholder (runtime.PodSpec's
 	// Placeholder): Pod's one container only says what it holds.
 	Capbox bool
+	// InCapbox is, for a task an appmaster runs in a capbox, the ID of
+	// the capbox's placeholder pod (runtime.PodSpec's InPod).
+	InCapbox string
 }
 
 // PodReport is a state change of one pod: the task report the dispatcher

@@ -424,7 +424,7 @@ func (o *owner) removable(p *pod, now time.Time) bool {
 // and cgroup v1 refuses a child quota above its parent's.
 func (o *owner) spec(d DesiredPod) runtime.PodSpec {
 	s := runtime.FromAPI(d.ID, d.Generation, path.Join(o.a.cfg.CgroupRoot, string(d.Tier)), &d.Pod)
-	s.Placeholder = d.Capbox
+	s.Placeholder, s.InPod = d.Capbox, d.InCapbox
 	if d.Tier == cgroup.Offline {
 		for i := range s.Containers {
 			s.Containers[i].Resources.MilliCPU = 0

@@ -211,6 +211,7 @@ func (f *FSM) releaseCapboxesLocked(w writer, now int64, d *dec) ([]byte, error)
 			t.stop, t.updated = true, now
 			n.release(s.spec.QoS, g.demand, 1)
 			f.writeTask(w, t)
+			f.endCapTasksLocked(w, t.key, true, false, now)
 			f.dirtyNodes[n] = struct{}{}
 			f.dirtyGroups[g] = struct{}{}
 			res.Stopping++
@@ -306,6 +307,8 @@ type CapboxInfo struct {
 	Reason       api.TaskReason
 	ExitCode     int32
 	Updated      time.Time
+	// Tasks are the tasks started in it, by name.
+	Tasks []api.CapTaskStatus
 }
 
 // Capboxes returns the capboxes of appmaster (a job ID), by set and
@@ -328,6 +331,7 @@ func (f *FSM) Capboxes(appmaster string) (boxes []CapboxInfo, index uint64, ok b
 				Resources: res, Updated: time.Unix(0, s.submitted).UTC()}
 			if t != nil {
 				b.Node, b.Reason, b.ExitCode, b.Updated = t.node, t.reason, t.exitCode, time.Unix(0, t.updated).UTC()
+				b.Tasks = f.capTaskStatusesLocked(t.key)
 			}
 			boxes = append(boxes, b)
 		}

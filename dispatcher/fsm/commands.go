@@ -22,6 +22,9 @@ const (
 	// Capboxes: capbox.go.
 	cmdCreateCapboxes  byte = 8
 	cmdReleaseCapboxes byte = 9
+	// Capbox tasks: captask.go.
+	cmdStartCapTasks byte = 10
+	cmdStopCapTasks  byte = 11
 )
 
 // commandVersion 4: specs carry JobSpec.Appmaster; 3: submit commands

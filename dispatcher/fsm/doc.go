@@ -32,6 +32,8 @@
 //	c/<node name>\x00<slot id>            cached slot: QoS, shape, expiry
 //	b/<set u64 BE>                        capbox set: submit time, released,
 //	                                      appmaster's number, request (JSON)
+//	k/<set u64 BE><0 u16><idx u32 BE><name>  capbox task: state, stop, exit,
+//	                                      reason, updated, pod (JSON)
 //
 // Per-job scans ("t/<job>", "g/<job>") are range scans; what each node
 // holds is derived from the task records by Load, not stored. Every record starts with a version byte: 1, and 2 for
@@ -101,6 +103,14 @@
 //	                the indexes before it, requeued), active ones told to
 //	                stop as a cancel does. Cancelling an appmaster, or its
 //	                tasks all ending, releases its capbox sets
+//	StartCapTasks   an appmaster's tasks in its running capboxes, all or
+//	                none: each fits in its capbox beside the capbox's tasks
+//	                that have not ended, or the command is rejected; a name
+//	                taken in the capbox answers with its task. A capbox task
+//	                ("j9/0/3/1/name") starts assigned in its node's target,
+//	                is never retried, and ends by its node's report, with its
+//	                capbox (told to stop when the capbox is, killed or lost
+//	                when it ends), or stopped by StopCapTasks
 //
 // # Invariants
 //

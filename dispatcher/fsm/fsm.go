@@ -98,6 +98,8 @@ type FSM struct {
 		// those, and past half the list they are dropped).
 		changes []jobChange
 		stale   int
+		// captasks are the capbox tasks, by their capbox's task, by name.
+		captasks map[taskKey][]*captask
 	}
 	// Scratch of Apply, used under mu's write lock.
 	dirtyGroups map[*group]struct{}
@@ -129,6 +131,7 @@ func (f *FSM) resetLocked() {
 	f.mu.slots, f.mu.nextSlot = nil, 1
 	f.mu.bumps, f.mu.bumpsFrom = nil, 0
 	f.mu.changes, f.mu.stale = nil, 0
+	f.mu.captasks = map[taskKey][]*captask{}
 }
 
 // Apply applies one committed command (see the command constructors). It is
@@ -171,6 +174,10 @@ func (f *FSM) apply(w writer, index uint64, cmd []byte) ([]byte, error) {
 		res, err = f.createCapboxesLocked(w, now, d)
 	case cmdReleaseCapboxes:
 		res, err = f.releaseCapboxesLocked(w, now, d)
+	case cmdStartCapTasks:
+		res, err = f.startCapTasksLocked(w, now, d)
+	case cmdStopCapTasks:
+		res, err = f.stopCapTasksLocked(w, now, d)
 	default:
 		err = fmt.Errorf("%w: unknown command tag %d", ErrCorrupt, cmd[0])
 	}
@@ -484,6 +491,9 @@ func (f *FSM) finishLocked(w writer, t *task, to api.TaskState, reason api.TaskR
 		g.active--
 	}
 	t.state, t.reason, t.exitCode, t.updated, t.closed = to, reason, exit, now, closed
+	if j.owner != nil {
+		f.endCapTasksLocked(w, t.key, false, to == api.TaskLost, now)
+	}
 	retry := false
 	switch {
 	case to == api.TaskSucceeded:
@@ -560,6 +570,9 @@ func (f *FSM) cancelJobLocked(w writer, now int64, j *job) CancelResult {
 				t.stop, t.updated = true, now
 				n.release(j.spec.QoS, j.groups[t.key.group].demand, 1)
 				f.writeTask(w, t)
+				if j.owner != nil {
+					f.endCapTasksLocked(w, t.key, true, false, now)
+				}
 				res.Stopping++
 			}
 		}
@@ -889,6 +902,7 @@ type report struct {
 	key      taskKey
 	attempt  uint32
 	action   uint8
+	ct       *captask // set for a report about a capbox task
 }
 
 const (
@@ -921,9 +935,20 @@ func (f *FSM) updateLocked(w writer, now int64, d *dec) ([]byte, error) {
 	// Pass 1: check every report against the state the reports before it
 	// leave (kept in an overlay), writing nothing.
 	overlay := make(map[taskKey]api.TaskState)
+	var ctOverlay map[*captask]api.TaskState
 	for i := range rs {
 		r := &rs[i]
 		bad := func(err error) error { return &ReportError{Index: i, TaskID: r.id, Err: err} }
+		if _, _, ok := splitCapTaskID(r.id); ok {
+			if ctOverlay == nil {
+				ctOverlay = map[*captask]api.TaskState{}
+			}
+			var err error
+			if r.ct, err = f.capTaskReport(r, ctOverlay); err != nil {
+				return nil, bad(err)
+			}
+			continue
+		}
 		var ok bool
 		if r.key, r.attempt, ok = parseTaskID(r.id); !ok {
 			return nil, bad(fmt.Errorf("%w: malformed task ID", ErrBadReport))
@@ -970,6 +995,10 @@ func (f *FSM) updateLocked(w writer, now int64, d *dec) ([]byte, error) {
 			continue
 		}
 		res.Applied++
+		if r.ct != nil {
+			f.applyCapTaskReport(w, r.ct, r, now)
+			continue
+		}
 		t := f.taskLocked(r.key)
 		if r.state.Done() {
 			if f.finishLocked(w, t, r.state, r.reason, r.exit, now, false) {

@@ -19,6 +19,8 @@ const (
 	prefixSlot  = "c/"
 	// prefixCapboxSet holds capbox sets, numbered as jobs.
 	prefixCapboxSet = "b/"
+	// prefixCapTask holds capbox tasks, under their capbox's task key.
+	prefixCapTask = "k/"
 )
 
 var (

@@ -27,7 +27,7 @@ func TestRandomCommands(t *testing.T) {
 	// Drop stale job changes often, to check JobsChangedSince across it.
 	defer func(n int) { minStaleChanges = n }(minStaleChanges)
 	minStaleChanges = 2
-	preempted, cached, sets, releases := 0, uint64(0), 0, 0
+	preempted, cached, sets, releases, capTasks := 0, uint64(0), 0, 0, 0
 	for run := range runs {
 		h := &propHarness{t: t, r: r, f: New(), s: newMemStore(), now: time.Unix(1_800_000_000, 0)}
 		for step := range steps {
@@ -36,15 +36,19 @@ func TestRandomCommands(t *testing.T) {
 				t.Fatalf("run %d step %d (%s): %v", run, step, desc, err)
 			}
 		}
-		t.Logf("run %d: %d commands applied, %d rejected, %d tasks placed, %d reports applied, %d tasks preempted, %d slots cached, %d reused, %d capbox sets created, %d releases",
-			run, h.counts[0], h.counts[1], h.counts[2], h.counts[3], h.counts[4], h.f.mu.nextSlot-1, h.counts[5], h.counts[6], h.counts[7])
+		t.Logf("run %d: %d commands applied, %d rejected, %d tasks placed, %d reports applied, %d tasks preempted, %d slots cached, %d reused, %d capbox sets created, %d releases, %d capbox task stops, %d starts",
+			run, h.counts[0], h.counts[1], h.counts[2], h.counts[3], h.counts[4], h.f.mu.nextSlot-1, h.counts[5], h.counts[6], h.counts[7], h.counts[8], h.counts[9])
 		preempted += h.counts[4]
 		sets += h.counts[6]
 		releases += h.counts[7]
+		capTasks += h.counts[9]
 		cached += h.f.mu.nextSlot - 1
 	}
 	if cached == 0 {
 		t.Error("no run cached a slot: slots were never exercised")
+	}
+	if capTasks == 0 {
+		t.Error("no run started a capbox task: capbox tasks were not exercised")
 	}
 	if sets == 0 || releases == 0 {
 		t.Errorf("%d capbox commands created sets and %d released capboxes: capboxes were not exercised", sets, releases)
@@ -66,7 +70,7 @@ type propHarness struct {
 	// ams and sets are the appmaster jobs and capbox sets submitted.
 	ams, sets []string
 	term      uint64
-	counts    [8]int // ok, rejected, placed tasks, reports applied, tasks preempted, slots reused, capbox sets created, releases applied
+	counts    [10]int // ok, rejected, placed tasks, reports applied, tasks preempted, slots reused, capbox sets created, releases applied, capbox task stops and starts applied
 }
 
 func (h *propHarness) apply(cmd []byte) ([]byte, error) {
@@ -89,7 +93,7 @@ func (h *propHarness) apply(cmd []byte) ([]byte, error) {
 
 func (h *propHarness) step() string {
 	r := h.r
-	switch k := r.IntN(23); {
+	switch k := r.IntN(25); {
 	case k < 2 || len(h.nodes) == 0:
 		name := fmt.Sprintf("n%d", r.IntN(6))
 		c := api.Capacity{CPU: 1000 * (2 + r.Int64N(8)), Memory: (2 + r.Int64N(16)) << 30, GPUs: r.Int64N(3), Ports: 10}
@@ -217,7 +221,19 @@ func (h *propHarness) step() string {
 		var reps []Report
 		f := h.f
 		var tasks []*task
-		f.eachTaskLocked(func(t *task) { tasks = append(tasks, t) })
+		var cts []*captask
+		f.eachTaskLocked(func(t *task) {
+			tasks = append(tasks, t)
+			cts = append(cts, f.mu.captasks[t.key]...)
+		})
+		for range r.IntN(3) {
+			if len(cts) == 0 {
+				break
+			}
+			c := cts[r.IntN(len(cts))]
+			st := []api.TaskState{api.TaskStarting, api.TaskRunning, api.TaskSucceeded, api.TaskFailed, api.TaskKilled}[r.IntN(5)]
+			reps = append(reps, Report{Node: f.taskLocked(c.box).node, TaskReport: api.TaskReport{TaskID: c.id(), State: st, Reason: api.ReasonExited, Time: h.now}})
+		}
 		for range 1 + r.IntN(6) {
 			if len(tasks) == 0 {
 				break
@@ -350,6 +366,68 @@ func (h *propHarness) step() string {
 			h.counts[7]++
 		}
 		return fmt.Sprint("release ", ids)
+	case k < 23:
+		// Start tasks in capboxes (mostly running ones), or stop some;
+		// first, at times, place a capbox, as the random plans seldom do.
+		if len(h.sets) > 0 && r.IntN(2) == 0 {
+			set := h.sets[r.IntN(len(h.sets))]
+			if j := h.f.mu.jobs[mustJobNum(set)]; j != nil {
+				h.apply(CommitPlan(&Plan{Term: h.term, Now: h.now, Assignments: []placement.Assignment{{
+					Group: placement.GroupKey{Job: set, Group: j.spec.Tasks[0].Name}, Node: h.nodes[r.IntN(len(h.nodes))], Count: 1}}}))
+			}
+		}
+		var boxes []*task
+		var running []*task
+		h.f.eachTaskLocked(func(t *task) {
+			if h.f.mu.jobs[t.key.job].owner != nil && t.attempt == 1 {
+				boxes = append(boxes, t)
+				if t.state == api.TaskRunning {
+					running = append(running, t)
+				}
+			}
+		})
+		if len(running) > 0 && r.IntN(4) > 0 {
+			boxes = running
+		}
+		if len(boxes) == 0 {
+			return "nothing"
+		}
+		b := boxes[r.IntN(len(boxes))]
+		if (b.state == api.TaskAssigned || b.state == api.TaskStarting) && !b.stop {
+			// Most capboxes the random plans place are not running yet.
+			h.apply(UpdateTasks(h.now, []Report{{Node: b.node, TaskReport: api.TaskReport{TaskID: taskID(b.key, 1), State: api.TaskRunning, Time: h.now}}}))
+		}
+		am := h.f.mu.jobs[b.key.job].owner.id
+		if r.IntN(3) == 0 {
+			if r.IntN(8) == 0 {
+				am = "j1"
+			}
+			var ids []string
+			for _, c := range h.f.mu.captasks[b.key] {
+				if r.IntN(2) == 0 {
+					ids = append(ids, c.id())
+				}
+			}
+			if len(ids) == 0 {
+				ids = []string{taskID(b.key, 1) + "/none"}
+			}
+			if _, err := h.apply(StopCapTasks(h.now, am, ids)); err == nil {
+				h.counts[8]++
+			}
+			return fmt.Sprint("stop capbox tasks ", ids)
+		}
+		var specs []api.CapTaskSpec
+		for range 1 + r.IntN(3) {
+			specs = append(specs, api.CapTaskSpec{Capbox: taskID(b.key, 1), Name: fmt.Sprint("t", r.IntN(6)), Pod: api.PodSpec{Containers: []api.ContainerSpec{{
+				Image: api.Image{Rootfs: "/img"}, Command: []string{"/x"},
+				Resources: api.Resources{CPU: 100 * (1 + r.Int64N(10)), Memory: (1 + r.Int64N(4)) << 28},
+			}}}})
+		}
+		cmd, _ := StartCapTasks(h.now, am, specs)
+		if _, err := h.apply(cmd); err == nil {
+			h.counts[9]++
+		}
+		return fmt.Sprintf("start %d capbox tasks in %s", len(specs), taskID(b.key, 1))
 	default:
 		h.now = h.now.Add(time.Duration(r.IntN(3000)) * time.Millisecond)
 		return "advance"
@@ -501,6 +579,11 @@ func (h *propHarness) check() error {
 		return fmt.Errorf("%s", strings.Join(errs, "\n"))
 	}
 	return nil
+}
+
+func mustJobNum(id string) uint64 {
+	num, _ := parseJobID(id)
+	return num
 }
 
 func inPending(f *FSM, g *group) bool {

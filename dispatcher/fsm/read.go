@@ -162,6 +162,10 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 	if err != nil {
 		return err
 	}
+	err = r.Scan([]byte(prefixCapTask), prefixEnd(prefixCapTask), f.loadCapTaskLocked)
+	if err != nil {
+		return err
+	}
 	err = r.Scan([]byte(prefixSlot), prefixEnd(prefixSlot), func(k, v []byte) error {
 		name, id, ok := strings.Cut(string(k[len(prefixSlot):]), "\x00")
 		n := f.mu.nodes[name]
@@ -436,6 +440,9 @@ type Pod struct {
 	// Capbox is set for a capbox's placeholder: Spec's one container
 	// only says what it holds.
 	Capbox bool
+	// InCapbox is, for a capbox task, the task ID of the capbox it runs
+	// in (whose resources it uses).
+	InCapbox string
 	// Spec shares memory with the FSM: do not modify it.
 	Spec api.PodSpec
 }
@@ -469,12 +476,19 @@ func (f *FSM) NodeTarget(name string) (gen uint64, pods []Pod, ok bool) {
 		}
 	}
 	slices.SortFunc(ts, func(a, b *task) int { return cmpKey(a.key, b.key) })
-	pods = make([]Pod, len(ts))
-	for i, t := range ts {
+	pods = make([]Pod, 0, len(ts))
+	for _, t := range ts {
 		j := f.mu.jobs[t.key.job]
 		g := &j.spec.Tasks[t.key.group]
-		pods[i] = Pod{TaskID: taskID(t.key, t.attempt), Job: j.id, Group: g.Name, QoS: j.spec.QoS, Priority: j.spec.Priority,
-			MaxRunTime: time.Duration(j.spec.MaxRunTime), Capbox: j.owner != nil, Spec: g.Pod}
+		id := taskID(t.key, t.attempt)
+		pods = append(pods, Pod{TaskID: id, Job: j.id, Group: g.Name, QoS: j.spec.QoS, Priority: j.spec.Priority,
+			MaxRunTime: time.Duration(j.spec.MaxRunTime), Capbox: j.owner != nil, Spec: g.Pod})
+		for _, c := range f.mu.captasks[t.key] {
+			if c.active() && !c.stop {
+				pods = append(pods, Pod{TaskID: c.id(), Job: j.id, Group: g.Name, QoS: j.spec.QoS, Priority: j.spec.Priority,
+					InCapbox: id, Spec: c.pod})
+			}
+		}
 	}
 	return n.gen, pods, true
 }
@@ -636,6 +650,10 @@ func (f *FSM) dump() string {
 	f.eachTaskLocked(func(t *task) {
 		fmt.Fprintf(&b, "task %s %v node=%s stop=%v preempted=%v closed=%v exit=%d reason=%s updated=%d\n",
 			taskID(t.key, t.attempt), t.state, t.node, t.stop, t.preempted, t.closed, t.exitCode, t.reason, t.updated)
+		for _, c := range f.mu.captasks[t.key] {
+			fmt.Fprintf(&b, "  captask %s %v stop=%v exit=%d reason=%s updated=%d demand=%+v\n",
+				c.id(), c.state, c.stop, c.exitCode, c.reason, c.updated, c.demand)
+		}
 	})
 	for _, n := range f.sortedNodeListLocked() {
 		tk := make([]taskKey, 0, len(n.tasks))

@@ -153,6 +153,29 @@ func (r *replica) exec(line string) string {
 			}
 			return fmt.Sprintf("dropped=%d stopping=%d", res.Dropped, res.Stopping)
 		}
+	case "start": // start <appmaster> <capbox>:<name>:<cpu>:<mem> ...: start capbox tasks
+		var specs []api.CapTaskSpec
+		for _, a := range args[1:] {
+			f := strings.Split(a, ":")
+			specs = append(specs, api.CapTaskSpec{Capbox: f[0], Name: f[1], Pod: api.PodSpec{Containers: []api.ContainerSpec{{
+				Image: api.Image{Rootfs: "/img"}, Command: []string{"/bin/true"},
+				Resources: api.Resources{CPU: num(f[2]), Memory: num(f[3])},
+			}}}})
+		}
+		var err error
+		if cmd, err = fsm.StartCapTasks(r.now, args[0], specs); err != nil {
+			r.t.Fatal(err)
+		}
+		decode = func(b []byte) string { return submitted(r.t, b) }
+	case "stop": // stop <appmaster> <capbox task> ...
+		cmd = fsm.StopCapTasks(r.now, args[0], args[1:])
+		decode = func(b []byte) string {
+			res, err := fsm.DecodeCancelResult(b)
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			return fmt.Sprintf("stopping=%d", res.Stopping)
+		}
 	case "boxes": // boxes <appmaster>: its capboxes and their states
 		bs, _, ok := r.f.Capboxes(args[0])
 		if !ok {
@@ -163,6 +186,13 @@ func (r *replica) exec(line string) string {
 			s := b.ID + ":" + b.State.String()
 			if b.Node != "" {
 				s += "@" + b.Node
+			}
+			if len(b.Tasks) > 0 {
+				var ts []string
+				for _, t := range b.Tasks {
+					ts = append(ts, t.Name+":"+t.State.String())
+				}
+				s += "{" + strings.Join(ts, " ") + "}"
 			}
 			out = append(out, s)
 		}
@@ -639,6 +669,39 @@ job j3 => cancelled pending=0 active=3 ok=0 failed=0 killed=2
 target n1 => gen=2
 report n1 j3/0/0/1 killed stopped | n1 j3/0/1/1 killed stopped | n1 j3/0/2/1 killed stopped => applied=3 noop=0 stale=0 requeued=0
 boxes j2 => [j3/0/0/1:released@n1 j3/0/1/1:released@n1 j3/0/2/1:released@n1 j3/0/3/1:released j3/0/4/1:released]
+free n1 => cpu=4000 mem=8589934592 ready
+`},
+	{"capbox tasks", `
+node n1 cpu=4000 mem=8Gi => ok
+node n2 cpu=4000 mem=8Gi => ok
+appmaster am => j1
+capboxes j1 w count=2 cpu=2000 mem=2Gi => j2
+plan j2/w@n1*1 j2/w@n2*1 => placed=2
+start j1 j2/0/0/1:t1:1000:1Gi => error: ...capbox is not running: j2/0/0/1 is assigned...
+report n1 j2/0/0/1 running | n2 j2/0/1/1 running => applied=2 noop=0 stale=0 requeued=0
+start j1 j2/0/0/1:t1:1000:1Gi j2/0/0/1:t2:1000:1Gi j2/0/1/1:t1:500:1Gi => j2/0/0/1/t1 j2/0/0/1/t2 j2/0/1/1/t1
+start j1 j2/0/0/1:t1:1000:1Gi => j2/0/0/1/t1(existing)
+start j1 j2/0/0/1:t3:1:1 => error: ...capbox has no room: j2/0/0/1: cpu: 0 free...
+start j1 j2/0/1/1:t2:1000:1Gi j2/0/1/1:t3:1000:1Gi => error: ...tasks[1]: fsm: capbox has no room: j2/0/1/1: cpu: 500 free...
+start j1 j9/0/0/1:t1:1:1 => error: ...has no placed capbox...
+start j1 j2/0/1/1:bad/name:1:1 => error: ...tasks[0].name...
+target n1 => gen=2 j2/0/0/1(capbox) j2/0/0/1/t1 j2/0/0/1/t2
+boxes j1 => [j2/0/0/1:running@n1{t1:assigned t2:assigned} j2/0/1/1:running@n2{t1:assigned}]
+report n1 j2/0/0/1/t1 running | n1 j2/0/0/1/t1 succeeded | n1 j2/0/0/1/t2 running | n2 j2/0/0/1/t2 running => applied=3 noop=0 stale=1 requeued=0
+report n1 j2/0/0/1/t9 running => error: ...no such capbox task
+report n1 j2/0/0/1/t1 pending => error: ...
+start j1 j2/0/0/1:t3:1000:1Gi => j2/0/0/1/t3
+stop j1 j2/0/0/1/t2 j2/0/0/1/t1 => stopping=1
+stop j1 j2/0/0/1/t7 => error: ...no capbox task...
+target n1 => gen=5 j2/0/0/1(capbox) j2/0/0/1/t3
+report n1 j2/0/0/1/t2 killed stopped => applied=1 noop=0 stale=0 requeued=0
+boxes j1 => [j2/0/0/1:running@n1{t1:succeeded t2:killed t3:assigned} j2/0/1/1:running@n2{t1:assigned}]
+release j1 j2/0/0/1 => dropped=0 stopping=1
+target n1 => gen=7
+state n2 down => lost=1 requeued=0
+boxes j1 => [j2/0/0/1:running@n1{t1:succeeded t2:killed t3:assigned} j2/0/1/1:lost@n2{t1:lost}]
+report n1 j2/0/0/1/t3 killed stopped | n1 j2/0/0/1 killed stopped => applied=2 noop=0 stale=0 requeued=0
+boxes j1 => [j2/0/0/1:released@n1{t1:succeeded t2:killed t3:killed} j2/0/1/1:lost@n2{t1:lost}]
 free n1 => cpu=4000 mem=8589934592 ready
 `},
 	{"bad commands", `

@@ -57,7 +57,7 @@ func (h *Handler) listCapboxes(ctx *fasthttp.RequestCtx, p Principal, args []str
 	out := api.CapboxList{Capboxes: make([]api.CapboxStatus, len(boxes)), Index: index}
 	for i, b := range boxes {
 		out.Capboxes[i] = api.CapboxStatus{ID: b.ID, Set: b.Set, Request: b.Request, State: b.State, Node: b.Node,
-			Resources: b.Resources, Reason: b.Reason, ExitCode: b.ExitCode, Updated: b.Updated}
+			Resources: b.Resources, Reason: b.Reason, ExitCode: b.ExitCode, Updated: b.Updated, Tasks: b.Tasks}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
 	return nil
@@ -89,5 +89,68 @@ func (h *Handler) releaseCapboxes(ctx *fasthttp.RequestCtx, p Principal, args []
 		return h.fromError(ctx, "release capboxes of "+args[0], err)
 	}
 	writeJSON(ctx, fasthttp.StatusOK, api.ReleaseCapboxesResponse{Dropped: r.Dropped, Stopping: r.Stopping})
+	return nil
+}
+
+// startCapTasks serves POST /v1/jobs/{id}/captasks: tasks to run in the
+// appmaster's running capboxes (bodies as submit's), all or none; the
+// reply is sent once they are committed.
+func (h *Handler) startCapTasks(ctx *fasthttp.RequestCtx, p Principal, args []string) *httpError {
+	if e := h.requireLeader(ctx); e != nil {
+		return e
+	}
+	if e := checkQuery(ctx); e != nil {
+		return e
+	}
+	if e := checkContentType(ctx, true, "application/json", "application/x-ndjson"); e != nil {
+		return e
+	}
+	if _, e := h.lookupJob(args[0], p); e != nil {
+		return e
+	}
+	body, e := readBody(ctx)
+	if e != nil {
+		return e
+	}
+	specs, err := api.DecodeCapTasks(body)
+	if err != nil {
+		return h.fromError(ctx, "start capbox tasks", err)
+	}
+	cctx, cancel := context.WithCancel(h.base)
+	defer cancel()
+	ids, existing, err := h.cfg.Dispatcher.StartCapTasks(cctx, args[0], specs)
+	if err != nil {
+		return h.fromError(ctx, "start capbox tasks of "+args[0], err)
+	}
+	writeJSON(ctx, fasthttp.StatusOK, api.StartCapTasksResponse{Tasks: ids, Existing: existing})
+	return nil
+}
+
+// stopCapTasks serves DELETE /v1/jobs/{id}/captasks?id=...: every task
+// named must be of the appmaster's capboxes, or none is stopped.
+func (h *Handler) stopCapTasks(ctx *fasthttp.RequestCtx, p Principal, args []string) *httpError {
+	if e := h.requireLeader(ctx); e != nil {
+		return e
+	}
+	if e := checkQuery(ctx, "id"); e != nil {
+		return e
+	}
+	ids := listValues(ctx, "id")
+	switch {
+	case len(ids) == 0:
+		return badParam("id", "name at least one capbox task to stop")
+	case len(ids) > api.MaxItemsPerRequest:
+		return badParam("id", "%d tasks, more than the limit of %d in one request", len(ids), api.MaxItemsPerRequest)
+	}
+	if _, e := h.lookupJob(args[0], p); e != nil {
+		return e
+	}
+	cctx, cancel := context.WithCancel(h.base)
+	defer cancel()
+	n, err := h.cfg.Dispatcher.StopCapTasks(cctx, args[0], ids)
+	if err != nil {
+		return h.fromError(ctx, "stop capbox tasks of "+args[0], err)
+	}
+	writeJSON(ctx, fasthttp.StatusOK, api.StopCapTasksResponse{Stopping: n})
 	return nil
 }

@@ -25,6 +25,8 @@
 //	POST   /v1/jobs/{id}/capboxes   an appmaster's capbox requests (bodies as submit's); 409 not an appmaster or ended
 //	GET    /v1/jobs/{id}/capboxes   its capboxes, and the index the list is current as of
 //	DELETE /v1/jobs/{id}/capboxes   release capboxes named by id parameters, all or none
+//	POST   /v1/jobs/{id}/captasks   start tasks in the appmaster's running capboxes, all or none; 409 no room
+//	DELETE /v1/jobs/{id}/captasks   stop capbox tasks named by id parameters, all or none
 //	GET    /v1/nodes                the registered nodes
 //	POST   /v1/nodes                register a node (api.NodeSpec)
 //	GET    /v1/nodes/{name}/target  long-poll: generation, wait (default 30s, max 5m); 304 when unchanged

@@ -233,12 +233,13 @@ var (
 	epTasks  = map[string]endpoint{"GET": {readers, (*Handler).listTasks}}
 	epCapbox = map[string]endpoint{"GET": {readers, (*Handler).listCapboxes}, "POST": {submitter, (*Handler).createCapboxes},
 		"DELETE": {submitter, (*Handler).releaseCapboxes}}
-	epJob     = map[string]endpoint{"GET": {readers, (*Handler).getJob}, "DELETE": {submitter, (*Handler).cancelJob}}
-	epNodes   = map[string]endpoint{"GET": {readers, (*Handler).listNodes}, "POST": {nodelets, (*Handler).register}}
-	epTarget  = map[string]endpoint{"GET": {nodelets, (*Handler).target}}
-	epReports = map[string]endpoint{"POST": {nodelets, (*Handler).reports}}
-	epLogs    = map[string]endpoint{"GET": {readers, (*Handler).logs}}
-	epWatch   = map[string]endpoint{"GET": {readers, (*Handler).watch}}
+	epCapTasks = map[string]endpoint{"POST": {submitter, (*Handler).startCapTasks}, "DELETE": {submitter, (*Handler).stopCapTasks}}
+	epJob      = map[string]endpoint{"GET": {readers, (*Handler).getJob}, "DELETE": {submitter, (*Handler).cancelJob}}
+	epNodes    = map[string]endpoint{"GET": {readers, (*Handler).listNodes}, "POST": {nodelets, (*Handler).register}}
+	epTarget   = map[string]endpoint{"GET": {nodelets, (*Handler).target}}
+	epReports  = map[string]endpoint{"POST": {nodelets, (*Handler).reports}}
+	epLogs     = map[string]endpoint{"GET": {readers, (*Handler).logs}}
+	epWatch    = map[string]endpoint{"GET": {readers, (*Handler).watch}}
 )
 
 // route finds the endpoint of the request and serves it.
@@ -259,6 +260,8 @@ func (h *Handler) route(ctx *fasthttp.RequestCtx) *httpError {
 			eps, args = epTasks, []string{id}
 		} else if id, ok := strings.CutSuffix(rest, "/capboxes"); ok && validSegment(id) {
 			eps, args = epCapbox, []string{id}
+		} else if id, ok := strings.CutSuffix(rest, "/captasks"); ok && validSegment(id) {
+			eps, args = epCapTasks, []string{id}
 		} else if validSegment(rest) {
 			eps, args = epJob, []string{rest}
 		}
@@ -447,7 +450,8 @@ func (h *Handler) fromError(ctx *fasthttp.RequestCtx, op string, err error) *htt
 		return errorf(fasthttp.StatusNotFound, api.CodeNotFound, "%s: %s", op, clip(trimFSM(err), 300))
 	case errors.Is(err, dispatcher.ErrUnknownNode):
 		return errorf(fasthttp.StatusNotFound, api.CodeNotFound, "%s: not found", op)
-	case errors.Is(err, fsm.ErrNotAppmaster), errors.Is(err, fsm.ErrAppmasterDone), errors.Is(err, fsm.ErrNotCapbox):
+	case errors.Is(err, fsm.ErrNotAppmaster), errors.Is(err, fsm.ErrAppmasterDone), errors.Is(err, fsm.ErrNotCapbox),
+		errors.Is(err, fsm.ErrCapboxNotRunning), errors.Is(err, fsm.ErrNoRoom):
 		return errorf(fasthttp.StatusConflict, api.CodeConflict, "%s: %s", op, clip(trimFSM(err), 300))
 	case errors.Is(err, raftkv.ErrOutcomeUnknown):
 		return unavailable("%s: the outcome is unknown (leadership changed); check the state before retrying", op)

@@ -63,7 +63,7 @@ func targetPods(pods []fsm.Pod, known map[string]int32) []api.TargetPod {
 			continue
 		}
 		out = append(out, api.TargetPod{TaskID: p.TaskID, Job: p.Job, Group: p.Group, QoS: p.QoS, Priority: p.Priority,
-			MaxRunTime: api.Duration(p.MaxRunTime), Capbox: p.Capbox, Pod: p.Spec})
+			MaxRunTime: api.Duration(p.MaxRunTime), Capbox: p.Capbox, InCapbox: p.InCapbox, Pod: p.Spec})
 	}
 	return out
 }

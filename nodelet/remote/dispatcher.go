@@ -287,6 +287,14 @@ func (d *Dispatcher) ask(known uint64) uint64 {
 	return known - d.mu.base
 }
 
+// inCapbox is the pod ID of the capbox a task runs in, "" for none.
+func inCapbox(task string) string {
+	if task == "" {
+		return ""
+	}
+	return PodID(task)
+}
+
 // convert turns the held target, at the dispatcher's generation, into the
 // agent's and records the pods' containers.
 func (d *Dispatcher) convert(generation uint64) nodelet.Target {
@@ -311,6 +319,7 @@ func (d *Dispatcher) convert(generation uint64) nodelet.Target {
 			Pod:        p.Pod,
 			MaxRunTime: time.Duration(p.MaxRunTime),
 			Capbox:     p.Capbox,
+			InCapbox:   inCapbox(p.InCapbox),
 		})
 		if len(p.Pod.Containers) > 0 {
 			containers[p.TaskID] = p.Pod.Containers[0].Name

@@ -39,6 +39,9 @@ type PodSpec struct {
 	// program and holds the resources of its one container (which has no
 	// image and no args) until it is stopped.
 	Placeholder bool
+	// InPod names the placeholder pod (a capbox) whose resources the pod
+	// runs inside; empty for none.
+	InPod string
 	// Sim drives the simulated runtime; real runtimes ignore it.
 	Sim *SimSpec
 }
@@ -178,6 +181,13 @@ func (s *PodSpec) Validate() error {
 	}
 	if len(s.Containers) == 0 {
 		e.Add("containers", "at least one container is required")
+	}
+	if s.InPod != "" {
+		if msg := CheckName(s.InPod); msg != "" {
+			e.Add("in_pod", "%s", msg)
+		} else if s.Placeholder {
+			e.Add("in_pod", "a placeholder is not inside another pod")
+		}
 	}
 	if s.Sim != nil {
 		if s.Sim.RunTime < 0 {

@@ -249,6 +249,9 @@ func (r *Runtime) validate(spec *runtime.PodSpec) error {
 	if spec.Placeholder {
 		e.Add("placeholder", "capbox placeholders are not supported by this runtime yet")
 	}
+	if spec.InPod != "" {
+		e.Add("in_pod", "pods inside a capbox are not supported by this runtime yet")
+	}
 	for i := range spec.Containers {
 		c := &spec.Containers[i]
 		f := fmt.Sprintf("containers[%d]", i)

@@ -1,0 +1,365 @@
+package fsm
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/dispatcher/placement"
+)
+
+// Errors of the capbox task commands; each rejects its command whole.
+var (
+	// ErrCapboxNotRunning: a task was started in a capbox that is not
+	// running (not yet, or no more), or is being released.
+	ErrCapboxNotRunning = errors.New("fsm: capbox is not running")
+	// ErrNoRoom: a capbox's tasks would hold more than the capbox does.
+	ErrNoRoom = errors.New("fsm: capbox has no room")
+)
+
+// captask is a task an appmaster runs in one of its capboxes: a pod on the
+// capbox's node, inside the capbox's resources. Its ID is its capbox's ID,
+// "/", and its name. It starts assigned (in its node's target), is never
+// retried, and ends when its node reports it ended, when its capbox ends,
+// or lost with its node.
+type captask struct {
+	box      taskKey // its capbox's task
+	name     string
+	pod      api.PodSpec // defaults applied
+	demand   api.Capacity
+	state    api.TaskState
+	stop     bool // its appmaster stopped it, or its capbox is being released: it leaves the target
+	exitCode int32
+	reason   api.TaskReason
+	updated  int64
+}
+
+func (c *captask) id() string { return taskID(c.box, 1) + "/" + c.name }
+
+func (c *captask) active() bool {
+	return c.state == api.TaskAssigned || c.state == api.TaskStarting || c.state == api.TaskRunning
+}
+
+// StartCapTasks returns the command by which appmaster (a job ID) starts
+// tasks in its running capboxes. The specs get their defaults and are
+// validated as api.DecodeCapTasks does (an *api.ValidationError names
+// every problem); each must name a capbox of the appmaster's
+// (ErrNotFound) that is running and not being released
+// (ErrCapboxNotRunning), with room for the task beside its capbox's other
+// tasks that have not ended (ErrNoRoom), or the command is rejected
+// whole. A name taken in its capbox is answered with that task's ID. The
+// result decodes with DecodeSubmitResult: one task ID per spec.
+func StartCapTasks(now time.Time, appmaster string, specs []api.CapTaskSpec) ([]byte, error) {
+	body, err := json.Marshal(specs)
+	if err != nil {
+		return nil, fmt.Errorf("fsm: encoding capbox tasks: %w", err)
+	}
+	e := newCommand(cmdStartCapTasks, now, len(appmaster)+len(body)+8)
+	e.str(appmaster)
+	e.bytes(body)
+	return e.b, nil
+}
+
+// StopCapTasks returns the command by which appmaster stops capbox tasks,
+// named by ID: each leaves its node's target, and ends when its node
+// reports it stopped; one that has ended or is stopping is left as it is.
+// Every ID must name a task of one of the appmaster's capboxes
+// (ErrNotFound), or the command is rejected whole. The result decodes
+// with DecodeCancelResult (Stopping counts the tasks told to stop).
+func StopCapTasks(now time.Time, appmaster string, ids []string) []byte {
+	e := newCommand(cmdStopCapTasks, now, len(appmaster)+len(ids)*24+8)
+	e.str(appmaster)
+	e.uvarint(uint64(len(ids)))
+	for _, id := range ids {
+		e.str(id)
+	}
+	return e.b
+}
+
+// splitCapTaskID splits a capbox task's ID into its capbox's ID and its
+// name; ok is false for an ID of another form.
+func splitCapTaskID(id string) (box, name string, ok bool) {
+	if strings.Count(id, "/") != 4 {
+		return "", "", false
+	}
+	i := strings.LastIndexByte(id, '/')
+	return id[:i], id[i+1:], true
+}
+
+// capboxOfLocked returns the capbox (a set's task) id names, of
+// appmaster am.
+func (f *FSM) capboxOfLocked(am, id string) (*job, *task, error) {
+	k, attempt, ok := parseTaskID(id)
+	s := f.mu.jobs[k.job]
+	if !ok || s == nil || s.owner == nil || s.owner.id != am || k.group != 0 || attempt != 1 || int64(k.index) >= s.groups[0].next {
+		return nil, nil, fmt.Errorf("%w: appmaster %s has no placed capbox %q", ErrNotFound, am, id)
+	}
+	t := s.groups[0].tasks[k.index]
+	if t.attempt != 1 {
+		return nil, nil, fmt.Errorf("%w: appmaster %s has no placed capbox %q", ErrNotFound, am, id)
+	}
+	return s, t, nil
+}
+
+// findCapTask returns the task of the capbox named name, or nil.
+func (f *FSM) findCapTaskLocked(box taskKey, name string) *captask {
+	ts := f.mu.captasks[box]
+	if i, ok := slices.BinarySearchFunc(ts, name, func(c *captask, n string) int { return strings.Compare(c.name, n) }); ok {
+		return ts[i]
+	}
+	return nil
+}
+
+func (f *FSM) startCapTasksLocked(w writer, now int64, d *dec) ([]byte, error) {
+	am, body := d.str(), d.bytes()
+	if err := d.done("start capbox tasks command"); err != nil {
+		return nil, err
+	}
+	specs, err := api.DecodeCapTasks(body)
+	if err != nil {
+		return nil, fmt.Errorf("fsm: start capbox tasks: %w", err)
+	}
+	// Check every spec against the state the ones before it leave.
+	type add struct {
+		box  *task
+		set  *job
+		have *captask // the task that has the name already
+	}
+	adds := make([]add, len(specs))
+	added := map[*task]api.Capacity{}
+	names := map[*task][]string{}
+	for i := range specs {
+		sp := &specs[i]
+		s, box, err := f.capboxOfLocked(am, sp.Capbox)
+		if err != nil {
+			return nil, fmt.Errorf("fsm: start capbox tasks: tasks[%d]: %w", i, err)
+		}
+		adds[i] = add{box: box, set: s, have: f.findCapTaskLocked(box.key, sp.Name)}
+		if adds[i].have != nil || slices.Contains(names[box], sp.Name) {
+			continue
+		}
+		if box.state != api.TaskRunning || box.stop {
+			return nil, fmt.Errorf("fsm: start capbox tasks: tasks[%d]: %w: %s is %s (stopping %v)", i, ErrCapboxNotRunning, sp.Capbox, box.state, box.stop)
+		}
+		if n := len(f.mu.captasks[box.key]) + len(names[box]); n >= api.MaxTasksPerCapbox {
+			return nil, fmt.Errorf("fsm: start capbox tasks: tasks[%d]: %w: %s has had %d tasks, the limit", i, ErrNoRoom, sp.Capbox, n)
+		}
+		held := added[box]
+		for _, c := range f.mu.captasks[box.key] {
+			if c.active() {
+				held = held.Plus(c.demand, 1)
+			}
+		}
+		free := s.groups[0].demand.Plus(held, -1)
+		demand := placement.Demand(sp.Pod)
+		if why := shortfall(free, demand, 1); why != "" {
+			return nil, fmt.Errorf("fsm: start capbox tasks: tasks[%d]: %w: %s: %s", i, ErrNoRoom, sp.Capbox, why)
+		}
+		added[box] = added[box].Plus(demand, 1)
+		names[box] = append(names[box], sp.Name)
+	}
+	// Nothing below can fail.
+	res := SubmitResult{Jobs: make([]SubmittedJob, len(specs))}
+	for i := range specs {
+		sp, a := &specs[i], adds[i]
+		if c := f.findCapTaskLocked(a.box.key, sp.Name); c != nil {
+			res.Jobs[i] = SubmittedJob{ID: c.id(), Existing: true}
+			continue
+		}
+		c := &captask{box: a.box.key, name: sp.Name, pod: sp.Pod, demand: placement.Demand(sp.Pod), state: api.TaskAssigned, updated: now}
+		f.addCapTaskLocked(c)
+		f.writeCapTask(w, c)
+		f.dirtyGroups[a.set.groups[0]] = struct{}{}
+		f.dirtyNodes[f.mu.nodes[a.box.node]] = struct{}{}
+		res.Jobs[i] = SubmittedJob{ID: c.id()}
+	}
+	return res.encode(), nil
+}
+
+// addCapTaskLocked puts c among its capbox's tasks, kept by name.
+func (f *FSM) addCapTaskLocked(c *captask) {
+	ts := f.mu.captasks[c.box]
+	i, _ := slices.BinarySearchFunc(ts, c.name, func(x *captask, n string) int { return strings.Compare(x.name, n) })
+	f.mu.captasks[c.box] = slices.Insert(ts, i, c)
+}
+
+func (f *FSM) stopCapTasksLocked(w writer, now int64, d *dec) ([]byte, error) {
+	am := d.str()
+	ids := make([]string, d.count(1))
+	for i := range ids {
+		ids[i] = d.str()
+	}
+	if err := d.done("stop capbox tasks command"); err != nil {
+		return nil, err
+	}
+	cs := make([]*captask, len(ids))
+	for i, id := range ids {
+		boxID, name, ok := splitCapTaskID(id)
+		var c *captask
+		if ok {
+			if _, box, err := f.capboxOfLocked(am, boxID); err == nil {
+				c = f.findCapTaskLocked(box.key, name)
+			}
+		}
+		if c == nil {
+			return nil, fmt.Errorf("fsm: stop capbox tasks: %w: appmaster %s has no capbox task %q", ErrNotFound, am, id)
+		}
+		cs[i] = c
+	}
+	var stopping int64
+	for _, c := range cs {
+		if c.active() && !c.stop {
+			f.stopCapTaskLocked(w, c, now)
+			stopping++
+		}
+	}
+	return encodeUvarints(0, uint64(stopping)), nil
+}
+
+// stopCapTaskLocked takes an active capbox task out of its node's target.
+func (f *FSM) stopCapTaskLocked(w writer, c *captask, now int64) {
+	box := f.taskLocked(c.box)
+	c.stop, c.updated = true, now
+	f.writeCapTask(w, c)
+	f.dirtyGroups[f.mu.jobs[c.box.job].groups[0]] = struct{}{}
+	f.dirtyNodes[f.mu.nodes[box.node]] = struct{}{}
+}
+
+// endCapTasksLocked follows a capbox's tasks to its end: when it is told
+// to stop (stopping true) they are told to stop; when it has ended, those
+// still active end as lost with it (lost) or killed.
+func (f *FSM) endCapTasksLocked(w writer, box taskKey, stopping, lost bool, now int64) {
+	for _, c := range f.mu.captasks[box] {
+		switch {
+		case !c.active():
+		case stopping:
+			if !c.stop {
+				f.stopCapTaskLocked(w, c, now)
+			}
+		default:
+			c.state, c.reason, c.updated = api.TaskKilled, api.ReasonStopped, now
+			if lost {
+				c.state, c.reason = api.TaskLost, api.ReasonLost
+			}
+			f.writeCapTask(w, c)
+			f.dirtyGroups[f.mu.jobs[box.job].groups[0]] = struct{}{}
+		}
+	}
+}
+
+// capTaskReport checks a report about a capbox task in pass 1 of an
+// update, against the overlay of the reports before it; it returns the
+// task and what to do, or an error for the whole command.
+func (f *FSM) capTaskReport(r *report, overlay map[*captask]api.TaskState) (*captask, error) {
+	boxID, name, _ := splitCapTaskID(r.id)
+	k, attempt, ok := parseTaskID(boxID)
+	box := f.taskLocked(k)
+	var c *captask
+	if ok && box != nil && attempt == 1 {
+		c = f.findCapTaskLocked(k, name)
+	}
+	if c == nil {
+		return nil, fmt.Errorf("%w: no such capbox task", ErrBadReport)
+	}
+	if !r.state.Valid() || r.state == api.TaskPending || r.state == api.TaskAssigned {
+		return nil, fmt.Errorf("%w: nodes do not report state %v", ErrBadReport, r.state)
+	}
+	cur, seen := overlay[c]
+	if !seen {
+		cur = c.state
+	}
+	switch {
+	case r.node != box.node || !c.active() && !seen:
+		r.action = actStale
+	case r.state == cur:
+		r.action = actNoOp
+	case progress(r.state) < progress(cur):
+		r.action = actStale
+	default:
+		if err := api.CheckTaskTransition(cur, r.state); err != nil {
+			return nil, err
+		}
+		r.action = actApply
+		overlay[c] = r.state
+	}
+	return c, nil
+}
+
+// applyCapTaskReport applies a checked report.
+func (f *FSM) applyCapTaskReport(w writer, c *captask, r *report, now int64) {
+	c.state, c.reason, c.exitCode, c.updated = r.state, r.reason, r.exit, now
+	f.writeCapTask(w, c)
+	f.dirtyGroups[f.mu.jobs[c.box.job].groups[0]] = struct{}{}
+	if r.state.Done() {
+		f.dirtyNodes[f.mu.nodes[r.node]] = struct{}{}
+	}
+}
+
+// capTaskKey is a capbox task's record key: its capbox's task key, then
+// its name.
+func capTaskKey(box taskKey, name string) []byte {
+	return append(appendTaskSuffix([]byte(prefixCapTask), box), name...)
+}
+
+func (f *FSM) writeCapTask(w writer, c *captask) {
+	pod, _ := json.Marshal(&c.pod) // a decoded pod always encodes
+	e := enc{b: make([]byte, 0, len(pod)+32)}
+	e.byte(recordVersion)
+	e.byte(byte(c.state))
+	e.bool(c.stop)
+	e.varint(int64(c.exitCode))
+	e.str(string(c.reason))
+	e.varint(c.updated)
+	e.bytes(pod)
+	w.Set(capTaskKey(c.box, c.name), e.b)
+}
+
+// loadCapTaskLocked decodes a capbox task's record; its capbox must be
+// loaded.
+func (f *FSM) loadCapTaskLocked(k, v []byte) error {
+	if len(k) <= len(prefixCapTask)+14 {
+		return fmt.Errorf("%w: capbox task key %x", ErrCorrupt, k)
+	}
+	box, _ := decodeTaskSuffix(k[len(prefixCapTask) : len(prefixCapTask)+14])
+	c := &captask{box: box, name: string(k[len(prefixCapTask)+14:])}
+	d := dec{b: v}
+	if ver := d.byte(); ver != recordVersion {
+		return fmt.Errorf("%w: capbox task record version %d", ErrCorrupt, ver)
+	}
+	c.state = api.TaskState(d.byte())
+	c.stop = d.bool()
+	c.exitCode = int32(d.varint())
+	c.reason = api.TaskReason(d.str())
+	c.updated = d.varint()
+	pod := d.bytes()
+	if err := d.done("capbox task record"); err != nil {
+		return err
+	}
+	if s := f.mu.jobs[box.job]; s == nil || s.owner == nil || f.taskLocked(box) == nil || !c.state.Valid() {
+		return fmt.Errorf("%w: capbox task %x without its capbox, or of state %d", ErrCorrupt, k, c.state)
+	}
+	if err := json.Unmarshal(pod, &c.pod); err != nil {
+		return fmt.Errorf("%w: capbox task %s pod: %v", ErrCorrupt, c.id(), err)
+	}
+	c.demand = placement.Demand(c.pod)
+	f.addCapTaskLocked(c)
+	return nil
+}
+
+// capTaskStatuses returns the tasks of capbox box.
+func (f *FSM) capTaskStatusesLocked(box taskKey) []api.CapTaskStatus {
+	ts := f.mu.captasks[box]
+	if len(ts) == 0 {
+		return nil
+	}
+	out := make([]api.CapTaskStatus, len(ts))
+	for i, c := range ts {
+		out[i] = api.CapTaskStatus{ID: c.id(), Name: c.name, State: c.state, Reason: c.reason, ExitCode: c.exitCode,
+			Updated: time.Unix(0, c.updated).UTC()}
+	}
+	return out
+}
