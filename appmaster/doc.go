@@ -31,7 +31,8 @@
 // missed between a listing and the stream. Handlers run one at a time on
 // Run's goroutine.
 //
-// The package speaks only the HTTP API (api.Client). Nodelets run
-// capboxes and their tasks with the sim runtime; the container runtime
-// refuses them for now.
+// The package speaks only the HTTP API (api.Client). On a node with the
+// container runtime a capbox is a sandbox whose cgroup holds the capbox's
+// limits, and its tasks are containers that join the sandbox's network,
+// IPC and UTS namespaces inside that cgroup.
 package appmaster

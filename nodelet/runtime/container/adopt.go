@@ -34,7 +34,7 @@ func (r *Runtime) adopt(id string) (*pod, error) {
 		if ex.Unknown {
 			e.Err = runtime.ErrExitUnknown
 		}
-		for _, c := range p.rec.Spec.Containers {
+		for _, c := range podContainers(&p.rec.Spec) {
 			p.containers = append(p.containers, &ctr{name: c.Name})
 		}
 		p.mu.exit, p.mu.finished = &e, ex.FinishedAt
@@ -46,7 +46,7 @@ func (r *Runtime) adopt(id string) (*pod, error) {
 		p.sandbox = adoptPid(sb.Pid, sb.StartTime)
 	}
 	root := filepath.Join(dir, lcDir)
-	for _, cs := range p.rec.Spec.Containers {
+	for _, cs := range podContainers(&p.rec.Spec) {
 		c := &ctr{name: cs.Name}
 		p.containers = append(p.containers, c)
 		var ce exitRecord
@@ -98,6 +98,10 @@ func (r *Runtime) adopt(id string) (*pod, error) {
 		}
 	}
 	p.mu.left = len(slices.DeleteFunc(slices.Clone(p.containers), func(c *ctr) bool { return c.watch == nil }))
+	if p.rec.Spec.Placeholder && p.sandbox != nil {
+		r.watch(p) // a capbox's placeholder lives as long as its sandbox
+		return p, nil
+	}
 	if p.mu.left == 0 {
 		// Every container ended while away: finish now, so that New
 		// reports the pod as exited.

@@ -443,3 +443,109 @@ func TestAdoptAcrossProcesses(t *testing.T) {
 		}
 	}
 }
+
+// TestCapboxPlaceholder runs a capbox's placeholder (a sandbox holding a
+// cgroup with the capbox's limits) and two pods inside it: they share its
+// network namespace and sit in its cgroup; stopping the placeholder ends
+// it, and nothing is left.
+func TestCapboxPlaceholder(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	rt := newRuntime(t, dir)
+	defer rt.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	box := runtime.PodSpec{ID: "cb", Placeholder: true, Containers: []runtime.ContainerSpec{
+		{Name: "capbox", Resources: runtime.Resources{MilliCPU: 500, MemoryBytes: 256 << 20}}}}
+	if err := rt.Start(ctx, box); err != nil {
+		t.Fatalf("Start placeholder: %v", err)
+	}
+	for file, want := range map[string]string{
+		"/sys/fs/cgroup/memory/" + cgroupParent + "/cb/memory.limit_in_bytes": "268435456",
+		"/sys/fs/cgroup/cpu/" + cgroupParent + "/cb/cpu.cfs_quota_us":         "50000",
+	} {
+		if b, err := os.ReadFile(file); err != nil || strings.TrimSpace(string(b)) != want {
+			t.Errorf("%s = %q, %v; want %s", file, b, err, want)
+		}
+	}
+	listen := pod("in1", []string{"/payload", "listen", "7071", "exit", "0"})
+	listen.InPod = "cb"
+	if err := rt.Start(ctx, listen); err != nil {
+		t.Fatalf("Start inside: %v", err)
+	}
+	if _, err := os.Stat("/sys/fs/cgroup/memory/" + cgroupParent + "/cb/in1/c0"); err != nil {
+		t.Errorf("the pod inside is not in the capbox's cgroup: %v", err)
+	}
+	dial := pod("in2", []string{"/payload", "dial", "7071", "hello in the capbox", "exit", "0"})
+	dial.InPod = "cb"
+	if err := rt.Start(ctx, dial); err != nil {
+		t.Fatalf("Start inside: %v", err)
+	}
+	for _, id := range []string{"in1", "in2"} {
+		e, err := rt.Wait(ctx, id)
+		if err != nil || e.Code != 0 {
+			t.Errorf("pod %s in the capbox: %+v, %v; want exit 0 (one network namespace)", id, e, err)
+		}
+		if err := rt.Remove(ctx, id); err != nil {
+			t.Errorf("Remove %s: %v", id, err)
+		}
+	}
+	nowhere := pod("in3", []string{"/payload", "exit", "0"})
+	nowhere.InPod = "nope"
+	if err := rt.Start(ctx, nowhere); !errors.Is(err, runtime.ErrNotFound) {
+		t.Errorf("Start in no capbox: %v, want ErrNotFound", err)
+	}
+	if st, err := rt.List(ctx); err != nil || len(st) != 1 || st[0].ID != "cb" || st[0].State != runtime.StateRunning {
+		t.Errorf("List = %+v, %v; want the placeholder running", st, err)
+	}
+	if err := rt.Stop(ctx, "cb", time.Second); err != nil {
+		t.Fatalf("Stop placeholder: %v", err)
+	}
+	e, err := rt.Wait(ctx, "cb")
+	if err != nil || e.Err != nil || e.Code != 0 {
+		t.Errorf("stopped placeholder: %+v, %v; want exit 0 (its sandbox ends on SIGTERM)", e, err)
+	}
+	if err := rt.Remove(ctx, "cb"); err != nil {
+		t.Fatalf("Remove placeholder: %v", err)
+	}
+	for _, id := range []string{"cb", "in1", "in2", "in3"} {
+		if l := leftovers(dir, id); len(l) > 0 {
+			t.Errorf("pod %s left behind: %v", id, l)
+		}
+	}
+}
+
+// TestCapboxPlaceholderAdopted restarts the runtime under a running
+// placeholder: the new one adopts it running, and can stop it.
+func TestCapboxPlaceholderAdopted(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rt := newRuntime(t, dir)
+	box := runtime.PodSpec{ID: "cba", Placeholder: true, Containers: []runtime.ContainerSpec{
+		{Name: "capbox", Resources: runtime.Resources{MemoryBytes: 64 << 20}}}}
+	if err := rt.Start(ctx, box); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rt2 := newRuntime(t, dir)
+	defer rt2.Close()
+	if st, err := rt2.List(ctx); err != nil || len(st) != 1 || st[0].State != runtime.StateRunning {
+		t.Fatalf("after a restart: %+v, %v; want the placeholder running", st, err)
+	}
+	if err := rt2.Stop(ctx, "cba", time.Second); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if _, err := rt2.Wait(ctx, "cba"); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	if err := rt2.Remove(ctx, "cba"); err != nil {
+		t.Fatalf("Remove: %v", err)
+	}
+	if l := leftovers(dir, "cba"); len(l) > 0 {
+		t.Errorf("left behind: %v", l)
+	}
+}

@@ -22,6 +22,17 @@
 // and is moved into its cgroup; the programs run only once the sandbox
 // reported ready.
 //
+// # Capboxes
+//
+// A capbox's placeholder (runtime.PodSpec.Placeholder) is a sandbox and
+// no container: it lives until its sandbox ends (Stop signals the
+// sandbox), and its pod cgroup CgroupParent/ID carries the capbox's CPU
+// quota and shares and memory limit. A pod started inside it
+// (runtime.PodSpec.InPod) has no sandbox of its own: its containers join
+// the placeholder's namespaces, so the tasks of one capbox talk over its
+// loopback, and its cgroup is a child of the placeholder's
+// (PARENT/CAPBOX/ID), so together they hold no more than the capbox.
+//
 // Containers get secure defaults: no_new_privs; a capability set that is
 // Docker's default without MKNOD, NET_RAW, SETFCAP, SYS_CHROOT and
 // AUDIT_WRITE; runc's masked and read-only /proc and /sys paths; a device
@@ -74,6 +85,6 @@
 // state directory, so the cache is never written after unpacking.
 //
 // Not yet supported: SharePID (rejected as a bad spec), ports beyond the
-// pod's loopback, seccomp, pod-level cgroup limits, garbage collection of
-// the image cache.
+// pod's loopback, seccomp, pod-level cgroup limits (but a capbox's),
+// garbage collection of the image cache.
 package container

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	goruntime "runtime"
 	"slices"
@@ -156,10 +157,13 @@ func stateUnderBinary(dir string) (exe string, ok bool) {
 // pod is one pod the Runtime knows. Its record is immutable; mu guards
 // the rest.
 type pod struct {
-	id         string
-	dir        string
-	rec        record
-	sandbox    *pidWatch // nil once gone
+	id      string
+	dir     string
+	rec     record
+	sandbox *pidWatch // nil once gone, and for a pod inside a capbox
+	// nsPid is the process whose namespaces the containers join: the
+	// sandbox's, or its capbox's sandbox's. Set by Start only.
+	nsPid      int
 	containers []*ctr
 	done       chan struct{} // closed after exit is set
 	mu         struct {
@@ -246,12 +250,6 @@ func (r *Runtime) validate(spec *runtime.PodSpec) error {
 	if spec.SharePID {
 		e.Add("share_pid", "a shared PID namespace is not supported by this runtime yet")
 	}
-	if spec.Placeholder {
-		e.Add("placeholder", "capbox placeholders are not supported by this runtime yet")
-	}
-	if spec.InPod != "" {
-		e.Add("in_pod", "pods inside a capbox are not supported by this runtime yet")
-	}
 	for i := range spec.Containers {
 		c := &spec.Containers[i]
 		f := fmt.Sprintf("containers[%d]", i)
@@ -318,6 +316,15 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.PodSpec) (err error) {
 	if parent == "" {
 		parent = r.cfg.CgroupParent
 	}
+	var host *pod
+	if spec.InPod != "" {
+		// Inside a capbox: in its cgroup, joining its sandbox.
+		if host, err = r.hostPod(spec.InPod); err != nil {
+			os.Remove(dir)
+			return fmt.Errorf("start pod %q: %w", id, err)
+		}
+		parent = path.Join(host.rec.CgroupParent, host.id)
+	}
 	p := &pod{id: id, dir: dir, done: make(chan struct{}), rec: record{Spec: spec, CgroupParent: parent, StartedAt: time.Now()}}
 	started := false
 	defer func() {
@@ -338,7 +345,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.PodSpec) (err error) {
 		return err
 	}
 	rootfs := make([]string, len(spec.Containers))
-	for i, c := range spec.Containers {
+	for i, c := range podContainers(&spec) {
 		if rootfs[i] = c.Image.Rootfs; rootfs[i] == "" {
 			lower, err := r.images.rootfs(c.Image.OCILayout, imageRef(c.Image.Ref))
 			if err != nil {
@@ -349,8 +356,13 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.PodSpec) (err error) {
 			}
 		}
 	}
-	if err := r.startContainers(p, rootfs); err != nil {
+	if err := r.startContainers(p, host, rootfs); err != nil {
 		return err
+	}
+	if spec.Placeholder {
+		if err := limitPod(p); err != nil {
+			return err
+		}
 	}
 	if err := os.WriteFile(filepath.Join(dir, startedFile), nil, 0o600); err != nil {
 		return err
@@ -402,12 +414,24 @@ func (r *Runtime) abort(p *pod) {
 // program, while the pause process sets up the namespaces they joined and
 // is moved into its cgroup. Only once the sandbox is ready are the
 // programs let run, so that they find the hostname set and lo up.
-func (r *Runtime) startContainers(p *pod, rootfs []string) error {
-	ready, err := r.startSandbox(p)
-	if err != nil {
-		return fmt.Errorf("sandbox: %w", err)
+//
+// A pod inside a capbox (host not nil) has no sandbox of its own: its
+// containers join host's.
+func (r *Runtime) startContainers(p *pod, host *pod, rootfs []string) error {
+	var ready <-chan error
+	if host != nil {
+		p.nsPid = host.sandbox.pid
+		done := make(chan error, 1)
+		done <- nil
+		ready = done
+	} else {
+		var err error
+		if ready, err = r.startSandbox(p); err != nil {
+			return fmt.Errorf("sandbox: %w", err)
+		}
+		p.nsPid = p.sandbox.pid
 	}
-	specs := p.rec.Spec.Containers
+	specs := podContainers(&p.rec.Spec)
 	cts := make([]*ctr, len(specs))
 	errs := make([]error, len(specs))
 	var wg sync.WaitGroup
@@ -446,7 +470,7 @@ func (r *Runtime) startContainers(p *pod, rootfs []string) error {
 // createContainer creates container c of p and starts its init process,
 // which waits for Exec to run the program.
 func (r *Runtime) createContainer(p *pod, c *runtime.ContainerSpec, rootfs string) (*ctr, error) {
-	cfg := containerConfig(&p.rec.Spec, p.rec.CgroupParent, c, rootfs, p.sandbox.pid, r.cfg.DefaultPids)
+	cfg := containerConfig(&p.rec.Spec, p.rec.CgroupParent, c, rootfs, p.nsPid, r.cfg.DefaultPids)
 	lc, err := libcontainer.Create(filepath.Join(p.dir, lcDir), c.Name, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("create: %w", err)
@@ -542,7 +566,18 @@ func (r *Runtime) watch(p *pod) {
 			go r.watchContainer(p, c)
 		}
 	}
-	if running == 0 {
+	switch {
+	case p.rec.Spec.Placeholder && p.sandbox != nil:
+		// A capbox's placeholder lives as long as its sandbox.
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			if err := p.sandbox.wait(); err != nil {
+				return // the Runtime was closed
+			}
+			r.finish(p)
+		}()
+	case running == 0:
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
@@ -579,14 +614,16 @@ func (r *Runtime) watchContainer(p *pod, c *ctr) {
 // finish ends p after its containers: it kills the sandbox, destroys the
 // containers (and so their cgroups), records the exit and closes done.
 func (r *Runtime) finish(p *pod) {
+	e := runtime.Exit{Code: -1}
 	if sb := p.sandbox; sb != nil {
 		_ = sb.signal(unix.SIGKILL)
 		if err := sb.wait(); err != nil {
 			return // the Runtime was closed
 		}
-		reap(sb.pid)
+		if code, known := reap(sb.pid); known && p.rec.Spec.Placeholder {
+			e.Code = code // a placeholder's exit is its sandbox's
+		}
 	}
-	e := runtime.Exit{Code: -1}
 	p.mu.Lock()
 	for _, c := range p.containers {
 		ce := runtime.ContainerExit{Name: c.name, Code: -1}
@@ -703,13 +740,43 @@ func (r *Runtime) Wait(ctx context.Context, id string) (runtime.Exit, error) {
 	}
 }
 
-// signalAll sends sig to every running container of p.
+// signalAll sends sig to every running container of p, or to the
+// sandbox of a placeholder.
 func (p *pod) signalAll(sig unix.Signal) {
 	for _, c := range p.containers {
 		if c.watch != nil {
 			_ = c.watch.signal(sig)
 		}
 	}
+	if p.rec.Spec.Placeholder && p.sandbox != nil {
+		_ = p.sandbox.signal(sig)
+	}
+}
+
+// podContainers are the containers of spec the runtime runs: none for a
+// placeholder, whose one container only says what it holds.
+func podContainers(spec *runtime.PodSpec) []runtime.ContainerSpec {
+	if spec.Placeholder {
+		return nil
+	}
+	return spec.Containers
+}
+
+// hostPod returns the running placeholder pod id, for a pod to start
+// inside.
+func (r *Runtime) hostPod(id string) (*pod, error) {
+	r.mu.Lock()
+	h := r.mu.pods[id]
+	r.mu.Unlock()
+	if h == nil || !h.rec.Spec.Placeholder || h.sandbox == nil {
+		return nil, fmt.Errorf("in pod %q: no running capbox placeholder of that ID: %w", id, runtime.ErrNotFound)
+	}
+	select {
+	case <-h.done:
+		return nil, fmt.Errorf("in pod %q: the capbox placeholder has ended: %w", id, runtime.ErrNotFound)
+	default:
+	}
+	return h, nil
 }
 
 // Stop implements runtime.Runtime.
@@ -822,7 +889,7 @@ func (r *Runtime) Logs(ctx context.Context, id, container string, opts runtime.L
 	if err != nil {
 		return nil, err
 	}
-	if !slices.ContainsFunc(p.rec.Spec.Containers, func(c runtime.ContainerSpec) bool { return c.Name == container }) {
+	if !slices.ContainsFunc(podContainers(&p.rec.Spec), func(c runtime.ContainerSpec) bool { return c.Name == container }) {
 		return nil, fmt.Errorf("logs pod %q container %q: %w", id, container, runtime.ErrNotFound)
 	}
 	f, err := os.Open(filepath.Join(p.dir, logsDir, container+".log"))

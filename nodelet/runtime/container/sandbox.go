@@ -88,6 +88,34 @@ func (r *Runtime) sandboxReady(p *pod, pr *os.File, pid int) error {
 	return nil
 }
 
+// limitPod sets the limits of a capbox's placeholder on its pod cgroup
+// (PARENT/ID), which the pods started inside the capbox are children of:
+// together they hold no more than the capbox.
+func limitPod(p *pod) error {
+	r := p.rec.Spec.Containers[0].Resources
+	// Devices stay as they are: each container sets its own rules.
+	res := &cgroups.Resources{SkipDevices: true}
+	if r.MilliCPU > 0 {
+		res.CpuPeriod = cpuPeriod
+		res.CpuQuota = r.MilliCPU * cpuPeriod / 1000
+		res.CpuShares = uint64(max(2, r.MilliCPU*1024/1000))
+	}
+	if r.MemoryBytes > 0 {
+		res.Memory = r.MemoryBytes
+	}
+	m, err := manager.New(&cgroups.Cgroup{Path: cgroupPath(p.rec.CgroupParent, p.id, ""), Resources: res})
+	if err != nil {
+		return fmt.Errorf("capbox cgroup: %w", err)
+	}
+	if err := m.Apply(-1); err != nil {
+		return fmt.Errorf("capbox cgroup: %w", err)
+	}
+	if err := m.Set(res); err != nil {
+		return fmt.Errorf("capbox cgroup limits: %w", err)
+	}
+	return nil
+}
+
 // cleanup removes what a pod left on the host after its processes ended:
 // its containers' libcontainer state and cgroups, its pod cgroup in every
 // hierarchy, and its state directory with the logs. parent is the pod's

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/appmaster"
+	"github.com/sluicehq/sluice/dispatcher/server"
+)
+
+// capboxEvents records what an appmaster's handlers are told.
+type capboxEvents struct {
+	mu      sync.Mutex
+	running []string
+	ended   map[string]string // ID → final state
+}
+
+func (e *capboxEvents) CapboxRunning(b api.CapboxStatus) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.running = append(e.running, b.ID)
+}
+
+func (e *capboxEvents) CapboxCompleted(b api.CapboxStatus) { e.end(b.ID, b.State.String()) }
+func (e *capboxEvents) TaskRunning(api.CapTaskStatus)      {}
+func (e *capboxEvents) TaskCompleted(t api.CapTaskStatus)  { e.end(t.ID, t.State.String()) }
+
+func (e *capboxEvents) end(id, state string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.ended[id] = state
+}
+
+func (e *capboxEvents) state(id string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.ended[id]
+}
+
+// TestContainerCapboxes leases a capbox on a nodelet with the container
+// runtime through the appmaster SDK and runs two of the appmaster's own
+// tasks in it, real containers that talk over the capbox's shared
+// network namespace; then the appmaster stops, and the capbox and its
+// cgroups leave the host.
+func TestContainerCapboxes(t *testing.T) {
+	needContainers(t)
+	image := demoImage(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	logs := &e2eLogBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cgroupsBefore := existingCgroups("sluice", "sluice/offline", "sluice/online")
+	t.Cleanup(func() {
+		removeNewCgroups(cgroupsBefore, "sluice/offline", "sluice/online", "sluice")
+		if t.Failed() {
+			t.Logf("logs of the dispatcher and the nodelet:\n%s", logs.String())
+		}
+	})
+	srv, err := server.Open(server.Config{
+		ID: 1, Peers: map[uint64]string{1: ""}, Dir: filepath.Join(t.TempDir(), "dispatcher"),
+		HTTPAddr: "127.0.0.1:0", Logger: logger.With("part", "dispatcher"),
+	})
+	if err != nil {
+		t.Fatalf("open the dispatcher: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Close(); err != nil {
+			t.Errorf("close the dispatcher: %v", err)
+		}
+	})
+	state := t.TempDir()
+	stop, err := startNodelet(ctx, nodeletConfig{
+		dispatchers: []string{srv.Addr()}, name: "node-cb", runtime: "container", stateDir: state,
+		cpu: 2000, memory: 1 << 30, removePods: true,
+	}, logger.With("node", "node-cb"))
+	if err != nil {
+		t.Fatalf("start the nodelet: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("stop the nodelet: %v", err)
+		}
+	})
+	client, err := api.NewClient(api.ClientConfig{Addrs: []string{srv.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	if err := waitNodes(ctx, client, 1); err != nil {
+		t.Fatal(err)
+	}
+
+	am, err := appmaster.Register(ctx, appmaster.Config{Client: client}, api.JobSpec{Name: "am"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stopRun := context.WithCancel(ctx)
+	runErr := make(chan error, 1)
+	go func() { runErr <- am.Run(runCtx) }()
+	t.Cleanup(func() {
+		stopRun()
+		if err := <-runErr; err != nil {
+			t.Errorf("appmaster run: %v", err)
+		}
+	})
+	ev := &capboxEvents{ended: map[string]string{}}
+	if _, err := am.CreateCapboxes(ctx, api.CapboxRequest{Name: "box", Count: 1,
+		Resources: api.Resources{CPU: 1000, Memory: 256 << 20}}, ev); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, 60*time.Second, "the capbox to run", func() (bool, string) {
+		ev.mu.Lock()
+		defer ev.mu.Unlock()
+		return len(ev.running) == 1, "no capbox running"
+	})
+	box := ev.running[0]
+	task := func(args ...string) api.PodSpec {
+		return api.PodSpec{Containers: []api.ContainerSpec{{Name: "main", Image: api.Image{Rootfs: image},
+			Command: append([]string{"/workload"}, args...), Resources: api.Resources{CPU: 250, Memory: 32 << 20}}}}
+	}
+	serve, err := am.StartTask(ctx, box, "serve", task("serve", "7070", "1"), ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask, err := am.StartTask(ctx, box, "ask", task("ask", "7070", "100000"), ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, 60*time.Second, "both tasks to end", func() (bool, string) {
+		return ev.state(serve) != "" && ev.state(ask) != "", "serve " + ev.state(serve) + ", ask " + ev.state(ask)
+	})
+	for _, id := range []string{serve, ask} {
+		if st := ev.state(id); st != "succeeded" {
+			t.Errorf("task %s ended %s, want succeeded (the two share the capbox's network)", id, st)
+		}
+	}
+	if err := am.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, 30*time.Second, "the capbox released and gone from the host", func() (bool, string) {
+		ents, err := os.ReadDir(filepath.Join(state, "pods"))
+		return ev.state(box) == "released" && err == nil && len(ents) == 0, fmt.Sprintf("capbox %q, pods %v", ev.state(box), entryNames(ents))
+	})
+}
