@@ -344,6 +344,8 @@ type TaskInfo struct {
 	Reason   api.TaskReason
 	ExitCode int32
 	Updated  time.Time
+	// Container is the name of the pod's first container (set by Task).
+	Container string
 }
 
 // JobTasks returns up to limit (0: all) of a job's placed tasks in (group,
@@ -712,8 +714,13 @@ func (f *FSM) TaskDemands(ids []string) []TaskDemand {
 }
 
 // Task returns the current attempt of the task that id names: any attempt's
-// ID of it finds it. ok is false for a malformed ID or a task never placed.
+// ID of it finds it, and a capbox task's ID finds that task (on its
+// capbox's node). ok is false for a malformed ID or a task never placed.
 func (f *FSM) Task(id string) (TaskInfo, bool) {
+	boxID, name, inBox := splitCapTaskID(id)
+	if inBox {
+		id = boxID
+	}
 	k, _, ok := parseTaskID(id)
 	if !ok {
 		return TaskInfo{}, false
@@ -721,12 +728,22 @@ func (f *FSM) Task(id string) (TaskInfo, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	t, j := f.taskLocked(k), f.mu.jobs[k.job]
-	if t == nil {
+	if t == nil || t.attempt == 0 {
 		return TaskInfo{}, false
 	}
-	return TaskInfo{
-		ID: taskID(t.key, t.attempt), Group: j.spec.Tasks[k.group].Name, Index: int64(k.index),
+	g := &j.spec.Tasks[k.group]
+	info := TaskInfo{
+		ID: taskID(t.key, t.attempt), Group: g.Name, Index: int64(k.index),
 		Attempt: int64(t.attempt), State: t.state, Node: t.node, Reason: t.reason, ExitCode: t.exitCode,
-		Updated: time.Unix(0, t.updated).UTC(),
-	}, true
+		Updated: time.Unix(0, t.updated).UTC(), Container: g.Pod.Containers[0].Name,
+	}
+	if inBox {
+		c := f.findCapTaskLocked(k, name)
+		if c == nil || j.owner == nil {
+			return TaskInfo{}, false
+		}
+		info.ID, info.Attempt, info.State, info.Reason, info.ExitCode = c.id(), 1, c.state, c.reason, c.exitCode
+		info.Updated, info.Container = time.Unix(0, c.updated).UTC(), c.pod.Containers[0].Name
+	}
+	return info, true
 }

@@ -45,12 +45,15 @@ func (h *Handler) logs(ctx *fasthttp.RequestCtx, p Principal, args []string) *ht
 		}
 		q.Set("tail", strconv.Itoa(n))
 	}
-	job, ok := taskJob(id)
-	if !ok {
-		return errorf(fasthttp.StatusNotFound, api.CodeNotFound, "no task %q (task IDs look like j1/0/0/1)", clip(id, 80))
+	owner := id
+	if i := strings.LastIndexByte(id, '/'); strings.Count(id, "/") == 4 && i < len(id)-1 {
+		owner = id[:i] // a capbox task: its capbox's ID, then its name
 	}
-	j, e := h.lookupJob(job, p)
-	if e != nil {
+	job, ok := taskJob(owner)
+	if !ok {
+		return errorf(fasthttp.StatusNotFound, api.CodeNotFound, "no task %q (task IDs look like j1/0/0/1, and a capbox task's like j2/0/0/1/name)", clip(id, 80))
+	}
+	if _, e := h.lookupJob(job, p); e != nil {
 		return e
 	}
 	t, ok := h.cfg.FSM.Task(id)
@@ -60,11 +63,7 @@ func (h *Handler) logs(ctx *fasthttp.RequestCtx, p Principal, args []string) *ht
 	if !q.Has("container") {
 		// The pod's first container, named from the spec: the nodelet
 		// may no longer have the task in its target to look it up.
-		for _, g := range j.Spec.Tasks {
-			if g.Name == t.Group && len(g.Pod.Containers) > 0 {
-				q.Set("container", g.Pod.Containers[0].Name)
-			}
-		}
+		q.Set("container", t.Container)
 	}
 	addr := ""
 	for _, n := range h.cfg.FSM.Nodes() {
