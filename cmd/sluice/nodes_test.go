@@ -97,3 +97,42 @@ func TestNodesUsage(t *testing.T) {
 		t.Errorf("n2 in JSON has usage: %s", out)
 	}
 }
+
+func TestCapboxes(t *testing.T) {
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	list := api.CapboxList{Index: 9, Capboxes: []api.CapboxStatus{
+		{ID: "j2/0/0/1", Set: "j2", Request: "workers", State: api.CapboxRunning, Node: "n1",
+			Resources: api.Resources{CPU: 2000, Memory: 1 << 30}, Updated: at,
+			Tasks: []api.CapTaskStatus{{ID: "j2/0/0/1/step-1", Name: "step-1", State: api.TaskSucceeded, Updated: at}}},
+		{ID: "j2/0/1/1", Set: "j2", Request: "workers", State: api.CapboxPending, Resources: api.Resources{CPU: 2000, Memory: 1 << 30}, Updated: at},
+	}}
+	s := startStub(t, func(ctx *fasthttp.RequestCtx, r stubReq) {
+		if r.path != api.PathJob+"j1/capboxes" || r.method != "GET" {
+			reply(ctx, 404, api.ErrorResponse{Code: api.CodeNotFound, Error: "no job \"j9\""})
+			return
+		}
+		reply(ctx, 200, list)
+	})
+	out, _, code, err := runCmd(t, "capboxes", "j1", "--addr", s.url)
+	if code != exitOK {
+		t.Fatalf("exit %d: %v", code, err)
+	}
+	want := "ID                 REQUEST  STATE      NODE  CPU  MEM\n" +
+		"j2/0/0/1           workers  running    n1    2    1Gi\n" +
+		"  j2/0/0/1/step-1  task     succeeded  n1    -    -\n" +
+		"j2/0/1/1           workers  pending    -     2    1Gi\n"
+	if out != want {
+		t.Errorf("stdout\n%q\nwant\n%q", out, want)
+	}
+	out, _, code, err = runCmd(t, "capboxes", "j1", "--addr", s.url, "-o", "json")
+	var got api.CapboxList
+	if code != exitOK || json.Unmarshal([]byte(out), &got) != nil || !reflect.DeepEqual(got, list) {
+		t.Errorf("exit %d (%v), stdout %q", code, err, out)
+	}
+	if _, _, code, err := runCmd(t, "capboxes", "j9", "--addr", s.url); code == exitOK || err == nil || !strings.Contains(err.Error(), "j9") {
+		t.Errorf("unknown job: exit %d, %v", code, err)
+	}
+	if _, _, code, _ := runCmd(t, "capboxes", "--addr", s.url); code != exitUsage {
+		t.Errorf("no job: exit %d, want %d", code, exitUsage)
+	}
+}
