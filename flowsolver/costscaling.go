@@ -47,6 +47,13 @@ type Solver struct {
 	best []int64
 }
 
+// handoverBudget bounds, in pushes and relabels per node and arc, the
+// cost scaling that finishes a warm start whose repair ran over budget.
+const handoverBudget = 16
+
+// errWorkBudget says a refine ran past nw.workLimit.
+var errWorkBudget = errors.New("flowsolver: work budget spent")
+
 // Reset makes the next solve start from zero flow and zero prices.
 func (s *Solver) Reset() { s.prevGraph = nil }
 
@@ -100,6 +107,10 @@ func (s *Solver) Solve(ctx context.Context, g *Graph) (*Solution, error) {
 			// found on the side, so as not to disturb that pseudoflow.
 			stats.Algorithm = AlgorithmRepairThenScaling
 			eps = nw.scale * scaleFactor
+			// Finishing from prices far from the new optimum's is
+			// pseudo-polynomial in the distance; past a budget it starts
+			// over from zero.
+			nw.workLimit = stats.Relabels + stats.Pushes + handoverBudget*int64(nw.n+nw.live)
 			nw.save()
 			err = nw.feasible()
 			best = append(best, nw.res...)
@@ -133,7 +144,21 @@ func (s *Solver) Solve(ctx context.Context, g *Graph) (*Solution, error) {
 			optimal = false
 			break
 		}
-		if done, err := nw.refine(ctx, eps, &stats); err != nil {
+		done, err := nw.refine(ctx, eps, &stats)
+		if errors.Is(err, errWorkBudget) {
+			// The warm handover ran long: solve from zero flow and prices.
+			stats.StartedOver = true
+			nw.workLimit = 0
+			nw.build(g)
+			if err := nw.feasible(); err != nil {
+				s.Reset()
+				return nil, err
+			}
+			best = append(best[:0], nw.res...)
+			s.best, eps = best, nw.maxCost
+			continue
+		}
+		if err != nil {
 			s.Reset()
 			return nil, err
 		} else if !done {
@@ -152,6 +177,7 @@ func (s *Solver) Solve(ctx context.Context, g *Graph) (*Solution, error) {
 			}
 		}
 	}
+	nw.workLimit = 0
 	copy(nw.res, best)
 	sol := &Solution{Optimal: optimal, Stats: stats}
 	sol.Flow, sol.Cost = nw.flows(g)
@@ -286,6 +312,9 @@ type network struct {
 	savedRes, savedExcess []int64
 	// scanned counts the arcs a repair has scanned; budget bounds it.
 	scanned, budget int64
+	// workLimit, when positive, bounds the pushes and relabels a solve
+	// may count before refine gives up (errWorkBudget).
+	workLimit int64
 	// Global update scratch.
 	dist    []int64
 	done    []bool
@@ -568,6 +597,10 @@ func (nw *network) refine(ctx context.Context, eps int64, st *Stats) (bool, erro
 				}
 				st.Relabels++
 				relabels++
+				if nw.workLimit > 0 && st.Relabels+st.Pushes > nw.workLimit {
+					nw.queue = q[:0]
+					return false, errWorkBudget
+				}
 				if len(path) > 0 {
 					last := path[len(path)-1]
 					path = path[:len(path)-1]
@@ -586,6 +619,10 @@ func (nw *network) refine(ctx context.Context, eps int64, st *Stats) (bool, erro
 			excess[tip] += d
 			st.Pushes += int64(len(path))
 			st.Augmentations++
+			if nw.workLimit > 0 && st.Relabels+st.Pushes > nw.workLimit {
+				nw.queue = q[:0]
+				return false, errWorkBudget
+			}
 			if excess[tip] > 0 && !nw.inQueue[tip] {
 				nw.inQueue[tip] = true
 				q = append(q, tip)

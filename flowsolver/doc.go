@@ -31,7 +31,12 @@
 //   - A Solver's warm start patches exactly the nodes and arcs the graph's
 //     journal names; when it cannot (the journal overflowed, node IDs grew
 //     past the network's scale, the network is more garbage than arcs) it
-//     rebuilds from the graph, so every path gives the same optimum.
+//     rebuilds from the graph, so every path gives the same optimum. A warm
+//     start whose repair runs over budget is finished by cost scaling from
+//     its prices, which is pseudo-polynomial in how far they are from the
+//     new optimum's: past a budget of pushes and relabels (16 per node and
+//     arc) the solve starts over from zero (Stats.StartedOver), so a warm
+//     start costs at most a bounded amount more than a cold one.
 //   - The package has no goroutines, logger or clock; the caller's context
 //     is its only tie to time.
 //

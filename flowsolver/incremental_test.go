@@ -324,3 +324,42 @@ func TestWarmDeadline(t *testing.T) {
 		t.Fatalf("solve after a deadline: %+v, %v; want optimal and cold", next, err)
 	}
 }
+
+// TestHandoverStartsOver changes a scheduling instance whose costs span
+// the whole cost range so much that finishing the warm start by cost
+// scaling from its old prices would take long: the solve starts over from
+// zero within its budget, and still finds the optimum.
+func TestHandoverStartsOver(t *testing.T) {
+	c := newCluster(40, 2000, 1, 7)
+	for a := range c.g.ArcCap() {
+		if id := flowsolver.ArcID(a); c.g.HasArc(id) {
+			_, _, _, _, cost := c.g.Arc(id)
+			_ = c.g.SetCost(id, cost*(flowsolver.MaxAbsCost/2000))
+		}
+	}
+	var s flowsolver.Solver
+	if _, err := s.Solve(context.Background(), c.g); err != nil {
+		t.Fatal(err)
+	}
+	c.churn(1.0)
+	for i, a := range c.machineArcs {
+		if i%2 == 0 {
+			_ = c.g.SetBounds(a, 0, 0)
+		}
+	}
+	warm, err := s.Solve(context.Background(), c.g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stats %+v", warm.Stats)
+	if !warm.Stats.StartedOver {
+		t.Fatalf("stats %+v: want the warm start abandoned for a solve from zero", warm.Stats)
+	}
+	cold, err := flowsolver.Solve(context.Background(), c.g)
+	if err != nil || cold.Cost != warm.Cost {
+		t.Fatalf("cold %v, %v; warm cost %d", cold, err, warm.Cost)
+	}
+	if err := flowsolver.Verify(c.g, warm); err != nil {
+		t.Fatal(err)
+	}
+}

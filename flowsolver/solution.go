@@ -52,4 +52,7 @@ type Stats struct {
 	// EarlyTermination is true when the flow was proven optimal before ε
 	// reached its last phase.
 	EarlyTermination bool
+	// StartedOver is true when a warm start's cost scaling ran past its
+	// budget and the solve started over from zero flow and prices.
+	StartedOver bool
 }

@@ -54,10 +54,12 @@ func BenchmarkPlace(b *testing.B) {
 	for _, size := range []struct{ nodes, tasks int }{{1000, 10000}, {10000, 100000}} {
 		b.Run(fmt.Sprintf("%dx%d", size.nodes, size.tasks), func(b *testing.B) {
 			in := benchInput(size.nodes, size.tasks, 1)
-			p := placement.New(nil)
 			var plan *placement.Plan
 			var solve time.Duration
 			for b.Loop() {
+				// A fresh Placer: a kept one would re-solve the same
+				// network warm (BenchmarkRounds measures that).
+				p := placement.New(nil)
 				var err error
 				if plan, err = p.Place(context.Background(), in); err != nil {
 					b.Fatal(err)
@@ -71,5 +73,74 @@ func BenchmarkPlace(b *testing.B) {
 			b.ReportMetric(float64(plan.Stats.RepairedConflict), "conflicts")
 			b.ReportMetric(float64(solve.Microseconds())/float64(b.N)/1000, "solve-ms/op")
 		})
+	}
+}
+
+// BenchmarkRounds places a sequence of rounds as the scheduling loop does
+// at the scale (10,000 nodes), each round's plan committed before
+// the next. "busy": 20,000 pending tasks, as many new ones arriving as
+// were placed, and 100 nodes' tasks ending, every round — most of the
+// network changes. "saturated": a backlog of 100,000 tasks on a full
+// cluster where each round 10 nodes' tasks end — little changes. "kept"
+// places every round with one Placer, whose network is kept and re-solved
+// warm when little changed; "fresh" builds and solves every round from
+// zero. solve-ms/round is the solver's share of place-ms/round.
+func BenchmarkRounds(b *testing.B) {
+	const rounds = 8
+	for _, load := range []string{"busy", "saturated"} {
+		for _, mode := range []string{"kept", "fresh"} {
+			b.Run(load+"/"+mode, func(b *testing.B) {
+				var solve, place time.Duration
+				for b.Loop() {
+					tasks, freed := 20000, 100
+					if load == "saturated" {
+						tasks, freed = 100000, 10
+					}
+					in := benchInput(10000, tasks, 1)
+					if load == "saturated" {
+						for i := range in.Nodes {
+							in.Nodes[i].Free = api.Allocatable{}
+						}
+					}
+					var extra []placement.Group
+					if load == "busy" {
+						extra = benchInput(10000, 200000, 2).Groups
+						for i := range extra {
+							extra[i].Key.Job = "x" + extra[i].Key.Job
+						}
+					}
+					r := rand.New(rand.NewPCG(7, 7))
+					p := placement.New(nil)
+					for range rounds {
+						if mode == "fresh" {
+							p = placement.New(nil)
+						}
+						start := time.Now()
+						plan, err := p.Place(context.Background(), in)
+						if err != nil {
+							b.Fatal(err)
+						}
+						place += time.Since(start)
+						solve += plan.Stats.Solve
+						commit(in, plan)
+						var arrived int64
+						for arrived < plan.Stats.Placed && len(extra) > 0 {
+							arrived += extra[0].Pending
+							in.Groups = append(in.Groups, extra[0])
+							extra = extra[1:]
+						}
+						for range freed {
+							n := &in.Nodes[r.IntN(len(in.Nodes))]
+							n.Free = api.Allocatable{Online: res(16000, 64), Offline: res(16000, 64)}
+						}
+						for i := range in.Groups {
+							in.Groups[i].Waited += 50 * time.Millisecond
+						}
+					}
+				}
+				b.ReportMetric(float64(solve.Microseconds())/float64(b.N*rounds)/1000, "solve-ms/round")
+				b.ReportMetric(float64(place.Microseconds())/float64(b.N*rounds)/1000, "place-ms/round")
+			})
+		}
 	}
 }

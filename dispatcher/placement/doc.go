@@ -31,7 +31,17 @@
 // of different shapes share its resources: the plan is decoded into
 // assignments and checked against every resource dimension in priority
 // order, and what does not fit stays pending for the next round with a
-// reason. A gang group is placed whole or not at all.
+// reason. A gang group is placed whole or not at all (when every group of
+// a round is a gang that failed, the round is placed again without the
+// last one, since gangs can crowd each other out).
+//
+// The flow network is kept from round to round (network.go): each round
+// states its nodes and arcs by identity (a class by its key, a machine by
+// name, a group by its key), and the kept graph is changed to match, so
+// that a round that changed little is re-solved warm from the previous
+// optimum. A busy scheduler round changes more of the network than it
+// holds (BenchmarkRounds), and past one change per eight nodes and arcs
+// the solve starts from zero, which is then cheaper.
 //
 // Preempt is the second step of a round whose plan left offline groups
 // pending for lack of capacity: it chooses running offline tasks of a lower
@@ -47,6 +57,8 @@
 //     against the offline pool; a cached slot is reused at most once.
 //   - Every pending task of the input is either assigned exactly once or
 //     reported pending with a reason; the counts add up per group.
-//   - Place does not change its input and keeps nothing between calls
-//     except scratch memory; the same input gives the same plan.
+//   - Place does not change its input. It keeps the flow network and the
+//     solver's last optimum between calls; a fresh Placer gives the same
+//     input the same plan, and a kept one a plan of the same cost (which
+//     gangs fail aside: several flows may be optimal).
 package placement

@@ -79,6 +79,8 @@ type Stats struct {
 type Placer struct {
 	reg    *Registry
 	solver flowsolver.Solver
+	// net is the flow network, kept from round to round (network.go).
+	net network
 }
 
 // New returns a Placer using the filters and scorers of reg (nil: the
@@ -161,6 +163,7 @@ func urgency(a, b *Group) int {
 // class is the build state of an equivalence class.
 type class struct {
 	Class
+	key        classKey
 	groups     []int // indexes of the input's groups, priority order
 	demand     int64
 	rejected   map[string]int
@@ -221,6 +224,9 @@ func (p *Placer) Place(ctx context.Context, in *Input) (*Plan, error) {
 	plan.Stats.FlowNodes, plan.Stats.FlowArcs = g.Nodes(), g.Arcs()
 	plan.Stats.Build = time.Since(start)
 	start = time.Now()
+	if !p.net.warm() {
+		p.solver.Reset()
+	}
 	sol, err := p.solver.Solve(ctx, g)
 	plan.Stats.Solve = time.Since(start)
 	if err != nil {
@@ -284,20 +290,12 @@ func (p *Placer) withoutFailedGangs(ctx context.Context, in *Input, plan *Plan) 
 // classes sorts the groups into equivalence classes, each class's groups in
 // priority order.
 func (p *Placer) classes(in *Input) ([]class, []int) {
-	type key struct {
-		demand   api.Capacity
-		qos      api.QoS
-		pool     string
-		cons     string
-		policy   string
-		distinct string
-	}
-	index := map[key]int{}
+	index := map[classKey]int{}
 	var classes []class
 	groupClass := make([]int, len(in.Groups))
 	for gi := range in.Groups {
 		g := &in.Groups[gi]
-		k := key{demand: g.Demand, qos: g.QoS, pool: g.Pool, cons: constraintKey(g.Constraints), policy: policyKey(g.Policy)}
+		k := classKey{demand: g.Demand, qos: g.QoS, pool: g.Pool, cons: constraintKey(g.Constraints), policy: policyKey(g.Policy)}
 		if g.DistinctNodes {
 			k.distinct = g.Key.Job
 		}
@@ -307,7 +305,7 @@ func (p *Placer) classes(in *Input) ([]class, []int) {
 			index[k] = ci
 			filters, scorers := p.reg.resolve(g.Policy)
 			c := class{Class: Class{Demand: g.Demand, QoS: g.QoS, Pool: g.Pool, Constraints: g.Constraints,
-				DistinctNodes: g.DistinctNodes, Filters: filters, Scorers: scorers}, rejected: map[string]int{}}
+				DistinctNodes: g.DistinctNodes, Filters: filters, Scorers: scorers}, key: k, rejected: map[string]int{}}
 			if g.DistinctNodes {
 				c.Job = g.Key.Job
 			}
@@ -391,7 +389,8 @@ func (p *Placer) candidates(in *Input, c *class) {
 	c.candidates = all[:k]
 }
 
-// network builds the round's flow network and what each arc means.
+// network states the round's flow network on the kept one (network.go)
+// and returns it, with what each arc means.
 func (p *Placer) network(in *Input, classes []class, groupClass []int) (*flowsolver.Graph, []arcInfo, error) {
 	var total int64
 	for i := range in.Groups {
@@ -402,52 +401,33 @@ func (p *Placer) network(in *Input, classes []class, groupClass []int) (*flowsol
 	for ci := range classes {
 		arcCount += 2 * len(classes[ci].candidates)
 	}
-	g := flowsolver.NewGraph(len(in.Groups)+len(classes)+len(in.Nodes)+2, arcCount)
-	arcs := make([]arcInfo, 0, arcCount)
-	var errs []error
-	addNode := func(supply int64) flowsolver.NodeID {
-		id, err := g.AddNode(supply)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		return id
-	}
-	addArc := func(t, h flowsolver.NodeID, capacity, cost int64, info arcInfo) {
-		a, err := g.AddArc(t, h, 0, capacity, cost)
-		if err != nil {
-			errs = append(errs, err)
-			return
-		}
-		for len(arcs) <= int(a) {
-			arcs = append(arcs, arcInfo{})
-		}
-		arcs[a] = info
-	}
-	sink := addNode(-total)
+	nw := &p.net
+	nw.begin(len(in.Groups)+len(classes)+len(in.Nodes)+2, arcCount)
+	sink := nw.node(netNode{kind: netSink}, -total)
 	nodeID := make([]flowsolver.NodeID, len(in.Nodes))
 	nodeCap := make([]int64, len(in.Nodes))
 	for ci := range classes {
 		c := &classes[ci]
-		c.node = addNode(0)
+		c.node = nw.node(netNode{kind: netClass, class: c.key}, 0)
 		for _, cd := range c.candidates {
 			nodeCap[cd.node] = max(nodeCap[cd.node], cd.fit+cd.slots)
 		}
 	}
 	for ni := range in.Nodes {
 		if k := nodeCap[ni]; k > 0 {
-			id := addNode(0)
+			id := nw.node(netNode{kind: netMachine, name: in.Nodes[ni].ID}, 0)
 			nodeID[ni] = id
-			addArc(id, sink, k, 0, arcInfo{})
+			nw.arc(id, sink, 0, k, 0, arcInfo{})
 		}
 	}
 	for ci := range classes {
 		c := &classes[ci]
 		for _, cd := range c.candidates {
 			if cd.fit > 0 {
-				addArc(c.node, nodeID[cd.node], cd.fit, cd.cost, arcInfo{kind: arcClassNode, class: ci, node: cd.node})
+				nw.arc(c.node, nodeID[cd.node], variantFit, cd.fit, cd.cost, arcInfo{kind: arcClassNode, class: ci, node: cd.node})
 			}
 			if cd.slots > 0 {
-				addArc(c.node, nodeID[cd.node], cd.slots, max(cd.cost-c.slot, 0), arcInfo{kind: arcClassSlot, class: ci, node: cd.node})
+				nw.arc(c.node, nodeID[cd.node], variantSlot, cd.slots, max(cd.cost-c.slot, 0), arcInfo{kind: arcClassSlot, class: ci, node: cd.node})
 			}
 		}
 	}
@@ -459,21 +439,21 @@ func (p *Placer) network(in *Input, classes []class, groupClass []int) (*flowsol
 			continue
 		}
 		c := &classes[groupClass[gi]]
-		id := addNode(gr.Pending)
-		addArc(id, c.node, gr.Pending, 0, arcInfo{kind: arcGroupClass, class: groupClass[gi], group: gi})
+		id := nw.node(netNode{kind: netGroup, name: gr.Key.Job, group: gr.Key.Group}, gr.Pending)
+		nw.arc(id, c.node, 0, gr.Pending, 0, arcInfo{kind: arcGroupClass, class: groupClass[gi], group: gi})
 		u, ok := unsched[gr.Key.Job]
 		if !ok {
-			u = addNode(0)
+			u = nw.node(netNode{kind: netUnscheduled, name: gr.Key.Job}, 0)
 			unsched[gr.Key.Job] = u
-			addArc(u, sink, flowsolver.MaxCapacity, 0, arcInfo{})
+			nw.arc(u, sink, 0, flowsolver.MaxCapacity, 0, arcInfo{})
 		}
 		left := gr.Pending
-		for _, t := range fair[gi] {
-			addArc(id, u, t.count, costs.unscheduled(gr)+t.bonus, arcInfo{kind: arcUnscheduled, group: gi})
+		for ti, t := range fair[gi] {
+			nw.arc(id, u, int32(ti), t.count, costs.unscheduled(gr)+t.bonus, arcInfo{kind: arcUnscheduled, group: gi})
 			left -= t.count
 		}
 		if left > 0 {
-			addArc(id, u, left, costs.unscheduled(gr), arcInfo{kind: arcUnscheduled, group: gi})
+			nw.arc(id, u, variantRest, left, costs.unscheduled(gr), arcInfo{kind: arcUnscheduled, group: gi})
 		}
 		if c.locality == 0 || len(gr.Preferred) == 0 {
 			continue
@@ -484,14 +464,17 @@ func (p *Placer) network(in *Input, classes []class, groupClass []int) (*flowsol
 		}
 		for _, cd := range c.candidates {
 			if cd.fit > 0 && preferred[in.Nodes[cd.node].ID] {
-				addArc(id, nodeID[cd.node], min(cd.fit, gr.Pending), max(cd.cost-c.locality, 0), arcInfo{kind: arcGroupNode, class: groupClass[gi], group: gi, node: cd.node})
+				nw.arc(id, nodeID[cd.node], 0, min(cd.fit, gr.Pending), max(cd.cost-c.locality, 0), arcInfo{kind: arcGroupNode, class: groupClass[gi], group: gi, node: cd.node})
 			}
 		}
 	}
-	if len(errs) > 0 {
-		return nil, nil, fmt.Errorf("placement: build flow network: %v", errs[0])
+	nw.end()
+	if len(nw.errs) > 0 {
+		err := nw.errs[0]
+		*nw = network{} // the kept network may be half-changed: build the next afresh
+		return nil, nil, fmt.Errorf("placement: build flow network: %v", err)
 	}
-	return g, arcs, nil
+	return nw.g, nw.info, nil
 }
 
 // tentative is an assignment before the fit check.
