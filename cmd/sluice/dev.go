@@ -30,6 +30,7 @@ type devFlags struct {
 	simCPU, simMem     string
 	submit             []string
 	exit               bool
+	appmasterTasks     int
 	logLevel           string
 }
 
@@ -76,6 +77,7 @@ submitted job has ended. That is what 'make demo' runs.`,
 	fl.StringVar(&f.simMem, "sim-memory", "256Gi", "memory of each simulated node")
 	fl.StringSliceVar(&f.submit, "submit", nil, "job files or directories to submit once the cluster runs")
 	fl.BoolVar(&f.exit, "exit", false, "with --submit: print a summary and stop when every submitted job has ended")
+	fl.IntVar(&f.appmasterTasks, "appmaster", 0, "with --submit --exit: also run an appmaster that leases two capboxes and runs this many tasks in them")
 	fl.StringVar(&f.logLevel, "log-level", "warn", "debug, info, warn or error")
 	return c
 }
@@ -88,6 +90,8 @@ func runDev(ctx context.Context, f devFlags, stdout, stderr io.Writer) (err erro
 		return usageError{errors.New("--nodes and --sim-nodes: want at least one node, and no negative count")}
 	case f.exit && len(f.submit) == 0:
 		return usageError{errors.New("--exit needs --submit")}
+	case f.appmasterTasks < 0 || f.appmasterTasks > 0 && !f.exit:
+		return usageError{errors.New("--appmaster: want a number of tasks, with --submit and --exit")}
 	}
 	files, err := jobFiles(f.submit)
 	if err != nil {
@@ -157,11 +161,29 @@ func runDev(ctx context.Context, f devFlags, stdout, stderr io.Writer) (err erro
 		<-ctx.Done()
 		return ctx.Err()
 	}
+	type amResult struct {
+		line string
+		err  error
+	}
+	am := make(chan amResult, 1)
+	if f.appmasterTasks > 0 {
+		go func() {
+			line, err := runDemoAppmaster(ctx, client, f.appmasterTasks)
+			am <- amResult{line, err}
+		}()
+	}
 	jobs, err := followJobs(ctx, client, ids, stderr)
 	if err != nil {
 		return err
 	}
 	printSummary(stdout, jobs, time.Since(start), s)
+	if f.appmasterTasks > 0 {
+		r := <-am
+		if r.err != nil {
+			return fmt.Errorf("dev: appmaster: %w", r.err)
+		}
+		fmt.Fprintln(stdout, r.line)
+	}
 	printOutputs(ctx, stdout, client, jobs)
 	return nil
 }

@@ -29,7 +29,7 @@ func TestDevRunsJobsToTheEnd(t *testing.T) {
 	defer cancel()
 	var out, errOut bytes.Buffer
 	err := run(ctx, []string{"dev", "--runtime", "sim", "--http", "127.0.0.1:0", "--nodes", "2", "--sim-nodes", "2",
-		"--addr-file", addrFile, "--submit", jobs, "--exit"}, &out, &errOut)
+		"--addr-file", addrFile, "--submit", jobs, "--exit", "--appmaster", "5"}, &out, &errOut)
 	if err != nil {
 		t.Fatalf("dev: %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), errOut.String())
 	}
@@ -38,8 +38,11 @@ func TestDevRunsJobsToTheEnd(t *testing.T) {
 		"j1   quick  offline  succeeded  50",
 		"j2   fails  offline  failed     2      0          2",
 		"j3   scale  offline  succeeded  500",
-		"placed 552 tasks",
+		"placed 554 tasks", // and two capboxes
 		"550 succeeded, 2 failed, 0 killed",
+		// The appmaster: its job, its two capboxes, five tasks in them.
+		"appmaster j4 (client mode, appmaster SDK): leased 2 capboxes on",
+		"ran 5 tasks in them, each capbox one task after another: 5 succeeded; then released them",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
@@ -58,6 +61,7 @@ func TestDevRejectsBadFlags(t *testing.T) {
 		{[]string{"--runtime", "vm"}, "--runtime"},
 		{[]string{"--nodes", "0", "--sim-nodes", "0"}, "at least one node"},
 		{[]string{"--exit"}, "--exit needs --submit"},
+		{[]string{"--appmaster", "3"}, "--appmaster"},
 		{[]string{"--submit", "/nonexistent/jobs.json"}, "--submit"},
 		{[]string{"--runtime", "sim", "--node-cpu", "lots"}, "--node-cpu"},
 		{[]string{"--log-level", "loud"}, "--log-level"},
