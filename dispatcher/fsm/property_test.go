@@ -67,8 +67,10 @@ type propHarness struct {
 	now   time.Time
 	nodes []string
 	jobs  []string
-	// ams and sets are the appmaster jobs and capbox sets submitted.
+	// ams and sets are the appmaster jobs and capbox sets submitted;
+	// boxStates the capboxes' states at the last check.
 	ams, sets []string
+	boxStates map[string]api.CapboxState
 	term      uint64
 	counts    [10]int // ok, rejected, placed tasks, reports applied, tasks preempted, slots reused, capbox sets created, releases applied, capbox task stops and starts applied
 }
@@ -88,6 +90,9 @@ func (h *propHarness) apply(cmd []byte) ([]byte, error) {
 		return nil, err
 	}
 	h.counts[0]++
+	if err := h.checkCapboxStates(); err != nil {
+		h.t.Fatalf("after command %d: %v", h.index, err)
+	}
 	return res, nil
 }
 
@@ -577,6 +582,30 @@ func (h *propHarness) check() error {
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%s", strings.Join(errs, "\n"))
+	}
+	return nil
+}
+
+// checkCapboxStates checks that every capbox moved only as api's capbox
+// state machine allows since the last command.
+func (h *propHarness) checkCapboxStates() error {
+	if h.boxStates == nil {
+		h.boxStates = map[string]api.CapboxState{}
+	}
+	for _, am := range h.ams {
+		boxes, _, _ := h.f.Capboxes(am)
+		for _, b := range boxes {
+			prev, seen := h.boxStates[b.ID]
+			if !seen {
+				prev = api.CapboxPending
+			}
+			if b.State != prev {
+				if err := api.CheckCapboxTransition(prev, b.State); err != nil {
+					return fmt.Errorf("capbox %s: %w", b.ID, err)
+				}
+			}
+			h.boxStates[b.ID] = b.State
+		}
 	}
 	return nil
 }
