@@ -139,7 +139,7 @@ func (f *FSM) createCapboxesLocked(w writer, now int64, d *dec) ([]byte, error) 
 		f.mu.nextJob++
 		reqJSON, _ := json.Marshal(r) // a decoded request always encodes
 		s := newCapboxSet(am, num, r, reqJSON, now)
-		f.mu.jobs[num] = s
+		f.mu.jobs[num], f.mu.anySets = s, true
 		f.dirtyGroups[s.groups[0]] = struct{}{}
 		f.writeJobLocked(w, s)
 		if k := r.IdempotencyKey; k != "" {
@@ -251,6 +251,9 @@ func (f *FSM) dropLocked(w writer, g *group, t *task, now int64) {
 // command being applied ended (all their tasks done), before the command's
 // changes are flushed.
 func (f *FSM) endAppmastersLocked(w writer, now int64) {
+	if !f.mu.anySets {
+		return // no appmaster has capboxes: nothing to look for
+	}
 	var ended []*job
 	for g := range f.dirtyGroups {
 		if j := g.job; len(j.sets) > 0 && !j.cancelled && j.state() >= JobSucceeded && !slices.Contains(ended, j) {
@@ -378,6 +381,6 @@ func (f *FSM) loadCapboxSetLocked(num uint64, b []byte) error {
 	}
 	s := newCapboxSet(am, num, &reqs[0], slices.Clone(reqJSON), submitted)
 	s.cancelled = cancelled
-	f.mu.jobs[num] = s
+	f.mu.jobs[num], f.mu.anySets = s, true
 	return nil
 }

@@ -100,6 +100,8 @@ type FSM struct {
 		stale   int
 		// captasks are the capbox tasks, by their capbox's task, by name.
 		captasks map[taskKey][]*captask
+		// anySets is true once a capbox set exists.
+		anySets bool
 	}
 	// Scratch of Apply, used under mu's write lock.
 	dirtyGroups map[*group]struct{}
@@ -132,6 +134,7 @@ func (f *FSM) resetLocked() {
 	f.mu.bumps, f.mu.bumpsFrom = nil, 0
 	f.mu.changes, f.mu.stale = nil, 0
 	f.mu.captasks = map[taskKey][]*captask{}
+	f.mu.anySets = false
 }
 
 // Apply applies one committed command (see the command constructors). It is
