@@ -304,8 +304,16 @@ func (d *Dispatcher) Submit(ctx context.Context, specs []api.JobSpec) (ids []str
 		return nil, nil, err
 	}
 	cmd, err := fsm.SubmitJobs(d.cfg.Clock.Now(), specs)
-	if err != nil {
-		return nil, nil, fmt.Errorf("dispatcher: submit: %w", err)
+	return d.proposeCreate(ctx, "submit", cmd, err, true)
+}
+
+// proposeCreate proposes cmd, a command whose result decodes with
+// fsm.DecodeSubmitResult (cmdErr is the error building it), and returns
+// the IDs it answered and the indexes of those that existed before; kick
+// starts a round once it is committed.
+func (d *Dispatcher) proposeCreate(ctx context.Context, what string, cmd []byte, cmdErr error, kick bool) (ids []string, existing []int, err error) {
+	if cmdErr != nil {
+		return nil, nil, fmt.Errorf("dispatcher: %s: %w", what, cmdErr)
 	}
 	res, err := d.propose(ctx, cmd)
 	if err != nil {
@@ -313,9 +321,11 @@ func (d *Dispatcher) Submit(ctx context.Context, specs []api.JobSpec) (ids []str
 	}
 	r, err := fsm.DecodeSubmitResult(res)
 	if err != nil {
-		return nil, nil, fmt.Errorf("dispatcher: submit: %w", err)
+		return nil, nil, fmt.Errorf("dispatcher: %s: %w", what, err)
 	}
-	d.kick()
+	if kick {
+		d.kick()
+	}
 	ids = make([]string, len(r.Jobs))
 	for i, j := range r.Jobs {
 		ids[i] = j.ID
@@ -353,26 +363,7 @@ func (d *Dispatcher) CreateCapboxes(ctx context.Context, appmaster string, reqs 
 		return nil, nil, err
 	}
 	cmd, err := fsm.CreateCapboxes(d.cfg.Clock.Now(), appmaster, reqs)
-	if err != nil {
-		return nil, nil, fmt.Errorf("dispatcher: create capboxes: %w", err)
-	}
-	res, err := d.propose(ctx, cmd)
-	if err != nil {
-		return nil, nil, err
-	}
-	r, err := fsm.DecodeSubmitResult(res)
-	if err != nil {
-		return nil, nil, fmt.Errorf("dispatcher: create capboxes: %w", err)
-	}
-	d.kick()
-	sets = make([]string, len(r.Jobs))
-	for i, j := range r.Jobs {
-		sets[i] = j.ID
-		if j.Existing {
-			existing = append(existing, i)
-		}
-	}
-	return sets, existing, nil
+	return d.proposeCreate(ctx, "create capboxes", cmd, err, true)
 }
 
 // ReleaseCapboxes proposes the release of appmaster's capboxes by ID.
@@ -401,25 +392,7 @@ func (d *Dispatcher) StartCapTasks(ctx context.Context, appmaster string, specs 
 		return nil, nil, err
 	}
 	cmd, err := fsm.StartCapTasks(d.cfg.Clock.Now(), appmaster, specs)
-	if err != nil {
-		return nil, nil, fmt.Errorf("dispatcher: start capbox tasks: %w", err)
-	}
-	res, err := d.propose(ctx, cmd)
-	if err != nil {
-		return nil, nil, err
-	}
-	r, err := fsm.DecodeSubmitResult(res)
-	if err != nil {
-		return nil, nil, fmt.Errorf("dispatcher: start capbox tasks: %w", err)
-	}
-	ids = make([]string, len(r.Jobs))
-	for i, j := range r.Jobs {
-		ids[i] = j.ID
-		if j.Existing {
-			existing = append(existing, i)
-		}
-	}
-	return ids, existing, nil
+	return d.proposeCreate(ctx, "start capbox tasks", cmd, err, false)
 }
 
 // StopCapTasks proposes stopping appmaster's capbox tasks by ID, and

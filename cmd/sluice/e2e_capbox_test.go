@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/appmaster"
-	"github.com/sluicehq/sluice/dispatcher/server"
 )
 
 // capboxEvents records what an appmaster's handlers are told.
@@ -53,29 +51,7 @@ func (e *capboxEvents) state(id string) string {
 func TestContainerCapboxes(t *testing.T) {
 	needContainers(t)
 	image := demoImage(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	logs := &e2eLogBuffer{}
-	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	cgroupsBefore := existingCgroups("sluice", "sluice/offline", "sluice/online")
-	t.Cleanup(func() {
-		removeNewCgroups(cgroupsBefore, "sluice/offline", "sluice/online", "sluice")
-		if t.Failed() {
-			t.Logf("logs of the dispatcher and the nodelet:\n%s", logs.String())
-		}
-	})
-	srv, err := server.Open(server.Config{
-		ID: 1, Peers: map[uint64]string{1: ""}, Dir: filepath.Join(t.TempDir(), "dispatcher"),
-		HTTPAddr: "127.0.0.1:0", Logger: logger.With("part", "dispatcher"),
-	})
-	if err != nil {
-		t.Fatalf("open the dispatcher: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Close(); err != nil {
-			t.Errorf("close the dispatcher: %v", err)
-		}
-	})
+	ctx, srv, logger := startE2EDispatcher(t)
 	state := t.TempDir()
 	stop, err := startNodelet(ctx, nodeletConfig{
 		dispatchers: []string{srv.Addr()}, name: "node-cb", runtime: "container", stateDir: state,

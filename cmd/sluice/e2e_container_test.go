@@ -35,32 +35,7 @@ func TestContainerEndToEnd(t *testing.T) {
 	needContainers(t)
 	image := demoImage(t)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	logs := &e2eLogBuffer{}
-	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	cgroupsBefore := existingCgroups("sluice", "sluice/offline", "sluice/online")
-	// Cleanups run last in, first out: this one after all registered
-	// below (the nodelets have removed their pods by then).
-	t.Cleanup(func() {
-		removeNewCgroups(cgroupsBefore, "sluice/offline", "sluice/online", "sluice")
-		if t.Failed() {
-			t.Logf("logs of the dispatcher and the nodelets:\n%s", logs.String())
-		}
-	})
-
-	srv, err := server.Open(server.Config{
-		ID: 1, Peers: map[uint64]string{1: ""}, Dir: filepath.Join(t.TempDir(), "dispatcher"),
-		HTTPAddr: "127.0.0.1:0", Logger: logger.With("part", "dispatcher"),
-	})
-	if err != nil {
-		t.Fatalf("open the dispatcher: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Close(); err != nil {
-			t.Errorf("close the dispatcher: %v", err)
-		}
-	})
+	ctx, srv, logger := startE2EDispatcher(t)
 
 	// node-main runs the jobs whose output is read; node-cancel the one
 	// that is cancelled.
@@ -249,6 +224,38 @@ func TestContainerEndToEnd(t *testing.T) {
 		cgs := podCgroups()
 		return errors.Is(err, os.ErrNotExist) && len(cgs) == 0, fmt.Sprintf("state directory: %v; cgroups: %v", err, cgs)
 	})
+}
+
+// startE2EDispatcher starts a single-replica dispatcher for a container
+// test, with a context that bounds the test and a logger whose output the
+// test prints if it fails. Its cleanups remove the cgroups the test's
+// nodelets leave (they run last, after the nodelets' own).
+func startE2EDispatcher(t *testing.T) (context.Context, *server.Server, *slog.Logger) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	logs := &e2eLogBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cgroupsBefore := existingCgroups("sluice", "sluice/offline", "sluice/online")
+	t.Cleanup(func() {
+		removeNewCgroups(cgroupsBefore, "sluice/offline", "sluice/online", "sluice")
+		if t.Failed() {
+			t.Logf("logs of the dispatcher and the nodelets:\n%s", logs.String())
+		}
+	})
+	srv, err := server.Open(server.Config{
+		ID: 1, Peers: map[uint64]string{1: ""}, Dir: filepath.Join(t.TempDir(), "dispatcher"),
+		HTTPAddr: "127.0.0.1:0", Logger: logger.With("part", "dispatcher"),
+	})
+	if err != nil {
+		t.Fatalf("open the dispatcher: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Close(); err != nil {
+			t.Errorf("close the dispatcher: %v", err)
+		}
+	})
+	return ctx, srv, logger
 }
 
 // needContainers skips the test unless it can run containers: as root,

@@ -7,24 +7,54 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
+// appmasterBody checks a write to an appmaster's collection (the leader
+// serves it, no query, a JSON or NDJSON body, a job the principal may
+// use) and returns the body, decompressed.
+func (h *Handler) appmasterBody(ctx *fasthttp.RequestCtx, p Principal, job string) ([]byte, *httpError) {
+	if e := h.requireLeader(ctx); e != nil {
+		return nil, e
+	}
+	if e := checkQuery(ctx); e != nil {
+		return nil, e
+	}
+	if e := checkContentType(ctx, true, "application/json", "application/x-ndjson"); e != nil {
+		return nil, e
+	}
+	if _, e := h.lookupJob(job, p); e != nil {
+		return nil, e
+	}
+	return readBody(ctx)
+}
+
+// appmasterIDs checks a DELETE of members of an appmaster's collection
+// (the leader serves it, one or more id parameters, a job the principal
+// may use) and returns the IDs; what names the members.
+func (h *Handler) appmasterIDs(ctx *fasthttp.RequestCtx, p Principal, job, what string) ([]string, *httpError) {
+	if e := h.requireLeader(ctx); e != nil {
+		return nil, e
+	}
+	if e := checkQuery(ctx, "id"); e != nil {
+		return nil, e
+	}
+	ids := listValues(ctx, "id")
+	switch {
+	case len(ids) == 0:
+		return nil, badParam("id", "name at least one %s", what)
+	case len(ids) > api.MaxItemsPerRequest:
+		return nil, badParam("id", "%d IDs, more than the limit of %d in one request", len(ids), api.MaxItemsPerRequest)
+	}
+	if _, e := h.lookupJob(job, p); e != nil {
+		return nil, e
+	}
+	return ids, nil
+}
+
 // createCapboxes serves POST /v1/jobs/{id}/capboxes: the body is capbox
 // requests as submit takes jobs (one object, an array or NDJSON, maybe
 // compressed); nothing is proposed unless every request is valid, and the
 // reply is sent once the capbox sets are committed.
 func (h *Handler) createCapboxes(ctx *fasthttp.RequestCtx, p Principal, args []string) *httpError {
-	if e := h.requireLeader(ctx); e != nil {
-		return e
-	}
-	if e := checkQuery(ctx); e != nil {
-		return e
-	}
-	if e := checkContentType(ctx, true, "application/json", "application/x-ndjson"); e != nil {
-		return e
-	}
-	if _, e := h.lookupJob(args[0], p); e != nil {
-		return e
-	}
-	body, e := readBody(ctx)
+	body, e := h.appmasterBody(ctx, p, args[0])
 	if e != nil {
 		return e
 	}
@@ -66,20 +96,8 @@ func (h *Handler) listCapboxes(ctx *fasthttp.RequestCtx, p Principal, args []str
 // releaseCapboxes serves DELETE /v1/jobs/{id}/capboxes?id=...: every
 // capbox named must be the appmaster's, or nothing is released.
 func (h *Handler) releaseCapboxes(ctx *fasthttp.RequestCtx, p Principal, args []string) *httpError {
-	if e := h.requireLeader(ctx); e != nil {
-		return e
-	}
-	if e := checkQuery(ctx, "id"); e != nil {
-		return e
-	}
-	ids := listValues(ctx, "id")
-	switch {
-	case len(ids) == 0:
-		return badParam("id", "name at least one capbox to release")
-	case len(ids) > api.MaxItemsPerRequest:
-		return badParam("id", "%d capboxes, more than the limit of %d in one request", len(ids), api.MaxItemsPerRequest)
-	}
-	if _, e := h.lookupJob(args[0], p); e != nil {
+	ids, e := h.appmasterIDs(ctx, p, args[0], "capbox to release")
+	if e != nil {
 		return e
 	}
 	cctx, cancel := context.WithCancel(h.base)
@@ -96,19 +114,7 @@ func (h *Handler) releaseCapboxes(ctx *fasthttp.RequestCtx, p Principal, args []
 // appmaster's running capboxes (bodies as submit's), all or none; the
 // reply is sent once they are committed.
 func (h *Handler) startCapTasks(ctx *fasthttp.RequestCtx, p Principal, args []string) *httpError {
-	if e := h.requireLeader(ctx); e != nil {
-		return e
-	}
-	if e := checkQuery(ctx); e != nil {
-		return e
-	}
-	if e := checkContentType(ctx, true, "application/json", "application/x-ndjson"); e != nil {
-		return e
-	}
-	if _, e := h.lookupJob(args[0], p); e != nil {
-		return e
-	}
-	body, e := readBody(ctx)
+	body, e := h.appmasterBody(ctx, p, args[0])
 	if e != nil {
 		return e
 	}
@@ -129,20 +135,8 @@ func (h *Handler) startCapTasks(ctx *fasthttp.RequestCtx, p Principal, args []st
 // stopCapTasks serves DELETE /v1/jobs/{id}/captasks?id=...: every task
 // named must be of the appmaster's capboxes, or none is stopped.
 func (h *Handler) stopCapTasks(ctx *fasthttp.RequestCtx, p Principal, args []string) *httpError {
-	if e := h.requireLeader(ctx); e != nil {
-		return e
-	}
-	if e := checkQuery(ctx, "id"); e != nil {
-		return e
-	}
-	ids := listValues(ctx, "id")
-	switch {
-	case len(ids) == 0:
-		return badParam("id", "name at least one capbox task to stop")
-	case len(ids) > api.MaxItemsPerRequest:
-		return badParam("id", "%d tasks, more than the limit of %d in one request", len(ids), api.MaxItemsPerRequest)
-	}
-	if _, e := h.lookupJob(args[0], p); e != nil {
+	ids, e := h.appmasterIDs(ctx, p, args[0], "capbox task to stop")
+	if e != nil {
 		return e
 	}
 	cctx, cancel := context.WithCancel(h.base)

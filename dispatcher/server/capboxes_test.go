@@ -55,6 +55,12 @@ func TestCapboxEndpoints(t *testing.T) {
 		{"another queue", "POST", path, `{"name":"x","count":1,"resources":{"cpu":1,"memory":1}}`,
 			map[string]string{"Authorization": "Bearer sub-a"}, 403, api.CodeForbidden, "queue"},
 		{"no token", "GET", path, "", nil, 401, api.CodeUnauthorized, ""},
+		{"invalid task", "POST", base + api.PathJob + am + "/captasks", `{"name":"t","pod":{"containers":[]}}`, admin, 400, api.CodeInvalid, "tasks[0].capbox"},
+		{"task in a pending capbox", "POST", base + api.PathJob + am + "/captasks",
+			`{"capbox":"` + created.Sets[0] + `/0/0/1","name":"t","pod":{"containers":[{"image":{"rootfs":"/img"},"command":["/x"],"resources":{"cpu":1,"memory":1}}]}}`,
+			admin, 404, api.CodeNotFound, "no placed capbox"},
+		{"stop no task", "DELETE", base + api.PathJob + am + "/captasks", "", admin, 400, api.CodeInvalid, "at least one capbox task"},
+		{"stop an unknown task", "DELETE", base + api.PathJob + am + "/captasks?id=" + created.Sets[0] + "/0/0/1/t", "", admin, 404, api.CodeNotFound, "no capbox task"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var body []byte
