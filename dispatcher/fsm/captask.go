@@ -265,25 +265,14 @@ func (f *FSM) capTaskReport(r *report, overlay map[*captask]api.TaskState) (*cap
 	if c == nil {
 		return nil, fmt.Errorf("%w: no such capbox task", ErrBadReport)
 	}
-	if !r.state.Valid() || r.state == api.TaskPending || r.state == api.TaskAssigned {
-		return nil, fmt.Errorf("%w: nodes do not report state %v", ErrBadReport, r.state)
-	}
 	cur, seen := overlay[c]
 	if !seen {
 		cur = c.state
 	}
-	switch {
-	case r.node != box.node || !c.active() && !seen:
-		r.action = actStale
-	case r.state == cur:
-		r.action = actNoOp
-	case progress(r.state) < progress(cur):
-		r.action = actStale
-	default:
-		if err := api.CheckTaskTransition(cur, r.state); err != nil {
-			return nil, err
-		}
-		r.action = actApply
+	if err := r.classify(cur, r.node != box.node || !c.active() && !seen); err != nil {
+		return nil, err
+	}
+	if r.action == actApply {
 		overlay[c] = r.state
 	}
 	return c, nil

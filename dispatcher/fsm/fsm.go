@@ -960,28 +960,14 @@ func (f *FSM) updateLocked(w writer, now int64, d *dec) ([]byte, error) {
 		if t == nil || t.attempt == 0 { // attempt 0: a capbox released before it was placed
 			return nil, bad(fmt.Errorf("%w: no such task", ErrBadReport))
 		}
-		if !r.state.Valid() || r.state == api.TaskPending || r.state == api.TaskAssigned {
-			return nil, bad(fmt.Errorf("%w: nodes do not report state %v", ErrBadReport, r.state))
-		}
 		cur, seen := overlay[r.key]
 		if !seen {
 			cur = t.state
 		}
-		switch {
-		case r.attempt != t.attempt || r.node != t.node || t.closed:
-			r.action = actStale
-		case r.state == cur:
-			r.action = actNoOp
-		case progress(r.state) < progress(cur):
-			// Reports are at least once: a node whose acknowledgement was
-			// lost sends an earlier state again after a later one was
-			// committed. It says nothing new.
-			r.action = actStale
-		default:
-			if err := api.CheckTaskTransition(cur, r.state); err != nil {
-				return nil, bad(err)
-			}
-			r.action = actApply
+		if err := r.classify(cur, r.attempt != t.attempt || r.node != t.node || t.closed); err != nil {
+			return nil, bad(err)
+		}
+		if r.action == actApply {
 			overlay[r.key] = r.state
 		}
 	}
@@ -1018,6 +1004,33 @@ func (f *FSM) updateLocked(w writer, now int64, d *dec) ([]byte, error) {
 		}
 	}
 	return res.encode(), nil
+}
+
+// classify sets what to do with a report about a task in state cur
+// (after the reports before it), stale when it is about an attempt or
+// node the task has left; it returns the error that rejects the command
+// for a state no node reports or a transition api forbids.
+func (r *report) classify(cur api.TaskState, stale bool) error {
+	if !r.state.Valid() || r.state == api.TaskPending || r.state == api.TaskAssigned {
+		return fmt.Errorf("%w: nodes do not report state %v", ErrBadReport, r.state)
+	}
+	switch {
+	case stale:
+		r.action = actStale
+	case r.state == cur:
+		r.action = actNoOp
+	case progress(r.state) < progress(cur):
+		// Reports are at least once: a node whose acknowledgement was
+		// lost sends an earlier state again after a later one was
+		// committed. It says nothing new.
+		r.action = actStale
+	default:
+		if err := api.CheckTaskTransition(cur, r.state); err != nil {
+			return err
+		}
+		r.action = actApply
+	}
+	return nil
 }
 
 // progress orders the states a node reports along a task's life: assigned,

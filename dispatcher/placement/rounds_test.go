@@ -126,10 +126,7 @@ func runRounds(t *testing.T, script string) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			gangs := func(p *placement.Plan) bool {
-				return slices.ContainsFunc(p.Pending, func(pd placement.Pending) bool { return pd.Reason == placement.ReasonGang })
-			}
-			if !gangs(plan) && !gangs(fresh) && plan.Stats.Cost != fresh.Stats.Cost {
+			if !gangFailed(plan) && !gangFailed(fresh) && plan.Stats.Cost != fresh.Stats.Cost {
 				t.Errorf("line %d: round %d costs %d with the kept network, %d afresh", n+1, rounds, plan.Stats.Cost, fresh.Stats.Cost)
 			}
 			last, expecting = plan, true
@@ -142,6 +139,13 @@ func runRounds(t *testing.T, script string) {
 	if expecting {
 		check(len(lines))
 	}
+}
+
+// gangFailed reports whether a gang of the plan's round was left pending.
+// Which gangs fail depends on the first solve's flow, of which several may
+// be optimal; without a failed gang, the plan costs the optimum.
+func gangFailed(p *placement.Plan) bool {
+	return slices.ContainsFunc(p.Pending, func(pd placement.Pending) bool { return pd.Reason == placement.ReasonGang })
 }
 
 // describe lists a plan's assignments by group and node, then what stays
@@ -221,10 +225,7 @@ func TestRoundsRandom(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			gangs := func(p *placement.Plan) bool {
-				return slices.ContainsFunc(p.Pending, func(pd placement.Pending) bool { return pd.Reason == placement.ReasonGang })
-			}
-			if !gangs(plan) && !gangs(fresh) && plan.Stats.Cost != fresh.Stats.Cost {
+			if !gangFailed(plan) && !gangFailed(fresh) && plan.Stats.Cost != fresh.Stats.Cost {
 				t.Fatalf("run %d round %d: the kept network's plan costs %d, a fresh one's %d", run, round, plan.Stats.Cost, fresh.Stats.Cost)
 			}
 			total++
