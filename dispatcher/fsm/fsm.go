@@ -914,12 +914,16 @@ const (
 	actStale
 )
 
-func (f *FSM) updateLocked(w writer, now int64, d *dec) ([]byte, error) {
+func (f *FSM) updateLocked(w writer, now int64, cmd *dec) ([]byte, error) {
+	// The reports' node names and task IDs share one copy of the command;
+	// reasons, which tasks keep, are the api's constants or copies.
+	sd := sharedDec(cmd.b)
+	d := &sd
 	rs := make([]report, d.count(8))
 	for i := range rs {
 		r := &rs[i]
 		r.node, r.id = d.str(), d.str()
-		r.state, r.reason, r.exit = api.TaskState(d.byte()), api.TaskReason(d.str()), int32(d.varint())
+		r.state, r.reason, r.exit = api.TaskState(d.byte()), internReason(d.bytes()), int32(d.varint())
 		d.varint() // the nodelet's time; the command's is used
 		d.bytes()  // message: not kept yet
 	}
@@ -1004,6 +1008,22 @@ func (f *FSM) updateLocked(w writer, now int64, d *dec) ([]byte, error) {
 		}
 	}
 	return res.encode(), nil
+}
+
+// knownReasons are the reasons nodes report, for internReason.
+var knownReasons = []api.TaskReason{api.ReasonStarted, api.ReasonExited, api.ReasonOOMKilled, api.ReasonMemoryKiller,
+	api.ReasonStartFailed, api.ReasonStopped, api.ReasonTimeLimit, api.ReasonLost}
+
+// internReason returns the reason b spells: one of the api's constants,
+// or a copy of b for another, so that a task keeping it keeps nothing else
+// alive.
+func internReason(b []byte) api.TaskReason {
+	for _, r := range knownReasons {
+		if string(b) == string(r) {
+			return r
+		}
+	}
+	return api.TaskReason(b)
 }
 
 // classify sets what to do with a report about a task in state cur

@@ -77,12 +77,18 @@ func taskID(k taskKey, attempt uint32) string {
 	return string(b)
 }
 
-// parseTaskID splits a task ID into the task and the attempt.
+// parseTaskID splits a task ID into the task and the attempt. It runs for
+// every report on every replica, so it does not allocate.
 func parseTaskID(id string) (taskKey, uint32, bool) {
-	parts := strings.Split(id, "/")
-	if len(parts) != 4 {
-		return taskKey{}, 0, false
+	var parts [4]string
+	for i := range 3 {
+		k := strings.IndexByte(id, '/')
+		if k < 0 {
+			return taskKey{}, 0, false
+		}
+		parts[i], id = id[:k], id[k+1:]
 	}
+	parts[3] = id
 	j, ok := parseJobID(parts[0])
 	g, err1 := strconv.ParseUint(parts[1], 10, 16)
 	i, err2 := strconv.ParseUint(parts[2], 10, 32)
