@@ -17,8 +17,9 @@
 //
 // # Decoding
 //
-// DecodeJobs and DecodeCapboxRequests read a request body that is one object,
-// a JSON array, or NDJSON (one object per line). They are strict: unknown
+// DecodeJobs, DecodeCapboxRequests and DecodeCapTasks read a request body
+// that is one object, a JSON array, or NDJSON (one object per line). They
+// are strict: unknown
 // fields, duplicate keys, wrong types, numbers out of range, invalid UTF-8
 // and trailing data are all problems. They apply defaults, validate every
 // item, and report every problem at once, each with the index of its item

@@ -145,6 +145,19 @@ func (g gen) capbox() api.CapboxRequest {
 	return r
 }
 
+func (g gen) captask() api.CapTaskSpec {
+	t := api.CapTaskSpec{Capbox: fmt.Sprintf("j%d/0/%d/1", g.r.IntN(1000)+1, g.r.IntN(100)), Name: g.name("t")}
+	for k := range g.r.IntN(3) + 1 {
+		t.Pod.Containers = append(t.Pod.Containers, g.container(k))
+	}
+	t.Pod.SharePID = g.r.IntN(2) == 0
+	if g.r.IntN(2) == 0 {
+		t.Pod.Sim = &api.SimSpec{RunTime: api.Duration(g.r.Int64N(int64(time.Hour))), ExitCode: int32(g.r.IntN(256))}
+	}
+	t.SetDefaults()
+	return t
+}
+
 // encode writes items as a JSON array (ndjson false) or as NDJSON, which for
 // one item is a single object.
 func encode[T any](t *testing.T, items []T, ndjson bool) []byte {
@@ -197,6 +210,16 @@ func TestRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(gotBoxes, boxes) {
 			t.Fatalf("capbox round trip differs:\n got %+v\nwant %+v", gotBoxes, boxes)
 		}
+
+		tasks := []api.CapTaskSpec{g.captask(), g.captask()}
+		body = encode(t, tasks, i%2 == 1)
+		gotTasks, err := api.DecodeCapTasks(body)
+		if err != nil {
+			t.Fatalf("decode capbox tasks: %v\nbody: %s", err, body)
+		}
+		if !reflect.DeepEqual(gotTasks, tasks) {
+			t.Fatalf("capbox task round trip differs:\n got %+v\nwant %+v", gotTasks, tasks)
+		}
 	}
 }
 
@@ -209,8 +232,9 @@ func TestEveryFieldDecoded(t *testing.T) {
 	for range 200 {
 		markSet(reflect.ValueOf(g.job()), "JobSpec", seen)
 		markSet(reflect.ValueOf(g.capbox()), "CapboxRequest", seen)
+		markSet(reflect.ValueOf(g.captask()), "CapTaskSpec", seen)
 	}
-	for _, typ := range []reflect.Type{reflect.TypeFor[api.JobSpec](), reflect.TypeFor[api.CapboxRequest]()} {
+	for _, typ := range []reflect.Type{reflect.TypeFor[api.JobSpec](), reflect.TypeFor[api.CapboxRequest](), reflect.TypeFor[api.CapTaskSpec]()} {
 		checkAllSet(t, typ, typ.Name(), seen)
 	}
 }
