@@ -19,11 +19,10 @@
 //
 // DecodeJobs, DecodeCapboxRequests and DecodeCapTasks read a request body
 // that is one object, a JSON array, or NDJSON (one object per line). They
-// are strict: unknown
-// fields, duplicate keys, wrong types, numbers out of range, invalid UTF-8
-// and trailing data are all problems. They apply defaults, validate every
-// item, and report every problem at once, each with the index of its item
-// and the path of its value:
+// are strict: unknown fields, duplicate keys, wrong types, numbers out of
+// range, invalid UTF-8 and trailing data are all problems. They apply
+// defaults, validate every item, and report every problem at once, each
+// with the index of its item and the path of its value:
 //
 //	jobs[3].tasks[0].pod.containers[1].resources.memory: must be positive
 //
