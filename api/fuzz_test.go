@@ -49,6 +49,16 @@ func FuzzDecodeCapboxRequests(f *testing.F) {
 	})
 }
 
+// FuzzDecodeCapTasks does the same for capbox tasks.
+func FuzzDecodeCapTasks(f *testing.F) {
+	f.Add([]byte(`{"capbox":"j4/0/1/1","name":"t1","pod":{"containers":[{"image":{"rootfs":"/img"},"command":["/w"],"resources":{"cpu":"500m","memory":"64Mi"}}],"sim":{"run_time":"1s"}}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if _, err := api.DecodeCapTasks(body); err != nil {
+			checkExplained(t, err)
+		}
+	})
+}
+
 func checkExplained(t *testing.T, err error) {
 	t.Helper()
 	var ve *api.ValidationError
