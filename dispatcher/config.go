@@ -174,34 +174,30 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// defaultOrOff sets *v to def when it is zero, and to zero (off) when it
+// is negative: the rule of the settings whose zero means the default.
+func defaultOrOff[T int | time.Duration](v *T, def T) {
+	switch {
+	case *v == 0:
+		*v = def
+	case *v < 0:
+		*v = 0
+	}
+}
+
 func (c Config) withDefaults() Config {
 	if c.Registry == nil {
 		c.Registry = placement.DefaultRegistry()
 	}
-	switch {
-	case c.MaxWait == 0:
-		c.MaxWait = DefaultMaxWait
-	case c.MaxWait < 0:
-		c.MaxWait = 0
-	}
+	defaultOrOff(&c.MaxWait, DefaultMaxWait)
 	if c.MaxTasks == 0 {
 		c.MaxTasks = DefaultMaxTasks
 	}
 	if c.EstimateHeadroom == 0 {
 		c.EstimateHeadroom = DefaultEstimateHeadroom
 	}
-	switch {
-	case c.EstimateMaxAge == 0:
-		c.EstimateMaxAge = DefaultEstimateMaxAge
-	case c.EstimateMaxAge < 0:
-		c.EstimateMaxAge = 0
-	}
-	switch {
-	case c.MaxPreemptions == 0:
-		c.MaxPreemptions = DefaultMaxPreemptions
-	case c.MaxPreemptions < 0:
-		c.MaxPreemptions = 0
-	}
+	defaultOrOff(&c.EstimateMaxAge, DefaultEstimateMaxAge)
+	defaultOrOff(&c.MaxPreemptions, DefaultMaxPreemptions)
 	if c.Period == 0 {
 		c.Period = DefaultPeriod
 	}
@@ -220,21 +216,11 @@ func (c Config) withDefaults() Config {
 	if c.NodeTTL == 0 {
 		c.NodeTTL = DefaultNodeTTL
 	}
-	switch {
-	case c.NodeTTLPerNode == 0:
-		c.NodeTTLPerNode = DefaultNodeTTLPerNode
-	case c.NodeTTLPerNode < 0:
-		c.NodeTTLPerNode = 0
-	}
+	defaultOrOff(&c.NodeTTLPerNode, DefaultNodeTTLPerNode)
 	if c.LivenessEvery == 0 {
 		c.LivenessEvery = max(c.NodeTTL/defaultLivenessDivisor, time.Millisecond)
 	}
-	switch {
-	case c.ReportWait == 0:
-		c.ReportWait = DefaultReportWait
-	case c.ReportWait < 0:
-		c.ReportWait = 0
-	}
+	defaultOrOff(&c.ReportWait, DefaultReportWait)
 	if c.MaxReports == 0 {
 		c.MaxReports = DefaultMaxReports
 	}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/dispatcher/fsm"
 	"github.com/sluicehq/sluice/dispatcher/placement"
 )
 
@@ -34,33 +35,25 @@ func (e *usageEstimate) add(u api.Usage, at time.Time) {
 // estimateLocked folds a heartbeat's per-task usage into the groups'
 // estimates and records in b what the node's reported online tasks are
 // estimated to use and what they asked for. d.mu is held.
-func (d *Dispatcher) estimateLocked(b *beat, tasks []api.TaskUsage, demands []taskDemand, now time.Time) {
+func (d *Dispatcher) estimateLocked(b *beat, tasks []api.TaskUsage, demands []fsm.TaskDemand, now time.Time) {
 	b.onlineEst, b.onlineAsked = api.Capacity{}, api.Capacity{}
 	for i, t := range tasks {
 		dm := demands[i]
-		if !dm.ok {
+		if !dm.OK {
 			continue
 		}
-		e := d.mu.estimates[dm.group]
+		e := d.mu.estimates[dm.Group]
 		if e == nil {
 			e = &usageEstimate{}
-			d.mu.estimates[dm.group] = e
+			d.mu.estimates[dm.Group] = e
 		}
 		e.add(t.Usage, now)
-		if dm.qos == api.QoSOnline {
+		if dm.QoS == api.QoSOnline {
 			b.onlineEst.CPU += int64(e.cpu)
 			b.onlineEst.Memory += int64(e.mem)
-			b.onlineAsked = b.onlineAsked.Plus(dm.demand, 1)
+			b.onlineAsked = b.onlineAsked.Plus(dm.Demand, 1)
 		}
 	}
-}
-
-// taskDemand is what the FSM says of a reported task.
-type taskDemand struct {
-	group  placement.GroupKey
-	demand api.Capacity
-	qos    api.QoS
-	ok     bool
 }
 
 // pruneEstimates drops the estimates of groups not heard of for

@@ -216,10 +216,7 @@ func (d *Dispatcher) Heartbeat(ctx context.Context, node string, usage api.NodeU
 	for i, t := range usage.Tasks {
 		ids[i] = t.TaskID
 	}
-	demands := make([]taskDemand, len(ids))
-	for i, td := range d.cfg.FSM.TaskDemands(ids) {
-		demands[i] = taskDemand{group: td.Group, demand: td.Demand, qos: td.QoS, ok: td.OK}
-	}
+	demands := d.cfg.FSM.TaskDemands(ids)
 	now := d.cfg.Clock.Now()
 	d.mu.Lock()
 	leading := d.mu.leading

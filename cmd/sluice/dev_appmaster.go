@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -113,13 +114,7 @@ func runDemoAppmaster(ctx context.Context, c *api.Client, n int) (string, error)
 		i = j
 	}
 	var states []string
-	for _, s := range slices.Sorted(func(yield func(string) bool) {
-		for s := range ended {
-			if !yield(s) {
-				return
-			}
-		}
-	}) {
+	for _, s := range slices.Sorted(maps.Keys(ended)) {
 		states = append(states, fmt.Sprintf("%d %s", ended[s], s))
 	}
 	return fmt.Sprintf("appmaster %s (client mode, appmaster SDK): leased %d capboxes on %s and ran %d tasks in them, each capbox one task after another: %s; then released them",

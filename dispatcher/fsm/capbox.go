@@ -207,13 +207,7 @@ func (f *FSM) releaseCapboxesLocked(w writer, now int64, d *dec) ([]byte, error)
 			f.dropLocked(w, g, t, now)
 			res.Dropped++
 		case t.active() && !t.stop:
-			n := f.mu.nodes[t.node]
-			t.stop, t.updated = true, now
-			n.release(s.spec.QoS, g.demand, 1)
-			f.writeTask(w, t)
-			f.endCapTasksLocked(w, t.key, true, false, now)
-			f.dirtyNodes[n] = struct{}{}
-			f.dirtyGroups[g] = struct{}{}
+			f.stopTaskLocked(w, s, t, now)
 			res.Stopping++
 		}
 	}

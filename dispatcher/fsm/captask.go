@@ -95,20 +95,21 @@ func splitCapTaskID(id string) (box, name string, ok bool) {
 func (f *FSM) capboxOfLocked(am, id string) (*job, *task, error) {
 	k, attempt, ok := parseTaskID(id)
 	s := f.mu.jobs[k.job]
-	if !ok || s == nil || s.owner == nil || s.owner.id != am || k.group != 0 || attempt != 1 || int64(k.index) >= s.groups[0].next {
-		return nil, nil, fmt.Errorf("%w: appmaster %s has no placed capbox %q", ErrNotFound, am, id)
+	if ok && s != nil && s.owner != nil && s.owner.id == am && k.group == 0 && attempt == 1 && int64(k.index) < s.groups[0].next {
+		if t := s.groups[0].tasks[k.index]; t.attempt == 1 {
+			return s, t, nil
+		}
 	}
-	t := s.groups[0].tasks[k.index]
-	if t.attempt != 1 {
-		return nil, nil, fmt.Errorf("%w: appmaster %s has no placed capbox %q", ErrNotFound, am, id)
-	}
-	return s, t, nil
+	return nil, nil, fmt.Errorf("%w: appmaster %s has no placed capbox %q", ErrNotFound, am, id)
 }
 
-// findCapTask returns the task of the capbox named name, or nil.
+// byCapTaskName orders a capbox's tasks by name.
+func byCapTaskName(c *captask, name string) int { return strings.Compare(c.name, name) }
+
+// findCapTaskLocked returns the task of the capbox named name, or nil.
 func (f *FSM) findCapTaskLocked(box taskKey, name string) *captask {
 	ts := f.mu.captasks[box]
-	if i, ok := slices.BinarySearchFunc(ts, name, func(c *captask, n string) int { return strings.Compare(c.name, n) }); ok {
+	if i, ok := slices.BinarySearchFunc(ts, name, byCapTaskName); ok {
 		return ts[i]
 	}
 	return nil
@@ -123,14 +124,11 @@ func (f *FSM) startCapTasksLocked(w writer, now int64, d *dec) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fsm: start capbox tasks: %w", err)
 	}
-	// Check every spec against the state the ones before it leave.
-	type add struct {
-		box  *task
-		set  *job
-		have *captask // the task that has the name already
-	}
-	adds := make([]add, len(specs))
-	added := map[*task]api.Capacity{}
+	// Check every spec against the state the ones before it leave: per
+	// capbox, what its tasks that have not ended hold, and the names the
+	// command adds.
+	boxes := make([]*task, len(specs))
+	held := map[*task]api.Capacity{}
 	names := map[*task][]string{}
 	for i := range specs {
 		sp := &specs[i]
@@ -138,8 +136,8 @@ func (f *FSM) startCapTasksLocked(w writer, now int64, d *dec) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("fsm: start capbox tasks: tasks[%d]: %w", i, err)
 		}
-		adds[i] = add{box: box, set: s, have: f.findCapTaskLocked(box.key, sp.Name)}
-		if adds[i].have != nil || slices.Contains(names[box], sp.Name) {
+		boxes[i] = box
+		if f.findCapTaskLocked(box.key, sp.Name) != nil || slices.Contains(names[box], sp.Name) {
 			continue
 		}
 		if box.state != api.TaskRunning || box.stop {
@@ -148,33 +146,34 @@ func (f *FSM) startCapTasksLocked(w writer, now int64, d *dec) ([]byte, error) {
 		if n := len(f.mu.captasks[box.key]) + len(names[box]); n >= api.MaxTasksPerCapbox {
 			return nil, fmt.Errorf("fsm: start capbox tasks: tasks[%d]: %w: %s has had %d tasks, the limit", i, ErrNoRoom, sp.Capbox, n)
 		}
-		held := added[box]
-		for _, c := range f.mu.captasks[box.key] {
-			if c.active() {
-				held = held.Plus(c.demand, 1)
+		h, seen := held[box]
+		if !seen {
+			for _, c := range f.mu.captasks[box.key] {
+				if c.active() {
+					h = h.Plus(c.demand, 1)
+				}
 			}
 		}
-		free := s.groups[0].demand.Plus(held, -1)
 		demand := placement.Demand(sp.Pod)
-		if why := shortfall(free, demand, 1); why != "" {
+		if why := shortfall(s.groups[0].demand.Plus(h, -1), demand, 1); why != "" {
 			return nil, fmt.Errorf("fsm: start capbox tasks: tasks[%d]: %w: %s: %s", i, ErrNoRoom, sp.Capbox, why)
 		}
-		added[box] = added[box].Plus(demand, 1)
+		held[box] = h.Plus(demand, 1)
 		names[box] = append(names[box], sp.Name)
 	}
 	// Nothing below can fail.
 	res := SubmitResult{Jobs: make([]SubmittedJob, len(specs))}
 	for i := range specs {
-		sp, a := &specs[i], adds[i]
-		if c := f.findCapTaskLocked(a.box.key, sp.Name); c != nil {
+		sp, box := &specs[i], boxes[i]
+		if c := f.findCapTaskLocked(box.key, sp.Name); c != nil {
 			res.Jobs[i] = SubmittedJob{ID: c.id(), Existing: true}
 			continue
 		}
-		c := &captask{box: a.box.key, name: sp.Name, pod: sp.Pod, demand: placement.Demand(sp.Pod), state: api.TaskAssigned, updated: now}
+		c := &captask{box: box.key, name: sp.Name, pod: sp.Pod, demand: placement.Demand(sp.Pod), state: api.TaskAssigned, updated: now}
 		f.addCapTaskLocked(c)
 		f.writeCapTask(w, c)
-		f.dirtyGroups[a.set.groups[0]] = struct{}{}
-		f.dirtyNodes[f.mu.nodes[a.box.node]] = struct{}{}
+		f.dirtyGroups[f.mu.jobs[box.key.job].groups[0]] = struct{}{}
+		f.dirtyNodes[f.mu.nodes[box.node]] = struct{}{}
 		res.Jobs[i] = SubmittedJob{ID: c.id()}
 	}
 	return res.encode(), nil
@@ -183,7 +182,7 @@ func (f *FSM) startCapTasksLocked(w writer, now int64, d *dec) ([]byte, error) {
 // addCapTaskLocked puts c among its capbox's tasks, kept by name.
 func (f *FSM) addCapTaskLocked(c *captask) {
 	ts := f.mu.captasks[c.box]
-	i, _ := slices.BinarySearchFunc(ts, c.name, func(x *captask, n string) int { return strings.Compare(x.name, n) })
+	i, _ := slices.BinarySearchFunc(ts, c.name, byCapTaskName)
 	f.mu.captasks[c.box] = slices.Insert(ts, i, c)
 }
 
@@ -229,25 +228,29 @@ func (f *FSM) stopCapTaskLocked(w writer, c *captask, now int64) {
 	f.dirtyNodes[f.mu.nodes[box.node]] = struct{}{}
 }
 
-// endCapTasksLocked follows a capbox's tasks to its end: when it is told
-// to stop (stopping true) they are told to stop; when it has ended, those
-// still active end as lost with it (lost) or killed.
-func (f *FSM) endCapTasksLocked(w writer, box taskKey, stopping, lost bool, now int64) {
+// stopCapTasksOfLocked tells the active tasks of capbox box to stop, with
+// it.
+func (f *FSM) stopCapTasksOfLocked(w writer, box taskKey, now int64) {
 	for _, c := range f.mu.captasks[box] {
-		switch {
-		case !c.active():
-		case stopping:
-			if !c.stop {
-				f.stopCapTaskLocked(w, c, now)
-			}
-		default:
-			c.state, c.reason, c.updated = api.TaskKilled, api.ReasonStopped, now
-			if lost {
-				c.state, c.reason = api.TaskLost, api.ReasonLost
-			}
-			f.writeCapTask(w, c)
-			f.dirtyGroups[f.mu.jobs[box.job].groups[0]] = struct{}{}
+		if c.active() && !c.stop {
+			f.stopCapTaskLocked(w, c, now)
 		}
+	}
+}
+
+// endCapTasksOfLocked ends the tasks of capbox box still active when it
+// has ended: lost with it, or killed.
+func (f *FSM) endCapTasksOfLocked(w writer, box taskKey, lost bool, now int64) {
+	for _, c := range f.mu.captasks[box] {
+		if !c.active() {
+			continue
+		}
+		c.state, c.reason, c.updated = api.TaskKilled, api.ReasonStopped, now
+		if lost {
+			c.state, c.reason = api.TaskLost, api.ReasonLost
+		}
+		f.writeCapTask(w, c)
+		f.dirtyGroups[f.mu.jobs[box.job].groups[0]] = struct{}{}
 	}
 }
 

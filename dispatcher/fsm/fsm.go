@@ -495,7 +495,7 @@ func (f *FSM) finishLocked(w writer, t *task, to api.TaskState, reason api.TaskR
 	}
 	t.state, t.reason, t.exitCode, t.updated, t.closed = to, reason, exit, now, closed
 	if j.owner != nil {
-		f.endCapTasksLocked(w, t.key, false, to == api.TaskLost, now)
+		f.endCapTasksOfLocked(w, t.key, to == api.TaskLost, now)
 	}
 	retry := false
 	switch {
@@ -570,12 +570,7 @@ func (f *FSM) cancelJobLocked(w writer, now int64, j *job) CancelResult {
 		}
 		for _, t := range n.tasks {
 			if t.key.job == j.num && !t.stop {
-				t.stop, t.updated = true, now
-				n.release(j.spec.QoS, j.groups[t.key.group].demand, 1)
-				f.writeTask(w, t)
-				if j.owner != nil {
-					f.endCapTasksLocked(w, t.key, true, false, now)
-				}
+				f.stopTaskLocked(w, j, t, now)
 				res.Stopping++
 			}
 		}
@@ -657,13 +652,24 @@ func (f *FSM) preemptOneLocked(w writer, now int64, p *placement.Preemption) (Re
 		return RejectPriority, fmt.Sprintf("%s (%s, priority %d) for %s (%s, priority %d): offline work of a lower priority only",
 			p.Task, vj.spec.QoS, vj.spec.Priority, p.For, pj.spec.QoS, pj.spec.Priority)
 	}
-	n := f.mu.nodes[t.node]
-	t.stop, t.preempted, t.updated = true, true, now
-	n.release(vj.spec.QoS, vj.groups[k.group].demand, 1)
-	f.writeTask(w, t)
-	f.dirtyGroups[vj.groups[k.group]] = struct{}{}
-	f.dirtyNodes[n] = struct{}{}
+	t.preempted = true
+	f.stopTaskLocked(w, vj, t, now)
 	return 0, ""
+}
+
+// stopTaskLocked tells active task t of job j to stop: it leaves its
+// node's target, what it holds counts as releasing until its node reports
+// it ended, and a capbox's tasks are told to stop with it.
+func (f *FSM) stopTaskLocked(w writer, j *job, t *task, now int64) {
+	n, g := f.mu.nodes[t.node], j.groups[t.key.group]
+	t.stop, t.updated = true, now
+	n.release(j.spec.QoS, g.demand, 1)
+	f.writeTask(w, t)
+	if j.owner != nil {
+		f.stopCapTasksOfLocked(w, t.key, now)
+	}
+	f.dirtyNodes[n] = struct{}{}
+	f.dirtyGroups[g] = struct{}{}
 }
 
 // byName orders nodes by name.
@@ -992,7 +998,8 @@ func (f *FSM) updateLocked(w writer, now int64, cmd *dec) ([]byte, error) {
 			f.applyCapTaskReport(w, r.ct, r, now)
 			continue
 		}
-		t := f.taskLocked(r.key)
+		g := f.mu.jobs[r.key.job].groups[r.key.group] // pass 1 found the task
+		t := g.tasks[r.key.index]
 		if r.state.Done() {
 			if f.finishLocked(w, t, r.state, r.reason, r.exit, now, false) {
 				res.Requeued++
@@ -1001,10 +1008,10 @@ func (f *FSM) updateLocked(w writer, now int64, cmd *dec) ([]byte, error) {
 		}
 		t.state, t.reason, t.updated = r.state, r.reason, now
 		f.writeTask(w, t)
-		if j := f.mu.jobs[r.key.job]; j.owner != nil {
+		if g.job.owner != nil {
 			// A capbox's appmaster watches for it to run: the change
 			// goes in the set's change log.
-			f.dirtyGroups[j.groups[0]] = struct{}{}
+			f.dirtyGroups[g] = struct{}{}
 		}
 	}
 	return res.encode(), nil

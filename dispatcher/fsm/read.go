@@ -485,6 +485,9 @@ func (f *FSM) NodeTarget(name string) (gen uint64, pods []Pod, ok bool) {
 		id := taskID(t.key, t.attempt)
 		pods = append(pods, Pod{TaskID: id, Job: j.id, Group: g.Name, QoS: j.spec.QoS, Priority: j.spec.Priority,
 			MaxRunTime: time.Duration(j.spec.MaxRunTime), Capbox: j.owner != nil, Spec: g.Pod})
+		if j.owner == nil {
+			continue // only capboxes have tasks in them
+		}
 		for _, c := range f.mu.captasks[t.key] {
 			if c.active() && !c.stop {
 				pods = append(pods, Pod{TaskID: c.id(), Job: j.id, Group: g.Name, QoS: j.spec.QoS, Priority: j.spec.Priority,

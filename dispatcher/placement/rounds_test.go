@@ -3,6 +3,7 @@ package placement_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -159,13 +160,7 @@ func describe(p *placement.Plan) []string {
 	for _, a := range p.Assignments {
 		per[a.Group.String()+"@"+a.Node] += a.Count
 	}
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range per {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(per)) {
 		out = append(out, fmt.Sprintf("placed %s*%d", k, per[k]))
 	}
 	for _, pd := range p.Pending {
