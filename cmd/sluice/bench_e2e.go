@@ -19,6 +19,7 @@ func newBenchE2ECmd() *cobra.Command {
 		asJSON bool
 		quiet  bool
 	)
+	var gc gcSetting
 	c := &cobra.Command{
 		Use:   "e2e",
 		Short: "Find the task rate a whole cluster sustains, submit to running, in steps",
@@ -43,6 +44,9 @@ fleet and the load generator sharing its cores.`,
   sluice bench e2e --replicas 1 --start-rate 1000 --step-rate 1000 --steps 8 --json`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
+			if err := gc.apply(c); err != nil {
+				return err
+			}
 			if c.Flags().Changed("step-rate") && !c.Flags().Changed("step-factor") {
 				cfg.StepFactor = 0 // --step-rate replaces the default factor
 			}
@@ -87,6 +91,7 @@ fleet and the load generator sharing its cores.`,
 	f.StringVar(&cfg.Dir, "work-dir", "", "directory for the data (default: a temporary one, removed)")
 	f.BoolVar(&asJSON, "json", false, "print the result as one JSON object, on the last line")
 	f.BoolVar(&quiet, "quiet", false, "do not log progress to stderr")
+	gc.addFlag(c)
 	return c
 }
 

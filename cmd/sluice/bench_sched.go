@@ -15,6 +15,7 @@ func newBenchSchedCmd() *cobra.Command {
 		cfg    schedbench.Config
 		asJSON bool
 	)
+	var gc gcSetting
 	c := &cobra.Command{
 		Use:   "sched",
 		Short: "Measure the scheduler: placements committed per second",
@@ -27,6 +28,9 @@ scheduling rounds' p50/p99 latency with placement's share of it, and the
 heap the submit added per pending task.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
+			if err := gc.apply(c); err != nil {
+				return err
+			}
 			res, err := schedbench.Run(c.Context(), cfg)
 			if err != nil {
 				return err
@@ -42,6 +46,7 @@ heap the submit added per pending task.`,
 	f.DurationVar(&cfg.Timeout, "timeout", 5*time.Minute, "give up after this long")
 	f.StringVar(&cfg.Dir, "work-dir", "", "directory for the data (default: a temporary one, removed)")
 	f.BoolVar(&asJSON, "json", false, "print the result as one JSON object")
+	gc.addFlag(c)
 	return c
 }
 

@@ -15,6 +15,7 @@ func newBenchSubmitCmd() *cobra.Command {
 		cfg    submitbench.Config
 		asJSON bool
 	)
+	var gc gcSetting
 	c := &cobra.Command{
 		Use:   "submit",
 		Short: "Measure bulk submission: jobs committed per second through the HTTP API",
@@ -26,6 +27,9 @@ it is acknowledged, which happens only after its jobs are committed. It
 prints jobs committed per second and the requests' p50/p99 latency.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
+			if err := gc.apply(c); err != nil {
+				return err
+			}
 			res, err := submitbench.Run(c.Context(), cfg)
 			if err != nil {
 				return err
@@ -42,6 +46,7 @@ prints jobs committed per second and the requests' p50/p99 latency.`,
 	f.DurationVar(&cfg.Timeout, "timeout", 5*time.Minute, "give up after this long")
 	f.StringVar(&cfg.Dir, "work-dir", "", "directory for the data (default: a temporary one, removed)")
 	f.BoolVar(&asJSON, "json", false, "print the result as one JSON object")
+	gc.addFlag(c)
 	return c
 }
 
@@ -65,6 +70,7 @@ func newBenchLatencyCmd() *cobra.Command {
 		cfg    submitbench.LatencyConfig
 		asJSON bool
 	)
+	var gc gcSetting
 	c := &cobra.Command{
 		Use:   "latency",
 		Short: "Measure a single task's submit-to-running time in a sluice dev cluster",
@@ -76,6 +82,9 @@ task running (placed, started by its nodelet, and that report committed).
 It prints the p50, p99 and worst times.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
+			if err := gc.apply(c); err != nil {
+				return err
+			}
 			res, err := submitbench.Latency(c.Context(), cfg)
 			if err != nil {
 				return err
@@ -94,5 +103,6 @@ It prints the p50, p99 and worst times.`,
 	f.DurationVar(&cfg.Timeout, "timeout", 2*time.Minute, "give up after this long")
 	f.StringVar(&cfg.Dir, "work-dir", "", "directory for the data (default: a temporary one, removed)")
 	f.BoolVar(&asJSON, "json", false, "print the result as one JSON object")
+	gc.addFlag(c)
 	return c
 }

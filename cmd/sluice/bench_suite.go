@@ -19,6 +19,7 @@ func newBenchSuiteCmd() *cobra.Command {
 		out, doc            string
 		only                []string
 	)
+	var gc gcSetting
 	c := &cobra.Command{
 		Use:   "suite",
 		Short: "Run every benchmark scenario, write JSON and plots, and update BENCHMARKS.md",
@@ -40,6 +41,9 @@ Progress goes to stderr.`,
   sluice bench suite --no-run --update-doc BENCHMARKS.md   # plots and tables from the JSON in --out`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
+			if err := gc.apply(c); err != nil {
+				return err
+			}
 			mode, params := "full", suite.FullParams()
 			if quick {
 				mode, params = "quick", suite.QuickParams()
@@ -83,6 +87,7 @@ Progress goes to stderr.`,
 	f.StringSliceVar(&only, "only", nil, "run only these scenarios (submit, latency, sched, raftkv, e2e, podstart)")
 	f.BoolVar(&noRun, "no-run", false, "run nothing: draw the plots and tables from the JSON already in --out")
 	f.BoolVar(&quiet, "quiet", false, "do not log progress to stderr")
+	gc.addFlag(c)
 	return c
 }
 

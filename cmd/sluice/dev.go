@@ -36,6 +36,7 @@ type devFlags struct {
 
 func newDevCmd() *cobra.Command {
 	var f devFlags
+	var gc gcSetting
 	c := &cobra.Command{
 		Use:   "dev",
 		Short: "Run a whole Sluice cluster in this process, for trying Sluice",
@@ -55,6 +56,9 @@ submitted job has ended. That is what 'make demo' runs.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := applySettings(c); err != nil {
+				return err
+			}
+			if err := gc.apply(c); err != nil {
 				return err
 			}
 			return runDev(c.Context(), f, c.OutOrStdout(), c.ErrOrStderr())
@@ -78,6 +82,7 @@ submitted job has ended. That is what 'make demo' runs.`,
 	fl.StringSliceVar(&f.submit, "submit", nil, "job files or directories to submit once the cluster runs")
 	fl.BoolVar(&f.exit, "exit", false, "with --submit: print a summary and stop when every submitted job has ended")
 	fl.IntVar(&f.appmasterTasks, "appmaster", 0, "with --submit --exit: also run an appmaster that leases two capboxes and runs this many tasks in them")
+	gc.addFlag(c)
 	fl.StringVar(&f.logLevel, "log-level", "warn", "debug, info, warn or error")
 	return c
 }

@@ -27,6 +27,7 @@ type dispatcherFlags struct {
 	logLevel, config string
 	queueWeights     string
 	slotTTL          time.Duration
+	gc               gcSetting
 }
 
 func newDispatcherCmd() *cobra.Command {
@@ -51,6 +52,9 @@ command line wins over the environment, which wins over the file.`,
 			if err := applySettings(c); err != nil {
 				return err
 			}
+			if err := f.gc.apply(c); err != nil {
+				return err
+			}
 			return runDispatcher(c.Context(), f, c.ErrOrStderr())
 		},
 	}
@@ -66,6 +70,7 @@ command line wins over the environment, which wins over the file.`,
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.config, "config", "", "a file of 'name = value' settings")
 	fl.DurationVar(&f.slotTTL, "slot-ttl", 0, "keep an ended task's resources cached on its node this long for a task of the same shape (0: no caching)")
+	f.gc.addFlag(c)
 	fl.StringVar(&f.queueWeights, "queue-weights", "", "fair-share weights of queues, queue=weight,... (1 to 1000; a queue not named weighs 1)")
 	return c
 }

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+)
+
+func TestHostMemory(t *testing.T) {
+	for _, tc := range []struct {
+		name, text string
+		want       int64
+		err        string
+	}{
+		{"debian", "MemTotal:       24631112 kB\nMemFree:        1000 kB\n", 24631112 << 10, ""},
+		{"not first", "Foo: 1 kB\nMemTotal: 2048 kB\n", 2048 << 10, ""},
+		{"missing", "MemFree: 1 kB\n", 0, "no MemTotal line"},
+		{"unit", "MemTotal: 2048 MB\n", 0, "unexpected MemTotal line"},
+		{"number", "MemTotal: x kB\n", 0, "not a positive number"},
+		{"zero", "MemTotal: 0 kB\n", 0, "not a positive number"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "meminfo")
+			if err := os.WriteFile(path, []byte(tc.text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			got, err := hostMemory(path)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("hostMemory = %d, %v; want an error saying %q", got, err, tc.err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("hostMemory = %d, %v; want %d", got, err, tc.want)
+			}
+		})
+	}
+	if _, err := hostMemory(filepath.Join(t.TempDir(), "absent")); err == nil {
+		t.Fatal("hostMemory of a missing file: no error")
+	}
+}
+
+// TestGCSetting checks --gc-percent: validated, applied by default, and
+// yielding to GOGC in the environment unless given.
+func TestGCSetting(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	prevLimit := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() {
+		debug.SetGCPercent(prev)
+		debug.SetMemoryLimit(prevLimit)
+	})
+	current := func() int {
+		p := debug.SetGCPercent(100)
+		debug.SetGCPercent(p)
+		return p
+	}
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		gogc  string
+		want  int
+		error string
+	}{
+		{"default", nil, "", defaultGCPercent, ""},
+		{"flag", []string{"--gc-percent", "250"}, "", 250, ""},
+		{"GOGC wins over the default", nil, "100", 100, ""},
+		{"the flag wins over GOGC", []string{"--gc-percent", "300"}, "100", 300, ""},
+		{"off", []string{"--gc-percent", "-1"}, "", -1, ""},
+		{"zero", []string{"--gc-percent", "0"}, "", 100, "want a positive percentage"},
+		{"negative", []string{"--gc-percent", "-5"}, "", 100, "want a positive percentage"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			debug.SetGCPercent(100)
+			t.Setenv("GOGC", tc.gogc)
+			var gc gcSetting
+			c := &cobra.Command{Use: "x", SilenceUsage: true, SilenceErrors: true, RunE: func(c *cobra.Command, _ []string) error { return gc.apply(c) }}
+			gc.addFlag(c)
+			c.SetArgs(tc.args)
+			err := c.Execute()
+			if tc.error != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.error) {
+					t.Fatalf("err = %v, want one saying %q", err, tc.error)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if got := current(); got != tc.want {
+				t.Fatalf("GC percent %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
