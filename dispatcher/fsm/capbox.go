@@ -100,7 +100,7 @@ func ReleaseCapboxes(now time.Time, appmaster string, ids []string) []byte {
 // appmasterLocked returns the live appmaster job id names.
 func (f *FSM) appmasterLocked(id string) (*job, error) {
 	num, ok := parseJobID(id)
-	am := f.mu.jobs[num]
+	am := f.mu.jobs.get(num)
 	switch {
 	case !ok || am == nil:
 		return nil, fmt.Errorf("%w: job %q", ErrNotFound, id)
@@ -139,7 +139,8 @@ func (f *FSM) createCapboxesLocked(w writer, now int64, d *dec) ([]byte, error) 
 		f.mu.nextJob++
 		reqJSON, _ := json.Marshal(r) // a decoded request always encodes
 		s := newCapboxSet(am, num, r, reqJSON, now)
-		f.mu.jobs[num], f.mu.anySets = s, true
+		f.mu.jobs.put(s)
+		f.mu.anySets = true
 		f.dirtyGroups[s.groups[0]] = struct{}{}
 		f.writeJobLocked(w, s)
 		if k := r.IdempotencyKey; k != "" {
@@ -175,7 +176,7 @@ func (f *FSM) releaseCapboxesLocked(w writer, now int64, d *dec) ([]byte, error)
 	keys := make([]taskKey, len(ids))
 	for i, id := range ids {
 		k, attempt, ok := parseTaskID(id)
-		s := f.mu.jobs[k.job]
+		s := f.mu.jobs.get(k.job)
 		switch {
 		case !ok || s == nil:
 			return nil, fmt.Errorf("fsm: release capboxes: %w: capbox %q", ErrNotFound, id)
@@ -191,7 +192,7 @@ func (f *FSM) releaseCapboxesLocked(w writer, now int64, d *dec) ([]byte, error)
 	// Nothing below can fail.
 	var res CancelResult
 	for _, k := range keys {
-		s := f.mu.jobs[k.job]
+		s := f.mu.jobs.get(k.job)
 		if s.cancelled {
 			continue
 		}
@@ -316,7 +317,7 @@ func (f *FSM) Capboxes(appmaster string) (boxes []CapboxInfo, index uint64, ok b
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	num, ok := parseJobID(appmaster)
-	am := f.mu.jobs[num]
+	am := f.mu.jobs.get(num)
 	if !ok || am == nil {
 		return nil, 0, false
 	}
@@ -365,7 +366,7 @@ func (f *FSM) loadCapboxSetLocked(num uint64, b []byte) error {
 	if err := d.done("capbox set record"); err != nil {
 		return fmt.Errorf("capbox set %d: %w", num, err)
 	}
-	am := f.mu.jobs[owner]
+	am := f.mu.jobs.get(owner)
 	if am == nil || !am.spec.Appmaster {
 		return fmt.Errorf("%w: capbox set %d of j%d, not a loaded appmaster", ErrCorrupt, num, owner)
 	}
@@ -375,6 +376,7 @@ func (f *FSM) loadCapboxSetLocked(num uint64, b []byte) error {
 	}
 	s := newCapboxSet(am, num, &reqs[0], slices.Clone(reqJSON), submitted)
 	s.cancelled = cancelled
-	f.mu.jobs[num], f.mu.anySets = s, true
+	f.mu.jobs.put(s)
+	f.mu.anySets = true
 	return nil
 }

@@ -94,7 +94,7 @@ func splitCapTaskID(id string) (box, name string, ok bool) {
 // appmaster am.
 func (f *FSM) capboxOfLocked(am, id string) (*job, *task, error) {
 	k, attempt, ok := parseTaskID(id)
-	s := f.mu.jobs[k.job]
+	s := f.mu.jobs.get(k.job)
 	if ok && s != nil && s.owner != nil && s.owner.id == am && k.group == 0 && attempt == 1 && int64(k.index) < s.groups[0].next {
 		if t := s.groups[0].tasks[k.index]; t.attempt == 1 {
 			return s, t, nil
@@ -172,7 +172,7 @@ func (f *FSM) startCapTasksLocked(w writer, now int64, d *dec) ([]byte, error) {
 		c := &captask{box: box.key, name: sp.Name, pod: sp.Pod, demand: placement.Demand(sp.Pod), state: api.TaskAssigned, updated: now}
 		f.addCapTaskLocked(c)
 		f.writeCapTask(w, c)
-		f.dirtyGroups[f.mu.jobs[box.key.job].groups[0]] = struct{}{}
+		f.dirtyGroups[f.mu.jobs.get(box.key.job).groups[0]] = struct{}{}
 		f.dirtyNodes[f.mu.nodes[box.node]] = struct{}{}
 		res.Jobs[i] = SubmittedJob{ID: c.id()}
 	}
@@ -224,7 +224,7 @@ func (f *FSM) stopCapTaskLocked(w writer, c *captask, now int64) {
 	box := f.taskLocked(c.box)
 	c.stop, c.updated = true, now
 	f.writeCapTask(w, c)
-	f.dirtyGroups[f.mu.jobs[c.box.job].groups[0]] = struct{}{}
+	f.dirtyGroups[f.mu.jobs.get(c.box.job).groups[0]] = struct{}{}
 	f.dirtyNodes[f.mu.nodes[box.node]] = struct{}{}
 }
 
@@ -250,7 +250,7 @@ func (f *FSM) endCapTasksOfLocked(w writer, box taskKey, lost bool, now int64) {
 			c.state, c.reason = api.TaskLost, api.ReasonLost
 		}
 		f.writeCapTask(w, c)
-		f.dirtyGroups[f.mu.jobs[box.job].groups[0]] = struct{}{}
+		f.dirtyGroups[f.mu.jobs.get(box.job).groups[0]] = struct{}{}
 	}
 }
 
@@ -285,7 +285,7 @@ func (f *FSM) capTaskReport(r *report, overlay map[*captask]api.TaskState) (*cap
 func (f *FSM) applyCapTaskReport(w writer, c *captask, r *report, now int64) {
 	c.state, c.reason, c.exitCode, c.updated = r.state, r.reason, r.exit, now
 	f.writeCapTask(w, c)
-	f.dirtyGroups[f.mu.jobs[c.box.job].groups[0]] = struct{}{}
+	f.dirtyGroups[f.mu.jobs.get(c.box.job).groups[0]] = struct{}{}
 	if r.state.Done() {
 		f.dirtyNodes[f.mu.nodes[r.node]] = struct{}{}
 	}
@@ -331,7 +331,7 @@ func (f *FSM) loadCapTaskLocked(k, v []byte) error {
 	if err := d.done("capbox task record"); err != nil {
 		return err
 	}
-	if s := f.mu.jobs[box.job]; s == nil || s.owner == nil || f.taskLocked(box) == nil || !c.state.Valid() {
+	if s := f.mu.jobs.get(box.job); s == nil || s.owner == nil || f.taskLocked(box) == nil || !c.state.Valid() {
 		return fmt.Errorf("%w: capbox task %x without its capbox, or of state %d", ErrCorrupt, k, c.state)
 	}
 	if err := json.Unmarshal(pod, &c.pod); err != nil {

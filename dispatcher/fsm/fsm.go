@@ -71,7 +71,7 @@ type FSM struct {
 		complete uint64
 		nextJob  uint64 // the number the next new job gets; from 1
 		planTerm uint64 // the highest term of a committed plan
-		jobs     map[uint64]*job
+		jobs     jobTable
 		idem     map[string]uint64 // idempotency key → job number
 		nodes    map[string]*node
 		// nodeList is nodes sorted by name: rounds and listings walk it
@@ -124,7 +124,7 @@ func New() *FSM {
 
 func (f *FSM) resetLocked() {
 	f.mu.applied, f.mu.complete, f.mu.nextJob, f.mu.planTerm = 0, 0, 1, 0
-	f.mu.jobs = map[uint64]*job{}
+	f.mu.jobs = jobTable{}
 	f.mu.idem = map[string]uint64{}
 	f.mu.nodes = map[string]*node{}
 	f.mu.nodeList = nil
@@ -389,7 +389,7 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 			j.groups[gi] = g
 			f.dirtyGroups[g] = struct{}{}
 		}
-		f.mu.jobs[num] = j
+		f.mu.jobs.put(j)
 		f.kbuf = appendJobKey(f.kbuf, num)
 		f.vbuf = encodeJob(f.vbuf, j, raw[i])
 		w.Set(f.kbuf, f.vbuf)
@@ -475,7 +475,7 @@ func cmpKey(a, b taskKey) int {
 // it (returning true) or counts it as done for good. closed marks an attempt
 // the dispatcher ended itself, so that later reports about it are stale.
 func (f *FSM) finishLocked(w writer, t *task, to api.TaskState, reason api.TaskReason, exit int32, now int64, closed bool) bool {
-	j := f.mu.jobs[t.key.job]
+	j := f.mu.jobs.get(t.key.job)
 	g := j.groups[t.key.group]
 	if t.active() {
 		n := f.mu.nodes[t.node]
@@ -534,7 +534,7 @@ func (f *FSM) cancelLocked(w writer, now int64, d *dec) ([]byte, error) {
 		return nil, err
 	}
 	num, ok := parseJobID(id)
-	j := f.mu.jobs[num]
+	j := f.mu.jobs.get(num)
 	if !ok || j == nil {
 		return nil, fmt.Errorf("%w: job %q", ErrNotFound, id)
 	}
@@ -613,7 +613,7 @@ func (f *FSM) preemptLocked(w writer, now int64, d *dec) ([]byte, error) {
 // says why there is none.
 func (f *FSM) liveGroupLocked(k placement.GroupKey) (*job, *group, RejectCode, string) {
 	num, _ := parseJobID(k.Job)
-	j := f.mu.jobs[num]
+	j := f.mu.jobs.get(num)
 	switch {
 	case j == nil:
 		return nil, nil, RejectJobNotFound, k.Job
@@ -644,7 +644,7 @@ func (f *FSM) preemptOneLocked(w writer, now int64, p *placement.Preemption) (Re
 	if pg.pending() == 0 {
 		return RejectNotPending, p.For.String() + " has no pending task"
 	}
-	vj := f.mu.jobs[k.job]
+	vj := f.mu.jobs.get(k.job)
 	if vj.owner != nil {
 		return RejectPriority, p.Task + " is a capbox: its appmaster decides how long it lives"
 	}
@@ -866,7 +866,7 @@ func (f *FSM) holdLocked(n *node, j *job, g *group, k int64) {
 
 // taskLocked returns the task k names, or nil if it was never placed.
 func (f *FSM) taskLocked(k taskKey) *task {
-	j := f.mu.jobs[k.job]
+	j := f.mu.jobs.get(k.job)
 	if j == nil || int(k.group) >= len(j.groups) {
 		return nil
 	}
@@ -880,13 +880,8 @@ func (f *FSM) taskLocked(k taskKey) *task {
 // eachTaskLocked calls fn for every task placed at least once, in key
 // order.
 func (f *FSM) eachTaskLocked(fn func(*task)) {
-	nums := make([]uint64, 0, len(f.mu.jobs))
-	for num := range f.mu.jobs {
-		nums = append(nums, num)
-	}
-	slices.Sort(nums)
-	for _, num := range nums {
-		for _, g := range f.mu.jobs[num].groups {
+	for j := range f.mu.jobs.all() {
+		for _, g := range j.groups {
 			for _, t := range g.tasks {
 				fn(t)
 			}
@@ -998,7 +993,7 @@ func (f *FSM) updateLocked(w writer, now int64, cmd *dec) ([]byte, error) {
 			f.applyCapTaskReport(w, r.ct, r, now)
 			continue
 		}
-		g := f.mu.jobs[r.key.job].groups[r.key.group] // pass 1 found the task
+		g := f.mu.jobs.get(r.key.job).groups[r.key.group] // pass 1 found the task
 		t := g.tasks[r.key.index]
 		if r.state.Done() {
 			if f.finishLocked(w, t, r.state, r.reason, r.exit, now, false) {

@@ -376,7 +376,7 @@ func (h *propHarness) step() string {
 		// first, at times, place a capbox, as the random plans seldom do.
 		if len(h.sets) > 0 && r.IntN(2) == 0 {
 			set := h.sets[r.IntN(len(h.sets))]
-			if j := h.f.mu.jobs[mustJobNum(set)]; j != nil {
+			if j := h.f.mu.jobs.get(mustJobNum(set)); j != nil {
 				h.apply(CommitPlan(&Plan{Term: h.term, Now: h.now, Assignments: []placement.Assignment{{
 					Group: placement.GroupKey{Job: set, Group: j.spec.Tasks[0].Name}, Node: h.nodes[r.IntN(len(h.nodes))], Count: 1}}}))
 			}
@@ -384,7 +384,7 @@ func (h *propHarness) step() string {
 		var boxes []*task
 		var running []*task
 		h.f.eachTaskLocked(func(t *task) {
-			if h.f.mu.jobs[t.key.job].owner != nil && t.attempt == 1 {
+			if h.f.mu.jobs.get(t.key.job).owner != nil && t.attempt == 1 {
 				boxes = append(boxes, t)
 				if t.state == api.TaskRunning {
 					running = append(running, t)
@@ -402,7 +402,7 @@ func (h *propHarness) step() string {
 			// Most capboxes the random plans place are not running yet.
 			h.apply(UpdateTasks(h.now, []Report{{Node: b.node, TaskReport: api.TaskReport{TaskID: taskID(b.key, 1), State: api.TaskRunning, Time: h.now}}}))
 		}
-		am := h.f.mu.jobs[b.key.job].owner.id
+		am := h.f.mu.jobs.get(b.key.job).owner.id
 		if r.IntN(3) == 0 {
 			if r.IntN(8) == 0 {
 				am = "j1"
@@ -469,7 +469,7 @@ func (h *propHarness) check() error {
 			if t.node != name || !t.active() {
 				bad("task %v in %s's index has node %s state %v", k, name, t.node, t.state)
 			}
-			j := f.mu.jobs[k.job]
+			j := f.mu.jobs.get(k.job)
 			u := used[name]
 			if j.spec.QoS == api.QoSOnline {
 				u.Online = u.Online.Plus(j.groups[k.group].demand, 1)
@@ -530,11 +530,11 @@ func (h *propHarness) check() error {
 		if t.state == api.TaskSucceeded {
 			c.ok++
 		}
-		if g := f.mu.jobs[k.job].groups[k.group]; int64(k.index) >= g.next {
+		if g := f.mu.jobs.get(k.job).groups[k.group]; int64(k.index) >= g.next {
 			bad("task %v has a record but index ≥ next %d", k, g.next)
 		}
 	}
-	for _, j := range f.mu.jobs {
+	for j := range f.mu.jobs.all() {
 		for _, g := range j.groups {
 			c := per[[2]uint64{j.num, uint64(g.idx)}]
 			if c == nil {
@@ -575,8 +575,8 @@ func (h *propHarness) check() error {
 	if a, b := f.dump(), g.dump(); a != b {
 		bad("loaded state differs:\nlive:\n%s\nloaded:\n%s", a, b)
 	}
-	for num, j := range f.mu.jobs { // dump does not show specs
-		if lj := g.mu.jobs[num]; lj == nil || !reflect.DeepEqual(lj.spec, j.spec) {
+	for j := range f.mu.jobs.all() { // dump does not show specs
+		if lj := g.mu.jobs.get(j.num); lj == nil || !reflect.DeepEqual(lj.spec, j.spec) {
 			bad("job %s: loaded spec differs", j.id)
 		}
 	}
@@ -627,8 +627,8 @@ func inPending(f *FSM, g *group) bool {
 func (h *propHarness) checkChangedSince() error {
 	f := h.f
 	f.mu.RLock()
-	all := make([]*job, 0, len(f.mu.jobs))
-	for _, j := range f.mu.jobs {
+	all := make([]*job, 0, f.mu.jobs.len())
+	for j := range f.mu.jobs.all() {
 		all = append(all, j)
 	}
 	f.mu.RUnlock()

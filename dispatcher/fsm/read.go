@@ -46,6 +46,15 @@ func getUint64(r raftkv.Reader, key []byte) (uint64, bool, error) {
 	return binary.BigEndian.Uint64(v), true, nil
 }
 
+// checkJobNumLocked rejects the record of a job (or capbox set) numbered
+// outside 1 to the job sequence: the table of jobs is indexed by number.
+func (f *FSM) checkJobNumLocked(what string, num uint64) error {
+	if num == 0 || num >= f.mu.nextJob {
+		return fmt.Errorf("%w: %s record numbered %d, outside 1..%d", ErrCorrupt, what, num, f.mu.nextJob-1)
+	}
+	return nil
+}
+
 func (f *FSM) loadLocked(r raftkv.Reader) error {
 	var err error
 	var ok bool
@@ -73,11 +82,15 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 		if len(k) != len(prefixJob)+8 {
 			return fmt.Errorf("%w: job key %q", ErrCorrupt, k)
 		}
-		j, err := decodeJob(sd, binary.BigEndian.Uint64(k[len(prefixJob):]), v)
+		num := binary.BigEndian.Uint64(k[len(prefixJob):])
+		if err := f.checkJobNumLocked("job", num); err != nil {
+			return err
+		}
+		j, err := decodeJob(sd, num, v)
 		if err != nil {
 			return err
 		}
-		f.mu.jobs[j.num] = j
+		f.mu.jobs.put(j)
 		return nil
 	})
 	if err != nil {
@@ -88,7 +101,11 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 		if len(k) != len(prefixCapboxSet)+8 {
 			return fmt.Errorf("%w: capbox set key %q", ErrCorrupt, k)
 		}
-		return f.loadCapboxSetLocked(binary.BigEndian.Uint64(k[len(prefixCapboxSet):]), v)
+		num := binary.BigEndian.Uint64(k[len(prefixCapboxSet):])
+		if err := f.checkJobNumLocked("capbox set", num); err != nil {
+			return err
+		}
+		return f.loadCapboxSetLocked(num, v)
 	})
 	if err != nil {
 		return err
@@ -98,7 +115,7 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 		if len(k) != 10 {
 			return fmt.Errorf("%w: group key %q", ErrCorrupt, k)
 		}
-		j := f.mu.jobs[binary.BigEndian.Uint64(k)]
+		j := f.mu.jobs.get(binary.BigEndian.Uint64(k))
 		gi := int(binary.BigEndian.Uint16(k[8:]))
 		if j == nil || gi >= len(j.groups) {
 			return fmt.Errorf("%w: group %x without its job", ErrCorrupt, k)
@@ -133,7 +150,7 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 		if err != nil {
 			return err
 		}
-		j := f.mu.jobs[key.job]
+		j := f.mu.jobs.get(key.job)
 		if j == nil || int(key.group) >= len(j.groups) {
 			return fmt.Errorf("%w: task %s without its job", ErrCorrupt, taskID(key, t.attempt))
 		}
@@ -193,7 +210,7 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 		return err
 	}
 	f.mu.changes, f.mu.stale = f.mu.changes[:0], 0
-	for _, j := range f.mu.jobs {
+	for j := range f.mu.jobs.all() {
 		j.changed = f.mu.applied
 		f.mu.changes = append(f.mu.changes, jobChange{f.mu.applied, j})
 		for _, g := range j.groups {
@@ -257,7 +274,7 @@ func (f *FSM) Job(id string) (JobStatus, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	num, ok := parseJobID(id)
-	j := f.mu.jobs[num]
+	j := f.mu.jobs.get(num)
 	if !ok || j == nil {
 		return JobStatus{}, false
 	}
@@ -280,16 +297,11 @@ func (f *FSM) Jobs(filter JobFilter) []JobStatus {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	after, _ := parseJobID(filter.After)
-	nums := make([]uint64, 0, len(f.mu.jobs))
-	for num := range f.mu.jobs {
-		if num > after {
-			nums = append(nums, num)
-		}
+	if after == math.MaxUint64 {
+		return nil
 	}
-	slices.Sort(nums)
 	var out []JobStatus
-	for _, num := range nums {
-		j := f.mu.jobs[num]
+	for j := range f.mu.jobs.from(after + 1) {
 		if j.owner != nil || filter.Queue != "" && j.spec.Queue != filter.Queue {
 			continue
 		}
@@ -355,7 +367,7 @@ func (f *FSM) JobTasks(id, after string, limit int) (tasks []TaskInfo, ok bool) 
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	num, ok := parseJobID(id)
-	j := f.mu.jobs[num]
+	j := f.mu.jobs.get(num)
 	if !ok || j == nil {
 		return nil, false
 	}
@@ -480,7 +492,7 @@ func (f *FSM) NodeTarget(name string) (gen uint64, pods []Pod, ok bool) {
 	slices.SortFunc(ts, func(a, b *task) int { return cmpKey(a.key, b.key) })
 	pods = make([]Pod, 0, len(ts))
 	for _, t := range ts {
-		j := f.mu.jobs[t.key.job]
+		j := f.mu.jobs.get(t.key.job)
 		g := &j.spec.Tasks[t.key.group]
 		id := taskID(t.key, t.attempt)
 		pods = append(pods, Pod{TaskID: id, Job: j.id, Group: g.Name, QoS: j.spec.QoS, Priority: j.spec.Priority,
@@ -580,7 +592,7 @@ func (f *FSM) PlacementInput(now time.Time, limit int64) *placement.Input {
 			Slots:     slots,
 		}
 		for num := range n.jobs {
-			if j := f.mu.jobs[num]; j.spec.DistinctNodes {
+			if j := f.mu.jobs.get(num); j.spec.DistinctNodes {
 				if pn.Jobs == nil {
 					pn.Jobs = map[string]bool{}
 				}
@@ -612,7 +624,7 @@ func (f *FSM) AddVictims(in *placement.Input, below int32) {
 			continue
 		}
 		for _, t := range n.tasks {
-			j := f.mu.jobs[t.key.job]
+			j := f.mu.jobs.get(t.key.job)
 			if t.stop || j.owner != nil || j.spec.QoS != api.QoSOffline || j.spec.Priority >= below {
 				continue
 			}
@@ -634,13 +646,7 @@ func (f *FSM) dump() string {
 	defer f.mu.RUnlock()
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "nextJob %d planTerm %d applied %d nextSlot %d\n", f.mu.nextJob, f.mu.planTerm, f.mu.applied, f.mu.nextSlot)
-	nums := make([]uint64, 0, len(f.mu.jobs))
-	for num := range f.mu.jobs {
-		nums = append(nums, num)
-	}
-	slices.Sort(nums)
-	for _, num := range nums {
-		j := f.mu.jobs[num]
+	for j := range f.mu.jobs.all() {
 		fmt.Fprintf(&b, "job %s %s cancelled=%v submitted=%d queue=%s sets=%d", j.id, j.state(), j.cancelled, j.submitted, j.spec.Queue, len(j.sets))
 		if j.owner != nil {
 			fmt.Fprintf(&b, " owner=%s gang=%v request=%s", j.owner.id, j.gang, j.request)
@@ -709,7 +715,7 @@ func (f *FSM) TaskDemands(ids []string) []TaskDemand {
 		if !ok || f.taskLocked(k) == nil {
 			continue
 		}
-		j := f.mu.jobs[k.job]
+		j := f.mu.jobs.get(k.job)
 		g := j.groups[k.group]
 		out[i] = TaskDemand{Group: g.key(), Demand: g.demand, QoS: j.spec.QoS, OK: true}
 	}
@@ -730,7 +736,7 @@ func (f *FSM) Task(id string) (TaskInfo, bool) {
 	}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	t, j := f.taskLocked(k), f.mu.jobs[k.job]
+	t, j := f.taskLocked(k), f.mu.jobs.get(k.job)
 	if t == nil || t.attempt == 0 {
 		return TaskInfo{}, false
 	}

@@ -367,15 +367,15 @@ func TestSpecCodecMatchesJSON(t *testing.T) {
 		if _, _, err := st.apply(f, 1, cmd); err != nil {
 			t.Fatalf("spec %d: apply: %v", i, err)
 		}
-		if !reflect.DeepEqual(*f.mu.jobs[1].spec, want) {
-			t.Fatalf("spec %d: applied spec differs:\n got %#v\nwant %#v", i, *f.mu.jobs[1].spec, want)
+		if !reflect.DeepEqual(*f.mu.jobs.get(1).spec, want) {
+			t.Fatalf("spec %d: applied spec differs:\n got %#v\nwant %#v", i, *f.mu.jobs.get(1).spec, want)
 		}
 		loaded := New()
 		if err := loaded.Load(st); err != nil {
 			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(*loaded.mu.jobs[1].spec, want) {
-			t.Fatalf("spec %d: loaded spec differs:\n got %#v\nwant %#v", i, *loaded.mu.jobs[1].spec, want)
+		if !reflect.DeepEqual(*loaded.mu.jobs.get(1).spec, want) {
+			t.Fatalf("spec %d: loaded spec differs:\n got %#v\nwant %#v", i, *loaded.mu.jobs.get(1).spec, want)
 		}
 	}
 }
