@@ -141,7 +141,7 @@ func (f *FSM) createCapboxesLocked(w writer, now int64, d *dec) ([]byte, error) 
 		s := newCapboxSet(am, num, r, reqJSON, now)
 		f.mu.jobs.put(s)
 		f.mu.anySets = true
-		f.dirtyGroups[s.groups[0]] = struct{}{}
+		f.touchGroup(s.groups[0])
 		f.writeJobLocked(w, s)
 		if k := r.IdempotencyKey; k != "" {
 			k = capboxIdemKey(am, k)
@@ -230,7 +230,7 @@ func (f *FSM) materializeLocked(w writer, g *group, index uint32) {
 		g.requeue = append(g.requeue, requeued{index: t.key.index})
 		f.writeTask(w, t)
 	}
-	f.dirtyGroups[g] = struct{}{}
+	f.touchGroup(g)
 }
 
 // dropLocked ends a pending capbox (out of the requeue list already) as
@@ -238,7 +238,7 @@ func (f *FSM) materializeLocked(w writer, g *group, index uint32) {
 func (f *FSM) dropLocked(w writer, g *group, t *task, now int64) {
 	t.state, t.reason, t.closed, t.updated = api.TaskKilled, api.ReasonStopped, true, now
 	g.killed++
-	f.dirtyGroups[g] = struct{}{}
+	f.touchGroup(g)
 	f.writeTask(w, t)
 }
 
@@ -250,7 +250,7 @@ func (f *FSM) endAppmastersLocked(w writer, now int64) {
 		return // no appmaster has capboxes: nothing to look for
 	}
 	var ended []*job
-	for g := range f.dirtyGroups {
+	for _, g := range f.dirtyGroups {
 		if j := g.job; len(j.sets) > 0 && !j.cancelled && j.state() >= JobSucceeded && !slices.Contains(ended, j) {
 			ended = append(ended, j)
 		}

@@ -172,8 +172,8 @@ func (f *FSM) startCapTasksLocked(w writer, now int64, d *dec) ([]byte, error) {
 		c := &captask{box: box.key, name: sp.Name, pod: sp.Pod, demand: placement.Demand(sp.Pod), state: api.TaskAssigned, updated: now}
 		f.addCapTaskLocked(c)
 		f.writeCapTask(w, c)
-		f.dirtyGroups[f.mu.jobs.get(box.key.job).groups[0]] = struct{}{}
-		f.dirtyNodes[f.mu.nodes[box.node]] = struct{}{}
+		f.touchGroup(f.mu.jobs.get(box.key.job).groups[0])
+		f.touchNode(f.mu.nodes[box.node])
 		res.Jobs[i] = SubmittedJob{ID: c.id()}
 	}
 	return res.encode(), nil
@@ -224,8 +224,8 @@ func (f *FSM) stopCapTaskLocked(w writer, c *captask, now int64) {
 	box := f.taskLocked(c.box)
 	c.stop, c.updated = true, now
 	f.writeCapTask(w, c)
-	f.dirtyGroups[f.mu.jobs.get(c.box.job).groups[0]] = struct{}{}
-	f.dirtyNodes[f.mu.nodes[box.node]] = struct{}{}
+	f.touchGroup(f.mu.jobs.get(c.box.job).groups[0])
+	f.touchNode(f.mu.nodes[box.node])
 }
 
 // stopCapTasksOfLocked tells the active tasks of capbox box to stop, with
@@ -250,7 +250,7 @@ func (f *FSM) endCapTasksOfLocked(w writer, box taskKey, lost bool, now int64) {
 			c.state, c.reason = api.TaskLost, api.ReasonLost
 		}
 		f.writeCapTask(w, c)
-		f.dirtyGroups[f.mu.jobs.get(box.job).groups[0]] = struct{}{}
+		f.touchGroup(f.mu.jobs.get(box.job).groups[0])
 	}
 }
 
@@ -285,9 +285,9 @@ func (f *FSM) capTaskReport(r *report, overlay map[*captask]api.TaskState) (*cap
 func (f *FSM) applyCapTaskReport(w writer, c *captask, r *report, now int64) {
 	c.state, c.reason, c.exitCode, c.updated = r.state, r.reason, r.exit, now
 	f.writeCapTask(w, c)
-	f.dirtyGroups[f.mu.jobs.get(c.box.job).groups[0]] = struct{}{}
+	f.touchGroup(f.mu.jobs.get(c.box.job).groups[0])
 	if r.state.Done() {
-		f.dirtyNodes[f.mu.nodes[r.node]] = struct{}{}
+		f.touchNode(f.mu.nodes[r.node])
 	}
 }
 

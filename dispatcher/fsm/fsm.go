@@ -103,9 +103,10 @@ type FSM struct {
 		// anySets is true once a capbox set exists.
 		anySets bool
 	}
-	// Scratch of Apply, used under mu's write lock.
-	dirtyGroups map[*group]struct{}
-	dirtyNodes  map[*node]struct{}
+	// Scratch of Apply, used under mu's write lock: the groups and nodes
+	// the command changed, each once (marked dirty while listed).
+	dirtyGroups []*group
+	dirtyNodes  []*node
 	kbuf, vbuf  []byte
 }
 
@@ -117,7 +118,7 @@ var (
 // New returns an empty FSM. Give it to raftkv as Config.StateMachine; the
 // replica loads it from the store at Open.
 func New() *FSM {
-	f := &FSM{dirtyGroups: map[*group]struct{}{}, dirtyNodes: map[*node]struct{}{}}
+	f := &FSM{}
 	f.resetLocked()
 	return f
 }
@@ -154,8 +155,7 @@ func (f *FSM) apply(w writer, index uint64, cmd []byte) ([]byte, error) {
 	now := d.varint()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	clear(f.dirtyGroups)
-	clear(f.dirtyNodes)
+	f.resetDirty()
 	var res []byte
 	var err error
 	switch cmd[0] {
@@ -199,14 +199,19 @@ func (f *FSM) apply(w writer, index uint64, cmd []byte) ([]byte, error) {
 // index changed, marks their jobs changed, bumps the changed nodes' target generations and keeps the pending
 // index in step.
 func (f *FSM) flushLocked(w writer, index uint64) {
-	for _, g := range sortedGroups(f.dirtyGroups) {
+	defer f.resetDirty()
+	slices.SortFunc(f.dirtyGroups, func(a, b *group) int {
+		return cmp.Or(cmp.Compare(a.job.num, b.job.num), cmp.Compare(a.idx, b.idx))
+	})
+	slices.SortFunc(f.dirtyNodes, func(a, b *node) int { return cmp.Compare(a.spec.Name, b.spec.Name) })
+	for _, g := range f.dirtyGroups {
 		f.markChangedLocked(g.job, index)
 		f.kbuf = appendGroupKey(f.kbuf, g.job.num, g.idx)
 		f.vbuf = encodeGroup(f.vbuf, g)
 		w.Set(f.kbuf, f.vbuf)
 		f.syncPendingLocked(g)
 	}
-	for _, n := range sortedNodes(f.dirtyNodes) {
+	for _, n := range f.dirtyNodes {
 		f.recordBumpLocked(index, n.spec.Name)
 		n.gen++
 		w.Set(nodeKey(n.spec.Name), encodeNode(n))
@@ -276,24 +281,33 @@ func (f *FSM) NodesChangedSince(from uint64) (nodes []string, applied uint64, co
 	return nodes, max(from, through), true
 }
 
-func sortedGroups(m map[*group]struct{}) []*group {
-	gs := make([]*group, 0, len(m))
-	for g := range m {
-		gs = append(gs, g)
+// touchGroup and touchNode list a group or node the command changed, once,
+// for flushLocked to write.
+func (f *FSM) touchGroup(g *group) {
+	if !g.dirty {
+		g.dirty = true
+		f.dirtyGroups = append(f.dirtyGroups, g)
 	}
-	slices.SortFunc(gs, func(a, b *group) int {
-		return cmp.Or(cmp.Compare(a.job.num, b.job.num), cmp.Compare(a.idx, b.idx))
-	})
-	return gs
 }
 
-func sortedNodes(m map[*node]struct{}) []*node {
-	ns := make([]*node, 0, len(m))
-	for n := range m {
-		ns = append(ns, n)
+func (f *FSM) touchNode(n *node) {
+	if !n.dirty {
+		n.dirty = true
+		f.dirtyNodes = append(f.dirtyNodes, n)
 	}
-	slices.SortFunc(ns, func(a, b *node) int { return cmp.Compare(a.spec.Name, b.spec.Name) })
-	return ns
+}
+
+// resetDirty empties the lists of changed groups and nodes.
+func (f *FSM) resetDirty() {
+	for _, g := range f.dirtyGroups {
+		g.dirty = false
+	}
+	for _, n := range f.dirtyNodes {
+		n.dirty = false
+	}
+	clear(f.dirtyGroups)
+	clear(f.dirtyNodes)
+	f.dirtyGroups, f.dirtyNodes = f.dirtyGroups[:0], f.dirtyNodes[:0]
 }
 
 func (f *FSM) syncPendingLocked(g *group) {
@@ -387,7 +401,7 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 			groups = groups[1:]
 			initGroup(g, j, gi)
 			j.groups[gi] = g
-			f.dirtyGroups[g] = struct{}{}
+			f.touchGroup(g)
 		}
 		f.mu.jobs.put(j)
 		f.kbuf = appendJobKey(f.kbuf, num)
@@ -490,7 +504,7 @@ func (f *FSM) finishLocked(w writer, t *task, to api.TaskState, reason api.TaskR
 		if n.jobs[j.num]--; n.jobs[j.num] == 0 {
 			delete(n.jobs, j.num)
 		}
-		f.dirtyNodes[n] = struct{}{}
+		f.touchNode(n)
 		g.active--
 	}
 	t.state, t.reason, t.exitCode, t.updated, t.closed = to, reason, exit, now, closed
@@ -514,7 +528,7 @@ func (f *FSM) finishLocked(w writer, t *task, to api.TaskState, reason api.TaskR
 	default:
 		g.failed++
 	}
-	f.dirtyGroups[g] = struct{}{}
+	f.touchGroup(g)
 	f.writeTask(w, t)
 	return retry
 }
@@ -562,7 +576,7 @@ func (f *FSM) cancelJobLocked(w writer, now int64, j *job) CancelResult {
 		g.killed += dropped
 		g.next, g.requeue = g.count, nil
 		res.Dropped += dropped
-		f.dirtyGroups[g] = struct{}{}
+		f.touchGroup(g)
 	}
 	for _, n := range f.sortedNodeListLocked() {
 		if n.jobs[j.num] == 0 {
@@ -574,7 +588,7 @@ func (f *FSM) cancelJobLocked(w writer, now int64, j *job) CancelResult {
 				res.Stopping++
 			}
 		}
-		f.dirtyNodes[n] = struct{}{}
+		f.touchNode(n)
 	}
 	for _, s := range j.sets {
 		r := f.cancelJobLocked(w, now, s)
@@ -668,8 +682,8 @@ func (f *FSM) stopTaskLocked(w writer, j *job, t *task, now int64) {
 	if j.owner != nil {
 		f.stopCapTasksOfLocked(w, t.key, now)
 	}
-	f.dirtyNodes[n] = struct{}{}
-	f.dirtyGroups[g] = struct{}{}
+	f.touchNode(n)
+	f.touchGroup(g)
 }
 
 // byName orders nodes by name.
@@ -799,8 +813,8 @@ func (f *FSM) placeLocked(w writer, now int64, a *planAssignment) (RejectCode, s
 	f.holdLocked(n, j, g, a.count)
 	n.jobs[num] += int(a.count)
 	g.active += a.count
-	f.dirtyGroups[g] = struct{}{}
-	f.dirtyNodes[n] = struct{}{}
+	f.touchGroup(g)
+	f.touchNode(n)
 	return 0, ""
 }
 
@@ -1006,7 +1020,7 @@ func (f *FSM) updateLocked(w writer, now int64, cmd *dec) ([]byte, error) {
 		if g.job.owner != nil {
 			// A capbox's appmaster watches for it to run: the change
 			// goes in the set's change log.
-			f.dirtyGroups[g] = struct{}{}
+			f.touchGroup(g)
 		}
 	}
 	return res.encode(), nil

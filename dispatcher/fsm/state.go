@@ -70,6 +70,7 @@ type requeued struct {
 type group struct {
 	job     *job
 	idx     uint16
+	dirty   bool // listed in FSM.dirtyGroups
 	demand  api.Capacity
 	count   int64
 	next    int64
@@ -124,6 +125,7 @@ func (t *task) active() bool {
 
 // node is a registered node. used is what its active tasks hold per tier.
 type node struct {
+	dirty    bool // listed in FSM.dirtyNodes
 	spec     api.NodeSpec
 	specJSON []byte // spec encoded, kept so that generation bumps do not re-encode it
 	state    api.NodeState
