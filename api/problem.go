@@ -95,6 +95,8 @@ type checker struct {
 	total int
 	// itemStart is where the current item's problems begin in probs.
 	itemStart int
+	// keys is sortedKeys' buffer.
+	keys []string
 }
 
 func (c *checker) push(name string) { c.path = append(c.path, seg{kind: segName, name: name}) }

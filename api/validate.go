@@ -308,7 +308,7 @@ func (c *checker) container(ct *ContainerSpec) {
 	if len(ct.Env) > MaxEnv {
 		c.badf("more than %d variables", MaxEnv)
 	}
-	for _, k := range sortedKeys(ct.Env) {
+	for _, k := range c.sortedKeys(ct.Env) {
 		c.pushKey(k)
 		if !validEnvName(k) {
 			c.bad("variable name must be letters, digits and '_', not starting with a digit")
@@ -554,7 +554,7 @@ func (c *checker) labels(field string, m map[string]string) {
 	if len(m) > MaxLabels {
 		c.badf("more than %d labels", MaxLabels)
 	}
-	for _, k := range sortedKeys(m) {
+	for _, k := range c.sortedKeys(m) {
 		c.pushKey(k)
 		c.labelKey(k)
 		c.textHere(m[k], MaxNameLen)
@@ -697,15 +697,15 @@ func textProblem(v string, limit int) string {
 	return ""
 }
 
-func sortedKeys(m map[string]string) []string {
-	if len(m) == 0 {
-		return nil
-	}
-	keys := make([]string, 0, len(m))
+// sortedKeys returns m's keys in order, in a buffer the next call reuses:
+// a caller is done with them before it calls again.
+func (c *checker) sortedKeys(m map[string]string) []string {
+	keys := c.keys[:0]
 	for k := range m {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
+	c.keys = keys
 	return keys
 }
 

@@ -143,12 +143,24 @@ func decodeSpec(d *dec) api.JobSpec {
 
 // specDecoder decodes specs, carving their short slices (task groups,
 // containers, string lists) from shared chunks: the specs of one command
-// cost a few allocations per chunk instead of one per slice. The zero value
-// is ready to use.
+// cost a few allocations per chunk instead of one per slice, and specs
+// whose labels or environment encode alike share one map (decoded specs are
+// never changed; a bulk submit's jobs mostly carry the same ones). The zero
+// value is ready to use.
 type specDecoder struct {
 	groups     slab[api.TaskGroupSpec]
 	containers slab[api.ContainerSpec]
 	strs       slab[string]
+	labels     mapCache
+	env        mapCache
+	kv         []string // strMap's scratch
+}
+
+// mapCache is the last map a specDecoder built in one place of a spec, and
+// its encoding.
+type mapCache struct {
+	enc string
+	m   map[string]string
 }
 
 // newSpecDecoder returns a decoder sized for about n specs.
@@ -164,7 +176,7 @@ func (sd *specDecoder) decode(d *dec) api.JobSpec {
 	s.Pool = d.str()
 	s.Priority = decodeInt32(d)
 	s.QoS = api.QoS(d.str())
-	s.Labels = decodeStrMap(d)
+	s.Labels = sd.strMap(d, &sd.labels)
 	if n := d.count(3); n > 0 {
 		s.Constraints = make([]api.Constraint, n)
 		for i := range s.Constraints {
@@ -228,7 +240,7 @@ func (sd *specDecoder) decodeContainer(d *dec, c *api.ContainerSpec) {
 	c.Image.Ref = d.str()
 	c.Command = sd.decodeStrs(d)
 	c.Args = sd.decodeStrs(d)
-	c.Env = decodeStrMap(d)
+	c.Env = sd.strMap(d, &sd.env)
 	c.WorkingDir = d.str()
 	r := &c.Resources
 	r.CPU = d.varint()
@@ -279,24 +291,38 @@ func (s *slab[T]) take(n int) []T {
 	return out
 }
 
-func decodeStrMap(d *dec) map[string]string {
+// strMap decodes a map (keys in increasing order), or returns c's map when
+// the encoding is c's.
+func (sd *specDecoder) strMap(d *dec, c *mapCache) map[string]string {
+	from := d.b
 	n := d.count(2)
 	if n == 0 {
 		return nil
 	}
-	m := make(map[string]string, n)
-	var prev string
+	kv := sd.kv[:0]
 	for i := range n {
 		k := d.str()
-		if i > 0 && k <= prev {
+		if i > 0 && k <= kv[len(kv)-2] {
 			d.fail("map (keys not in increasing order)")
 		}
 		if d.err != nil {
 			return nil
 		}
-		m[k] = d.str()
-		prev = k
+		kv = append(kv, k, d.str())
 	}
+	sd.kv = kv
+	if d.err != nil {
+		return nil
+	}
+	enc := from[:len(from)-len(d.b)]
+	if c.m != nil && string(enc) == c.enc {
+		return c.m
+	}
+	m := make(map[string]string, n)
+	for i := 0; i < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	c.enc, c.m = string(enc), m
 	return m
 }
 

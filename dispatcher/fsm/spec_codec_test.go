@@ -567,3 +567,47 @@ func FuzzDecodeSpec(f *testing.F) {
 		}
 	})
 }
+
+// TestSpecDecoderSharesEqualMaps checks that specs whose labels or
+// environment encode alike share one map, and that the others get their
+// own, right, map.
+func TestSpecDecoderSharesEqualMaps(t *testing.T) {
+	specs := benchSpecs(4, true)
+	specs[2].Tasks[0].Pod.Containers[0].Env = map[string]string{"A": "c", "B": "d"}
+	for i := range specs {
+		specs[i].Labels = map[string]string{"team": "x"}
+	}
+	specs[3].Labels = map[string]string{"team": "y"}
+	var e enc
+	for i := range specs {
+		var s enc
+		appendSpec(&s, &specs[i])
+		e.bytes(s.b)
+	}
+	sd, d := newSpecDecoder(len(specs)), sharedDec(e.b)
+	got := make([]api.JobSpec, len(specs))
+	for i := range got {
+		sub := d.sub()
+		got[i] = sd.decode(&sub)
+		if err := sub.done("spec"); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got[i], specs[i]) {
+			t.Fatalf("spec %d decodes as %+v, want %+v", i, got[i], specs[i])
+		}
+	}
+	same := func(a, b map[string]string) bool {
+		return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+	}
+	env := func(i int) map[string]string { return got[i].Tasks[0].Pod.Containers[0].Env }
+	switch {
+	case !same(env(0), env(1)):
+		t.Error("equal environments of specs 0 and 1 are two maps")
+	case same(env(1), env(2)) || same(env(2), env(3)):
+		t.Error("spec 2's environment is shared with a different one")
+	case !same(got[0].Labels, got[2].Labels):
+		t.Error("equal labels of specs 0 and 2 are two maps")
+	case same(got[2].Labels, got[3].Labels):
+		t.Error("spec 3's labels are shared with different ones")
+	}
+}
