@@ -77,9 +77,9 @@ type FSM struct {
 		// nodeList is nodes sorted by name: rounds and listings walk it
 		// rather than sort 10,000 names each time.
 		nodeList []*node
-		// pending holds, per queue, the groups with tasks waiting for
-		// placement (of jobs not cancelled).
-		pending map[string]map[*group]struct{}
+		// pending holds the groups with tasks waiting for placement (of
+		// jobs not cancelled).
+		pending pendingSet
 		// queueUsed is what each queue's active tasks hold, both tiers
 		// summed; a queue holding nothing has no entry.
 		queueUsed map[string]api.Capacity
@@ -129,7 +129,7 @@ func (f *FSM) resetLocked() {
 	f.mu.idem = map[string]uint64{}
 	f.mu.nodes = map[string]*node{}
 	f.mu.nodeList = nil
-	f.mu.pending = map[string]map[*group]struct{}{}
+	f.mu.pending = pendingSet{}
 	f.mu.queueUsed = map[string]api.Capacity{}
 	f.mu.slots, f.mu.nextSlot = nil, 1
 	f.mu.bumps, f.mu.bumpsFrom = nil, 0
@@ -311,20 +311,34 @@ func (f *FSM) resetDirty() {
 }
 
 func (f *FSM) syncPendingLocked(g *group) {
-	q := g.job.spec.Queue
 	if !g.job.cancelled && g.pending() > 0 {
-		if f.mu.pending[q] == nil {
-			f.mu.pending[q] = map[*group]struct{}{}
-		}
-		f.mu.pending[q][g] = struct{}{}
+		f.mu.pending.add(g)
+	} else {
+		f.mu.pending.remove(g)
+	}
+}
+
+// pendingSet is a set of groups: a slice, and each group's place in it
+// (group.pendingAt, 0 when absent), so that adding and removing cost no
+// hashing.
+type pendingSet struct{ gs []*group }
+
+func (s *pendingSet) add(g *group) {
+	if g.pendingAt == 0 {
+		s.gs = append(s.gs, g)
+		g.pendingAt = len(s.gs)
+	}
+}
+
+func (s *pendingSet) remove(g *group) {
+	if g.pendingAt == 0 {
 		return
 	}
-	if m := f.mu.pending[q]; m != nil {
-		delete(m, g)
-		if len(m) == 0 {
-			delete(f.mu.pending, q)
-		}
-	}
+	last := s.gs[len(s.gs)-1]
+	s.gs[g.pendingAt-1], last.pendingAt = last, g.pendingAt
+	s.gs[len(s.gs)-1] = nil
+	s.gs = s.gs[:len(s.gs)-1]
+	g.pendingAt = 0
 }
 
 func (f *FSM) writeTask(w writer, t *task) {

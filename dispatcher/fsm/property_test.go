@@ -567,6 +567,11 @@ func (h *propHarness) check() error {
 			}
 		}
 	}
+	for i, g := range f.mu.pending.gs {
+		if g.pendingAt != i+1 || f.mu.jobs.get(g.job.num) != g.job {
+			bad("pending set: entry %d is group %s of place %d, or of no job", i, g.key(), g.pendingAt)
+		}
+	}
 	f.mu.RUnlock()
 	g := New()
 	if err := g.Load(h.s); err != nil {
@@ -615,9 +620,11 @@ func mustJobNum(id string) uint64 {
 	return num
 }
 
+// inPending reports whether g is in the pending set, which must know its
+// place.
 func inPending(f *FSM, g *group) bool {
-	_, ok := f.mu.pending[g.job.spec.Queue][g]
-	return ok
+	gs := f.mu.pending.gs
+	return g.pendingAt > 0 && g.pendingAt <= len(gs) && gs[g.pendingAt-1] == g
 }
 
 // checkChangedSince compares JobsChangedSince, which reads the FSM's log

@@ -529,12 +529,7 @@ func (f *FSM) PlacementInput(now time.Time, limit int64) *placement.Input {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	nowNS := now.UnixNano()
-	var gs []*group
-	for _, m := range f.mu.pending {
-		for g := range m {
-			gs = append(gs, g)
-		}
-	}
+	gs := slices.Clone(f.mu.pending.gs)
 	slices.SortFunc(gs, func(a, b *group) int {
 		return cmp.Or(cmp.Compare(b.job.spec.Priority, a.job.spec.Priority),
 			cmp.Compare(a.job.num, b.job.num), cmp.Compare(a.idx, b.idx))
@@ -653,7 +648,7 @@ func (f *FSM) dump() string {
 		}
 		b.WriteByte('\n')
 		for _, g := range j.groups {
-			_, pend := f.mu.pending[j.spec.Queue][g]
+			pend := g.pendingAt != 0
 			fmt.Fprintf(&b, "  group %d count=%d next=%d requeue=%v active=%d ok=%d failed=%d killed=%d demand=%+v pendingIndex=%v\n",
 				g.idx, g.count, g.next, g.requeue, g.active, g.succeeded, g.failed, g.killed, g.demand, pend)
 		}

@@ -68,13 +68,16 @@ type requeued struct {
 //
 //	(count - next) + len(requeue) + active + succeeded + failed + killed == count
 type group struct {
-	job     *job
-	idx     uint16
-	dirty   bool // listed in FSM.dirtyGroups
-	demand  api.Capacity
-	count   int64
-	next    int64
-	requeue []requeued
+	job   *job
+	idx   uint16
+	dirty bool // listed in FSM.dirtyGroups
+	// pendingAt is 1 + the group's place in FSM.mu.pending, 0 when not
+	// there.
+	pendingAt int
+	demand    api.Capacity
+	count     int64
+	next      int64
+	requeue   []requeued
 	// tasks are the group's tasks placed at least once, by index: tasks
 	// are first placed in index order, so they are always indexes
 	// [0, len(tasks)).
