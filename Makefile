@@ -18,9 +18,11 @@ BENCHTIME   ?= 1s
 
 all: build
 
-## build: the sluice binary, in bin/sluice
+## build: the sluice binary, in bin/sluice, and the etcd load driver that
+## `sluice bench raftkv` runs for its anchor, in bin/etcdload
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/sluice ./cmd/sluice
+	$(GO) build -o $(BIN)/etcdload ./cmd/etcdload
 
 ## demo: a whole local cluster running the example jobs (see scripts/demo)
 demo: build

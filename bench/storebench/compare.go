@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -33,6 +34,9 @@ type CompareConfig struct {
 	Dir string
 	// NoEtcd skips the etcd side.
 	NoEtcd bool
+	// EtcdDriver is the etcd load driver's path; empty means
+	// FindEtcdDriver's search.
+	EtcdDriver string
 	// Failover also measures a failover of raftkv: the leader is stopped
 	// under load and the first write of the new leader timed.
 	Failover bool
@@ -72,6 +76,13 @@ func Compare(ctx context.Context, cfg CompareConfig) (Comparison, error) {
 	if cfg.NoEtcd {
 		return out, nil
 	}
+	if _, err := exec.LookPath("etcd"); err != nil {
+		return out, nil // no anchor here: the etcd side is skipped
+	}
+	driver, err := FindEtcdDriver(cfg.EtcdDriver)
+	if err != nil {
+		return out, fmt.Errorf("etcd side: %w", err)
+	}
 	e, err := StartEtcd(ctx, filepath.Join(dir, "etcd"), cfg.Replicas)
 	if errors.Is(err, ErrNoEtcd) {
 		return out, nil
@@ -80,7 +91,7 @@ func Compare(ctx context.Context, cfg CompareConfig) (Comparison, error) {
 		return out, err
 	}
 	defer e.Close()
-	r, err := Drive(ctx, e, cfg.Config)
+	r, err := e.Drive(ctx, driver, cfg.Config)
 	if err != nil {
 		return out, fmt.Errorf("etcd: %w", err)
 	}

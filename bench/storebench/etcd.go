@@ -1,35 +1,43 @@
 package storebench
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // ErrNoEtcd says the etcd binary is not installed.
 var ErrNoEtcd = errors.New("etcd is not installed (Debian: apt-get install etcd-server)")
 
-// Etcd is a local etcd cluster started for a benchmark, and a client of it.
+// ErrNoEtcdDriver says the etcd load driver is not built.
+var ErrNoEtcdDriver = errors.New("the etcd load driver is not built (make build puts it in bin/etcdload, or go build -o bin/etcdload ./cmd/etcdload)")
+
+// EtcdDriverName is the file name of the etcd load driver (cmd/etcdload).
+const EtcdDriverName = "etcdload"
+
+// Etcd is a local etcd cluster started for a benchmark.
 type Etcd struct {
 	procs   []*exec.Cmd
 	exited  []chan error
-	client  *clientv3.Client
 	Members []string // client URLs
 }
 
 // StartEtcd starts an etcd cluster of members processes on loopback, each
 // with its data directory under dir and its log in dir/NAME.log, and waits
-// until it answers writes. Close stops it.
+// until every member reports itself healthy (it has a leader). Close stops
+// it.
 func StartEtcd(ctx context.Context, dir string, members int) (*Etcd, error) {
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
@@ -82,16 +90,9 @@ func StartEtcd(ctx context.Context, dir string, members int) (*Etcd, error) {
 		e.exited = append(e.exited, done)
 		e.Members = append(e.Members, client)
 	}
-	e.client, err = clientv3.New(clientv3.Config{Endpoints: e.Members, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		e.Close()
-		return nil, fmt.Errorf("etcd client: %w", err)
-	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		wctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err := e.client.Put(wctx, "bench/ready", "1")
-		cancel()
+		err := e.healthy(ctx)
 		if err == nil {
 			return e, nil
 		}
@@ -112,17 +113,82 @@ func StartEtcd(ctx context.Context, dir string, members int) (*Etcd, error) {
 	}
 }
 
-// Put writes key through the client; etcd acknowledges it once committed.
-func (e *Etcd) Put(ctx context.Context, key string, value []byte) error {
-	_, err := e.client.Put(ctx, key, string(value))
-	return err
+// healthy asks every member's /health whether it is healthy.
+func (e *Etcd) healthy(ctx context.Context) error {
+	for _, m := range e.Members {
+		hctx, cancel := context.WithTimeout(ctx, time.Second)
+		req, err := http.NewRequestWithContext(hctx, http.MethodGet, m+"/health", nil)
+		if err != nil {
+			cancel()
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			cancel()
+			return err
+		}
+		var h struct {
+			Health string `json:"health"`
+		}
+		err = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&h)
+		resp.Body.Close()
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%s/health: %w", m, err)
+		}
+		if h.Health != "true" {
+			return fmt.Errorf("%s/health: health %q", m, h.Health)
+		}
+	}
+	return nil
 }
 
-// Close closes the client and stops every member.
-func (e *Etcd) Close() {
-	if e.client != nil {
-		e.client.Close()
+// FindEtcdDriver returns path if it is set, else the etcd load driver
+// beside the running executable (bin/etcdload beside bin/sluice), else the
+// one on PATH, or ErrNoEtcdDriver.
+func FindEtcdDriver(path string) (string, error) {
+	if path != "" {
+		return path, nil
 	}
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), EtcdDriverName)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath(EtcdDriverName); err == nil {
+		return p, nil
+	}
+	return "", ErrNoEtcdDriver
+}
+
+// Drive runs the etcd load driver at driver (FindEtcdDriver) against the
+// cluster with cfg's writers and returns what it measured. The driver is a
+// process of its own, so that etcd's client stays out of the sluice binary.
+func (e *Etcd) Drive(ctx context.Context, driver string, cfg Config) (Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return Result{}, fmt.Errorf("drive etcd: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, driver,
+		"--endpoints", strings.Join(e.Members, ","),
+		"--writers", strconv.Itoa(cfg.Writers), "--value-bytes", strconv.Itoa(cfg.ValueBytes),
+		"--duration", cfg.Duration.String(), "--warmup", cfg.Warmup.String())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.Output()
+	if err != nil {
+		return Result{}, fmt.Errorf("etcd load driver %s: %w: %s", driver, err, strings.TrimSpace(stderr.String()))
+	}
+	var r Result
+	if err := json.Unmarshal(out, &r); err != nil {
+		return Result{}, fmt.Errorf("etcd load driver %s: its output: %w", driver, err)
+	}
+	return r, nil
+}
+
+// Close stops every member.
+func (e *Etcd) Close() {
 	for i, cmd := range e.procs {
 		if e.exited[i] == nil {
 			continue

@@ -3,6 +3,8 @@ package storebench
 import (
 	"context"
 	"errors"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -64,20 +66,45 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
+// TestEtcd starts an etcd cluster and drives it through the etcd load
+// driver, built for the test.
 func TestEtcd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an etcd cluster")
 	}
-	e, err := StartEtcd(context.Background(), t.TempDir(), 3)
-	if errors.Is(err, ErrNoEtcd) {
-		t.Skip(err)
+	if _, err := exec.LookPath("etcd"); err != nil {
+		t.Skip(ErrNoEtcd)
 	}
+	driver := filepath.Join(t.TempDir(), EtcdDriverName)
+	build := exec.Command("go", "build", "-o", driver, "github.com/sluicehq/sluice/cmd/etcdload")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the etcd load driver: %v\n%s", err, out)
+	}
+	e, err := StartEtcd(context.Background(), t.TempDir(), 3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	r, err := Drive(context.Background(), e, Config{Writers: 8, ValueBytes: 256, Duration: 300 * time.Millisecond})
+	r, err := e.Drive(context.Background(), driver, Config{Writers: 8, ValueBytes: 256, Duration: 300 * time.Millisecond})
 	if err != nil || r.Writes == 0 || r.Errors != 0 {
 		t.Fatalf("drive etcd: %+v, %v", r, err)
+	}
+	// A bad configuration is refused before the driver runs, and the
+	// driver's own refusal comes back with what it said.
+	if _, err := e.Drive(context.Background(), driver, Config{}); err == nil {
+		t.Fatal("Drive accepted an empty config")
+	}
+	if _, err := e.Drive(context.Background(), filepath.Join(t.TempDir(), "absent"), Config{Writers: 1, ValueBytes: 1, Duration: time.Millisecond}); err == nil {
+		t.Fatal("Drive with a missing driver: no error")
+	}
+}
+
+func TestFindEtcdDriver(t *testing.T) {
+	if p, err := FindEtcdDriver("/some/where"); err != nil || p != "/some/where" {
+		t.Fatalf("FindEtcdDriver with a path = %q, %v", p, err)
+	}
+	t.Setenv("PATH", t.TempDir())
+	if p, err := FindEtcdDriver(""); !errors.Is(err, ErrNoEtcdDriver) {
+		t.Fatalf("FindEtcdDriver with none built = %q, %v", p, err)
 	}
 }

@@ -25,6 +25,9 @@ writes per second and p50/p99 latency; then it does the same with an etcd
 cluster of as many members (the Debian etcd-server binary, one process per
 member), side by side. Without etcd on PATH the etcd side is skipped;
 install it with scripts/install-etcd.sh (apt-get install -y etcd-server).
+The etcd side is driven by the etcd load driver, a binary of its own
+(make build puts it in bin/etcdload beside bin/sluice), so that the sluice
+binary does not carry etcd's client.
 With --value-bytes of a few hundred KB it measures the throughput of large
 commands, as the dispatcher proposes them (one round, one command); with
 --failover it also stops the raftkv leader under load and times the first
@@ -45,6 +48,7 @@ write of the new leader.`,
 	f.DurationVar(&cfg.Warmup, "warmup", 2*time.Second, "how long to write before measuring")
 	f.IntVar(&cfg.Replicas, "replicas", 3, "replicas (and etcd members)")
 	f.BoolVar(&cfg.NoEtcd, "no-etcd", false, "skip the etcd side")
+	f.StringVar(&cfg.EtcdDriver, "etcd-driver", "", "the etcd load driver (default: etcdload beside this binary, or on PATH)")
 	f.BoolVar(&cfg.Failover, "failover", false, "also time a raftkv leader failover under load")
 	f.StringVar(&cfg.Dir, "work-dir", "", "directory for the data (default: a temporary one, removed)")
 	f.BoolVar(&asJSON, "json", false, "print the result as one JSON object")
