@@ -14,14 +14,17 @@ STATICCHECK_VERSION := v0.8.2
 FUZZTIME    ?= 500000x
 BENCHTIME   ?= 1s
 
-.PHONY: all build demo test lint bench bench-full bench-go fuzz clean
+.PHONY: all build etcdload demo test lint bench bench-full bench-go fuzz clean
 
 all: build
 
-## build: the sluice binary, in bin/sluice, and the etcd load driver that
-## `sluice bench raftkv` runs for its anchor, in bin/etcdload
+## build: the sluice binary, in bin/sluice
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/sluice ./cmd/sluice
+
+## etcdload: the load driver `sluice bench raftkv` runs for its etcd
+## anchor, in bin/etcdload beside bin/sluice
+etcdload:
 	$(GO) build -o $(BIN)/etcdload ./cmd/etcdload
 
 ## demo: a whole local cluster running the example jobs (see scripts/demo)
@@ -44,11 +47,11 @@ $(STATICCHECK):
 
 ## bench: the benchmark suite at quick sizes (a few minutes): JSON and PNG
 ## plots in docs/bench, the generated section of BENCHMARKS.md
-bench: build
+bench: build etcdload
 	$(BIN)/sluice bench suite --quick --out docs/bench --update-doc BENCHMARKS.md
 
 ## bench-full: the suite at the issues' sizes (ten minutes or more, most of it e2e)
-bench-full: build
+bench-full: build etcdload
 	$(BIN)/sluice bench suite --out docs/bench --update-doc BENCHMARKS.md
 
 ## bench-go: every Go benchmark once, with allocations

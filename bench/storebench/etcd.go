@@ -22,7 +22,7 @@ import (
 var ErrNoEtcd = errors.New("etcd is not installed (Debian: apt-get install etcd-server)")
 
 // ErrNoEtcdDriver says the etcd load driver is not built.
-var ErrNoEtcdDriver = errors.New("the etcd load driver is not built (make build puts it in bin/etcdload, or go build -o bin/etcdload ./cmd/etcdload)")
+var ErrNoEtcdDriver = errors.New("the etcd load driver is not built (make etcdload puts it in bin/etcdload, beside bin/sluice)")
 
 // EtcdDriverName is the file name of the etcd load driver (cmd/etcdload).
 const EtcdDriverName = "etcdload"

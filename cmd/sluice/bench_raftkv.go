@@ -26,7 +26,7 @@ cluster of as many members (the Debian etcd-server binary, one process per
 member), side by side. Without etcd on PATH the etcd side is skipped;
 install it with scripts/install-etcd.sh (apt-get install -y etcd-server).
 The etcd side is driven by the etcd load driver, a binary of its own
-(make build puts it in bin/etcdload beside bin/sluice), so that the sluice
+(make etcdload puts it in bin/etcdload beside bin/sluice), so that the sluice
 binary does not carry etcd's client.
 With --value-bytes of a few hundred KB it measures the throughput of large
 commands, as the dispatcher proposes them (one round, one command); with
