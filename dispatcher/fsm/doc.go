@@ -40,6 +40,17 @@
 // job records (whose spec is binary since version 2); Load rejects any
 // other version with ErrCorrupt.
 //
+// # In memory
+//
+// Jobs (capbox sets included) are numbered densely from 1 and never
+// removed, so they live in a table indexed by number; Load refuses a record
+// numbered outside 1 to the job sequence. The groups with tasks waiting for
+// placement form a set kept in a slice, each group knowing its place in it;
+// the groups and nodes a command changes are listed once each (a mark on
+// the element) and written, in key order, when the command ends. Specs
+// decoded from one command or one load share the maps (labels,
+// environment) that encode alike; decoded specs are never changed.
+//
 // # Commands
 //
 // A command is a tag byte, a version byte, the proposer's clock (varint unix
