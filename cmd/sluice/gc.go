@@ -5,8 +5,11 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -20,8 +23,9 @@ import (
 // (memoryLimitShare of the host's memory) bounds.
 const defaultGCPercent = 400
 
-// memoryLimitShare is the share of the host's memory a dispatcher process
-// asks the collector to stay under, when GOMEMLIMIT does not say.
+// memoryLimitShare is the share of the memory a dispatcher process may use
+// (the host's, or its cgroup's limit when lower) that it asks the collector
+// to stay under, when GOMEMLIMIT does not say.
 const memoryLimitShare = 0.75
 
 // gcSetting is the --gc-percent flag of a command that runs a dispatcher.
@@ -34,8 +38,8 @@ func (g *gcSetting) addFlag(c *cobra.Command) {
 
 // apply sets the collector: the flag's percentage unless GOGC is set in
 // the environment and the flag was not given, and, unless GOMEMLIMIT is
-// set, a soft memory limit of memoryLimitShare of the host's memory (none
-// if that cannot be read).
+// set, a soft memory limit of memoryLimitShare of the memory the process
+// may use (none if that cannot be read).
 func (g *gcSetting) apply(c *cobra.Command) error {
 	if g.percent < -1 || g.percent == 0 {
 		return usageError{fmt.Errorf("--gc-percent %d: want a positive percentage, or -1 for off", g.percent)}
@@ -44,11 +48,60 @@ func (g *gcSetting) apply(c *cobra.Command) error {
 		debug.SetGCPercent(g.percent)
 	}
 	if os.Getenv("GOMEMLIMIT") == "" {
-		if total, err := hostMemory("/proc/meminfo"); err == nil {
+		if total, err := usableMemory("/"); err == nil {
 			debug.SetMemoryLimit(int64(float64(total) * memoryLimitShare))
 		}
 	}
 	return nil
+}
+
+// usableMemory returns the memory the process may use, under root (the
+// file system's root; tests pass another): the host's MemTotal, or the
+// memory limit of the process's cgroup (v2 memory.max, or v1
+// memory.limit_in_bytes) when that is lower.
+func usableMemory(root string) (int64, error) {
+	total, err := hostMemory(filepath.Join(root, "proc/meminfo"))
+	if err != nil {
+		return 0, err
+	}
+	if limit, ok := cgroupMemoryLimit(root); ok && limit < total {
+		return limit, nil
+	}
+	return total, nil
+}
+
+// cgroupMemoryLimit reads the memory limit of the process's cgroup, if it
+// has one.
+func cgroupMemoryLimit(root string) (int64, bool) {
+	b, err := os.ReadFile(filepath.Join(root, "proc/self/cgroup"))
+	if err != nil {
+		return 0, false
+	}
+	for line := range strings.Lines(string(b)) {
+		// "hierarchy-ID:controllers:path"; cgroup v2's is "0::path".
+		parts := strings.SplitN(strings.TrimSpace(line), ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		var file string
+		switch {
+		case parts[0] == "0" && parts[1] == "":
+			file = filepath.Join(root, "sys/fs/cgroup", parts[2], "memory.max")
+		case slices.Contains(strings.Split(parts[1], ","), "memory"):
+			file = filepath.Join(root, "sys/fs/cgroup/memory", parts[2], "memory.limit_in_bytes")
+		default:
+			continue
+		}
+		v, err := os.ReadFile(file)
+		if err != nil {
+			continue
+		}
+		limit, err := strconv.ParseInt(strings.TrimSpace(string(v)), 10, 64)
+		if err == nil && limit > 0 {
+			return limit, true // "max" (no limit) does not parse
+		}
+	}
+	return 0, false
 }
 
 // hostMemory reads MemTotal, in bytes, from a meminfo file.

@@ -95,3 +95,56 @@ func TestGCSetting(t *testing.T) {
 		})
 	}
 }
+
+// TestUsableMemory checks the memory the soft limit is taken from: the
+// host's, or the process's cgroup limit (v1 or v2) when lower.
+func TestUsableMemory(t *testing.T) {
+	const host = "MemTotal: 4194304 kB\n" // 4 GiB
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		want  int64
+	}{
+		{"no cgroup file", map[string]string{}, 4 << 30},
+		{"v2 limited", map[string]string{
+			"proc/self/cgroup":                      "0::/sluice.slice\n",
+			"sys/fs/cgroup/sluice.slice/memory.max": "1073741824\n",
+		}, 1 << 30},
+		{"v2 unlimited", map[string]string{
+			"proc/self/cgroup":                      "0::/sluice.slice\n",
+			"sys/fs/cgroup/sluice.slice/memory.max": "max\n",
+		}, 4 << 30},
+		{"v1 limited", map[string]string{
+			"proc/self/cgroup": "9:name=systemd:/\n4:memory:/d\n0::/\n",
+			"sys/fs/cgroup/memory/d/memory.limit_in_bytes": "2147483648\n",
+		}, 2 << 30},
+		{"v1 unlimited", map[string]string{
+			"proc/self/cgroup":                           "4:cpu,memory:/\n",
+			"sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712\n",
+		}, 4 << 30},
+		{"limit above the host", map[string]string{
+			"proc/self/cgroup":             "0::/big\n",
+			"sys/fs/cgroup/big/memory.max": "17179869184\n",
+		}, 4 << 30},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			tc.files["proc/meminfo"] = host
+			for name, text := range tc.files {
+				p := filepath.Join(root, name)
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got, err := usableMemory(root); err != nil || got != tc.want {
+				t.Fatalf("usableMemory = %d, %v; want %d", got, err, tc.want)
+			}
+		})
+	}
+	if _, err := usableMemory(t.TempDir()); err == nil {
+		t.Fatal("usableMemory without meminfo: no error")
+	}
+}
