@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/api"
 )
@@ -74,4 +75,50 @@ func BenchmarkDecodeJobsStdlib(b *testing.B) {
 			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "jobs/s")
 		})
 	}
+}
+
+// targetBody returns a node's target of n typical single-container pods as
+// the dispatcher writes it.
+func targetBody(b *testing.B, n int) []byte {
+	t := api.NodeTarget{Generation: 1234, Base: 1200}
+	for i := range n {
+		t.Pods = append(t.Pods, api.TargetPod{
+			TaskID: fmt.Sprintf("j%d/0/%d/1", 100+i, i), Job: fmt.Sprintf("j%d", 100+i), Group: "g", QoS: api.QoSOffline, Priority: 10,
+			Pod: api.PodSpec{Containers: []api.ContainerSpec{{Name: "main", Image: api.Image{Rootfs: "/srv/images/alpine"},
+				Command: []string{"/bin/sh", "-c", fmt.Sprintf("process shard %d", i)}, Resources: api.Resources{CPU: 500, Memory: 256 << 20}}},
+				Sim: &api.SimSpec{RunTime: api.Duration(time.Second)}},
+		})
+	}
+	body, err := json.Marshal(t)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return body
+}
+
+// BenchmarkDecodeNodeTarget measures the nodelet's read of a target, beside
+// encoding/json's (BenchmarkDecodeNodeTargetStdlib), per pod.
+func BenchmarkDecodeNodeTarget(b *testing.B) {
+	body := targetBody(b, 40)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if t, err := api.DecodeNodeTarget(body); err != nil || len(t.Pods) != 40 {
+			b.Fatalf("decode: %d pods, %v", len(t.Pods), err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(40*b.N), "ns/pod")
+}
+
+func BenchmarkDecodeNodeTargetStdlib(b *testing.B) {
+	body := targetBody(b, 40)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var t api.NodeTarget
+		if err := json.Unmarshal(body, &t); err != nil || len(t.Pods) != 40 {
+			b.Fatalf("decode: %d pods, %v", len(t.Pods), err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(40*b.N), "ns/pod")
 }

@@ -959,9 +959,12 @@ func (c *Client) target(ctx context.Context, node string, generation uint64, wai
 		v.Set("wait", wait.String())
 	}
 	r := &request{method: http.MethodGet, path: PathNode + escSeg(node) + "/target", query: v.Encode(), wait: max(wait, 0)}
-	status, err := c.doJSON(ctx, r, &t)
-	if err != nil || status == http.StatusNotModified {
+	rep, err := c.do(ctx, r)
+	if err != nil || rep.status == http.StatusNotModified {
 		return NodeTarget{}, false, err
+	}
+	if t, err = DecodeNodeTarget(rep.body); err != nil {
+		return NodeTarget{}, false, fmt.Errorf("api: %s %s: decode reply: %w", r.method, r.path, err)
 	}
 	return t, true, nil
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"sync"
 )
 
@@ -624,6 +625,111 @@ func decodeCapboxRequest(d *decoder, r *CapboxRequest) {
 		case "idempotency_key":
 			if d.field(&seen, 7) {
 				r.IdempotencyKey = d.str()
+			}
+		default:
+			d.unknown()
+		}
+	}
+}
+
+// DecodeNodeTarget reads a node's target as the dispatcher writes it (the
+// reply of GET /v1/nodes/{name}/target): strictly, as DecodeJobs reads job
+// specs (an unknown or repeated field or a wrong type is an error naming
+// its path), and without reflection, since every nodelet reads one per
+// change of its pods. Generations of 2^63 or more are refused.
+func DecodeNodeTarget(body []byte) (NodeTarget, error) {
+	d := decoders.Get().(*decoder)
+	defer d.release()
+	d.reset(body)
+	var t NodeTarget
+	if d.peek() == 0 {
+		d.add("empty body: want a target object")
+	} else {
+		decodeNodeTarget(d, &t)
+		if !d.broken && d.peek() != 0 {
+			d.syntax("trailing data after the target")
+		}
+	}
+	if err := d.err(); err != nil {
+		return NodeTarget{}, err
+	}
+	return t, nil
+}
+
+func decodeNodeTarget(d *decoder, t *NodeTarget) {
+	if !d.openObject() {
+		return
+	}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "generation":
+			if d.field(&seen, 0) {
+				t.Generation = uint64(d.intIn(0, math.MaxInt64))
+			}
+		case "base":
+			if d.field(&seen, 1) {
+				t.Base = uint64(d.intIn(0, math.MaxInt64))
+			}
+		case "pods":
+			if d.field(&seen, 2) && d.openArray() {
+				for d.nextElem() {
+					t.Pods = append(t.Pods, TargetPod{})
+					decodeTargetPod(d, &t.Pods[len(t.Pods)-1])
+				}
+			}
+		case "removed":
+			if d.field(&seen, 3) {
+				t.Removed = d.strs()
+			}
+		default:
+			d.unknown()
+		}
+	}
+}
+
+func decodeTargetPod(d *decoder, p *TargetPod) {
+	if !d.openObject() {
+		return
+	}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "task_id":
+			if d.field(&seen, 0) {
+				p.TaskID = d.str()
+			}
+		case "job":
+			if d.field(&seen, 1) {
+				p.Job = d.str()
+			}
+		case "group":
+			if d.field(&seen, 2) {
+				p.Group = d.str()
+			}
+		case "qos":
+			if d.field(&seen, 3) {
+				p.QoS = QoS(d.str())
+			}
+		case "priority":
+			if d.field(&seen, 4) {
+				p.Priority = d.int32()
+			}
+		case "pod":
+			if d.field(&seen, 5) {
+				decodePod(d, &p.Pod)
+			}
+		case "max_run_time":
+			if d.field(&seen, 6) {
+				p.MaxRunTime = d.duration()
+			}
+		case "capbox":
+			if d.field(&seen, 7) {
+				p.Capbox = d.boolean()
+			}
+		case "in_capbox":
+			if d.field(&seen, 8) {
+				p.InCapbox = d.str()
 			}
 		default:
 			d.unknown()

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -55,6 +56,33 @@ func FuzzDecodeCapTasks(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if _, err := api.DecodeCapTasks(body); err != nil {
 			checkExplained(t, err)
+		}
+	})
+}
+
+// FuzzDecodeNodeTarget feeds arbitrary bodies to the target decoder: it
+// must never panic, every rejection must be explained, and an accepted
+// target must survive a round trip through encoding/json unchanged (as
+// encoded: an empty map and no map encode alike).
+func FuzzDecodeNodeTarget(f *testing.F) {
+	f.Add([]byte(`{"generation":7,"base":5,"pods":[{"task_id":"j1/0/0/1","job":"j1","group":"g","qos":"offline","priority":3,"pod":{"containers":[{"name":"c","image":{"rootfs":"/img"},"command":["/w"],"env":{"A":"b"},"resources":{"cpu":500,"memory":67108864}}],"sim":{"run_time":"1s"}},"max_run_time":"1m0s","capbox":true,"in_capbox":"j2/0/0/1"}],"removed":["j0/0/0/1"]}`))
+	f.Add([]byte(`{"generation":1,"pods":null}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		tg, err := api.DecodeNodeTarget(body)
+		if err != nil {
+			checkExplained(t, err)
+			return
+		}
+		again, err := json.Marshal(tg)
+		if err != nil {
+			t.Fatalf("marshal an accepted target: %v", err)
+		}
+		back, err := api.DecodeNodeTarget(again)
+		if err != nil {
+			t.Fatalf("re-decoding an accepted target: %v\nbody: %s\nagain: %s", err, body, again)
+		}
+		if third, _ := json.Marshal(back); !bytes.Equal(third, again) {
+			t.Fatalf("round trip of an accepted target differs\nbody: %s\nagain: %s\nthird: %s", body, again, third)
 		}
 	})
 }

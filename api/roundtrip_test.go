@@ -277,3 +277,64 @@ func checkAllSet(t *testing.T, typ reflect.Type, path string, seen map[string]bo
 		checkAllSet(t, f.Type, p, seen)
 	}
 }
+
+// target returns a random node target that sets every field.
+func (g gen) target() api.NodeTarget {
+	t := api.NodeTarget{Generation: g.r.Uint64N(1 << 62), Base: g.r.Uint64N(1 << 40)}
+	for range g.r.IntN(4) + 1 {
+		j := g.job()
+		tg := j.Tasks[0]
+		t.Pods = append(t.Pods, api.TargetPod{
+			TaskID: g.name("j") + "/0/1/1", Job: g.name("j"), Group: tg.Name, QoS: j.QoS, Priority: j.Priority,
+			Pod: tg.Pod, MaxRunTime: j.MaxRunTime, Capbox: g.r.IntN(2) == 0, InCapbox: g.name("box"),
+		})
+	}
+	t.Removed = []string{g.name("gone"), g.name("gone")}
+	return t
+}
+
+// TestDecodeNodeTarget checks DecodeNodeTarget against encoding/json on
+// random targets that set every field, and that it refuses what
+// encoding/json with unknown fields disallowed would, naming the path.
+func TestDecodeNodeTarget(t *testing.T) {
+	g := gen{seedtest.Rand(t)}
+	seen := map[string]bool{}
+	for range 300 {
+		want := g.target()
+		markSet(reflect.ValueOf(want), "NodeTarget", seen)
+		body, err := json.Marshal(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := api.DecodeNodeTarget(body)
+		if err != nil {
+			t.Fatalf("decode: %v\nbody: %s", err, body)
+		}
+		var std api.NodeTarget
+		if err := json.Unmarshal(body, &std); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(got, std) {
+			t.Fatalf("target round trip differs:\n got %+v\nwant %+v\nbody: %s", got, want, body)
+		}
+	}
+	checkAllSet(t, reflect.TypeFor[api.NodeTarget](), "NodeTarget", seen)
+	if got, err := api.DecodeNodeTarget([]byte(`{"generation":3,"pods":null}`)); err != nil || got.Generation != 3 || got.Pods != nil {
+		t.Fatalf("null pods: %+v, %v", got, err)
+	}
+	for body, want := range map[string]string{
+		``:                                     "empty body",
+		`[]`:                                   "want an object",
+		`{"generation":1}x`:                    "trailing data",
+		`{"generation":-1}`:                    "generation",
+		`{"generation":"1"}`:                   "generation",
+		`{"pods":[{"task_id":"a","bogus":1}]}`: "pods[0].bogus",
+		`{"pods":[{"pod":{"containers":[{"resources":{"cpu":"lots"}}]}}]}`: "pods[0].pod.containers[0].resources.cpu",
+		`{"generation":1,"generation":2}`:                                  "duplicate",
+		`{"pods":[{"max_run_time":"soon"}]}`:                               "pods[0].max_run_time",
+	} {
+		if _, err := api.DecodeNodeTarget([]byte(body)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("DecodeNodeTarget(%q) = %v, want an error saying %q", body, err, want)
+		}
+	}
+}
