@@ -122,3 +122,50 @@ func BenchmarkDecodeNodeTargetStdlib(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(40*b.N), "ns/pod")
 }
+
+// reportBody returns a heartbeat of a node running n tasks, with a report
+// for every tenth of them, as a nodelet sends it.
+func reportBody(b *testing.B, n int) []byte {
+	r := api.ReportRequest{Usage: &api.NodeUsage{Total: api.Usage{CPU: 12000, Memory: 40 << 30}}}
+	for i := range n {
+		id := fmt.Sprintf("j%d/0/%d/1", 100+i, i)
+		r.Usage.Tasks = append(r.Usage.Tasks, api.TaskUsage{TaskID: id, QoS: api.QoSOffline, Usage: api.Usage{CPU: 480, Memory: 200 << 20}})
+		if i%10 == 0 {
+			r.Reports = append(r.Reports, api.TaskReport{TaskID: id, State: api.TaskRunning, Reason: api.ReasonStarted,
+				Time: time.Unix(1_800_000_000, 123456789).UTC(), Usage: api.Usage{CPU: 10, Memory: 1 << 20}})
+		}
+	}
+	body, err := json.Marshal(r)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return body
+}
+
+// BenchmarkDecodeReportRequest measures the dispatcher's read of a
+// heartbeat of 40 tasks with 4 reports, beside encoding/json's
+// (BenchmarkDecodeReportRequestStdlib, strict as the server was).
+func BenchmarkDecodeReportRequest(b *testing.B) {
+	body := reportBody(b, 40)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if r, err := api.DecodeReportRequest(body); err != nil || len(r.Usage.Tasks) != 40 {
+			b.Fatalf("decode: %+v, %v", r, err)
+		}
+	}
+}
+
+func BenchmarkDecodeReportRequestStdlib(b *testing.B) {
+	body := reportBody(b, 40)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		var r api.ReportRequest
+		if err := dec.Decode(&r); err != nil || len(r.Usage.Tasks) != 40 {
+			b.Fatalf("decode: %+v, %v", r, err)
+		}
+	}
+}

@@ -736,3 +736,191 @@ func decodeTargetPod(d *decoder, p *TargetPod) {
 		}
 	}
 }
+
+// DecodeReportRequest reads a node's report request (POST
+// /v1/nodes/{name}/reports) with the same strictness as DecodeJobs, without
+// validating it (ReportRequest.Validate does): the dispatcher reads one per
+// heartbeat of every node.
+func DecodeReportRequest(body []byte) (ReportRequest, error) {
+	d := decoders.Get().(*decoder)
+	defer d.release()
+	d.reset(body)
+	var r ReportRequest
+	if d.peek() == 0 {
+		d.add("empty body: want a report request object")
+	} else {
+		decodeReportRequest(d, &r)
+		if !d.broken && d.peek() != 0 {
+			d.syntax("trailing data after the report request")
+		}
+	}
+	if err := d.err(); err != nil {
+		return ReportRequest{}, err
+	}
+	return r, nil
+}
+
+func decodeReportRequest(d *decoder, r *ReportRequest) {
+	if !d.openObject() {
+		return
+	}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "reports":
+			if d.field(&seen, 0) && d.openArray() {
+				r.Reports = []TaskReport{}
+				for d.nextElem() {
+					r.Reports = append(r.Reports, TaskReport{})
+					decodeTaskReport(d, &r.Reports[len(r.Reports)-1])
+				}
+			}
+		case "usage":
+			if !d.field(&seen, 1) {
+				continue
+			}
+			if d.peek() == 'n' {
+				d.skipValue() // null: no usage
+			} else {
+				r.Usage = &NodeUsage{}
+				decodeNodeUsage(d, r.Usage)
+			}
+		default:
+			d.unknown()
+		}
+	}
+}
+
+func decodeTaskReport(d *decoder, r *TaskReport) {
+	if !d.openObject() {
+		return
+	}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "task_id":
+			if d.field(&seen, 0) {
+				r.TaskID = d.str()
+			}
+		case "state":
+			if !d.field(&seen, 1) {
+				continue
+			}
+			if d.peek() == 'n' {
+				d.skipValue() // null leaves it zero, as in encoding/json
+				continue
+			}
+			st, err := ParseTaskState(d.str())
+			if err != nil && !d.broken {
+				d.add(err.Error())
+			}
+			r.State = st
+		case "reason":
+			if d.field(&seen, 2) {
+				r.Reason = TaskReason(d.str())
+			}
+		case "exit_code":
+			if d.field(&seen, 3) {
+				r.ExitCode = d.int32()
+			}
+		case "message":
+			if d.field(&seen, 4) {
+				r.Message = d.str()
+			}
+		case "time":
+			if d.field(&seen, 5) {
+				r.Time = d.time()
+			}
+		case "usage":
+			if d.field(&seen, 6) {
+				decodeUsage(d, &r.Usage)
+			}
+		default:
+			d.unknown()
+		}
+	}
+}
+
+func decodeNodeUsage(d *decoder, u *NodeUsage) {
+	if !d.openObject() {
+		return
+	}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "total":
+			if d.field(&seen, 0) {
+				decodeUsage(d, &u.Total)
+			}
+		case "online":
+			if d.field(&seen, 1) {
+				decodeUsage(d, &u.Online)
+			}
+		case "offline":
+			if d.field(&seen, 2) {
+				decodeUsage(d, &u.Offline)
+			}
+		case "tasks":
+			if d.field(&seen, 3) && d.openArray() {
+				for d.nextElem() {
+					u.Tasks = append(u.Tasks, TaskUsage{})
+					decodeTaskUsage(d, &u.Tasks[len(u.Tasks)-1])
+				}
+			}
+		default:
+			d.unknown()
+		}
+	}
+}
+
+func decodeUsage(d *decoder, u *Usage) {
+	if !d.openObject() {
+		return
+	}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "cpu":
+			if d.field(&seen, 0) {
+				u.CPU = d.int64()
+			}
+		case "memory":
+			if d.field(&seen, 1) {
+				u.Memory = d.int64()
+			}
+		default:
+			d.unknown()
+		}
+	}
+}
+
+// decodeTaskUsage reads a TaskUsage, whose embedded Usage's fields are
+// members of the same object.
+func decodeTaskUsage(d *decoder, u *TaskUsage) {
+	if !d.openObject() {
+		return
+	}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "task_id":
+			if d.field(&seen, 0) {
+				u.TaskID = d.str()
+			}
+		case "qos":
+			if d.field(&seen, 1) {
+				u.QoS = QoS(d.str())
+			}
+		case "cpu":
+			if d.field(&seen, 2) {
+				u.CPU = d.int64()
+			}
+		case "memory":
+			if d.field(&seen, 3) {
+				u.Memory = d.int64()
+			}
+		default:
+			d.unknown()
+		}
+	}
+}

@@ -30,8 +30,9 @@
 // submission throughput is bounded by it; a round-trip test against
 // encoding/json keeps it in step with the struct tags, which encoding uses.
 // DecodeNodeTarget reads a node's target (the reply a nodelet reads on every
-// change of its pods) with the same decoder and the same strictness, without
-// defaults or validation: the dispatcher wrote it.
+// change of its pods) and DecodeReportRequest a node's heartbeat with the
+// same decoder and the same strictness, without defaults or validation
+// (the dispatcher wrote the one; ReportRequest.Validate checks the other).
 //
 // # Invariants
 //

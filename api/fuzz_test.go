@@ -87,6 +87,30 @@ func FuzzDecodeNodeTarget(f *testing.F) {
 	})
 }
 
+// FuzzDecodeReportRequest does the same for report requests.
+func FuzzDecodeReportRequest(f *testing.F) {
+	f.Add([]byte(`{"reports":[{"task_id":"j1/0/0/1","state":"running","reason":"started","exit_code":0,"message":"m","time":"2030-01-01T00:00:00.5Z","usage":{"cpu":5,"memory":6}}],"usage":{"total":{"cpu":1,"memory":2},"online":{"cpu":1,"memory":1},"offline":{"cpu":0,"memory":1},"tasks":[{"task_id":"j1/0/0/1","qos":"online","cpu":1,"memory":1}]}}`))
+	f.Add([]byte(`{"reports":null,"usage":null}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, err := api.DecodeReportRequest(body)
+		if err != nil {
+			checkExplained(t, err)
+			return
+		}
+		again, err := json.Marshal(r)
+		if err != nil {
+			t.Fatalf("marshal an accepted request: %v", err)
+		}
+		back, err := api.DecodeReportRequest(again)
+		if err != nil {
+			t.Fatalf("re-decoding an accepted request: %v\nbody: %s\nagain: %s", err, body, again)
+		}
+		if third, _ := json.Marshal(back); !bytes.Equal(third, again) {
+			t.Fatalf("round trip of an accepted request differs\nbody: %s\nagain: %s\nthird: %s", body, again, third)
+		}
+	})
+}
+
 func checkExplained(t *testing.T, err error) {
 	t.Helper()
 	var ve *api.ValidationError

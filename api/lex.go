@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"math"
+	"time"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -705,3 +706,25 @@ func quoteByte(c byte) string {
 
 // int64 reads an integer; the validator checks the range the field allows.
 func (d *decoder) int64() int64 { return d.intIn(math.MinInt64, math.MaxInt64) }
+
+// time reads an RFC 3339 time string as encoding/json reads a time.Time;
+// null leaves it zero.
+func (d *decoder) time() time.Time {
+	if d.peek() == 'n' {
+		d.skipValue()
+		return time.Time{}
+	}
+	var t time.Time
+	s := d.str()
+	if d.broken {
+		return t
+	}
+	if err := t.UnmarshalText([]byte(s)); err != nil {
+		if len(s) > 40 {
+			s = s[:40] + "…"
+		}
+		d.addf("want an RFC 3339 time, got %q", s)
+		return time.Time{}
+	}
+	return t
+}

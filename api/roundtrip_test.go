@@ -250,6 +250,9 @@ func markSet(v reflect.Value, path string, seen map[string]bool) {
 			markSet(v.Index(i), path, seen)
 		}
 	case reflect.Struct:
+		if v.Type() == reflect.TypeFor[time.Time]() {
+			return // a value: set or not, as a whole
+		}
 		for i := range v.NumField() {
 			f := v.Type().Field(i)
 			p := path + "." + f.Name
@@ -265,7 +268,7 @@ func checkAllSet(t *testing.T, typ reflect.Type, path string, seen map[string]bo
 	for typ.Kind() == reflect.Pointer || typ.Kind() == reflect.Slice {
 		typ = typ.Elem()
 	}
-	if typ.Kind() != reflect.Struct {
+	if typ.Kind() != reflect.Struct || typ == reflect.TypeFor[time.Time]() {
 		return
 	}
 	for i := range typ.NumField() {
@@ -335,6 +338,81 @@ func TestDecodeNodeTarget(t *testing.T) {
 	} {
 		if _, err := api.DecodeNodeTarget([]byte(body)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("DecodeNodeTarget(%q) = %v, want an error saying %q", body, err, want)
+		}
+	}
+}
+
+// reportRequest returns a random report request that sets every field.
+func (g gen) reportRequest() api.ReportRequest {
+	var r api.ReportRequest
+	usage := func() api.Usage { return api.Usage{CPU: g.r.Int64N(64000) + 1, Memory: g.r.Int64N(1<<40) + 1} }
+	for range g.r.IntN(4) + 1 {
+		r.Reports = append(r.Reports, api.TaskReport{
+			TaskID: g.name("j") + "/0/1/1", State: api.TaskState(g.r.IntN(int(api.TaskLost)) + 1),
+			Reason: api.TaskReason(g.name("reason")), ExitCode: int32(g.r.IntN(256)) - 128, Message: g.text(),
+			Time:  time.Unix(g.r.Int64N(1<<32), g.r.Int64N(1e9)).UTC(),
+			Usage: usage(),
+		})
+	}
+	r.Usage = &api.NodeUsage{Total: usage(), Online: usage(), Offline: usage()}
+	for range g.r.IntN(3) + 1 {
+		r.Usage.Tasks = append(r.Usage.Tasks, api.TaskUsage{TaskID: g.name("j") + "/0/2/1", QoS: api.QoSOnline, Usage: usage()})
+	}
+	return r
+}
+
+// TestDecodeReportRequest checks DecodeReportRequest against
+// encoding/json on random requests that set every field, and its
+// refusals, each naming the path.
+func TestDecodeReportRequest(t *testing.T) {
+	g := gen{seedtest.Rand(t)}
+	seen := map[string]bool{}
+	for range 300 {
+		want := g.reportRequest()
+		markSet(reflect.ValueOf(want), "ReportRequest", seen)
+		body, err := json.Marshal(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := api.DecodeReportRequest(body)
+		if err != nil {
+			t.Fatalf("decode: %v\nbody: %s", err, body)
+		}
+		var std api.ReportRequest
+		if err := json.Unmarshal(body, &std); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(got, std) {
+			t.Fatalf("report round trip differs:\n got %+v\nwant %+v\n std %+v\nbody: %s", got, want, std, body)
+		}
+	}
+	checkAllSet(t, reflect.TypeFor[api.ReportRequest](), "ReportRequest", seen)
+	for body, want := range map[string]api.ReportRequest{
+		`{"reports":[]}`:                           {Reports: []api.TaskReport{}},
+		`{"reports":null,"usage":null}`:            {},
+		`{"reports":[{"state":null,"time":null}]}`: {Reports: []api.TaskReport{{}}},
+	} {
+		got, err := api.DecodeReportRequest([]byte(body))
+		var std api.ReportRequest
+		if jerr := json.Unmarshal([]byte(body), &std); jerr != nil || err != nil || !reflect.DeepEqual(got, want) || !reflect.DeepEqual(got, std) {
+			t.Errorf("DecodeReportRequest(%s) = %+v, %v; want %+v (encoding/json: %+v, %v)", body, got, err, want, std, jerr)
+		}
+	}
+	for body, want := range map[string]string{
+		``:                                   "empty body",
+		`[]`:                                 "want an object",
+		`{"reports":[]}x`:                    "trailing data",
+		`{"reports":[{"task_id":1}]}`:        "reports[0].task_id",
+		`{"reports":[{"state":"napping"}]}`:  "reports[0].state",
+		`{"reports":[{"time":"yesterday"}]}`: "reports[0].time",
+		`{"reports":[{"exit_code":1e10}]}`:   "reports[0].exit_code",
+		`{"usage":{"tasks":[{"cpu":"1"}]}}`:  "usage.tasks[0].cpu",
+		`{"usage":{"total":{"gpu":1}}}`:      "usage.total.gpu",
+		`{"usage":{},"usage":{}}`:            "duplicate",
+		`{"reports":[{"state":"running","state":"failed"}]}`: "duplicate",
+	} {
+		if _, err := api.DecodeReportRequest([]byte(body)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("DecodeReportRequest(%q) = %v, want an error saying %q", body, err, want)
 		}
 	}
 }

@@ -144,9 +144,17 @@ func (h *Handler) reports(ctx *fasthttp.RequestCtx, _ Principal, args []string) 
 	if e := checkQuery(ctx); e != nil {
 		return e
 	}
-	var req api.ReportRequest
-	if e := decodeStrict(ctx, "report request", &req); e != nil {
+	if e := checkContentType(ctx, true, "application/json"); e != nil {
 		return e
+	}
+	body, e := readBody(ctx)
+	if e != nil {
+		return e
+	}
+	// Every node's heartbeats come here: api's decoder, not reflection.
+	req, err := api.DecodeReportRequest(body)
+	if err != nil {
+		return h.fromError(ctx, "report request", err)
 	}
 	if len(req.Reports) > api.MaxItemsPerRequest {
 		return errorf(fasthttp.StatusRequestEntityTooLarge, api.CodeTooLarge, "more than %d reports in one request", api.MaxItemsPerRequest)
