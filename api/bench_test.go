@@ -169,3 +169,19 @@ func BenchmarkDecodeReportRequestStdlib(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodeJobsArray is BenchmarkDecodeJobs with the 1,000 jobs in a
+// JSON array, as the submit benchmark sends them.
+func BenchmarkDecodeJobsArray(b *testing.B) {
+	body := append([]byte{'['}, bytes.ReplaceAll(bytes.TrimSuffix(ndjson(1000), []byte{'\n'}), []byte{'\n'}, []byte{','})...)
+	body = append(body, ']')
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		jobs, err := api.DecodeJobs(body)
+		if err != nil || len(jobs) != 1000 {
+			b.Fatalf("decode: %d jobs, %v", len(jobs), err)
+		}
+	}
+	b.ReportMetric(float64(1000*b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
