@@ -507,6 +507,12 @@ func TestNotLeader(t *testing.T) {
 		if r == l {
 			continue
 		}
+		// A follower names the leader once it has heard from it (the
+		// first heartbeat can still be on its way when the leader knows
+		// it leads).
+		waitFor(t, 5*time.Second, fmt.Sprintf("follower %d to hear from leader %d", r.id, l.id), func() bool {
+			return r.kv.Status().Leader == l.id
+		})
 		_, _, err := r.d.Submit(ctx, []api.JobSpec{jobSpec("j", 1, 100, 0, time.Second)})
 		var nle *raftkv.NotLeaderError
 		if !errors.As(err, &nle) || nle.LeaderID != l.id {
