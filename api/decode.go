@@ -670,22 +670,29 @@ func decodeCapboxRequest(d *decoder, r *CapboxRequest) {
 // its path), and without reflection, since every nodelet reads one per
 // change of its pods. Generations of 2^63 or more are refused.
 func DecodeNodeTarget(body []byte) (NodeTarget, error) {
+	return decodeOne(body, "target", decodeNodeTarget)
+}
+
+// decodeOne reads a body that is one object, what, with dec: all of it, or
+// an error naming every problem.
+func decodeOne[T any](body []byte, what string, dec func(*decoder, *T)) (T, error) {
 	d := decoders.Get().(*decoder)
 	defer d.release()
 	d.reset(body)
-	var t NodeTarget
+	var v T
 	if d.peek() == 0 {
-		d.add("empty body: want a target object")
+		d.add("empty body: want a " + what + " object")
 	} else {
-		decodeNodeTarget(d, &t)
+		dec(d, &v)
 		if !d.broken && d.peek() != 0 {
-			d.syntax("trailing data after the target")
+			d.syntax("trailing data after the %s", what)
 		}
 	}
 	if err := d.err(); err != nil {
-		return NodeTarget{}, err
+		var zero T
+		return zero, err
 	}
-	return t, nil
+	return v, nil
 }
 
 func decodeNodeTarget(d *decoder, t *NodeTarget) {
@@ -774,22 +781,7 @@ func decodeTargetPod(d *decoder, p *TargetPod) {
 // validating it (ReportRequest.Validate does): the dispatcher reads one per
 // heartbeat of every node.
 func DecodeReportRequest(body []byte) (ReportRequest, error) {
-	d := decoders.Get().(*decoder)
-	defer d.release()
-	d.reset(body)
-	var r ReportRequest
-	if d.peek() == 0 {
-		d.add("empty body: want a report request object")
-	} else {
-		decodeReportRequest(d, &r)
-		if !d.broken && d.peek() != 0 {
-			d.syntax("trailing data after the report request")
-		}
-	}
-	if err := d.err(); err != nil {
-		return ReportRequest{}, err
-	}
-	return r, nil
+	return decodeOne(body, "report request", decodeReportRequest)
 }
 
 func decodeReportRequest(d *decoder, r *ReportRequest) {

@@ -341,15 +341,23 @@ func (d *Dispatcher) Cancel(ctx context.Context, id string) (fsm.CancelResult, e
 	if err := d.checkOpen(); err != nil {
 		return fsm.CancelResult{}, err
 	}
-	res, err := d.propose(ctx, fsm.CancelJob(d.cfg.Clock.Now(), id))
+	return d.proposeStop(ctx, "cancel "+id, fsm.CancelJob(d.cfg.Clock.Now(), id), true)
+}
+
+// proposeStop proposes cmd, a command whose result decodes with
+// fsm.DecodeCancelResult; kick starts a round once it is committed.
+func (d *Dispatcher) proposeStop(ctx context.Context, what string, cmd []byte, kick bool) (fsm.CancelResult, error) {
+	res, err := d.propose(ctx, cmd)
 	if err != nil {
 		return fsm.CancelResult{}, err
 	}
 	r, err := fsm.DecodeCancelResult(res)
 	if err != nil {
-		return r, fmt.Errorf("dispatcher: cancel %s: %w", id, err)
+		return r, fmt.Errorf("dispatcher: %s: %w", what, err)
 	}
-	d.kick()
+	if kick {
+		d.kick()
+	}
 	return r, nil
 }
 
@@ -371,16 +379,7 @@ func (d *Dispatcher) ReleaseCapboxes(ctx context.Context, appmaster string, ids 
 	if err := d.checkOpen(); err != nil {
 		return fsm.CancelResult{}, err
 	}
-	res, err := d.propose(ctx, fsm.ReleaseCapboxes(d.cfg.Clock.Now(), appmaster, ids))
-	if err != nil {
-		return fsm.CancelResult{}, err
-	}
-	r, err := fsm.DecodeCancelResult(res)
-	if err != nil {
-		return r, fmt.Errorf("dispatcher: release capboxes of %s: %w", appmaster, err)
-	}
-	d.kick()
-	return r, nil
+	return d.proposeStop(ctx, "release capboxes of "+appmaster, fsm.ReleaseCapboxes(d.cfg.Clock.Now(), appmaster, ids), true)
 }
 
 // StartCapTasks proposes capbox tasks for appmaster and returns their IDs
@@ -401,13 +400,9 @@ func (d *Dispatcher) StopCapTasks(ctx context.Context, appmaster string, ids []s
 	if err := d.checkOpen(); err != nil {
 		return 0, err
 	}
-	res, err := d.propose(ctx, fsm.StopCapTasks(d.cfg.Clock.Now(), appmaster, ids))
+	r, err := d.proposeStop(ctx, "stop capbox tasks of "+appmaster, fsm.StopCapTasks(d.cfg.Clock.Now(), appmaster, ids), false)
 	if err != nil {
 		return 0, err
-	}
-	r, err := fsm.DecodeCancelResult(res)
-	if err != nil {
-		return 0, fmt.Errorf("dispatcher: stop capbox tasks of %s: %w", appmaster, err)
 	}
 	return r.Stopping, nil
 }

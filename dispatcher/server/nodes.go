@@ -15,13 +15,18 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
+// jsonBody reads a request's body, which must be JSON (maybe compressed).
+func jsonBody(ctx *fasthttp.RequestCtx) ([]byte, *httpError) {
+	if e := checkContentType(ctx, true, "application/json"); e != nil {
+		return nil, e
+	}
+	return readBody(ctx)
+}
+
 // decodeStrict reads a JSON body into v: one object, no unknown fields,
 // nothing after it.
 func decodeStrict(ctx *fasthttp.RequestCtx, what string, v any) *httpError {
-	if e := checkContentType(ctx, true, "application/json"); e != nil {
-		return e
-	}
-	body, e := readBody(ctx)
+	body, e := jsonBody(ctx)
 	if e != nil {
 		return e
 	}
@@ -144,10 +149,7 @@ func (h *Handler) reports(ctx *fasthttp.RequestCtx, _ Principal, args []string) 
 	if e := checkQuery(ctx); e != nil {
 		return e
 	}
-	if e := checkContentType(ctx, true, "application/json"); e != nil {
-		return e
-	}
-	body, e := readBody(ctx)
+	body, e := jsonBody(ctx)
 	if e != nil {
 		return e
 	}

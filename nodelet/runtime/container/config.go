@@ -68,14 +68,7 @@ func containerConfig(spec *runtime.PodSpec, parent string, c *runtime.ContainerS
 	}
 	res := &cgroups.Resources{Devices: rules}
 	r := c.Resources
-	if r.MilliCPU > 0 {
-		res.CpuPeriod = cpuPeriod
-		res.CpuQuota = r.MilliCPU * cpuPeriod / 1000
-		res.CpuShares = uint64(max(2, r.MilliCPU*1024/1000))
-	}
-	if r.MemoryBytes > 0 {
-		res.Memory = r.MemoryBytes
-	}
+	limitCPUMemory(res, r)
 	pids := r.Pids
 	if pids == 0 {
 		pids = defaultPids
@@ -109,5 +102,18 @@ func containerConfig(spec *runtime.PodSpec, parent string, c *runtime.ContainerS
 			{Source: "sysfs", Destination: "/sys", Device: "sysfs", Flags: mountFlags | unix.MS_RDONLY},
 			{Source: "tmpfs", Destination: "/tmp", Device: "tmpfs", Flags: unix.MS_NOSUID | unix.MS_NODEV, Data: "mode=1777"},
 		},
+	}
+}
+
+// limitCPUMemory sets res's CPU quota and shares and its memory limit from
+// r's, where r sets them.
+func limitCPUMemory(res *cgroups.Resources, r runtime.Resources) {
+	if r.MilliCPU > 0 {
+		res.CpuPeriod = cpuPeriod
+		res.CpuQuota = r.MilliCPU * cpuPeriod / 1000
+		res.CpuShares = uint64(max(2, r.MilliCPU*1024/1000))
+	}
+	if r.MemoryBytes > 0 {
+		res.Memory = r.MemoryBytes
 	}
 }

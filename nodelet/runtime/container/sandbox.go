@@ -95,14 +95,7 @@ func limitPod(p *pod) error {
 	r := p.rec.Spec.Containers[0].Resources
 	// Devices stay as they are: each container sets its own rules.
 	res := &cgroups.Resources{SkipDevices: true}
-	if r.MilliCPU > 0 {
-		res.CpuPeriod = cpuPeriod
-		res.CpuQuota = r.MilliCPU * cpuPeriod / 1000
-		res.CpuShares = uint64(max(2, r.MilliCPU*1024/1000))
-	}
-	if r.MemoryBytes > 0 {
-		res.Memory = r.MemoryBytes
-	}
+	limitCPUMemory(res, r)
 	m, err := manager.New(&cgroups.Cgroup{Path: cgroupPath(p.rec.CgroupParent, p.id, ""), Resources: res})
 	if err != nil {
 		return fmt.Errorf("capbox cgroup: %w", err)
