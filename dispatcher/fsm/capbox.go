@@ -74,10 +74,26 @@ func CreateCapboxes(now time.Time, appmaster string, reqs []api.CapboxRequest) (
 	if err != nil {
 		return nil, fmt.Errorf("fsm: encoding capbox requests: %w", err)
 	}
-	e := newCommand(cmdCreateCapboxes, now, len(appmaster)+len(body)+8)
+	return appmasterCommand(cmdCreateCapboxes, now, appmaster, body), nil
+}
+
+// appmasterCommand encodes a command of an appmaster's with a JSON body.
+func appmasterCommand(tag byte, now time.Time, appmaster string, body []byte) []byte {
+	e := newCommand(tag, now, len(appmaster)+len(body)+8)
 	e.str(appmaster)
 	e.bytes(body)
-	return e.b, nil
+	return e.b
+}
+
+// appmasterIDsCommand encodes a command of an appmaster's naming IDs.
+func appmasterIDsCommand(tag byte, now time.Time, appmaster string, ids []string) []byte {
+	e := newCommand(tag, now, len(appmaster)+len(ids)*24+8)
+	e.str(appmaster)
+	e.uvarint(uint64(len(ids)))
+	for _, id := range ids {
+		e.str(id)
+	}
+	return e.b
 }
 
 // ReleaseCapboxes returns the command by which appmaster (a job ID)
@@ -88,13 +104,7 @@ func CreateCapboxes(now time.Time, appmaster string, reqs []api.CapboxRequest) (
 // ErrNotCapbox), or the command is rejected whole. The result decodes with
 // DecodeCancelResult.
 func ReleaseCapboxes(now time.Time, appmaster string, ids []string) []byte {
-	e := newCommand(cmdReleaseCapboxes, now, len(appmaster)+len(ids)*16+8)
-	e.str(appmaster)
-	e.uvarint(uint64(len(ids)))
-	for _, id := range ids {
-		e.str(id)
-	}
-	return e.b
+	return appmasterIDsCommand(cmdReleaseCapboxes, now, appmaster, ids)
 }
 
 // appmasterLocked returns the live appmaster job id names.

@@ -58,10 +58,7 @@ func StartCapTasks(now time.Time, appmaster string, specs []api.CapTaskSpec) ([]
 	if err != nil {
 		return nil, fmt.Errorf("fsm: encoding capbox tasks: %w", err)
 	}
-	e := newCommand(cmdStartCapTasks, now, len(appmaster)+len(body)+8)
-	e.str(appmaster)
-	e.bytes(body)
-	return e.b, nil
+	return appmasterCommand(cmdStartCapTasks, now, appmaster, body), nil
 }
 
 // StopCapTasks returns the command by which appmaster stops capbox tasks,
@@ -71,13 +68,7 @@ func StartCapTasks(now time.Time, appmaster string, specs []api.CapTaskSpec) ([]
 // (ErrNotFound), or the command is rejected whole. The result decodes
 // with DecodeCancelResult (Stopping counts the tasks told to stop).
 func StopCapTasks(now time.Time, appmaster string, ids []string) []byte {
-	e := newCommand(cmdStopCapTasks, now, len(appmaster)+len(ids)*24+8)
-	e.str(appmaster)
-	e.uvarint(uint64(len(ids)))
-	for _, id := range ids {
-		e.str(id)
-	}
-	return e.b
+	return appmasterIDsCommand(cmdStopCapTasks, now, appmaster, ids)
 }
 
 // splitCapTaskID splits a capbox task's ID into its capbox's ID and its
