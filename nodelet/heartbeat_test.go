@@ -64,6 +64,8 @@ func (f *fakeCgroups) PodUsage(t cgroup.Tier, _ string) (cgroup.Usage, error) {
 	return cgroup.Usage{CPUUsageNS: f.cpu, MemoryWorkingSet: f.mem[t]}, nil
 }
 
+func (f *fakeCgroups) EndUsageRound() {}
+
 func (f *fakeCgroups) SetTier(cgroup.Tier, cgroup.Limits) error { return nil }
 
 // fakeOvercommit is an overcommit loop configuration over fake cgroups and

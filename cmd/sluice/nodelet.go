@@ -283,9 +283,12 @@ func startNodelet(ctx context.Context, cfg nodeletConfig, logger *slog.Logger) (
 	if err := d.Join(ctx); err != nil {
 		return nil, fmt.Errorf("nodelet: %w", err)
 	}
-	oc, err := cfg.overcommitConfig(logger)
+	oc, cgroups, err := cfg.overcommitConfig(logger)
 	if err != nil {
 		return nil, fmt.Errorf("nodelet: %w", err)
+	}
+	if cgroups != nil {
+		undo = append(undo, func() error { cgroups.Close(); return nil })
 	}
 	agent, err := nodelet.New(nodelet.Config{
 		Node: cfg.name, Runtime: rt, Dispatcher: d, MaxConcurrentStarts: cfg.maxStarts, RetainExited: cfg.retainExited,
@@ -337,23 +340,24 @@ func startNodelet(ctx context.Context, cfg nodeletConfig, logger *slog.Logger) (
 }
 
 // overcommitConfig prepares the cgroup tiers and returns the overcommit
-// controller's configuration, or nil when it is off.
-func (c *nodeletConfig) overcommitConfig(logger *slog.Logger) (*overcommit.Config, error) {
+// controller's configuration and its cgroup manager (to be closed when the
+// nodelet stops), or nils when it is off.
+func (c *nodeletConfig) overcommitConfig(logger *slog.Logger) (*overcommit.Config, *cgroup.Manager, error) {
 	if !c.overcommit {
-		return nil, nil
+		return nil, nil, nil
 	}
 	mgr, err := cgroup.New(cgroup.Config{Root: "/" + c.cgroupRoot})
 	if err != nil {
-		return nil, fmt.Errorf("overcommit: cgroups: %w", err)
+		return nil, nil, fmt.Errorf("overcommit: cgroups: %w", err)
 	}
 	// Online work is guaranteed: a high weight and no quota. Offline work
 	// has a low weight, and the controller sets its quota.
 	online := cgroup.Limits{CPUQuotaUS: -1, CPUShares: 8192, MemoryLimit: -1}
 	offline := cgroup.Limits{CPUShares: 128, MemoryLimit: -1}
 	if err := mgr.EnsureTiers(online, offline); err != nil {
-		return nil, fmt.Errorf("overcommit: cgroup tiers under %s: %w", mgr.Root(), err)
+		return nil, nil, fmt.Errorf("overcommit: cgroup tiers under %s: %w", mgr.Root(), err)
 	}
-	return &overcommit.Config{Cgroups: mgr, Logger: logger}, nil
+	return &overcommit.Config{Cgroups: mgr, Logger: logger}, mgr, nil
 }
 
 // removeAllPods stops (with a short grace) and removes every pod of rt.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"sync"
 )
 
 // ErrNotFound is returned (wrapped in *Error) when a cgroup does not exist.
@@ -166,12 +167,17 @@ type backend interface {
 }
 
 // Manager creates, configures, samples and deletes the cgroups under one
-// root. Its methods are safe for concurrent use: it holds no mutable state
-// beyond the kernel's.
+// root. Its methods are safe for concurrent use. The only state it keeps
+// beyond the kernel's is the usage files PodUsage leaves open.
 type Manager struct {
 	root string
 	mode Mode
 	be   backend
+
+	open struct {
+		sync.Mutex
+		files map[string]*openUsage // by cgroup path
+	}
 }
 
 // New detects the cgroup mode (unless cfg.Mode forces one) and returns a
@@ -361,11 +367,13 @@ func (m *Manager) DeletePod(t Tier, podID string) error {
 	if err != nil {
 		return err
 	}
+	m.closeUsage(func(q string) bool { return q == p })
 	return m.be.remove(p)
 }
 
 // Delete removes the whole tree (root, tiers and pods) from every
 // hierarchy. It is meant for tests and uninstall; all pods must be empty.
 func (m *Manager) Delete() error {
+	m.closeUsage(func(string) bool { return true })
 	return m.be.remove(m.root)
 }

@@ -211,6 +211,103 @@ func TestSpinningProcessUsage(t *testing.T) {
 	}
 }
 
+// TestPodUsageKeepsFilesOpen: PodUsage reads a pod's files again without
+// reopening them, and the counters move; a cgroup removed behind the
+// Manager's back reads as not found, and read again once created anew;
+// EndUsageRound closes the files of pods not read in the round, DeletePod
+// those of the pod it removes.
+func TestPodUsageKeepsFilesOpen(t *testing.T) {
+	m := cgrouptest.NewManager(t)
+	other, err := cgroup.New(cgroup.Config{Root: m.Root()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"spin", "idle"} {
+		if err := m.CreatePod(cgroup.Online, id, cgroup.Limits{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cgrouptest.Spin(t, m, cgroup.Online, "spin")
+	fds0 := openFDs(t)
+	var last uint64
+	for i := range 3 {
+		time.Sleep(100 * time.Millisecond)
+		u, err := m.PodUsage(cgroup.Online, "spin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.CPUUsageNS <= last || u.MemoryUsage == 0 {
+			t.Errorf("reading %d: %+v after CPU time %d", i, u, last)
+		}
+		last = u.CPUUsageNS
+		if _, err := m.PodUsage(cgroup.Online, "idle"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := openFDs(t) - fds0; got != 6 {
+		t.Errorf("%d more files open after reading two pods three times, want 6", got)
+	}
+
+	// Removed by someone else, then created again.
+	if err := other.DeletePod(cgroup.Online, "idle"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.PodUsage(cgroup.Online, "idle"); !errors.Is(err, cgroup.ErrNotFound) {
+		t.Errorf("PodUsage of a removed pod: %v", err)
+	}
+	if err := other.CreatePod(cgroup.Online, "idle", cgroup.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	if u, err := m.PodUsage(cgroup.Online, "idle"); err != nil || u.CPUUsageNS != 0 {
+		t.Errorf("PodUsage of a pod created again: %+v, %v", u, err)
+	}
+	// Removed and created again between two readings: the open files are
+	// stale (ENODEV) and opened again.
+	if err := other.DeletePod(cgroup.Online, "idle"); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.CreatePod(cgroup.Online, "idle", cgroup.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	if u, err := m.PodUsage(cgroup.Online, "idle"); err != nil || u.CPUUsageNS != 0 {
+		t.Errorf("PodUsage of a pod removed and created again: %+v, %v", u, err)
+	}
+	if got := openFDs(t) - fds0; got != 6 {
+		t.Errorf("%d more files open after reopening, want 6", got)
+	}
+
+	m.EndUsageRound() // both read in this round: both stay open
+	if _, err := m.PodUsage(cgroup.Online, "spin"); err != nil {
+		t.Fatal(err)
+	}
+	m.EndUsageRound() // idle was not read: closed
+	if got := openFDs(t) - fds0; got != 3 {
+		t.Errorf("%d more files open after a round without idle, want 3", got)
+	}
+	if _, err := m.PodUsage(cgroup.Online, "idle"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.DeletePod(cgroup.Online, "idle"); err != nil {
+		t.Fatal(err)
+	}
+	if got := openFDs(t) - fds0; got != 3 {
+		t.Errorf("%d more files open after DeletePod, want 3", got)
+	}
+	m.Close()
+	if got := openFDs(t) - fds0; got != 0 {
+		t.Errorf("%d more files open after Close, want 0", got)
+	}
+}
+
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
 func TestInvalidInput(t *testing.T) {
 	if _, err := cgroup.New(cgroup.Config{Root: "relative", Mountpoint: "x"}); err == nil ||
 		!strings.Contains(err.Error(), "Root") || !strings.Contains(err.Error(), "Mountpoint") {

@@ -22,6 +22,11 @@
 //   - A missing cgroup is reported as ErrNotFound (wrapped in *Error); every
 //     other failure is an *Error carrying the operation, path and controller.
 //   - Zero fields of Limits mean "leave unchanged"; -1 means "unlimited".
+//   - PodUsage keeps each pod's three usage files open between readings
+//     (opening a cgroup file costs twice what reading it does). The files of
+//     a pod are closed when a round ends without it (EndUsageRound), when
+//     the Manager removes it (DeletePod, Delete), and by Close; a pod's
+//     files are never held for more than one round after it is gone.
 //
 // The container runtime creates pod cgroups itself (through libcontainer) at
 // the same paths; this package can create and delete them too, for tests and

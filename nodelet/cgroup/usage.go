@@ -22,106 +22,234 @@ type Usage struct {
 	MemoryWorkingSet uint64
 }
 
-// PodUsage reads a pod's CPU time and memory working set.
+// PodUsage reads a pod's CPU time and memory working set. It leaves the
+// pod's usage files open, and the next call reads them again from the
+// start instead of opening them: opening a cgroup file (a path walk through
+// the cgroup file system) costs twice what reading it does. EndUsageRound
+// closes the files of the pods not read since the round before, DeletePod
+// and Delete close those they remove, and Close closes them all. A file of
+// a cgroup removed meanwhile reads ENODEV; the pod's files are then opened
+// again, and ErrNotFound is returned if the cgroup is gone.
 func (m *Manager) PodUsage(t Tier, podID string) (Usage, error) {
 	p, err := m.podPath(t, podID)
 	if err != nil {
 		return Usage{}, err
 	}
-	return m.usage(p)
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	spec := m.usageFiles(p)
+	m.open.Lock()
+	defer m.open.Unlock()
+	if m.open.files == nil {
+		m.open.files = map[string]*openUsage{}
+	}
+	for attempt := 0; ; attempt++ {
+		f := m.open.files[p]
+		if f == nil {
+			f = &openUsage{}
+			for i, name := range spec.names {
+				fd, err := openRead(name)
+				if err != nil {
+					f.close()
+					return spec.fail(i, err)
+				}
+				f.fds[i] = fd
+				f.n++
+			}
+			m.open.files[p] = f
+		}
+		f.read = true
+		u, i, err := spec.parse(func(i int) ([]byte, error) { return preadInto(bp, f.fds[i], spec.names[i]) })
+		if err != nil && errors.Is(err, syscall.ENODEV) && attempt == 0 {
+			// Removed since it was opened (perhaps created again since).
+			f.close()
+			delete(m.open.files, p)
+			continue
+		}
+		if err != nil {
+			return spec.fail(i, err)
+		}
+		return u, nil
+	}
 }
 
-// TierUsage reads a tier's CPU time and memory working set.
+// EndUsageRound closes the usage files of every pod PodUsage has not read
+// since the previous EndUsageRound. The overcommit loop calls it after each
+// period's readings, so that the files of pods that are gone (which keep
+// their dying cgroups in the kernel's memory) stay open one period at most.
+func (m *Manager) EndUsageRound() {
+	m.open.Lock()
+	defer m.open.Unlock()
+	for p, f := range m.open.files {
+		if !f.read {
+			f.close()
+			delete(m.open.files, p)
+			continue
+		}
+		f.read = false
+	}
+}
+
+// Close closes every usage file PodUsage left open. The Manager stays
+// usable.
+func (m *Manager) Close() {
+	m.closeUsage(func(string) bool { return true })
+}
+
+// closeUsage closes the usage files of the cgroup paths that match.
+func (m *Manager) closeUsage(match func(p string) bool) {
+	m.open.Lock()
+	defer m.open.Unlock()
+	for p, f := range m.open.files {
+		if match(p) {
+			f.close()
+			delete(m.open.files, p)
+		}
+	}
+}
+
+// TierUsage reads a tier's CPU time and memory working set (opening and
+// closing its files).
 func (m *Manager) TierUsage(t Tier) (Usage, error) {
 	p, err := m.tierPath(t)
 	if err != nil {
 		return Usage{}, err
 	}
-	return m.usage(p)
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	spec := m.usageFiles(p)
+	u, i, err := spec.parse(func(i int) ([]byte, error) { return readInto(bp, spec.names[i]) })
+	if err != nil {
+		return spec.fail(i, err)
+	}
+	return u, nil
 }
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 8192); return &b }}
 
-func (m *Manager) usage(p string) (Usage, error) {
-	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
-	var u Usage
-	var cpuFile, cpuKey, memFile, inactiveKey string
-	var ctlCPU, ctlMem string
+// openUsage is a pod's open usage files (see usageSpec), and whether they
+// were read in the current round.
+type openUsage struct {
+	fds  [3]int
+	n    int // how many of fds are open
+	read bool
+}
+
+func (f *openUsage) close() {
+	for _, fd := range f.fds[:f.n] {
+		syscall.Close(fd)
+	}
+	f.n = 0
+}
+
+// usageSpec names a cgroup's three usage files — CPU time, memory usage,
+// memory.stat — and what to read in them.
+type usageSpec struct {
+	path        string
+	names       [3]string
+	ctls        [3]string // the controller of each file, for errors
+	cpuKey      string    // the CPU time's key in a flat-keyed file (v2), or "" for a bare number (v1)
+	inactiveKey string
+}
+
+func (m *Manager) usageFiles(p string) usageSpec {
 	switch b := m.be.(type) {
 	case *v1:
-		ctlCPU, ctlMem = "cpuacct", "memory"
-		cpuFile = filepath.Join(b.mount, "cpuacct", p, "cpuacct.usage")
-		memFile = filepath.Join(b.mount, "memory", p, "memory.usage_in_bytes")
-		inactiveKey = "total_inactive_file"
-	case *v2:
-		ctlCPU, ctlMem = "cpu", "memory"
-		cpuFile, cpuKey = filepath.Join(b.mount, p, "cpu.stat"), "usage_usec"
-		memFile = filepath.Join(b.mount, p, "memory.current")
-		inactiveKey = "inactive_file"
+		mem := filepath.Join(b.mount, "memory", p)
+		return usageSpec{path: p,
+			names:       [3]string{filepath.Join(b.mount, "cpuacct", p, "cpuacct.usage"), filepath.Join(mem, "memory.usage_in_bytes"), filepath.Join(mem, "memory.stat")},
+			ctls:        [3]string{"cpuacct", "memory", "memory"},
+			inactiveKey: "total_inactive_file"}
+	default:
+		dir := m.be.(*v2).dir(p)
+		return usageSpec{path: p,
+			names:  [3]string{filepath.Join(dir, "cpu.stat"), filepath.Join(dir, "memory.current"), filepath.Join(dir, "memory.stat")},
+			ctls:   [3]string{"cpu", "memory", "memory"},
+			cpuKey: "usage_usec", inactiveKey: "inactive_file"}
 	}
-	fail := func(ctl string, err error) (Usage, error) {
-		if errors.Is(err, fs.ErrNotExist) {
-			err = ErrNotFound
-		}
-		return Usage{}, &Error{Op: "read usage", Path: p, Controller: ctl, Err: err}
-	}
-	raw, err := readInto(bp, cpuFile)
+}
+
+// parse reads the three files with read and returns the usage, or the
+// index of the file that failed and why.
+func (s *usageSpec) parse(read func(i int) ([]byte, error)) (Usage, int, error) {
+	var u Usage
+	raw, err := read(0)
 	if err != nil {
-		return fail(ctlCPU, err)
+		return u, 0, err
 	}
-	if cpuKey == "" {
+	if s.cpuKey == "" {
 		u.CPUUsageNS, err = parseUintBytes(bytes.TrimSpace(raw))
 	} else {
 		var us uint64
-		us, err = findKey(raw, cpuKey)
+		us, err = findKey(raw, s.cpuKey)
 		u.CPUUsageNS = us * 1000
 	}
 	if err != nil {
-		return fail(ctlCPU, err)
+		return u, 0, err
 	}
-	if raw, err = readInto(bp, memFile); err != nil {
-		return fail(ctlMem, err)
+	if raw, err = read(1); err != nil {
+		return u, 1, err
 	}
 	if u.MemoryUsage, err = parseUintBytes(bytes.TrimSpace(raw)); err != nil {
-		return fail(ctlMem, err)
+		return u, 1, err
 	}
-	if raw, err = readInto(bp, filepath.Join(filepath.Dir(memFile), "memory.stat")); err != nil {
-		return fail(ctlMem, err)
+	if raw, err = read(2); err != nil {
+		return u, 2, err
 	}
-	inactive, err := findKey(raw, inactiveKey)
+	inactive, err := findKey(raw, s.inactiveKey)
 	if err != nil {
-		return fail(ctlMem, err)
+		return u, 2, err
 	}
 	u.MemoryWorkingSet = u.MemoryUsage - min(u.MemoryUsage, inactive)
-	return u, nil
+	return u, -1, nil
+}
+
+// fail wraps the error of file i.
+func (s *usageSpec) fail(i int, err error) (Usage, error) {
+	if errors.Is(err, fs.ErrNotExist) {
+		err = ErrNotFound
+	}
+	return Usage{}, &Error{Op: "read usage", Path: s.path, Controller: s.ctls[i], Err: err}
 }
 
 // readInto reads a small file into *bp, growing it if needed. It uses the
 // raw system calls (open, read, close: no poller registration, which the
-// profile showed to matter at 300 files a second). A short read ends it:
-// cgroup files are seq_files, which fill the buffer up to its size or to
-// the end in one read, so the usual extra read for EOF is skipped.
+// profile showed to matter at 300 files a second).
 func readInto(bp *[]byte, name string) ([]byte, error) {
-	var fd int
-	var err error
-	for {
-		fd, err = syscall.Open(name, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
-		if err != syscall.EINTR {
-			break
-		}
-	}
+	fd, err := openRead(name)
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+		return nil, err
 	}
 	defer syscall.Close(fd)
+	return preadInto(bp, fd, name)
+}
+
+func openRead(name string) (int, error) {
+	for {
+		fd, err := syscall.Open(name, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return -1, &fs.PathError{Op: "open", Path: name, Err: err}
+		}
+		return fd, nil
+	}
+}
+
+// preadInto reads the file open as fd from its start into *bp, growing it
+// if needed. A short read ends it: cgroup files are seq_files, which fill
+// the buffer up to its size or to the end in one read, so the usual extra
+// read for EOF is skipped; reading one again from offset 0 generates its
+// content afresh.
+func preadInto(bp *[]byte, fd int, name string) ([]byte, error) {
 	b := (*bp)[:0]
 	for {
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)]
 		}
 		room := cap(b) - len(b)
-		n, err := syscall.Read(fd, b[len(b):cap(b)])
+		n, err := syscall.Pread(fd, b[len(b):cap(b)], int64(len(b)))
 		if err == syscall.EINTR {
 			continue
 		}

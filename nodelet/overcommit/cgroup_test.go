@@ -146,8 +146,17 @@ func TestThrottleOfflineUnderOnlineLoad(t *testing.T) {
 // with it, and most offline pods' resource files are rewritten each time
 // (the worst case). host=steady reads a fixed /proc: the quota settles and
 // the files stay (a node whose load holds over the period).
+// BenchmarkTick100Pods measures one iteration of the control loop over 100
+// pod cgroups, in CPU time as a share of a core at the default 1 s period:
+//   - host=real: the real /proc, iterations back to back, so that host
+//     utilization is measured over a few milliseconds and swings the
+//     offline quota (and the resource files) at nearly every iteration;
+//   - host=real-paced: the real /proc, one iteration a second as the agent
+//     runs it (use -benchtime Nx: each iteration takes a second of wall
+//     time);
+//   - host=steady: a fixed /proc, so the quota settles.
 func BenchmarkTick100Pods(b *testing.B) {
-	for _, host := range []string{"real", "steady"} {
+	for _, host := range []string{"real", "real-paced", "steady"} {
 		b.Run("host="+host, func(b *testing.B) {
 			procRoot := "/proc"
 			if host == "steady" {
@@ -162,12 +171,12 @@ func BenchmarkTick100Pods(b *testing.B) {
 					}
 				}
 			}
-			benchTick(b, procRoot)
+			benchTick(b, procRoot, host == "real-paced")
 		})
 	}
 }
 
-func benchTick(b *testing.B, procRoot string) {
+func benchTick(b *testing.B, procRoot string, paced bool) {
 	m := cgrouptest.NewManager(b)
 	var pods []overcommit.Pod
 	dir := b.TempDir()
@@ -203,6 +212,9 @@ func benchTick(b *testing.B, procRoot string) {
 	cpu0 := cpuTime(b)
 	n := 0
 	for b.Loop() {
+		if paced {
+			time.Sleep(time.Second) // Config.Period's default
+		}
 		if _, err := loop.Tick(ctx); err != nil {
 			b.Fatal(err)
 		}

@@ -60,9 +60,11 @@ func (f KillerFunc) Kill(ctx context.Context, podID, reason string) error {
 // Cgroups is what the Loop needs from nodelet/cgroup; *cgroup.Manager
 // implements it. PodUsage returns an error wrapping cgroup.ErrNotFound for
 // a pod whose cgroup does not exist (yet, or any more): such pods are left
-// out of the step.
+// out of the step. EndUsageRound follows each tick's readings (the Manager
+// then closes the files of the pods it was not asked about).
 type Cgroups interface {
 	PodUsage(cgroup.Tier, string) (cgroup.Usage, error)
+	EndUsageRound()
 	SetTier(cgroup.Tier, cgroup.Limits) error
 }
 
@@ -247,6 +249,7 @@ func (l *Loop) Tick(ctx context.Context) (Decision, error) {
 			MemoryBytes:   int64(min(s.MemoryWorkingSet, 1<<62)),
 		})
 	}
+	l.cfg.Cgroups.EndUsageRound()
 	for id, v := range l.prevPod { // forget pods that are gone
 		if !v.seen {
 			delete(l.prevPod, id)
@@ -413,15 +416,19 @@ func near(a, b int64) bool {
 	return math.Abs(float64(b-a)) < resourceFileTolerance*math.Abs(float64(a))
 }
 
+// writeAtomic replaces path's content with data through a temporary file
+// beside it (one name per path: only the loop writes these files), so that
+// a reader sees the old content or the new, never a mix.
 func writeAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".sluice-resources-*")
+	tmp := filepath.Join(filepath.Dir(path), ".sluice-"+filepath.Base(path)+".tmp")
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
-	tmp := f.Name()
 	_, werr := f.Write(data)
-	cerr := f.Close()
-	if err := errors.Join(werr, cerr, os.Chmod(tmp, 0o644)); err != nil {
+	// The mode again: the umask may have taken bits the pod's user needs.
+	cherr := f.Chmod(0o644)
+	if err := errors.Join(werr, cherr, f.Close()); err != nil {
 		os.Remove(tmp)
 		return err
 	}

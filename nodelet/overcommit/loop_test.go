@@ -35,6 +35,8 @@ func (f *fakeCgroups) PodUsage(_ cgroup.Tier, id string) (cgroup.Usage, error) {
 	return *s, nil
 }
 
+func (f *fakeCgroups) EndUsageRound() {}
+
 func (f *fakeCgroups) SetTier(t cgroup.Tier, l cgroup.Limits) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
