@@ -19,15 +19,17 @@ import (
 )
 
 // benchCluster is three replicas on disk (fsync on) over the in-memory
-// network; the benchmarks measure the store, not a network.
-func benchCluster(b *testing.B, configure func(*raftkv.Config)) *raftkv.Node {
+// network (the benchmarks measure the store, not a network), or over TCP on
+// loopback with opts' transports.
+func benchCluster(b *testing.B, configure func(*raftkv.Config), opts ...clusterOpt) *raftkv.Node {
 	b.Helper()
-	c := newCluster(b, 3, withConfig(func(cfg *raftkv.Config) {
+	opts = append(opts, withConfig(func(cfg *raftkv.Config) {
 		cfg.TickInterval = 50 * time.Millisecond
 		if configure != nil {
 			configure(cfg)
 		}
 	}))
+	c := newCluster(b, 3, opts...)
 	return c.waitLeader(5 * time.Second)
 }
 
@@ -134,31 +136,39 @@ func BenchmarkWrites(b *testing.B) {
 //     log and state, plus flushes and compactions); "digest" stores a
 //     checksum of each command, so it measures the log itself: replication,
 //     fsync, apply.
+//   - net: "mem" is the in-memory network; "tcp" the TCP transport on
+//     loopback.
 func BenchmarkLargeCommands(b *testing.B) {
 	const size = 256 << 10
 	for _, sm := range []string{"kv", "digest"} {
 		for _, kind := range []string{"random", "text"} {
-			for _, writers := range []int{4, 16, 64} {
-				b.Run(fmt.Sprintf("sm=%s/data=%s/writers=%d", sm, kind, writers), func(b *testing.B) {
-					l := benchCluster(b, func(cfg *raftkv.Config) {
-						if sm == "digest" {
-							cfg.StateMachine = digestSM{}
+			for _, writers := range []int{4, 16, 64, 256} {
+				for _, net := range []string{"mem", "tcp"} {
+					b.Run(fmt.Sprintf("sm=%s/data=%s/writers=%d/net=%s", sm, kind, writers, net), func(b *testing.B) {
+						var opts []clusterOpt
+						if net == "tcp" {
+							opts = append(opts, withTransports(tcpTransports()))
 						}
-					})
-					payload := make([]byte, size)
-					r := rand.New(rand.NewPCG(1, 2))
-					if kind == "random" {
-						for i := range payload {
-							payload[i] = byte(r.Uint32())
+						l := benchCluster(b, func(cfg *raftkv.Config) {
+							if sm == "digest" {
+								cfg.StateMachine = digestSM{}
+							}
+						}, opts...)
+						payload := make([]byte, size)
+						r := rand.New(rand.NewPCG(1, 2))
+						if kind == "random" {
+							for i := range payload {
+								payload[i] = byte(r.Uint32())
+							}
+						} else {
+							payload = jobSpecs(r, size)
 						}
-					} else {
-						payload = jobSpecs(r, size)
-					}
-					b.SetBytes(size)
-					runWriters(b, l, writers, func(_ *rand.Rand, i int64) []byte {
-						return raftkv.PutCommand(fmt.Appendf(nil, "blob-%d", i%64), payload)
+						b.SetBytes(size)
+						runWriters(b, l, writers, func(_ *rand.Rand, i int64) []byte {
+							return raftkv.PutCommand(fmt.Appendf(nil, "blob-%d", i%64), payload)
+						})
 					})
-				})
+				}
 			}
 		}
 	}
