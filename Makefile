@@ -14,7 +14,7 @@ STATICCHECK_VERSION := v0.8.2
 FUZZTIME    ?= 500000x
 BENCHTIME   ?= 1s
 
-.PHONY: all build etcdload demo test lint bench bench-full bench-go fuzz clean
+.PHONY: all build etcdload benchplot demo test lint bench bench-full bench-go fuzz clean
 
 all: build
 
@@ -26,6 +26,11 @@ build:
 ## anchor, in bin/etcdload beside bin/sluice
 etcdload:
 	$(GO) build -o $(BIN)/etcdload ./cmd/etcdload
+
+## benchplot: the chart drawer `sluice bench suite` runs, in bin/benchplot
+## beside bin/sluice
+benchplot:
+	$(GO) build -o $(BIN)/benchplot ./cmd/benchplot
 
 ## demo: a whole local cluster running the example jobs (see scripts/demo)
 demo: build
@@ -47,11 +52,11 @@ $(STATICCHECK):
 
 ## bench: the benchmark suite at quick sizes (a few minutes): JSON and PNG
 ## plots in docs/bench, the generated section of BENCHMARKS.md
-bench: build etcdload
+bench: build etcdload benchplot
 	$(BIN)/sluice bench suite --quick --out docs/bench --update-doc BENCHMARKS.md
 
 ## bench-full: the suite at the issues' sizes (ten minutes or more, most of it e2e)
-bench-full: build etcdload
+bench-full: build etcdload benchplot
 	$(BIN)/sluice bench suite --out docs/bench --update-doc BENCHMARKS.md
 
 ## bench-go: every Go benchmark once, with allocations

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sluicehq/sluice/bench/helperbin"
 )
 
 // ErrNoEtcd says the etcd binary is not installed.
@@ -147,16 +149,7 @@ func (e *Etcd) healthy(ctx context.Context) error {
 // beside the running executable (bin/etcdload beside bin/sluice), else the
 // one on PATH, or ErrNoEtcdDriver.
 func FindEtcdDriver(path string) (string, error) {
-	if path != "" {
-		return path, nil
-	}
-	if exe, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(exe), EtcdDriverName)
-		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	if p, err := exec.LookPath(EtcdDriverName); err == nil {
+	if p, ok := helperbin.Find(EtcdDriverName, path); ok {
 		return p, nil
 	}
 	return "", ErrNoEtcdDriver

@@ -2,8 +2,9 @@
 // order through their packages (bench/submitbench, bench/schedbench,
 // bench/storebench, bench/e2ebench, bench/podbench), writes each one's
 // result as DIR/<scenario>.json with the time, the machine and the commit,
-// draws PNG plots of them with gonum/plot and renders them as markdown
-// tables for BENCHMARKS.md.
+// has them drawn as PNG plots (by the benchplot binary: bench/charts, kept
+// out of the sluice binary) and renders them as markdown tables for
+// BENCHMARKS.md.
 //
 // The scenarios, in order (Scenarios):
 //
@@ -34,6 +35,7 @@
 //
 //	s, err := suite.Run(ctx, suite.Config{Mode: "quick", Params: suite.QuickParams(), Out: "docs/bench"})
 //	all, _ := suite.Load("docs/bench") // with the files of earlier runs
-//	charts, _ := suite.WritePlots(all, "docs/bench")
+//	plotter, _ := suite.FindPlotter("")
+//	charts, _ := suite.DrawCharts(ctx, plotter, "docs/bench")
 //	err = suite.UpdateDoc("BENCHMARKS.md", suite.Markdown(all, charts, "docs/bench"))
 package suite

@@ -92,8 +92,8 @@ func Markdown(s Suite, charts []Chart, linkDir string) string {
 		section(&b, "sched: the scheduling loop", s.Sched.caption(), s.Sched.Skipped, s.Sched.Notes, s.Sched.Error)
 		if r := s.Sched.Result; r.Tasks > 0 {
 			table(&b, []string{"nodes", "tasks (jobs)", "placements/s", "round p50 / p99", "placement share of round", "heap per pending task"},
-				[]string{num(float64(r.Nodes)), fmt.Sprintf("%s (%s)", num(float64(r.Tasks)), num(float64(r.Jobs))),
-					"**" + num(r.PlacementsPerSec) + "**", msPair(r.RoundP50Ms, r.RoundP99Ms),
+				[]string{Count(float64(r.Nodes)), fmt.Sprintf("%s (%s)", Count(float64(r.Tasks)), Count(float64(r.Jobs))),
+					"**" + Count(r.PlacementsPerSec) + "**", msPair(r.RoundP50Ms, r.RoundP99Ms),
 					fmt.Sprintf("%.0f%%", 100*r.SolverShare), fmt.Sprintf("%.1f B", r.BytesPerPendingTask)})
 			b.WriteString(publishedAnchors)
 		}
@@ -165,11 +165,11 @@ func submitTable(b *strings.Builder, rs []submitbench.Result) {
 	}
 	var rows [][]string
 	for _, r := range rs {
-		rows = append(rows, []string{encodingName(r.Encoding), "**" + num(r.JobsPerSec) + "**", msPair(r.P50Ms, r.P99Ms),
-			num(float64(r.Jobs))})
+		rows = append(rows, []string{EncodingName(r.Encoding), "**" + Count(r.JobsPerSec) + "**", msPair(r.P50Ms, r.P99Ms),
+			Count(float64(r.Jobs))})
 	}
 	fmt.Fprintf(b, "%d replicas, %d clients, %s jobs per request (a %s JSON body; the client compresses each request when encoded).\n\n",
-		rs[0].Replicas, rs[0].Clients, num(float64(rs[0].JobsPerRequest)), kb(rs[0].BodyBytes))
+		rs[0].Replicas, rs[0].Clients, Count(float64(rs[0].JobsPerRequest)), kb(rs[0].BodyBytes))
 	table(b, []string{"encoding", "jobs committed/s", "request p50 / p99", "jobs"}, rows...)
 }
 
@@ -186,7 +186,7 @@ func raftkvTable(b *strings.Builder, cs []storebench.Comparison) {
 		return
 	}
 	rate := func(x storebench.Result, valueBytes int) string {
-		s := num(x.WritesPerSec)
+		s := Count(x.WritesPerSec)
 		if valueBytes >= 64<<10 {
 			s += fmt.Sprintf(" (%.1f MB/s)", x.MBPerSec)
 		}
@@ -202,7 +202,7 @@ func raftkvTable(b *strings.Builder, cs []storebench.Comparison) {
 				ratio = fmt.Sprintf("**%.1f×**", c.Sluice.WritesPerSec/c.Etcd.WritesPerSec)
 			}
 		}
-		rows = append(rows, []string{strconv.Itoa(c.Writers), byteSize(c.ValueBytes), rate(c.Sluice, c.ValueBytes),
+		rows = append(rows, []string{strconv.Itoa(c.Writers), ByteSize(c.ValueBytes), rate(c.Sluice, c.ValueBytes),
 			msPair(c.Sluice.P50Ms, c.Sluice.P99Ms), etcd, etcdLat, ratio})
 		failover = failover || c.FailoverMs > 0
 	}
@@ -223,7 +223,7 @@ func e2eTable(b *strings.Builder, s Suite) {
 		return
 	}
 	fmt.Fprintf(b, "%d replicas, %s simulated nodes; jobs of %s tasks running %s; steps of %s.\n\n",
-		r.Replicas, num(float64(r.Nodes)), r.ArraySize, strings.TrimPrefix(r.RunTime, "fixed:"), time.Duration(r.StepSeconds*float64(time.Second)))
+		r.Replicas, Count(float64(r.Nodes)), r.ArraySize, strings.TrimPrefix(r.RunTime, "fixed:"), time.Duration(r.StepSeconds*float64(time.Second)))
 	var rows [][]string
 	for _, st := range r.Steps {
 		held := "yes"
@@ -233,7 +233,7 @@ func e2eTable(b *strings.Builder, s Suite) {
 		case !st.Sustained:
 			held = "no: " + strings.Join(st.Reasons, "; ")
 		}
-		rows = append(rows, []string{strconv.Itoa(st.Step), num(st.OfferedTasksPerSec), num(st.PlacedTasksPerSec),
+		rows = append(rows, []string{strconv.Itoa(st.Step), Count(st.OfferedTasksPerSec), Count(st.PlacedTasksPerSec),
 			msPair(st.P50SubmitToPlacedMs, st.P99SubmitToPlacedMs), msPair(st.P50SubmitToRunningMs, st.P99SubmitToRunningMs),
 			strconv.FormatInt(st.Errors, 10), held})
 	}
@@ -242,7 +242,7 @@ func e2eTable(b *strings.Builder, s Suite) {
 		b.WriteString("Highest sustained: none (the first step did not hold).\n\n")
 	} else {
 		fmt.Fprintf(b, "Highest sustained: **%s tasks/s** (step %d; p99 submit→placed %s, submit→running %s).\n\n",
-			num(r.MaxSustainedTasksPerSec), r.SustainedStep, ms(r.P99SubmitToPlacedMs), ms(r.P99SubmitToRunningMs))
+			Count(r.MaxSustainedTasksPerSec), r.SustainedStep, ms(r.P99SubmitToPlacedMs), ms(r.P99SubmitToRunningMs))
 	}
 	b.WriteString("Target (issue 8): ≥ 100,000 tasks/s sustained at 10,000 nodes, p99 submit→placed ≤ 1 s and submit→running ≤ 2 s.\n\n")
 	b.WriteString(publishedAnchors)
@@ -292,8 +292,9 @@ func machineOf[R any](r *Report[R]) *Machine {
 	return &r.Machine
 }
 
-// num formats f rounded to an integer with thousands separators.
-func num(f float64) string {
+// Count formats f rounded to an integer with thousands separators, as
+// the tables and charts label counts.
+func Count(f float64) string {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return "—"
 	}
@@ -316,7 +317,7 @@ func ms(f float64) string {
 	if f < 100 {
 		return strconv.FormatFloat(f, 'f', 1, 64) + " ms"
 	}
-	return num(f) + " ms"
+	return Count(f) + " ms"
 }
 
 func msPair(a, b float64) string {
@@ -324,7 +325,7 @@ func msPair(a, b float64) string {
 }
 
 // kb formats a byte count in decimal kilobytes.
-func kb(n int) string { return num(float64(n)/1000) + " KB" }
+func kb(n int) string { return Count(float64(n)/1000) + " KB" }
 
 func trim(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
@@ -341,3 +342,23 @@ func orUnknown(s string) string {
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// EncodingName names a body encoding, "none" for none.
+func EncodingName(e string) string {
+	if e == "" {
+		return "none"
+	}
+	return e
+}
+
+// ByteSize formats a size in bytes, in KiB or MiB when it is a whole
+// number of them.
+func ByteSize(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
+}

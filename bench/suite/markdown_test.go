@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/bench/suite"
+	"github.com/sluicehq/sluice/bench/suite/suitetest"
 )
 
 const doc = `# Benchmarks
@@ -74,7 +75,7 @@ func TestUpdateDocNeedsMarkers(t *testing.T) {
 }
 
 func TestMarkdown(t *testing.T) {
-	s := fixedSuite()
+	s := suitetest.Suite()
 	md := suite.Markdown(s, suite.Charts(s), "docs/bench")
 	for _, want := range []string{
 		"_Machine of the last run: 2 × AMD EPYC, Linux 6.18.44, go1.26.8._",
@@ -106,7 +107,7 @@ func TestMarkdown(t *testing.T) {
 }
 
 func TestMarkdownOfFailureAndNote(t *testing.T) {
-	s := suite.Suite{Raftkv: fixedSuite().Raftkv}
+	s := suite.Suite{Raftkv: suitetest.Suite().Raftkv}
 	s.Raftkv.Result = s.Raftkv.Result[:1]
 	s.Raftkv.Result[0].Etcd = nil
 	s.Raftkv.Notes = []string{"etcd anchor skipped: not installed"}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/bench/schedbench"
 	"github.com/sluicehq/sluice/bench/suite"
+	"github.com/sluicehq/sluice/bench/suite/suitetest"
 )
 
 // TestRunOneScenario runs the sched scenario at a tiny size and reads its
@@ -95,7 +96,7 @@ func TestConfigValidate(t *testing.T) {
 
 func TestLoadRoundTrip(t *testing.T) {
 	dir := t.TempDir()
-	s := fixedSuite()
+	s := suitetest.Suite()
 	for name, rep := range map[string]any{"submit": s.Submit, "latency": s.Latency, "sched": s.Sched,
 		"raftkv": s.Raftkv, "e2e": s.E2E, "podstart": s.Podstart} {
 		b, err := json.Marshal(rep)

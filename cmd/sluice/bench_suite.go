@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -28,7 +29,8 @@ body encoding), latency, sched, raftkv (with etcd as the anchor when it is
 installed), e2e (stepped offered rate) and podstart (only as root with runc
 on PATH). Each scenario's result goes to --out as <scenario>.json, with the
 time, the machine and the commit; then the plots are drawn from every JSON
-file in --out as PNG files beside them, and with --update-doc the section
+file in --out as PNG files beside them (by the benchplot binary, found
+beside this one or on PATH: make benchplot), and with --update-doc the section
 between the markers ` + suite.BeginMarker + ` and ` + suite.EndMarker + ` of that
 file is replaced by tables of the results and links to the plots.
 
@@ -77,7 +79,7 @@ Progress goes to stderr.`,
 			if !noRun {
 				_, runErr = suite.Run(c.Context(), cfg)
 			}
-			return renderSuite(c.OutOrStdout(), out, doc, runErr)
+			return renderSuite(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), out, doc, runErr)
 		},
 	}
 	f := c.Flags()
@@ -91,16 +93,19 @@ Progress goes to stderr.`,
 	return c
 }
 
-// renderSuite draws the plots and tables of every result in out, updates
-// doc when set, and prints each scenario's outcome. It returns runErr
-// joined with its own error.
-func renderSuite(w io.Writer, out, doc string, runErr error) error {
+// renderSuite draws the plots (with the benchplot binary, when it is
+// found; else it says so on errw and the tables go without plots) and the
+// tables of every result in out, updates doc when set, and prints each
+// scenario's outcome. It returns runErr joined with its own error.
+func renderSuite(ctx context.Context, w, errw io.Writer, out, doc string, runErr error) error {
 	s, err := suite.Load(out)
 	if err != nil {
 		return errors.Join(runErr, err)
 	}
-	charts, err := suite.WritePlots(s, out)
-	if err != nil {
+	var charts []suite.Chart
+	if plotter, err := suite.FindPlotter(""); err != nil {
+		fmt.Fprintf(errw, "plots not drawn: %v\n", err)
+	} else if charts, err = suite.DrawCharts(ctx, plotter, out); err != nil {
 		return errors.Join(runErr, err)
 	}
 	if doc != "" {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"image/png"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,9 +20,27 @@ const submitReport = `{"scenario": "submit", "mode": "quick", "timestamp": "2026
   "result": [{"replicas": 3, "clients": 8, "jobs_per_request": 1000, "encoding": "", "jobs": 40000, "jobs_per_sec": 65012.4,
     "p50_ms": 97, "p99_ms": 266, "body_bytes": 204800, "seconds": 0.6}]}`
 
+// plotterOnPath builds cmd/benchplot into a directory it puts first on
+// PATH, for the suite to find, or hides every benchplot when build is
+// false.
+func plotterOnPath(t *testing.T, build bool) {
+	t.Helper()
+	bin := t.TempDir()
+	if build {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(bin, suite.PlotterName), "github.com/sluicehq/sluice/cmd/benchplot")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("build benchplot: %v\n%s", err, out)
+		}
+		t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+		return
+	}
+	t.Setenv("PATH", bin)
+}
+
 // TestBenchSuiteNoRun renders the plots and the doc section from JSON
 // already in --out, running nothing.
 func TestBenchSuiteNoRun(t *testing.T) {
+	plotterOnPath(t, true)
 	dir := t.TempDir()
 	out := filepath.Join(dir, "docs", "bench")
 	if err := os.MkdirAll(out, 0o755); err != nil {
@@ -63,6 +82,37 @@ func TestBenchSuiteNoRun(t *testing.T) {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
 		}
+	}
+}
+
+// TestBenchSuiteWithoutPlotter: without the benchplot binary the tables
+// are rendered, without plots, and stderr says why.
+func TestBenchSuiteWithoutPlotter(t *testing.T) {
+	plotterOnPath(t, false)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "submit.json"), []byte(submitReport), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	doc := filepath.Join(dir, "BENCHMARKS.md")
+	if err := os.WriteFile(doc, []byte(suite.BeginMarker+"\n"+suite.EndMarker+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"bench", "suite", "--no-run", "--out", dir, "--update-doc", doc}, &stdout, &stderr); err != nil {
+		t.Fatalf("bench suite: %v\nstderr: %s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "plots not drawn") {
+		t.Errorf("stderr does not say the plots were not drawn: %s", stderr.String())
+	}
+	got, err := os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(got), "**65,012**") || strings.Contains(string(got), ".png") {
+		t.Errorf("doc without plots:\n%s", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "submit.png")); err == nil {
+		t.Error("submit.png drawn without the plotter")
 	}
 }
 

@@ -118,3 +118,21 @@ func TestViolations(t *testing.T) {
 		t.Errorf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestSluiceBinaryDeps keeps heavy packages out of the sluice binary: every
+// container's init re-executes it and pays for every package's
+// initialization. The etcd client has its own binary (cmd/etcdload), the
+// plots theirs (cmd/benchplot).
+func TestSluiceBinaryDeps(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", module+"/cmd/sluice").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, heavy := range []string{"go.etcd.io/etcd/client/v3", "gonum.org/v1/plot"} {
+		for dep := range strings.Lines(string(out)) {
+			if strings.TrimSpace(dep) == heavy {
+				t.Errorf("cmd/sluice depends on %s", heavy)
+			}
+		}
+	}
+}

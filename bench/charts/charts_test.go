@@ -1,4 +1,4 @@
-package suite_test
+package charts_test
 
 import (
 	"bytes"
@@ -9,8 +9,10 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/sluicehq/sluice/bench/charts"
 	"github.com/sluicehq/sluice/bench/storebench"
 	"github.com/sluicehq/sluice/bench/suite"
+	"github.com/sluicehq/sluice/bench/suite/suitetest"
 )
 
 // decodePNG fails t unless b is a PNG of a plausible size.
@@ -30,10 +32,10 @@ func TestPlots(t *testing.T) {
 		name string
 		plot func(io.Writer) error
 	}{
-		{"e2e-throughput", func(w io.Writer) error { return suite.PlotE2EThroughput(w, fixedE2E) }},
-		{"e2e-latency", func(w io.Writer) error { return suite.PlotE2ELatency(w, fixedE2E) }},
-		{"raftkv", func(w io.Writer) error { return suite.PlotRaftkv(w, fixedRaftkv) }},
-		{"submit", func(w io.Writer) error { return suite.PlotSubmit(w, fixedSubmit) }},
+		{"e2e-throughput", func(w io.Writer) error { return charts.E2EThroughput(w, suitetest.E2E) }},
+		{"e2e-latency", func(w io.Writer) error { return charts.E2ELatency(w, suitetest.E2E) }},
+		{"raftkv", func(w io.Writer) error { return charts.Raftkv(w, suitetest.Raftkv) }},
+		{"submit", func(w io.Writer) error { return charts.Submit(w, suitetest.Submit) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var a, b bytes.Buffer
@@ -52,21 +54,21 @@ func TestPlots(t *testing.T) {
 }
 
 func TestPlotRaftkvWithoutEtcd(t *testing.T) {
-	err := suite.PlotRaftkv(io.Discard, []storebench.Comparison{{Writers: 1, ValueBytes: 256}})
+	err := charts.Raftkv(io.Discard, []storebench.Comparison{{Writers: 1, ValueBytes: 256}})
 	if err == nil {
 		t.Fatal("a raftkv plot without the etcd anchor: want an error")
 	}
 }
 
-func TestWritePlots(t *testing.T) {
+func TestDraw(t *testing.T) {
 	dir := t.TempDir()
-	s := fixedSuite()
-	charts, err := suite.WritePlots(s, dir)
+	s := suitetest.Suite()
+	drawn, err := charts.Draw(s, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var files []string
-	for _, c := range charts {
+	for _, c := range drawn {
 		files = append(files, c.File)
 		b, err := os.ReadFile(filepath.Join(dir, c.File))
 		if err != nil {

@@ -1,4 +1,6 @@
-package suite_test
+// Package suitetest holds a fixed suite of results, for the tests of the
+// packages that render suites (tables, charts).
+package suitetest
 
 import (
 	"time"
@@ -11,12 +13,15 @@ import (
 	"github.com/sluicehq/sluice/bench/suite"
 )
 
-var fixedTime = time.Date(2026, 12, 1, 10, 30, 0, 0, time.UTC)
+// Time is the time of every fixed report.
+var Time = time.Date(2026, 12, 1, 10, 30, 0, 0, time.UTC)
 
-var fixedMachine = suite.Machine{CPUs: 2, CPUModel: "AMD EPYC", Kernel: "6.18.44", GoVersion: "go1.26.8",
+// Machine is the machine of every fixed report.
+var Machine = suite.Machine{CPUs: 2, CPUModel: "AMD EPYC", Kernel: "6.18.44", GoVersion: "go1.26.8",
 	LoadAvg: "1.00 0.50 0.25", Commit: "9b80085aaaaaaaaaaaaa", Modified: true}
 
-var fixedE2E = e2ebench.Result{Replicas: 3, Nodes: 1000, ArraySize: "uniform:1,40", RunTime: "fixed:1s", StepSeconds: 5,
+// E2E is a stepped e2e result: two steps held, the third the knee.
+var E2E = e2ebench.Result{Replicas: 3, Nodes: 1000, ArraySize: "uniform:1,40", RunTime: "fixed:1s", StepSeconds: 5,
 	MaxSustainedTasksPerSec: 995, P99SubmitToPlacedMs: 288, P99SubmitToRunningMs: 580, SustainedStep: 2, KneeStep: 3,
 	Steps: []e2ebench.Step{
 		{Step: 1, TargetTasksPerSec: 500, OfferedTasksPerSec: 498, PlacedTasksPerSec: 498, P50SubmitToPlacedMs: 47,
@@ -28,7 +33,8 @@ var fixedE2E = e2ebench.Result{Replicas: 3, Nodes: 1000, ArraySize: "uniform:1,4
 			Reasons: []string{"placed 1500 of 2003 tasks/s offered (75%, want 90%)"}},
 	}}
 
-var fixedRaftkv = []storebench.Comparison{
+// Raftkv is raftkv against etcd, small values and large.
+var Raftkv = []storebench.Comparison{
 	{Writers: 256, ValueBytes: 256, Replicas: 3,
 		Sluice:     storebench.Result{WritesPerSec: 12184, P50Ms: 16.2, P99Ms: 109},
 		Etcd:       &storebench.Result{WritesPerSec: 1879, P50Ms: 118, P99Ms: 422},
@@ -38,25 +44,26 @@ var fixedRaftkv = []storebench.Comparison{
 		Etcd:   &storebench.Result{WritesPerSec: 51, MBPerSec: 13.2, P50Ms: 66, P99Ms: 219}},
 }
 
-var fixedSubmit = []submitbench.Result{
+// Submit is a submit result per body encoding.
+var Submit = []submitbench.Result{
 	{Replicas: 3, Clients: 8, JobsPerRequest: 1000, Jobs: 40000, JobsPerSec: 65012, P50Ms: 97, P99Ms: 266, BodyBytes: 204800, Seconds: 0.6},
 	{Replicas: 3, Clients: 8, JobsPerRequest: 1000, Encoding: "gzip", Jobs: 40000, JobsPerSec: 58835, P50Ms: 121, P99Ms: 359, BodyBytes: 20480},
 	{Replicas: 3, Clients: 8, JobsPerRequest: 1000, Encoding: "zstd", Jobs: 40000, JobsPerSec: 67684, P50Ms: 96, P99Ms: 280, BodyBytes: 15360},
 }
 
 func report[R any](name string, r R) *suite.Report[R] {
-	return &suite.Report[R]{Scenario: name, Mode: "quick", Time: fixedTime, Seconds: 12.5, Machine: fixedMachine, Result: r}
+	return &suite.Report[R]{Scenario: name, Mode: "quick", Time: Time, Seconds: 12.5, Machine: Machine, Result: r}
 }
 
-// fixedSuite is a suite of every scenario with fixed results; podstart
-// skipped.
-func fixedSuite() suite.Suite {
+// Suite is a suite of every scenario with fixed results; podstart
+// skipped. Each call returns a new copy of the reports.
+func Suite() suite.Suite {
 	s := suite.Suite{
-		Submit:   report("submit", fixedSubmit),
+		Submit:   report("submit", Submit),
 		Latency:  report("latency", submitbench.LatencyResult{Nodes: 4, Samples: 50, P50Ms: 11.6, P99Ms: 18.3, MaxMs: 21}),
 		Sched:    report("sched", schedbench.Result{Nodes: 2000, Tasks: 20000, Jobs: 150, Replicas: 3, PlacementsPerSec: 50350, RoundP50Ms: 24, RoundP99Ms: 290, SolverShare: 0.04, BytesPerPendingTask: 5.2}),
-		Raftkv:   report("raftkv", fixedRaftkv),
-		E2E:      report("e2e", fixedE2E),
+		Raftkv:   report("raftkv", Raftkv),
+		E2E:      report("e2e", E2E),
 		Podstart: report[[]podbench.Result]("podstart", nil),
 	}
 	s.Podstart.Skipped = "not root: containers need namespaces and cgroups"

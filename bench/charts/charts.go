@@ -1,4 +1,4 @@
-package suite
+package charts
 
 import (
 	"errors"
@@ -18,53 +18,28 @@ import (
 	"github.com/sluicehq/sluice/bench/e2ebench"
 	"github.com/sluicehq/sluice/bench/storebench"
 	"github.com/sluicehq/sluice/bench/submitbench"
+	"github.com/sluicehq/sluice/bench/suite"
 )
 
-// Chart is one PNG a suite's results draw.
-type Chart struct {
-	// File is the PNG's name in the output directory; Title its alt text.
-	File, Title string
-	draw        func(io.Writer) error
-}
-
-// Charts returns the plots s has data for, in a fixed order: e2e
-// throughput and latency, raftkv against etcd (only with the anchor),
-// submit by encoding.
-func Charts(s Suite) []Chart {
-	var out []Chart
-	if s.E2E != nil && len(s.E2E.Result.Steps) > 0 {
-		r := s.E2E.Result
-		out = append(out,
-			Chart{"e2e-throughput.png", "e2e: placed tasks/s against offered", func(w io.Writer) error { return PlotE2EThroughput(w, r) }},
-			Chart{"e2e-latency.png", "e2e: submit→placed and submit→running p50/p99 against offered tasks/s",
-				func(w io.Writer) error { return PlotE2ELatency(w, r) }})
-	}
-	if s.Raftkv != nil && hasEtcd(s.Raftkv.Result) {
-		r := s.Raftkv.Result
-		out = append(out, Chart{"raftkv.png", "raftkv: writes/s, Sluice against etcd", func(w io.Writer) error { return PlotRaftkv(w, r) }})
-	}
-	if s.Submit != nil && len(s.Submit.Result) > 0 {
-		r := s.Submit.Result
-		out = append(out, Chart{"submit.png", "submit: jobs committed/s by body encoding", func(w io.Writer) error { return PlotSubmit(w, r) }})
-	}
-	return out
-}
-
-func hasEtcd(cs []storebench.Comparison) bool {
-	for _, c := range cs {
-		if c.Etcd != nil {
-			return true
-		}
-	}
-	return false
-}
-
-// WritePlots draws every chart of s into dir and returns them.
-func WritePlots(s Suite, dir string) ([]Chart, error) {
-	charts := Charts(s)
+// Draw draws every chart of s (suite.Charts) into dir and returns them.
+func Draw(s suite.Suite, dir string) ([]suite.Chart, error) {
+	charts := suite.Charts(s)
 	for _, c := range charts {
-		if err := writeChart(filepath.Join(dir, c.File), c.draw); err != nil {
-			return nil, fmt.Errorf("bench suite: plot %s: %w", c.File, err)
+		var draw func(io.Writer) error
+		switch c.File {
+		case suite.ChartE2EThroughput:
+			draw = func(w io.Writer) error { return E2EThroughput(w, s.E2E.Result) }
+		case suite.ChartE2ELatency:
+			draw = func(w io.Writer) error { return E2ELatency(w, s.E2E.Result) }
+		case suite.ChartRaftkv:
+			draw = func(w io.Writer) error { return Raftkv(w, s.Raftkv.Result) }
+		case suite.ChartSubmit:
+			draw = func(w io.Writer) error { return Submit(w, s.Submit.Result) }
+		default:
+			return nil, fmt.Errorf("charts: no drawing for %s", c.File)
+		}
+		if err := writeChart(filepath.Join(dir, c.File), draw); err != nil {
+			return nil, fmt.Errorf("charts: %s: %w", c.File, err)
 		}
 	}
 	return charts, nil
@@ -94,11 +69,11 @@ func savePNG(w io.Writer, p *plot.Plot) error {
 	return err
 }
 
-// PlotE2EThroughput draws placed tasks/s against offered tasks/s, one point
+// E2EThroughput draws placed tasks/s against offered tasks/s, one point
 // per step (filled when the step held), with the line y = x.
-func PlotE2EThroughput(w io.Writer, r e2ebench.Result) error {
+func E2EThroughput(w io.Writer, r e2ebench.Result) error {
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("e2e throughput (%d replicas, %s nodes)", r.Replicas, num(float64(r.Nodes)))
+	p.Title.Text = fmt.Sprintf("e2e throughput (%d replicas, %s nodes)", r.Replicas, suite.Count(float64(r.Nodes)))
 	p.X.Label.Text = "offered tasks/s"
 	p.Y.Label.Text = "placed tasks/s"
 	p.Legend.Top, p.Legend.Left = true, true
@@ -146,11 +121,11 @@ func PlotE2EThroughput(w io.Writer, r e2ebench.Result) error {
 	return savePNG(w, p)
 }
 
-// PlotE2ELatency draws the p50 and p99 of submit→placed and submit→running
+// E2ELatency draws the p50 and p99 of submit→placed and submit→running
 // against the offered tasks/s.
-func PlotE2ELatency(w io.Writer, r e2ebench.Result) error {
+func E2ELatency(w io.Writer, r e2ebench.Result) error {
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("e2e latency (%d replicas, %s nodes)", r.Replicas, num(float64(r.Nodes)))
+	p.Title.Text = fmt.Sprintf("e2e latency (%d replicas, %s nodes)", r.Replicas, suite.Count(float64(r.Nodes)))
 	p.X.Label.Text = "offered tasks/s"
 	p.Y.Label.Text = "ms"
 	p.X.Min, p.Y.Min = 0, 0
@@ -187,17 +162,17 @@ func PlotE2ELatency(w io.Writer, r e2ebench.Result) error {
 	return savePNG(w, p)
 }
 
-// PlotRaftkv draws the writes/s of Sluice's store and etcd side by side,
+// Raftkv draws the writes/s of Sluice's store and etcd side by side,
 // one panel per comparison that has the etcd anchor (their scales differ
 // by orders of magnitude).
-func PlotRaftkv(w io.Writer, cs []storebench.Comparison) error {
+func Raftkv(w io.Writer, cs []storebench.Comparison) error {
 	var row []*plot.Plot
 	for _, c := range cs {
 		if c.Etcd == nil {
 			continue
 		}
 		p := plot.New()
-		p.Title.Text = fmt.Sprintf("%d writers × %s", c.Writers, byteSize(c.ValueBytes))
+		p.Title.Text = fmt.Sprintf("%d writers × %s", c.Writers, suite.ByteSize(c.ValueBytes))
 		p.Y.Label.Text = "writes/s"
 		p.Y.Min = 0
 		bars, err := plotter.NewBarChart(plotter.Values{c.Sluice.WritesPerSec, c.Etcd.WritesPerSec}, vg.Centimeter)
@@ -225,19 +200,19 @@ func PlotRaftkv(w io.Writer, cs []storebench.Comparison) error {
 	return err
 }
 
-// PlotSubmit draws the jobs committed per second of each body encoding.
-func PlotSubmit(w io.Writer, rs []submitbench.Result) error {
+// Submit draws the jobs committed per second of each body encoding.
+func Submit(w io.Writer, rs []submitbench.Result) error {
 	p := plot.New()
 	if len(rs) > 0 {
 		r := rs[0]
-		p.Title.Text = fmt.Sprintf("submit (%d replicas, %d clients, %s jobs per request)", r.Replicas, r.Clients, num(float64(r.JobsPerRequest)))
+		p.Title.Text = fmt.Sprintf("submit (%d replicas, %d clients, %s jobs per request)", r.Replicas, r.Clients, suite.Count(float64(r.JobsPerRequest)))
 	}
 	p.Y.Label.Text = "jobs committed/s"
 	p.Y.Min = 0
 	vals := make(plotter.Values, len(rs))
 	names := make([]string, len(rs))
 	for i, r := range rs {
-		vals[i], names[i] = r.JobsPerSec, encodingName(r.Encoding)
+		vals[i], names[i] = r.JobsPerSec, suite.EncodingName(r.Encoding)
 	}
 	bars, err := plotter.NewBarChart(vals, 1.5*vg.Centimeter)
 	if err != nil {
@@ -264,25 +239,8 @@ func (countTicks) Ticks(lo, hi float64) []plot.Tick {
 	ts := plot.DefaultTicks{}.Ticks(lo, hi)
 	for i := range ts {
 		if ts[i].Label != "" {
-			ts[i].Label = num(ts[i].Value)
+			ts[i].Label = suite.Count(ts[i].Value)
 		}
 	}
 	return ts
-}
-
-func encodingName(e string) string {
-	if e == "" {
-		return "none"
-	}
-	return e
-}
-
-func byteSize(n int) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
-	return fmt.Sprintf("%d B", n)
 }

@@ -1,0 +1,90 @@
+package suite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+
+	"github.com/sluicehq/sluice/bench/helperbin"
+	"github.com/sluicehq/sluice/bench/storebench"
+)
+
+// Chart is one PNG a suite's results draw.
+type Chart struct {
+	// File is the PNG's name in the output directory; Title its alt text.
+	File, Title string
+}
+
+// Chart files.
+const (
+	ChartE2EThroughput = "e2e-throughput.png"
+	ChartE2ELatency    = "e2e-latency.png"
+	ChartRaftkv        = "raftkv.png"
+	ChartSubmit        = "submit.png"
+)
+
+// Charts returns the plots s has data for, in a fixed order: e2e
+// throughput and latency, raftkv against etcd (only with the anchor),
+// submit by encoding.
+func Charts(s Suite) []Chart {
+	var out []Chart
+	if s.E2E != nil && len(s.E2E.Result.Steps) > 0 {
+		out = append(out,
+			Chart{ChartE2EThroughput, "e2e: placed tasks/s against offered"},
+			Chart{ChartE2ELatency, "e2e: submit→placed and submit→running p50/p99 against offered tasks/s"})
+	}
+	if s.Raftkv != nil && HasEtcd(s.Raftkv.Result) {
+		out = append(out, Chart{ChartRaftkv, "raftkv: writes/s, Sluice against etcd"})
+	}
+	if s.Submit != nil && len(s.Submit.Result) > 0 {
+		out = append(out, Chart{ChartSubmit, "submit: jobs committed/s by body encoding"})
+	}
+	return out
+}
+
+// HasEtcd reports whether any comparison has the etcd anchor.
+func HasEtcd(cs []storebench.Comparison) bool {
+	for _, c := range cs {
+		if c.Etcd != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// PlotterName is the name of the chart drawing binary (cmd/benchplot).
+const PlotterName = "benchplot"
+
+// ErrNoPlotter: the chart drawing binary is neither beside the running
+// executable nor on PATH.
+var ErrNoPlotter = errors.New("the " + PlotterName + " binary is neither beside this one nor on PATH (make benchplot builds it into bin/)")
+
+// FindPlotter returns path if it is set, else the chart drawing binary
+// beside the running executable (bin/benchplot beside bin/sluice), else the
+// one on PATH, or ErrNoPlotter. The charts are drawn by a binary of their
+// own so that the sluice binary, which every container's init re-executes,
+// does not carry gonum/plot and its fonts.
+func FindPlotter(path string) (string, error) {
+	if p, ok := helperbin.Find(PlotterName, path); ok {
+		return p, nil
+	}
+	return "", ErrNoPlotter
+}
+
+// DrawCharts has the chart drawing binary at plotter (FindPlotter) draw
+// the charts of the results in dir into dir, and returns them.
+func DrawCharts(ctx context.Context, plotter, dir string) ([]Chart, error) {
+	s, err := Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	var stderr strings.Builder
+	cmd := exec.CommandContext(ctx, plotter, "--dir", dir)
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("bench suite: %s: %w: %s", plotter, err, strings.TrimSpace(stderr.String()))
+	}
+	return Charts(s), nil
+}
