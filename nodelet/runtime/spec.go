@@ -173,11 +173,8 @@ func (s *PodSpec) Validate() error {
 	if msg := CheckName(s.ID); msg != "" {
 		e.Add("id", "%s", msg)
 	}
-	if s.CgroupParent != "" {
-		clean := path.Clean("/" + s.CgroupParent)
-		if clean != "/"+strings.Trim(s.CgroupParent, "/") || strings.Contains(s.CgroupParent, "..") {
-			e.Add("cgroup_parent", "must be a clean relative cgroup path, not %q", s.CgroupParent)
-		}
+	if !cleanCgroupPath(s.CgroupParent) {
+		e.Add("cgroup_parent", "must be a clean relative cgroup path, not %q", s.CgroupParent)
 	}
 	if len(s.Containers) == 0 {
 		e.Add("containers", "at least one container is required")
@@ -199,57 +196,81 @@ func (s *PodSpec) Validate() error {
 	}
 	for i := range s.Containers {
 		c := &s.Containers[i]
-		f := fmt.Sprintf("containers[%d]", i)
+		// The field's path, built only for a problem (Validate runs for
+		// every pod start).
+		f := func() string { return fmt.Sprintf("containers[%d]", i) }
 		if msg := CheckName(c.Name); msg != "" {
-			e.Add(f+".name", "%s", msg)
+			e.Add(f()+".name", "%s", msg)
 		} else if slices.ContainsFunc(s.Containers[:i], func(o ContainerSpec) bool { return o.Name == c.Name }) {
-			e.Add(f+".name", "duplicate container name %q", c.Name)
+			e.Add(f()+".name", "duplicate container name %q", c.Name)
 		}
 		if s.Placeholder {
 			if len(s.Containers) != 1 || len(c.Args) > 0 || c.Image != (api.Image{}) {
-				e.Add(f, "a placeholder has one container, with no image and no args")
+				e.Add(f(), "a placeholder has one container, with no image and no args")
 			}
 			continue
 		}
 		switch {
 		case len(c.Args) == 0:
-			e.Add(f+".args", "a command is required")
+			e.Add(f()+".args", "a command is required")
 		case c.Args[0] == "":
-			e.Add(f+".args[0]", "the program must not be empty")
+			e.Add(f()+".args[0]", "the program must not be empty")
 		}
 		for j, kv := range c.Env {
 			if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
-				e.Add(fmt.Sprintf("%s.env[%d]", f, j), "must be KEY=value")
+				e.Add(fmt.Sprintf("%s.env[%d]", f(), j), "must be KEY=value")
 			}
 		}
 		if c.WorkingDir != "" && !path.IsAbs(c.WorkingDir) {
-			e.Add(f+".working_dir", "must be absolute")
+			e.Add(f()+".working_dir", "must be absolute")
 		}
 		switch {
 		case c.Image.Rootfs == "" && c.Image.OCILayout == "":
-			e.Add(f+".image", "must set rootfs or oci_layout")
+			e.Add(f()+".image", "must set rootfs or oci_layout")
 		case c.Image.Rootfs != "" && c.Image.OCILayout != "":
-			e.Add(f+".image", "must set only one of rootfs and oci_layout")
+			e.Add(f()+".image", "must set only one of rootfs and oci_layout")
 		case c.Image.Rootfs != "" && !path.IsAbs(c.Image.Rootfs):
-			e.Add(f+".image.rootfs", "must be absolute")
+			e.Add(f()+".image.rootfs", "must be absolute")
 		case c.Image.OCILayout != "" && !path.IsAbs(c.Image.OCILayout):
-			e.Add(f+".image.oci_layout", "must be absolute")
+			e.Add(f()+".image.oci_layout", "must be absolute")
 		}
 		r := c.Resources
 		if r.MilliCPU < 0 {
-			e.Add(f+".resources.cpu", "must not be negative")
+			e.Add(f()+".resources.cpu", "must not be negative")
 		}
 		if r.MemoryBytes < 0 {
-			e.Add(f+".resources.memory", "must not be negative")
+			e.Add(f()+".resources.memory", "must not be negative")
 		}
 		if r.Pids < 0 {
-			e.Add(f+".resources.pids", "must not be negative")
+			e.Add(f()+".resources.pids", "must not be negative")
 		}
 		if c.User != nil && (c.User.UID < 0 || c.User.GID < 0) {
-			e.Add(f+".user", "uid and gid must not be negative")
+			e.Add(f()+".user", "uid and gid must not be negative")
 		}
 	}
-	return e.Err()
+	if len(e.Problems) == 0 {
+		return nil // e stays on the stack
+	}
+	out := e
+	return &out
+}
+
+// cleanCgroupPath reports whether p is empty or a clean cgroup path: no
+// ".." anywhere, and between its outer slashes no empty or "." element.
+func cleanCgroupPath(p string) bool {
+	if strings.Contains(p, "..") {
+		return false
+	}
+	t := strings.Trim(p, "/")
+	if t == "" {
+		return true
+	}
+	for el := range strings.SplitSeq(t, "/") {
+		if el == "" || el == "." {
+			return false
+		}
+	}
+	return true
 }
 
 // CheckName returns what is wrong with a pod ID or container name, or "".
