@@ -367,7 +367,7 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 			break
 		}
 		raw[i] = sd.b
-		specs[i] = sdec.decode(&sd)
+		sdec.decodeInto(&sd, &specs[i])
 		if sd.err != nil || len(sd.b) != 0 {
 			return nil, fmt.Errorf("submit command: job %d: %w", i, sd.done("spec"))
 		}

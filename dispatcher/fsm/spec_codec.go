@@ -171,6 +171,13 @@ func newSpecDecoder(n int) *specDecoder {
 
 func (sd *specDecoder) decode(d *dec) api.JobSpec {
 	var s api.JobSpec
+	sd.decodeInto(d, &s)
+	return s
+}
+
+// decodeInto decodes a spec into *s, which must be zero: a big struct is
+// filled in place rather than copied out.
+func (sd *specDecoder) decodeInto(d *dec, s *api.JobSpec) {
 	s.Name = d.str()
 	s.Queue = d.str()
 	s.Pool = d.str()
@@ -223,7 +230,6 @@ func (sd *specDecoder) decode(d *dec) api.JobSpec {
 			}
 		}
 	}
-	return s
 }
 
 // The fewest bytes a task group's and a container's encodings take: one for
