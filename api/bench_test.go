@@ -170,6 +170,50 @@ func BenchmarkDecodeReportRequestStdlib(b *testing.B) {
 	}
 }
 
+// watchLine returns one line of the watch stream as the dispatcher writes
+// it: a job of one task group with its spec, defaults applied.
+func watchLine(b *testing.B) []byte {
+	spec := api.JobSpec{Name: "sweep-1234", Queue: "batch", Labels: map[string]string{"loadgen-run": "r1"}, IdempotencyKey: "lg-r1/1234",
+		Tasks: []api.TaskGroupSpec{{Count: 20, Pod: api.PodSpec{Containers: []api.ContainerSpec{{
+			Image: api.Image{Rootfs: "/img"}, Command: []string{"/bin/work", "1234"}, Resources: api.Resources{CPU: 100, Memory: 64 << 20}}},
+			Sim: &api.SimSpec{RunTime: api.Duration(time.Second)}}}}}
+	spec.SetDefaults()
+	counts := api.TaskCounts{Total: 20, Pending: 5, Active: 15}
+	ev := api.WatchEvent{Index: 123456, Job: api.JobStatus{ID: "j1234", State: api.JobRunning, Submitted: time.Unix(1_800_000_000, 5).UTC(),
+		Spec: spec, Tasks: counts, Groups: []api.GroupStatus{{Name: spec.Tasks[0].Name, TaskCounts: counts}}}}
+	body, err := json.Marshal(ev)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return body
+}
+
+// BenchmarkDecodeWatchEvent measures a watcher's read of one event (a
+// loadgen run reads one per changed job), beside encoding/json's
+// (BenchmarkDecodeWatchEventStdlib, what Client.Watch used before).
+func BenchmarkDecodeWatchEvent(b *testing.B) {
+	line := watchLine(b)
+	b.SetBytes(int64(len(line)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if ev, err := api.DecodeWatchEvent(line); err != nil || ev.Job.Tasks.Total != 20 {
+			b.Fatalf("decode: %+v, %v", ev, err)
+		}
+	}
+}
+
+func BenchmarkDecodeWatchEventStdlib(b *testing.B) {
+	line := watchLine(b)
+	b.SetBytes(int64(len(line)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var ev api.WatchEvent
+		if err := json.Unmarshal(line, &ev); err != nil || ev.Job.Tasks.Total != 20 {
+			b.Fatalf("decode: %+v, %v", ev, err)
+		}
+	}
+}
+
 // BenchmarkDecodeJobsArray is BenchmarkDecodeJobs with the 1,000 jobs in a
 // JSON array, as the submit benchmark sends them.
 func BenchmarkDecodeJobsArray(b *testing.B) {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -905,10 +906,20 @@ func (c *Client) Watch(ctx context.Context, from uint64, fn func(WatchEvent) err
 		return err
 	}
 	defer resp.Body.Close()
-	dec := json.NewDecoder(resp.Body)
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	var long []byte
 	for {
-		var ev WatchEvent
-		if err := dec.Decode(&ev); err != nil {
+		line, err := readLine(br, &long)
+		if len(bytes.TrimSpace(line)) > 0 { // blank lines are keep-alives
+			ev, derr := DecodeWatchEvent(line)
+			if derr != nil {
+				return fmt.Errorf("api: watch: %w", derr)
+			}
+			if ferr := fn(ev); ferr != nil {
+				return ferr
+			}
+		}
+		if err != nil {
 			if ctxErr := ctx.Err(); ctxErr != nil {
 				return ctxErr
 			}
@@ -917,10 +928,27 @@ func (c *Client) Watch(ctx context.Context, from uint64, fn func(WatchEvent) err
 			}
 			return fmt.Errorf("api: watch: %w", err)
 		}
-		if err := fn(ev); err != nil {
-			return err
-		}
 	}
+}
+
+// readLine returns the next line of br, its newline included, and any error
+// that ended it (io.EOF after a last line without one). A line longer than
+// br's buffer is gathered in *long; the result is valid until the next
+// call. A line longer than MaxBodyBytes is an error.
+func readLine(br *bufio.Reader, long *[]byte) ([]byte, error) {
+	line, err := br.ReadSlice('\n')
+	if err != bufio.ErrBufferFull {
+		return line, err
+	}
+	*long = append((*long)[:0], line...)
+	for err == bufio.ErrBufferFull {
+		if len(*long) > MaxBodyBytes {
+			return nil, fmt.Errorf("a line of more than %d bytes", MaxBodyBytes)
+		}
+		line, err = br.ReadSlice('\n')
+		*long = append(*long, line...)
+	}
+	return *long, err
 }
 
 // RegisterNode registers (or re-registers) the node spec describes.

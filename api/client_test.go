@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -538,6 +539,43 @@ func TestClientWatch(t *testing.T) {
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("took %v", d)
+	}
+}
+
+// TestClientWatchLines: events longer than the read buffer, a last event
+// without its newline, and a line that is not an event.
+func TestClientWatchLines(t *testing.T) {
+	long := api.WatchEvent{Index: 1, Job: api.JobStatus{ID: "j1", Spec: api.JobSpec{Name: strings.Repeat("n", 200<<10)}}}
+	lb, err := json.Marshal(long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, body string
+		want       []uint64
+		err        string
+	}{
+		{"long line", string(lb) + "\n\n" + `{"index":2,"job":{"id":"j2"}}` + "\n", []uint64{1, 2}, ""},
+		{"no final newline", `{"index":3,"job":{"id":"j3"}}` + "\n" + `{"index":4,"job":{"id":"j4"}}`, []uint64{3, 4}, ""},
+		{"not an event", `{"index":5,"job":{"id":"j5"}}` + "\n" + `{"index":"six"}` + "\n", []uint64{5}, "index"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url := serve(t, func(ctx *fasthttp.RequestCtx) {
+				ctx.SetContentType("application/x-ndjson")
+				ctx.SetBodyString(tc.body)
+			})
+			var got []uint64
+			err := newClient(t, url).Watch(context.Background(), 0, func(ev api.WatchEvent) error {
+				got = append(got, ev.Index)
+				if ev.Index == 1 && ev.Job.Spec.Name != long.Job.Spec.Name {
+					t.Errorf("the long event's name has %d bytes, want %d", len(ev.Job.Spec.Name), len(long.Job.Spec.Name))
+				}
+				return nil
+			})
+			if !slices.Equal(got, tc.want) || (tc.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+				t.Errorf("Watch = %v, %v; want %v and an error saying %q", got, err, tc.want, tc.err)
+			}
+		})
 	}
 }
 

@@ -151,7 +151,7 @@ var decoders = sync.Pool{New: func() any { return &decoder{checker: checker{path
 func (d *decoder) reset(body []byte) {
 	d.checker = checker{input: body, item: -1, path: d.path[:0]}
 	d.text = string(body)
-	d.pos, d.broken, d.lastNum = 0, false, 0
+	d.pos, d.broken, d.lenient, d.lastNum = 0, false, false, 0
 	d.scratch = d.scratch[:0]
 	// A typical job is 200-300 bytes; size chunks so that a small request
 	// allocates little and a bulk one allocates rarely.
@@ -676,9 +676,15 @@ func DecodeNodeTarget(body []byte) (NodeTarget, error) {
 // decodeOne reads a body that is one object, what, with dec: all of it, or
 // an error naming every problem.
 func decodeOne[T any](body []byte, what string, dec func(*decoder, *T)) (T, error) {
+	return decodeObject(body, what, false, dec)
+}
+
+// decodeObject is decodeOne, skipping unknown members when lenient.
+func decodeObject[T any](body []byte, what string, lenient bool, dec func(*decoder, *T)) (T, error) {
 	d := decoders.Get().(*decoder)
 	defer d.release()
 	d.reset(body)
+	d.lenient = lenient
 	var v T
 	if d.peek() == 0 {
 		d.add("empty body: want a " + what + " object")
@@ -942,6 +948,155 @@ func decodeTaskUsage(d *decoder, u *TaskUsage) {
 		case "memory":
 			if d.field(&seen, 3) {
 				u.Memory = d.int64()
+			}
+		default:
+			d.unknown()
+		}
+	}
+}
+
+// DecodeWatchEvent reads one event of the watch stream (a line of GET
+// /v1/watch). Unlike the request decoders it skips members it does not
+// know, as a client must with a newer server; wrong types and broken
+// syntax are errors naming the path.
+func DecodeWatchEvent(line []byte) (WatchEvent, error) {
+	return decodeObject(line, "watch event", true, decodeWatchEvent)
+}
+
+func decodeWatchEvent(d *decoder, e *WatchEvent) {
+	if !d.openObject() {
+		return
+	}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "index":
+			if d.field(&seen, 0) {
+				e.Index = uint64(d.intIn(0, math.MaxInt64))
+			}
+		case "job":
+			if d.field(&seen, 1) {
+				decodeJobStatus(d, &e.Job)
+			}
+		default:
+			d.unknown()
+		}
+	}
+}
+
+func decodeJobStatus(d *decoder, j *JobStatus) {
+	if !d.openObject() {
+		return
+	}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "id":
+			if d.field(&seen, 0) {
+				j.ID = d.str()
+			}
+		case "state":
+			if d.field(&seen, 1) {
+				j.State = JobState(d.str())
+			}
+		case "submitted":
+			if d.field(&seen, 2) {
+				j.Submitted = d.time()
+			}
+		case "spec":
+			if d.field(&seen, 3) {
+				decodeJob(d, &j.Spec)
+			}
+		case "appmaster":
+			if d.field(&seen, 4) {
+				j.Appmaster = d.str()
+			}
+		case "tasks":
+			if d.field(&seen, 5) {
+				decodeTaskCounts(d, &j.Tasks, nil)
+			}
+		case "groups":
+			if d.field(&seen, 6) && d.openArray() {
+				j.Groups = []GroupStatus{}
+				for d.nextElem() {
+					j.Groups = append(j.Groups, GroupStatus{})
+					decodeTaskCounts(d, &j.Groups[len(j.Groups)-1].TaskCounts, &j.Groups[len(j.Groups)-1].Name)
+				}
+			}
+		case "pending_diagnosis":
+			if d.field(&seen, 7) && d.openArray() {
+				j.Pending = []PendingReason{}
+				for d.nextElem() {
+					j.Pending = append(j.Pending, PendingReason{})
+					decodePendingReason(d, &j.Pending[len(j.Pending)-1])
+				}
+			}
+		default:
+			d.unknown()
+		}
+	}
+}
+
+// decodeTaskCounts reads task counts, and a group's name into name when
+// it is not nil (a GroupStatus is its name and its counts in one object).
+func decodeTaskCounts(d *decoder, c *TaskCounts, name *string) {
+	if !d.openObject() {
+		return
+	}
+	var seen uint64
+	for d.nextMember() {
+		var dst *int64
+		var bit uint
+		switch string(d.key()) {
+		case "total":
+			dst, bit = &c.Total, 0
+		case "pending":
+			dst, bit = &c.Pending, 1
+		case "retrying":
+			dst, bit = &c.Retrying, 2
+		case "active":
+			dst, bit = &c.Active, 3
+		case "succeeded":
+			dst, bit = &c.Succeeded, 4
+		case "failed":
+			dst, bit = &c.Failed, 5
+		case "killed":
+			dst, bit = &c.Killed, 6
+		case "name":
+			if name == nil {
+				d.unknown()
+			} else if d.field(&seen, 7) {
+				*name = d.str()
+			}
+			continue
+		default:
+			d.unknown()
+			continue
+		}
+		if d.field(&seen, bit) {
+			*dst = d.int64()
+		}
+	}
+}
+
+func decodePendingReason(d *decoder, p *PendingReason) {
+	if !d.openObject() {
+		return
+	}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "group":
+			if d.field(&seen, 0) {
+				p.Group = d.str()
+			}
+		case "tasks":
+			if d.field(&seen, 1) {
+				p.Tasks = d.int64()
+			}
+		case "reason":
+			if d.field(&seen, 2) {
+				p.Reason = d.str()
 			}
 		default:
 			d.unknown()

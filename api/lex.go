@@ -35,7 +35,10 @@ type decoder struct {
 	pos  int
 	// broken is set by the first syntax error; every read then returns at
 	// once so that decoding unwinds.
-	broken  bool
+	broken bool
+	// lenient skips unknown members instead of reporting them: for replies,
+	// which a newer server may extend.
+	lenient bool
 	scratch []byte
 	// lastNum is where the last number read began, for messages.
 	lastNum int
@@ -239,7 +242,9 @@ func (d *decoder) field(seen *uint64, bit uint) bool {
 
 // unknown reports the current member as not a field of the object.
 func (d *decoder) unknown() {
-	d.add("unknown field")
+	if !d.lenient {
+		d.add("unknown field")
+	}
 	d.skipValue()
 }
 

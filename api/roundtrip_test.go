@@ -416,3 +416,77 @@ func TestDecodeReportRequest(t *testing.T) {
 		}
 	}
 }
+
+// watchEvent returns a random watch event that sets every field.
+func (g gen) watchEvent() api.WatchEvent {
+	counts := func() api.TaskCounts {
+		return api.TaskCounts{Total: g.r.Int64N(1e6) + 1, Pending: g.r.Int64N(1e6) + 1, Retrying: g.r.Int64N(100) + 1,
+			Active: g.r.Int64N(1e6) + 1, Succeeded: g.r.Int64N(1e6) + 1, Failed: g.r.Int64N(100) + 1, Killed: g.r.Int64N(100) + 1}
+	}
+	j := api.JobStatus{ID: g.name("j"), State: api.JobState(g.name("state")),
+		Submitted: time.Unix(g.r.Int64N(1<<32), g.r.Int64N(1e9)).UTC(), Spec: g.job(), Appmaster: g.name("am"), Tasks: counts()}
+	for range g.r.IntN(3) + 1 {
+		j.Groups = append(j.Groups, api.GroupStatus{Name: g.name("g"), TaskCounts: counts()})
+		j.Pending = append(j.Pending, api.PendingReason{Group: g.name("g"), Tasks: g.r.Int64N(1000) + 1, Reason: g.text()})
+	}
+	return api.WatchEvent{Index: g.r.Uint64N(1 << 62), Job: j}
+}
+
+// TestDecodeWatchEvent checks DecodeWatchEvent against encoding/json on
+// random events that set every field; that it skips members it does not
+// know (a newer server's), as encoding/json does; and its refusals, each
+// naming the path.
+func TestDecodeWatchEvent(t *testing.T) {
+	g := gen{seedtest.Rand(t)}
+	seen := map[string]bool{}
+	for range 300 {
+		want := g.watchEvent()
+		markSet(reflect.ValueOf(want), "WatchEvent", seen)
+		body, err := json.Marshal(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := api.DecodeWatchEvent(body)
+		if err != nil {
+			t.Fatalf("decode: %v\nbody: %s", err, body)
+		}
+		var std api.WatchEvent
+		if err := json.Unmarshal(body, &std); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(got, std) {
+			t.Fatalf("watch event round trip differs:\n got %+v\nwant %+v\n std %+v\nbody: %s", got, want, std, body)
+		}
+	}
+	checkAllSet(t, reflect.TypeFor[api.WatchEvent](), "WatchEvent", seen)
+	for body, want := range map[string]api.WatchEvent{
+		`{"index":7,"job":{"id":"j1","groups":null,"pending_diagnosis":null}}`: {Index: 7, Job: api.JobStatus{ID: "j1"}},
+		`{"index":7,"new":{"a":[1,{"b":null}]},"job":{"id":"j1","tasks":{"total":3,"lost":1},"groups":[{"name":"g","total":3,"x":"y"}],"spec":{"name":"n","future":true}}}`: {
+			Index: 7, Job: api.JobStatus{ID: "j1", Tasks: api.TaskCounts{Total: 3}, Groups: []api.GroupStatus{{Name: "g", TaskCounts: api.TaskCounts{Total: 3}}},
+				Spec: api.JobSpec{Name: "n"}}},
+	} {
+		got, err := api.DecodeWatchEvent([]byte(body))
+		var std api.WatchEvent
+		if jerr := json.Unmarshal([]byte(body), &std); jerr != nil || err != nil || !reflect.DeepEqual(got, want) || !reflect.DeepEqual(got, std) {
+			t.Errorf("DecodeWatchEvent(%s) = %+v, %v; want %+v (encoding/json: %+v, %v)", body, got, err, want, std, jerr)
+		}
+	}
+	for body, want := range map[string]string{
+		``:                                     "empty body",
+		`[]`:                                   "want an object",
+		`{"index":1}x`:                         "trailing data",
+		`{"index":-1}`:                         "index",
+		`{"job":{"id":1}}`:                     "job.id",
+		`{"job":{"submitted":"yesterday"}}`:    "job.submitted",
+		`{"job":{"tasks":{"total":"3"}}}`:      "job.tasks.total",
+		`{"job":{"groups":[{"name":2}]}}`:      "job.groups[0].name",
+		`{"job":{"pending_diagnosis":[1]}}`:    "job.pending_diagnosis[0]",
+		`{"job":{"spec":{"priority":"high"}}}`: "job.spec.priority",
+		`{"index":1,"index":2}`:                "duplicate",
+		`{"job":{"id":"a"`:                     "",
+	} {
+		if _, err := api.DecodeWatchEvent([]byte(body)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("DecodeWatchEvent(%q) = %v, want an error saying %q", body, err, want)
+		}
+	}
+}
