@@ -123,6 +123,36 @@ func BenchmarkDecodeNodeTargetStdlib(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(40*b.N), "ns/pod")
 }
 
+// BenchmarkEncodeNodeTarget measures the dispatcher's write of a target of
+// 40 pods, beside encoding/json's (BenchmarkEncodeNodeTargetStdlib), per pod.
+func BenchmarkEncodeNodeTarget(b *testing.B) {
+	t, err := api.DecodeNodeTarget(targetBody(b, 40))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var buf []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = api.AppendNodeTarget(buf[:0], &t)
+	}
+	b.SetBytes(int64(len(buf)))
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(40*b.N), "ns/pod")
+}
+
+func BenchmarkEncodeNodeTargetStdlib(b *testing.B) {
+	t, err := api.DecodeNodeTarget(targetBody(b, 40))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := json.Marshal(&t); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(40*b.N), "ns/pod")
+}
+
 // reportBody returns a heartbeat of a node running n tasks, with a report
 // for every tenth of them, as a nodelet sends it.
 func reportBody(b *testing.B, n int) []byte {
@@ -210,6 +240,36 @@ func BenchmarkDecodeWatchEventStdlib(b *testing.B) {
 		var ev api.WatchEvent
 		if err := json.Unmarshal(line, &ev); err != nil || ev.Job.Tasks.Total != 20 {
 			b.Fatalf("decode: %+v, %v", ev, err)
+		}
+	}
+}
+
+// BenchmarkEncodeReportRequest measures a nodelet's write of a heartbeat
+// of 40 tasks with 4 reports, beside encoding/json's
+// (BenchmarkEncodeReportRequestStdlib).
+func BenchmarkEncodeReportRequest(b *testing.B) {
+	r, err := api.DecodeReportRequest(reportBody(b, 40))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var buf []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		if buf, err = api.AppendReportRequest(buf[:0], &r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkEncodeReportRequestStdlib(b *testing.B) {
+	r, err := api.DecodeReportRequest(reportBody(b, 40))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := json.Marshal(&r); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

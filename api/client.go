@@ -1000,7 +1000,7 @@ func (c *Client) target(ctx context.Context, node string, generation uint64, wai
 // Report sends a node's task reports; it returns once they are committed.
 // Delivery is at least once: sending a report again is harmless.
 func (c *Client) Report(ctx context.Context, node string, reports []TaskReport) error {
-	body, err := json.Marshal(ReportRequest{Reports: reports})
+	body, err := AppendReportRequest(nil, &ReportRequest{Reports: reports})
 	if err != nil {
 		return fmt.Errorf("api: report: encode: %w", err)
 	}
@@ -1012,7 +1012,7 @@ func (c *Client) Report(ctx context.Context, node string, reports []TaskReport) 
 // returns once the leader has recorded it. It is a contact of the node
 // too. Sending it again is harmless: the leader keeps the latest.
 func (c *Client) Heartbeat(ctx context.Context, node string, usage NodeUsage) error {
-	body, err := json.Marshal(ReportRequest{Reports: []TaskReport{}, Usage: &usage})
+	body, err := AppendReportRequest(nil, &ReportRequest{Reports: []TaskReport{}, Usage: &usage})
 	if err != nil {
 		return fmt.Errorf("api: heartbeat: encode: %w", err)
 	}

@@ -1,0 +1,332 @@
+package api
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// The node protocol's two busiest bodies are encoded by hand, byte for
+// byte as encoding/json writes them (a test compares the two on random
+// values): the dispatcher writes a target for every change of a node's
+// pods, and every nodelet writes a report request for every batch of
+// state changes. encoding/json's reflection was most of their cost.
+
+// AppendNodeTarget appends the JSON of t to dst.
+func AppendNodeTarget(dst []byte, t *NodeTarget) []byte {
+	dst = append(dst, `{"generation":`...)
+	dst = strconv.AppendUint(dst, t.Generation, 10)
+	if t.Base != 0 {
+		dst = append(dst, `,"base":`...)
+		dst = strconv.AppendUint(dst, t.Base, 10)
+	}
+	dst = append(dst, `,"pods":`...)
+	dst = appendArray(dst, t.Pods, appendTargetPod)
+	if len(t.Removed) > 0 {
+		dst = append(dst, `,"removed":`...)
+		dst = appendStrings(dst, t.Removed)
+	}
+	return append(dst, '}')
+}
+
+func appendTargetPod(dst []byte, p *TargetPod) []byte {
+	dst = append(dst, `{"task_id":`...)
+	dst = appendJSONString(dst, p.TaskID)
+	dst = append(dst, `,"job":`...)
+	dst = appendJSONString(dst, p.Job)
+	dst = append(dst, `,"group":`...)
+	dst = appendJSONString(dst, p.Group)
+	dst = append(dst, `,"qos":`...)
+	dst = appendJSONString(dst, string(p.QoS))
+	dst = append(dst, `,"priority":`...)
+	dst = strconv.AppendInt(dst, int64(p.Priority), 10)
+	dst = append(dst, `,"pod":`...)
+	dst = appendPod(dst, &p.Pod)
+	if p.MaxRunTime != 0 {
+		dst = append(dst, `,"max_run_time":`...)
+		dst = appendDuration(dst, p.MaxRunTime)
+	}
+	if p.Capbox {
+		dst = append(dst, `,"capbox":true`...)
+	}
+	if p.InCapbox != "" {
+		dst = append(dst, `,"in_capbox":`...)
+		dst = appendJSONString(dst, p.InCapbox)
+	}
+	return append(dst, '}')
+}
+
+func appendPod(dst []byte, p *PodSpec) []byte {
+	dst = append(dst, `{"containers":`...)
+	dst = appendArray(dst, p.Containers, appendContainer)
+	if p.SharePID {
+		dst = append(dst, `,"share_pid":true`...)
+	}
+	if s := p.Sim; s != nil {
+		dst = append(dst, `,"sim":{`...)
+		sep := ""
+		if s.RunTime != 0 {
+			dst = append(dst, `"run_time":`...)
+			dst = appendDuration(dst, s.RunTime)
+			sep = ","
+		}
+		if s.ExitCode != 0 {
+			dst = append(dst, sep...)
+			dst = append(dst, `"exit_code":`...)
+			dst = strconv.AppendInt(dst, int64(s.ExitCode), 10)
+		}
+		dst = append(dst, '}')
+	}
+	return append(dst, '}')
+}
+
+func appendContainer(dst []byte, c *ContainerSpec) []byte {
+	dst = append(dst, '{')
+	if c.Name != "" {
+		dst = append(dst, `"name":`...)
+		dst = appendJSONString(dst, c.Name)
+		dst = append(dst, ',')
+	}
+	dst = append(dst, `"image":{`...)
+	sep := ""
+	for _, f := range [...]struct{ key, v string }{{`"rootfs":`, c.Image.Rootfs}, {`"oci_layout":`, c.Image.OCILayout}, {`"ref":`, c.Image.Ref}} {
+		if f.v != "" {
+			dst = append(dst, sep...)
+			dst = append(dst, f.key...)
+			dst = appendJSONString(dst, f.v)
+			sep = ","
+		}
+	}
+	dst = append(dst, `},"command":`...)
+	if c.Command == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = appendStrings(dst, c.Command)
+	}
+	if len(c.Args) > 0 {
+		dst = append(dst, `,"args":`...)
+		dst = appendStrings(dst, c.Args)
+	}
+	if len(c.Env) > 0 {
+		dst = append(dst, `,"env":{`...)
+		keys := make([]string, 0, len(c.Env))
+		for k := range c.Env {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for i, k := range keys {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendJSONString(dst, k)
+			dst = append(dst, ':')
+			dst = appendJSONString(dst, c.Env[k])
+		}
+		dst = append(dst, '}')
+	}
+	if c.WorkingDir != "" {
+		dst = append(dst, `,"working_dir":`...)
+		dst = appendJSONString(dst, c.WorkingDir)
+	}
+	r := &c.Resources
+	dst = append(dst, `,"resources":{"cpu":`...)
+	dst = strconv.AppendInt(dst, r.CPU, 10)
+	dst = append(dst, `,"memory":`...)
+	dst = strconv.AppendInt(dst, r.Memory, 10)
+	if r.GPUs != 0 {
+		dst = append(dst, `,"gpus":`...)
+		dst = strconv.AppendInt(dst, r.GPUs, 10)
+	}
+	if r.Disk != 0 {
+		dst = append(dst, `,"disk":`...)
+		dst = strconv.AppendInt(dst, r.Disk, 10)
+	}
+	if len(r.Ports) > 0 {
+		dst = append(dst, `,"ports":`...)
+		dst = appendArray(dst, r.Ports, appendPort)
+	}
+	return append(dst, `}}`...)
+}
+
+func appendPort(dst []byte, p *Port) []byte {
+	dst = append(dst, `{"name":`...)
+	dst = appendJSONString(dst, p.Name)
+	if p.Port != 0 {
+		dst = append(dst, `,"port":`...)
+		dst = strconv.AppendInt(dst, int64(p.Port), 10)
+	}
+	if p.Protocol != "" {
+		dst = append(dst, `,"protocol":`...)
+		dst = appendJSONString(dst, p.Protocol)
+	}
+	return append(dst, '}')
+}
+
+// AppendReportRequest appends the JSON of r to dst. It fails, as
+// encoding/json does, on a task state that has no name and on a time
+// RFC 3339 cannot write.
+func AppendReportRequest(dst []byte, r *ReportRequest) ([]byte, error) {
+	dst = append(dst, `{"reports":`...)
+	if r.Reports == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, '[')
+		for i := range r.Reports {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			var err error
+			if dst, err = appendTaskReport(dst, &r.Reports[i]); err != nil {
+				return nil, fmt.Errorf("reports[%d]: %w", i, err)
+			}
+		}
+		dst = append(dst, ']')
+	}
+	if u := r.Usage; u != nil {
+		dst = append(dst, `,"usage":{"total":`...)
+		dst = appendUsage(dst, u.Total)
+		dst = append(dst, `,"online":`...)
+		dst = appendUsage(dst, u.Online)
+		dst = append(dst, `,"offline":`...)
+		dst = appendUsage(dst, u.Offline)
+		if len(u.Tasks) > 0 {
+			dst = append(dst, `,"tasks":`...)
+			dst = appendArray(dst, u.Tasks, appendTaskUsage)
+		}
+		dst = append(dst, '}')
+	}
+	return append(dst, '}'), nil
+}
+
+func appendTaskReport(dst []byte, r *TaskReport) ([]byte, error) {
+	state, err := r.State.MarshalText()
+	if err != nil {
+		return nil, err
+	}
+	dst = append(dst, `{"task_id":`...)
+	dst = appendJSONString(dst, r.TaskID)
+	dst = append(dst, `,"state":`...)
+	dst = appendJSONString(dst, string(state))
+	dst = append(dst, `,"reason":`...)
+	dst = appendJSONString(dst, string(r.Reason))
+	if r.ExitCode != 0 {
+		dst = append(dst, `,"exit_code":`...)
+		dst = strconv.AppendInt(dst, int64(r.ExitCode), 10)
+	}
+	if r.Message != "" {
+		dst = append(dst, `,"message":`...)
+		dst = appendJSONString(dst, r.Message)
+	}
+	dst = append(dst, `,"time":"`...)
+	if dst, err = r.Time.AppendText(dst); err != nil {
+		return nil, fmt.Errorf("time: %w", err)
+	}
+	dst = append(dst, '"')
+	if r.Usage != (Usage{}) {
+		dst = append(dst, `,"usage":`...)
+		dst = appendUsage(dst, r.Usage)
+	}
+	return append(dst, '}'), nil
+}
+
+func appendTaskUsage(dst []byte, t *TaskUsage) []byte {
+	dst = append(dst, `{"task_id":`...)
+	dst = appendJSONString(dst, t.TaskID)
+	dst = append(dst, `,"qos":`...)
+	dst = appendJSONString(dst, string(t.QoS))
+	dst = appendUsageFields(append(dst, ','), t.Usage)
+	return append(dst, '}')
+}
+
+func appendUsage(dst []byte, u Usage) []byte {
+	return append(appendUsageFields(append(dst, '{'), u), '}')
+}
+
+func appendUsageFields(dst []byte, u Usage) []byte {
+	dst = append(dst, `"cpu":`...)
+	dst = strconv.AppendInt(dst, u.CPU, 10)
+	dst = append(dst, `,"memory":`...)
+	return strconv.AppendInt(dst, u.Memory, 10)
+}
+
+func appendDuration(dst []byte, d Duration) []byte {
+	return strconv.AppendQuote(dst, time.Duration(d).String())
+}
+
+func appendStrings(dst []byte, vs []string) []byte {
+	return appendArray(dst, vs, func(dst []byte, v *string) []byte { return appendJSONString(dst, *v) })
+}
+
+// appendArray appends items as a JSON array, each with f; a nil slice as
+// null.
+func appendArray[T any](dst []byte, items []T, f func([]byte, *T) []byte) []byte {
+	if items == nil {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, '[')
+	for i := range items {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = f(dst, &items[i])
+	}
+	return append(dst, ']')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string, escaped as encoding/json
+// escapes it: quote and backslash; control characters (\b \f \n \r \t
+// short, others \u00XX); <, > and & (\u003c, \u003e, \u0026); U+2028 and
+// U+2029; and each invalid UTF-8 byte as \ufffd.
+func appendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '"', '\\':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case c == utf8.RuneError && size == 1:
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+		case c == '\u2028' || c == '\u2029':
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[c&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}

@@ -1,0 +1,94 @@
+package api_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/internal/seedtest"
+)
+
+// TestAppendNodeTarget compares AppendNodeTarget with encoding/json byte
+// for byte, on random targets that set every field and on ones that leave
+// fields empty.
+func TestAppendNodeTarget(t *testing.T) {
+	g := gen{seedtest.Rand(t)}
+	targets := []api.NodeTarget{
+		{},
+		{Generation: 1, Pods: []api.TargetPod{}},
+		{Generation: 2, Pods: []api.TargetPod{{}, {Pod: api.PodSpec{Containers: []api.ContainerSpec{{}}, Sim: &api.SimSpec{}}}}},
+		{Generation: 3, Pods: []api.TargetPod{{Pod: api.PodSpec{Containers: []api.ContainerSpec{{Command: []string{}, Args: []string{}, Env: map[string]string{},
+			Resources: api.Resources{Ports: []api.Port{{}}}}}, Sim: &api.SimSpec{ExitCode: 3}}}}},
+	}
+	for range 300 {
+		targets = append(targets, g.target())
+	}
+	for i := range targets {
+		want, err := json.Marshal(targets[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := api.AppendNodeTarget([]byte("x"), &targets[i]); !bytes.Equal(got[1:], want) || got[0] != 'x' {
+			t.Fatalf("target %d:\n got %s\nwant %s", i, got, want)
+		}
+	}
+}
+
+// TestAppendReportRequest does the same for report requests, and checks
+// that what encoding/json refuses, it refuses.
+func TestAppendReportRequest(t *testing.T) {
+	g := gen{seedtest.Rand(t)}
+	reqs := []api.ReportRequest{
+		{},
+		{Reports: []api.TaskReport{}, Usage: &api.NodeUsage{}},
+		{Reports: []api.TaskReport{{State: api.TaskRunning}}, Usage: &api.NodeUsage{Tasks: []api.TaskUsage{{}}}},
+	}
+	for range 300 {
+		reqs = append(reqs, g.reportRequest())
+	}
+	for i := range reqs {
+		want, err := json.Marshal(reqs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := api.AppendReportRequest(nil, &reqs[i])
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("request %d: %v\n got %s\nwant %s", i, err, got, want)
+		}
+	}
+	for _, bad := range []api.TaskReport{
+		{State: api.TaskState(200), Time: time.Unix(0, 0)},
+		{State: api.TaskRunning, Time: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
+	} {
+		r := api.ReportRequest{Reports: []api.TaskReport{bad}}
+		if _, jerr := json.Marshal(r); jerr == nil {
+			t.Fatalf("encoding/json accepts %+v", bad)
+		}
+		if got, err := api.AppendReportRequest(nil, &r); err == nil || !strings.Contains(err.Error(), "reports[0]") {
+			t.Errorf("AppendReportRequest(%+v) = %s, %v; want an error naming reports[0]", bad, got, err)
+		}
+	}
+}
+
+// TestAppendJSONString: strings are escaped as encoding/json escapes them,
+// through a container's name.
+func TestAppendJSONString(t *testing.T) {
+	var all strings.Builder
+	for b := range 128 {
+		all.WriteByte(byte(b))
+	}
+	for _, s := range []string{"", "plain", all.String(), "<a href='x'>&amp;</a>", "\u2028\u2029\u2027\u202a", "é世界🙂",
+		"bad \xff utf8 \xc3", "\xed\xa0\x80 surrogate", "trailing \xe2\x80"} {
+		tg := api.NodeTarget{Pods: []api.TargetPod{{TaskID: s, Pod: api.PodSpec{Containers: []api.ContainerSpec{{Name: s, Env: map[string]string{s: s}}}}}}}
+		want, err := json.Marshal(tg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := api.AppendNodeTarget(nil, &tg); !bytes.Equal(got, want) {
+			t.Errorf("%q:\n got %s\nwant %s", s, got, want)
+		}
+	}
+}
