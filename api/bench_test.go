@@ -274,6 +274,36 @@ func BenchmarkEncodeReportRequestStdlib(b *testing.B) {
 	}
 }
 
+// BenchmarkEncodeWatchEvent measures the dispatcher's write of one line of
+// the watch stream, beside encoding/json's
+// (BenchmarkEncodeWatchEventStdlib).
+func BenchmarkEncodeWatchEvent(b *testing.B) {
+	ev, err := api.DecodeWatchEvent(watchLine(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var buf []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		if buf, err = api.AppendWatchEvent(buf[:0], &ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkEncodeWatchEventStdlib(b *testing.B) {
+	ev, err := api.DecodeWatchEvent(watchLine(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := json.Marshal(&ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkDecodeJobsArray is BenchmarkDecodeJobs with the 1,000 jobs in a
 // JSON array, as the submit benchmark sends them.
 func BenchmarkDecodeJobsArray(b *testing.B) {

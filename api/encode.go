@@ -110,21 +110,8 @@ func appendContainer(dst []byte, c *ContainerSpec) []byte {
 		dst = appendStrings(dst, c.Args)
 	}
 	if len(c.Env) > 0 {
-		dst = append(dst, `,"env":{`...)
-		keys := make([]string, 0, len(c.Env))
-		for k := range c.Env {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for i, k := range keys {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendJSONString(dst, k)
-			dst = append(dst, ':')
-			dst = appendJSONString(dst, c.Env[k])
-		}
-		dst = append(dst, '}')
+		dst = append(dst, `,"env":`...)
+		dst = appendStringMap(dst, c.Env)
 	}
 	if c.WorkingDir != "" {
 		dst = append(dst, `,"working_dir":`...)
@@ -329,4 +316,210 @@ func appendJSONString(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// AppendWatchEvent appends the JSON of e (a line of the watch stream,
+// without its newline) to dst. It fails, as encoding/json does, on a time
+// RFC 3339 cannot write.
+func AppendWatchEvent(dst []byte, e *WatchEvent) ([]byte, error) {
+	dst = append(dst, `{"index":`...)
+	dst = strconv.AppendUint(dst, e.Index, 10)
+	dst = append(dst, `,"job":`...)
+	dst, err := appendJobStatus(dst, &e.Job)
+	if err != nil {
+		return nil, err
+	}
+	return append(dst, '}'), nil
+}
+
+func appendJobStatus(dst []byte, j *JobStatus) ([]byte, error) {
+	dst = append(dst, `{"id":`...)
+	dst = appendJSONString(dst, j.ID)
+	dst = append(dst, `,"state":`...)
+	dst = appendJSONString(dst, string(j.State))
+	dst = append(dst, `,"submitted":"`...)
+	dst, err := j.Submitted.AppendText(dst)
+	if err != nil {
+		return nil, fmt.Errorf("job %s: submitted: %w", j.ID, err)
+	}
+	dst = append(dst, `","spec":`...)
+	dst = appendJobSpec(dst, &j.Spec)
+	if j.Appmaster != "" {
+		dst = append(dst, `,"appmaster":`...)
+		dst = appendJSONString(dst, j.Appmaster)
+	}
+	dst = append(dst, `,"tasks":`...)
+	dst = append(appendTaskCounts(append(dst, '{'), &j.Tasks), '}')
+	dst = append(dst, `,"groups":`...)
+	dst = appendArray(dst, j.Groups, func(dst []byte, g *GroupStatus) []byte {
+		dst = append(dst, `{"name":`...)
+		dst = appendJSONString(dst, g.Name)
+		return append(appendTaskCounts(append(dst, ','), &g.TaskCounts), '}')
+	})
+	if len(j.Pending) > 0 {
+		dst = append(dst, `,"pending_diagnosis":`...)
+		dst = appendArray(dst, j.Pending, func(dst []byte, p *PendingReason) []byte {
+			dst = append(dst, `{"group":`...)
+			dst = appendJSONString(dst, p.Group)
+			dst = append(dst, `,"tasks":`...)
+			dst = strconv.AppendInt(dst, p.Tasks, 10)
+			dst = append(dst, `,"reason":`...)
+			dst = appendJSONString(dst, p.Reason)
+			return append(dst, '}')
+		})
+	}
+	return append(dst, '}'), nil
+}
+
+// appendTaskCounts appends c's members, without braces.
+func appendTaskCounts(dst []byte, c *TaskCounts) []byte {
+	dst = append(dst, `"total":`...)
+	dst = strconv.AppendInt(dst, c.Total, 10)
+	dst = append(dst, `,"pending":`...)
+	dst = strconv.AppendInt(dst, c.Pending, 10)
+	if c.Retrying != 0 {
+		dst = append(dst, `,"retrying":`...)
+		dst = strconv.AppendInt(dst, c.Retrying, 10)
+	}
+	dst = append(dst, `,"active":`...)
+	dst = strconv.AppendInt(dst, c.Active, 10)
+	dst = append(dst, `,"succeeded":`...)
+	dst = strconv.AppendInt(dst, c.Succeeded, 10)
+	dst = append(dst, `,"failed":`...)
+	dst = strconv.AppendInt(dst, c.Failed, 10)
+	dst = append(dst, `,"killed":`...)
+	return strconv.AppendInt(dst, c.Killed, 10)
+}
+
+func appendJobSpec(dst []byte, s *JobSpec) []byte {
+	dst = append(dst, `{"name":`...)
+	dst = appendJSONString(dst, s.Name)
+	for _, f := range [...]struct{ key, v string }{{`,"queue":`, s.Queue}, {`,"pool":`, s.Pool}} {
+		if f.v != "" {
+			dst = append(dst, f.key...)
+			dst = appendJSONString(dst, f.v)
+		}
+	}
+	if s.Priority != 0 {
+		dst = append(dst, `,"priority":`...)
+		dst = strconv.AppendInt(dst, int64(s.Priority), 10)
+	}
+	if s.QoS != "" {
+		dst = append(dst, `,"qos":`...)
+		dst = appendJSONString(dst, string(s.QoS))
+	}
+	if len(s.Labels) > 0 {
+		dst = append(dst, `,"labels":`...)
+		dst = appendStringMap(dst, s.Labels)
+	}
+	if len(s.Constraints) > 0 {
+		dst = append(dst, `,"constraints":`...)
+		dst = appendArray(dst, s.Constraints, func(dst []byte, c *Constraint) []byte {
+			dst = append(dst, `{"key":`...)
+			dst = appendJSONString(dst, c.Key)
+			dst = append(dst, `,"op":`...)
+			dst = appendJSONString(dst, string(c.Op))
+			if len(c.Values) > 0 {
+				dst = append(dst, `,"values":`...)
+				dst = appendStrings(dst, c.Values)
+			}
+			return append(dst, '}')
+		})
+	}
+	if s.DistinctNodes {
+		dst = append(dst, `,"distinct_nodes":true`...)
+	}
+	if p := s.Policy; p != nil {
+		dst = append(dst, `,"policy":{`...)
+		sep := ""
+		if len(p.Filters) > 0 {
+			dst = append(dst, `"filters":`...)
+			dst = appendStrings(dst, p.Filters)
+			sep = ","
+		}
+		if len(p.Scorers) > 0 {
+			dst = append(dst, sep...)
+			dst = append(dst, `"scorers":`...)
+			dst = appendArray(dst, p.Scorers, func(dst []byte, r *ScorerRef) []byte {
+				dst = append(dst, `{"name":`...)
+				dst = appendJSONString(dst, r.Name)
+				if r.Weight != 0 {
+					dst = append(dst, `,"weight":`...)
+					dst = strconv.AppendInt(dst, int64(r.Weight), 10)
+				}
+				return append(dst, '}')
+			})
+		}
+		dst = append(dst, '}')
+	}
+	if r := s.Retry; r != (RetryPolicy{}) {
+		dst = append(dst, `,"retry":{`...)
+		sep := ""
+		if r.MaxAttempts != 0 {
+			dst = append(dst, `"max_attempts":`...)
+			dst = strconv.AppendInt(dst, int64(r.MaxAttempts), 10)
+			sep = ","
+		}
+		for _, f := range [...]struct {
+			key string
+			v   Duration
+		}{{`"backoff":`, r.Backoff}, {`"max_backoff":`, r.MaxBackoff}} {
+			if f.v != 0 {
+				dst = append(dst, sep...)
+				dst = append(dst, f.key...)
+				dst = appendDuration(dst, f.v)
+				sep = ","
+			}
+		}
+		dst = append(dst, '}')
+	}
+	if s.MaxRunTime != 0 {
+		dst = append(dst, `,"max_run_time":`...)
+		dst = appendDuration(dst, s.MaxRunTime)
+	}
+	if s.IdempotencyKey != "" {
+		dst = append(dst, `,"idempotency_key":`...)
+		dst = appendJSONString(dst, s.IdempotencyKey)
+	}
+	if s.Appmaster {
+		dst = append(dst, `,"appmaster":true`...)
+	}
+	dst = append(dst, `,"tasks":`...)
+	dst = appendArray(dst, s.Tasks, func(dst []byte, g *TaskGroupSpec) []byte {
+		dst = append(dst, '{')
+		if g.Name != "" {
+			dst = append(dst, `"name":`...)
+			dst = appendJSONString(dst, g.Name)
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `"count":`...)
+		dst = strconv.AppendInt(dst, g.Count, 10)
+		if len(g.PreferredNodes) > 0 {
+			dst = append(dst, `,"preferred_nodes":`...)
+			dst = appendStrings(dst, g.PreferredNodes)
+		}
+		dst = append(dst, `,"pod":`...)
+		dst = appendPod(dst, &g.Pod)
+		return append(dst, '}')
+	})
+	return append(dst, '}')
+}
+
+// appendStringMap appends m as a JSON object, keys in order.
+func appendStringMap(dst []byte, m map[string]string) []byte {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	dst = append(dst, '{')
+	for i, k := range keys {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendJSONString(dst, k)
+		dst = append(dst, ':')
+		dst = appendJSONString(dst, m[k])
+	}
+	return append(dst, '}')
 }

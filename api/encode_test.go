@@ -92,3 +92,38 @@ func TestAppendJSONString(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendWatchEvent compares AppendWatchEvent with encoding/json byte
+// for byte, on random events that set every field (the job's spec too)
+// and on ones that leave fields empty; a time RFC 3339 cannot write is
+// refused, as encoding/json refuses it.
+func TestAppendWatchEvent(t *testing.T) {
+	g := gen{seedtest.Rand(t)}
+	events := []api.WatchEvent{
+		{},
+		{Index: 1, Job: api.JobStatus{Groups: []api.GroupStatus{}, Pending: []api.PendingReason{},
+			Spec: api.JobSpec{Tasks: []api.TaskGroupSpec{{}}, Policy: &api.Policy{}, Retry: api.RetryPolicy{Backoff: 5}}}},
+		{Index: 2, Job: api.JobStatus{Spec: api.JobSpec{Policy: &api.Policy{Scorers: []api.ScorerRef{{}}}, Retry: api.RetryPolicy{MaxBackoff: 7},
+			Constraints: []api.Constraint{{}}, Labels: map[string]string{}}}},
+	}
+	for range 300 {
+		events = append(events, g.watchEvent())
+	}
+	for i := range events {
+		want, err := json.Marshal(events[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := api.AppendWatchEvent(nil, &events[i])
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("event %d: %v\n got %s\nwant %s", i, err, got, want)
+		}
+	}
+	bad := api.WatchEvent{Job: api.JobStatus{ID: "j1", Submitted: time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)}}
+	if _, jerr := json.Marshal(bad); jerr == nil {
+		t.Fatal("encoding/json accepts a year before 0")
+	}
+	if got, err := api.AppendWatchEvent(nil, &bad); err == nil || !strings.Contains(err.Error(), "j1") {
+		t.Errorf("AppendWatchEvent of a year before 0 = %s, %v; want an error naming the job", got, err)
+	}
+}

@@ -2,7 +2,6 @@ package server
 
 import (
 	"bufio"
-	"encoding/json"
 	"strconv"
 	"time"
 
@@ -44,7 +43,7 @@ func (h *Handler) watch(ctx *fasthttp.RequestCtx, p Principal, _ []string) *http
 func (h *Handler) streamWatch(w *bufio.Writer, p Principal, from uint64) {
 	keepAlive := time.NewTimer(h.cfg.WatchKeepAlive)
 	defer keepAlive.Stop()
-	enc := json.NewEncoder(w)
+	var line []byte
 	// A first keep-alive sends the headers at once: fasthttp writes them
 	// with the first bytes of the body.
 	if w.WriteByte('\n') != nil || w.Flush() != nil {
@@ -60,7 +59,15 @@ func (h *Handler) streamWatch(w *bufio.Writer, p Principal, from uint64) {
 			if !p.mayQueue(j.Spec.Queue) {
 				continue
 			}
-			if enc.Encode(api.WatchEvent{Index: j.Changed, Job: jobStatus(&j.JobStatus)}) != nil {
+			var err error
+			// Encoded by hand (as encoding/json would): one line per
+			// changed job, to every watcher.
+			line, err = api.AppendWatchEvent(line[:0], &api.WatchEvent{Index: j.Changed, Job: jobStatus(&j.JobStatus)})
+			if err != nil {
+				return
+			}
+			line = append(line, '\n')
+			if _, err := w.Write(line); err != nil {
 				return
 			}
 		}
