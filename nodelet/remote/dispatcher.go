@@ -110,10 +110,10 @@ const anyGeneration = ^uint64(0)
 type Dispatcher struct {
 	cfg Config
 	// held is the whole target as of the dispatcher's generation heldGen
-	// under registration heldJoins, which a difference applies to; nil
-	// before the first target. Only Target touches them (one call at a
-	// time).
-	held      map[string]api.TargetPod
+	// under registration heldJoins, which a difference applies to, each
+	// pod already converted for the agent (by task ID); nil before the
+	// first target. Only Target touches them (one call at a time).
+	held      map[string]nodelet.DesiredPod
 	heldGen   uint64
 	heldJoins uint64
 
@@ -260,15 +260,16 @@ func (d *Dispatcher) Target(ctx context.Context, node string, knownGeneration ui
 // target, and reports whether it could.
 func (d *Dispatcher) hold(t api.NodeTarget, joins uint64) bool {
 	if t.Base == 0 {
-		d.held = make(map[string]api.TargetPod, len(t.Pods))
+		d.held = make(map[string]nodelet.DesiredPod, len(t.Pods))
 	} else if d.held == nil || t.Base != d.heldGen || d.heldJoins != joins {
 		return false
 	}
 	for _, id := range t.Removed {
 		delete(d.held, id)
 	}
-	for _, p := range t.Pods {
-		d.held[p.TaskID] = p
+	for i := range t.Pods {
+		p := &t.Pods[i]
+		d.held[p.TaskID] = desiredPod(p)
 	}
 	d.heldGen, d.heldJoins = t.Generation, joins
 	return true
@@ -295,6 +296,27 @@ func inCapbox(task string) string {
 	return PodID(task)
 }
 
+// desiredPod converts a pod of a target into the agent's, once, when the
+// pod enters the held target (its pod ID is a string built from the task
+// ID: built for every target, it was a third of the conversion).
+func desiredPod(p *api.TargetPod) nodelet.DesiredPod {
+	tier := cgroup.Offline
+	if p.QoS == api.QoSOnline {
+		tier = cgroup.Online
+	}
+	return nodelet.DesiredPod{
+		ID:         PodID(p.TaskID),
+		TaskID:     p.TaskID,
+		Generation: attempt(p.TaskID),
+		Tier:       tier,
+		Priority:   int(p.Priority),
+		Pod:        p.Pod,
+		MaxRunTime: time.Duration(p.MaxRunTime),
+		Capbox:     p.Capbox,
+		InCapbox:   inCapbox(p.InCapbox),
+	}
+}
+
 // convert turns the held target, at the dispatcher's generation, into the
 // agent's and records the pods' containers.
 func (d *Dispatcher) convert(generation uint64) nodelet.Target {
@@ -306,21 +328,7 @@ func (d *Dispatcher) convert(generation uint64) nodelet.Target {
 	out := nodelet.Target{Generation: gen, Pods: make([]nodelet.DesiredPod, 0, len(d.held))}
 	containers := make(map[string]string, len(d.held))
 	for _, p := range d.held {
-		tier := cgroup.Offline
-		if p.QoS == api.QoSOnline {
-			tier = cgroup.Online
-		}
-		out.Pods = append(out.Pods, nodelet.DesiredPod{
-			ID:         PodID(p.TaskID),
-			TaskID:     p.TaskID,
-			Generation: attempt(p.TaskID),
-			Tier:       tier,
-			Priority:   int(p.Priority),
-			Pod:        p.Pod,
-			MaxRunTime: time.Duration(p.MaxRunTime),
-			Capbox:     p.Capbox,
-			InCapbox:   inCapbox(p.InCapbox),
-		})
+		out.Pods = append(out.Pods, p)
 		if len(p.Pod.Containers) > 0 {
 			containers[p.TaskID] = p.Pod.Containers[0].Name
 		}
