@@ -3,6 +3,7 @@
 package suitetest
 
 import (
+	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice/bench/e2ebench"
@@ -56,14 +57,17 @@ func report[R any](name string, r R) *suite.Report[R] {
 }
 
 // Suite is a suite of every scenario with fixed results; podstart
-// skipped. Each call returns a new copy of the reports.
+// skipped. Each call returns new reports, with their own copies of the
+// result slices: a test may change them.
 func Suite() suite.Suite {
+	e2e := E2E
+	e2e.Steps = slices.Clone(E2E.Steps)
 	s := suite.Suite{
-		Submit:   report("submit", Submit),
+		Submit:   report("submit", slices.Clone(Submit)),
 		Latency:  report("latency", submitbench.LatencyResult{Nodes: 4, Samples: 50, P50Ms: 11.6, P99Ms: 18.3, MaxMs: 21}),
 		Sched:    report("sched", schedbench.Result{Nodes: 2000, Tasks: 20000, Jobs: 150, Replicas: 3, PlacementsPerSec: 50350, RoundP50Ms: 24, RoundP99Ms: 290, SolverShare: 0.04, BytesPerPendingTask: 5.2}),
-		Raftkv:   report("raftkv", Raftkv),
-		E2E:      report("e2e", E2E),
+		Raftkv:   report("raftkv", slices.Clone(Raftkv)),
+		E2E:      report("e2e", e2e),
 		Podstart: report[[]podbench.Result]("podstart", nil),
 	}
 	s.Podstart.Skipped = "not root: containers need namespaces and cgroups"
