@@ -1,7 +1,3 @@
-// Package helperbin finds the helper binaries the benchmarks run as
-// processes of their own (bin/etcdload, bin/benchplot), kept out of the
-// sluice binary because every container's init re-executes it and pays
-// for all of its packages' initialization.
 package helperbin
 
 import (
