@@ -20,7 +20,7 @@ func (d Duration) String() string { return time.Duration(d).String() }
 
 // MarshalJSON writes d as a duration string.
 func (d Duration) MarshalJSON() ([]byte, error) {
-	return strconv.AppendQuote(nil, time.Duration(d).String()), nil
+	return appendDuration(nil, d), nil
 }
 
 // UnmarshalJSON reads a duration string.

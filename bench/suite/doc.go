@@ -36,6 +36,7 @@
 //	s, err := suite.Run(ctx, suite.Config{Mode: "quick", Params: suite.QuickParams(), Out: "docs/bench"})
 //	all, _ := suite.Load("docs/bench") // with the files of earlier runs
 //	plotter, _ := suite.FindPlotter("")
-//	charts, _ := suite.DrawCharts(ctx, plotter, "docs/bench")
+//	err = suite.DrawCharts(ctx, plotter, "docs/bench")
+//	charts := suite.Charts(all)
 //	err = suite.UpdateDoc("BENCHMARKS.md", suite.Markdown(all, charts, "docs/bench"))
 package suite

@@ -105,8 +105,10 @@ func renderSuite(ctx context.Context, w, errw io.Writer, out, doc string, runErr
 	var charts []suite.Chart
 	if plotter, err := suite.FindPlotter(""); err != nil {
 		fmt.Fprintf(errw, "plots not drawn: %v\n", err)
-	} else if charts, err = suite.DrawCharts(ctx, plotter, out); err != nil {
+	} else if err := suite.DrawCharts(ctx, plotter, out); err != nil {
 		return errors.Join(runErr, err)
+	} else {
+		charts = suite.Charts(s)
 	}
 	if doc != "" {
 		rel, err := relPath(filepath.Dir(doc), out)

@@ -350,9 +350,15 @@ func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 		status = fasthttp.StatusInternalServerError
 		b = []byte(`{"code":"internal","error":"internal error: encoding the reply"}`)
 	}
+	writeJSONBody(ctx, status, b)
+}
+
+// writeJSONBody replies with the JSON in b, and a newline. The reply keeps
+// b: it must not change afterwards.
+func writeJSONBody(ctx *fasthttp.RequestCtx, status int, b []byte) {
 	ctx.SetStatusCode(status)
 	ctx.SetContentType("application/json")
-	ctx.SetBody(append(b, '\n'))
+	ctx.Response.SetBodyRaw(append(b, '\n'))
 }
 
 func (h *Handler) writeError(ctx *fasthttp.RequestCtx, e *httpError) {

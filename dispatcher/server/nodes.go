@@ -138,11 +138,9 @@ func (h *Handler) target(ctx *fasthttp.RequestCtx, _ Principal, args []string) *
 		return h.fromError(ctx, "target of "+args[0], err)
 	}
 	answer := h.served.answer(args[0], gen, diff, t)
-	ctx.SetStatusCode(fasthttp.StatusOK)
-	ctx.SetContentType("application/json")
 	// Encoded by hand (as encoding/json would): a target is written for
 	// every change of a node's pods.
-	ctx.Response.SetBodyRaw(append(api.AppendNodeTarget(make([]byte, 0, 1024), &answer), '\n'))
+	writeJSONBody(ctx, fasthttp.StatusOK, api.AppendNodeTarget(make([]byte, 0, 1024), &answer))
 	return nil
 }
 
