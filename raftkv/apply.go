@@ -70,14 +70,13 @@ func (n *Node) apply(ents []*raftpb.Entry) error {
 	if last.index == 0 {
 		return nil
 	}
-	hs, err := n.st.writeApplied(main, last, cs)
-	if err != nil {
+	if err := n.st.writeApplied(main, last, cs); err != nil {
 		return err
 	}
 	if err := main.Commit(pebble.NoSync); err != nil {
 		return storageError("apply", err)
 	}
-	n.st.appliedCommitted(last, cs, hs)
+	n.st.appliedCommitted(last, cs)
 	if ea, ok := n.sm.(EntryAware); ok {
 		ea.EntriesApplied(last.index)
 	}

@@ -30,25 +30,36 @@
 // applied index, the conf state and the member table are one pebble batch.
 // A crash loses either all of it or none of it; on restart raft hands back
 // exactly the entries after the stored applied index. On disk, at every
-// prefix of pebble's WAL: truncation point ≤ applied ≤ commit ≤ last index.
+// prefix of pebble's WAL: truncation point ≤ applied ≤ last index. The
+// stored commit index may lag the applied one (the hard state that raised
+// it is written by the appender, the apply batch by the loop, in either
+// order); a restart raises it to the applied index, as what was applied was
+// committed.
 //
-// The Ready loop (loop.go) is the only goroutine that touches the RawNode,
-// and it handles each Ready in this order:
+// Raft runs with AsyncStorageWrites: a Ready is a set of messages, and two
+// goroutines share the storage work.
 //
-//  1. send the messages that do not wait for the disk (appends, heartbeats,
-//     vote requests), so followers persist in parallel with the leader;
-//  2. apply the committed entries that were already in the stable log, and
-//     answer their callers;
-//  3. persist snapshot, entries and hard state in one batch, synced when
-//     raft says MustSync (always when there are entries or a vote);
-//  4. send the messages that acknowledge what was just persisted;
-//  5. apply the snapshot's effects and the remaining committed entries;
-//  6. hand out ReadIndex results, Advance, truncate the log if due.
+//   - The Ready loop (loop.go) is the only goroutine that touches the
+//     RawNode. It sends the messages for peers at once (appends,
+//     heartbeats, vote requests: raft holds back whatever depends on a
+//     write as a response of that write), hands each MsgStorageAppend to
+//     the appender, applies each MsgStorageApply's committed entries (raft
+//     hands out only entries already durable here) and answers their
+//     callers, then hands out ReadIndex results and truncates the log when
+//     due. It never waits on an fsync.
+//   - The appender (append.go) writes the MsgStorageAppends in order
+//     (snapshot, entries, hard state), syncs once for all that queued up
+//     while it was writing, and only then sends their responses (the
+//     acknowledgements of appends, votes granted) to the peers and hands
+//     the ones for this replica back to the loop, which steps them (taking
+//     in a snapshot first).
 //
 // Proposals are queued on a channel; the loop drains all that are queued,
 // packs them into as few entries as Config.MaxEntryBytes allows, and
-// proposes them in one step, so concurrent proposals share an entry and an
-// fsync (group commit). Commands of Config.CompressThreshold bytes or more
+// proposes them in one step. While the appender is writing, the leader
+// holds proposals back (up to an entry's worth of bytes) and proposes them
+// together when the write ends, so concurrent proposals share an entry and
+// an fsync (group commit). Commands of Config.CompressThreshold bytes or more
 // are s2-compressed by the proposing goroutine; apply decompresses them.
 // Callers wait for their command to be applied. A proposal from term T whose
 // entry did not show up by the time an entry of a later term is applied was

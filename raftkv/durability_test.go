@@ -11,43 +11,51 @@ import (
 	"github.com/sluicehq/sluice/raftkv"
 )
 
-// durableTransport checks, as each message leaves a replica, that the term
-// it carries (and a vote request's self-vote) is already durable there: a
-// vote request sent before its candidate's term is synced, then lost in a
-// crash, lets one term have two leaders.
+// durableTransport checks, as each message leaves a replica, that what a
+// vote or an acknowledgement vouches for is already durable there: a vote
+// granted and then lost in a crash lets the voter vote twice in one term
+// (two leaders); an append acknowledged and then lost lets a committed
+// entry vanish. Other messages may leave before the state they carry is
+// synced (raft's rule: only these responses wait; a candidate's own vote
+// counts only once it is durable).
 type durableTransport struct {
 	raftkv.Transport
 	t    testing.TB
 	id   uint64
 	node func() *raftkv.Node
 
-	mu   sync.Mutex
-	sent int
+	mu      sync.Mutex
+	checked int
 }
 
 func (d *durableTransport) Send(msgs []*raftpb.Message) {
 	if n := d.node(); n != nil {
-		term, vote := raftkv.PersistedTermVote(n)
+		term, vote, last := raftkv.Durable(n)
 		for _, m := range msgs {
+			if m.GetReject() {
+				continue
+			}
 			switch m.GetType() {
-			case raftpb.MsgPreVote, raftpb.MsgPreVoteResp:
-				continue // a pre-vote carries the term it would campaign in
-			}
-			if m.GetTerm() > term {
-				d.t.Errorf("replica %d sent %v at term %d with term %d durable", d.id, m.GetType(), m.GetTerm(), term)
-			}
-			if m.GetType() == raftpb.MsgVote && vote != d.id {
-				d.t.Errorf("replica %d asked for votes in term %d before its own vote was durable (durable vote %d)", d.id, m.GetTerm(), vote)
+			case raftpb.MsgVoteResp:
+				if m.GetTerm() > term || m.GetTerm() == term && vote != m.GetTo() {
+					d.t.Errorf("replica %d granted its vote to %d in term %d with term %d, vote %d durable", d.id, m.GetTo(), m.GetTerm(), term, vote)
+				}
+			case raftpb.MsgAppResp:
+				if m.GetTerm() > term || m.GetIndex() > last {
+					d.t.Errorf("replica %d acknowledged index %d in term %d with term %d, last index %d durable", d.id, m.GetIndex(), m.GetTerm(), term, last)
+				}
+			default:
+				continue
 			}
 			d.mu.Lock()
-			d.sent++
+			d.checked++
 			d.mu.Unlock()
 		}
 	}
 	d.Transport.Send(msgs)
 }
 
-func TestMessagesLeaveAfterTheirTermIsDurable(t *testing.T) {
+func TestVotesAndAcksLeaveAfterTheirStateIsDurable(t *testing.T) {
 	var cp atomic.Pointer[cluster] // set once the cluster is built
 	var trs []*durableTransport
 	c := newCluster(t, 3, func(cl *cluster) {
@@ -77,7 +85,7 @@ func TestMessagesLeaveAfterTheirTermIsDurable(t *testing.T) {
 	checked := 0
 	for _, d := range trs {
 		d.mu.Lock()
-		checked += d.sent
+		checked += d.checked
 		d.mu.Unlock()
 	}
 	if checked == 0 {

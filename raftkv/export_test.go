@@ -52,10 +52,11 @@ func Progress(ctx context.Context, n *Node) string {
 	return out
 }
 
-// PersistedTermVote returns the term and vote of the hard state this
-// replica has made durable.
-func PersistedTermVote(n *Node) (term, vote uint64) {
+// Durable returns the term, vote and last log index this replica has made
+// durable.
+func Durable(n *Node) (term, vote, last uint64) {
 	n.st.mu.Lock()
 	defer n.st.mu.Unlock()
-	return n.st.mu.hardState.GetTerm(), n.st.mu.hardState.GetVote()
+	d := n.st.mu.durable
+	return d.hardState.GetTerm(), d.hardState.GetVote(), d.lastIndex
 }

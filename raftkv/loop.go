@@ -46,22 +46,25 @@ func (n *Node) loop(tick <-chan time.Time) (err error) {
 			n.rn.Tick()
 			n.reads.tick(n)
 		case p := <-n.propc:
-			n.propBuf = append(n.propBuf[:0], p)
+			n.propBuf = append(n.propBuf, p)
 			n.propose()
 		case w := <-n.readc:
 			n.reads.waiting = append(n.reads.waiting, w)
 		case f := <-n.ctrlc:
 			f()
 		case <-n.inbox.ready:
+		case <-n.app.ready:
 		case <-n.failc:
 			return n.Err()
 		case <-n.stopc:
 			return nil
 		}
+		if err := n.stepLocal(); err != nil {
+			return err
+		}
 		items = n.inbox.take(items)
 		n.step(items)
-		if len(n.propc) > 0 {
-			n.propBuf = n.propBuf[:0]
+		if len(n.propc) > 0 || len(n.propBuf) > 0 {
 			n.propose()
 		}
 	drainReads:
@@ -120,10 +123,12 @@ func (n *Node) step(items []inboxItem) {
 		switch {
 		case it.msg != nil:
 			m := it.msg
-			if m.GetType() == raftpb.MsgProp {
+			if m.GetType() == raftpb.MsgProp || raft.IsLocalMsg(m.GetType()) {
 				// Followers never forward proposals here; a proposal from
-				// the network is not ours to append.
-				n.log.Warn("dropping a proposal received from the network", "from", m.GetFrom())
+				// the network is not ours to append. Local messages
+				// (storage acknowledgements above all) come only from
+				// this replica's own goroutines.
+				n.log.Warn("dropping a message of a type peers do not send", "type", m.GetType(), "from", m.GetFrom())
 				continue
 			}
 			if m.GetType() == raftpb.MsgSnap {
@@ -147,12 +152,22 @@ func (n *Node) step(items []inboxItem) {
 
 // propose drains the proposal channel into n.propBuf and proposes it, packed
 // into as few entries as the limits allow, in one raft step.
+//
+// While the appender is writing, a leader holds proposals back (up to an
+// entry's worth of bytes, or a full channel) and proposes them when the
+// write ends: they would wait for that write anyway, and packed they cost
+// one entry, one append and one apply instead of one each.
 func (n *Node) propose() {
+	held := 0
+	for _, p := range n.propBuf {
+		held += len(p.cmd)
+	}
 drain:
 	for len(n.propBuf) < cap(n.propc) {
 		select {
 		case p := <-n.propc:
 			n.propBuf = append(n.propBuf, p)
+			held += len(p.cmd)
 		default:
 			break drain
 		}
@@ -161,8 +176,14 @@ drain:
 	if len(props) == 0 {
 		return
 	}
-	defer clear(props)
 	st := n.rn.BasicStatus()
+	if st.RaftState == raft.StateLeader && held < n.cfg.MaxEntryBytes && len(props) < cap(n.propc) && n.app.busy() {
+		return
+	}
+	defer func() {
+		clear(props)
+		n.propBuf = props[:0]
+	}()
 	if st.RaftState != raft.StateLeader {
 		err := n.notLeaderLocked()
 		for _, p := range props {
@@ -279,19 +300,18 @@ func (n *Node) proposeConfChange(p *proposal, typ raftpb.ConfChangeType, id uint
 	return nil
 }
 
-// handleReadys handles every Ready raft has, in the documented order:
-// persist the snapshot, entries and hard state (synced when raft says so),
-// send the messages, apply the snapshot and the committed entries, Advance.
-// Two reorderings that the order allows:
-//   - messages that do not depend on what is being persisted (the leader's
-//     appends, heartbeats, votes asked for) are sent before the fsync, so
-//     that the followers write in parallel with the leader (raft thesis
-//     §10.2.1); only the acknowledgements (MsgAppResp, votes) wait for it;
-//   - committed entries that were already in the stable log before this
-//     Ready are applied (and their callers answered) before the fsync of
-//     the new entries, not after it: they are durable on a quorum and here,
-//     and the apply batch raises the stored commit index with them, so
-//     applied ≤ commit ≤ last index holds at every point of the WAL.
+// handleReadys handles every Ready raft has. Raft runs with
+// AsyncStorageWrites, so a Ready is messages only:
+//   - MsgStorageAppend (entries, hard state, snapshot to persist) goes to
+//     the appender, which writes and syncs it off this goroutine and hands
+//     back the responses that had to wait for it (the acknowledgements of
+//     appends and votes), so the loop goes on proposing, sending and
+//     applying while the disk syncs;
+//   - MsgStorageApply (committed entries, all of them already durable
+//     here: raft hands out only stable entries in this mode) is applied at
+//     once, its callers answered, and its response stepped;
+//   - everything else goes to the peers now: raft has kept back whatever
+//     depends on a write (a vote, a term) as a response of that write.
 func (n *Node) handleReadys() error {
 	for n.rn.HasReady() {
 		rd := n.rn.Ready()
@@ -299,67 +319,34 @@ func (n *Node) handleReadys() error {
 		if rd.SoftState != nil {
 			n.softState(*rd.SoftState)
 		}
-		var snap *restoredSnapshot
-		if !raft.IsEmptySnap(rd.Snapshot) {
-			var err error
-			if snap, err = decodeSnapshot(rd.Snapshot); err != nil {
-				return err
+		peers := n.sendBuf[:0]
+		var apply []*raftpb.Message
+		for _, m := range rd.Messages {
+			switch m.GetTo() {
+			case raft.LocalAppendThread:
+				n.app.push(m)
+			case raft.LocalApplyThread:
+				apply = append(apply, m)
+			default:
+				peers = append(peers, m)
 			}
 		}
-		var late []*raftpb.Message
-		if len(rd.Messages) > 0 && n.st.termOrVoteChanges(rd.HardState) {
-			// A new term or vote must be durable before any message goes
-			// out (a vote request sent before its candidate's term is
-			// synced, then lost in a crash, would let the term have two
-			// leaders). Only the leader's appends within its term may
-			// overlap their own persistence.
-			late = rd.Messages
-		} else if len(rd.Messages) > 0 {
-			early := make([]*raftpb.Message, 0, len(rd.Messages))
-			for _, m := range rd.Messages {
-				switch m.GetType() {
-				case raftpb.MsgAppResp, raftpb.MsgVoteResp, raftpb.MsgPreVoteResp:
-					late = append(late, m)
-				default:
-					early = append(early, m)
+		n.send(peers)
+		clear(peers)
+		n.sendBuf = peers
+		for _, m := range apply {
+			if err := n.apply(m.GetEntries()); err != nil {
+				return err
+			}
+			for _, r := range m.GetResponses() {
+				if err := n.rn.Step(r); err != nil {
+					n.log.Debug("step apply response", "err", err)
 				}
 			}
-			n.send(early)
-		}
-		committed := rd.CommittedEntries
-		if snap == nil && len(committed) > 0 {
-			_, _, stable, _ := n.st.state()
-			if len(rd.Entries) > 0 {
-				stable = min(stable, rd.Entries[0].GetIndex()-1)
-			}
-			i := 0
-			for i < len(committed) && committed[i].GetIndex() <= stable {
-				i++
-			}
-			if err := n.apply(committed[:i]); err != nil {
-				return err
-			}
-			committed = committed[i:]
-		}
-		if err := n.st.save(snap, rd.Entries, rd.HardState, rd.MustSync); err != nil {
-			return err
-		}
-		if rd.MustSync || snap != nil {
-			n.metrics.syncs.Add(1)
-		}
-		n.send(late)
-		if snap != nil {
-			if err := n.restored(snap); err != nil {
-				return err
-			}
-		}
-		if err := n.apply(committed); err != nil {
-			return err
 		}
 		for _, rs := range rd.ReadStates {
 			n.reads.readState(n, rs)
 		}
-		n.rn.Advance(rd)
 		n.reads.applied(n.applied.index)
 		n.reads.maybeSend(n)
 		if err := n.maybeTruncate(); err != nil {

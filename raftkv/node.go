@@ -30,6 +30,7 @@ type Node struct {
 	st    *storage
 	sm    StateMachine
 	tr    Transport
+	app   *appender
 	guard *fatalGuard
 	// nonce tells this incarnation's proposals apart in the log.
 	nonce uint64
@@ -77,6 +78,8 @@ type Node struct {
 	cmdBuf    [][]byte
 	propBuf   []*proposal
 	encBuf    [][]byte
+	sendBuf   []*raftpb.Message
+	localBuf  []localResponse
 	applied   indexTerm
 	// membersDirty says the published member list must be rebuilt.
 	membersDirty bool
@@ -149,6 +152,7 @@ func Open(cfg Config) (*Node, error) {
 		peers:   map[uint64]string{},
 	}
 	n.inbox.ready = make(chan struct{}, 1)
+	n.app = newAppender(n)
 	for n.nonce == 0 {
 		n.nonce = rand.Uint64()
 	}
@@ -163,6 +167,7 @@ func Open(cfg Config) (*Node, error) {
 		_ = n.closeDB()
 		return nil, fmt.Errorf("raftkv: open replica %d in %s: %w", cfg.ID, cfg.Dir, err)
 	}
+	n.wg.Go(n.app.run)
 	go n.run()
 	return n, nil
 }
@@ -229,6 +234,7 @@ func (n *Node) init() (err error) {
 		MaxUncommittedEntriesSize: n.cfg.MaxUncommittedEntriesSize,
 		MaxInflightMsgs:           n.cfg.MaxInflightMsgs,
 		MaxInflightBytes:          n.cfg.MaxInflightBytes,
+		AsyncStorageWrites:        true,
 		CheckQuorum:               true,
 		PreVote:                   true,
 		ReadOnlyOption:            readOnly,

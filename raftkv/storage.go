@@ -19,12 +19,15 @@ import (
 // pebble, with the recent tail of the log cached in memory so that raft's hot
 // path (sending appends, applying committed entries) does not read pebble.
 //
-// raft calls it from the Ready goroutine, which is also the only writer;
-// the snapshot goroutine and Status read it concurrently, so every field
-// below mu is guarded by it.
+// raft calls it from the Ready goroutine. Two goroutines write: the
+// appender (the log, the hard state, snapshots: save) and the Ready loop
+// (applies and truncations); the snapshot goroutine and Status read it
+// concurrently. Every field below mu is guarded by it; logMu orders save
+// and truncate, which both move the log's bounds.
 type storage struct {
 	db       *pebble.DB
 	cacheMax int
+	logMu    sync.Mutex
 	// genSnapshot starts building an outgoing snapshot from a pebble
 	// snapshot, off the Ready goroutine; set by the Node.
 	genSnapshot func(*pebble.Snapshot)
@@ -48,6 +51,12 @@ type storage struct {
 		snapBusy bool
 		// snapAt is the applied index the snapshot being built is at.
 		snapAt uint64
+		// durable is the hard state and last index as of the appender's
+		// last sync: what a crash now would leave.
+		durable struct {
+			hardState *raftpb.HardState
+			lastIndex uint64
+		}
 	}
 }
 
@@ -127,9 +136,15 @@ func loadStorage(db *pebble.DB, cacheMax int) (*storage, persistedState, error) 
 	if last == 0 || last < trunc.index {
 		last = trunc.index
 	}
-	if applied.index < trunc.index || applied.index > last || hs.GetCommit() < applied.index && applied.index > trunc.index {
-		return nil, ps, fmt.Errorf("%w: inconsistent state: truncated %d, applied %d, commit %d, last %d",
-			ErrCorrupt, trunc.index, applied.index, hs.GetCommit(), last)
+	if applied.index < trunc.index || applied.index > last {
+		return nil, ps, fmt.Errorf("%w: inconsistent state: truncated %d, applied %d, last %d",
+			ErrCorrupt, trunc.index, applied.index, last)
+	}
+	if hs.GetCommit() < applied.index {
+		// The apply batch reached the disk before the hard state with
+		// the commit index that covered it: what was applied was
+		// committed.
+		hs.Commit = new(applied.index)
 	}
 	ps.members = map[uint64]string{}
 	it, err := db.NewIter(&pebble.IterOptions{LowerBound: keyMemberPrefix, UpperBound: keyMemberEnd})
@@ -148,6 +163,7 @@ func loadStorage(db *pebble.DB, cacheMax int) (*storage, persistedState, error) 
 		return nil, ps, storageError("load members", err)
 	}
 	s.mu.hardState = hs
+	s.mu.durable.hardState, s.mu.durable.lastIndex = hs, last
 	s.mu.confState = cs
 	s.mu.applied = applied
 	s.mu.trunc = trunc
@@ -221,17 +237,6 @@ func (s *storage) bootstrap(id uint64, peers map[uint64]string) error {
 		s.mu.applied, s.mu.trunc, s.mu.lastIndex = start, start, start.index
 	}
 	return nil
-}
-
-// termOrVoteChanges reports whether hs, a Ready's hard state, changes the
-// persisted term or vote.
-func (s *storage) termOrVoteChanges(hs *raftpb.HardState) bool {
-	if raft.IsEmptyHardState(hs) {
-		return false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return hs.GetTerm() != s.mu.hardState.GetTerm() || hs.GetVote() != s.mu.hardState.GetVote()
 }
 
 // InitialState implements raft.Storage.
@@ -423,9 +428,12 @@ func (s *storage) snapshotBuilt(sn *raftpb.Snapshot) {
 	}
 }
 
-// save persists a Ready's snapshot (already decoded and verified), entries
-// and hard state in one batch, in that order, synced when sync is set.
-func (s *storage) save(snap *restoredSnapshot, ents []*raftpb.Entry, hs *raftpb.HardState, sync bool) error {
+// save writes a MsgStorageAppend's snapshot (already decoded and verified),
+// entries and hard state in one batch, in that order, without sync: the
+// appender syncs once for several. Called by the appender only.
+func (s *storage) save(snap *restoredSnapshot, ents []*raftpb.Entry, hs *raftpb.HardState) error {
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
 	s.mu.Lock()
 	last := s.mu.lastIndex
 	s.mu.Unlock()
@@ -477,11 +485,7 @@ func (s *storage) save(snap *restoredSnapshot, ents []*raftpb.Entry, hs *raftpb.
 	if b.Empty() {
 		return nil
 	}
-	opt := pebble.NoSync
-	if sync || snap != nil {
-		opt = pebble.Sync
-	}
-	if err := b.Commit(opt); err != nil {
+	if err := b.Commit(pebble.NoSync); err != nil {
 		return storageError("save", err)
 	}
 
@@ -501,6 +505,14 @@ func (s *storage) save(snap *restoredSnapshot, ents []*raftpb.Entry, hs *raftpb.
 		s.mu.hardState = proto.Clone(hs).(*raftpb.HardState)
 	}
 	return nil
+}
+
+// synced records that everything save wrote so far is durable. Called by
+// the appender only, after a sync.
+func (s *storage) synced() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.durable.hardState, s.mu.durable.lastIndex = s.mu.hardState, s.mu.lastIndex
 }
 
 func (s *storage) appendCacheLocked(ents []*raftpb.Entry) {
@@ -534,50 +546,33 @@ func (s *storage) appendCacheLocked(ents []*raftpb.Entry) {
 }
 
 // writeApplied adds the applied index and, if it changed, the conf state to
-// an apply batch. If the stored commit index is below the applied index (the
-// entries were applied before this Ready's hard state was saved), it raises
-// it in the same batch and returns the hard state written.
-func (s *storage) writeApplied(b *pebble.Batch, applied indexTerm, cs *raftpb.ConfState) (*raftpb.HardState, error) {
+// an apply batch. The batch may reach the disk before the hard state that
+// carries the commit index covering it (the appender writes that one);
+// loadStorage raises the commit index to the applied one for that reason.
+func (s *storage) writeApplied(b *pebble.Batch, applied indexTerm, cs *raftpb.ConfState) error {
 	if err := b.Set(keyApplied, applied.encode(), nil); err != nil {
-		return nil, storageError("apply", err)
+		return storageError("apply", err)
 	}
 	if cs != nil {
 		v, err := proto.Marshal(cs)
 		if err != nil {
-			return nil, fmt.Errorf("raftkv: marshal conf state: %w", err)
+			return fmt.Errorf("raftkv: marshal conf state: %w", err)
 		}
 		if err := b.Set(keyConfState, v, nil); err != nil {
-			return nil, storageError("apply", err)
+			return storageError("apply", err)
 		}
 	}
-	s.mu.Lock()
-	hs := s.mu.hardState
-	s.mu.Unlock()
-	if hs.GetCommit() >= applied.index {
-		return nil, nil
-	}
-	hs = &raftpb.HardState{Term: new(hs.GetTerm()), Vote: new(hs.GetVote()), Commit: new(applied.index)}
-	v, err := proto.Marshal(hs)
-	if err != nil {
-		return nil, fmt.Errorf("raftkv: marshal hard state: %w", err)
-	}
-	if err := b.Set(keyHardState, v, nil); err != nil {
-		return nil, storageError("apply", err)
-	}
-	return hs, nil
+	return nil
 }
 
 // appliedCommitted records in memory what writeApplied wrote, once the batch
 // is committed.
-func (s *storage) appliedCommitted(applied indexTerm, cs *raftpb.ConfState, hs *raftpb.HardState) {
+func (s *storage) appliedCommitted(applied indexTerm, cs *raftpb.ConfState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.mu.applied = applied
 	if cs != nil {
 		s.mu.confState = cs
-	}
-	if hs != nil && hs.GetCommit() > s.mu.hardState.GetCommit() {
-		s.mu.hardState = hs
 	}
 }
 
@@ -608,6 +603,8 @@ func (s *storage) indexKeeping(budget uint64) uint64 {
 // truncate removes the log entries up to and including index, which must be
 // applied, with one range deletion.
 func (s *storage) truncate(index uint64) error {
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
 	s.mu.Lock()
 	trunc, applied, last := s.mu.trunc, s.mu.applied, s.mu.lastIndex
 	s.mu.Unlock()

@@ -64,7 +64,7 @@ func TestStorageLog(t *testing.T) {
 	if term, err := s.Term(1); err != nil || term != 1 {
 		t.Fatalf("Term(1) = %d, %v", term, err)
 	}
-	if err := s.save(nil, ents(2, 2, 52, 100), &raftpb.HardState{Term: new(uint64(2)), Commit: new(uint64(30))}, true); err != nil {
+	if err := s.save(nil, ents(2, 2, 52, 100), &raftpb.HardState{Term: new(uint64(2)), Commit: new(uint64(30))}); err != nil {
 		t.Fatal(err)
 	}
 	checkEntries(t, s, 2, 52, 2)
@@ -83,7 +83,7 @@ func TestStorageLog(t *testing.T) {
 		t.Fatalf("Entries past the last index: %v", err)
 	}
 	// A new leader overwrites 30..51 with 30..34 of term 3.
-	if err := s.save(nil, ents(3, 30, 35, 100), nil, true); err != nil {
+	if err := s.save(nil, ents(3, 30, 35, 100), nil); err != nil {
 		t.Fatal(err)
 	}
 	if last, _ := s.LastIndex(); last != 34 {
@@ -93,13 +93,13 @@ func TestStorageLog(t *testing.T) {
 	checkEntries(t, s, 2, 30, 2)
 	// Truncate through 20.
 	ab := db.NewBatch()
-	if _, err := s.writeApplied(ab, indexTerm{25, 2}, nil); err != nil {
+	if err := s.writeApplied(ab, indexTerm{25, 2}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := ab.Commit(pebble.NoSync); err != nil {
 		t.Fatal(err)
 	}
-	s.appliedCommitted(indexTerm{25, 2}, nil, nil)
+	s.appliedCommitted(indexTerm{25, 2}, nil)
 	if err := s.truncate(20); err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	for i := range 100 {
 		_ = b.Set(smKey([]byte{byte(i)}), bytes.Repeat([]byte{byte(i)}, i), nil)
 	}
-	_, _ = s.writeApplied(b, indexTerm{7, 3}, &raftpb.ConfState{Voters: []uint64{1, 2}})
+	_ = s.writeApplied(b, indexTerm{7, 3}, &raftpb.ConfState{Voters: []uint64{1, 2}})
 	if err := b.Commit(pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
