@@ -6,11 +6,14 @@
 //
 // # Tasks without a key per pending task
 //
-// A task group of Count tasks costs one group record at submit, however
-// large the array: the group keeps its counters, the next never-placed task
-// index, and a list of requeued indexes (retries, each with the time it may
-// run again). A task gets a record when a plan first places it; reports
-// update it. At all times, per group,
+// A task group of Count tasks costs no key at submit, however large the
+// array, and one group record once its first task is placed or dropped:
+// the group keeps its counters, the next never-placed task index, and a
+// list of requeued indexes (retries, each with the time it may run again).
+// A group without a record is in its initial state (nothing placed), which
+// Load gives every group before it reads the records; a group never
+// returns to that state (its next index only grows). A task gets a record
+// when a plan first places it; reports update it. At all times, per group,
 //
 //	(count - next) + len(requeue) + active + succeeded + failed + killed == count
 //
@@ -25,6 +28,7 @@
 //	m/applied                             index of the last applied command
 //	j/<job u64 BE>                        job: submit time, cancelled, spec (binary)
 //	g/<job u64 BE><group u16 BE>          group counters and requeue list
+//	                                      (none while nothing was placed)
 //	t/<job u64 BE><group u16 BE><idx u32 BE>   task record (binary)
 //	n/<node name>                         node: state, target generation, spec (JSON)
 //	i/<idempotency key>                   job number

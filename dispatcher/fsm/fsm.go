@@ -206,9 +206,13 @@ func (f *FSM) flushLocked(w writer, index uint64) {
 	slices.SortFunc(f.dirtyNodes, func(a, b *node) int { return cmp.Compare(a.spec.Name, b.spec.Name) })
 	for _, g := range f.dirtyGroups {
 		f.markChangedLocked(g.job, index)
-		f.kbuf = appendGroupKey(f.kbuf, g.job.num, g.idx)
-		f.vbuf = encodeGroup(f.vbuf, g)
-		w.Set(f.kbuf, f.vbuf)
+		// A group in its initial state has no record (Load starts every
+		// group so): a submit writes one key per job, not one per group too.
+		if !g.initial() {
+			f.kbuf = appendGroupKey(f.kbuf, g.job.num, g.idx)
+			f.vbuf = encodeGroup(f.vbuf, g)
+			w.Set(f.kbuf, f.vbuf)
+		}
 		f.syncPendingLocked(g)
 	}
 	for _, n := range f.dirtyNodes {

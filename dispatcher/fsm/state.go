@@ -92,6 +92,14 @@ func (g *group) key() placement.GroupKey {
 	return placement.GroupKey{Job: g.job.id, Group: g.job.spec.Tasks[g.idx].Name}
 }
 
+// initial reports whether no task of g was ever placed, dropped or
+// requeued: the state submit leaves it in, which its record would only
+// repeat. next never goes down, so a group that leaves this state never
+// comes back to it.
+func (g *group) initial() bool {
+	return g.next == 0 && len(g.requeue) == 0 && g.succeeded == 0 && g.failed == 0 && g.killed == 0
+}
+
 // pending counts the tasks waiting for placement, eligible now or not.
 func (g *group) pending() int64 { return g.count - g.next + int64(len(g.requeue)) }
 
