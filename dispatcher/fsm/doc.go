@@ -26,7 +26,11 @@
 //	s/job                                 next job number (8 bytes big-endian)
 //	m/planterm                            highest term of a committed plan
 //	m/applied                             index of the last applied command
-//	j/<job u64 BE>                        job: submit time, cancelled, spec (binary)
+//	J/<job u64 BE>                        the new jobs of one submit, from this
+//	                                      number on: submit time, count, specs
+//	j/<job u64 BE>                        job: submit time, cancelled, spec (binary);
+//	                                      written when a job changes (a cancel),
+//	                                      superseding its submit record's copy
 //	g/<job u64 BE><group u16 BE>          group counters and requeue list
 //	                                      (none while nothing was placed)
 //	t/<job u64 BE><group u16 BE><idx u32 BE>   task record (binary)
@@ -68,8 +72,11 @@
 // collections decoding as nil as api.DecodeJobs reads what encoding/json
 // writes. A submit command is a count and each spec length-prefixed; apply
 // decodes them (their strings share one copy of the command), applies the
-// defaults, validates with api.ValidateJobs, and stores each spec's bytes,
-// as submitted, as its job's record (Load applies the defaults again).
+// defaults, validates with api.ValidateJobs, and stores the new jobs'
+// specs' bytes, as submitted, in one submit record (Load applies the
+// defaults again): a submit of a thousand jobs writes one key, not a
+// thousand, which spares the store a thousand memtable inserts and their
+// rewrites in every flush and compaction.
 //
 //	SubmitJobs      many jobs; validated with api.ValidateJobs, rejected whole
 //	                with every problem named; idempotency keys answer with the

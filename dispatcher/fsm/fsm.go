@@ -108,6 +108,7 @@ type FSM struct {
 	dirtyGroups []*group
 	dirtyNodes  []*node
 	kbuf, vbuf  []byte
+	sbuf        []byte // a submit record
 }
 
 var (
@@ -400,6 +401,10 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 		ngroups += len(specs[i].Tasks)
 	}
 	jobs, groups, gptrs := make([]job, n), make([]group, ngroups), make([]*group, ngroups)
+	// The new jobs' specs, as submitted, go to one submit record: one key
+	// for the command, not one per job.
+	first, created := f.mu.nextJob, 0
+	recSpecs := enc{b: f.vbuf[:0]}
 	for i := range specs {
 		s := &specs[i]
 		if k := s.IdempotencyKey; k != "" {
@@ -422,14 +427,19 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 			f.touchGroup(g)
 		}
 		f.mu.jobs.put(j)
-		f.kbuf = appendJobKey(f.kbuf, num)
-		f.vbuf = encodeJob(f.vbuf, j, raw[i])
-		w.Set(f.kbuf, f.vbuf)
+		recSpecs.bytes(raw[i])
+		created++
 		if k := s.IdempotencyKey; k != "" {
 			f.mu.idem[k] = num
 			w.Set(idemKey(k), binary.BigEndian.AppendUint64(nil, num))
 		}
 		res.Jobs[i] = SubmittedJob{ID: j.id}
+	}
+	if created > 0 {
+		f.kbuf = appendSubmitKey(f.kbuf, first)
+		f.sbuf = encodeSubmit(f.sbuf, now, created, recSpecs.b)
+		w.Set(f.kbuf, f.sbuf)
+		f.vbuf = recSpecs.b
 	}
 	w.Set(keyJobSeq, binary.BigEndian.AppendUint64(nil, f.mu.nextJob))
 	return res.encode(), nil

@@ -9,14 +9,17 @@ import (
 
 // Key prefixes of the FSM's keyspace (see doc.go for the layout).
 const (
-	prefixSeq   = "s/"
-	prefixMeta  = "m/"
-	prefixJob   = "j/"
-	prefixGroup = "g/"
-	prefixTask  = "t/"
-	prefixNode  = "n/"
-	prefixIdem  = "i/"
-	prefixSlot  = "c/"
+	prefixSeq  = "s/"
+	prefixMeta = "m/"
+	prefixJob  = "j/"
+	// prefixSubmit holds the jobs of one submit command, under the first
+	// one's number.
+	prefixSubmit = "J/"
+	prefixGroup  = "g/"
+	prefixTask   = "t/"
+	prefixNode   = "n/"
+	prefixIdem   = "i/"
+	prefixSlot   = "c/"
 	// prefixCapboxSet holds capbox sets, numbered as jobs.
 	prefixCapboxSet = "b/"
 	// prefixCapTask holds capbox tasks, under their capbox's task key.
@@ -36,6 +39,9 @@ const recordVersion = 1
 // JobSpec.Appmaster; 2: the spec in the binary encoding of spec_codec.go
 // (1 held it as JSON).
 const jobRecordVersion = 3
+
+// submitRecordVersion is the first byte of a submit record.
+const submitRecordVersion = 1
 
 // taskKey identifies a task: its job's number, its group's index in the job
 // and its index in the group.
@@ -100,6 +106,12 @@ func parseTaskID(id string) (taskKey, uint32, bool) {
 }
 
 func jobKey(num uint64) []byte { return appendJobKey(nil, num) }
+
+// appendSubmitKey writes the key of the submit record whose first job is
+// num over buf.
+func appendSubmitKey(buf []byte, num uint64) []byte {
+	return binary.BigEndian.AppendUint64(append(buf[:0], prefixSubmit...), num)
+}
 
 // appendJobKey writes num's job key over buf.
 func appendJobKey(buf []byte, num uint64) []byte {

@@ -78,6 +78,26 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 	// What changed before the load is not known.
 	f.mu.bumps, f.mu.bumpsFrom = nil, f.mu.applied
 	sd := newSpecDecoder(maxSlabChunk)
+	err = r.Scan([]byte(prefixSubmit), prefixEnd(prefixSubmit), func(k, v []byte) error {
+		if len(k) != len(prefixSubmit)+8 {
+			return fmt.Errorf("%w: submit key %q", ErrCorrupt, k)
+		}
+		return decodeSubmit(sd, binary.BigEndian.Uint64(k[len(prefixSubmit):]), v, func(j *job) error {
+			if err := f.checkJobNumLocked("job", j.num); err != nil {
+				return err
+			}
+			if f.mu.jobs.get(j.num) != nil {
+				return fmt.Errorf("%w: job %d in two submit records", ErrCorrupt, j.num)
+			}
+			f.mu.jobs.put(j)
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	// A job's own record (written when it changes after its submit)
+	// supersedes its submit record's.
 	err = r.Scan([]byte(prefixJob), prefixEnd(prefixJob), func(k, v []byte) error {
 		if len(k) != len(prefixJob)+8 {
 			return fmt.Errorf("%w: job key %q", ErrCorrupt, k)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -508,29 +509,61 @@ func TestSpecCodecCorrupt(t *testing.T) {
 	}
 }
 
-// TestLoadRejectsUnknownJobRecord checks that Load refuses a job record of
-// another format (the JSON records of version 1) instead of misreading it.
+// TestLoadRejectsUnknownJobRecord checks that Load refuses a job record or
+// a submit record of another format (the JSON records of version 1, say),
+// or one cut short or numbered outside the job sequence, instead of
+// misreading it.
 func TestLoadRejectsUnknownJobRecord(t *testing.T) {
 	st := newMemStore()
-	cmd, _ := SubmitJobs(time.Unix(1, 0), benchSpecs(2, true))
-	if _, _, err := st.apply(New(), 1, cmd); err != nil {
+	f := New()
+	cmd, _ := SubmitJobs(time.Unix(1, 0), benchSpecs(3, true))
+	if _, _, err := st.apply(f, 1, cmd); err != nil {
 		t.Fatal(err)
 	}
-	if err := New().Load(st); err != nil {
+	// A cancel writes the job's own record, which supersedes the submit
+	// record's copy.
+	if _, _, err := st.apply(f, 2, CancelJob(time.Unix(2, 0), "j2")); err != nil {
 		t.Fatal(err)
 	}
-	key := string(jobKey(2))
-	good := st.m[key]
-	for name, rec := range map[string][]byte{
-		"version 1 (JSON)": append([]byte{1, 2, 0}, `{"name":"j","tasks":[]}`...),
-		"version 2":        append([]byte{2}, good[1:]...),
-		"version 4":        append([]byte{4}, good[1:]...),
-		"truncated":        good[:len(good)-1],
+	loaded := New()
+	if err := loaded.Load(st); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := f.dump(), loaded.dump(); a != b {
+		t.Fatalf("loaded state differs:\nlive:\n%s\nloaded:\n%s", a, b)
+	}
+	jobRec, submitRec := string(jobKey(2)), string(appendSubmitKey(nil, 1))
+	if len(st.m[jobRec]) == 0 || len(st.m[submitRec]) == 0 {
+		t.Fatalf("want job 2's record and the submit record of jobs 1-3; keys: %v", slices.Collect(maps.Keys(st.m)))
+	}
+	for _, tc := range []struct {
+		name, key string
+		rec       func(good []byte) []byte
+	}{
+		{"job record version 1 (JSON)", jobRec, func([]byte) []byte { return append([]byte{1, 2, 0}, `{"name":"j","tasks":[]}`...) }},
+		{"job record version 2", jobRec, func(good []byte) []byte { return append([]byte{2}, good[1:]...) }},
+		{"job record version 4", jobRec, func(good []byte) []byte { return append([]byte{4}, good[1:]...) }},
+		{"job record truncated", jobRec, func(good []byte) []byte { return good[:len(good)-1] }},
+		{"submit record version 2", submitRec, func(good []byte) []byte { return append([]byte{2}, good[1:]...) }},
+		{"submit record truncated", submitRec, func(good []byte) []byte { return good[:len(good)-1] }},
+		{"submit record of no jobs", submitRec, func([]byte) []byte { return []byte{submitRecordVersion, 2, 0} }},
+		{"submit record with a byte more", submitRec, func(good []byte) []byte { return append(slices.Clone(good), 0) }},
+		{"submit record overlapping another, past the sequence", string(appendSubmitKey(nil, 2)), func([]byte) []byte { return st.m[submitRec] }},
 	} {
-		st.m[key] = rec
-		if err := New().Load(st); !errors.Is(err, ErrCorrupt) {
-			t.Errorf("%s: Load: %v", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			good, hadKey := st.m[tc.key]
+			defer func() {
+				if hadKey {
+					st.m[tc.key] = good
+				} else {
+					delete(st.m, tc.key)
+				}
+			}()
+			st.m[tc.key] = tc.rec(good)
+			if err := New().Load(st); !errors.Is(err, ErrCorrupt) {
+				t.Errorf("Load: %v; want ErrCorrupt", err)
+			}
+		})
 	}
 }
 

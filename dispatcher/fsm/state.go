@@ -314,13 +314,59 @@ func decodeJob(sd *specDecoder, num uint64, b []byte) (*job, error) {
 	if v := d.byte(); v != jobRecordVersion {
 		return nil, fmt.Errorf("%w: job %d record version %d", ErrCorrupt, num, v)
 	}
-	j := &job{num: num, id: jobID(num)}
-	j.submitted = d.varint()
-	j.cancelled = d.bool()
+	submitted := d.varint()
+	cancelled := d.bool()
 	spec := d.bytes()
 	if err := d.done("job record"); err != nil {
 		return nil, fmt.Errorf("job %d: %w", num, err)
 	}
+	return loadedJob(sd, num, submitted, cancelled, spec)
+}
+
+// encodeSubmit encodes the record of the new jobs of one submit command,
+// numbered from its key's on: their submit time, then each one's spec as
+// submitted (specs, each length-prefixed in the binary encoding).
+func encodeSubmit(buf []byte, submitted int64, n int, specs []byte) []byte {
+	e := enc{b: buf[:0]}
+	e.byte(submitRecordVersion)
+	e.varint(submitted)
+	e.uvarint(uint64(n))
+	e.b = append(e.b, specs...)
+	return e.b
+}
+
+// decodeSubmit decodes a submit record whose first job is first, calling
+// fn with each of its jobs in number order.
+func decodeSubmit(sd *specDecoder, first uint64, b []byte, fn func(*job) error) error {
+	d := dec{b: b}
+	if v := d.byte(); v != submitRecordVersion {
+		return fmt.Errorf("%w: submit record of job %d: version %d", ErrCorrupt, first, v)
+	}
+	submitted := d.varint()
+	n := d.count(1)
+	if d.err != nil || n == 0 {
+		return fmt.Errorf("%w: submit record of job %d: no jobs", ErrCorrupt, first)
+	}
+	for i := range uint64(n) {
+		spec := d.bytes()
+		if d.err != nil {
+			break
+		}
+		j, err := loadedJob(sd, first+i, submitted, false, spec)
+		if err != nil {
+			return err
+		}
+		if err := fn(j); err != nil {
+			return err
+		}
+	}
+	return d.done("submit record")
+}
+
+// loadedJob builds job num from its stored spec, carving the spec's slices
+// from sd's.
+func loadedJob(sd *specDecoder, num uint64, submitted int64, cancelled bool, spec []byte) (*job, error) {
+	j := &job{num: num, id: jobID(num), submitted: submitted, cancelled: cancelled}
 	sdec := sharedDec(spec) // copies: a Scan value is only valid during the call
 	specs := []api.JobSpec{sd.decode(&sdec)}
 	if err := sdec.done("job spec"); err != nil {
