@@ -170,7 +170,7 @@ func (f *FSM) writeJobLocked(w writer, j *job) {
 		w.Set(capboxSetKey(j.num), encodeCapboxSet(j))
 		return
 	}
-	f.vbuf = encodeJob(f.vbuf, j, nil)
+	f.vbuf = encodeJob(f.vbuf, j)
 	w.Set(jobKey(j.num), f.vbuf)
 }
 

@@ -290,18 +290,14 @@ func (j *job) state() JobState {
 // Records. Every stored value starts with recordVersion (a job record with
 // jobRecordVersion).
 
-// encodeJob encodes j's record into buf. spec is j's spec in the binary
-// encoding of spec_codec.go, as submitted (Load applies the defaults
-// again); nil encodes j.spec.
-func encodeJob(buf []byte, j *job, spec []byte) []byte {
+// encodeJob encodes j's record into buf, its spec in the binary encoding
+// of spec_codec.go (defaults applied; Load applies them again, which
+// changes nothing).
+func encodeJob(buf []byte, j *job) []byte {
 	e := enc{b: buf[:0]}
 	e.byte(jobRecordVersion)
 	e.varint(j.submitted)
 	e.bool(j.cancelled)
-	if spec != nil {
-		e.bytes(spec)
-		return e.b
-	}
 	var s enc
 	appendSpec(&s, j.spec)
 	e.bytes(s.b)
