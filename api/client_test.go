@@ -320,8 +320,13 @@ func TestClientFailsOver(t *testing.T) {
 		t.Fatalf("second submit: %v (%d hits)", err, hits.Load())
 	}
 
-	// Nobody listening: an UnreachableError naming every address.
+	// Nobody listening: an UnreachableError naming every address. A port
+	// freed by closedAddr may come back from the next call: take another
+	// until the two differ.
 	dead2 := closedAddr(t)
+	for dead2 == dead {
+		dead2 = closedAddr(t)
+	}
 	c2 := newClient(t, dead, dead2)
 	_, err = c2.Nodes(context.Background())
 	var ue *api.UnreachableError
