@@ -30,7 +30,6 @@ type appender struct {
 	}
 	wake  chan struct{} // cap 1: in grew
 	ready chan struct{} // cap 1: a write ended; the loop waits on it
-	done  chan struct{} // closed when run returns
 }
 
 // localResponse is a response addressed to this replica, to be stepped by
@@ -47,7 +46,6 @@ func newAppender(n *Node) *appender {
 		n:     n,
 		wake:  make(chan struct{}, 1),
 		ready: make(chan struct{}, 1),
-		done:  make(chan struct{}),
 	}
 }
 
@@ -84,7 +82,6 @@ func (a *appender) take(buf []localResponse) []localResponse {
 // storage error fails the replica: nothing after it is written or
 // acknowledged.
 func (a *appender) run() {
-	defer close(a.done)
 	defer a.n.guard.enter()()
 	var batch []*raftpb.Message
 	for {
