@@ -18,9 +18,11 @@ BENCHTIME   ?= 1s
 
 all: build
 
-## build: the sluice binary, in bin/sluice
+## build: the sluice binary, in bin/sluice, and beside it bin/sluice-shim,
+## which the container runtime creates containers through
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/sluice ./cmd/sluice
+	$(GO) build -o $(BIN)/sluice-shim ./cmd/sluice-shim
 
 ## etcdload: the load driver `sluice bench raftkv` runs for its etcd
 ## anchor, in bin/etcdload beside bin/sluice

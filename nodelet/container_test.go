@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"runtime/debug"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -219,14 +221,49 @@ func TestContainerRecovery(t *testing.T) {
 // runtime and 100 running container pods, and reports the whole benchmark
 // process's resident set (the agent, the runtime's per-pod watchers and
 // records, the test binary's own), after a GC, as MB; the nodelet target
-// is 30 MB. Needs root.
+// is 30 MB. With shim=sluice-shim the containers are created through the
+// shim, whose resident set it reports too (shim-MB-rss). Needs root.
 func BenchmarkAgentRSS100ContainerPods(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("needs root: the container runtime creates namespaces and cgroups")
 	}
+	b.Run("shim=none", func(b *testing.B) { benchAgentRSS(b, "") })
+	b.Run("shim=sluice-shim", func(b *testing.B) {
+		shim := filepath.Join(b.TempDir(), "sluice-shim")
+		if out, err := exec.Command("go", "build", "-o", shim, "../cmd/sluice-shim").CombinedOutput(); err != nil {
+			b.Fatalf("build sluice-shim: %v\n%s", err, out)
+		}
+		benchAgentRSS(b, shim)
+	})
+}
+
+// shimPid is the pid of this process's child sluice-shim.
+func shimPid(b *testing.B) string {
+	b.Helper()
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, p := range stats {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		s := string(raw)
+		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || end < open {
+			continue
+		}
+		f := strings.Fields(s[end+1:])
+		if s[open+1:end] == "sluice-shim" && len(f) > 1 && f[1] == strconv.Itoa(os.Getpid()) {
+			return strings.TrimSpace(s[:open])
+		}
+	}
+	b.Fatal("no sluice-shim child")
+	return ""
+}
+
+func benchAgentRSS(b *testing.B, shim string) {
 	rootfs := payloadRootfs(b)
 	dir := b.TempDir()
-	rt, err := container.New(container.Config{StateDir: dir, ImageDir: filepath.Join(dir, ".images")})
+	rt, err := container.New(container.Config{StateDir: dir, ImageDir: filepath.Join(dir, ".images"), Shim: shim})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -277,4 +314,7 @@ func BenchmarkAgentRSS100ContainerPods(b *testing.B) {
 		rss = vmRSS(b)
 	}
 	b.ReportMetric(float64(rss)/(1<<20), "MB-rss")
+	if shim != "" {
+		b.ReportMetric(float64(procRSS(b, shimPid(b)))/(1<<20), "shim-MB-rss")
+	}
 }

@@ -16,11 +16,14 @@ import (
 )
 
 // vmRSS returns the process's resident set size in bytes.
-func vmRSS(t testing.TB) int64 {
+func vmRSS(t testing.TB) int64 { return procRSS(t, "self") }
+
+// procRSS is the VmRSS of process pid ("self" for this one), in bytes.
+func procRSS(t testing.TB, pid string) int64 {
 	t.Helper()
-	f, err := os.Open("/proc/self/status")
+	f, err := os.Open("/proc/" + pid + "/status")
 	if err != nil {
-		t.Skipf("no /proc/self/status: %v", err)
+		t.Skipf("no /proc/%s/status: %v", pid, err)
 	}
 	defer f.Close()
 	s := bufio.NewScanner(f)
@@ -33,7 +36,7 @@ func vmRSS(t testing.TB) int64 {
 			return kb << 10
 		}
 	}
-	t.Fatal("no VmRSS in /proc/self/status")
+	t.Fatalf("no VmRSS in /proc/%s/status", pid)
 	return 0
 }
 

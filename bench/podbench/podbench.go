@@ -11,7 +11,9 @@
 // program, limits (CPU quota, memory, pids) and a read-only root, which
 // returns once the process runs. Latency is request → running; starts/s is
 // pods over the wall time of the whole phase. Stopping and deleting are
-// not timed. Needs root. Keep the binary outside the work directory's
+// not timed. Sluice's runtime creates its containers through sluice-shim
+// when it is installed beside the binary (as `make build` puts it), as
+// the nodelet does. Needs root. Keep the binary outside the work directory's
 // ancestors (for example not in /tmp with the default work directory):
 // libcontainer then copies the binary for every container start, which
 // measures that copy, not the runtime.

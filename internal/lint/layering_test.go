@@ -120,7 +120,8 @@ func TestViolations(t *testing.T) {
 }
 
 // TestSluiceBinaryDeps keeps heavy packages out of the sluice binary: every
-// container's init re-executes it and pays for every package's
+// pod's sandbox re-executes it, and so does every container's init when
+// no sluice-shim is installed beside it, paying for every package's
 // initialization. The etcd client has its own binary (cmd/etcdload), the
 // plots theirs (cmd/benchplot).
 func TestSluiceBinaryDeps(t *testing.T) {
@@ -132,6 +133,29 @@ func TestSluiceBinaryDeps(t *testing.T) {
 		for dep := range strings.Lines(string(out)) {
 			if strings.TrimSpace(dep) == heavy {
 				t.Errorf("cmd/sluice depends on %s", heavy)
+			}
+		}
+	}
+}
+
+// TestShimBinaryDeps keeps sluice-shim small: each container's init boots
+// it, so it links libcontainer and the shim's own package, and nothing
+// else of Sluice's or of its heavy dependencies.
+func TestShimBinaryDeps(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", module+"/cmd/sluice-shim").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	allowed := map[string]bool{module + "/cmd/sluice-shim": true, module + "/nodelet/runtime/container/shim": true}
+	heavy := []string{"github.com/prometheus/", "github.com/cockroachdb/", "go.etcd.io/", "github.com/valyala/", "github.com/spf13/", "google.golang.org/"}
+	for dep := range strings.Lines(string(out)) {
+		dep = strings.TrimSpace(dep)
+		if strings.HasPrefix(dep, module+"/") && !allowed[dep] {
+			t.Errorf("cmd/sluice-shim depends on %s", dep)
+		}
+		for _, h := range heavy {
+			if strings.HasPrefix(dep, h) {
+				t.Errorf("cmd/sluice-shim depends on %s", dep)
 			}
 		}
 	}

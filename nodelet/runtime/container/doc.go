@@ -16,6 +16,21 @@
 // CgroupParent/ID/NAME, where its CPU quota (MilliCPU*100µs per 100ms),
 // CPU shares, memory limit and pids limit apply.
 //
+// Containers are created through sluice-shim (package shim) when it is
+// installed beside the binary (Config.Shim): libcontainer's init
+// re-executes the binary that creates a container, and the shim is a
+// small one. Without it, containers are created in this process, and each
+// init boots the whole binary. The shim is the parent of the containers'
+// inits and reports their exits; the Runtime's process is a subreaper, so
+// if the shim dies the inits are left to it and it reaps them, and the
+// next start runs a new shim.
+//
+// On cgroup v1 the cpuset directory of each cgroup parent gets
+// cgroup.clone_children, so that the kernel gives each new pod and
+// container cgroup its parent's CPUs and memory nodes; otherwise
+// libcontainer writes them, and every write rebuilds the scheduling
+// domains.
+//
 // Start overlaps what does not depend on each other: the containers of a
 // pod are created in parallel, each up to its init process waiting to exec
 // the program, while the pause process sets up the namespaces they joined
@@ -51,7 +66,8 @@
 // Pods do not depend on the Runtime: containers and sandboxes are watched
 // through pidfds, so a Runtime that closes, or a nodelet that restarts,
 // leaves them running, and New adopts them. Exit statuses are known to
-// the parent process only; a container that ended while no Runtime of
+// the parent process only (this one, or its shim, which reports them); a
+// container that ended while no Runtime of
 // the same process watched it is reported with runtime.ErrExitUnknown.
 //
 // # Invariants

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluicehq/sluice/nodelet/runtime"
+	"github.com/sluicehq/sluice/nodelet/runtime/container/shim"
 )
 
 // Config configures a Runtime. Zero values mean the documented defaults.
@@ -48,6 +49,13 @@ type Config struct {
 	// Logger receives what the runtime does in the background. Default:
 	// discarded.
 	Logger *slog.Logger
+	// Shim is the sluice-shim binary (cmd/sluice-shim) that creates each
+	// container, so that the container's init, which re-executes the
+	// binary that created it, boots that small program instead of this
+	// process's. Default: sluice-shim in the directory of this process's
+	// binary if it is there, else none: containers are created in this
+	// process.
+	Shim string
 }
 
 // Defaults.
@@ -75,6 +83,9 @@ func (c *Config) setDefaults() {
 	if c.ImageDir == "" {
 		c.ImageDir = DefaultImageDir
 	}
+	if c.Shim == "" {
+		c.Shim = shimBesideBinary()
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -82,11 +93,14 @@ func (c *Config) setDefaults() {
 
 // Runtime runs pods as libcontainer containers. See the package comment.
 type Runtime struct {
-	cfg    Config
-	images *imageCache
-	stop   chan struct{} // closed by Close
-	wg     sync.WaitGroup
-	mu     struct {
+	cfg     Config
+	images  *imageCache
+	cpusets *cpusetParents
+	shimMu  sync.Mutex
+	shim    *shimClient   // guarded by shimMu; nil: containers are created in this process
+	stop    chan struct{} // closed by Close
+	wg      sync.WaitGroup
+	mu      struct {
 		sync.Mutex
 		closed   bool
 		pods     map[string]*pod
@@ -111,7 +125,16 @@ func New(cfg Config) (*Runtime, error) {
 		cfg.Logger.Warn("state directory is inside the binary's directory: every container start copies the binary",
 			"state_dir", cfg.StateDir, "binary", exe)
 	}
-	r := &Runtime{cfg: cfg, stop: make(chan struct{}), images: &imageCache{root: cfg.ImageDir}}
+	r := &Runtime{cfg: cfg, stop: make(chan struct{}), images: &imageCache{root: cfg.ImageDir}, cpusets: newCpusetParents()}
+	if cfg.Shim != "" {
+		sh, err := startShim(cfg.Shim)
+		if err != nil {
+			return nil, fmt.Errorf("container runtime: %w", err)
+		}
+		r.shim = sh
+	} else {
+		cfg.Logger.Warn("no sluice-shim beside the binary: containers are created in this process, and each container's init boots the whole binary")
+	}
 	r.mu.pods = map[string]*pod{}
 	r.mu.starting = map[string]bool{}
 	ents, err := os.ReadDir(cfg.StateDir)
@@ -178,7 +201,16 @@ type ctr struct {
 	name  string
 	lc    *libcontainer.Container // nil if its state is gone
 	watch *pidWatch               // nil unless running when watched
+	shim  *shimClient             // the shim that started it; nil: this process
 	exit  *runtime.ContainerExit  // guarded by pod.mu
+}
+
+// reap collects the exit of c's init once it has ended.
+func (c *ctr) reap() (code int, known bool) {
+	if c.shim != nil {
+		return c.shim.reap(c.watch.pid)
+	}
+	return reap(c.watch.pid)
 }
 
 // record is a pod's pod.json.
@@ -325,6 +357,9 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.PodSpec) (err error) {
 		}
 		parent = path.Join(host.rec.CgroupParent, host.id)
 	}
+	if err := r.cpusets.prepare(parent); err != nil {
+		r.cfg.Logger.Warn("cpuset parent not prepared; libcontainer will fill each new cpuset", "err", err)
+	}
 	p := &pod{id: id, dir: dir, done: make(chan struct{}), rec: record{Spec: spec, CgroupParent: parent, StartedAt: time.Now()}}
 	started := false
 	defer func() {
@@ -390,7 +425,7 @@ func (r *Runtime) abort(p *pod) {
 	for _, c := range p.containers {
 		if c.watch != nil {
 			_ = c.watch.signal(unix.SIGKILL)
-			reap(c.watch.pid)
+			c.reap()
 			c.watch.close()
 		}
 		if c.lc != nil {
@@ -468,37 +503,40 @@ func (r *Runtime) startContainers(p *pod, host *pod, rootfs []string) error {
 }
 
 // createContainer creates container c of p and starts its init process,
-// which waits for Exec to run the program.
+// which waits for Exec to run the program: through the shim when the
+// Runtime has one, else in this process.
 func (r *Runtime) createContainer(p *pod, c *runtime.ContainerSpec, rootfs string) (*ctr, error) {
-	cfg := containerConfig(&p.rec.Spec, p.rec.CgroupParent, c, rootfs, p.nsPid, r.cfg.DefaultPids)
-	lc, err := libcontainer.Create(filepath.Join(p.dir, lcDir), c.Name, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("create: %w", err)
-	}
-	ct := &ctr{name: c.Name, lc: lc}
-	logf, err := openLog(filepath.Join(p.dir, logsDir, c.Name+".log"))
-	if err != nil {
-		return ct, err
-	}
-	defer logf.Close() // the container holds its own descriptor
-	proc := &libcontainer.Process{
+	req := shim.Request{
+		Root:   filepath.Join(p.dir, lcDir),
+		ID:     c.Name,
+		Config: containerConfig(&p.rec.Spec, p.rec.CgroupParent, c, rootfs, p.nsPid, r.cfg.DefaultPids),
 		Args:   c.Args,
 		Env:    withDefaultEnv(c.Env),
 		Cwd:    c.WorkingDir,
-		Stdout: logf,
-		Stderr: logf,
-		Init:   true,
 	}
-	if proc.Cwd == "" {
-		proc.Cwd = "/"
+	if req.Cwd == "" {
+		req.Cwd = "/"
 	}
 	if c.User != nil {
-		proc.UID, proc.GID = c.User.UID, c.User.GID
+		req.UID, req.GID = c.User.UID, c.User.GID
 	}
-	if err := startContainer(lc, proc); err != nil {
-		return ct, fmt.Errorf("run: %w", err)
+	logf, err := openLog(filepath.Join(p.dir, logsDir, c.Name+".log"))
+	if err != nil {
+		return nil, err
 	}
-	pid, err := proc.Pid()
+	defer logf.Close() // the container holds its own descriptor
+	sh, err := r.currentShim()
+	if err != nil {
+		return nil, err
+	}
+	var lc *libcontainer.Container
+	var pid int
+	if sh != nil {
+		lc, pid, err = createInShim(sh, &req, logf)
+	} else {
+		lc, pid, err = createHere(&req, logf)
+	}
+	ct := &ctr{name: c.Name, lc: lc, shim: sh}
 	if err != nil {
 		return ct, err
 	}
@@ -506,6 +544,74 @@ func (r *Runtime) createContainer(p *pod, c *runtime.ContainerSpec, rootfs strin
 		return ct, err
 	}
 	return ct, nil
+}
+
+// currentShim returns the Runtime's shim, nil if it has none; if the shim
+// has died it starts a new one (the old one's containers are left to this
+// process, which reaps them).
+func (r *Runtime) currentShim() (*shimClient, error) {
+	r.shimMu.Lock()
+	defer r.shimMu.Unlock()
+	if r.shim == nil || r.shim.alive() {
+		return r.shim, nil
+	}
+	err := r.shim.close()
+	r.cfg.Logger.Warn("container shim died; starting a new one", "shim", r.cfg.Shim, "err", err)
+	sh, err := startShim(r.cfg.Shim)
+	if err != nil {
+		return nil, fmt.Errorf("restart shim: %w", err)
+	}
+	r.shim = sh
+	return sh, nil
+}
+
+// createHere creates and starts the container of req in this process.
+// The container is returned, if created, even with an error.
+func createHere(req *shim.Request, logf *os.File) (*libcontainer.Container, int, error) {
+	lc, err := libcontainer.Create(req.Root, req.ID, req.Config)
+	if err != nil {
+		return nil, 0, fmt.Errorf("create: %w", err)
+	}
+	proc := &libcontainer.Process{
+		Args: req.Args, Env: req.Env, Cwd: req.Cwd, UID: req.UID, GID: req.GID,
+		Stdout: logf, Stderr: logf, Init: true,
+	}
+	if err := startContainer(lc, proc); err != nil {
+		return lc, 0, fmt.Errorf("run: %w", err)
+	}
+	pid, err := proc.Pid()
+	return lc, pid, err
+}
+
+// createInShim has the shim create and start the container of req, and
+// loads it. A container the shim created but could not start is left in
+// req.Root for the caller's cleanup.
+func createInShim(sh *shimClient, req *shim.Request, logf *os.File) (*libcontainer.Container, int, error) {
+	pid, err := sh.create(req, logf)
+	if err != nil {
+		return nil, 0, err
+	}
+	lc, err := libcontainer.Load(req.Root, req.ID)
+	if err != nil {
+		_ = unix.Kill(pid, unix.SIGKILL)
+		sh.reap(pid)
+		return nil, 0, fmt.Errorf("load the shim's container: %w", err)
+	}
+	return lc, pid, nil
+}
+
+// shimBesideBinary is the path of sluice-shim in the directory of this
+// process's binary, or "" when there is none.
+func shimBesideBinary() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	p := filepath.Join(filepath.Dir(exe), "sluice-shim")
+	if st, err := os.Stat(p); err != nil || !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
+		return ""
+	}
+	return p
 }
 
 // firstStart holds back concurrent container starts in this process until
@@ -593,7 +699,7 @@ func (r *Runtime) watchContainer(p *pod, c *ctr) {
 	if err := c.watch.wait(); err != nil {
 		return // the Runtime was closed
 	}
-	code, known := reap(c.watch.pid)
+	code, known := c.reap()
 	ce := runtime.ContainerExit{Name: c.name, Code: code, OOMKilled: oomKilled(c.lc)}
 	if !known {
 		ce.Code = -1
@@ -925,6 +1031,13 @@ func (r *Runtime) Close() error {
 		}
 	}
 	r.wg.Wait()
+	r.shimMu.Lock()
+	defer r.shimMu.Unlock()
+	if r.shim != nil {
+		if err := r.shim.close(); err != nil {
+			return fmt.Errorf("container runtime: shim: %w", err)
+		}
+	}
 	return nil
 }
 

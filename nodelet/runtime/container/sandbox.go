@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -78,7 +79,7 @@ func (r *Runtime) sandboxReady(p *pod, pr *os.File, pid int) error {
 	if err := writeJSON(filepath.Join(p.dir, sandboxFile), sandboxRecord{Pid: pid, StartTime: start}); err != nil {
 		return err
 	}
-	m, err := manager.New(&cgroups.Cgroup{Path: cgroupPath(p.rec.CgroupParent, p.id, sandboxName), Resources: &cgroups.Resources{}})
+	m, err := sandboxCgroup(cgroupPath(p.rec.CgroupParent, p.id, sandboxName))
 	if err != nil {
 		return fmt.Errorf("sandbox cgroup: %w", err)
 	}
@@ -86,6 +87,43 @@ func (r *Runtime) sandboxReady(p *pod, pr *os.File, pid int) error {
 		return fmt.Errorf("sandbox cgroup: %w", err)
 	}
 	return nil
+}
+
+// sandboxSubsystems are the cgroup v1 hierarchies a sandbox joins: those
+// that account for what it uses, so that its pod is charged. In the others
+// (devices, freezer, blkio, cpuset...) it stays where the runtime's
+// process is: the pause process does nothing they govern, and each
+// hierarchy costs a directory made and removed per pod.
+var sandboxSubsystems = []string{"memory", "cpu", "cpuacct", "pids"}
+
+// sandboxMounts are the mount points of sandboxSubsystems on a cgroup v1
+// host, by subsystem (nil on cgroup v2).
+var sandboxMounts = sync.OnceValue(func() map[string]string {
+	if cgroups.IsCgroup2UnifiedMode() {
+		return nil
+	}
+	m := make(map[string]string)
+	for _, s := range sandboxSubsystems {
+		if mnt, err := cgroups.FindCgroupMountpoint("", s); err == nil {
+			m[s] = mnt
+		}
+	}
+	return m
+})
+
+// sandboxCgroup is the manager of the sandbox cgroup at path: in every
+// hierarchy on cgroup v2, in sandboxSubsystems' on v1.
+func sandboxCgroup(path string) (cgroups.Manager, error) {
+	cg := &cgroups.Cgroup{Path: path, Resources: &cgroups.Resources{SkipDevices: true}}
+	mounts := sandboxMounts()
+	if mounts == nil {
+		return manager.New(cg)
+	}
+	paths := make(map[string]string, len(mounts))
+	for s, mnt := range mounts {
+		paths[s] = filepath.Join(mnt, path)
+	}
+	return manager.NewWithPaths(cg, paths)
 }
 
 // limitPod sets the limits of a capbox's placeholder on its pod cgroup

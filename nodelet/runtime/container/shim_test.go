@@ -1,0 +1,94 @@
+package container_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// subreaper reports whether this process is a child subreaper.
+func subreaper(t *testing.T) bool {
+	t.Helper()
+	var v int32
+	if err := unix.Prctl(unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&v)), 0, 0, 0); err != nil {
+		t.Fatalf("PR_GET_CHILD_SUBREAPER: %v", err)
+	}
+	return v != 0
+}
+
+// initParent is the pid and command name of the parent of the init of
+// container name of pod id, from the pod's libcontainer state in dir.
+func initParent(t *testing.T, dir, id, name string) (int, string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, id, "libcontainer", name, "state.json"))
+	if err != nil {
+		t.Fatalf("container state: %v", err)
+	}
+	var st struct {
+		Pid int `json:"init_process_pid"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil || st.Pid == 0 {
+		t.Fatalf("container state: no init pid (%v)", err)
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(st.Pid) + "/stat")
+	if err != nil {
+		t.Fatalf("init process: %v", err)
+	}
+	// pid (comm) state ppid ...; comm may hold spaces and parentheses.
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	ppid, _ := strconv.Atoi(f[1])
+	comm, _ := os.ReadFile("/proc/" + f[1] + "/comm")
+	return ppid, strings.TrimSpace(string(comm))
+}
+
+// TestShimDiesExitsStillKnown: containers are the shim's children; when
+// the shim is killed they are left to the runtime's process, which still
+// learns their exit codes; the next start runs a new shim.
+func TestShimDiesExitsStillKnown(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	rt := newRuntimeWith(t, dir, shimBin)
+	defer rt.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := rt.Start(ctx, pod("orphan", []string{"/payload", "sleep", "1s", "exit", "7"})); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	ppid, comm := initParent(t, dir, "orphan", "c0")
+	if comm != "sluice-shim" {
+		t.Fatalf("container init's parent is %q (pid %d), want the shim", comm, ppid)
+	}
+	if err := unix.Kill(ppid, unix.SIGKILL); err != nil {
+		t.Fatalf("kill shim: %v", err)
+	}
+	e, err := rt.Wait(ctx, "orphan")
+	if err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	if e.Code != 7 {
+		t.Fatalf("exit after the shim died: %+v, want code 7", e)
+	}
+	if err := rt.Remove(ctx, "orphan"); err != nil {
+		t.Fatalf("Remove: %v", err)
+	}
+	if l := leftovers(dir, "orphan"); len(l) > 0 {
+		t.Errorf("left behind: %v", l)
+	}
+	if err := rt.Start(ctx, pod("after", []string{"/payload", "exit", "3"})); err != nil {
+		t.Fatalf("Start after the shim died: %v", err)
+	}
+	if ppid2, comm := initParent(t, dir, "after", "c0"); comm != "sluice-shim" || ppid2 == ppid {
+		t.Errorf("after the shim died, a container's parent is %q (pid %d); want a new shim", comm, ppid2)
+	}
+	if e, err := rt.Wait(ctx, "after"); err != nil || e.Code != 3 {
+		t.Fatalf("Wait after the shim died: %+v, %v; want code 3", e, err)
+	}
+}
