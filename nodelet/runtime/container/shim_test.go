@@ -91,4 +91,10 @@ func TestShimDiesExitsStillKnown(t *testing.T) {
 	if e, err := rt.Wait(ctx, "after"); err != nil || e.Code != 3 {
 		t.Fatalf("Wait after the shim died: %+v, %v; want code 3", e, err)
 	}
+	if err := rt.Remove(ctx, "after"); err != nil {
+		t.Fatalf("Remove: %v", err)
+	}
+	if l := leftovers(dir, "after"); len(l) > 0 {
+		t.Errorf("left behind: %v", l)
+	}
 }
