@@ -111,9 +111,16 @@ func newCluster(machines, tasks int, group int64, seed uint64) *cluster {
 // (1% of tasks replaced, 1% of machines' capacity changed), beside the
 // from-scratch solve of the same changed graph.
 func BenchmarkIncremental(b *testing.B) {
-	for _, size := range []struct{ machines, tasks int }{{1000, 10000}, {5000, 50000}} {
-		b.Run(fmt.Sprintf("pertask/%dx%d", size.machines, size.tasks), func(b *testing.B) {
-			c := newCluster(size.machines, size.tasks, 1, 1)
+	for _, size := range []struct {
+		machines, tasks int
+		group           int64
+	}{{1000, 10000, 1}, {5000, 50000, 1}, {1000, 10000, 10}, {12500, 100000, 100}} {
+		kind := "pertask"
+		if size.group > 1 {
+			kind = fmt.Sprintf("groups-of-%d", size.group)
+		}
+		b.Run(fmt.Sprintf("%s/%dx%d", kind, size.machines, size.tasks), func(b *testing.B) {
+			c := newCluster(size.machines, size.tasks, size.group, 1)
 			var warm flowsolver.Solver
 			if _, err := warm.Solve(context.Background(), c.g); err != nil {
 				b.Fatal(err)
