@@ -98,3 +98,67 @@ func TestShimDiesExitsStillKnown(t *testing.T) {
 		t.Errorf("left behind: %v", l)
 	}
 }
+
+// TestShimOutlivesInterrupt: an interrupt or hangup at the shim (a
+// terminal's, sent to the nodelet's process group) leaves it serving, and
+// the containers it starts still have SIGINT's default action.
+func TestShimOutlivesInterrupt(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	rt := newRuntimeWith(t, dir, shimBin)
+	defer rt.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := rt.Start(ctx, pod("first", []string{"/payload", "sleep", "30s"})); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	shimPid, comm := initParent(t, dir, "first", "c0")
+	if comm != "sluice-shim" {
+		t.Fatalf("container init's parent is %q, want the shim", comm)
+	}
+	for _, sig := range []unix.Signal{unix.SIGINT, unix.SIGHUP} {
+		if err := unix.Kill(shimPid, sig); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	if err := rt.Start(ctx, pod("second", []string{"/payload", "sleep", "30s"})); err != nil {
+		t.Fatalf("Start after SIGINT and SIGHUP at the shim: %v", err)
+	}
+	if p, _ := initParent(t, dir, "second", "c0"); p != shimPid {
+		t.Errorf("second pod's parent is %d, want the same shim %d", p, shimPid)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "second", "libcontainer", "c0", "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Pid int `json:"init_process_pid"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(st.Pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(status)) {
+		if v, ok := strings.CutPrefix(line, "SigIgn:"); ok {
+			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if mask&(1<<(unix.SIGINT-1)) != 0 || mask&(1<<(unix.SIGHUP-1)) != 0 {
+				t.Errorf("the container ignores SIGINT or SIGHUP (SigIgn %s)", strings.TrimSpace(v))
+			}
+		}
+	}
+	for _, id := range []string{"first", "second"} {
+		if err := rt.Stop(ctx, id, time.Second); err != nil {
+			t.Fatalf("Stop(%s): %v", id, err)
+		}
+		if err := rt.Remove(ctx, id); err != nil {
+			t.Fatalf("Remove(%s): %v", id, err)
+		}
+	}
+}

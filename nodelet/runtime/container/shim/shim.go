@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/signal"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -103,6 +104,15 @@ func serve(conn *net.UnixConn) error {
 	// The shim lives as long as the nodelet and holds little: a small
 	// heap goal keeps its resident set small.
 	debug.SetGCPercent(25)
+	// The shim lives until the runtime closes its socket, not until a
+	// terminal's interrupt or hangup reaches its process group. Caught,
+	// not ignored: an ignored signal would stay ignored in the containers.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, unix.SIGINT, unix.SIGHUP)
+	go func() {
+		for range sigs {
+		}
+	}()
 	s := &server{conn: conn}
 	buf := make([]byte, MaxMessage)
 	oob := make([]byte, unix.CmsgSpace(4))
