@@ -41,6 +41,10 @@ type nodeletConfig struct {
 	// runtime is "container" or "sim". Default: container when running as
 	// root, sim otherwise.
 	runtime string
+	// shim is the sluice-shim binary the container runtime creates
+	// containers through. Default: sluice-shim beside this binary, if
+	// there is one (see container.Config.Shim).
+	shim string
 	// stateDir holds the container runtime's pod state (stateDir/pods)
 	// and image cache (stateDir/images). Default defaultNodeletStateDir.
 	stateDir string
@@ -138,6 +142,15 @@ func (c *nodeletConfig) resolve() error {
 	if c.overcommit && c.runtime == "sim" {
 		bad("overcommit: needs the container runtime (simulated pods use no cgroups)")
 	}
+	if c.shim != "" {
+		if c.runtime == "sim" {
+			bad("shim: needs the container runtime (simulated pods run no containers)")
+		} else if st, err := os.Stat(c.shim); err != nil {
+			bad("shim: %w", err)
+		} else if !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
+			bad("shim: %s is not an executable file", c.shim)
+		}
+	}
 	if c.retainExited < 0 {
 		bad("retain exited: must not be negative, got %v", c.retainExited)
 	}
@@ -206,6 +219,7 @@ func (c *nodeletConfig) newRuntime(logger *slog.Logger) (rt runtime.Runtime, clo
 		StateDir: filepath.Join(c.stateDir, "pods"),
 		ImageDir: filepath.Join(c.stateDir, "images"),
 		Logger:   logger,
+		Shim:     c.shim,
 	})
 	if err != nil {
 		return nil, nil, err
@@ -427,6 +441,7 @@ Every flag can also be set by its SLUICE_* environment variable
 	fl.StringVar(&f.cfg.name, "name", "", "node name (default: the host name)")
 	fl.StringVar(&f.cfg.runtime, "runtime", defaultRuntime(), "pod runtime: container or sim")
 	fl.StringVar(&f.cfg.stateDir, "state-dir", defaultNodeletStateDir, "directory of the container runtime's pod state and images")
+	fl.StringVar(&f.cfg.shim, "shim", "", "sluice-shim binary to create containers through (default: sluice-shim beside this binary; without one, containers are created in this process)")
 	fl.StringVar(&f.cfg.listen, "listen", remote.DefaultLogAddr, "address the log server listens on")
 	fl.StringVar(&f.cfg.advertise, "advertise", "", "log server address to advertise, host:port (default: --listen's)")
 	fl.StringVar(&f.cfg.pool, "pool", "", "node pool (default: the default pool)")

@@ -211,3 +211,25 @@ func TestNodeletOvercommitNeedsContainers(t *testing.T) {
 		t.Fatalf("nodelet --runtime sim --overcommit = %v", err)
 	}
 }
+
+func TestNodeletShimChecked(t *testing.T) {
+	plain := filepath.Join(t.TempDir(), "sluice-shim")
+	if err := os.WriteFile(plain, []byte("not a program"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--runtime", "container", "--shim", "/nonexistent/sluice-shim"}, "shim: stat /nonexistent/sluice-shim: no such file or directory"},
+		{[]string{"--runtime", "container", "--shim", plain}, "shim: " + plain + " is not an executable file"},
+		{[]string{"--runtime", "sim", "--overcommit=false", "--shim", "/bin/true"}, "shim: needs the container runtime"},
+	} {
+		var out bytes.Buffer
+		args := append([]string{"nodelet", "--dispatcher", "http://127.0.0.1:1"}, tc.args...)
+		err := run(context.Background(), args, &out, &out)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v = %v; want an error containing %q", tc.args, err, tc.want)
+		}
+	}
+}
