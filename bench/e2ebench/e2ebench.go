@@ -330,6 +330,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 
 	start = time.Now()
 	if cfg.FleetProcs > 0 {
+		// The replicas here hold the server ends of every node's
+		// connections. Short of descriptors they still serve (their
+		// accepts wait and retry), but nodes may stall: say so.
+		if err := fleet.EnsureServerFiles(cfg.Nodes); err != nil {
+			log.Warn("e2e: the replicas may run out of file descriptors", "err", err)
+		}
 		var stop func()
 		if ctx, stop, err = startFleetProcs(ctx, cfg, cl.Addrs()); err != nil {
 			return res, err

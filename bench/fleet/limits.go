@@ -10,6 +10,9 @@ import (
 // dispatcher runs in the same process.
 const filesPerNode = 4
 
+// serverFilesPerNode is how many of those are the dispatcher's ends.
+const serverFilesPerNode = 2
+
 // fileSlack is what the rest of the process (the dispatcher's store, its
 // peers, the load generator) may hold.
 const fileSlack = 4096
@@ -18,8 +21,16 @@ const fileSlack = 4096
 // nodes, raising its limit when it can (the hard limit too, as root),
 // and says what to do when it cannot: a fleet past its limit would not
 // fail, it would stall with every connection refused and retried.
-func ensureFiles(nodes int) error {
-	need := uint64(nodes)*filesPerNode + fileSlack
+func ensureFiles(nodes int) error { return ensureNoFile(nodes, filesPerNode) }
+
+// EnsureServerFiles is ensureFiles for a process that serves nodes nodes
+// of fleets in other processes: it holds the dispatcher's ends of their
+// connections. Past its limit the servers' accepts fail (they wait and
+// retry, api.KeepAccepting) and nodes stall; the error says so.
+func EnsureServerFiles(nodes int) error { return ensureNoFile(nodes, serverFilesPerNode) }
+
+func ensureNoFile(nodes, perNode int) error {
+	need := uint64(nodes)*uint64(perNode) + fileSlack
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		return fmt.Errorf("fleet: read the open-files limit: %w", err)

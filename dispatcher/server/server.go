@@ -210,6 +210,9 @@ func Open(cfg Config) (_ *Server, err error) {
 		scheme = "https"
 	}
 	s.addr = scheme + "://" + dialable(s.ln.Addr())
+	s.ln = api.KeepAccepting(s.ln, func(err error, wait time.Duration) {
+		s.log.Error("server: HTTP accept failed; accepting again", "replica", cfg.ID, "err", err, "retry_in", wait)
+	})
 	if cfg.TLS != nil {
 		s.ln = tls.NewListener(s.ln, cfg.TLS.Clone())
 	}
@@ -217,6 +220,9 @@ func Open(cfg Config) (_ *Server, err error) {
 	go func() {
 		defer close(s.serveDone)
 		s.serveErr = s.http.Serve(s.ln)
+		if s.serveErr != nil {
+			s.log.Error("server: HTTP serving ended", "replica", cfg.ID, "err", s.serveErr)
+		}
 	}()
 	s.log.Info("server: serving", "replica", cfg.ID, "addr", s.addr)
 	return s, nil

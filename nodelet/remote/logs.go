@@ -104,6 +104,9 @@ func NewLogServer(cfg LogServerConfig) (*LogServer, error) {
 	}
 	go func() {
 		defer close(s.done)
+		ln := api.KeepAccepting(ln, func(err error, wait time.Duration) {
+			cfg.Logger.Error("remote: log server accept failed; accepting again", "err", err, "retry_in", wait)
+		})
 		if err := s.srv.Serve(ln); err != nil && s.ctx.Err() == nil {
 			cfg.Logger.Error("remote: log server stopped", "err", err)
 		}
