@@ -382,8 +382,15 @@ func (c *Client) bases() []string {
 
 func (c *Client) prefer(base string) {
 	c.mu.Lock()
+	changed := c.mu.preferred != base
 	c.mu.preferred = base
 	c.mu.Unlock()
+	if changed {
+		// Requests go to base from now on: the connections to the
+		// replicas that sent them here would idle for MaxIdleConnDuration,
+		// holding a descriptor on each side.
+		c.fast.CloseIdleConnections()
+	}
 }
 
 func (c *Client) forget(base string) {

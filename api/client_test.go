@@ -625,3 +625,38 @@ func TestClientLogs(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+// TestClientDropsRedirectingReplica: once a redirect names the leader, the
+// client closes its idle connection to the replica that redirected it
+// instead of leaving it open (a descriptor on each side) for the idle
+// timeout; with thousands of nodes, those held a dispatcher's descriptors.
+func TestClientDropsRedirectingReplica(t *testing.T) {
+	leader := serve(t, func(ctx *fasthttp.RequestCtx) { writeJSON(ctx, 200, api.NodeList{}) })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{}, 4)
+	follower := &fasthttp.Server{
+		Handler: func(ctx *fasthttp.RequestCtx) {
+			ctx.Response.Header.Set("Location", leader+string(ctx.RequestURI()))
+			writeJSON(ctx, 307, api.ErrorResponse{Code: api.CodeNotLeader, Error: "not the leader", Leader: leader})
+		},
+		ConnState: func(_ net.Conn, st fasthttp.ConnState) {
+			if st == fasthttp.StateClosed {
+				closed <- struct{}{}
+			}
+		},
+	}
+	go follower.Serve(ln)     //nolint:errcheck // ends with Shutdown
+	defer follower.Shutdown() //nolint:errcheck // best effort
+	c := newClient(t, "http://"+ln.Addr().String())
+	if _, err := c.Nodes(context.Background()); err != nil {
+		t.Fatalf("Nodes: %v", err)
+	}
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the connection to the replica that redirected is still open 5 s later")
+	}
+}

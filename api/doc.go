@@ -8,8 +8,9 @@
 //
 // Client speaks the dispatcher's HTTP API: it sends each request to the
 // replica it last found leading, follows a follower's redirect to the
-// leader (re-sending the body), and moves to the next address when a
-// replica cannot be reached. It never re-sends a request a server may have
+// leader (re-sending the body; its idle connections to the other replicas
+// are closed then, not left to time out), and moves to the next address
+// when a replica cannot be reached. It never re-sends a request a server may have
 // received, except to follow a redirect: callers retry submits with an
 // idempotency key (SubmitOptions.IdempotencyKey), which makes the retry
 // safe. Every error reply is an *APIError carrying the server's
