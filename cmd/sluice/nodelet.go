@@ -145,10 +145,8 @@ func (c *nodeletConfig) resolve() error {
 	if c.shim != "" {
 		if c.runtime == "sim" {
 			bad("shim: needs the container runtime (simulated pods run no containers)")
-		} else if st, err := os.Stat(c.shim); err != nil {
+		} else if err := container.CheckShim(c.shim); err != nil {
 			bad("shim: %w", err)
-		} else if !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
-			bad("shim: %s is not an executable file", c.shim)
 		}
 	}
 	if c.retainExited < 0 {

@@ -10,6 +10,7 @@ import (
 	"github.com/opencontainers/runc/libcontainer"
 
 	"github.com/sluicehq/sluice/nodelet/runtime"
+	"github.com/sluicehq/sluice/nodelet/runtime/container/shim"
 )
 
 func loadContainer(root, name string) (*libcontainer.Container, error) {
@@ -73,7 +74,7 @@ func (r *Runtime) adopt(id string) (*pod, error) {
 		if c.watch != nil && c.watch.exited() {
 			// Ended already, for example a zombie: settle it now, so that
 			// the pod's first listing is right.
-			code, known := reap(c.watch.pid)
+			code, known := shim.Reap(c.watch.pid)
 			if !known {
 				code = -1
 			}
@@ -88,7 +89,7 @@ func (r *Runtime) adopt(id string) (*pod, error) {
 			code, known := -1, false
 			if err == nil {
 				if s, serr := procStartTime(st.InitProcessPid); serr == nil && s == st.InitProcessStartTime {
-					code, known = reap(st.InitProcessPid)
+					code, known = shim.Reap(st.InitProcessPid)
 				}
 			}
 			if !known {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluicehq/sluice/nodelet/runtime/container/shim"
 )
 
 func itoa(i int) string { return strconv.Itoa(i) }
@@ -31,16 +33,7 @@ func watchPid(pid int) (*pidWatch, error) {
 
 // wait blocks until the process has exited, or returns an error once w is
 // closed.
-func (w *pidWatch) wait() error {
-	rc, err := w.f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	return rc.Read(func(fd uintptr) bool {
-		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 0)
-		return n > 0 || err != nil && !errors.Is(err, unix.EINTR)
-	})
-}
+func (w *pidWatch) wait() error { return shim.AwaitExit(w.f) }
 
 // exited reports whether the process has exited, without blocking.
 func (w *pidWatch) exited() bool {
@@ -73,30 +66,6 @@ func (w *pidWatch) signal(sig unix.Signal) error {
 }
 
 func (w *pidWatch) close() { _ = w.f.Close() }
-
-// reap collects the exit status of pid, which must have exited, if it is
-// a child of this process. known is false when it is not (a process
-// adopted from an earlier nodelet).
-func reap(pid int) (code int, known bool) {
-	var ws unix.WaitStatus
-	for {
-		got, err := unix.Wait4(pid, &ws, 0, nil)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil || got != pid {
-			return -1, false
-		}
-		break
-	}
-	switch {
-	case ws.Exited():
-		return ws.ExitStatus(), true
-	case ws.Signaled():
-		return 128 + int(ws.Signal()), true
-	}
-	return -1, false
-}
 
 // procStartTime is the start time of pid in clock ticks since boot (field
 // 22 of /proc/PID/stat), which with the PID identifies a process.

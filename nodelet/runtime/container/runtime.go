@@ -15,7 +15,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/opencontainers/runc/libcontainer"
@@ -210,7 +209,7 @@ func (c *ctr) reap() (code int, known bool) {
 	if c.shim != nil {
 		return c.shim.reap(c.watch.pid)
 	}
-	return reap(c.watch.pid)
+	return shim.Reap(c.watch.pid)
 }
 
 // record is a pod's pod.json.
@@ -434,7 +433,7 @@ func (r *Runtime) abort(p *pod) {
 	}
 	if p.sandbox != nil {
 		_ = p.sandbox.signal(unix.SIGKILL)
-		reap(p.sandbox.pid)
+		shim.Reap(p.sandbox.pid)
 		p.sandbox.close()
 	}
 	r.cleanup(p.id, p.rec.CgroupParent)
@@ -534,7 +533,7 @@ func (r *Runtime) createContainer(p *pod, c *runtime.ContainerSpec, rootfs strin
 	if sh != nil {
 		lc, pid, err = createInShim(sh, &req, logf)
 	} else {
-		lc, pid, err = createHere(&req, logf)
+		lc, pid, err = shim.Start(&req, logf)
 	}
 	ct := &ctr{name: c.Name, lc: lc, shim: sh}
 	if err != nil {
@@ -565,24 +564,6 @@ func (r *Runtime) currentShim() (*shimClient, error) {
 	return sh, nil
 }
 
-// createHere creates and starts the container of req in this process.
-// The container is returned, if created, even with an error.
-func createHere(req *shim.Request, logf *os.File) (*libcontainer.Container, int, error) {
-	lc, err := libcontainer.Create(req.Root, req.ID, req.Config)
-	if err != nil {
-		return nil, 0, fmt.Errorf("create: %w", err)
-	}
-	proc := &libcontainer.Process{
-		Args: req.Args, Env: req.Env, Cwd: req.Cwd, UID: req.UID, GID: req.GID,
-		Stdout: logf, Stderr: logf, Init: true,
-	}
-	if err := startContainer(lc, proc); err != nil {
-		return lc, 0, fmt.Errorf("run: %w", err)
-	}
-	pid, err := proc.Pid()
-	return lc, pid, err
-}
-
 // createInShim has the shim create and start the container of req, and
 // loads it. A container the shim created but could not start is left in
 // req.Root for the caller's cleanup.
@@ -608,34 +589,22 @@ func shimBesideBinary() string {
 		return ""
 	}
 	p := filepath.Join(filepath.Dir(exe), "sluice-shim")
-	if st, err := os.Stat(p); err != nil || !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
+	if CheckShim(p) != nil {
 		return ""
 	}
 	return p
 }
 
-// firstStart holds back concurrent container starts in this process until
-// one has set its cgroup limits: libcontainer's cgroup v1 controllers
-// (github.com/opencontainers/cgroups/fs) detect some file names on their
-// first Set into shared variables without a lock
-// (BlkioGroup.detectWeightFilenames), which concurrent first starts race
-// on. Once one start has set them, starts run in parallel.
-var firstStart struct {
-	sync.Mutex
-	done atomic.Bool
-}
-
-// startContainer starts lc's init process, alone while no start has
-// succeeded yet (firstStart).
-func startContainer(lc *libcontainer.Container, proc *libcontainer.Process) error {
-	if !firstStart.done.Load() {
-		firstStart.Lock()
-		defer firstStart.Unlock()
-	}
-	if err := lc.Start(proc); err != nil {
+// CheckShim says why path cannot be Config.Shim (it is missing, or not an
+// executable file), or returns nil.
+func CheckShim(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
 		return err
 	}
-	firstStart.done.Store(true)
+	if !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
+		return fmt.Errorf("%s is not an executable file", path)
+	}
 	return nil
 }
 
@@ -726,7 +695,7 @@ func (r *Runtime) finish(p *pod) {
 		if err := sb.wait(); err != nil {
 			return // the Runtime was closed
 		}
-		if code, known := reap(sb.pid); known && p.rec.Spec.Placeholder {
+		if code, known := shim.Reap(sb.pid); known && p.rec.Spec.Placeholder {
 			e.Code = code // a placeholder's exit is its sandbox's
 		}
 	}

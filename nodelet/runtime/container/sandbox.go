@@ -15,6 +15,8 @@ import (
 	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/cgroups/manager"
 	"golang.org/x/sys/unix"
+
+	"github.com/sluicehq/sluice/nodelet/runtime/container/shim"
 )
 
 // sandboxTimeout bounds how long the pause process may take to report.
@@ -177,7 +179,7 @@ func (r *Runtime) cleanup(id, parent string) error {
 		if w := adoptPid(sb.Pid, sb.StartTime); w != nil {
 			_ = w.signal(unix.SIGKILL)
 			_ = w.wait()
-			reap(sb.Pid)
+			shim.Reap(sb.Pid)
 			w.close()
 		}
 	}

@@ -24,9 +24,9 @@ func subreaper(t *testing.T) bool {
 	return v != 0
 }
 
-// initParent is the pid and command name of the parent of the init of
-// container name of pod id, from the pod's libcontainer state in dir.
-func initParent(t *testing.T, dir, id, name string) (int, string) {
+// initPid is the pid of the init of container name of pod id, from the
+// pod's libcontainer state in dir.
+func initPid(t *testing.T, dir, id, name string) int {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, id, "libcontainer", name, "state.json"))
 	if err != nil {
@@ -38,7 +38,14 @@ func initParent(t *testing.T, dir, id, name string) (int, string) {
 	if err := json.Unmarshal(b, &st); err != nil || st.Pid == 0 {
 		t.Fatalf("container state: no init pid (%v)", err)
 	}
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(st.Pid) + "/stat")
+	return st.Pid
+}
+
+// initParent is the pid and command name of the parent of the init of
+// container name of pod id.
+func initParent(t *testing.T, dir, id, name string) (int, string) {
+	t.Helper()
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(initPid(t, dir, id, name)) + "/stat")
 	if err != nil {
 		t.Fatalf("init process: %v", err)
 	}
@@ -128,17 +135,7 @@ func TestShimOutlivesInterrupt(t *testing.T) {
 	if p, _ := initParent(t, dir, "second", "c0"); p != shimPid {
 		t.Errorf("second pod's parent is %d, want the same shim %d", p, shimPid)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "second", "libcontainer", "c0", "state.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st struct {
-		Pid int `json:"init_process_pid"`
-	}
-	if err := json.Unmarshal(b, &st); err != nil {
-		t.Fatal(err)
-	}
-	status, err := os.ReadFile("/proc/" + strconv.Itoa(st.Pid) + "/status")
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(initPid(t, dir, "second", "c0")) + "/status")
 	if err != nil {
 		t.Fatal(err)
 	}

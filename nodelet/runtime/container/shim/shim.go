@@ -9,7 +9,6 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"sync"
-	"sync/atomic"
 
 	// devices applies the containers' device rules on cgroup v1 and v2.
 	_ "github.com/opencontainers/cgroups/devices"
@@ -91,11 +90,6 @@ func Main() {
 type server struct {
 	conn *net.UnixConn
 	wmu  sync.Mutex // serializes writes to conn
-	// first serializes creates until one has succeeded: libcontainer's
-	// cgroup v1 controllers detect some file names on their first Set
-	// into shared variables without a lock.
-	first     sync.Mutex
-	firstDone atomic.Bool
 }
 
 // serve answers requests on conn until it is closed, then returns nil.
@@ -154,7 +148,7 @@ func receivedFile(oob []byte) (*os.File, error) {
 
 func (s *server) create(req *Request, logf *os.File) {
 	defer logf.Close() // the container holds its own descriptor
-	pid, err := s.start(req, logf)
+	_, pid, err := Start(req, logf)
 	if err != nil {
 		s.send(Message{Seq: req.Seq, Error: err.Error()})
 		return
@@ -164,7 +158,7 @@ func (s *server) create(req *Request, logf *os.File) {
 	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
 	if err != nil {
 		_ = unix.Kill(pid, unix.SIGKILL)
-		waitExit(pid)
+		Reap(pid)
 		s.send(Message{Seq: req.Seq, Error: fmt.Sprintf("watch init %d: %v", pid, err)})
 		return
 	}
@@ -176,60 +170,10 @@ func (s *server) create(req *Request, logf *os.File) {
 
 // watch waits for pid, an init started here, to exit, and reports it.
 func (s *server) watch(pid int, pidfd *os.File) {
-	defer pidfd.Close()
-	if rc, err := pidfd.SyscallConn(); err == nil {
-		// Readable once the process has exited; the netpoller waits, no
-		// thread does.
-		_ = rc.Read(func(fd uintptr) bool {
-			n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 0)
-			return n > 0 || err != nil && !errors.Is(err, unix.EINTR)
-		})
-	}
-	s.send(Message{Pid: pid, Exited: true, Code: waitExit(pid)})
-}
-
-// waitExit reaps pid, a child, and returns its exit code: 128+signal for
-// a signalled process, -1 when unknown.
-func waitExit(pid int) int {
-	var ws unix.WaitStatus
-	var err error
-	for {
-		if _, err = unix.Wait4(pid, &ws, 0, nil); !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
-	code := -1
-	switch {
-	case err != nil:
-	case ws.Exited():
-		code = ws.ExitStatus()
-	case ws.Signaled():
-		code = 128 + int(ws.Signal())
-	}
-	return code
-}
-
-func (s *server) start(req *Request, logf *os.File) (int, error) {
-	if req.Config == nil {
-		return 0, errors.New("request has no container config")
-	}
-	lc, err := libcontainer.Create(req.Root, req.ID, req.Config)
-	if err != nil {
-		return 0, fmt.Errorf("create: %w", err)
-	}
-	proc := &libcontainer.Process{
-		Args: req.Args, Env: req.Env, Cwd: req.Cwd, UID: req.UID, GID: req.GID,
-		Stdout: logf, Stderr: logf, Init: true,
-	}
-	if !s.firstDone.Load() {
-		s.first.Lock()
-		defer s.first.Unlock()
-	}
-	if err := lc.Start(proc); err != nil {
-		return 0, fmt.Errorf("run: %w", err)
-	}
-	s.firstDone.Store(true)
-	return proc.Pid()
+	_ = AwaitExit(pidfd) // fails only if pidfd is closed, which it is not
+	pidfd.Close()
+	code, _ := Reap(pid) // -1 when unknown
+	s.send(Message{Pid: pid, Exited: true, Code: code})
 }
 
 func (s *server) send(m Message) {
