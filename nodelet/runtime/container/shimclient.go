@@ -28,6 +28,7 @@ type shimClient struct {
 	mu   struct {
 		sync.Mutex
 		seq     uint64
+		gone    bool // the socket has closed: no call will be answered
 		calls   map[uint64]chan shim.Message
 		exits   map[int]int           // exit codes not yet collected, by pid
 		waiters map[int]chan struct{} // closed when exits has the pid
@@ -94,6 +95,7 @@ func (s *shimClient) read() {
 		s.mu.Unlock()
 	}
 	s.mu.Lock()
+	s.mu.gone = true
 	for seq, ch := range s.mu.calls {
 		close(ch)
 		delete(s.mu.calls, seq)
@@ -110,24 +112,25 @@ func (s *shimClient) create(req *shim.Request, logf *os.File) (int, error) {
 	s.mu.Lock()
 	s.mu.seq++
 	req.Seq = s.mu.seq
-	s.mu.calls[req.Seq] = ch
 	s.mu.Unlock()
-	drop := func() {
-		s.mu.Lock()
-		delete(s.mu.calls, req.Seq)
-		s.mu.Unlock()
-	}
 	b, err := json.Marshal(req)
 	if err != nil {
-		drop()
 		return 0, fmt.Errorf("shim request: %w", err)
 	}
 	if len(b) > shim.MaxMessage {
-		drop()
 		return 0, fmt.Errorf("shim request of %d bytes is over the limit of %d", len(b), shim.MaxMessage)
 	}
+	s.mu.Lock()
+	if s.mu.gone {
+		s.mu.Unlock()
+		return 0, errShimGone
+	}
+	s.mu.calls[req.Seq] = ch
+	s.mu.Unlock()
 	if _, _, err := s.conn.WriteMsgUnix(b, unix.UnixRights(int(logf.Fd())), nil); err != nil {
-		drop()
+		s.mu.Lock()
+		delete(s.mu.calls, req.Seq)
+		s.mu.Unlock()
 		return 0, fmt.Errorf("shim request: %w", err)
 	}
 	m, ok := <-ch
@@ -163,7 +166,7 @@ func (s *shimClient) reap(pid int) (code int, known bool) {
 	delete(s.mu.waiters, pid)
 	s.mu.Unlock()
 	if !ended {
-		return reap(pid)
+		return shim.Reap(pid)
 	}
 	return code, code >= 0
 }
