@@ -296,9 +296,10 @@ func (d *Dispatcher) propose(ctx context.Context, cmd []byte) ([]byte, error) {
 // are packed into raft entries by raftkv) and returns their IDs, in order,
 // once committed, and the indexes of the specs whose idempotency key named a
 // job committed before (whose ID is returned for them; nothing new is
-// created). An invalid spec rejects the whole submit with the FSM's
-// *api.ValidationError. Errors of the raft replica are returned unchanged,
-// so that a *raftkv.NotLeaderError names the leader to redirect to.
+// created). An invalid spec rejects the whole submit, before anything is
+// proposed, with fsm.SubmitJobs's *api.ValidationError. Errors of the raft
+// replica are returned unchanged, so that a *raftkv.NotLeaderError names
+// the leader to redirect to.
 func (d *Dispatcher) Submit(ctx context.Context, specs []api.JobSpec) (ids []string, existing []int, err error) {
 	if err := d.checkOpen(); err != nil {
 		return nil, nil, err

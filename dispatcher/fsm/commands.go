@@ -42,14 +42,22 @@ func newCommand(tag byte, now time.Time, size int) *enc {
 	return e
 }
 
-// SubmitJobs returns the command that submits specs. The FSM applies the
-// specs' defaults and validates them with api.ValidateJobs; if any is
-// invalid the command is rejected whole with an *api.ValidationError naming
-// every problem. A job whose idempotency key was committed before (or
-// earlier in the same command) is answered with the first job's ID and not
-// created again. The result decodes with DecodeSubmitResult. The error is
-// always nil: every spec encodes.
+// SubmitJobs returns the command that submits specs. It applies the specs'
+// defaults (in place) and validates them with api.ValidateJobs; if any is
+// invalid it returns no command and an *api.ValidationError naming every
+// problem, so an invalid spec never reaches the log. The FSM trusts what the
+// log holds: it does not validate a submit again, on any replica (which also
+// keeps a replay deterministic across versions whose validation differs). A
+// job whose idempotency key was committed before (or earlier in the same
+// command) is answered with the first job's ID and not created again. The
+// result decodes with DecodeSubmitResult.
 func SubmitJobs(now time.Time, specs []api.JobSpec) ([]byte, error) {
+	for i := range specs {
+		specs[i].SetDefaults()
+	}
+	if err := api.ValidateJobs(specs); err != nil {
+		return nil, fmt.Errorf("fsm: submit: %w", err)
+	}
 	// A count, then each spec in the binary encoding of spec_codec.go,
 	// length-prefixed so that apply stores it as its job's record without
 	// encoding it again.

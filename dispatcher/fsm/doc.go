@@ -70,17 +70,20 @@
 // declaration order, strings length-prefixed, integers and durations as
 // varints, pointers behind a presence byte, maps in sorted key order, empty
 // collections decoding as nil as api.DecodeJobs reads what encoding/json
-// writes. A submit command is a count and each spec length-prefixed; apply
-// decodes them (their strings share one copy of the command), applies the
-// defaults, validates with api.ValidateJobs, and stores the new jobs'
-// specs' bytes, as submitted, in one submit record (Load applies the
-// defaults again): a submit of a thousand jobs writes one key, not a
+// writes. A submit command is a count and each spec length-prefixed, with
+// its defaults applied: SubmitJobs validates the specs with
+// api.ValidateJobs before it encodes them, so an invalid spec is never
+// proposed, and apply trusts them (validating again on every replica cost a
+// fifth of the apply, and would let a replay under a version whose
+// validation differs diverge from the first run). Apply decodes them (their
+// strings share one copy of the command) and stores the new jobs' specs'
+// bytes, as submitted, in one submit record: a submit of a thousand jobs writes one key, not a
 // thousand, which spares the store a thousand memtable inserts and their
 // rewrites in every flush and compaction.
 //
-//	SubmitJobs      many jobs; validated with api.ValidateJobs, rejected whole
-//	                with every problem named; idempotency keys answer with the
-//	                first job's ID
+//	SubmitJobs      many jobs; validated with api.ValidateJobs when the command
+//	                is built, rejected whole with every problem named;
+//	                idempotency keys answer with the first job's ID
 //	RegisterNode    a node joins, or updates its spec
 //	SetNodeState    ready, draining, down; down ends its tasks as lost and
 //	                retries them per their job's retry policy

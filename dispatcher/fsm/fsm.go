@@ -385,15 +385,8 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 		w.Set(keyJobSeq, binary.BigEndian.AppendUint64(nil, f.mu.nextJob))
 		return (&SubmitResult{}).encode(), nil
 	}
-	// The leader's specs are usually defaulted already; SetDefaults is
-	// idempotent, and specs built in Go may not be.
-	for i := range specs {
-		specs[i].SetDefaults()
-	}
-	if err := api.ValidateJobs(specs); err != nil {
-		return nil, fmt.Errorf("fsm: submit: %w", err)
-	}
-	// Nothing below can fail. The command's jobs and groups are allocated
+	// SubmitJobs defaulted and validated the specs before they were
+	// proposed. Nothing below can fail. The command's jobs and groups are allocated
 	// together, and each job keeps a pointer to its spec in specs.
 	res := SubmitResult{Jobs: make([]SubmittedJob, len(specs))}
 	ngroups := 0

@@ -114,7 +114,8 @@ func (r *replica) exec(line string) string {
 		}
 		var err error
 		if cmd, err = fsm.SubmitJobs(r.now, specs); err != nil {
-			r.t.Fatal(err)
+			// Rejected before it is proposed: nothing reaches the log.
+			return "error: " + err.Error()
 		}
 		decode = func(b []byte) string { return submitted(r.t, b) }
 	case "appmaster": // appmaster <name> [count=.. cpu=.. mem=..] [prio=..]: submit an appmaster job, of no task groups without count

@@ -382,9 +382,9 @@ func TestSpecCodecMatchesJSON(t *testing.T) {
 }
 
 // TestSubmitRejectsAsJSONDid checks that a submit of random specs with
-// random mistakes is rejected with the same *api.ValidationError (problems
-// by item index and path) that DecodeJobs gave for the JSON the command
-// carried before. One mistake differs, and is checked alone: a negative
+// random mistakes is rejected by SubmitJobs, before anything is proposed,
+// with the same *api.ValidationError (problems by item index and path) that
+// DecodeJobs gives for the same jobs in JSON. One mistake differs, and is checked alone: a negative
 // duration, which api's JSON decoder reported itself, first among its
 // item's problems and in its own words, and ValidateJobs reports at the
 // same path, in field order.
@@ -437,8 +437,10 @@ func TestSubmitRejectsAsJSONDid(t *testing.T) {
 			ndjson = append(ndjson, js)
 		}
 		_, wantErr := api.DecodeJobs(bytes.Join(ndjson, []byte{'\n'}))
-		cmd, _ := SubmitJobs(time.Unix(1, 0), specs)
-		_, gotErr := New().apply(&discard{}, 1, cmd)
+		cmd, gotErr := SubmitJobs(time.Unix(1, 0), specs)
+		if cmd != nil {
+			t.Fatalf("case %d: a command of invalid specs", i)
+		}
 		var want, got *api.ValidationError
 		if !errors.As(wantErr, &want) || !errors.As(gotErr, &got) {
 			t.Fatalf("case %d: want validation errors, JSON path %v, binary %v", i, wantErr, gotErr)
@@ -453,8 +455,7 @@ func TestSubmitRejectsNegativeDuration(t *testing.T) {
 	specs := benchSpecs(2, false)
 	specs[1].MaxRunTime = -1
 	specs[1].Tasks[0].Pod.Sim = &api.SimSpec{RunTime: -1}
-	cmd, _ := SubmitJobs(time.Unix(1, 0), specs)
-	_, err := New().apply(&discard{}, 1, cmd)
+	_, err := SubmitJobs(time.Unix(1, 0), specs)
 	var ve *api.ValidationError
 	if !errors.As(err, &ve) {
 		t.Fatalf("want a validation error, got %v", err)
