@@ -332,7 +332,7 @@ func (f *FSM) Capboxes(appmaster string) (boxes []CapboxInfo, index uint64, ok b
 		return nil, 0, false
 	}
 	for _, s := range am.sets {
-		res := s.spec.Tasks[0].Pod.Containers[0].Resources
+		res := s.groups[0].podSpec().Containers[0].Resources
 		for i := range s.groups[0].count {
 			st, t := capboxState(s, i)
 			b := CapboxInfo{ID: taskID(taskKey{s.num, 0, uint32(i)}, 1), Set: s.id, Request: s.spec.Name, State: st,

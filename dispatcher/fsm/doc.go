@@ -76,8 +76,11 @@
 // proposed, and apply trusts them (validating again on every replica cost a
 // fifth of the apply, and would let a replay under a version whose
 // validation differs diverge from the first run). Apply decodes them (their
-// strings share one copy of the command) and stores the new jobs' specs'
-// bytes, as submitted, in one submit record: a submit of a thousand jobs writes one key, not a
+// strings share one copy of the command) except their task groups' pods,
+// which it only steps over, summing their demand: a pod stays encoded in
+// that copy until a node target or a read of the spec decodes it, once
+// (group.podSpec), so a follower never decodes one. It stores the new jobs'
+// specs' bytes, as submitted, in one submit record: a submit of a thousand jobs writes one key, not a
 // thousand, which spares the store a thousand memtable inserts and their
 // rewrites in every flush and compaction.
 //

@@ -366,6 +366,9 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 	specs := make([]api.JobSpec, n)
 	raw := make([][]byte, n) // each spec's encoding, valid during Apply
 	sdec := newSpecDecoder(n)
+	// Pods stay encoded until something reads them (group.podSpec).
+	pods := make([]lazyPod, 0, n)
+	sdec.lazyPods = &pods
 	for i := range specs {
 		sd := cd.sub()
 		if cd.err != nil {
@@ -386,8 +389,8 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 		return (&SubmitResult{}).encode(), nil
 	}
 	// SubmitJobs defaulted and validated the specs before they were
-	// proposed. Nothing below can fail. The command's jobs and groups are allocated
-	// together, and each job keeps a pointer to its spec in specs.
+	// proposed. Nothing below can fail. The command's jobs and groups are
+	// allocated together, and each job keeps a pointer to its spec in specs.
 	res := SubmitResult{Jobs: make([]SubmittedJob, len(specs))}
 	ngroups := 0
 	for i := range specs {
@@ -400,6 +403,8 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 	recSpecs := enc{b: f.vbuf[:0]}
 	for i := range specs {
 		s := &specs[i]
+		jpods := pods[:len(s.Tasks)]
+		pods = pods[len(s.Tasks):]
 		if k := s.IdempotencyKey; k != "" {
 			if num, ok := f.mu.idem[k]; ok {
 				res.Jobs[i] = SubmittedJob{ID: jobID(num), Existing: true}
@@ -415,7 +420,8 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 		for gi := range s.Tasks {
 			g := &groups[0]
 			groups = groups[1:]
-			initGroup(g, j, gi)
+			p := &jpods[gi]
+			*g = group{job: j, idx: uint16(gi), demand: p.demand, count: s.Tasks[gi].Count, podEnc: p.enc}
 			j.groups[gi] = g
 			f.touchGroup(g)
 		}

@@ -581,7 +581,7 @@ func (h *propHarness) check() error {
 		bad("loaded state differs:\nlive:\n%s\nloaded:\n%s", a, b)
 	}
 	for j := range f.mu.jobs.all() { // dump does not show specs
-		if lj := g.mu.jobs.get(j.num); lj == nil || !reflect.DeepEqual(lj.spec, j.spec) {
+		if lj := g.mu.jobs.get(j.num); lj == nil || !reflect.DeepEqual(lj.fullSpec(), j.fullSpec()) {
 			bad("job %s: loaded spec differs", j.id)
 		}
 	}

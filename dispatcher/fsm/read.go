@@ -275,7 +275,7 @@ type JobStatus struct {
 }
 
 func (j *job) status() JobStatus {
-	s := JobStatus{ID: j.id, State: j.state(), Submitted: time.Unix(0, j.submitted).UTC(), Spec: *j.spec}
+	s := JobStatus{ID: j.id, State: j.state(), Submitted: time.Unix(0, j.submitted).UTC(), Spec: j.fullSpec()}
 	if j.owner != nil {
 		s.Appmaster = j.owner.id
 	}
@@ -516,7 +516,7 @@ func (f *FSM) NodeTarget(name string) (gen uint64, pods []Pod, ok bool) {
 		g := &j.spec.Tasks[t.key.group]
 		id := taskID(t.key, t.attempt)
 		pods = append(pods, Pod{TaskID: id, Job: j.id, Group: g.Name, QoS: j.spec.QoS, Priority: j.spec.Priority,
-			MaxRunTime: time.Duration(j.spec.MaxRunTime), Capbox: j.owner != nil, Spec: g.Pod})
+			MaxRunTime: time.Duration(j.spec.MaxRunTime), Capbox: j.owner != nil, Spec: *j.groups[t.key.group].podSpec()})
 		if j.owner == nil {
 			continue // only capboxes have tasks in them
 		}
@@ -759,7 +759,7 @@ func (f *FSM) Task(id string) (TaskInfo, bool) {
 	info := TaskInfo{
 		ID: taskID(t.key, t.attempt), Group: g.Name, Index: int64(k.index),
 		Attempt: int64(t.attempt), State: t.state, Node: t.node, Reason: t.reason, ExitCode: t.exitCode,
-		Updated: time.Unix(0, t.updated).UTC(), Container: g.Pod.Containers[0].Name,
+		Updated: time.Unix(0, t.updated).UTC(), Container: j.groups[k.group].podSpec().Containers[0].Name,
 	}
 	if inBox {
 		c := f.findCapTaskLocked(k, name)

@@ -3,9 +3,15 @@ package fsm
 import (
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/dispatcher/placement"
 )
 
 // TestLoadRejectsJobNumberOutOfSequence checks that Load refuses a job
@@ -56,4 +62,64 @@ func TestJobsPages(t *testing.T) {
 			t.Errorf("Jobs(after %q, limit %d) = %q, want %q", tc.after, tc.limit, got, tc.want)
 		}
 	}
+}
+
+// TestLazyPodsConcurrentReads checks that a submitted job's pods, left
+// encoded by apply, decode on first use to the pods submitted, also when
+// many readers (node targets, job status, task info) ask at once under the
+// read lock.
+func TestLazyPodsConcurrentReads(t *testing.T) {
+	f := New()
+	var w discard
+	now := time.Unix(1_800_000_000, 0)
+	c := api.Capacity{CPU: 64000, Memory: 64 << 30, Ports: 100}
+	apply := func(index uint64, cmd []byte) {
+		t.Helper()
+		if _, err := f.apply(&w, index, cmd); err != nil {
+			t.Fatalf("apply at %d: %v", index, err)
+		}
+	}
+	must := func(cmd []byte, err error) []byte {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	apply(1, must(RegisterNode(now, api.NodeSpec{Name: "n1", Capacity: c, Allocatable: api.Allocatable{Online: c, Offline: c}})))
+	specs := benchSpecs(3, true)
+	for i := range specs {
+		specs[i].Tasks[0].Count = 2
+		specs[i].Tasks[0].Pod.Containers[0].Command = []string{"/bin/work", fmt.Sprint(i)}
+	}
+	want := slices.Clone(specs)
+	apply(2, must(SubmitJobs(now, specs)))
+	var as []placement.Assignment
+	for _, id := range []string{"j1", "j2", "j3"} {
+		as = append(as, placement.Assignment{Group: placement.GroupKey{Job: id, Group: "g0"}, Node: "n1", Count: 2})
+	}
+	apply(3, CommitPlan(&Plan{Term: 1, Index: 2, Now: now, Assignments: as}))
+
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			_, pods, ok := f.NodeTarget("n1")
+			if !ok || len(pods) != 6 {
+				t.Errorf("node target: ok=%v, %d pods, want 6", ok, len(pods))
+				return
+			}
+			for _, p := range pods {
+				i := int(p.Job[1] - '1')
+				if !reflect.DeepEqual(p.Spec, want[i].Tasks[0].Pod) {
+					t.Errorf("pod of %s: %+v, want %+v", p.TaskID, p.Spec, want[i].Tasks[0].Pod)
+				}
+			}
+			for i, id := range []string{"j1", "j2", "j3"} {
+				if st, ok := f.Job(id); !ok || !reflect.DeepEqual(st.Spec, want[i]) {
+					t.Errorf("job %s: spec %+v, want %+v", id, st.Spec, want[i])
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -154,6 +154,11 @@ type specDecoder struct {
 	labels     mapCache
 	env        mapCache
 	kv         []string // strMap's scratch
+	// lazyPods, when set, receives each task group's pod, in order, left
+	// encoded instead of decoded (the spec's Pod fields stay zero). The
+	// dec must share a copy (sharedDec), which the encodings are
+	// substrings of.
+	lazyPods *[]lazyPod
 }
 
 // mapCache is the last map a specDecoder built in one place of a spec, and
@@ -218,17 +223,93 @@ func (sd *specDecoder) decodeInto(d *dec, s *api.JobSpec) {
 			g.Name = d.str()
 			g.Count = d.varint()
 			g.PreferredNodes = sd.decodeStrs(d)
-			if n := d.count(minContainerBytes); n > 0 {
-				g.Pod.Containers = sd.containers.take(n)
-				for k := range g.Pod.Containers {
-					sd.decodeContainer(d, &g.Pod.Containers[k])
-				}
+			if sd.lazyPods == nil {
+				sd.decodePod(d, &g.Pod)
+				continue
 			}
-			g.Pod.SharePID = decodeBool(d)
-			if decodeBool(d) {
-				g.Pod.Sim = &api.SimSpec{RunTime: api.Duration(d.varint()), ExitCode: decodeInt32(d)}
-			}
+			at := len(d.b)
+			demand := skipPod(d)
+			*sd.lazyPods = append(*sd.lazyPods, lazyPod{enc: d.since(at), demand: demand})
 		}
+	}
+}
+
+// lazyPod is a task group's pod left encoded by a specDecoder with
+// lazyPods set: its encoding (a substring of the shared copy the decoder
+// reads) and its demand.
+type lazyPod struct {
+	enc    string
+	demand api.Capacity
+}
+
+// decodePod decodes a task group's pod.
+func (sd *specDecoder) decodePod(d *dec, p *api.PodSpec) {
+	if n := d.count(minContainerBytes); n > 0 {
+		p.Containers = sd.containers.take(n)
+		for k := range p.Containers {
+			sd.decodeContainer(d, &p.Containers[k])
+		}
+	}
+	p.SharePID = decodeBool(d)
+	if decodeBool(d) {
+		p.Sim = &api.SimSpec{RunTime: api.Duration(d.varint()), ExitCode: decodeInt32(d)}
+	}
+}
+
+// skipPod reads a task group's pod without building it and returns its
+// demand (placement.Demand of the pod decodePod would build). It accepts
+// exactly the encodings decodePod accepts, reading them with the same
+// primitives in the same order (FuzzSkipPod keeps the two in step), so a pod
+// skipped once always decodes later.
+func skipPod(d *dec) api.Capacity {
+	var c api.Capacity
+	for range d.count(minContainerBytes) {
+		for range 4 { // name, image rootfs, OCI layout, ref
+			d.bytes()
+		}
+		skipStrs(d) // command
+		skipStrs(d) // args
+		skipStrMap(d)
+		d.bytes() // working dir
+		c.CPU += d.varint()
+		c.Memory += d.varint()
+		c.GPUs += d.varint()
+		c.Disk += d.varint()
+		ports := d.count(3)
+		for range ports {
+			d.bytes()
+			decodeInt32(d)
+			d.bytes()
+		}
+		c.Ports += int64(ports)
+	}
+	decodeBool(d)
+	if decodeBool(d) {
+		d.varint()
+		decodeInt32(d)
+	}
+	if d.err != nil {
+		return api.Capacity{}
+	}
+	return c
+}
+
+func skipStrs(d *dec) {
+	for range d.count(1) {
+		d.bytes()
+	}
+}
+
+// skipStrMap reads a map as strMap does, checking its keys' order.
+func skipStrMap(d *dec) {
+	var prev []byte
+	for i := range d.count(2) {
+		k := d.bytes()
+		if i > 0 && string(k) <= string(prev) {
+			d.fail("map (keys not in increasing order)")
+		}
+		d.bytes()
+		prev = k
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/dispatcher/placement"
 	"github.com/sluicehq/sluice/internal/seedtest"
 )
 
@@ -368,15 +369,15 @@ func TestSpecCodecMatchesJSON(t *testing.T) {
 		if _, _, err := st.apply(f, 1, cmd); err != nil {
 			t.Fatalf("spec %d: apply: %v", i, err)
 		}
-		if !reflect.DeepEqual(*f.mu.jobs.get(1).spec, want) {
-			t.Fatalf("spec %d: applied spec differs:\n got %#v\nwant %#v", i, *f.mu.jobs.get(1).spec, want)
+		if !reflect.DeepEqual(f.mu.jobs.get(1).fullSpec(), want) {
+			t.Fatalf("spec %d: applied spec differs:\n got %#v\nwant %#v", i, f.mu.jobs.get(1).fullSpec(), want)
 		}
 		loaded := New()
 		if err := loaded.Load(st); err != nil {
 			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(*loaded.mu.jobs.get(1).spec, want) {
-			t.Fatalf("spec %d: loaded spec differs:\n got %#v\nwant %#v", i, *loaded.mu.jobs.get(1).spec, want)
+		if !reflect.DeepEqual(loaded.mu.jobs.get(1).fullSpec(), want) {
+			t.Fatalf("spec %d: loaded spec differs:\n got %#v\nwant %#v", i, loaded.mu.jobs.get(1).fullSpec(), want)
 		}
 	}
 }
@@ -600,6 +601,86 @@ func FuzzDecodeSpec(f *testing.F) {
 			t.Fatalf("accepted a non-canonical encoding:\n got %x\nwant %x", e.b, b)
 		}
 	})
+}
+
+// FuzzSkipPod checks that a decoder leaving pods encoded (as apply does)
+// accepts exactly the specs a full decoder accepts, and that each pod it
+// left decodes later to the full decoder's pod, with the demand it
+// reported.
+func FuzzSkipPod(f *testing.F) {
+	g := specGen{rand.New(rand.NewPCG(3, 4))}
+	for range 8 {
+		s := g.job()
+		var e enc
+		appendSpec(&e, &s)
+		f.Add(e.b)
+	}
+	f.Fuzz(checkSkipPod)
+}
+
+// TestSkipPodAgreesOnMutations runs FuzzSkipPod's check on every encoding
+// one byte off a valid one (each byte one more and one less) and on every
+// truncation: the mistakes a fuzzer may take long to make, such as two
+// environment keys out of order.
+func TestSkipPodAgreesOnMutations(t *testing.T) {
+	g := specGen{seedtest.Rand(t)}
+	for range 10 {
+		s := g.job()
+		var e enc
+		appendSpec(&e, &s)
+		for i := range e.b {
+			for _, delta := range []byte{1, 255} {
+				b := bytes.Clone(e.b)
+				b[i] += delta
+				checkSkipPod(t, b)
+			}
+			checkSkipPod(t, e.b[:i])
+		}
+	}
+}
+
+// checkSkipPod is FuzzSkipPod's check of one encoding.
+func checkSkipPod(t *testing.T, b []byte) {
+	t.Helper()
+	d := sharedDec(b)
+	full := decodeSpec(&d)
+	err := d.done("spec")
+	var pods []lazyPod
+	ld := sharedDec(b)
+	lazy := newSpecDecoder(1)
+	lazy.lazyPods = &pods
+	s := lazy.decode(&ld)
+	if lerr := ld.done("spec"); (lerr == nil) != (err == nil) {
+		t.Fatalf("decoders disagree: full %v, lazy %v", err, lerr)
+	}
+	if err != nil {
+		return
+	}
+	if len(pods) != len(s.Tasks) {
+		t.Fatalf("%d pods left for %d task groups", len(pods), len(s.Tasks))
+	}
+	for i, p := range pods {
+		if !reflect.DeepEqual(s.Tasks[i].Pod, api.PodSpec{}) {
+			t.Fatalf("group %d: the lazy decoder built its pod", i)
+		}
+		var pod api.PodSpec
+		var sd specDecoder
+		pd := stringDec(p.enc)
+		sd.decodePod(&pd, &pod)
+		if err := pd.done("pod"); err != nil {
+			t.Fatalf("group %d: a pod skipped once does not decode: %v", i, err)
+		}
+		if !reflect.DeepEqual(pod, full.Tasks[i].Pod) {
+			t.Fatalf("group %d: pod differs:\n got %#v\nwant %#v", i, pod, full.Tasks[i].Pod)
+		}
+		if want := placement.Demand(pod); p.demand != want {
+			t.Fatalf("group %d: demand %+v, want %+v", i, p.demand, want)
+		}
+		s.Tasks[i].Pod = pod
+	}
+	if !reflect.DeepEqual(s, full) {
+		t.Fatalf("specs differ:\n got %#v\nwant %#v", s, full)
+	}
 }
 
 // TestSpecDecoderSharesEqualMaps checks that specs whose labels or

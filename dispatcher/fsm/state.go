@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/dispatcher/placement"
@@ -86,6 +87,48 @@ type group struct {
 	succeeded int64
 	failed    int64
 	killed    int64
+	// podEnc, when not "", is the group's pod as a submit command encoded
+	// it (in the command's shared copy): apply leaves pods encoded, since
+	// only the leader's node targets and reads of the spec need them, and
+	// its job's spec holds a zero Pod. pod is it decoded, on first use.
+	// When podEnc is "" the job's spec holds the pod.
+	podEnc string
+	pod    atomic.Pointer[api.PodSpec]
+}
+
+// podSpec returns g's pod, decoding it on first use (safe under the read
+// lock: concurrent first uses may each decode, and one result is kept).
+func (g *group) podSpec() *api.PodSpec {
+	if g.podEnc == "" {
+		return &g.job.spec.Tasks[g.idx].Pod
+	}
+	if p := g.pod.Load(); p != nil {
+		return p
+	}
+	// Apply's skipPod accepted these bytes, and decodePod accepts the same
+	// (FuzzSkipPod), so this cannot fail.
+	p := new(api.PodSpec)
+	var sd specDecoder
+	d := stringDec(g.podEnc)
+	sd.decodePod(&d, p)
+	g.pod.CompareAndSwap(nil, p)
+	return g.pod.Load()
+}
+
+// fullSpec returns j's spec with every task group's pod in it.
+func (j *job) fullSpec() api.JobSpec {
+	s := *j.spec
+	cloned := false
+	for i, g := range j.groups {
+		if g.podEnc == "" {
+			continue
+		}
+		if !cloned {
+			s.Tasks, cloned = slices.Clone(s.Tasks), true
+		}
+		s.Tasks[i].Pod = *g.podSpec()
+	}
+	return s
 }
 
 func (g *group) key() placement.GroupKey {
@@ -299,7 +342,8 @@ func encodeJob(buf []byte, j *job) []byte {
 	e.varint(j.submitted)
 	e.bool(j.cancelled)
 	var s enc
-	appendSpec(&s, j.spec)
+	spec := j.fullSpec()
+	appendSpec(&s, &spec)
 	e.bytes(s.b)
 	return e.b
 }
