@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 )
 
@@ -72,7 +73,7 @@ func decodeItems[T any](body []byte, name string, dec func(*decoder, *T), check 
 	switch c := d.peek(); c {
 	case '[':
 		d.pos++
-		items = make([]T, 0, arrayLen(body))
+		items = []T{} // "[]" is no items, not null
 		for i := 0; !d.broken; i++ {
 			c := d.peek()
 			if c == ']' && i == 0 {
@@ -94,8 +95,12 @@ func decodeItems[T any](body []byte, name string, dec func(*decoder, *T), check 
 					break
 				}
 			}
+			start := d.pos
 			if !one() {
 				return nil, tooMany(name)
+			}
+			if i == 0 {
+				items = slices.Grow(items, itemsGuess(len(d.input)-d.pos, d.pos-start))
 			}
 		}
 		if !d.broken && d.peek() != 0 {
@@ -171,35 +176,16 @@ func (d *decoder) release() {
 }
 
 // minItemBytes is the fewest bytes an item of a request takes ("{}" and a
-// comma): it bounds arrayLen's guess by the body's size.
+// comma): it bounds itemsGuess by the body's size.
 const minItemBytes = 3
 
-// arrayLen guesses the number of elements of the JSON array body holds, for
-// sizing the slice that receives them: the commas outside strings at its
-// top level, plus one. For a malformed body it is only a guess, bounded by
-// the body's size and by MaxItemsPerRequest.
-func arrayLen(body []byte) int {
-	n, depth, inString := 1, 0, false
-	for i := 0; i < len(body); i++ {
-		c := body[i]
-		switch {
-		case inString:
-			if c == '\\' {
-				i++
-			} else if c == '"' {
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '[' || c == '{':
-			depth++
-		case c == ']' || c == '}':
-			depth--
-		case c == ',' && depth == 1:
-			n++
-		}
-	}
-	return min(n, len(body)/minItemBytes+1, MaxItemsPerRequest)
+// itemsGuess guesses, for sizing the slice that receives them, how many
+// more items the rest of a JSON array holds when its first item took size
+// bytes: bulk requests are mostly alike, and a wrong guess only costs an
+// append's copy or some spare room. It is bounded by the rest's size and by
+// MaxItemsPerRequest.
+func itemsGuess(rest, size int) int {
+	return min(rest/(size+1), rest/minItemBytes, MaxItemsPerRequest-1)
 }
 
 func tooMany(name string) error {
