@@ -20,6 +20,9 @@ import (
 type Dispatcher struct {
 	cfg    Config
 	placer *placement.Placer // used by the leader loop only
+	// input is the memory of the leader loop's rounds' inputs, reused
+	// from round to round (used by the leader loop only).
+	input placement.Input
 
 	closing chan struct{}
 	// ctx is cancelled by Close; background proposals run under it.

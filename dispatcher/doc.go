@@ -17,7 +17,8 @@
 // delay-scheduling wait of MaxWait to gather more, or every Period. Each
 // round:
 //
-//  1. reads fsm.PlacementInput(now, MaxTasks) and the applied index;
+//  1. reads fsm.PlacementInputInto(now, MaxTasks), into the memory of the
+//     last round's input, and the applied index;
 //  2. runs placement under the RoundBudget (a solve cut short leaves the
 //     work pending);
 //  3. proposes ONE fsm.CommitPlan carrying the term and that index, and

@@ -171,7 +171,8 @@ func BenchmarkSubmitEncode(b *testing.B) {
 
 // BenchmarkPlacementInput reads a round's input from 10,000 nodes holding
 // 50,000 placed tasks of 50 jobs, with 50 more jobs pending: the read
-// every scheduling round starts with.
+// every scheduling round starts with, into the last round's input as the
+// scheduling loop reads it (reuse=true) or into a new one.
 func BenchmarkPlacementInput(b *testing.B) {
 	const nodes = 10_000
 	f, must, now := benchNodes(b, nodes)
@@ -194,11 +195,19 @@ func BenchmarkPlacementInput(b *testing.B) {
 		}
 	}
 	must(CommitPlan(p), nil)
-	b.ReportAllocs()
-	for b.Loop() {
-		in := f.PlacementInput(now, 20_000)
-		if len(in.Nodes) != nodes || len(in.Groups) != 20 { // 20,000 tasks of the 50 pending groups
-			b.Fatalf("%d nodes, %d groups", len(in.Nodes), len(in.Groups))
-		}
+	for _, reuse := range []bool{true, false} {
+		b.Run(fmt.Sprintf("reuse=%v", reuse), func(b *testing.B) {
+			b.ReportAllocs()
+			var last placement.Input
+			for b.Loop() {
+				if !reuse {
+					last = placement.Input{}
+				}
+				in := f.PlacementInputInto(&last, now, 20_000)
+				if len(in.Nodes) != nodes || len(in.Groups) != 20 { // 20,000 tasks of the 50 pending groups
+					b.Fatalf("%d nodes, %d groups", len(in.Nodes), len(in.Groups))
+				}
+			}
+		})
 	}
 }

@@ -528,9 +528,7 @@ func (f *FSM) finishLocked(w writer, t *task, to api.TaskState, reason api.TaskR
 			f.cacheSlotLocked(w, n, j.spec.QoS, g.demand, now)
 		}
 		delete(n.tasks, t.key)
-		if n.jobs[j.num]--; n.jobs[j.num] == 0 {
-			delete(n.jobs, j.num)
-		}
+		n.addJobTasks(j, -1)
 		f.touchNode(n)
 		g.active--
 	}
@@ -838,7 +836,7 @@ func (f *FSM) placeLocked(w writer, now int64, a *planAssignment) (RejectCode, s
 		f.assignLocked(w, now, n, t)
 	}
 	f.holdLocked(n, j, g, a.count)
-	n.jobs[num] += int(a.count)
+	n.addJobTasks(j, int(a.count))
 	g.active += a.count
 	f.touchGroup(g)
 	f.touchNode(n)

@@ -187,7 +187,7 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 				return fmt.Errorf("%w: task %s on unknown node %q", ErrCorrupt, taskID(key, t.attempt), t.node)
 			}
 			n.tasks[key] = t
-			n.jobs[key.job]++
+			n.addJobTasks(j, 1)
 			f.holdLocked(n, j, g, 1)
 			if t.stop {
 				n.release(j.spec.QoS, g.demand, 1)
@@ -546,6 +546,13 @@ func (f *FSM) HasReadyNode() bool {
 // with tasks eligible at now, highest priority first, then oldest job, at
 // most limit tasks in all (0: no limit).
 func (f *FSM) PlacementInput(now time.Time, limit int64) *placement.Input {
+	return f.PlacementInputInto(&placement.Input{}, now, limit)
+}
+
+// PlacementInputInto is PlacementInput building into in, whose slices it
+// reuses (what in held is overwritten): a round's input takes a few hundred
+// bytes per node, and the scheduling loop reads one every round.
+func (f *FSM) PlacementInputInto(in *placement.Input, now time.Time, limit int64) *placement.Input {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	nowNS := now.UnixNano()
@@ -554,7 +561,8 @@ func (f *FSM) PlacementInput(now time.Time, limit int64) *placement.Input {
 		return cmp.Or(cmp.Compare(b.job.spec.Priority, a.job.spec.Priority),
 			cmp.Compare(a.job.num, b.job.num), cmp.Compare(a.idx, b.idx))
 	})
-	in := &placement.Input{Nodes: make([]placement.Node, 0, len(f.mu.nodeList))}
+	in.Nodes = slices.Grow(in.Nodes[:0], len(f.mu.nodeList))
+	in.Groups, in.Queues = in.Groups[:0], in.Queues[:0]
 	left := limit
 	jobRunning := map[*job]api.Capacity{}
 	for _, g := range gs {
@@ -600,11 +608,18 @@ func (f *FSM) PlacementInput(now time.Time, limit int64) *placement.Input {
 				free.AddTier(s.qos, s.shape, 1)
 			}
 		}
-		pn := placement.Node{
+		// Filled in place: a Node is a few hundred bytes, and a round
+		// reads every node.
+		in.Nodes = append(in.Nodes, placement.Node{})
+		pn := &in.Nodes[len(in.Nodes)-1]
+		*pn = placement.Node{
 			ID: n.spec.Name, Pool: n.spec.Pool, Labels: n.spec.Labels, Capacity: n.spec.Allocatable,
 			Free:      api.Allocatable{Online: clampZero(free.Online), Offline: clampZero(free.Offline)},
 			Releasing: n.releasing,
 			Slots:     slots,
+		}
+		if n.distinctJobs == 0 {
+			continue
 		}
 		for num := range n.jobs {
 			if j := f.mu.jobs.get(num); j.spec.DistinctNodes {
@@ -614,8 +629,11 @@ func (f *FSM) PlacementInput(now time.Time, limit int64) *placement.Input {
 				pn.Jobs[j.id] = true
 			}
 		}
-		in.Nodes = append(in.Nodes, pn)
 	}
+	// What a longer input of an earlier round left beyond the ends is not
+	// kept alive.
+	clear(in.Nodes[len(in.Nodes):cap(in.Nodes)])
+	clear(in.Groups[len(in.Groups):cap(in.Groups)])
 	for q, used := range f.mu.queueUsed {
 		in.Queues = append(in.Queues, placement.Queue{Name: q, Running: used})
 	}
@@ -692,7 +710,7 @@ func (f *FSM) dump() string {
 			jobs = append(jobs, num)
 		}
 		slices.Sort(jobs)
-		fmt.Fprintf(&b, "node %s %s gen=%d used=%+v releasing=%+v cached=%+v tasks=%v", n.spec.Name, n.state, n.gen, n.used, n.releasing, n.cached, tk)
+		fmt.Fprintf(&b, "node %s %s gen=%d used=%+v releasing=%+v cached=%+v distinct=%d tasks=%v", n.spec.Name, n.state, n.gen, n.used, n.releasing, n.cached, n.distinctJobs, tk)
 		for _, s := range n.slots {
 			fmt.Fprintf(&b, " slot=%s/%s/%+v/%d", s.id, s.qos, s.shape, s.expires)
 		}

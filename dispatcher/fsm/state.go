@@ -194,6 +194,28 @@ type node struct {
 	cached api.Allocatable
 	tasks  map[taskKey]*task // active tasks
 	jobs   map[uint64]int    // active tasks per job
+	// distinctJobs counts the jobs in jobs that want distinct nodes, so
+	// that a round looks for them only on the nodes that have some.
+	distinctJobs int
+}
+
+// addJobTasks counts delta more (or, negative, fewer) active tasks of j on
+// n.
+func (n *node) addJobTasks(j *job, delta int) {
+	before := n.jobs[j.num]
+	after := before + delta
+	if after == 0 {
+		delete(n.jobs, j.num)
+	} else {
+		n.jobs[j.num] = after
+	}
+	if j.spec.DistinctNodes && (before == 0) != (after == 0) {
+		if after == 0 {
+			n.distinctJobs--
+		} else {
+			n.distinctJobs++
+		}
+	}
 }
 
 func (n *node) free(q api.QoS) api.Capacity {

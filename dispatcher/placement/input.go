@@ -122,7 +122,12 @@ func Demand(pod api.PodSpec) api.Capacity {
 // validate reports every problem of in, by index.
 func (in *Input) validate(reg *Registry) error {
 	var errs []error
-	ids := make(map[string]bool, len(in.Nodes))
+	// Nodes in strictly increasing ID order (as the FSM lists them) cannot
+	// repeat one; only others need a set of the IDs seen.
+	var ids map[string]bool
+	if !idsIncreasing(in.Nodes) {
+		ids = make(map[string]bool, len(in.Nodes))
+	}
 	for i, n := range in.Nodes {
 		switch {
 		case n.ID == "":
@@ -130,7 +135,9 @@ func (in *Input) validate(reg *Registry) error {
 		case ids[n.ID]:
 			errs = append(errs, fmt.Errorf("nodes[%d].id: %q appears twice", i, n.ID))
 		}
-		ids[n.ID] = true
+		if ids != nil {
+			ids[n.ID] = true
+		}
 		for _, c := range []struct {
 			name string
 			v    api.Capacity
@@ -181,6 +188,16 @@ func (in *Input) validate(reg *Registry) error {
 		return fmt.Errorf("%w: %w", ErrBadInput, errors.Join(errs...))
 	}
 	return nil
+}
+
+// idsIncreasing reports whether ns's IDs are in strictly increasing order.
+func idsIncreasing(ns []Node) bool {
+	for i := 1; i < len(ns); i++ {
+		if ns[i-1].ID >= ns[i].ID {
+			return false
+		}
+	}
+	return true
 }
 
 func negative(c api.Capacity) bool {
