@@ -360,12 +360,19 @@ func (c *class) cost(n *Node) int64 {
 func (p *Placer) candidates(in *Input, c *class) {
 	const minCandidates = 32
 	all := make([]candidate, 0, len(in.Nodes))
+	// Rejections are counted by filter and added to c.rejected once: on a
+	// full cluster most nodes are rejected, every round.
+	var countBuf [8]int
+	rejected := countBuf[:0]
+	for range c.Filters {
+		rejected = append(rejected, 0)
+	}
 	for ni := range in.Nodes {
 		n := &in.Nodes[ni]
 		admitted := true
-		for _, f := range c.Filters {
+		for fi, f := range c.Filters {
 			if !f.Admit(&c.Class, n) {
-				c.rejected[f.Name()]++
+				rejected[fi]++
 				admitted = false
 				break
 			}
@@ -378,6 +385,11 @@ func (p *Placer) candidates(in *Input, c *class) {
 			cd.fit, cd.slots = min(cd.fit, 1), min(cd.slots, max(1-cd.fit, 0))
 		}
 		all = append(all, cd)
+	}
+	for fi, k := range rejected {
+		if k > 0 {
+			c.rejected[c.Filters[fi].Name()] += k
+		}
 	}
 	slices.SortFunc(all, func(a, b candidate) int { return cmp.Or(cmp.Compare(a.cost, b.cost), cmp.Compare(a.node, b.node)) })
 	var room int64
