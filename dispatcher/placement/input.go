@@ -128,7 +128,8 @@ func (in *Input) validate(reg *Registry) error {
 	if !idsIncreasing(in.Nodes) {
 		ids = make(map[string]bool, len(in.Nodes))
 	}
-	for i, n := range in.Nodes {
+	for i := range in.Nodes {
+		n := &in.Nodes[i]
 		switch {
 		case n.ID == "":
 			errs = append(errs, fmt.Errorf("nodes[%d].id: empty", i))
@@ -137,6 +138,10 @@ func (in *Input) validate(reg *Registry) error {
 		}
 		if ids != nil {
 			ids[n.ID] = true
+		}
+		if !negative(n.Free.Online) && !negative(n.Free.Offline) && !negative(n.Capacity.Online) && !negative(n.Capacity.Offline) &&
+			!negative(n.Releasing.Online) && !negative(n.Releasing.Offline) {
+			continue
 		}
 		for _, c := range []struct {
 			name string

@@ -215,8 +215,10 @@ func TestDiagnosis(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
+	negative := node("n3", 1000, 1)
+	negative.Releasing.Offline.Memory = -1
 	in := &placement.Input{
-		Nodes: []placement.Node{node("n1", 1000, 1), node("n1", 1000, 1), {}},
+		Nodes: []placement.Node{node("n1", 1000, 1), node("n1", 1000, 1), {}, negative},
 		Groups: []placement.Group{
 			{Key: placement.GroupKey{Job: "j", Group: "g"}, Pending: -1, Demand: res(0, 1), QoS: "gold", Priority: 5000,
 				Policy: &api.Policy{Filters: []string{"nope"}, Scorers: []api.ScorerRef{{Name: "binpack", Weight: 500}}}},
@@ -227,7 +229,7 @@ func TestBadInput(t *testing.T) {
 	if !errors.Is(err, placement.ErrBadInput) {
 		t.Fatalf("error %v: want ErrBadInput", err)
 	}
-	for _, want := range []string{`nodes[1].id: "n1" appears twice`, "nodes[2].id: empty", "groups[0].pending", "groups[0].demand",
+	for _, want := range []string{`nodes[1].id: "n1" appears twice`, "nodes[2].id: empty", "nodes[3].releasing.offline: negative amount", "groups[0].pending", "groups[0].demand",
 		`groups[0].qos: "gold"`, "groups[0].priority", `unknown filter "nope"`, "scorers[0].weight", "groups[1].key: j/g appears twice"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %q", err, want)
