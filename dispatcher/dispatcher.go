@@ -50,8 +50,13 @@ type Dispatcher struct {
 		sync.Mutex
 		// Every field below is guarded by mu.
 		closed bool
-		// beats is the leader's memory of node contacts.
+		// beats is the leader's memory of node contacts. A node's beat,
+		// once made, is never replaced or removed.
 		beats map[string]*beat
+		// beatOf caches, by a round input's node index, that node's beat
+		// (nil: none yet), so that a round finds its nodes' beats without
+		// a map lookup each while the node list stays the same.
+		beatOf []nodeBeat
 		// rounds is the ring of recent round stats; next is where the next
 		// one goes.
 		rounds []RoundStat
@@ -71,6 +76,12 @@ type Dispatcher struct {
 }
 
 // beat is what the leader remembers of a node's contacts.
+// nodeBeat is a node's ID and its beat.
+type nodeBeat struct {
+	id string
+	b  *beat
+}
+
 type beat struct {
 	last    time.Time // the last contact, or the leader's start for grace
 	polls   int       // Target long-polls open now

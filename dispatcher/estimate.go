@@ -85,9 +85,16 @@ func (d *Dispatcher) estimateOffline(in *placement.Input) {
 	if !d.mu.leading {
 		return
 	}
+	if len(d.mu.beatOf) != len(in.Nodes) {
+		d.mu.beatOf = make([]nodeBeat, len(in.Nodes))
+	}
 	for i := range in.Nodes {
 		n := &in.Nodes[i]
-		b := d.mu.beats[n.ID]
+		nb := &d.mu.beatOf[i]
+		if nb.b == nil || nb.id != n.ID {
+			*nb = nodeBeat{n.ID, d.mu.beats[n.ID]}
+		}
+		b := nb.b
 		if b == nil || b.usageTerm != d.mu.term || b.usageAt.IsZero() || now.Sub(b.usageAt) > d.cfg.EstimateMaxAge {
 			continue
 		}
