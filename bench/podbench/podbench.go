@@ -82,7 +82,10 @@ type Result struct {
 	RuncSkipped string `json:"runc_skipped,omitempty"`
 }
 
-const cgroupParent = "sluice-bench"
+// cgroupParent is the cgroup the benchmark's pods go under (and, with
+// "-runc", runc's containers): one per process, so that two runs at once
+// (a test and a benchmark) neither mix their pods nor remove each other's.
+var cgroupParent = fmt.Sprintf("sluice-bench-%d", os.Getpid())
 
 func (c *Config) setDefaults() {
 	if c.Pods == 0 {
