@@ -123,3 +123,44 @@ func TestLazyPodsConcurrentReads(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestLazyPodsAfterExistingJob checks that a job answered by its
+// idempotency key (not created again) does not shift the pods the jobs
+// after it in the same command get.
+func TestLazyPodsAfterExistingJob(t *testing.T) {
+	f := New()
+	var w discard
+	now := time.Unix(1_800_000_000, 0)
+	specs := benchSpecs(3, true)
+	for i := range specs {
+		c := &specs[i].Tasks[0].Pod.Containers[0]
+		c.Command = []string{"/bin/work", fmt.Sprint(i)}
+		c.Resources.CPU = int64(1000 * (i + 1))
+	}
+	specs[0].IdempotencyKey = "first"
+	first, err := SubmitJobs(now, specs[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.apply(&w, 1, first); err != nil {
+		t.Fatal(err)
+	}
+	// The same first job again (answered as existing), then two new ones.
+	want := slices.Clone(specs)
+	cmd, err := SubmitJobs(now, specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.apply(&w, 2, cmd); err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range []string{"j1", "j2", "j3"} {
+		st, ok := f.Job(id)
+		if !ok || !reflect.DeepEqual(st.Spec, want[i]) {
+			t.Fatalf("job %s: spec %+v, want %+v", id, st.Spec, want[i])
+		}
+		if g := f.mu.jobs.get(uint64(i + 1)).groups[0]; g.demand.CPU != int64(1000*(i+1)) {
+			t.Errorf("job %s: demand %+v, want %d millicores", id, g.demand, 1000*(i+1))
+		}
+	}
+}
