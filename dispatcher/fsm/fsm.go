@@ -401,6 +401,9 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 	// for the command, not one per job.
 	first, created := f.mu.nextJob, 0
 	recSpecs := enc{b: f.vbuf[:0]}
+	// The new jobs' IDs are cut from one string, made once below: "j" and
+	// the number, back to back; idEnd[i] is where spec i's ends (0: none).
+	idBuf, idEnd := make([]byte, 0, n*8), make([]int, n)
 	for i := range specs {
 		s := &specs[i]
 		jpods := pods[:len(s.Tasks)]
@@ -414,7 +417,9 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 		num := f.mu.nextJob
 		f.mu.nextJob++
 		j := &jobs[i]
-		*j = job{num: num, id: jobID(num), spec: s, submitted: now}
+		*j = job{num: num, spec: s, submitted: now}
+		idBuf = strconv.AppendUint(append(idBuf, 'j'), num, 10)
+		idEnd[i] = len(idBuf)
 		ng := len(s.Tasks)
 		j.groups, gptrs = gptrs[:ng:ng], gptrs[ng:]
 		for gi := range s.Tasks {
@@ -432,7 +437,13 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 			f.mu.idem[k] = num
 			w.Set(idemKey(k), binary.BigEndian.AppendUint64(nil, num))
 		}
-		res.Jobs[i] = SubmittedJob{ID: j.id}
+	}
+	ids, start := string(idBuf), 0
+	for i, end := range idEnd {
+		if end > 0 {
+			jobs[i].id, start = ids[start:end], end
+			res.Jobs[i] = SubmittedJob{ID: jobs[i].id}
+		}
 	}
 	if created > 0 {
 		f.kbuf = appendSubmitKey(f.kbuf, first)
