@@ -162,7 +162,9 @@ func (n *Node) applyNormal(main *pebble.Batch, e *raftpb.Entry, out []delivery) 
 				if ferr := n.batch.flush(); ferr != nil {
 					return out, 0, ferr
 				}
-				res.val = bytes.Clone(val)
+				if mine { // only this replica's proposer waits for the result
+					res.val = bytes.Clone(val)
+				}
 			} else {
 				n.batch.rollback()
 			}
