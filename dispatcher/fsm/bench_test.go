@@ -158,6 +158,26 @@ func BenchmarkSubmit(b *testing.B) {
 	}
 }
 
+// BenchmarkSubmitMillion measures submitting a million jobs to one FSM, in
+// a thousand commands of a thousand: BenchmarkSubmit's work plus what
+// growing state costs (tables, the collector over a growing heap).
+func BenchmarkSubmitMillion(b *testing.B) {
+	cmd, err := SubmitJobs(time.Unix(1, 0), benchSpecs(1000, true))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var w discard
+	for b.Loop() {
+		f := New()
+		for i := range 1000 {
+			if _, err := f.apply(&w, uint64(1+i), cmd); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*1_000_000), "ns/job")
+}
+
 // BenchmarkSubmitEncode measures SubmitJobs on the leader, per job.
 func BenchmarkSubmitEncode(b *testing.B) {
 	specs := benchSpecs(1000, true)

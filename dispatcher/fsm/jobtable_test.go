@@ -1,0 +1,51 @@
+package fsm
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestJobTablePages checks lookups and walks across the table's pages:
+// every job put is found under its number, and a walk from any number
+// yields exactly the jobs at or after it, in order, stopping when told.
+func TestJobTablePages(t *testing.T) {
+	var tab jobTable
+	var nums []uint64
+	for num := uint64(1); num < 3*jobPage+10; num += 7 {
+		tab.put(&job{num: num})
+		nums = append(nums, num)
+	}
+	tab.put(&job{num: nums[3]}) // again: replaced, not counted twice
+	if tab.len() != len(nums) {
+		t.Fatalf("len %d, want %d", tab.len(), len(nums))
+	}
+	for _, num := range nums {
+		if j := tab.get(num); j == nil || j.num != num {
+			t.Fatalf("get(%d) = %v", num, j)
+		}
+	}
+	for _, num := range []uint64{0, 2, 3 * jobPage, 10 * jobPage} {
+		if j := tab.get(num); j != nil {
+			t.Errorf("get(%d) = job %d, want none", num, j.num)
+		}
+	}
+	for _, from := range []uint64{0, 1, 2, jobPage - 1, jobPage, jobPage + 1, 2*jobPage + 3, 3*jobPage + 9, 5 * jobPage} {
+		var got []uint64
+		for j := range tab.from(from) {
+			got = append(got, j.num)
+		}
+		i, _ := slices.BinarySearch(nums, from)
+		if want := nums[i:]; !slices.Equal(got, want) {
+			t.Fatalf("from(%d): %d jobs, want %d", from, len(got), len(want))
+		}
+	}
+	var first []uint64
+	for j := range tab.all() {
+		if first = append(first, j.num); len(first) == 3 {
+			break
+		}
+	}
+	if !slices.Equal(first, nums[:3]) {
+		t.Fatalf("all, stopped after three: %v, want %v", first, nums[:3])
+	}
+}
