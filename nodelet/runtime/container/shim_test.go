@@ -89,7 +89,8 @@ func TestShimDiesExitsStillKnown(t *testing.T) {
 	if l := leftovers(dir, "orphan"); len(l) > 0 {
 		t.Errorf("left behind: %v", l)
 	}
-	if err := rt.Start(ctx, pod("after", []string{"/payload", "exit", "3"})); err != nil {
+	// It lives a second, so that its parent can be read before it exits.
+	if err := rt.Start(ctx, pod("after", []string{"/payload", "sleep", "1s", "exit", "3"})); err != nil {
 		t.Fatalf("Start after the shim died: %v", err)
 	}
 	if ppid2, comm := initParent(t, dir, "after", "c0"); comm != "sluice-shim" || ppid2 == ppid {
