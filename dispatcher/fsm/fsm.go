@@ -425,8 +425,8 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 		for gi := range s.Tasks {
 			g := &groups[0]
 			groups = groups[1:]
-			p := &jpods[gi]
-			*g = group{job: j, idx: uint16(gi), demand: p.demand, count: s.Tasks[gi].Count, podEnc: p.enc}
+			initGroup(g, j, gi)
+			g.demand, g.podEnc = jpods[gi].demand, jpods[gi].enc
 			j.groups[gi] = g
 			f.touchGroup(g)
 		}

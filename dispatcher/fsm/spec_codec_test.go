@@ -569,13 +569,21 @@ func TestLoadRejectsUnknownJobRecord(t *testing.T) {
 	}
 }
 
-func FuzzDecodeSpec(f *testing.F) {
-	g := specGen{rand.New(rand.NewPCG(1, 2))}
-	for range 8 {
+// encodings returns the encodings of n random specs of g.
+func (g specGen) encodings(n int) [][]byte {
+	out := make([][]byte, n)
+	for i := range out {
 		s := g.job()
 		var e enc
 		appendSpec(&e, &s)
-		f.Add(e.b)
+		out[i] = e.b
+	}
+	return out
+}
+
+func FuzzDecodeSpec(f *testing.F) {
+	for _, b := range (specGen{rand.New(rand.NewPCG(1, 2))}).encodings(8) {
+		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		d := dec{b: b}
@@ -608,12 +616,8 @@ func FuzzDecodeSpec(f *testing.F) {
 // left decodes later to the full decoder's pod, with the demand it
 // reported.
 func FuzzSkipPod(f *testing.F) {
-	g := specGen{rand.New(rand.NewPCG(3, 4))}
-	for range 8 {
-		s := g.job()
-		var e enc
-		appendSpec(&e, &s)
-		f.Add(e.b)
+	for _, b := range (specGen{rand.New(rand.NewPCG(3, 4))}).encodings(8) {
+		f.Add(b)
 	}
 	f.Fuzz(checkSkipPod)
 }
@@ -623,18 +627,14 @@ func FuzzSkipPod(f *testing.F) {
 // truncation: the mistakes a fuzzer may take long to make, such as two
 // environment keys out of order.
 func TestSkipPodAgreesOnMutations(t *testing.T) {
-	g := specGen{seedtest.Rand(t)}
-	for range 10 {
-		s := g.job()
-		var e enc
-		appendSpec(&e, &s)
-		for i := range e.b {
+	for _, valid := range (specGen{seedtest.Rand(t)}).encodings(10) {
+		for i := range valid {
 			for _, delta := range []byte{1, 255} {
-				b := bytes.Clone(e.b)
+				b := bytes.Clone(valid)
 				b[i] += delta
 				checkSkipPod(t, b)
 			}
-			checkSkipPod(t, e.b[:i])
+			checkSkipPod(t, valid[:i])
 		}
 	}
 }

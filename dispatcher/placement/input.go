@@ -139,8 +139,7 @@ func (in *Input) validate(reg *Registry) error {
 		if ids != nil {
 			ids[n.ID] = true
 		}
-		if !negative(n.Free.Online) && !negative(n.Free.Offline) && !negative(n.Capacity.Online) && !negative(n.Capacity.Offline) &&
-			!negative(n.Releasing.Online) && !negative(n.Releasing.Offline) {
+		if !negativeTier(n.Free) && !negativeTier(n.Capacity) && !negativeTier(n.Releasing) {
 			continue
 		}
 		for _, c := range []struct {
@@ -204,6 +203,9 @@ func idsIncreasing(ns []Node) bool {
 	}
 	return true
 }
+
+// negativeTier reports whether either tier of a has a negative amount.
+func negativeTier(a api.Allocatable) bool { return negative(a.Online) || negative(a.Offline) }
 
 func negative(c api.Capacity) bool {
 	return c.CPU < 0 || c.Memory < 0 || c.GPUs < 0 || c.Disk < 0 || c.Ports < 0

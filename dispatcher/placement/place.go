@@ -362,11 +362,7 @@ func (p *Placer) candidates(in *Input, c *class) {
 	all := make([]candidate, 0, len(in.Nodes))
 	// Rejections are counted by filter and added to c.rejected once: on a
 	// full cluster most nodes are rejected, every round.
-	var countBuf [8]int
-	rejected := countBuf[:0]
-	for range c.Filters {
-		rejected = append(rejected, 0)
-	}
+	rejected := make([]int, len(c.Filters))
 	for ni := range in.Nodes {
 		n := &in.Nodes[ni]
 		admitted := true
