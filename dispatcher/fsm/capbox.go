@@ -51,9 +51,9 @@ func capboxSetSpec(am *api.JobSpec, r *api.CapboxRequest) *api.JobSpec {
 // newCapboxSet returns the capbox set of request r (defaulted and valid)
 // for appmaster am, numbered num.
 func newCapboxSet(am *job, num uint64, r *api.CapboxRequest, reqJSON []byte, now int64) *job {
-	s := &job{num: num, id: jobID(num), spec: capboxSetSpec(am.spec, r), submitted: now, owner: am, request: reqJSON, gang: r.AllOrNothing}
-	s.groups = []*group{new(group)}
-	initGroup(s.groups[0], s, 0)
+	s := &job{num: num, id: jobID(num), submitted: now, owner: am, request: reqJSON, gang: r.AllOrNothing}
+	s.setSpec(capboxSetSpec(am.specOf(), r))
+	initGroups(s)
 	am.sets = append(am.sets, s)
 	return s
 }
@@ -114,7 +114,7 @@ func (f *FSM) appmasterLocked(id string) (*job, error) {
 	switch {
 	case !ok || am == nil:
 		return nil, fmt.Errorf("%w: job %q", ErrNotFound, id)
-	case !am.spec.Appmaster:
+	case !am.appmaster:
 		return nil, fmt.Errorf("%w: %s", ErrNotAppmaster, id)
 	case am.state() >= JobSucceeded:
 		return nil, fmt.Errorf("%w: %s is %s", ErrAppmasterDone, id, am.state())
@@ -335,7 +335,7 @@ func (f *FSM) Capboxes(appmaster string) (boxes []CapboxInfo, index uint64, ok b
 		res := s.groups[0].podSpec().Containers[0].Resources
 		for i := range s.groups[0].count {
 			st, t := capboxState(s, i)
-			b := CapboxInfo{ID: taskID(taskKey{s.num, 0, uint32(i)}, 1), Set: s.id, Request: s.spec.Name, State: st,
+			b := CapboxInfo{ID: taskID(taskKey{s.num, 0, uint32(i)}, 1), Set: s.id, Request: s.specOf().Name, State: st,
 				Resources: res, Updated: time.Unix(0, s.submitted).UTC()}
 			if t != nil {
 				b.Node, b.Reason, b.ExitCode, b.Updated = t.node, t.reason, t.exitCode, time.Unix(0, t.updated).UTC()
@@ -377,7 +377,7 @@ func (f *FSM) loadCapboxSetLocked(num uint64, b []byte) error {
 		return fmt.Errorf("capbox set %d: %w", num, err)
 	}
 	am := f.mu.jobs.get(owner)
-	if am == nil || !am.spec.Appmaster {
+	if am == nil || !am.appmaster {
 		return fmt.Errorf("%w: capbox set %d of j%d, not a loaded appmaster", ErrCorrupt, num, owner)
 	}
 	reqs, err := api.DecodeCapboxRequests(reqJSON)

@@ -118,16 +118,6 @@ func (d *dec) sub() dec {
 	return s
 }
 
-// since returns, as a substring of d's shared copy, what d has read since
-// it had at bytes left; "" when d has no shared copy or has failed.
-func (d *dec) since(at int) string {
-	if d.err != nil || d.src == "" {
-		return ""
-	}
-	end := len(d.src) - len(d.b)
-	return d.src[end-(at-len(d.b)) : end]
-}
-
 // stringDec returns a dec over s whose strings are substrings of s. A dec
 // only reads its bytes, so it may read s's.
 func stringDec(s string) dec {

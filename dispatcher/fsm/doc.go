@@ -75,14 +75,20 @@
 // api.ValidateJobs before it encodes them, so an invalid spec is never
 // proposed, and apply trusts them (validating again on every replica cost a
 // fifth of the apply, and would let a replay under a version whose
-// validation differs diverge from the first run). Apply decodes them (their
-// strings share one copy of the command) except their task groups' pods,
-// which it only steps over, summing their demand: a pod stays encoded in
-// that copy until a node target or a read of the spec decodes it, once
-// (group.podSpec), so a follower never decodes one. It stores the new jobs'
-// specs' bytes, as submitted, in one submit record: a submit of a thousand jobs writes one key, not a
-// thousand, which spares the store a thousand memtable inserts and their
-// rewrites in every flush and compaction.
+// validation differs diverge from the first run). Apply only skims them: it
+// reads each spec into scratch, stepping over the task groups' pods and
+// summing their demand, and copies into the job the fields that applying
+// later commands needs (queue, pool, QoS, priority, distinct nodes,
+// appmaster, retry policy, constraints; each group's name, count and
+// demand). The spec stays encoded in one shared copy of the command until
+// the leader's rounds or node targets, or a read, decode it, once
+// (job.specOf), so a follower never decodes one: a decoded spec and its
+// task groups took two fifths of a submitted job's memory on every replica,
+// and the page faults and collector work that memory costs. It stores the
+// new jobs' specs' bytes, as submitted, in one submit record: a submit of a
+// thousand jobs writes one key, not a thousand, which spares the store a
+// thousand memtable inserts and their rewrites in every flush and
+// compaction.
 //
 //	SubmitJobs      many jobs; validated with api.ValidateJobs when the command
 //	                is built, rejected whole with every problem named;

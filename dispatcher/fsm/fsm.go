@@ -363,22 +363,39 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 	if n > api.MaxItemsPerRequest {
 		return nil, fmt.Errorf("fsm: submit: %w: more than %d jobs in one request", api.ErrTooLarge, api.MaxItemsPerRequest)
 	}
-	specs := make([]api.JobSpec, n)
-	raw := make([][]byte, n) // each spec's encoding, valid during Apply
+	// Each spec is skimmed: the fields apply reads are copied into its job,
+	// and the spec stays encoded in the command's shared copy until
+	// something reads it (job.specOf). A corrupt spec rejects the command
+	// before anything changes. The command's jobs and groups are allocated
+	// together.
+	jobs := make([]job, n)
+	idem := make([]string, n)
 	sdec := newSpecDecoder(n)
-	// Pods stay encoded until something reads them (group.podSpec).
-	pods := make([]lazyPod, 0, n)
-	sdec.lazyPods = &pods
-	for i := range specs {
+	sdec.skim = true
+	var (
+		scratch api.JobSpec
+		tgs     []groupInit // every task group of the command, in order
+		tgEnd   = make([]int, n)
+	)
+	for i := range jobs {
 		sd := cd.sub()
 		if cd.err != nil {
 			break
 		}
-		raw[i] = sd.b
-		sdec.decodeInto(&sd, &specs[i])
+		jobs[i].specEnc = sd.src
+		scratch = api.JobSpec{}
+		sdec.demands = sdec.demands[:0]
+		sdec.decodeInto(&sd, &scratch)
 		if sd.err != nil || len(sd.b) != 0 {
 			return nil, fmt.Errorf("submit command: job %d: %w", i, sd.done("spec"))
 		}
+		jobs[i].jobFields = fieldsOf(&scratch)
+		idem[i] = scratch.IdempotencyKey
+		for k := range scratch.Tasks {
+			t := &scratch.Tasks[k]
+			tgs = append(tgs, groupInit{t.Name, t.Count, sdec.demands[k]})
+		}
+		tgEnd[i] = len(tgs)
 	}
 	if err := cd.done("submit command"); err != nil {
 		return nil, err
@@ -389,26 +406,21 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 		return (&SubmitResult{}).encode(), nil
 	}
 	// SubmitJobs defaulted and validated the specs before they were
-	// proposed. Nothing below can fail. The command's jobs and groups are
-	// allocated together, and each job keeps a pointer to its spec in specs.
-	res := SubmitResult{Jobs: make([]SubmittedJob, len(specs))}
-	ngroups := 0
-	for i := range specs {
-		ngroups += len(specs[i].Tasks)
-	}
-	jobs, groups, gptrs := make([]job, n), make([]group, ngroups), make([]*group, ngroups)
+	// proposed. Nothing below can fail.
+	res := SubmitResult{Jobs: make([]SubmittedJob, n)}
+	groups, gptrs := make([]group, len(tgs)), make([]*group, len(tgs))
 	// The new jobs' specs, as submitted, go to one submit record: one key
 	// for the command, not one per job.
 	first, created := f.mu.nextJob, 0
 	recSpecs := enc{b: f.vbuf[:0]}
 	// The new jobs' IDs are cut from one string, made once below: "j" and
-	// the number, back to back; idEnd[i] is where spec i's ends (0: none).
+	// the number, back to back; idEnd[i] is where job i's ends (0: none).
 	idBuf, idEnd := make([]byte, 0, n*8), make([]int, n)
-	for i := range specs {
-		s := &specs[i]
-		jpods := pods[:len(s.Tasks)]
-		pods = pods[len(s.Tasks):]
-		if k := s.IdempotencyKey; k != "" {
+	tgStart := 0
+	for i := range jobs {
+		jtgs := tgs[tgStart:tgEnd[i]]
+		tgStart = tgEnd[i]
+		if k := idem[i]; k != "" {
 			if num, ok := f.mu.idem[k]; ok {
 				res.Jobs[i] = SubmittedJob{ID: jobID(num), Existing: true}
 				continue
@@ -417,23 +429,22 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 		num := f.mu.nextJob
 		f.mu.nextJob++
 		j := &jobs[i]
-		*j = job{num: num, spec: s, submitted: now}
+		j.num, j.submitted = num, now
 		idBuf = strconv.AppendUint(append(idBuf, 'j'), num, 10)
 		idEnd[i] = len(idBuf)
-		ng := len(s.Tasks)
+		ng := len(jtgs)
 		j.groups, gptrs = gptrs[:ng:ng], gptrs[ng:]
-		for gi := range s.Tasks {
+		for gi, t := range jtgs {
 			g := &groups[0]
 			groups = groups[1:]
-			initGroup(g, j, gi)
-			g.demand, g.podEnc = jpods[gi].demand, jpods[gi].enc
+			initGroup(g, j, gi, t)
 			j.groups[gi] = g
 			f.touchGroup(g)
 		}
 		f.mu.jobs.put(j)
-		recSpecs.bytes(raw[i])
+		recSpecs.str(j.specEnc)
 		created++
-		if k := s.IdempotencyKey; k != "" {
+		if k := idem[i]; k != "" {
 			f.mu.idem[k] = num
 			w.Set(idemKey(k), binary.BigEndian.AppendUint64(nil, num))
 		}
@@ -533,10 +544,10 @@ func (f *FSM) finishLocked(w writer, t *task, to api.TaskState, reason api.TaskR
 		n := f.mu.nodes[t.node]
 		f.holdLocked(n, j, g, -1)
 		if t.stop {
-			n.release(j.spec.QoS, g.demand, -1)
+			n.release(j.qos, g.demand, -1)
 		}
 		if (to == api.TaskSucceeded || to == api.TaskFailed) && !t.stop {
-			f.cacheSlotLocked(w, n, j.spec.QoS, g.demand, now)
+			f.cacheSlotLocked(w, n, j.qos, g.demand, now)
 		}
 		delete(n.tasks, t.key)
 		n.addJobTasks(j, -1)
@@ -556,8 +567,8 @@ func (f *FSM) finishLocked(w writer, t *task, to api.TaskState, reason api.TaskR
 		t.reason = api.ReasonPreempted
 		g.requeue = append(g.requeue, requeued{index: t.key.index, notBefore: now})
 		retry = true
-	case !j.cancelled && !t.stop && reason != api.ReasonStopped && reason != api.ReasonTimeLimit && t.attempt < uint32(j.spec.Retry.MaxAttempts):
-		g.requeue = append(g.requeue, requeued{index: t.key.index, notBefore: now + backoff(&j.spec.Retry, t.attempt)})
+	case !j.cancelled && !t.stop && reason != api.ReasonStopped && reason != api.ReasonTimeLimit && t.attempt < uint32(j.retry.MaxAttempts):
+		g.requeue = append(g.requeue, requeued{index: t.key.index, notBefore: now + backoff(&j.retry, t.attempt)})
 		retry = true
 	case to == api.TaskKilled:
 		g.killed++
@@ -670,7 +681,7 @@ func (f *FSM) liveGroupLocked(k placement.GroupKey) (*job, *group, RejectCode, s
 	case j.cancelled:
 		return nil, nil, RejectJobCancelled, k.Job
 	}
-	gi := slices.IndexFunc(j.spec.Tasks, func(g api.TaskGroupSpec) bool { return g.Name == k.Group })
+	gi := slices.IndexFunc(j.groups, func(g *group) bool { return g.name == k.Group })
 	if gi < 0 {
 		return nil, nil, RejectGroupNotFound, k.String()
 	}
@@ -698,9 +709,9 @@ func (f *FSM) preemptOneLocked(w writer, now int64, p *placement.Preemption) (Re
 	if vj.owner != nil {
 		return RejectPriority, p.Task + " is a capbox: its appmaster decides how long it lives"
 	}
-	if vj.spec.QoS != api.QoSOffline || pj.spec.QoS != api.QoSOffline || vj.spec.Priority >= pj.spec.Priority {
+	if vj.qos != api.QoSOffline || pj.qos != api.QoSOffline || vj.priority >= pj.priority {
 		return RejectPriority, fmt.Sprintf("%s (%s, priority %d) for %s (%s, priority %d): offline work of a lower priority only",
-			p.Task, vj.spec.QoS, vj.spec.Priority, p.For, pj.spec.QoS, pj.spec.Priority)
+			p.Task, vj.qos, vj.priority, p.For, pj.qos, pj.priority)
 	}
 	t.preempted = true
 	f.stopTaskLocked(w, vj, t, now)
@@ -713,7 +724,7 @@ func (f *FSM) preemptOneLocked(w writer, now int64, p *placement.Preemption) (Re
 func (f *FSM) stopTaskLocked(w writer, j *job, t *task, now int64) {
 	n, g := f.mu.nodes[t.node], j.groups[t.key.group]
 	t.stop, t.updated = true, now
-	n.release(j.spec.QoS, g.demand, 1)
+	n.release(j.qos, g.demand, 1)
 	f.writeTask(w, t)
 	if j.owner != nil {
 		f.stopCapTasksOfLocked(w, t.key, now)
@@ -803,19 +814,19 @@ func (f *FSM) placeLocked(w writer, now int64, a *planAssignment) (RejectCode, s
 		switch {
 		case i < 0 || slices.Contains(slots[:k], n.slots[i]):
 			return RejectSlot, fmt.Sprintf("no slot %s on node %s, or named twice", id, a.node)
-		case n.slots[i].qos != j.spec.QoS || shortfall(n.slots[i].shape, g.demand, 1) != "":
-			return RejectSlot, fmt.Sprintf("slot %s (%s, %+v) does not hold a task of %s (%s, %+v)", id, n.slots[i].qos, n.slots[i].shape, a.job, j.spec.QoS, g.demand)
+		case n.slots[i].qos != j.qos || shortfall(n.slots[i].shape, g.demand, 1) != "":
+			return RejectSlot, fmt.Sprintf("slot %s (%s, %+v) does not hold a task of %s (%s, %+v)", id, n.slots[i].qos, n.slots[i].shape, a.job, j.qos, g.demand)
 		}
 		slots[k] = n.slots[i]
 	}
-	if why := matches(j.spec, &n.spec); why != "" {
+	if why := matches(j.pool, j.constraints, &n.spec); why != "" {
 		return RejectConstraint, why
 	}
-	if j.spec.DistinctNodes && (a.count > 1 || n.jobs[num] > 0) {
+	if j.distinct && (a.count > 1 || n.jobs[num] > 0) {
 		return RejectDistinct, fmt.Sprintf("job already on node %s or %d tasks assigned to it", a.node, a.count)
 	}
-	if why := shortfall(n.free(j.spec.QoS), g.demand, a.count-int64(len(slots))); why != "" {
-		return RejectNoFit, fmt.Sprintf("node %s, %s tier: %s", a.node, j.spec.QoS, why)
+	if why := shortfall(n.free(j.qos), g.demand, a.count-int64(len(slots))); why != "" {
+		return RejectNoFit, fmt.Sprintf("node %s, %s tier: %s", a.node, j.qos, why)
 	}
 
 	// Apply: the slots give their resources to the tasks; retries first
@@ -905,8 +916,8 @@ func (f *FSM) expireSlotsLocked(w writer, now int64) {
 // holdLocked counts k tasks of group g (of job j) more (or fewer) as held
 // on node n and by the job's queue.
 func (f *FSM) holdLocked(n *node, j *job, g *group, k int64) {
-	n.hold(j.spec.QoS, g.demand, k)
-	q := j.spec.Queue
+	n.hold(j.qos, g.demand, k)
+	q := j.queue
 	if u := f.mu.queueUsed[q].Plus(g.demand, k); u == (api.Capacity{}) {
 		delete(f.mu.queueUsed, q)
 	} else {

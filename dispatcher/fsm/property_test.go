@@ -378,7 +378,7 @@ func (h *propHarness) step() string {
 			set := h.sets[r.IntN(len(h.sets))]
 			if j := h.f.mu.jobs.get(mustJobNum(set)); j != nil {
 				h.apply(CommitPlan(&Plan{Term: h.term, Now: h.now, Assignments: []placement.Assignment{{
-					Group: placement.GroupKey{Job: set, Group: j.spec.Tasks[0].Name}, Node: h.nodes[r.IntN(len(h.nodes))], Count: 1}}}))
+					Group: placement.GroupKey{Job: set, Group: j.groups[0].name}, Node: h.nodes[r.IntN(len(h.nodes))], Count: 1}}}))
 			}
 		}
 		var boxes []*task
@@ -471,16 +471,16 @@ func (h *propHarness) check() error {
 			}
 			j := f.mu.jobs.get(k.job)
 			u := used[name]
-			if j.spec.QoS == api.QoSOnline {
+			if j.qos == api.QoSOnline {
 				u.Online = u.Online.Plus(j.groups[k.group].demand, 1)
 			} else {
 				u.Offline = u.Offline.Plus(j.groups[k.group].demand, 1)
 			}
 			used[name] = u
-			queueUsed[j.spec.Queue] = queueUsed[j.spec.Queue].Plus(j.groups[k.group].demand, 1)
+			queueUsed[j.queue] = queueUsed[j.queue].Plus(j.groups[k.group].demand, 1)
 			if t.stop {
 				rel := releasing[name]
-				rel.AddTier(j.spec.QoS, j.groups[k.group].demand, 1)
+				rel.AddTier(j.qos, j.groups[k.group].demand, 1)
 				releasing[name] = rel
 			}
 		}
@@ -581,7 +581,7 @@ func (h *propHarness) check() error {
 		bad("loaded state differs:\nlive:\n%s\nloaded:\n%s", a, b)
 	}
 	for j := range f.mu.jobs.all() { // dump does not show specs
-		if lj := g.mu.jobs.get(j.num); lj == nil || !reflect.DeepEqual(lj.fullSpec(), j.fullSpec()) {
+		if lj := g.mu.jobs.get(j.num); lj == nil || !reflect.DeepEqual(lj.specOf(), j.specOf()) {
 			bad("job %s: loaded spec differs", j.id)
 		}
 	}

@@ -190,7 +190,7 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 			n.addJobTasks(j, 1)
 			f.holdLocked(n, j, g, 1)
 			if t.stop {
-				n.release(j.spec.QoS, g.demand, 1)
+				n.release(j.qos, g.demand, 1)
 			}
 			g.active++
 		}
@@ -275,14 +275,14 @@ type JobStatus struct {
 }
 
 func (j *job) status() JobStatus {
-	s := JobStatus{ID: j.id, State: j.state(), Submitted: time.Unix(0, j.submitted).UTC(), Spec: j.fullSpec()}
+	s := JobStatus{ID: j.id, State: j.state(), Submitted: time.Unix(0, j.submitted).UTC(), Spec: *j.specOf()}
 	if j.owner != nil {
 		s.Appmaster = j.owner.id
 	}
 	s.Groups = make([]GroupStatus, len(j.groups))
 	for i, g := range j.groups {
 		s.Groups[i] = GroupStatus{
-			Name: j.spec.Tasks[i].Name, Count: g.count, Pending: g.pending(), Retrying: int64(len(g.requeue)),
+			Name: g.name, Count: g.count, Pending: g.pending(), Retrying: int64(len(g.requeue)),
 			Active: g.active, Succeeded: g.succeeded, Failed: g.failed, Killed: g.killed,
 		}
 	}
@@ -322,7 +322,7 @@ func (f *FSM) Jobs(filter JobFilter) []JobStatus {
 	}
 	var out []JobStatus
 	for j := range f.mu.jobs.from(after + 1) {
-		if j.owner != nil || filter.Queue != "" && j.spec.Queue != filter.Queue {
+		if j.owner != nil || filter.Queue != "" && j.queue != filter.Queue {
 			continue
 		}
 		if len(filter.States) > 0 && !slices.Contains(filter.States, j.state()) {
@@ -414,7 +414,7 @@ func (f *FSM) JobTasks(id, after string, limit int) (tasks []TaskInfo, ok bool) 
 	tasks = make([]TaskInfo, len(ts))
 	for i, t := range ts {
 		tasks[i] = TaskInfo{
-			ID: taskID(t.key, t.attempt), Group: j.spec.Tasks[t.key.group].Name, Index: int64(t.key.index),
+			ID: taskID(t.key, t.attempt), Group: j.groups[t.key.group].name, Index: int64(t.key.index),
 			Attempt: int64(t.attempt), State: t.state, Node: t.node, Reason: t.reason, ExitCode: t.exitCode,
 			Updated: time.Unix(0, t.updated).UTC(),
 		}
@@ -513,16 +513,17 @@ func (f *FSM) NodeTarget(name string) (gen uint64, pods []Pod, ok bool) {
 	pods = make([]Pod, 0, len(ts))
 	for _, t := range ts {
 		j := f.mu.jobs.get(t.key.job)
-		g := &j.spec.Tasks[t.key.group]
+		s := j.specOf()
+		g := &s.Tasks[t.key.group]
 		id := taskID(t.key, t.attempt)
-		pods = append(pods, Pod{TaskID: id, Job: j.id, Group: g.Name, QoS: j.spec.QoS, Priority: j.spec.Priority,
-			MaxRunTime: time.Duration(j.spec.MaxRunTime), Capbox: j.owner != nil, Spec: *j.groups[t.key.group].podSpec()})
+		pods = append(pods, Pod{TaskID: id, Job: j.id, Group: g.Name, QoS: j.qos, Priority: j.priority,
+			MaxRunTime: time.Duration(s.MaxRunTime), Capbox: j.owner != nil, Spec: g.Pod})
 		if j.owner == nil {
 			continue // only capboxes have tasks in them
 		}
 		for _, c := range f.mu.captasks[t.key] {
 			if c.active() && !c.stop {
-				pods = append(pods, Pod{TaskID: c.id(), Job: j.id, Group: g.Name, QoS: j.spec.QoS, Priority: j.spec.Priority,
+				pods = append(pods, Pod{TaskID: c.id(), Job: j.id, Group: g.Name, QoS: j.qos, Priority: j.priority,
 					InCapbox: id, Spec: c.pod})
 			}
 		}
@@ -558,7 +559,7 @@ func (f *FSM) PlacementInputInto(in *placement.Input, now time.Time, limit int64
 	nowNS := now.UnixNano()
 	gs := slices.Clone(f.mu.pending.gs)
 	slices.SortFunc(gs, func(a, b *group) int {
-		return cmp.Or(cmp.Compare(b.job.spec.Priority, a.job.spec.Priority),
+		return cmp.Or(cmp.Compare(b.job.priority, a.job.priority),
 			cmp.Compare(a.job.num, b.job.num), cmp.Compare(a.idx, b.idx))
 	})
 	in.Nodes = slices.Grow(in.Nodes[:0], len(f.mu.nodeList))
@@ -577,7 +578,7 @@ func (f *FSM) PlacementInputInto(in *placement.Input, now time.Time, limit int64
 		if e == 0 {
 			continue
 		}
-		s := g.job.spec
+		s := g.job.specOf()
 		running, ok := jobRunning[g.job]
 		if !ok {
 			for _, jg := range g.job.groups {
@@ -622,7 +623,7 @@ func (f *FSM) PlacementInputInto(in *placement.Input, now time.Time, limit int64
 			continue
 		}
 		for num := range n.jobs {
-			if j := f.mu.jobs.get(num); j.spec.DistinctNodes {
+			if j := f.mu.jobs.get(num); j.distinct {
 				if pn.Jobs == nil {
 					pn.Jobs = map[string]bool{}
 				}
@@ -658,10 +659,10 @@ func (f *FSM) AddVictims(in *placement.Input, below int32) {
 		}
 		for _, t := range n.tasks {
 			j := f.mu.jobs.get(t.key.job)
-			if t.stop || j.owner != nil || j.spec.QoS != api.QoSOffline || j.spec.Priority >= below {
+			if t.stop || j.owner != nil || j.qos != api.QoSOffline || j.priority >= below {
 				continue
 			}
-			pn.Victims = append(pn.Victims, placement.Victim{Task: taskID(t.key, t.attempt), Priority: j.spec.Priority,
+			pn.Victims = append(pn.Victims, placement.Victim{Task: taskID(t.key, t.attempt), Priority: j.priority,
 				Demand: j.groups[t.key.group].demand, Since: time.Unix(0, t.updated)})
 		}
 	}
@@ -680,7 +681,7 @@ func (f *FSM) dump() string {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "nextJob %d planTerm %d applied %d nextSlot %d\n", f.mu.nextJob, f.mu.planTerm, f.mu.applied, f.mu.nextSlot)
 	for j := range f.mu.jobs.all() {
-		fmt.Fprintf(&b, "job %s %s cancelled=%v submitted=%d queue=%s sets=%d", j.id, j.state(), j.cancelled, j.submitted, j.spec.Queue, len(j.sets))
+		fmt.Fprintf(&b, "job %s %s cancelled=%v submitted=%d queue=%s sets=%d", j.id, j.state(), j.cancelled, j.submitted, j.queue, len(j.sets))
 		if j.owner != nil {
 			fmt.Fprintf(&b, " owner=%s gang=%v request=%s", j.owner.id, j.gang, j.request)
 		}
@@ -750,7 +751,7 @@ func (f *FSM) TaskDemands(ids []string) []TaskDemand {
 		}
 		j := f.mu.jobs.get(k.job)
 		g := j.groups[k.group]
-		out[i] = TaskDemand{Group: g.key(), Demand: g.demand, QoS: j.spec.QoS, OK: true}
+		out[i] = TaskDemand{Group: g.key(), Demand: g.demand, QoS: j.qos, OK: true}
 	}
 	return out
 }
@@ -773,11 +774,11 @@ func (f *FSM) Task(id string) (TaskInfo, bool) {
 	if t == nil || t.attempt == 0 {
 		return TaskInfo{}, false
 	}
-	g := &j.spec.Tasks[k.group]
+	g := j.groups[k.group]
 	info := TaskInfo{
-		ID: taskID(t.key, t.attempt), Group: g.Name, Index: int64(k.index),
+		ID: taskID(t.key, t.attempt), Group: g.name, Index: int64(k.index),
 		Attempt: int64(t.attempt), State: t.state, Node: t.node, Reason: t.reason, ExitCode: t.exitCode,
-		Updated: time.Unix(0, t.updated).UTC(), Container: j.groups[k.group].podSpec().Containers[0].Name,
+		Updated: time.Unix(0, t.updated).UTC(), Container: g.podSpec().Containers[0].Name,
 	}
 	if inBox {
 		c := f.findCapTaskLocked(k, name)

@@ -64,11 +64,10 @@ func TestJobsPages(t *testing.T) {
 	}
 }
 
-// TestLazyPodsConcurrentReads checks that a submitted job's pods, left
-// encoded by apply, decode on first use to the pods submitted, also when
-// many readers (node targets, job status, task info) ask at once under the
-// read lock.
-func TestLazyPodsConcurrentReads(t *testing.T) {
+// TestLazySpecsConcurrentReads checks that a submitted job's spec, left
+// encoded by apply, decodes on first use to the spec submitted, also when
+// many readers (node targets, job status) ask at once under the read lock.
+func TestLazySpecsConcurrentReads(t *testing.T) {
 	f := New()
 	var w discard
 	now := time.Unix(1_800_000_000, 0)
@@ -124,10 +123,11 @@ func TestLazyPodsConcurrentReads(t *testing.T) {
 	wg.Wait()
 }
 
-// TestLazyPodsAfterExistingJob checks that a job answered by its
-// idempotency key (not created again) does not shift the pods the jobs
-// after it in the same command get.
-func TestLazyPodsAfterExistingJob(t *testing.T) {
+// TestLazySpecsAfterExistingJob checks that a job answered by its
+// idempotency key (not created again) does not shift the specs, the fields
+// apply copies out of them, or the task groups the jobs after it in the
+// same command get.
+func TestLazySpecsAfterExistingJob(t *testing.T) {
 	f := New()
 	var w discard
 	now := time.Unix(1_800_000_000, 0)
@@ -136,6 +136,8 @@ func TestLazyPodsAfterExistingJob(t *testing.T) {
 		c := &specs[i].Tasks[0].Pod.Containers[0]
 		c.Command = []string{"/bin/work", fmt.Sprint(i)}
 		c.Resources.CPU = int64(1000 * (i + 1))
+		specs[i].Queue, specs[i].Priority = fmt.Sprint("q", i), int32(i)
+		specs[i].Tasks[0].Name = fmt.Sprint("g", i)
 	}
 	specs[0].IdempotencyKey = "first"
 	first, err := SubmitJobs(now, specs[:1])
@@ -159,8 +161,12 @@ func TestLazyPodsAfterExistingJob(t *testing.T) {
 		if !ok || !reflect.DeepEqual(st.Spec, want[i]) {
 			t.Fatalf("job %s: spec %+v, want %+v", id, st.Spec, want[i])
 		}
-		if g := f.mu.jobs.get(uint64(i + 1)).groups[0]; g.demand.CPU != int64(1000*(i+1)) {
-			t.Errorf("job %s: demand %+v, want %d millicores", id, g.demand, 1000*(i+1))
+		j := f.mu.jobs.get(uint64(i + 1))
+		if g := j.groups[0]; g.demand.CPU != int64(1000*(i+1)) || g.name != want[i].Tasks[0].Name {
+			t.Errorf("job %s: group %q with demand %+v, want %q with %d millicores", id, g.name, g.demand, want[i].Tasks[0].Name, 1000*(i+1))
+		}
+		if !reflect.DeepEqual(j.jobFields, fieldsOf(&want[i])) {
+			t.Errorf("job %s: fields %+v, want %+v", id, j.jobFields, fieldsOf(&want[i]))
 		}
 	}
 }

@@ -154,11 +154,13 @@ type specDecoder struct {
 	labels     mapCache
 	env        mapCache
 	kv         []string // strMap's scratch
-	// lazyPods, when set, receives each task group's pod, in order, left
-	// encoded instead of decoded (the spec's Pod fields stay zero). The
-	// dec must share a copy (sharedDec), which the encodings are
-	// substrings of.
-	lazyPods *[]lazyPod
+	// skim, when set, has decodeInto fill a scratch spec, to be read before
+	// the next: its task groups reuse one buffer, and each group's pod is
+	// read without being built (skipPod; Pod stays zero) and its demand
+	// appended to demands.
+	skim    bool
+	tasks   []api.TaskGroupSpec
+	demands []api.Capacity
 }
 
 // mapCache is the last map a specDecoder built in one place of a spec, and
@@ -217,29 +219,25 @@ func (sd *specDecoder) decodeInto(d *dec, s *api.JobSpec) {
 	s.IdempotencyKey = d.str()
 	s.Appmaster = decodeBool(d)
 	if n := d.count(minGroupBytes); n > 0 {
-		s.Tasks = sd.groups.take(n)
+		if sd.skim {
+			sd.tasks = slices.Grow(sd.tasks[:0], n)[:n]
+			clear(sd.tasks)
+			s.Tasks = sd.tasks
+		} else {
+			s.Tasks = sd.groups.take(n)
+		}
 		for i := range s.Tasks {
 			g := &s.Tasks[i]
 			g.Name = d.str()
 			g.Count = d.varint()
 			g.PreferredNodes = sd.decodeStrs(d)
-			if sd.lazyPods == nil {
+			if sd.skim {
+				sd.demands = append(sd.demands, skipPod(d))
+			} else {
 				sd.decodePod(d, &g.Pod)
-				continue
 			}
-			at := len(d.b)
-			demand := skipPod(d)
-			*sd.lazyPods = append(*sd.lazyPods, lazyPod{enc: d.since(at), demand: demand})
 		}
 	}
-}
-
-// lazyPod is a task group's pod left encoded by a specDecoder with
-// lazyPods set: its encoding (a substring of the shared copy the decoder
-// reads) and its demand.
-type lazyPod struct {
-	enc    string
-	demand api.Capacity
 }
 
 // decodePod decodes a task group's pod.
@@ -259,7 +257,7 @@ func (sd *specDecoder) decodePod(d *dec, p *api.PodSpec) {
 // skipPod reads a task group's pod without building it and returns its
 // demand (placement.Demand of the pod decodePod would build). It accepts
 // exactly the encodings decodePod accepts, reading them with the same
-// primitives in the same order (FuzzSkipPod keeps the two in step), so a pod
+// primitives in the same order (FuzzSkim keeps the two in step), so a pod
 // skipped once always decodes later.
 func skipPod(d *dec) api.Capacity {
 	var c api.Capacity

@@ -369,15 +369,15 @@ func TestSpecCodecMatchesJSON(t *testing.T) {
 		if _, _, err := st.apply(f, 1, cmd); err != nil {
 			t.Fatalf("spec %d: apply: %v", i, err)
 		}
-		if !reflect.DeepEqual(f.mu.jobs.get(1).fullSpec(), want) {
-			t.Fatalf("spec %d: applied spec differs:\n got %#v\nwant %#v", i, f.mu.jobs.get(1).fullSpec(), want)
+		if !reflect.DeepEqual(*f.mu.jobs.get(1).specOf(), want) {
+			t.Fatalf("spec %d: applied spec differs:\n got %#v\nwant %#v", i, *f.mu.jobs.get(1).specOf(), want)
 		}
 		loaded := New()
 		if err := loaded.Load(st); err != nil {
 			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(loaded.mu.jobs.get(1).fullSpec(), want) {
-			t.Fatalf("spec %d: loaded spec differs:\n got %#v\nwant %#v", i, loaded.mu.jobs.get(1).fullSpec(), want)
+		if !reflect.DeepEqual(*loaded.mu.jobs.get(1).specOf(), want) {
+			t.Fatalf("spec %d: loaded spec differs:\n got %#v\nwant %#v", i, *loaded.mu.jobs.get(1).specOf(), want)
 		}
 	}
 }
@@ -611,75 +611,76 @@ func FuzzDecodeSpec(f *testing.F) {
 	})
 }
 
-// FuzzSkipPod checks that a decoder leaving pods encoded (as apply does)
-// accepts exactly the specs a full decoder accepts, and that each pod it
-// left decodes later to the full decoder's pod, with the demand it
-// reported.
-func FuzzSkipPod(f *testing.F) {
+// FuzzSkim checks that a skimming decoder (as apply uses: pods read
+// without being built) accepts exactly the specs a full decoder accepts,
+// fills the same spec but for the pods, reports each pod's demand, and
+// that what it accepted decodes later (job.specOf) to the full decoder's
+// spec.
+func FuzzSkim(f *testing.F) {
 	for _, b := range (specGen{rand.New(rand.NewPCG(3, 4))}).encodings(8) {
 		f.Add(b)
 	}
-	f.Fuzz(checkSkipPod)
+	f.Fuzz(checkSkim)
 }
 
-// TestSkipPodAgreesOnMutations runs FuzzSkipPod's check on every encoding
-// one byte off a valid one (each byte one more and one less) and on every
+// TestSkimAgreesOnMutations runs FuzzSkim's check on every encoding one
+// byte off a valid one (each byte one more and one less) and on every
 // truncation: the mistakes a fuzzer may take long to make, such as two
 // environment keys out of order.
-func TestSkipPodAgreesOnMutations(t *testing.T) {
+func TestSkimAgreesOnMutations(t *testing.T) {
 	for _, valid := range (specGen{seedtest.Rand(t)}).encodings(10) {
 		for i := range valid {
 			for _, delta := range []byte{1, 255} {
 				b := bytes.Clone(valid)
 				b[i] += delta
-				checkSkipPod(t, b)
+				checkSkim(t, b)
 			}
-			checkSkipPod(t, valid[:i])
+			checkSkim(t, valid[:i])
 		}
 	}
 }
 
-// checkSkipPod is FuzzSkipPod's check of one encoding.
-func checkSkipPod(t *testing.T, b []byte) {
+// checkSkim is FuzzSkim's check of one encoding.
+func checkSkim(t *testing.T, b []byte) {
 	t.Helper()
 	d := sharedDec(b)
 	full := decodeSpec(&d)
 	err := d.done("spec")
-	var pods []lazyPod
-	ld := sharedDec(b)
-	lazy := newSpecDecoder(1)
-	lazy.lazyPods = &pods
-	s := lazy.decode(&ld)
-	if lerr := ld.done("spec"); (lerr == nil) != (err == nil) {
-		t.Fatalf("decoders disagree: full %v, lazy %v", err, lerr)
+	sd := newSpecDecoder(1)
+	sd.skim = true
+	// A skimming decoder reuses its scratch: skim another spec first.
+	var other enc
+	appendSpec(&other, &benchSpecs(1, true)[0])
+	od := sharedDec(other.b)
+	sd.decodeInto(&od, new(api.JobSpec))
+	sd.demands = sd.demands[:0]
+	sk := sharedDec(b)
+	var s api.JobSpec
+	sd.decodeInto(&sk, &s)
+	if serr := sk.done("spec"); (serr == nil) != (err == nil) {
+		t.Fatalf("decoders disagree: full %v, skim %v", err, serr)
 	}
 	if err != nil {
 		return
 	}
-	if len(pods) != len(s.Tasks) {
-		t.Fatalf("%d pods left for %d task groups", len(pods), len(s.Tasks))
+	if len(sd.demands) != len(s.Tasks) {
+		t.Fatalf("%d demands for %d task groups", len(sd.demands), len(s.Tasks))
 	}
-	for i, p := range pods {
-		if !reflect.DeepEqual(s.Tasks[i].Pod, api.PodSpec{}) {
-			t.Fatalf("group %d: the lazy decoder built its pod", i)
+	for i, g := range s.Tasks {
+		if !reflect.DeepEqual(g.Pod, api.PodSpec{}) {
+			t.Fatalf("group %d: the skim built its pod", i)
 		}
-		var pod api.PodSpec
-		var sd specDecoder
-		pd := stringDec(p.enc)
-		sd.decodePod(&pd, &pod)
-		if err := pd.done("pod"); err != nil {
-			t.Fatalf("group %d: a pod skipped once does not decode: %v", i, err)
+		if want := placement.Demand(full.Tasks[i].Pod); sd.demands[i] != want {
+			t.Fatalf("group %d: demand %+v, want %+v", i, sd.demands[i], want)
 		}
-		if !reflect.DeepEqual(pod, full.Tasks[i].Pod) {
-			t.Fatalf("group %d: pod differs:\n got %#v\nwant %#v", i, pod, full.Tasks[i].Pod)
-		}
-		if want := placement.Demand(pod); p.demand != want {
-			t.Fatalf("group %d: demand %+v, want %+v", i, p.demand, want)
-		}
-		s.Tasks[i].Pod = pod
+		s.Tasks[i].Pod = full.Tasks[i].Pod
 	}
 	if !reflect.DeepEqual(s, full) {
 		t.Fatalf("specs differ:\n got %#v\nwant %#v", s, full)
+	}
+	j := &job{specEnc: string(b)}
+	if got := j.specOf(); !reflect.DeepEqual(*got, full) {
+		t.Fatalf("the spec decoded on first use differs:\n got %#v\nwant %#v", *got, full)
 	}
 }
 

@@ -33,17 +33,26 @@ func (s JobState) String() string {
 	return fmt.Sprintf("JobState(%d)", uint8(s))
 }
 
-// job is a submitted job. Its groups are in spec order. A job, its groups,
-// its spec and the spec's strings are allocated together with the other
-// jobs of its submit command (see submitLocked): the memory is freed only
-// when every job of the command is dropped.
+// job is a submitted job. Its groups are in spec order. A job, its groups
+// and its spec's encoding are allocated together with the other jobs of its
+// submit command (see submitLocked): the memory is freed only when every
+// job of the command is dropped.
 type job struct {
 	num       uint64
 	id        string
-	spec      *api.JobSpec // defaults applied; never modified
-	submitted int64        // unix nanoseconds, from the submit command
+	submitted int64 // unix nanoseconds, from the submit command
 	cancelled bool
-	groups    []*group
+	gang      bool
+	jobFields
+	// specEnc, when not "", is the job's spec (defaults applied) as its
+	// submit command encoded it, a substring of the command's shared copy:
+	// apply copies out jobFields and leaves the rest encoded, since only the
+	// leader's rounds and node targets and reads of the spec need it. spec
+	// is it decoded, on first use (specOf). When specEnc is "", spec is set
+	// when the job is made. The spec is never modified.
+	specEnc string
+	spec    atomic.Pointer[api.JobSpec]
+	groups  []*group
 	// changed is the index of the last command that changed the job's
 	// counters or state (the applied index at Load).
 	changed uint64
@@ -53,7 +62,45 @@ type job struct {
 	// request's JSON (defaults applied) and AllOrNothing; a job has none.
 	owner   *job
 	request []byte
-	gang    bool
+}
+
+// jobFields are the fields of a job's spec that applying commands reads, on
+// every replica.
+type jobFields struct {
+	queue, pool string
+	qos         api.QoS
+	priority    int32
+	distinct    bool // DistinctNodes
+	appmaster   bool
+	retry       api.RetryPolicy
+	constraints []api.Constraint
+}
+
+func fieldsOf(s *api.JobSpec) jobFields {
+	return jobFields{queue: s.Queue, pool: s.Pool, qos: s.QoS, priority: s.Priority, distinct: s.DistinctNodes,
+		appmaster: s.Appmaster, retry: s.Retry, constraints: s.Constraints}
+}
+
+// specOf returns j's spec, decoding it on first use (safe under the read
+// lock: concurrent first uses may each decode, and one result is kept).
+func (j *job) specOf() *api.JobSpec {
+	if p := j.spec.Load(); p != nil {
+		return p
+	}
+	// Apply decoded these bytes once, with the same decoder, so this
+	// cannot fail.
+	p := new(api.JobSpec)
+	var sd specDecoder
+	d := stringDec(j.specEnc)
+	sd.decodeInto(&d, p)
+	j.spec.CompareAndSwap(nil, p)
+	return j.spec.Load()
+}
+
+// setSpec makes s j's spec, decoded.
+func (j *job) setSpec(s *api.JobSpec) {
+	j.jobFields = fieldsOf(s)
+	j.spec.Store(s)
 }
 
 // requeued is a task index waiting to be retried, not before a time.
@@ -87,52 +134,14 @@ type group struct {
 	succeeded int64
 	failed    int64
 	killed    int64
-	// podEnc, when not "", is the group's pod as a submit command encoded
-	// it (in the command's shared copy): apply leaves pods encoded, since
-	// only the leader's node targets and reads of the spec need them, and
-	// its job's spec holds a zero Pod. pod is it decoded, on first use.
-	// When podEnc is "" the job's spec holds the pod.
-	podEnc string
-	pod    atomic.Pointer[api.PodSpec]
+	name      string // the spec's
 }
 
-// podSpec returns g's pod, decoding it on first use (safe under the read
-// lock: concurrent first uses may each decode, and one result is kept).
-func (g *group) podSpec() *api.PodSpec {
-	if g.podEnc == "" {
-		return &g.job.spec.Tasks[g.idx].Pod
-	}
-	if p := g.pod.Load(); p != nil {
-		return p
-	}
-	// Apply's skipPod accepted these bytes, and decodePod accepts the same
-	// (FuzzSkipPod), so this cannot fail.
-	p := new(api.PodSpec)
-	var sd specDecoder
-	d := stringDec(g.podEnc)
-	sd.decodePod(&d, p)
-	g.pod.CompareAndSwap(nil, p)
-	return g.pod.Load()
-}
-
-// fullSpec returns j's spec with every task group's pod in it.
-func (j *job) fullSpec() api.JobSpec {
-	s := *j.spec
-	cloned := false
-	for i, g := range j.groups {
-		if g.podEnc == "" {
-			continue
-		}
-		if !cloned {
-			s.Tasks, cloned = slices.Clone(s.Tasks), true
-		}
-		s.Tasks[i].Pod = *g.podSpec()
-	}
-	return s
-}
+// podSpec returns g's pod.
+func (g *group) podSpec() *api.PodSpec { return &g.job.specOf().Tasks[g.idx].Pod }
 
 func (g *group) key() placement.GroupKey {
-	return placement.GroupKey{Job: g.job.id, Group: g.job.spec.Tasks[g.idx].Name}
+	return placement.GroupKey{Job: g.job.id, Group: g.name}
 }
 
 // initial reports whether no task of g was ever placed, dropped or
@@ -209,7 +218,7 @@ func (n *node) addJobTasks(j *job, delta int) {
 	} else {
 		n.jobs[j.num] = after
 	}
-	if j.spec.DistinctNodes && (before == 0) != (after == 0) {
+	if j.distinct && (before == 0) != (after == 0) {
 		if after == 0 {
 			n.distinctJobs--
 		} else {
@@ -303,11 +312,11 @@ func shortfall(free, d api.Capacity, k int64) string {
 }
 
 // matches reports whether a node satisfies a job's pool and constraints.
-func matches(spec *api.JobSpec, n *api.NodeSpec) string {
-	if spec.Pool != "" && spec.Pool != n.Pool {
-		return fmt.Sprintf("node is in pool %q, job wants %q", n.Pool, spec.Pool)
+func matches(pool string, constraints []api.Constraint, n *api.NodeSpec) string {
+	if pool != "" && pool != n.Pool {
+		return fmt.Sprintf("node is in pool %q, job wants %q", n.Pool, pool)
 	}
-	for _, c := range spec.Constraints {
+	for _, c := range constraints {
 		v, ok := n.Labels[c.Key]
 		var good bool
 		switch c.Op {
@@ -363,9 +372,12 @@ func encodeJob(buf []byte, j *job) []byte {
 	e.byte(jobRecordVersion)
 	e.varint(j.submitted)
 	e.bool(j.cancelled)
+	if j.specEnc != "" {
+		e.str(j.specEnc) // the encoding is canonical: appendSpec would write the same
+		return e.b
+	}
 	var s enc
-	spec := j.fullSpec()
-	appendSpec(&s, &spec)
+	appendSpec(&s, j.specOf())
 	e.bytes(s.b)
 	return e.b
 }
@@ -438,18 +450,33 @@ func loadedJob(sd *specDecoder, num uint64, submitted int64, cancelled bool, spe
 	if err := api.ValidateJobs(specs); err != nil {
 		return nil, fmt.Errorf("%w: job %d spec: %v", ErrCorrupt, num, err)
 	}
-	j.spec = &specs[0]
-	j.groups = make([]*group, len(j.spec.Tasks))
-	for i := range j.spec.Tasks {
-		j.groups[i] = new(group)
-		initGroup(j.groups[i], j, i)
-	}
+	j.setSpec(&specs[0])
+	initGroups(j)
 	return j, nil
 }
 
+// initGroups makes j's groups, with no task placed, from its decoded spec.
+func initGroups(j *job) {
+	s := j.specOf()
+	j.groups = make([]*group, len(s.Tasks))
+	for i := range s.Tasks {
+		t := &s.Tasks[i]
+		j.groups[i] = new(group)
+		initGroup(j.groups[i], j, i, groupInit{t.Name, t.Count, placement.Demand(t.Pod)})
+	}
+}
+
+// groupInit is what a task group starts from: its name, its count of
+// tasks, and what each task needs.
+type groupInit struct {
+	name   string
+	count  int64
+	demand api.Capacity
+}
+
 // initGroup sets g up as group i of j, with no task placed.
-func initGroup(g *group, j *job, i int) {
-	*g = group{job: j, idx: uint16(i), demand: placement.Demand(j.spec.Tasks[i].Pod), count: j.spec.Tasks[i].Count}
+func initGroup(g *group, j *job, i int, t groupInit) {
+	*g = group{job: j, idx: uint16(i), name: t.name, count: t.count, demand: t.demand}
 }
 
 func encodeGroup(buf []byte, g *group) []byte {
