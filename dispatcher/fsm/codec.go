@@ -57,7 +57,31 @@ func (d *dec) byte() byte {
 	return v
 }
 
+// uvarint and varint read a one-byte value (lengths, counts, small
+// numbers) themselves, and call the general decoder for the rest.
 func (d *dec) uvarint() uint64 {
+	if len(d.b) > 0 && d.b[0] < 0x80 && d.err == nil {
+		v := d.b[0]
+		d.b = d.b[1:]
+		return uint64(v)
+	}
+	return d.uvarintSlow()
+}
+
+func (d *dec) varint() int64 {
+	if len(d.b) > 0 && d.b[0] < 0x80 && d.err == nil {
+		u := d.b[0]
+		d.b = d.b[1:]
+		v := int64(u >> 1)
+		if u&1 != 0 {
+			v = ^v
+		}
+		return v
+	}
+	return d.varintSlow()
+}
+
+func (d *dec) uvarintSlow() uint64 {
 	if d.err != nil {
 		return 0
 	}
@@ -70,7 +94,7 @@ func (d *dec) uvarint() uint64 {
 	return v
 }
 
-func (d *dec) varint() int64 {
+func (d *dec) varintSlow() int64 {
 	if d.err != nil {
 		return 0
 	}

@@ -374,7 +374,7 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 	sdec.skim = true
 	var (
 		scratch api.JobSpec
-		tgs     []groupInit // every task group of the command, in order
+		tgs     = make([]groupInit, 0, n) // every task group of the command, in order
 		tgEnd   = make([]int, n)
 	)
 	for i := range jobs {
