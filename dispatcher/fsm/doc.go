@@ -75,12 +75,12 @@
 // api.ValidateJobs before it encodes them, so an invalid spec is never
 // proposed, and apply trusts them (validating again on every replica cost a
 // fifth of the apply, and would let a replay under a version whose
-// validation differs diverge from the first run). Apply only skims them: it
-// reads each spec into scratch, stepping over the task groups' pods and
-// summing their demand, and copies into the job the fields that applying
-// later commands needs (queue, pool, QoS, priority, distinct nodes,
-// appmaster, retry policy, constraints; each group's name, count and
-// demand). The spec stays encoded in one shared copy of the command until
+// validation differs diverge from the first run). Apply only skims them
+// (skimSpec, a reader by index that builds nothing else): it copies into
+// the job the fields that applying later commands needs (queue, pool, QoS,
+// priority, distinct nodes, appmaster, retry policy, constraints; each
+// group's name, count, and demand summed over its pod's containers). The
+// skim accepts exactly the encodings the full decoder accepts (FuzzSkim). The spec stays encoded in one shared copy of the command until
 // the leader's rounds or node targets, or a read, decode it, once
 // (job.specOf), so a follower never decodes one: a decoded spec and its
 // task groups took two fifths of a submitted job's memory on every replica,

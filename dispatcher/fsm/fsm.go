@@ -363,37 +363,25 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 	if n > api.MaxItemsPerRequest {
 		return nil, fmt.Errorf("fsm: submit: %w: more than %d jobs in one request", api.ErrTooLarge, api.MaxItemsPerRequest)
 	}
-	// Each spec is skimmed: the fields apply reads are copied into its job,
-	// and the spec stays encoded in the command's shared copy until
-	// something reads it (job.specOf). A corrupt spec rejects the command
-	// before anything changes. The command's jobs and groups are allocated
-	// together.
+	// Each spec is skimmed (skimSpec): the fields apply reads are copied
+	// into its job, and the spec stays encoded in the command's shared copy
+	// until something reads it (job.specOf). A corrupt spec rejects the
+	// command before anything changes. The command's jobs and groups are
+	// allocated together.
 	jobs := make([]job, n)
 	idem := make([]string, n)
-	sdec := newSpecDecoder(n)
-	sdec.skim = true
-	var (
-		scratch api.JobSpec
-		tgs     = make([]groupInit, 0, n) // every task group of the command, in order
-		tgEnd   = make([]int, n)
-	)
+	tgs := make([]groupInit, 0, n) // every task group of the command, in order
+	tgEnd := make([]int, n)
 	for i := range jobs {
 		sd := cd.sub()
 		if cd.err != nil {
 			break
 		}
+		var ok bool
 		jobs[i].specEnc = sd.src
-		scratch = api.JobSpec{}
-		sdec.demands = sdec.demands[:0]
-		sdec.decodeInto(&sd, &scratch)
-		if sd.err != nil || len(sd.b) != 0 {
-			return nil, fmt.Errorf("submit command: job %d: %w", i, sd.done("spec"))
-		}
-		jobs[i].jobFields = fieldsOf(&scratch)
-		idem[i] = scratch.IdempotencyKey
-		for k := range scratch.Tasks {
-			t := &scratch.Tasks[k]
-			tgs = append(tgs, groupInit{t.Name, t.Count, sdec.demands[k]})
+		jobs[i].jobFields, idem[i], tgs, ok = skimSpec(sd.src, tgs)
+		if !ok {
+			return nil, fmt.Errorf("submit command: job %d: %w", i, specError(sd.src))
 		}
 		tgEnd[i] = len(tgs)
 	}

@@ -154,13 +154,6 @@ type specDecoder struct {
 	labels     mapCache
 	env        mapCache
 	kv         []string // strMap's scratch
-	// skim, when set, has decodeInto fill a scratch spec, to be read before
-	// the next: its task groups reuse one buffer, and each group's pod is
-	// read without being built (skipPod; Pod stays zero) and its demand
-	// appended to demands.
-	skim    bool
-	tasks   []api.TaskGroupSpec
-	demands []api.Capacity
 }
 
 // mapCache is the last map a specDecoder built in one place of a spec, and
@@ -219,23 +212,13 @@ func (sd *specDecoder) decodeInto(d *dec, s *api.JobSpec) {
 	s.IdempotencyKey = d.str()
 	s.Appmaster = decodeBool(d)
 	if n := d.count(minGroupBytes); n > 0 {
-		if sd.skim {
-			sd.tasks = slices.Grow(sd.tasks[:0], n)[:n]
-			clear(sd.tasks)
-			s.Tasks = sd.tasks
-		} else {
-			s.Tasks = sd.groups.take(n)
-		}
+		s.Tasks = sd.groups.take(n)
 		for i := range s.Tasks {
 			g := &s.Tasks[i]
 			g.Name = d.str()
 			g.Count = d.varint()
 			g.PreferredNodes = sd.decodeStrs(d)
-			if sd.skim {
-				sd.demands = append(sd.demands, skipPod(d))
-			} else {
-				sd.decodePod(d, &g.Pod)
-			}
+			sd.decodePod(d, &g.Pod)
 		}
 	}
 }
@@ -251,63 +234,6 @@ func (sd *specDecoder) decodePod(d *dec, p *api.PodSpec) {
 	p.SharePID = decodeBool(d)
 	if decodeBool(d) {
 		p.Sim = &api.SimSpec{RunTime: api.Duration(d.varint()), ExitCode: decodeInt32(d)}
-	}
-}
-
-// skipPod reads a task group's pod without building it and returns its
-// demand (placement.Demand of the pod decodePod would build). It accepts
-// exactly the encodings decodePod accepts, reading them with the same
-// primitives in the same order (FuzzSkim keeps the two in step), so a pod
-// skipped once always decodes later.
-func skipPod(d *dec) api.Capacity {
-	var c api.Capacity
-	for range d.count(minContainerBytes) {
-		for range 4 { // name, image rootfs, OCI layout, ref
-			d.bytes()
-		}
-		skipStrs(d) // command
-		skipStrs(d) // args
-		skipStrMap(d)
-		d.bytes() // working dir
-		c.CPU += d.varint()
-		c.Memory += d.varint()
-		c.GPUs += d.varint()
-		c.Disk += d.varint()
-		ports := d.count(3)
-		for range ports {
-			d.bytes()
-			decodeInt32(d)
-			d.bytes()
-		}
-		c.Ports += int64(ports)
-	}
-	decodeBool(d)
-	if decodeBool(d) {
-		d.varint()
-		decodeInt32(d)
-	}
-	if d.err != nil {
-		return api.Capacity{}
-	}
-	return c
-}
-
-func skipStrs(d *dec) {
-	for range d.count(1) {
-		d.bytes()
-	}
-}
-
-// skipStrMap reads a map as strMap does, checking its keys' order.
-func skipStrMap(d *dec) {
-	var prev []byte
-	for i := range d.count(2) {
-		k := d.bytes()
-		if i > 0 && string(k) <= string(prev) {
-			d.fail("map (keys not in increasing order)")
-		}
-		d.bytes()
-		prev = k
 	}
 }
 

@@ -2,10 +2,12 @@ package fsm
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -611,11 +613,10 @@ func FuzzDecodeSpec(f *testing.F) {
 	})
 }
 
-// FuzzSkim checks that a skimming decoder (as apply uses: pods read
-// without being built) accepts exactly the specs a full decoder accepts,
-// fills the same spec but for the pods, reports each pod's demand, and
-// that what it accepted decodes later (job.specOf) to the full decoder's
-// spec.
+// FuzzSkim checks that skimSpec (apply's reader) accepts exactly the
+// specs the full decoder accepts, reads the same job fields, idempotency
+// key and task groups, with each group's demand, and that what it accepted
+// decodes later (job.specOf) to the full decoder's spec.
 func FuzzSkim(f *testing.F) {
 	for _, b := range (specGen{rand.New(rand.NewPCG(3, 4))}).encodings(8) {
 		f.Add(b)
@@ -646,37 +647,28 @@ func checkSkim(t *testing.T, b []byte) {
 	d := sharedDec(b)
 	full := decodeSpec(&d)
 	err := d.done("spec")
-	sd := newSpecDecoder(1)
-	sd.skim = true
-	// A skimming decoder reuses its scratch: skim another spec first.
-	var other enc
-	appendSpec(&other, &benchSpecs(1, true)[0])
-	od := sharedDec(other.b)
-	sd.decodeInto(&od, new(api.JobSpec))
-	sd.demands = sd.demands[:0]
-	sk := sharedDec(b)
-	var s api.JobSpec
-	sd.decodeInto(&sk, &s)
-	if serr := sk.done("spec"); (serr == nil) != (err == nil) {
-		t.Fatalf("decoders disagree: full %v, skim %v", err, serr)
+	prior := []groupInit{{name: "before"}}
+	f, idem, groups, ok := skimSpec(string(b), prior)
+	if ok != (err == nil) {
+		t.Fatalf("readers disagree: decoder %v, skim ok %v", err, ok)
 	}
-	if err != nil {
+	if !ok {
+		if serr := specError(string(b)); !errors.Is(serr, ErrCorrupt) {
+			t.Fatalf("specError = %v, want ErrCorrupt", serr)
+		}
 		return
 	}
-	if len(sd.demands) != len(s.Tasks) {
-		t.Fatalf("%d demands for %d task groups", len(sd.demands), len(s.Tasks))
+	if !reflect.DeepEqual(f, fieldsOf(&full)) || idem != full.IdempotencyKey {
+		t.Fatalf("skim read fields %+v and key %q, want %+v and %q", f, idem, fieldsOf(&full), full.IdempotencyKey)
 	}
-	for i, g := range s.Tasks {
-		if !reflect.DeepEqual(g.Pod, api.PodSpec{}) {
-			t.Fatalf("group %d: the skim built its pod", i)
-		}
-		if want := placement.Demand(full.Tasks[i].Pod); sd.demands[i] != want {
-			t.Fatalf("group %d: demand %+v, want %+v", i, sd.demands[i], want)
-		}
-		s.Tasks[i].Pod = full.Tasks[i].Pod
+	if len(groups) != 1+len(full.Tasks) || groups[0].name != "before" {
+		t.Fatalf("skim appended %d groups to 1 for %d task groups", len(groups), len(full.Tasks))
 	}
-	if !reflect.DeepEqual(s, full) {
-		t.Fatalf("specs differ:\n got %#v\nwant %#v", s, full)
+	for i, g := range groups[1:] {
+		tg := &full.Tasks[i]
+		if want := (groupInit{tg.Name, tg.Count, placement.Demand(tg.Pod)}); g != want {
+			t.Fatalf("group %d: %+v, want %+v", i, g, want)
+		}
 	}
 	j := &job{specEnc: string(b)}
 	if got := j.specOf(); !reflect.DeepEqual(*got, full) {
@@ -725,5 +717,41 @@ func TestSpecDecoderSharesEqualMaps(t *testing.T) {
 		t.Error("equal labels of specs 0 and 2 are two maps")
 	case same(got[2].Labels, got[3].Labels):
 		t.Error("spec 3's labels are shared with different ones")
+	}
+}
+
+// TestSkimVarints checks the skim's varint readers against encoding/binary
+// on every length of encoding, truncations and overflows included.
+func TestSkimVarints(t *testing.T) {
+	r := seedtest.Rand(t)
+	var cases [][]byte
+	for _, v := range []uint64{0, 1, 63, 64, 127, 128, 1 << 20, 1<<63 - 1, 1 << 63, math.MaxUint64} {
+		cases = append(cases, binary.AppendUvarint(nil, v))
+	}
+	for range 2000 {
+		b := make([]byte, r.IntN(12))
+		for i := range b {
+			b[i] = byte(r.IntN(256))
+			if r.IntN(3) > 0 {
+				b[i] |= 0x80
+			}
+		}
+		cases = append(cases, b)
+	}
+	cases = append(cases, bytes.Repeat([]byte{0xff}, 9), append(bytes.Repeat([]byte{0xff}, 9), 1), append(bytes.Repeat([]byte{0xff}, 9), 2))
+	for _, b := range cases {
+		for cut := range len(b) + 1 {
+			in := b[:cut]
+			wu, wn := binary.Uvarint(in)
+			u, i := readUvarint(string(in), 0)
+			if (wn > 0) != (i > 0) || wn > 0 && (u != wu || i != wn) {
+				t.Fatalf("readUvarint(%x) = %d, %d; binary.Uvarint gives %d, %d", in, u, i, wu, wn)
+			}
+			wv, wn := binary.Varint(in)
+			v, i := readVarint(string(in), 0)
+			if (wn > 0) != (i > 0) || wn > 0 && (v != wv || i != wn) {
+				t.Fatalf("readVarint(%x) = %d, %d; binary.Varint gives %d, %d", in, v, i, wv, wn)
+			}
+		}
 	}
 }

@@ -1,0 +1,262 @@
+package fsm
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/sluicehq/sluice/api"
+)
+
+// skimSpec reads the encoding of one spec (spec_codec.go), s, as
+// decodeInto would, but builds only what apply needs of it: the job's
+// fields, its idempotency key, and each task group's name, count and
+// demand (the placement.Demand of its pod), which it appends to groups. It
+// accepts exactly the encodings decodeInto accepts (FuzzSkim keeps the two
+// in step), so a spec skimmed once always decodes later (job.specOf); for
+// any other it returns ok false. Its strings are substrings of s.
+//
+// It is apply's reader, run for every job on every replica: it reads s by
+// index with small functions the compiler inlines, where decodeInto calls
+// a method per field that moves a slice and checks a sticky error.
+func skimSpec(s string, groups []groupInit) (f jobFields, idem string, _ []groupInit, ok bool) {
+	i := 0
+	i = skipStr(s, i) // name
+	f.queue, i = readStr(s, i)
+	f.pool, i = readStr(s, i)
+	f.priority, i = readInt32(s, i)
+	var qos string
+	qos, i = readStr(s, i)
+	f.qos = api.QoS(qos)
+	i = skipStrMap(s, i) // labels
+	var n int
+	if n, i = readCount(s, i, 3); n > 0 {
+		f.constraints = make([]api.Constraint, n)
+		for k := range f.constraints {
+			c := &f.constraints[k]
+			var op string
+			c.Key, i = readStr(s, i)
+			op, i = readStr(s, i)
+			c.Op = api.ConstraintOp(op)
+			c.Values, i = readStrs(s, i)
+		}
+	}
+	f.distinct, i = readBool(s, i)
+	var policy bool
+	if policy, i = readBool(s, i); policy {
+		i = skipStrs(s, i) // filters
+		n, i = readCount(s, i, 2)
+		for range n {
+			i = skipStr(s, i)
+			_, i = readInt32(s, i)
+		}
+	}
+	f.retry.MaxAttempts, i = readInt32(s, i)
+	var v int64
+	v, i = readVarint(s, i)
+	f.retry.Backoff = api.Duration(v)
+	v, i = readVarint(s, i)
+	f.retry.MaxBackoff = api.Duration(v)
+	_, i = readVarint(s, i) // max run time
+	idem, i = readStr(s, i)
+	f.appmaster, i = readBool(s, i)
+	n, i = readCount(s, i, minGroupBytes)
+	for range n {
+		var g groupInit
+		g.name, i = readStr(s, i)
+		g.count, i = readVarint(s, i)
+		i = skipStrs(s, i) // preferred nodes
+		g.demand, i = skimPod(s, i)
+		groups = append(groups, g)
+	}
+	if i != len(s) { // malformed (-1), or trailing bytes
+		return jobFields{}, "", groups, false
+	}
+	return f, idem, groups, true
+}
+
+// specError says what is wrong with a spec's encoding that skimSpec
+// rejected, as the full decoder finds it.
+func specError(s string) error {
+	var sd specDecoder
+	d := stringDec(s)
+	sd.decodeInto(&d, new(api.JobSpec))
+	if err := d.done("spec"); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: spec (rejected by the skim, accepted by the decoder)", ErrCorrupt)
+}
+
+// skimPod reads a task group's pod at s[i:] and returns its demand.
+func skimPod(s string, i int) (api.Capacity, int) {
+	var c api.Capacity
+	n, i := readCount(s, i, minContainerBytes)
+	for range n {
+		for range 4 { // name, image rootfs, OCI layout, ref
+			i = skipStr(s, i)
+		}
+		i = skipStrs(s, i) // command
+		i = skipStrs(s, i) // args
+		i = skipStrMap(s, i)
+		i = skipStr(s, i) // working dir
+		var v int64
+		v, i = readVarint(s, i)
+		c.CPU += v
+		v, i = readVarint(s, i)
+		c.Memory += v
+		v, i = readVarint(s, i)
+		c.GPUs += v
+		v, i = readVarint(s, i)
+		c.Disk += v
+		var ports int
+		ports, i = readCount(s, i, 3)
+		for range ports {
+			i = skipStr(s, i)
+			_, i = readInt32(s, i)
+			i = skipStr(s, i)
+		}
+		c.Ports += int64(ports)
+	}
+	_, i = readBool(s, i) // share PID
+	var sim bool
+	if sim, i = readBool(s, i); sim {
+		_, i = readVarint(s, i)
+		_, i = readInt32(s, i)
+	}
+	return c, i
+}
+
+// The skim's primitives read at s[i:] and return what they read and the
+// index after it. An index of -1 means the encoding is malformed: each
+// primitive given -1 returns -1.
+
+func readUvarint(s string, i int) (uint64, int) {
+	if uint(i) < uint(len(s)) && s[i] < 0x80 {
+		return uint64(s[i]), i + 1
+	}
+	return readUvarintSlow(s, i)
+}
+
+// readUvarintSlow reads a uvarint as binary.Uvarint does, rejecting the
+// same truncations and overflows.
+func readUvarintSlow(s string, i int) (uint64, int) {
+	if i < 0 {
+		return 0, -1
+	}
+	var v uint64
+	var shift uint
+	for k := range binary.MaxVarintLen64 {
+		if i+k >= len(s) {
+			return 0, -1
+		}
+		b := s[i+k]
+		if b < 0x80 {
+			if k == binary.MaxVarintLen64-1 && b > 1 {
+				return 0, -1
+			}
+			return v | uint64(b)<<shift, i + k + 1
+		}
+		v |= uint64(b&0x7f) << shift
+		shift += 7
+	}
+	return 0, -1
+}
+
+func readVarint(s string, i int) (int64, int) {
+	if uint(i) < uint(len(s)) && s[i] < 0x80 {
+		u := s[i]
+		v := int64(u >> 1)
+		if u&1 != 0 {
+			v = ^v
+		}
+		return v, i + 1
+	}
+	return readVarintSlow(s, i)
+}
+
+func readVarintSlow(s string, i int) (int64, int) {
+	u, i := readUvarintSlow(s, i)
+	v := int64(u >> 1)
+	if u&1 != 0 {
+		v = ^v
+	}
+	return v, i
+}
+
+func readInt32(s string, i int) (int32, int) {
+	v, i := readVarint(s, i)
+	if v < math.MinInt32 || v > math.MaxInt32 {
+		return 0, -1
+	}
+	return int32(v), i
+}
+
+func readBool(s string, i int) (bool, int) {
+	if uint(i) < uint(len(s)) && s[i] <= 1 {
+		return s[i] == 1, i + 1
+	}
+	return false, -1
+}
+
+// readCount reads a count of items of at least min bytes each, as
+// dec.count does.
+func readCount(s string, i, min int) (int, int) {
+	n, i := readUvarint(s, i)
+	if i < 0 || n > uint64((len(s)-i)/min) {
+		return 0, -1
+	}
+	return int(n), i
+}
+
+func readStr(s string, i int) (string, int) {
+	n, i := readUvarint(s, i)
+	if i < 0 || n > uint64(len(s)-i) {
+		return "", -1
+	}
+	return s[i : i+int(n)], i + int(n)
+}
+
+func skipStr(s string, i int) int {
+	n, i := readUvarint(s, i)
+	if i < 0 || n > uint64(len(s)-i) {
+		return -1
+	}
+	return i + int(n)
+}
+
+func skipStrs(s string, i int) int {
+	n, i := readCount(s, i, 1)
+	for range n {
+		i = skipStr(s, i)
+	}
+	return i
+}
+
+// readStrs reads a list of strings as decodeStrs does (nil when empty).
+func readStrs(s string, i int) ([]string, int) {
+	n, i := readCount(s, i, 1)
+	if n == 0 {
+		return nil, i
+	}
+	vs := make([]string, n)
+	for k := range vs {
+		vs[k], i = readStr(s, i)
+	}
+	return vs, i
+}
+
+// skipStrMap reads a map as strMap does, checking its keys' order.
+func skipStrMap(s string, i int) int {
+	n, i := readCount(s, i, 2)
+	var prev string
+	for k := range n {
+		var key string
+		key, i = readStr(s, i)
+		if i < 0 || k > 0 && key <= prev {
+			return -1
+		}
+		i = skipStr(s, i)
+		prev = key
+	}
+	return i
+}
