@@ -21,6 +21,16 @@ func DecodeJobs(body []byte) ([]JobSpec, error) {
 	})
 }
 
+// DecodeJobsUnvalidated reads a submission body as DecodeJobs does and
+// applies defaults, but does not validate the jobs: it is for a caller that
+// hands them to something that validates them anyway (the dispatcher's
+// submit validates every job before it proposes any), and so checks them
+// once. Its error names only the problems of reading the body; a caller
+// that wants every problem named runs DecodeJobs when it fails.
+func DecodeJobsUnvalidated(body []byte) ([]JobSpec, error) {
+	return decodeItems(body, "jobs", decodeJob, func(_ *checker, j *JobSpec) { j.setDefaults() })
+}
+
 // DecodeCapboxRequests reads capbox requests as DecodeJobs reads jobs.
 func DecodeCapboxRequests(body []byte) ([]CapboxRequest, error) {
 	return decodeItems(body, "capboxes", decodeCapboxRequest, func(c *checker, r *CapboxRequest) {

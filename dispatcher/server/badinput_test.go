@@ -40,6 +40,10 @@ func TestBadInput(t *testing.T) {
 		{"absurd count", req{body: []byte(strings.Replace(string(good), `"count":1`, `"count":99999999999`, 1))}, 400, api.CodeInvalid, "count"},
 		{"empty body", req{body: []byte{}}, 400, api.CodeInvalid, "empty"},
 		{"one bad item of two", req{body: []byte("[" + string(good) + `,{"name":"x"}]`)}, 400, api.CodeInvalid, "jobs[1]"},
+		// Read without validation first: a body that fails to read is read
+		// again with it, so that item 1's invalid cpu is named too.
+		{"read and validation problems", req{body: []byte("[" + strings.Replace(string(good), `"name"`, `"nmae"`, 1) + "," +
+			strings.Replace(string(good), `"cpu":100`, `"cpu":-5`, 1) + "]")}, 400, api.CodeInvalid, "jobs[1]"},
 		{"too many items", req{body: gzipped(t, many.Bytes()), header: map[string]string{"Content-Encoding": "gzip"}}, 413, api.CodeTooLarge, "100000"},
 		{"decompression bomb", req{body: bomb, header: map[string]string{"Content-Encoding": "gzip"}}, 413, api.CodeTooLarge, "limit"},
 		{"truncated gzip", req{body: gz[:len(gz)-10], header: map[string]string{"Content-Encoding": "gzip"}}, 400, api.CodeInvalid, "gzip"},

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -31,8 +32,14 @@ func (h *Handler) submit(ctx *fasthttp.RequestCtx, p Principal, _ []string) *htt
 	if e != nil {
 		return e
 	}
-	specs, err := api.DecodeJobs(body)
+	// The dispatcher validates the jobs before it proposes them: read them
+	// without validating (a fifth of the reading), unless they fail to read,
+	// when every problem, read or invalid, is named at once.
+	specs, err := api.DecodeJobsUnvalidated(body)
 	if err != nil {
+		if errors.Is(err, api.ErrInvalid) {
+			_, err = api.DecodeJobs(body)
+		}
 		return h.fromError(ctx, "submit", err)
 	}
 	var probs []api.Problem
