@@ -51,10 +51,13 @@ func capboxSetSpec(am *api.JobSpec, r *api.CapboxRequest) *api.JobSpec {
 // newCapboxSet returns the capbox set of request r (defaulted and valid)
 // for appmaster am, numbered num.
 func newCapboxSet(am *job, num uint64, r *api.CapboxRequest, reqJSON []byte, now int64) *job {
-	s := &job{num: num, id: jobID(num), submitted: now, owner: am, request: reqJSON, gang: r.AllOrNothing}
+	s := &job{num: num, id: jobID(num), submitted: now, link: &capboxLink{owner: am, request: reqJSON}, gang: r.AllOrNothing}
 	s.setSpec(capboxSetSpec(am.specOf(), r))
 	initGroups(s)
-	am.sets = append(am.sets, s)
+	if am.link == nil {
+		am.link = &capboxLink{}
+	}
+	am.link.sets = append(am.link.sets, s)
 	return s
 }
 
@@ -166,7 +169,7 @@ func (f *FSM) createCapboxesLocked(w writer, now int64, d *dec) ([]byte, error) 
 
 // writeJobLocked writes j's record: a capbox set's or a job's.
 func (f *FSM) writeJobLocked(w writer, j *job) {
-	if j.owner != nil {
+	if j.owner() != nil {
 		w.Set(capboxSetKey(j.num), encodeCapboxSet(j))
 		return
 	}
@@ -190,10 +193,10 @@ func (f *FSM) releaseCapboxesLocked(w writer, now int64, d *dec) ([]byte, error)
 		switch {
 		case !ok || s == nil:
 			return nil, fmt.Errorf("fsm: release capboxes: %w: capbox %q", ErrNotFound, id)
-		case s.owner == nil:
+		case s.owner() == nil:
 			return nil, fmt.Errorf("fsm: release capboxes: %w: %s is a task of job %s", ErrNotCapbox, id, s.id)
-		case s.owner.id != am:
-			return nil, fmt.Errorf("fsm: release capboxes: %w: capbox %s is appmaster %s's, not %s's", ErrNotFound, id, s.owner.id, am)
+		case s.owner().id != am:
+			return nil, fmt.Errorf("fsm: release capboxes: %w: capbox %s is appmaster %s's, not %s's", ErrNotFound, id, s.owner().id, am)
 		case k.group != 0 || int64(k.index) >= s.groups[0].count || attempt != 1:
 			return nil, fmt.Errorf("fsm: release capboxes: %w: capbox set %s has no capbox %q", ErrNotFound, s.id, id)
 		}
@@ -261,13 +264,13 @@ func (f *FSM) endAppmastersLocked(w writer, now int64) {
 	}
 	var ended []*job
 	for _, g := range f.dirtyGroups {
-		if j := g.job; len(j.sets) > 0 && !j.cancelled && j.state() >= JobSucceeded && !slices.Contains(ended, j) {
+		if j := g.job; len(j.sets()) > 0 && !j.cancelled && j.state() >= JobSucceeded && !slices.Contains(ended, j) {
 			ended = append(ended, j)
 		}
 	}
 	slices.SortFunc(ended, func(a, b *job) int { return cmp.Compare(a.num, b.num) })
 	for _, am := range ended {
-		for _, s := range am.sets {
+		for _, s := range am.sets() {
 			f.cancelJobLocked(w, now, s)
 		}
 	}
@@ -331,7 +334,7 @@ func (f *FSM) Capboxes(appmaster string) (boxes []CapboxInfo, index uint64, ok b
 	if !ok || am == nil {
 		return nil, 0, false
 	}
-	for _, s := range am.sets {
+	for _, s := range am.sets() {
 		res := s.groups[0].podSpec().Containers[0].Resources
 		for i := range s.groups[0].count {
 			st, t := capboxState(s, i)
@@ -356,12 +359,12 @@ func capboxSetKey(num uint64) []byte {
 // it was released whole, its appmaster's number and its request as JSON
 // (defaults applied).
 func encodeCapboxSet(s *job) []byte {
-	e := enc{b: make([]byte, 0, len(s.request)+24)}
+	e := enc{b: make([]byte, 0, len(s.link.request)+24)}
 	e.byte(recordVersion)
 	e.varint(s.submitted)
 	e.bool(s.cancelled)
-	e.uvarint(s.owner.num)
-	e.bytes(s.request)
+	e.uvarint(s.owner().num)
+	e.bytes(s.link.request)
 	return e.b
 }
 

@@ -86,7 +86,7 @@ func splitCapTaskID(id string) (box, name string, ok bool) {
 func (f *FSM) capboxOfLocked(am, id string) (*job, *task, error) {
 	k, attempt, ok := parseTaskID(id)
 	s := f.mu.jobs.get(k.job)
-	if ok && s != nil && s.owner != nil && s.owner.id == am && k.group == 0 && attempt == 1 && int64(k.index) < s.groups[0].next {
+	if ok && s != nil && s.owner() != nil && s.owner().id == am && k.group == 0 && attempt == 1 && int64(k.index) < s.groups[0].next {
 		if t := s.groups[0].tasks[k.index]; t.attempt == 1 {
 			return s, t, nil
 		}
@@ -322,7 +322,7 @@ func (f *FSM) loadCapTaskLocked(k, v []byte) error {
 	if err := d.done("capbox task record"); err != nil {
 		return err
 	}
-	if s := f.mu.jobs.get(box.job); s == nil || s.owner == nil || f.taskLocked(box) == nil || !c.state.Valid() {
+	if s := f.mu.jobs.get(box.job); s == nil || s.owner() == nil || f.taskLocked(box) == nil || !c.state.Valid() {
 		return fmt.Errorf("%w: capbox task %x without its capbox, or of state %d", ErrCorrupt, k, c.state)
 	}
 	if err := json.Unmarshal(pod, &c.pod); err != nil {

@@ -543,7 +543,7 @@ func (f *FSM) finishLocked(w writer, t *task, to api.TaskState, reason api.TaskR
 		g.active--
 	}
 	t.state, t.reason, t.exitCode, t.updated, t.closed = to, reason, exit, now, closed
-	if j.owner != nil {
+	if j.owner() != nil {
 		f.endCapTasksOfLocked(w, t.key, to == api.TaskLost, now)
 	}
 	retry := false
@@ -625,7 +625,7 @@ func (f *FSM) cancelJobLocked(w writer, now int64, j *job) CancelResult {
 		}
 		f.touchNode(n)
 	}
-	for _, s := range j.sets {
+	for _, s := range j.sets() {
 		r := f.cancelJobLocked(w, now, s)
 		res.Dropped += r.Dropped
 		res.Stopping += r.Stopping
@@ -694,7 +694,7 @@ func (f *FSM) preemptOneLocked(w writer, now int64, p *placement.Preemption) (Re
 		return RejectNotPending, p.For.String() + " has no pending task"
 	}
 	vj := f.mu.jobs.get(k.job)
-	if vj.owner != nil {
+	if vj.owner() != nil {
 		return RejectPriority, p.Task + " is a capbox: its appmaster decides how long it lives"
 	}
 	if vj.qos != api.QoSOffline || pj.qos != api.QoSOffline || vj.priority >= pj.priority {
@@ -714,7 +714,7 @@ func (f *FSM) stopTaskLocked(w writer, j *job, t *task, now int64) {
 	t.stop, t.updated = true, now
 	n.release(j.qos, g.demand, 1)
 	f.writeTask(w, t)
-	if j.owner != nil {
+	if j.owner() != nil {
 		f.stopCapTasksOfLocked(w, t.key, now)
 	}
 	f.touchNode(n)
@@ -807,7 +807,7 @@ func (f *FSM) placeLocked(w writer, now int64, a *planAssignment) (RejectCode, s
 		}
 		slots[k] = n.slots[i]
 	}
-	if why := matches(j.pool, j.constraints, &n.spec); why != "" {
+	if why := matches(j.rules, &n.spec); why != "" {
 		return RejectConstraint, why
 	}
 	if j.distinct && (a.count > 1 || n.jobs[num] > 0) {
@@ -1052,7 +1052,7 @@ func (f *FSM) updateLocked(w writer, now int64, cmd *dec) ([]byte, error) {
 		}
 		t.state, t.reason, t.updated = r.state, r.reason, now
 		f.writeTask(w, t)
-		if g.job.owner != nil {
+		if g.job.owner() != nil {
 			// A capbox's appmaster watches for it to run: the change
 			// goes in the set's change log.
 			f.touchGroup(g)

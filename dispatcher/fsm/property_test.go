@@ -384,7 +384,7 @@ func (h *propHarness) step() string {
 		var boxes []*task
 		var running []*task
 		h.f.eachTaskLocked(func(t *task) {
-			if h.f.mu.jobs.get(t.key.job).owner != nil && t.attempt == 1 {
+			if h.f.mu.jobs.get(t.key.job).owner() != nil && t.attempt == 1 {
 				boxes = append(boxes, t)
 				if t.state == api.TaskRunning {
 					running = append(running, t)
@@ -402,7 +402,7 @@ func (h *propHarness) step() string {
 			// Most capboxes the random plans place are not running yet.
 			h.apply(UpdateTasks(h.now, []Report{{Node: b.node, TaskReport: api.TaskReport{TaskID: taskID(b.key, 1), State: api.TaskRunning, Time: h.now}}}))
 		}
-		am := h.f.mu.jobs.get(b.key.job).owner.id
+		am := h.f.mu.jobs.get(b.key.job).owner().id
 		if r.IntN(3) == 0 {
 			if r.IntN(8) == 0 {
 				am = "j1"

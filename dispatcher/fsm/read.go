@@ -276,8 +276,8 @@ type JobStatus struct {
 
 func (j *job) status() JobStatus {
 	s := JobStatus{ID: j.id, State: j.state(), Submitted: time.Unix(0, j.submitted).UTC(), Spec: *j.specOf()}
-	if j.owner != nil {
-		s.Appmaster = j.owner.id
+	if j.owner() != nil {
+		s.Appmaster = j.owner().id
 	}
 	s.Groups = make([]GroupStatus, len(j.groups))
 	for i, g := range j.groups {
@@ -322,7 +322,7 @@ func (f *FSM) Jobs(filter JobFilter) []JobStatus {
 	}
 	var out []JobStatus
 	for j := range f.mu.jobs.from(after + 1) {
-		if j.owner != nil || filter.Queue != "" && j.queue != filter.Queue {
+		if j.owner() != nil || filter.Queue != "" && j.queue != filter.Queue {
 			continue
 		}
 		if len(filter.States) > 0 && !slices.Contains(filter.States, j.state()) {
@@ -517,8 +517,8 @@ func (f *FSM) NodeTarget(name string) (gen uint64, pods []Pod, ok bool) {
 		g := &s.Tasks[t.key.group]
 		id := taskID(t.key, t.attempt)
 		pods = append(pods, Pod{TaskID: id, Job: j.id, Group: g.Name, QoS: j.qos, Priority: j.priority,
-			MaxRunTime: time.Duration(s.MaxRunTime), Capbox: j.owner != nil, Spec: g.Pod})
-		if j.owner == nil {
+			MaxRunTime: time.Duration(s.MaxRunTime), Capbox: j.owner() != nil, Spec: g.Pod})
+		if j.owner() == nil {
 			continue // only capboxes have tasks in them
 		}
 		for _, c := range f.mu.captasks[t.key] {
@@ -659,7 +659,7 @@ func (f *FSM) AddVictims(in *placement.Input, below int32) {
 		}
 		for _, t := range n.tasks {
 			j := f.mu.jobs.get(t.key.job)
-			if t.stop || j.owner != nil || j.qos != api.QoSOffline || j.priority >= below {
+			if t.stop || j.owner() != nil || j.qos != api.QoSOffline || j.priority >= below {
 				continue
 			}
 			pn.Victims = append(pn.Victims, placement.Victim{Task: taskID(t.key, t.attempt), Priority: j.priority,
@@ -681,9 +681,9 @@ func (f *FSM) dump() string {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "nextJob %d planTerm %d applied %d nextSlot %d\n", f.mu.nextJob, f.mu.planTerm, f.mu.applied, f.mu.nextSlot)
 	for j := range f.mu.jobs.all() {
-		fmt.Fprintf(&b, "job %s %s cancelled=%v submitted=%d queue=%s sets=%d", j.id, j.state(), j.cancelled, j.submitted, j.queue, len(j.sets))
-		if j.owner != nil {
-			fmt.Fprintf(&b, " owner=%s gang=%v request=%s", j.owner.id, j.gang, j.request)
+		fmt.Fprintf(&b, "job %s %s cancelled=%v submitted=%d queue=%s sets=%d", j.id, j.state(), j.cancelled, j.submitted, j.queue, len(j.sets()))
+		if j.owner() != nil {
+			fmt.Fprintf(&b, " owner=%s gang=%v request=%s", j.owner().id, j.gang, j.link.request)
 		}
 		b.WriteByte('\n')
 		for _, g := range j.groups {
@@ -782,7 +782,7 @@ func (f *FSM) Task(id string) (TaskInfo, bool) {
 	}
 	if inBox {
 		c := f.findCapTaskLocked(k, name)
-		if c == nil || j.owner == nil {
+		if c == nil || j.owner() == nil {
 			return TaskInfo{}, false
 		}
 		info.ID, info.Attempt, info.State, info.Reason, info.ExitCode = c.id(), 1, c.state, c.reason, c.exitCode

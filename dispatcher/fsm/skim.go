@@ -23,23 +23,30 @@ func skimSpec(s string, groups []groupInit) (f jobFields, idem string, _ []group
 	i := 0
 	i = skipStr(s, i) // name
 	f.queue, i = readStr(s, i)
-	f.pool, i = readStr(s, i)
+	var pool string
+	pool, i = readStr(s, i)
 	f.priority, i = readInt32(s, i)
 	var qos string
 	qos, i = readStr(s, i)
 	f.qos = api.QoS(qos)
 	i = skipStrMap(s, i) // labels
-	var n int
+	var (
+		n           int
+		constraints []api.Constraint
+	)
 	if n, i = readCount(s, i, 3); n > 0 {
-		f.constraints = make([]api.Constraint, n)
-		for k := range f.constraints {
-			c := &f.constraints[k]
+		constraints = make([]api.Constraint, n)
+		for k := range constraints {
+			c := &constraints[k]
 			var op string
 			c.Key, i = readStr(s, i)
 			op, i = readStr(s, i)
 			c.Op = api.ConstraintOp(op)
 			c.Values, i = readStrs(s, i)
 		}
+	}
+	if pool != "" || constraints != nil {
+		f.rules = &nodeRules{pool: pool, constraints: constraints}
 	}
 	f.distinct, i = readBool(s, i)
 	var policy bool

@@ -56,29 +56,61 @@ type job struct {
 	// changed is the index of the last command that changed the job's
 	// counters or state (the applied index at Load).
 	changed uint64
-	// sets are an appmaster's capbox sets, oldest first.
-	sets []*job
-	// A capbox set (capbox.go) has its appmaster as owner, and its
-	// request's JSON (defaults applied) and AllOrNothing; a job has none.
+	// link ties capbox sets (capbox.go) to their appmaster; nil for a job
+	// that is neither.
+	link *capboxLink
+}
+
+// capboxLink is an appmaster's capbox sets, oldest first; or a capbox set's
+// appmaster (owner) and its request's JSON (defaults applied).
+type capboxLink struct {
+	sets    []*job
 	owner   *job
 	request []byte
+}
+
+// owner returns the appmaster of j, a capbox set; nil when j is not one.
+func (j *job) owner() *job {
+	if j.link == nil {
+		return nil
+	}
+	return j.link.owner
+}
+
+// sets returns the capbox sets of j, an appmaster, oldest first.
+func (j *job) sets() []*job {
+	if j.link == nil {
+		return nil
+	}
+	return j.link.sets
 }
 
 // jobFields are the fields of a job's spec that applying commands reads, on
 // every replica.
 type jobFields struct {
-	queue, pool string
-	qos         api.QoS
-	priority    int32
-	distinct    bool // DistinctNodes
-	appmaster   bool
-	retry       api.RetryPolicy
+	queue     string
+	qos       api.QoS
+	priority  int32
+	distinct  bool // DistinctNodes
+	appmaster bool
+	retry     api.RetryPolicy
+	rules     *nodeRules // nil when the spec has none (most)
+}
+
+// nodeRules are a spec's pool and constraints: which nodes its tasks may
+// run on.
+type nodeRules struct {
+	pool        string
 	constraints []api.Constraint
 }
 
 func fieldsOf(s *api.JobSpec) jobFields {
-	return jobFields{queue: s.Queue, pool: s.Pool, qos: s.QoS, priority: s.Priority, distinct: s.DistinctNodes,
-		appmaster: s.Appmaster, retry: s.Retry, constraints: s.Constraints}
+	f := jobFields{queue: s.Queue, qos: s.QoS, priority: s.Priority, distinct: s.DistinctNodes,
+		appmaster: s.Appmaster, retry: s.Retry}
+	if s.Pool != "" || len(s.Constraints) > 0 {
+		f.rules = &nodeRules{pool: s.Pool, constraints: s.Constraints}
+	}
+	return f
 }
 
 // specOf returns j's spec, decoding it on first use (safe under the read
@@ -311,12 +343,16 @@ func shortfall(free, d api.Capacity, k int64) string {
 	return ""
 }
 
-// matches reports whether a node satisfies a job's pool and constraints.
-func matches(pool string, constraints []api.Constraint, n *api.NodeSpec) string {
-	if pool != "" && pool != n.Pool {
-		return fmt.Sprintf("node is in pool %q, job wants %q", n.Pool, pool)
+// matches reports whether a node satisfies a job's pool and constraints
+// (r, nil for none).
+func matches(r *nodeRules, n *api.NodeSpec) string {
+	if r == nil {
+		return ""
 	}
-	for _, c := range constraints {
+	if r.pool != "" && r.pool != n.Pool {
+		return fmt.Sprintf("node is in pool %q, job wants %q", n.Pool, r.pool)
+	}
+	for _, c := range r.constraints {
 		v, ok := n.Labels[c.Key]
 		var good bool
 		switch c.Op {
