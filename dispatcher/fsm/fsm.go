@@ -94,10 +94,9 @@ type FSM struct {
 		bumpsFrom uint64
 		// changes lists jobs in the order of their changes, for
 		// JobsChangedSince: an entry is current while its index is the
-		// job's changed, stale once the job changed again (stale counts
-		// those, and past half the list they are dropped).
-		changes []jobChange
-		stale   int
+		// job's changed, stale once the job changed again (past half the
+		// list, the stale ones are dropped).
+		changes changeLog
 		// captasks are the capbox tasks, by their capbox's task, by name.
 		captasks map[taskKey][]*captask
 		// anySets is true once a capbox set exists.
@@ -134,7 +133,7 @@ func (f *FSM) resetLocked() {
 	f.mu.queueUsed = map[string]api.Capacity{}
 	f.mu.slots, f.mu.nextSlot = nil, 1
 	f.mu.bumps, f.mu.bumpsFrom = nil, 0
-	f.mu.changes, f.mu.stale = nil, 0
+	f.mu.changes.reset()
 	f.mu.captasks = map[taskKey][]*captask{}
 	f.mu.anySets = false
 }
@@ -1125,30 +1124,18 @@ func progress(s api.TaskState) int {
 // before it drops them (a variable for tests).
 var minStaleChanges = 1024
 
-// jobChange is an entry of FSM.mu.changes.
-type jobChange struct {
-	index uint64
-	j     *job
-}
-
 // markChangedLocked records that the command at index changed j.
 func (f *FSM) markChangedLocked(j *job, index uint64) {
 	if j.changed == index {
 		return // another group of the job, same command
 	}
+	cs := &f.mu.changes
 	if j.changed != 0 {
-		f.mu.stale++
+		cs.stale++
 	}
 	j.changed = index
-	f.mu.changes = append(f.mu.changes, jobChange{index, j})
-	if f.mu.stale > len(f.mu.changes)/2 && f.mu.stale > minStaleChanges {
-		live := f.mu.changes[:0]
-		for _, c := range f.mu.changes {
-			if c.index == c.j.changed {
-				live = append(live, c)
-			}
-		}
-		clear(f.mu.changes[len(live):])
-		f.mu.changes, f.mu.stale = live, 0
+	cs.add(jobChange{index, j})
+	if cs.stale > cs.len()/2 && cs.stale > minStaleChanges {
+		cs.compact()
 	}
 }

@@ -229,10 +229,10 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 	if err != nil {
 		return err
 	}
-	f.mu.changes, f.mu.stale = f.mu.changes[:0], 0
+	f.mu.changes.reset()
 	for j := range f.mu.jobs.all() {
 		j.changed = f.mu.applied
-		f.mu.changes = append(f.mu.changes, jobChange{f.mu.applied, j})
+		f.mu.changes.add(jobChange{f.mu.applied, j})
 		for _, g := range j.groups {
 			f.syncPendingLocked(g)
 		}
@@ -432,15 +432,15 @@ func (f *FSM) JobTasks(id, after string, limit int) (tasks []TaskInfo, ok bool) 
 func (f *FSM) JobsChangedSince(from uint64, limit int) (jobs []ChangedJob, applied uint64) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	cs := f.mu.changes
+	cs := &f.mu.changes
 	through := f.mu.complete
-	i, _ := slices.BinarySearchFunc(cs, from+1, func(c jobChange, idx uint64) int { return cmp.Compare(c.index, idx) })
 	var js []*job
-	for _, c := range cs[i:] {
+	for i := cs.search(from + 1); i < cs.len(); i++ {
+		c := cs.at(i)
 		if c.index > through {
 			break // more commands of this entry may come
 		}
-		if c.index != c.j.changed {
+		if !c.current() {
 			continue // the job changed again later
 		}
 		if limit > 0 && len(js) == limit {
