@@ -325,6 +325,7 @@ func newLoadgenFleetCmd() *cobra.Command {
 		every       time.Duration
 	)
 	cf := &clientFlags{output: outputTable}
+	var gc gcSetting
 	c := &cobra.Command{
 		Use:   "fleet",
 		Short: "Run simulated nodes against a dispatcher until interrupted",
@@ -336,6 +337,9 @@ fleet's counters every --every.`,
 		Example: `  sluice loadgen fleet --nodes 1000 --addr http://10.0.0.1:8080 --pool sim`,
 		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
+			if err := gc.apply(c); err != nil {
+				return err
+			}
 			client, err := cf.client(c) // applies the environment, checks --addr
 			if err != nil {
 				return err
@@ -364,6 +368,7 @@ fleet's counters every --every.`,
 	fs.StringVar(&cpu, "cpu", "64", "CPU of each node")
 	fs.StringVar(&memory, "memory", "256Gi", "memory of each node")
 	fs.IntVar(&cfg.RegisterConcurrency, "register-concurrency", fleet.DefaultRegisterConcurrency, "registrations in flight at once")
+	gc.addFlag(c)
 	fs.DurationVar(&cfg.PollWait, "poll-wait", 0, "longest target long-poll of a node (default 30s)")
 	fs.DurationVar(&every, "every", 10*time.Second, "print the fleet's counters this often")
 	return c
