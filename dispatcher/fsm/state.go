@@ -119,8 +119,8 @@ func (j *job) specOf() *api.JobSpec {
 	if p := j.spec.Load(); p != nil {
 		return p
 	}
-	// Apply decoded these bytes once, with the same decoder, so this
-	// cannot fail.
+	// Apply's skimSpec accepted these bytes, and the decoder accepts the
+	// same (FuzzSkim), so this cannot fail.
 	p := new(api.JobSpec)
 	var sd specDecoder
 	d := stringDec(j.specEnc)
