@@ -127,6 +127,9 @@ func (h *propHarness) step() string {
 			if r.IntN(4) == 0 {
 				s.IdempotencyKey = fmt.Sprintf("k%d", r.IntN(10))
 			}
+			if r.IntN(6) == 0 { // every node matches: the check runs, placement goes on
+				s.Constraints = []api.Constraint{{Key: "gpu", Op: api.OpNotExists}}
+			}
 			for range 1 + r.IntN(2) {
 				s.Tasks = append(s.Tasks, api.TaskGroupSpec{Count: 1 + r.Int64N(20), Pod: api.PodSpec{Containers: []api.ContainerSpec{{
 					Image: api.Image{Rootfs: "/img"}, Command: []string{"/x"},
@@ -581,8 +584,20 @@ func (h *propHarness) check() error {
 		bad("loaded state differs:\nlive:\n%s\nloaded:\n%s", a, b)
 	}
 	for j := range f.mu.jobs.all() { // dump does not show specs
-		if lj := g.mu.jobs.get(j.num); lj == nil || !reflect.DeepEqual(lj.specOf(), j.specOf()) {
+		lj := g.mu.jobs.get(j.num)
+		if lj == nil || !reflect.DeepEqual(lj.specOf(), j.specOf()) {
 			bad("job %s: loaded spec differs", j.id)
+			continue
+		}
+		// Apply skimmed the live job's fields; Load took them from the
+		// decoded spec.
+		if !reflect.DeepEqual(lj.jobFields, j.jobFields) || !reflect.DeepEqual(lj.jobFields, fieldsOf(j.specOf())) {
+			bad("job %s: fields %+v live, %+v loaded, %+v in its spec", j.id, j.jobFields, lj.jobFields, fieldsOf(j.specOf()))
+		}
+		for i, g := range j.groups {
+			if lg := lj.groups[i]; g.name != lg.name || g.demand != lg.demand || g.count != lg.count {
+				bad("job %s: group %d is %q %+v ×%d live, %q %+v ×%d loaded", j.id, i, g.name, g.demand, g.count, lg.name, lg.demand, lg.count)
+			}
 		}
 	}
 	if len(errs) > 0 {
