@@ -80,15 +80,16 @@
 // the job the fields that applying later commands needs (queue, pool, QoS,
 // priority, distinct nodes, appmaster, retry policy, constraints; each
 // group's name, count, and demand summed over its pod's containers). The
-// skim accepts exactly the encodings the full decoder accepts (FuzzSkim). The spec stays encoded in one shared copy of the command until
-// the leader's rounds or node targets, or a read, decode it, once
+// skim accepts exactly the encodings the full decoder accepts (FuzzSkim).
+// The spec stays encoded in one shared copy of the command until the
+// leader's rounds or node targets, or a read, decode it, once
 // (job.specOf), so a follower never decodes one: a decoded spec and its
-// task groups took two fifths of a submitted job's memory on every replica,
-// and the page faults and collector work that memory costs. It stores the
-// new jobs' specs' bytes, as submitted, in one submit record: a submit of a
-// thousand jobs writes one key, not a thousand, which spares the store a
-// thousand memtable inserts and their rewrites in every flush and
-// compaction.
+// task groups took two fifths of a submitted job's memory on every
+// replica, and the page faults and collector work that memory costs. It
+// stores the new jobs' specs' bytes, as submitted, in one submit record: a
+// submit of a thousand jobs writes one key, not a thousand, which spares
+// the store a thousand memtable inserts and their rewrites in every flush
+// and compaction.
 //
 //	SubmitJobs      many jobs; validated with api.ValidateJobs when the command
 //	                is built, rejected whole with every problem named;
