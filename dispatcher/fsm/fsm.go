@@ -362,6 +362,7 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 	if n > api.MaxItemsPerRequest {
 		return nil, fmt.Errorf("fsm: submit: %w: more than %d jobs in one request", api.ErrTooLarge, api.MaxItemsPerRequest)
 	}
+	cmdSpecs := cd.b // the specs, each length-prefixed, as the record stores them
 	// Each spec is skimmed (skimSpec): the fields apply reads are copied
 	// into its job, and the spec stays encoded in the command's shared copy
 	// until something reads it (job.specOf). A corrupt spec rejects the
@@ -396,10 +397,7 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 	// proposed. Nothing below can fail.
 	res := SubmitResult{Jobs: make([]SubmittedJob, n)}
 	groups, gptrs := make([]group, len(tgs)), make([]*group, len(tgs))
-	// The new jobs' specs, as submitted, go to one submit record: one key
-	// for the command, not one per job.
 	first, created := f.mu.nextJob, 0
-	recSpecs := enc{b: f.vbuf[:0]}
 	// The new jobs' IDs are cut from one string, made once below: "j" and
 	// the number, back to back; idEnd[i] is where job i's ends (0: none).
 	idBuf, idEnd := make([]byte, 0, n*8), make([]int, n)
@@ -429,7 +427,6 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 			f.touchGroup(g)
 		}
 		f.mu.jobs.put(j)
-		recSpecs.str(j.specEnc)
 		created++
 		if k := idem[i]; k != "" {
 			f.mu.idem[k] = num
@@ -443,11 +440,23 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 			res.Jobs[i] = SubmittedJob{ID: jobs[i].id}
 		}
 	}
+	// The new jobs' specs, as submitted, go to one submit record: one key
+	// for the command, not one per job. When every job is new, the record
+	// holds the command's own list of specs.
 	if created > 0 {
+		specs := cmdSpecs
+		if created < n {
+			rec := enc{b: f.vbuf[:0]}
+			for i := range jobs {
+				if jobs[i].num != 0 {
+					rec.str(jobs[i].specEnc)
+				}
+			}
+			specs, f.vbuf = rec.b, rec.b
+		}
 		f.kbuf = appendSubmitKey(f.kbuf, first)
-		f.sbuf = encodeSubmit(f.sbuf, now, created, recSpecs.b)
+		f.sbuf = encodeSubmit(f.sbuf, now, created, specs)
 		w.Set(f.kbuf, f.sbuf)
-		f.vbuf = recSpecs.b
 	}
 	w.Set(keyJobSeq, binary.BigEndian.AppendUint64(nil, f.mu.nextJob))
 	return res.encode(), nil
