@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"unsafe"
 )
 
 // DecodeJobs reads a submission body: one job object, a JSON array of jobs,
@@ -27,8 +28,15 @@ func DecodeJobs(body []byte) ([]JobSpec, error) {
 // submit validates every job before it proposes any), and so checks them
 // once. Its error names only the problems of reading the body; a caller
 // that wants every problem named runs DecodeJobs when it fails.
+//
+// The jobs' strings share body's memory, where DecodeJobs's share a copy
+// of it: body must not change while the jobs are in use (a request
+// handler's jobs, used only while it runs, save a copy of every body).
 func DecodeJobsUnvalidated(body []byte) ([]JobSpec, error) {
-	return decodeItems(body, "jobs", decodeJob, func(_ *checker, j *JobSpec) { j.setDefaults() })
+	d := decoders.Get().(*decoder)
+	defer d.release()
+	d.resetShared(body)
+	return decodeItemsWith(d, body, "jobs", decodeJob, func(_ *checker, j *JobSpec) { j.setDefaults() })
 }
 
 // DecodeCapboxRequests reads capbox requests as DecodeJobs reads jobs.
@@ -48,12 +56,17 @@ func DecodeCapTasks(body []byte) ([]CapTaskSpec, error) {
 }
 
 func decodeItems[T any](body []byte, name string, dec func(*decoder, *T), check func(*checker, *T)) ([]T, error) {
-	if len(body) > MaxBodyBytes {
-		return nil, fmt.Errorf("%w: body is %d bytes, more than the limit of %d", ErrTooLarge, len(body), MaxBodyBytes)
-	}
 	d := decoders.Get().(*decoder)
 	defer d.release()
 	d.reset(body)
+	return decodeItemsWith(d, body, name, dec, check)
+}
+
+// decodeItemsWith is decodeItems with d, reset to body.
+func decodeItemsWith[T any](d *decoder, body []byte, name string, dec func(*decoder, *T), check func(*checker, *T)) ([]T, error) {
+	if len(body) > MaxBodyBytes {
+		return nil, fmt.Errorf("%w: body is %d bytes, more than the limit of %d", ErrTooLarge, len(body), MaxBodyBytes)
+	}
 	var items []T
 	if d.peek() == '{' {
 		items = make([]T, 0, min(bytes.Count(body, []byte{'\n'})+1, MaxItemsPerRequest))
@@ -164,8 +177,15 @@ var decoders = sync.Pool{New: func() any { return &decoder{checker: checker{path
 
 // reset readies d to read body.
 func (d *decoder) reset(body []byte) {
-	d.checker = checker{input: body, item: -1, path: d.path[:0]}
+	d.resetShared(body)
 	d.text = string(body)
+}
+
+// resetShared is reset without copying body: the strings decoded share its
+// memory.
+func (d *decoder) resetShared(body []byte) {
+	d.checker = checker{input: body, item: -1, path: d.path[:0]}
+	d.text = unsafe.String(unsafe.SliceData(body), len(body))
 	d.pos, d.broken, d.lenient, d.lastNum = 0, false, false, 0
 	d.scratch = d.scratch[:0]
 	// A typical job is 200-300 bytes; size chunks so that a small request
