@@ -33,6 +33,9 @@ func DecodeJobs(body []byte) ([]JobSpec, error) {
 // of it: body must not change while the jobs are in use (a request
 // handler's jobs, used only while it runs, save a copy of every body).
 func DecodeJobsUnvalidated(body []byte) ([]JobSpec, error) {
+	if err := checkBodySize(body); err != nil {
+		return nil, err
+	}
 	d := decoders.Get().(*decoder)
 	defer d.release()
 	d.resetShared(body)
@@ -56,17 +59,26 @@ func DecodeCapTasks(body []byte) ([]CapTaskSpec, error) {
 }
 
 func decodeItems[T any](body []byte, name string, dec func(*decoder, *T), check func(*checker, *T)) ([]T, error) {
+	if err := checkBodySize(body); err != nil {
+		return nil, err
+	}
 	d := decoders.Get().(*decoder)
 	defer d.release()
 	d.reset(body)
 	return decodeItemsWith(d, body, name, dec, check)
 }
 
-// decodeItemsWith is decodeItems with d, reset to body.
-func decodeItemsWith[T any](d *decoder, body []byte, name string, dec func(*decoder, *T), check func(*checker, *T)) ([]T, error) {
+// checkBodySize rejects a body over MaxBodyBytes, before anything reads it.
+func checkBodySize(body []byte) error {
 	if len(body) > MaxBodyBytes {
-		return nil, fmt.Errorf("%w: body is %d bytes, more than the limit of %d", ErrTooLarge, len(body), MaxBodyBytes)
+		return fmt.Errorf("%w: body is %d bytes, more than the limit of %d", ErrTooLarge, len(body), MaxBodyBytes)
 	}
+	return nil
+}
+
+// decodeItemsWith is decodeItems with d, reset to body, a body of at most
+// MaxBodyBytes.
+func decodeItemsWith[T any](d *decoder, body []byte, name string, dec func(*decoder, *T), check func(*checker, *T)) ([]T, error) {
 	var items []T
 	if d.peek() == '{' {
 		items = make([]T, 0, min(bytes.Count(body, []byte{'\n'})+1, MaxItemsPerRequest))

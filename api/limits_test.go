@@ -13,9 +13,12 @@ import (
 
 func TestBodyTooLarge(t *testing.T) {
 	body := make([]byte, api.MaxBodyBytes+1)
-	_, err := api.DecodeJobs(body)
-	if !errors.Is(err, api.ErrTooLarge) || !strings.Contains(err.Error(), "bytes") {
-		t.Fatalf("DecodeJobs(oversized) = %v, want ErrTooLarge naming the size", err)
+	for name, decode := range map[string]func([]byte) ([]api.JobSpec, error){
+		"DecodeJobs": api.DecodeJobs, "DecodeJobsUnvalidated": api.DecodeJobsUnvalidated,
+	} {
+		if _, err := decode(body); !errors.Is(err, api.ErrTooLarge) || !strings.Contains(err.Error(), "bytes") {
+			t.Fatalf("%s(oversized) = %v, want ErrTooLarge naming the size", name, err)
+		}
 	}
 }
 
