@@ -28,7 +28,10 @@ func TestRandomCommands(t *testing.T) {
 	defer func(n int) { minStaleChanges = n }(minStaleChanges)
 	minStaleChanges = 2
 	preempted, cached, sets, releases, capTasks := 0, uint64(0), 0, 0, 0
-	for run := range runs {
+	// Some commands are rare in a run (a capbox task starts in about half
+	// the runs): up to twice the runs go on until each was exercised.
+	exercised := func() bool { return cached > 0 && capTasks > 0 && sets > 0 && releases > 0 && preempted > 0 }
+	for run := 0; run < runs || run < 2*runs && !exercised(); run++ {
 		h := &propHarness{t: t, r: r, f: New(), s: newMemStore(), now: time.Unix(1_800_000_000, 0)}
 		for step := range steps {
 			desc := h.step()
