@@ -75,13 +75,13 @@ type Dispatcher struct {
 	reports reportQueue
 }
 
-// beat is what the leader remembers of a node's contacts.
 // nodeBeat is a node's ID and its beat.
 type nodeBeat struct {
 	id string
 	b  *beat
 }
 
+// beat is what the leader remembers of a node's contacts.
 type beat struct {
 	last    time.Time // the last contact, or the leader's start for grace
 	polls   int       // Target long-polls open now

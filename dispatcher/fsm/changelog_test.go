@@ -19,7 +19,7 @@ func TestChangeLogAgreesWithASlice(t *testing.T) {
 			jobs  []*job
 			index uint64
 		)
-		for range r.IntN(4 * changeChunk) {
+		for range r.IntN(4 * pageLen) {
 			index += uint64(r.IntN(3)) // several changes may share an index
 			var j *job
 			if len(jobs) > 0 && r.IntN(3) == 0 {
@@ -64,9 +64,15 @@ func TestChangeLogAgreesWithASlice(t *testing.T) {
 				t.Fatalf("round %d: search(%d) = %d, want %d", round, want, got, exp)
 			}
 		}
-		for _, ch := range l.chunks[:max(0, len(l.chunks)-1)] {
-			if len(ch) != changeChunk {
-				t.Fatalf("round %d: a chunk before the last holds %d entries", round, len(ch))
+		// Packed: the pages the entries need and no more, and nothing past
+		// the last entry kept alive.
+		if pages := l.entries.pages; len(pages) != (l.len()+pageLen-1)/pageLen {
+			t.Fatalf("round %d: %d pages for %d entries", round, len(pages), l.len())
+		} else if len(pages) > 0 {
+			for _, c := range pages[len(pages)-1][(l.len()-1)%pageLen+1:] {
+				if c != (jobChange{}) {
+					t.Fatalf("round %d: an entry past the last is kept: %+v", round, c)
+				}
 			}
 		}
 	}

@@ -5,22 +5,17 @@ import "iter"
 // jobTable holds every job (capbox sets included) by number. Numbers are
 // dense from 1 (nextJob) and no job is ever removed, so it is indexed by
 // number: a lookup is an index, not a hash, and a walk in number order
-// needs no sort. It grows by fixed pages rather than by one slice
-// reallocated and copied (with a write barrier per pointer) each time it
-// doubles: a table of millions of jobs never copies them, nor holds two
-// copies at once.
+// needs no sort. It is paged: a table of millions of jobs never copies
+// them.
 type jobTable struct {
-	pages [][]*job // job num is pages[num/jobPage][num%jobPage]; num 0 is always nil
+	byNum paged[*job] // job num is *byNum.at(num); num 0 is always nil
 	n     int
 }
 
-// jobPage is the jobs of one page of a jobTable.
-const jobPage = 4096
-
 // get returns job num, or nil.
 func (t *jobTable) get(num uint64) *job {
-	if p := num / jobPage; p < uint64(len(t.pages)) {
-		return t.pages[p][num%jobPage]
+	if num < uint64(t.byNum.len()) {
+		return *t.byNum.at(int(num))
 	}
 	return nil
 }
@@ -28,10 +23,10 @@ func (t *jobTable) get(num uint64) *job {
 // put adds j under j.num, which must be positive and not beyond the next
 // job number (loads check records against it).
 func (t *jobTable) put(j *job) {
-	for uint64(len(t.pages)) <= j.num/jobPage {
-		t.pages = append(t.pages, make([]*job, jobPage))
+	if int(j.num) >= t.byNum.len() {
+		t.byNum.resize(int(j.num) + 1)
 	}
-	slot := &t.pages[j.num/jobPage][j.num%jobPage]
+	slot := t.byNum.at(int(j.num))
 	if *slot == nil {
 		t.n++
 	}
@@ -44,16 +39,9 @@ func (t *jobTable) len() int { return t.n }
 // from yields the jobs numbered num or more, in number order.
 func (t *jobTable) from(num uint64) iter.Seq[*job] {
 	return func(yield func(*job) bool) {
-		num = max(num, 1)
-		for p := num / jobPage; p < uint64(len(t.pages)); p++ {
-			page := t.pages[p]
-			if p == num/jobPage {
-				page = page[num%jobPage:]
-			}
-			for _, j := range page {
-				if j != nil && !yield(j) {
-					return
-				}
+		for i := max(num, 1); i < uint64(t.byNum.len()); i++ {
+			if j := *t.byNum.at(int(i)); j != nil && !yield(j) {
+				return
 			}
 		}
 	}

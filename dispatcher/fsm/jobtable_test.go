@@ -11,7 +11,7 @@ import (
 func TestJobTablePages(t *testing.T) {
 	var tab jobTable
 	var nums []uint64
-	for num := uint64(1); num < 3*jobPage+10; num += 7 {
+	for num := uint64(1); num < 3*pageLen+10; num += 7 {
 		tab.put(&job{num: num})
 		nums = append(nums, num)
 	}
@@ -24,12 +24,12 @@ func TestJobTablePages(t *testing.T) {
 			t.Fatalf("get(%d) = %v", num, j)
 		}
 	}
-	for _, num := range []uint64{0, 2, 3 * jobPage, 10 * jobPage} {
+	for _, num := range []uint64{0, 2, 3 * pageLen, 10 * pageLen} {
 		if j := tab.get(num); j != nil {
 			t.Errorf("get(%d) = job %d, want none", num, j.num)
 		}
 	}
-	for _, from := range []uint64{0, 1, 2, jobPage - 1, jobPage, jobPage + 1, 2*jobPage + 3, 3*jobPage + 9, 5 * jobPage} {
+	for _, from := range []uint64{0, 1, 2, pageLen - 1, pageLen, pageLen + 1, 2*pageLen + 3, 3*pageLen + 9, 5 * pageLen} {
 		var got []uint64
 		for j := range tab.from(from) {
 			got = append(got, j.num)
