@@ -319,3 +319,43 @@ func BenchmarkDecodeJobsArray(b *testing.B) {
 	}
 	b.ReportMetric(float64(1000*b.N)/b.Elapsed().Seconds(), "jobs/s")
 }
+
+// submitReply returns the reply to a submission of 1,000 jobs.
+func submitReply(b *testing.B) []byte {
+	var r api.SubmitResponse
+	for i := range 1000 {
+		r.Jobs = append(r.Jobs, fmt.Sprintf("j%d", 1_000_000+i))
+	}
+	body, err := json.Marshal(r)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return body
+}
+
+// BenchmarkDecodeSubmitResponse measures a client's read of the reply to
+// a submission of 1,000 jobs, beside encoding/json's
+// (BenchmarkDecodeSubmitResponseStdlib, what Client.SubmitBody used
+// before).
+func BenchmarkDecodeSubmitResponse(b *testing.B) {
+	body := submitReply(b)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if r, err := api.DecodeSubmitResponse(body); err != nil || len(r.Jobs) != 1000 {
+			b.Fatalf("decode: %d jobs, %v", len(r.Jobs), err)
+		}
+	}
+}
+
+func BenchmarkDecodeSubmitResponseStdlib(b *testing.B) {
+	body := submitReply(b)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var r api.SubmitResponse
+		if err := json.Unmarshal(body, &r); err != nil || len(r.Jobs) != 1000 {
+			b.Fatalf("decode: %d jobs, %v", len(r.Jobs), err)
+		}
+	}
+}

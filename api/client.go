@@ -685,9 +685,15 @@ func (c *Client) SubmitBody(ctx context.Context, body []byte, contentType string
 		return SubmitResponse{}, err
 	}
 	r.encoding = opts.Encoding
-	var out SubmitResponse
-	_, err = c.doJSON(ctx, r, &out)
-	return out, err
+	rep, err := c.do(ctx, r)
+	if err != nil {
+		return SubmitResponse{}, err
+	}
+	out, err := DecodeSubmitResponse(rep.body)
+	if err != nil {
+		return SubmitResponse{}, fmt.Errorf("api: %s %s: decode reply: %w", r.method, r.path, err)
+	}
+	return out, nil
 }
 
 var zstdEncoder = sync.OnceValues(func() (*zstd.Encoder, error) {

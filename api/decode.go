@@ -1131,3 +1131,38 @@ func decodePendingReason(d *decoder, p *PendingReason) {
 		}
 	}
 }
+
+// DecodeSubmitResponse reads the reply of POST /v1/jobs. Like
+// DecodeWatchEvent it skips members it does not know; a missing or wrong
+// type and broken syntax are errors naming the path. A client reads one
+// per submission, with up to MaxItemsPerRequest job IDs in it.
+func DecodeSubmitResponse(body []byte) (SubmitResponse, error) {
+	return decodeObject(body, "submit reply", true, decodeSubmitResponse)
+}
+
+func decodeSubmitResponse(d *decoder, r *SubmitResponse) {
+	if !d.openObject() {
+		return
+	}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "jobs":
+			if d.field(&seen, 0) {
+				array := d.peek() == '['
+				if r.Jobs = d.strs(); array && r.Jobs == nil {
+					r.Jobs = []string{} // as encoding/json reads "[]"
+				}
+			}
+		case "existing":
+			if d.field(&seen, 1) && d.openArray() {
+				r.Existing = []int{}
+				for d.nextElem() {
+					r.Existing = append(r.Existing, int(d.intIn(0, MaxItemsPerRequest-1)))
+				}
+			}
+		default:
+			d.unknown()
+		}
+	}
+}

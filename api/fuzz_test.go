@@ -77,6 +77,13 @@ func FuzzDecodeReportRequest(f *testing.F) {
 	fuzzRoundTrip(f, api.DecodeReportRequest, "request")
 }
 
+// FuzzDecodeSubmitResponse does the same for the submit reply.
+func FuzzDecodeSubmitResponse(f *testing.F) {
+	f.Add([]byte(`{"jobs":["j1","j2","j\u00e9"],"existing":[1]}`))
+	f.Add([]byte(`{"jobs":null,"later":{"x":[1,2]}}`))
+	fuzzRoundTrip(f, api.DecodeSubmitResponse, "reply")
+}
+
 // FuzzDecodeWatchEvent does the same for the watch stream's events.
 func FuzzDecodeWatchEvent(f *testing.F) {
 	f.Add([]byte(`{"index":7,"job":{"id":"j7","state":"running","submitted":"2030-01-01T00:00:00.5Z","spec":{"name":"n","tasks":[{"count":2,"pod":{"containers":[{"image":{"rootfs":"/img"},"command":["/bin/x"]}]}}]},"tasks":{"total":2,"active":2},"groups":[{"name":"g","total":2,"active":2}],"pending_diagnosis":[{"group":"g","tasks":1,"reason":"r"}],"new_field":[1]}}`))

@@ -417,6 +417,67 @@ func TestDecodeReportRequest(t *testing.T) {
 	}
 }
 
+// TestDecodeSubmitResponse checks DecodeSubmitResponse against
+// encoding/json on random replies, and its refusals, each naming the path.
+func TestDecodeSubmitResponse(t *testing.T) {
+	g := gen{seedtest.Rand(t)}
+	for range 200 {
+		var want api.SubmitResponse
+		for i := range g.r.IntN(2000) {
+			want.Jobs = append(want.Jobs, fmt.Sprintf("j%d", g.r.IntN(1<<40)))
+			if g.r.IntN(10) == 0 {
+				want.Existing = append(want.Existing, i)
+			}
+		}
+		if g.r.IntN(4) == 0 && len(want.Jobs) > 0 {
+			want.Jobs[0] = g.text()
+		}
+		body, err := json.Marshal(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := api.DecodeSubmitResponse(body)
+		if err != nil {
+			t.Fatalf("decode: %v\nbody: %s", err, body)
+		}
+		var std api.SubmitResponse
+		if err := json.Unmarshal(body, &std); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(got, std) {
+			t.Fatalf("reply round trip differs:\n got %+v\nwant %+v\n std %+v\nbody: %s", got, want, std, body)
+		}
+	}
+	for body, want := range map[string]api.SubmitResponse{
+		`{"jobs":[]}`:                               {Jobs: []string{}},
+		`{"jobs":null,"existing":null}`:             {},
+		`{"existing":[]}`:                           {Existing: []int{}},
+		`{"jobs":["j1"],"newer":{"a":[1,{"b":2}]}}`: {Jobs: []string{"j1"}},
+		" {\"existing\":[0],\"jobs\":[\"j7\"]}\n":   {Jobs: []string{"j7"}, Existing: []int{0}},
+	} {
+		got, err := api.DecodeSubmitResponse([]byte(body))
+		var std api.SubmitResponse
+		if jerr := json.Unmarshal([]byte(body), &std); jerr != nil || err != nil || !reflect.DeepEqual(got, want) || !reflect.DeepEqual(got, std) {
+			t.Errorf("DecodeSubmitResponse(%s) = %+v, %v; want %+v (encoding/json: %+v, %v)", body, got, err, want, std, jerr)
+		}
+	}
+	for body, want := range map[string]string{
+		``:                      "empty body",
+		`[]`:                    "want an object",
+		`{"jobs":[]}x`:          "trailing data",
+		`{"jobs":"j1"}`:         "jobs: want an array",
+		`{"jobs":["j1",2]}`:     "jobs[1]",
+		`{"existing":[-1]}`:     "existing[0]",
+		`{"existing":["0"]}`:    "existing[0]",
+		`{"jobs":[],"jobs":[]}`: "duplicate",
+		`{"jobs":["j1"`:         "jobs",
+	} {
+		if _, err := api.DecodeSubmitResponse([]byte(body)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("DecodeSubmitResponse(%q) = %v, want an error saying %q", body, err, want)
+		}
+	}
+}
+
 // watchEvent returns a random watch event that sets every field.
 func (g gen) watchEvent() api.WatchEvent {
 	counts := func() api.TaskCounts {
