@@ -8,11 +8,12 @@ import (
 	"unicode/utf8"
 )
 
-// The node protocol's two busiest bodies are encoded by hand, byte for
-// byte as encoding/json writes them (a test compares the two on random
-// values): the dispatcher writes a target for every change of a node's
-// pods, and every nodelet writes a report request for every batch of
-// state changes. encoding/json's reflection was most of their cost.
+// The busiest bodies are encoded by hand, byte for byte as encoding/json
+// writes them (a test compares the two on random values): the dispatcher
+// writes a target for every change of a node's pods and a submit reply for
+// every submission, and every nodelet writes a report request for every
+// batch of state changes. encoding/json's reflection was most of their
+// cost.
 
 // AppendNodeTarget appends the JSON of t to dst.
 func AppendNodeTarget(dst []byte, t *NodeTarget) []byte {
@@ -236,6 +237,18 @@ func appendUsageFields(dst []byte, u Usage) []byte {
 	dst = strconv.AppendInt(dst, u.CPU, 10)
 	dst = append(dst, `,"memory":`...)
 	return strconv.AppendInt(dst, u.Memory, 10)
+}
+
+// AppendSubmitResponse appends the JSON of r to dst: the reply to every
+// submission, with up to MaxItemsPerRequest job IDs.
+func AppendSubmitResponse(dst []byte, r *SubmitResponse) []byte {
+	dst = append(dst, `{"jobs":`...)
+	dst = appendStrings(dst, r.Jobs)
+	if len(r.Existing) > 0 {
+		dst = append(dst, `,"existing":`...)
+		dst = appendArray(dst, r.Existing, func(dst []byte, v *int) []byte { return strconv.AppendInt(dst, int64(*v), 10) })
+	}
+	return append(dst, '}')
 }
 
 func appendDuration(dst []byte, d Duration) []byte {

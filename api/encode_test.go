@@ -3,6 +3,7 @@ package api_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -125,5 +126,34 @@ func TestAppendWatchEvent(t *testing.T) {
 	}
 	if got, err := api.AppendWatchEvent(nil, &bad); err == nil || !strings.Contains(err.Error(), "j1") {
 		t.Errorf("AppendWatchEvent of a year before 0 = %s, %v; want an error naming the job", got, err)
+	}
+}
+
+// TestAppendSubmitResponse compares AppendSubmitResponse with
+// encoding/json byte for byte, on random replies and on empty ones.
+func TestAppendSubmitResponse(t *testing.T) {
+	g := gen{seedtest.Rand(t)}
+	replies := []api.SubmitResponse{{}, {Jobs: []string{}}, {Jobs: []string{"j1"}, Existing: []int{}}, {Existing: []int{0}}}
+	for range 100 {
+		var r api.SubmitResponse
+		for i := range g.r.IntN(1500) {
+			r.Jobs = append(r.Jobs, fmt.Sprintf("j%d", g.r.IntN(1<<40)))
+			if g.r.IntN(8) == 0 {
+				r.Existing = append(r.Existing, i)
+			}
+		}
+		if len(r.Jobs) > 0 && g.r.IntN(3) == 0 {
+			r.Jobs[g.r.IntN(len(r.Jobs))] = g.text()
+		}
+		replies = append(replies, r)
+	}
+	for i := range replies {
+		want, err := json.Marshal(replies[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := api.AppendSubmitResponse([]byte("x"), &replies[i]); !bytes.Equal(got[1:], want) || got[0] != 'x' {
+			t.Fatalf("reply %d:\n got %s\nwant %s", i, got, want)
+		}
 	}
 }

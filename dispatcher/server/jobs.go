@@ -68,7 +68,7 @@ func (h *Handler) submit(ctx *fasthttp.RequestCtx, p Principal, _ []string) *htt
 	if err != nil {
 		return h.fromError(ctx, "submit", err)
 	}
-	writeJSON(ctx, fasthttp.StatusOK, api.SubmitResponse{Jobs: ids, Existing: existing})
+	writeJSONBody(ctx, fasthttp.StatusOK, api.AppendSubmitResponse(make([]byte, 0, 16+12*len(ids)), &api.SubmitResponse{Jobs: ids, Existing: existing}))
 	return nil
 }
 
