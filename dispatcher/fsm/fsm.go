@@ -395,7 +395,7 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 	}
 	// SubmitJobs defaulted and validated the specs before they were
 	// proposed. Nothing below can fail.
-	res := SubmitResult{Jobs: make([]SubmittedJob, n)}
+	var existing []uint64 // by spec, the jobs that idempotency keys named (0: none)
 	groups, gptrs := make([]group, len(tgs)), make([]*group, len(tgs))
 	first, created := f.mu.nextJob, 0
 	// The new jobs' IDs are cut from one string, made once below: "j" and
@@ -407,7 +407,10 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 		tgStart = tgEnd[i]
 		if k := idem[i]; k != "" {
 			if num, ok := f.mu.idem[k]; ok {
-				res.Jobs[i] = SubmittedJob{ID: jobID(num), Existing: true}
+				if existing == nil {
+					existing = make([]uint64, n)
+				}
+				existing[i] = num
 				continue
 			}
 		}
@@ -433,11 +436,18 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 			w.Set(idemKey(k), binary.BigEndian.AppendUint64(nil, num))
 		}
 	}
+	// The result (SubmitResult's encoding) is written as the IDs are cut.
+	res := enc{b: make([]byte, 0, len(idBuf)+2*n+binary.MaxVarintLen64)}
+	res.uvarint(uint64(n))
 	ids, start := string(idBuf), 0
 	for i, end := range idEnd {
 		if end > 0 {
 			jobs[i].id, start = ids[start:end], end
-			res.Jobs[i] = SubmittedJob{ID: jobs[i].id}
+			res.str(jobs[i].id)
+			res.bool(false)
+		} else {
+			res.str(jobID(existing[i]))
+			res.bool(true)
 		}
 	}
 	// The new jobs' specs, as submitted, go to one submit record: one key
@@ -459,7 +469,7 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 		w.Set(f.kbuf, f.sbuf)
 	}
 	w.Set(keyJobSeq, binary.BigEndian.AppendUint64(nil, f.mu.nextJob))
-	return res.encode(), nil
+	return res.b, nil
 }
 
 func (f *FSM) registerLocked(w writer, d *dec) ([]byte, error) {
