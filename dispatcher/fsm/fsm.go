@@ -322,15 +322,15 @@ func (f *FSM) syncPendingLocked(g *group) {
 	}
 }
 
-// pendingSet is a set of groups: a slice, and each group's place in it
+// pendingSet is a set of groups: a paged list, and each group's place in it
 // (group.pendingAt, 0 when absent), so that adding and removing cost no
 // hashing.
-type pendingSet struct{ gs []*group }
+type pendingSet struct{ gs paged[*group] }
 
 func (s *pendingSet) add(g *group) {
 	if g.pendingAt == 0 {
-		s.gs = append(s.gs, g)
-		g.pendingAt = len(s.gs)
+		s.gs.push(g)
+		g.pendingAt = s.gs.len()
 	}
 }
 
@@ -338,10 +338,10 @@ func (s *pendingSet) remove(g *group) {
 	if g.pendingAt == 0 {
 		return
 	}
-	last := s.gs[len(s.gs)-1]
-	s.gs[g.pendingAt-1], last.pendingAt = last, g.pendingAt
-	s.gs[len(s.gs)-1] = nil
-	s.gs = s.gs[:len(s.gs)-1]
+	n := s.gs.len()
+	last := *s.gs.at(n - 1)
+	*s.gs.at(g.pendingAt - 1), last.pendingAt = last, g.pendingAt
+	s.gs.resize(n - 1)
 	g.pendingAt = 0
 }
 

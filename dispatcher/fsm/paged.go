@@ -1,5 +1,7 @@
 package fsm
 
+import "slices"
+
 // pageLen is the elements of one page of a paged.
 const pageLen = 4096
 
@@ -24,6 +26,15 @@ func (p *paged[T]) push(v T) {
 	}
 	p.pages[uint(p.n)/pageLen][uint(p.n)%pageLen] = v
 	p.n++
+}
+
+// appendTo appends the elements to dst, in order.
+func (p *paged[T]) appendTo(dst []T) []T {
+	dst = slices.Grow(dst, p.n)
+	for i, page := range p.pages {
+		dst = append(dst, page[:min(pageLen, p.n-i*pageLen)]...)
+	}
+	return dst
 }
 
 // resize sets the length to n: growing adds zero elements; shrinking zeroes

@@ -573,7 +573,7 @@ func (h *propHarness) check() error {
 			}
 		}
 	}
-	for i, g := range f.mu.pending.gs {
+	for i, g := range f.mu.pending.gs.appendTo(nil) {
 		if g.pendingAt != i+1 || f.mu.jobs.get(g.job.num) != g.job {
 			bad("pending set: entry %d is group %s of place %d, or of no job", i, g.key(), g.pendingAt)
 		}
@@ -641,8 +641,8 @@ func mustJobNum(id string) uint64 {
 // inPending reports whether g is in the pending set, which must know its
 // place.
 func inPending(f *FSM, g *group) bool {
-	gs := f.mu.pending.gs
-	return g.pendingAt > 0 && g.pendingAt <= len(gs) && gs[g.pendingAt-1] == g
+	gs := &f.mu.pending.gs
+	return g.pendingAt > 0 && g.pendingAt <= gs.len() && *gs.at(g.pendingAt-1) == g
 }
 
 // checkChangedSince compares JobsChangedSince, which reads the FSM's log

@@ -557,7 +557,7 @@ func (f *FSM) PlacementInputInto(in *placement.Input, now time.Time, limit int64
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	nowNS := now.UnixNano()
-	gs := slices.Clone(f.mu.pending.gs)
+	gs := f.mu.pending.gs.appendTo(nil)
 	slices.SortFunc(gs, func(a, b *group) int {
 		return cmp.Or(cmp.Compare(b.job.priority, a.job.priority),
 			cmp.Compare(a.job.num, b.job.num), cmp.Compare(a.idx, b.idx))
