@@ -642,7 +642,7 @@ func mustJobNum(id string) uint64 {
 // place.
 func inPending(f *FSM, g *group) bool {
 	gs := &f.mu.pending.gs
-	return g.pendingAt > 0 && g.pendingAt <= gs.len() && *gs.at(g.pendingAt-1) == g
+	return g.pendingAt > 0 && g.pendingAt <= gs.len() && *gs.at(g.pendingAt - 1) == g
 }
 
 // checkChangedSince compares JobsChangedSince, which reads the FSM's log
