@@ -27,9 +27,10 @@
 //
 //	jobs[3].tasks[0].pod.containers[1].resources.memory: must be positive
 //
-// DecodeJobsUnvalidated reads jobs the same way but only applies defaults,
-// for a caller that validates them anyway (the dispatcher's submit does,
-// before it proposes anything).
+// JobArena.DecodeUnvalidated reads jobs the same way but only applies
+// defaults, for a caller that validates them anyway (the dispatcher's
+// submit does, before it proposes anything), into memory it reuses from
+// one body to the next.
 //
 // The decoder is written by hand for this schema (no reflection) because
 // submission throughput is bounded by it; a round-trip test against

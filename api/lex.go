@@ -46,8 +46,9 @@ type decoder struct {
 	// it had escapes (until the next string is read).
 	keyStart, keyEnd int
 	keyEscaped       bool
-	// Slabs for the slices of one request's items. They are dropped, not
-	// reused, after each request: the items returned keep them.
+	// Slabs for the slices of one request's items. They are dropped after
+	// each request, since the items returned keep them, unless a JobArena
+	// lent them.
 	groups     slab[TaskGroupSpec]
 	containers slab[ContainerSpec]
 	strings    slab[string]
@@ -62,9 +63,21 @@ const maxSlabChunk = 128
 type slab[T any] struct {
 	free  []T
 	chunk int // elements per allocation, sized to the request
+	// reuse keeps every chunk in chunks, to hand out again after a rewind:
+	// chunks[:next] are in use.
+	reuse  bool
+	chunks [][]T
+	next   int
 }
 
 func newSlab[T any](chunk int) slab[T] { return slab[T]{chunk: chunk} }
+
+// rewind readies a reusing slab for the next request, with chunks of
+// chunk elements: the slices it handed out before will be handed out
+// again.
+func (s *slab[T]) rewind(chunk int) {
+	s.free, s.chunk, s.reuse, s.next = nil, chunk, true, 0
+}
 
 // take returns a zeroed slice of length and capacity n; appending to it
 // reallocates, so it never overwrites a neighbour.
@@ -73,11 +86,33 @@ func (s *slab[T]) take(n int) []T {
 		if n > s.chunk/4 {
 			return make([]T, n)
 		}
-		s.free = make([]T, s.chunk)
+		s.free = s.newChunk()
 	}
 	out := s.free[:n:n]
 	s.free = s.free[n:]
 	return out
+}
+
+// newChunk returns a zeroed chunk: a new one, or when reusing, the next
+// kept one if it is large enough.
+func (s *slab[T]) newChunk() []T {
+	if !s.reuse {
+		return make([]T, s.chunk)
+	}
+	if s.next < len(s.chunks) && len(s.chunks[s.next]) >= s.chunk {
+		c := s.chunks[s.next]
+		clear(c)
+		s.next++
+		return c
+	}
+	c := make([]T, s.chunk)
+	if s.next < len(s.chunks) {
+		s.chunks[s.next] = c
+	} else {
+		s.chunks = append(s.chunks, c)
+	}
+	s.next++
+	return c
 }
 
 // grow appends one zero element to list, taking the first from the slab.

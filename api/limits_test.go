@@ -14,7 +14,7 @@ import (
 func TestBodyTooLarge(t *testing.T) {
 	body := make([]byte, api.MaxBodyBytes+1)
 	for name, decode := range map[string]func([]byte) ([]api.JobSpec, error){
-		"DecodeJobs": api.DecodeJobs, "DecodeJobsUnvalidated": api.DecodeJobsUnvalidated,
+		"DecodeJobs": api.DecodeJobs, "DecodeUnvalidated": new(api.JobArena).DecodeUnvalidated,
 	} {
 		if _, err := decode(body); !errors.Is(err, api.ErrTooLarge) || !strings.Contains(err.Error(), "bytes") {
 			t.Fatalf("%s(oversized) = %v, want ErrTooLarge naming the size", name, err)

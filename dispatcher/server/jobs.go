@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/dispatcher/fsm"
@@ -17,6 +18,11 @@ import (
 
 // submit serves POST /v1/jobs. Nothing is proposed unless every item is
 // valid and allowed; the reply is sent once the jobs are committed.
+// jobArenas keep the memory submit handlers read jobs into: a handler's
+// jobs are encoded into the submit command before it returns, and its
+// arena goes back for the next request.
+var jobArenas = sync.Pool{New: func() any { return new(api.JobArena) }}
+
 func (h *Handler) submit(ctx *fasthttp.RequestCtx, p Principal, _ []string) *httpError {
 	if e := h.requireLeader(ctx); e != nil {
 		return e
@@ -35,7 +41,9 @@ func (h *Handler) submit(ctx *fasthttp.RequestCtx, p Principal, _ []string) *htt
 	// The dispatcher validates the jobs before it proposes them: read them
 	// without validating (a fifth of the reading), unless they fail to read,
 	// when every problem, read or invalid, is named at once.
-	specs, err := api.DecodeJobsUnvalidated(body)
+	arena := jobArenas.Get().(*api.JobArena)
+	defer jobArenas.Put(arena)
+	specs, err := arena.DecodeUnvalidated(body)
 	if err != nil {
 		if errors.Is(err, api.ErrInvalid) {
 			_, err = api.DecodeJobs(body)
