@@ -370,7 +370,9 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 	// allocated together.
 	jobs := make([]job, n)
 	idem := make([]string, n)
-	tgs := make([]groupInit, 0, n) // every task group of the command, in order
+	// The command's task groups, in order, as the skim starts them; a job
+	// has most often one.
+	groups := make([]group, 0, n)
 	tgEnd := make([]int, n)
 	for i := range jobs {
 		sd := cd.sub()
@@ -379,11 +381,14 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 		}
 		var ok bool
 		jobs[i].specEnc = sd.src
-		jobs[i].jobFields, idem[i], tgs, ok = skimSpec(sd.src, tgs)
+		jobs[i].jobFields, idem[i], groups, ok = skimSpec(sd.src, groups)
 		if !ok {
 			return nil, fmt.Errorf("submit command: job %d: %w", i, specError(sd.src))
 		}
-		tgEnd[i] = len(tgs)
+		tgEnd[i] = len(groups)
+	}
+	if cap(groups) > len(groups)+len(groups)/4 { // grown for jobs of several groups: keep no more than they need
+		groups = slices.Clone(groups)
 	}
 	if err := cd.done("submit command"); err != nil {
 		return nil, err
@@ -396,14 +401,14 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 	// SubmitJobs defaulted and validated the specs before they were
 	// proposed. Nothing below can fail.
 	var existing []uint64 // by spec, the jobs that idempotency keys named (0: none)
-	groups, gptrs := make([]group, len(tgs)), make([]*group, len(tgs))
+	gptrs := make([]*group, len(groups))
 	first, created := f.mu.nextJob, 0
 	// The new jobs' IDs are cut from one string, made once below: "j" and
 	// the number, back to back; idEnd[i] is where job i's ends (0: none).
 	idBuf, idEnd := make([]byte, 0, n*8), make([]int, n)
 	tgStart := 0
 	for i := range jobs {
-		jtgs := tgs[tgStart:tgEnd[i]]
+		jgroups := groups[tgStart:tgEnd[i]]
 		tgStart = tgEnd[i]
 		if k := idem[i]; k != "" {
 			if num, ok := f.mu.idem[k]; ok {
@@ -420,12 +425,11 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 		j.num, j.submitted = num, now
 		idBuf = strconv.AppendUint(append(idBuf, 'j'), num, 10)
 		idEnd[i] = len(idBuf)
-		ng := len(jtgs)
+		ng := len(jgroups)
 		j.groups, gptrs = gptrs[:ng:ng], gptrs[ng:]
-		for gi, t := range jtgs {
-			g := &groups[0]
-			groups = groups[1:]
-			initGroup(g, j, gi, t)
+		for gi := range jgroups {
+			g := &jgroups[gi]
+			g.job, g.idx = j, uint16(gi)
 			j.groups[gi] = g
 			f.touchGroup(g)
 		}

@@ -10,8 +10,9 @@ import (
 
 // skimSpec reads the encoding of one spec (spec_codec.go), s, as
 // decodeInto would, but builds only what apply needs of it: the job's
-// fields, its idempotency key, and each task group's name, count and
-// demand (the placement.Demand of its pod), which it appends to groups. It
+// fields, its idempotency key, and for each task group a group with its
+// name, count and demand (the placement.Demand of its pod), appended to
+// groups (the rest of each group is apply's to set). It
 // accepts exactly the encodings decodeInto accepts (FuzzSkim keeps the two
 // in step), so a spec skimmed once always decodes later (job.specOf); for
 // any other it returns ok false. Its strings are substrings of s.
@@ -19,7 +20,7 @@ import (
 // It is apply's reader, run for every job on every replica: it reads s by
 // index with small functions the compiler inlines, where decodeInto calls
 // a method per field that moves a slice and checks a sticky error.
-func skimSpec(s string, groups []groupInit) (f jobFields, idem string, _ []groupInit, ok bool) {
+func skimSpec(s string, groups []group) (f jobFields, idem string, _ []group, ok bool) {
 	i := 0
 	i = skipStr(s, i) // name
 	f.queue, i = readStr(s, i)
@@ -69,12 +70,12 @@ func skimSpec(s string, groups []groupInit) (f jobFields, idem string, _ []group
 	f.appmaster, i = readBool(s, i)
 	n, i = readCount(s, i, minGroupBytes)
 	for range n {
-		var g groupInit
+		groups = append(groups, group{})
+		g := &groups[len(groups)-1]
 		g.name, i = readStr(s, i)
 		g.count, i = readVarint(s, i)
 		i = skipStrs(s, i) // preferred nodes
 		g.demand, i = skimPod(s, i)
-		groups = append(groups, g)
 	}
 	if i != len(s) { // malformed (-1), or trailing bytes
 		return jobFields{}, "", groups, false

@@ -647,7 +647,7 @@ func checkSkim(t *testing.T, b []byte) {
 	d := sharedDec(b)
 	full := decodeSpec(&d)
 	err := d.done("spec")
-	prior := []groupInit{{name: "before"}}
+	prior := []group{{name: "before"}}
 	f, idem, groups, ok := skimSpec(string(b), prior)
 	if ok != (err == nil) {
 		t.Fatalf("readers disagree: decoder %v, skim ok %v", err, ok)
@@ -666,8 +666,8 @@ func checkSkim(t *testing.T, b []byte) {
 	}
 	for i, g := range groups[1:] {
 		tg := &full.Tasks[i]
-		if want := (groupInit{tg.Name, tg.Count, placement.Demand(tg.Pod)}); g != want {
-			t.Fatalf("group %d: %+v, want %+v", i, g, want)
+		if g.name != tg.Name || g.count != tg.Count || g.demand != placement.Demand(tg.Pod) {
+			t.Fatalf("group %d: %q, %d, %+v; want %q, %d, %+v", i, g.name, g.count, g.demand, tg.Name, tg.Count, placement.Demand(tg.Pod))
 		}
 	}
 	j := &job{specEnc: string(b)}

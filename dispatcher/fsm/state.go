@@ -497,22 +497,8 @@ func initGroups(j *job) {
 	j.groups = make([]*group, len(s.Tasks))
 	for i := range s.Tasks {
 		t := &s.Tasks[i]
-		j.groups[i] = new(group)
-		initGroup(j.groups[i], j, i, groupInit{t.Name, t.Count, placement.Demand(t.Pod)})
+		j.groups[i] = &group{job: j, idx: uint16(i), name: t.Name, count: t.Count, demand: placement.Demand(t.Pod)}
 	}
-}
-
-// groupInit is what a task group starts from: its name, its count of
-// tasks, and what each task needs.
-type groupInit struct {
-	name   string
-	count  int64
-	demand api.Capacity
-}
-
-// initGroup sets g up as group i of j, with no task placed.
-func initGroup(g *group, j *job, i int, t groupInit) {
-	*g = group{job: j, idx: uint16(i), name: t.name, count: t.count, demand: t.demand}
 }
 
 func encodeGroup(buf []byte, g *group) []byte {
