@@ -752,6 +752,12 @@ func TestSkimVarints(t *testing.T) {
 			if (wn > 0) != (i > 0) || wn > 0 && (v != wv || i != wn) {
 				t.Fatalf("readVarint(%x) = %d, %d; binary.Varint gives %d, %d", in, v, i, wv, wn)
 			}
+			// The same after other bytes, at an offset.
+			pre := string(b[:r.IntN(len(b)+1)])
+			u, i = readUvarint(pre+string(in), len(pre))
+			if wu, wn := binary.Uvarint(in); (wn > 0) != (i > 0) || wn > 0 && (u != wu || i != len(pre)+wn) {
+				t.Fatalf("readUvarint(%x) after %x = %d, %d; binary.Uvarint gives %d, %d", in, pre, u, i, wu, wn)
+			}
 		}
 	}
 }
