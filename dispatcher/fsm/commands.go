@@ -214,9 +214,10 @@ type SubmittedJob struct {
 	Existing bool
 }
 
-// DecodeSubmitResult decodes the result of a SubmitJobs command.
+// DecodeSubmitResult decodes the result of a SubmitJobs command. The IDs
+// share one copy of b.
 func DecodeSubmitResult(b []byte) (SubmitResult, error) {
-	d := dec{b: b}
+	d := sharedDec(b)
 	var r SubmitResult
 	r.Jobs = make([]SubmittedJob, d.count(2))
 	for i := range r.Jobs {
