@@ -30,7 +30,7 @@ func skimSpec(s string, groups []group) (f jobFields, idem string, _ []group, ok
 	f.priority, i = readInt32(s, i)
 	var qos string
 	qos, i = readStr(s, i)
-	f.qos = api.QoS(qos)
+	f.qos = internQoS(qos)
 	i = skipStrMap(s, i) // labels
 	var (
 		n           int
@@ -82,6 +82,18 @@ func skimSpec(s string, groups []group) (f jobFields, idem string, _ []group, ok
 		return jobFields{}, "", groups, false
 	}
 	return f, idem, groups, true
+}
+
+// internQoS returns the api constant equal to q, or q: a job keeps no
+// pointer into its command for a tier every job names.
+func internQoS(q string) api.QoS {
+	switch api.QoS(q) {
+	case api.QoSOnline:
+		return api.QoSOnline
+	case api.QoSOffline:
+		return api.QoSOffline
+	}
+	return api.QoS(q)
 }
 
 // specError says what is wrong with a spec's encoding that skimSpec
