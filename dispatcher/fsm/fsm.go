@@ -369,7 +369,7 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 	// command before anything changes. The command's jobs and groups are
 	// allocated together.
 	jobs := make([]job, n)
-	idem := make([]string, n)
+	var idem []string // by spec, its idempotency key; nil when none has one
 	// The command's task groups, in order, as the skim starts them; a job
 	// has most often one.
 	groups := make([]group, 0, n)
@@ -379,11 +379,20 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 		if cd.err != nil {
 			break
 		}
-		var ok bool
+		var (
+			key string
+			ok  bool
+		)
 		jobs[i].specEnc = sd.src
-		jobs[i].jobFields, idem[i], groups, ok = skimSpec(sd.src, groups)
+		jobs[i].jobFields, key, groups, ok = skimSpec(sd.src, groups)
 		if !ok {
 			return nil, fmt.Errorf("submit command: job %d: %w", i, specError(sd.src))
+		}
+		if key != "" {
+			if idem == nil {
+				idem = make([]string, n)
+			}
+			idem[i] = key
 		}
 		tgEnd[i] = len(groups)
 	}
@@ -410,7 +419,7 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 	for i := range jobs {
 		jgroups := groups[tgStart:tgEnd[i]]
 		tgStart = tgEnd[i]
-		if k := idem[i]; k != "" {
+		if k := keyOf(idem, i); k != "" {
 			if num, ok := f.mu.idem[k]; ok {
 				if existing == nil {
 					existing = make([]uint64, n)
@@ -435,7 +444,7 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 		}
 		f.mu.jobs.put(j)
 		created++
-		if k := idem[i]; k != "" {
+		if k := keyOf(idem, i); k != "" {
 			f.mu.idem[k] = num
 			w.Set(idemKey(k), binary.BigEndian.AppendUint64(nil, num))
 		}
@@ -474,6 +483,14 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 	}
 	w.Set(keyJobSeq, binary.BigEndian.AppendUint64(nil, f.mu.nextJob))
 	return res.b, nil
+}
+
+// keyOf returns idem[i], or "" when idem is nil.
+func keyOf(idem []string, i int) string {
+	if idem == nil {
+		return ""
+	}
+	return idem[i]
 }
 
 func (f *FSM) registerLocked(w writer, d *dec) ([]byte, error) {
