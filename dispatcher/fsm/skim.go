@@ -19,8 +19,11 @@ import (
 // any other it returns ok false. Its strings are substrings of s.
 //
 // It is apply's reader, run for every job on every replica: it reads s by
-// index with small functions the compiler inlines, where decodeInto calls
-// a method per field that moves a slice and checks a sticky error.
+// index with small functions, where decodeInto calls a method per field
+// that moves a slice and checks a sticky error. (Most of those functions
+// are calls, not inlined: with their slow paths they cost more than the
+// inliner's budget, and moving the slow paths out of line cost more
+// instructions than it saved.)
 func skimSpec(s string, groups []group) (f jobFields, idem string, _ []group, ok bool) {
 	i := 0
 	i = skipStr(s, i) // name
