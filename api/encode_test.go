@@ -3,7 +3,6 @@ package api_test
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -135,17 +134,7 @@ func TestAppendSubmitResponse(t *testing.T) {
 	g := gen{seedtest.Rand(t)}
 	replies := []api.SubmitResponse{{}, {Jobs: []string{}}, {Jobs: []string{"j1"}, Existing: []int{}}, {Existing: []int{0}}}
 	for range 100 {
-		var r api.SubmitResponse
-		for i := range g.r.IntN(1500) {
-			r.Jobs = append(r.Jobs, fmt.Sprintf("j%d", g.r.IntN(1<<40)))
-			if g.r.IntN(8) == 0 {
-				r.Existing = append(r.Existing, i)
-			}
-		}
-		if len(r.Jobs) > 0 && g.r.IntN(3) == 0 {
-			r.Jobs[g.r.IntN(len(r.Jobs))] = g.text()
-		}
-		replies = append(replies, r)
+		replies = append(replies, g.submitResponse())
 	}
 	for i := range replies {
 		want, err := json.Marshal(replies[i])

@@ -417,21 +417,28 @@ func TestDecodeReportRequest(t *testing.T) {
 	}
 }
 
+// submitResponse returns a random submit reply of up to 2,000 IDs, some
+// of them existing, one at times with escapes and non-ASCII text.
+func (g gen) submitResponse() api.SubmitResponse {
+	var r api.SubmitResponse
+	for i := range g.r.IntN(2000) {
+		r.Jobs = append(r.Jobs, fmt.Sprintf("j%d", g.r.IntN(1<<40)))
+		if g.r.IntN(10) == 0 {
+			r.Existing = append(r.Existing, i)
+		}
+	}
+	if len(r.Jobs) > 0 && g.r.IntN(3) == 0 {
+		r.Jobs[g.r.IntN(len(r.Jobs))] = g.text()
+	}
+	return r
+}
+
 // TestDecodeSubmitResponse checks DecodeSubmitResponse against
 // encoding/json on random replies, and its refusals, each naming the path.
 func TestDecodeSubmitResponse(t *testing.T) {
 	g := gen{seedtest.Rand(t)}
 	for range 200 {
-		var want api.SubmitResponse
-		for i := range g.r.IntN(2000) {
-			want.Jobs = append(want.Jobs, fmt.Sprintf("j%d", g.r.IntN(1<<40)))
-			if g.r.IntN(10) == 0 {
-				want.Existing = append(want.Existing, i)
-			}
-		}
-		if g.r.IntN(4) == 0 && len(want.Jobs) > 0 {
-			want.Jobs[0] = g.text()
-		}
+		want := g.submitResponse()
 		body, err := json.Marshal(want)
 		if err != nil {
 			t.Fatal(err)

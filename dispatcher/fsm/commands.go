@@ -227,13 +227,29 @@ func DecodeSubmitResult(b []byte) (SubmitResult, error) {
 }
 
 func (r *SubmitResult) encode() []byte {
-	e := enc{b: make([]byte, 0, len(r.Jobs)*12+4)}
-	e.uvarint(uint64(len(r.Jobs)))
+	e := newResultEnc(len(r.Jobs), 10*len(r.Jobs))
 	for _, j := range r.Jobs {
-		e.str(j.ID)
-		e.bool(j.Existing)
+		e.add(j.ID, j.Existing)
 	}
 	return e.b
+}
+
+// resultEnc writes a SubmitResult's encoding a job at a time, for a caller
+// that has no SubmitResult to encode (submit cuts its IDs as it writes).
+type resultEnc struct{ enc }
+
+// newResultEnc starts the result of n jobs, with room for idBytes bytes of
+// IDs.
+func newResultEnc(n, idBytes int) resultEnc {
+	r := resultEnc{enc{b: make([]byte, 0, idBytes+2*n+4)}}
+	r.uvarint(uint64(n))
+	return r
+}
+
+// add writes the next job's ID and whether it existed before.
+func (r *resultEnc) add(id string, existing bool) {
+	r.str(id)
+	r.bool(existing)
 }
 
 // RejectCode says why the FSM rejected an assignment of a plan.

@@ -449,18 +449,15 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 			w.Set(idemKey(k), binary.BigEndian.AppendUint64(nil, num))
 		}
 	}
-	// The result (SubmitResult's encoding) is written as the IDs are cut.
-	res := enc{b: make([]byte, 0, len(idBuf)+2*n+binary.MaxVarintLen64)}
-	res.uvarint(uint64(n))
+	// The result is written as the IDs are cut.
+	res := newResultEnc(n, len(idBuf))
 	ids, start := string(idBuf), 0
 	for i, end := range idEnd {
 		if end > 0 {
 			jobs[i].id, start = ids[start:end], end
-			res.str(jobs[i].id)
-			res.bool(false)
+			res.add(jobs[i].id, false)
 		} else {
-			res.str(jobID(existing[i]))
-			res.bool(true)
+			res.add(jobID(existing[i]), true)
 		}
 	}
 	// The new jobs' specs, as submitted, go to one submit record: one key

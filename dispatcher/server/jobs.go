@@ -16,13 +16,13 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// submit serves POST /v1/jobs. Nothing is proposed unless every item is
-// valid and allowed; the reply is sent once the jobs are committed.
 // jobArenas keep the memory submit handlers read jobs into: a handler's
 // jobs are encoded into the submit command before it returns, and its
 // arena goes back for the next request.
 var jobArenas = sync.Pool{New: func() any { return new(api.JobArena) }}
 
+// submit serves POST /v1/jobs. Nothing is proposed unless every item is
+// valid and allowed; the reply is sent once the jobs are committed.
 func (h *Handler) submit(ctx *fasthttp.RequestCtx, p Principal, _ []string) *httpError {
 	if e := h.requireLeader(ctx); e != nil {
 		return e
