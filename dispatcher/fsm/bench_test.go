@@ -118,14 +118,15 @@ func BenchmarkApplyUpdates(b *testing.B) {
 	b.ReportMetric(float64(len(cmd))/benchN, "cmd-bytes/report")
 }
 
-// benchSpecs returns n specs of a typical small job, with defaults applied
-// when defaulted (as the dispatcher's leader proposes them, after decoding
-// a request) or as a Go caller might build them.
+// benchSpecs returns n specs of a typical small job, each with its own name
+// and argument, with defaults applied when defaulted (as the dispatcher's
+// leader proposes them, after decoding a request) or as a Go caller might
+// build them.
 func benchSpecs(n int, defaulted bool) []api.JobSpec {
 	specs := make([]api.JobSpec, n)
 	for i := range specs {
-		specs[i] = api.JobSpec{Name: "j", Tasks: []api.TaskGroupSpec{{Count: 100, Pod: api.PodSpec{Containers: []api.ContainerSpec{{
-			Image: api.Image{Rootfs: "/img"}, Command: []string{"/bin/work", "--flag"}, Env: map[string]string{"A": "b"},
+		specs[i] = api.JobSpec{Name: fmt.Sprintf("job-%d", i), Tasks: []api.TaskGroupSpec{{Count: 100, Pod: api.PodSpec{Containers: []api.ContainerSpec{{
+			Image: api.Image{Rootfs: "/img"}, Command: []string{"/bin/work", fmt.Sprintf("--part=%d", i)}, Env: map[string]string{"A": "b"},
 			Resources: api.Resources{CPU: 500, Memory: 1 << 30}}}}}}}
 		if defaulted {
 			specs[i].SetDefaults()

@@ -148,6 +148,12 @@ func stringDec(s string) dec {
 	return dec{b: unsafe.Slice(unsafe.StringData(s), len(s)), src: s}
 }
 
+// ownedDec returns a dec over b whose strings are substrings of b, which
+// nothing may write to again.
+func ownedDec(b []byte) dec {
+	return dec{b: b, src: unsafe.String(unsafe.SliceData(b), len(b))}
+}
+
 func (d *dec) bool() bool { return d.byte() != 0 }
 
 // count reads a length that prefixes items of at least min bytes each, and

@@ -3,6 +3,7 @@ package fsm
 import (
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/api"
@@ -27,9 +28,10 @@ const (
 	cmdStopCapTasks  byte = 11
 )
 
-// commandVersion 4: specs carry JobSpec.Appmaster; 3: submit commands
-// carry binary specs (2: NDJSON).
-const commandVersion = 4
+// commandVersion 5: a submit command's specs are one block, compressed
+// when large (appendSpecBlock); 4: specs carry JobSpec.Appmaster; 3: submit
+// commands carry binary specs (2: NDJSON).
+const commandVersion = 5
 
 // specSizeHint is the size of a typical spec's encoding, for buffers.
 const specSizeHint = 128
@@ -58,19 +60,29 @@ func SubmitJobs(now time.Time, specs []api.JobSpec) ([]byte, error) {
 	if err := api.ValidateJobs(specs); err != nil {
 		return nil, fmt.Errorf("fsm: submit: %w", err)
 	}
-	// A count, then each spec in the binary encoding of spec_codec.go,
-	// length-prefixed so that apply stores it as its job's record without
-	// encoding it again.
-	e := newCommand(cmdSubmit, now, 8+len(specs)*specSizeHint)
-	e.uvarint(uint64(len(specs)))
+	// A count, then the specs as one block (appendSpecBlock): each in the
+	// binary encoding of spec_codec.go, length-prefixed, so that apply keeps
+	// the block as the submit record without encoding anything again.
+	plain, block := blockPool.Get().(*[]byte), blockPool.Get().(*[]byte)
+	defer blockPool.Put(plain)
+	defer blockPool.Put(block)
+	all := enc{b: (*plain)[:0]}
 	var s enc
 	for i := range specs {
 		s.b = s.b[:0]
 		appendSpec(&s, &specs[i])
-		e.bytes(s.b)
+		all.bytes(s.b)
 	}
+	*plain = all.b
+	*block = appendSpecBlock((*block)[:0], all.b)
+	e := newCommand(cmdSubmit, now, 10+len(*block))
+	e.uvarint(uint64(len(specs)))
+	e.b = append(e.b, *block...)
 	return e.b, nil
 }
+
+// blockPool holds the buffers SubmitJobs encodes and compresses specs in.
+var blockPool = sync.Pool{New: func() any { return new([]byte) }}
 
 // RegisterNode returns the command that registers a node, or updates the
 // spec of a registered one. A node that was down becomes ready; a draining

@@ -108,6 +108,7 @@ type FSM struct {
 	dirtyNodes  []*node
 	kbuf, vbuf  []byte
 	sbuf        []byte // a submit record
+	bbuf        []byte // a block of specs
 }
 
 var (
@@ -352,17 +353,27 @@ func (f *FSM) writeTask(w writer, t *task) {
 }
 
 func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
-	if len(d.b) > api.MaxBodyBytes {
-		return nil, fmt.Errorf("fsm: submit: %w: %d bytes of specs, more than the limit of %d", api.ErrTooLarge, len(d.b), api.MaxBodyBytes)
+	n64 := d.uvarint()
+	block := d.b // the command's block of specs, as the submit record keeps it
+	specs, fresh, err := readSpecBlock(d, "submit command")
+	if err != nil {
+		return nil, fmt.Errorf("fsm: submit: %w", err)
 	}
-	// The specs' strings share one copy of the command.
-	cd := sharedDec(d.b)
-	d.b = nil
-	n := cd.count(minSpecBytes + 1)
+	// The specs' strings share one copy of them: the block's own memory
+	// when it was decompressed.
+	var cd dec
+	if fresh {
+		cd = ownedDec(specs)
+	} else {
+		cd = sharedDec(specs)
+	}
+	if n64 > uint64(len(specs)/(minSpecBytes+1)) {
+		return nil, fmt.Errorf("%w: submit command: %d jobs in %d bytes of specs", ErrCorrupt, n64, len(specs))
+	}
+	n := int(n64)
 	if n > api.MaxItemsPerRequest {
 		return nil, fmt.Errorf("fsm: submit: %w: more than %d jobs in one request", api.ErrTooLarge, api.MaxItemsPerRequest)
 	}
-	cmdSpecs := cd.b // the specs, each length-prefixed, as the record stores them
 	// Each spec is skimmed (skimSpec): the fields apply reads are copied
 	// into its job, and the spec stays encoded in the command's shared copy
 	// until something reads it (job.specOf). A corrupt spec rejects the
@@ -462,9 +473,8 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 	}
 	// The new jobs' specs, as submitted, go to one submit record: one key
 	// for the command, not one per job. When every job is new, the record
-	// holds the command's own list of specs.
+	// holds the command's own block of specs, compressed as it came.
 	if created > 0 {
-		specs := cmdSpecs
 		if created < n {
 			rec := enc{b: f.vbuf[:0]}
 			for i := range jobs {
@@ -472,10 +482,12 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 					rec.str(jobs[i].specEnc)
 				}
 			}
-			specs, f.vbuf = rec.b, rec.b
+			f.vbuf = rec.b
+			f.bbuf = appendSpecBlock(f.bbuf[:0], rec.b)
+			block = f.bbuf
 		}
 		f.kbuf = appendSubmitKey(f.kbuf, first)
-		f.sbuf = encodeSubmit(f.sbuf, now, created, specs)
+		f.sbuf = encodeSubmit(f.sbuf, now, created, block)
 		w.Set(f.kbuf, f.sbuf)
 	}
 	w.Set(keyJobSeq, binary.BigEndian.AppendUint64(nil, f.mu.nextJob))

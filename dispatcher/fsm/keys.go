@@ -40,8 +40,9 @@ const recordVersion = 1
 // (1 held it as JSON).
 const jobRecordVersion = 3
 
-// submitRecordVersion is the first byte of a submit record.
-const submitRecordVersion = 1
+// submitRecordVersion is the first byte of a submit record. 2: the specs
+// are a block, compressed when large (appendSpecBlock).
+const submitRecordVersion = 2
 
 // taskKey identifies a task: its job's number, its group's index in the job
 // and its index in the group.

@@ -1,8 +1,11 @@
 package fsm
 
 import (
+	"fmt"
 	"math"
 	"slices"
+
+	"github.com/klauspost/compress/s2"
 
 	"github.com/sluicehq/sluice/api"
 )
@@ -132,6 +135,71 @@ func appendStrMap(e *enc, m map[string]string) {
 		e.str(k)
 		e.str(m[k])
 	}
+}
+
+// A block of specs, as submit commands and submit records hold them: one
+// byte saying how the rest is stored, then the rest, which is (decoded, for
+// specsS2) the specs, each length-prefixed, back to back. Blocks of
+// compressMin bytes or more are compressed with s2 when that makes them
+// smaller: bulk submits repeat their images, commands and resources from
+// job to job, and the block is written to the raft log and then to the
+// submit record on every replica.
+const (
+	specsPlain byte = 0
+	specsS2    byte = 1
+)
+
+// compressMin is the smallest block appendSpecBlock compresses.
+const compressMin = 4 << 10
+
+// appendSpecBlock appends the block of specs, encoded and length-prefixed
+// back to back in specs.
+func appendSpecBlock(dst, specs []byte) []byte {
+	if len(specs) >= compressMin {
+		n := len(dst)
+		dst = slices.Grow(dst, 1+s2.MaxEncodedLen(len(specs)))
+		dst = append(dst, specsS2)
+		if out := s2.Encode(dst[n+1:cap(dst)], specs); len(out) < len(specs) {
+			return dst[:n+1+len(out)]
+		}
+		dst = dst[:n]
+	}
+	return append(append(dst, specsPlain), specs...)
+}
+
+// readSpecBlock reads a block of specs, the rest of d, and returns its
+// specs. fresh is true when they were decompressed into memory of their
+// own, which nothing writes again; otherwise they are d's bytes. A block
+// that does not decode, or that would hold more than api.MaxBodyBytes,
+// is an error.
+func readSpecBlock(d *dec, what string) (specs []byte, fresh bool, err error) {
+	kind := d.byte()
+	blk := d.b
+	d.b = nil
+	if d.err != nil {
+		return nil, false, fmt.Errorf("%s: %w", what, d.err)
+	}
+	size := len(blk)
+	switch kind {
+	case specsPlain:
+	case specsS2:
+		if size, err = s2.DecodedLen(blk); err != nil {
+			return nil, false, fmt.Errorf("%w: %s: compressed specs: %v", ErrCorrupt, what, err)
+		}
+	default:
+		return nil, false, fmt.Errorf("%w: %s: specs stored as %d", ErrCorrupt, what, kind)
+	}
+	if size > api.MaxBodyBytes {
+		return nil, false, fmt.Errorf("%s: %w: %d bytes of specs, more than the limit of %d", what, api.ErrTooLarge, size, api.MaxBodyBytes)
+	}
+	if kind == specsPlain {
+		return blk, false, nil
+	}
+	out, err := s2.Decode(make([]byte, size), blk)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: %s: compressed specs: %v", ErrCorrupt, what, err)
+	}
+	return out, true, nil
 }
 
 // decodeSpec decodes what appendSpec wrote. Errors stick in d; the caller

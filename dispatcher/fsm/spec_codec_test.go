@@ -516,18 +516,23 @@ func TestSpecCodecCorrupt(t *testing.T) {
 // TestLoadRejectsUnknownJobRecord checks that Load refuses a job record or
 // a submit record of another format (the JSON records of version 1, say),
 // or one cut short or numbered outside the job sequence, instead of
-// misreading it.
+// misreading it. Submit records come with their specs stored plain (a small
+// submit) and compressed (a large one).
 func TestLoadRejectsUnknownJobRecord(t *testing.T) {
 	st := newMemStore()
 	f := New()
-	cmd, _ := SubmitJobs(time.Unix(1, 0), benchSpecs(3, true))
-	if _, _, err := st.apply(f, 1, cmd); err != nil {
-		t.Fatal(err)
-	}
-	// A cancel writes the job's own record, which supersedes the submit
-	// record's copy.
-	if _, _, err := st.apply(f, 2, CancelJob(time.Unix(2, 0), "j2")); err != nil {
-		t.Fatal(err)
+	small, _ := SubmitJobs(time.Unix(1, 0), benchSpecs(3, true))
+	large, _ := SubmitJobs(time.Unix(3, 0), benchSpecs(100, true))
+	for i, cmd := range [][]byte{
+		small,
+		// A cancel writes the job's own record, which supersedes the
+		// submit record's copy.
+		CancelJob(time.Unix(2, 0), "j2"),
+		large,
+	} {
+		if _, _, err := st.apply(f, uint64(i+1), cmd); err != nil {
+			t.Fatal(err)
+		}
 	}
 	loaded := New()
 	if err := loaded.Load(st); err != nil {
@@ -536,24 +541,52 @@ func TestLoadRejectsUnknownJobRecord(t *testing.T) {
 	if a, b := f.dump(), loaded.dump(); a != b {
 		t.Fatalf("loaded state differs:\nlive:\n%s\nloaded:\n%s", a, b)
 	}
-	jobRec, submitRec := string(jobKey(2)), string(appendSubmitKey(nil, 1))
-	if len(st.m[jobRec]) == 0 || len(st.m[submitRec]) == 0 {
-		t.Fatalf("want job 2's record and the submit record of jobs 1-3; keys: %v", slices.Collect(maps.Keys(st.m)))
+	jobRec := string(jobKey(2))
+	plainRec, s2Rec := string(appendSubmitKey(nil, 1)), string(appendSubmitKey(nil, 4))
+	if len(st.m[jobRec]) == 0 {
+		t.Fatalf("want job 2's record; keys: %v", slices.Collect(maps.Keys(st.m)))
 	}
-	for _, tc := range []struct {
+	for key, want := range map[string]byte{plainRec: specsPlain, s2Rec: specsS2} {
+		if rec := st.m[key]; rec[specsAt(rec)] != want {
+			t.Fatalf("submit record %x: specs stored as %d, want %d", key, rec[specsAt(rec)], want)
+		}
+	}
+	type badRecord struct {
 		name, key string
 		rec       func(good []byte) []byte
-	}{
+	}
+	cases := []badRecord{
 		{"job record version 1 (JSON)", jobRec, func([]byte) []byte { return append([]byte{1, 2, 0}, `{"name":"j","tasks":[]}`...) }},
 		{"job record version 2", jobRec, func(good []byte) []byte { return append([]byte{2}, good[1:]...) }},
 		{"job record version 4", jobRec, func(good []byte) []byte { return append([]byte{4}, good[1:]...) }},
 		{"job record truncated", jobRec, func(good []byte) []byte { return good[:len(good)-1] }},
-		{"submit record version 2", submitRec, func(good []byte) []byte { return append([]byte{2}, good[1:]...) }},
-		{"submit record truncated", submitRec, func(good []byte) []byte { return good[:len(good)-1] }},
-		{"submit record of no jobs", submitRec, func([]byte) []byte { return []byte{submitRecordVersion, 2, 0} }},
-		{"submit record with a byte more", submitRec, func(good []byte) []byte { return append(slices.Clone(good), 0) }},
-		{"submit record overlapping another, past the sequence", string(appendSubmitKey(nil, 2)), func([]byte) []byte { return st.m[submitRec] }},
-	} {
+		{"submit record of no jobs", plainRec, func([]byte) []byte { return []byte{submitRecordVersion, 2, 0, specsPlain} }},
+		{"submit record overlapping another", string(appendSubmitKey(nil, 2)), func([]byte) []byte { return st.m[plainRec] }},
+		{"submit record past the sequence", string(appendSubmitKey(nil, 104)), func([]byte) []byte { return st.m[plainRec] }},
+	}
+	for _, sub := range []struct{ name, key string }{{"plain", plainRec}, {"compressed", s2Rec}} {
+		for _, c := range []badRecord{
+			{"version 1", sub.key, func(good []byte) []byte { return append([]byte{1}, good[1:]...) }},
+			{"version 3", sub.key, func(good []byte) []byte { return append([]byte{3}, good[1:]...) }},
+			{"truncated", sub.key, func(good []byte) []byte { return good[:len(good)-1] }},
+			{"with a byte more", sub.key, func(good []byte) []byte { return append(slices.Clone(good), 0) }},
+			{"claiming a job more than it holds", sub.key, func(good []byte) []byte {
+				d := dec{b: good}
+				d.byte()
+				submitted, n := d.varint(), d.uvarint()
+				return encodeSubmit(nil, submitted, int(n)+1, good[specsAt(good):])
+			}},
+			{"with its specs stored in an unknown way", sub.key, func(good []byte) []byte {
+				bad := slices.Clone(good)
+				bad[specsAt(good)] = 2
+				return bad
+			}},
+		} {
+			c.name = "submit record, " + sub.name + ", " + c.name
+			cases = append(cases, c)
+		}
+	}
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			good, hadKey := st.m[tc.key]
 			defer func() {
@@ -569,6 +602,15 @@ func TestLoadRejectsUnknownJobRecord(t *testing.T) {
 			}
 		})
 	}
+}
+
+// specsAt returns where a submit record's block of specs starts.
+func specsAt(rec []byte) int {
+	d := dec{b: rec}
+	d.byte()
+	d.varint()
+	d.uvarint()
+	return len(rec) - len(d.b)
 }
 
 // encodings returns the encodings of n random specs of g.
@@ -757,6 +799,61 @@ func TestSkimVarints(t *testing.T) {
 			u, i = readUvarint(pre+string(in), len(pre))
 			if wu, wn := binary.Uvarint(in); (wn > 0) != (i > 0) || wn > 0 && (u != wu || i != len(pre)+wn) {
 				t.Fatalf("readUvarint(%x) after %x = %d, %d; binary.Uvarint gives %d, %d", in, pre, u, i, wu, wn)
+			}
+		}
+	}
+}
+
+// TestSubmitCommandBlocks checks that a submit command's specs apply alike
+// stored plain (a small submit) and compressed (a large one), and that
+// apply refuses a command whose block of specs is damaged and changes
+// nothing.
+func TestSubmitCommandBlocks(t *testing.T) {
+	for _, tc := range []struct {
+		jobs int
+		kind byte
+	}{{3, specsPlain}, {100, specsS2}} {
+		specs := benchSpecs(tc.jobs, false)
+		for i := range specs {
+			specs[i].Name = fmt.Sprintf("job-%d", i)
+			specs[i].Tasks[0].Count = int64(i + 1)
+		}
+		cmd, err := SubmitJobs(time.Unix(1, 0), specs) // defaults the specs
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := dec{b: cmd[2:]}
+		d.varint()
+		n := d.uvarint()
+		at := len(cmd) - len(d.b) // the block of specs
+		if cmd[at] != tc.kind {
+			t.Fatalf("%d jobs: specs stored as %d, want %d", tc.jobs, cmd[at], tc.kind)
+		}
+		f, st := New(), newMemStore()
+		if _, _, err := st.apply(f, 1, cmd); err != nil {
+			t.Fatalf("%d jobs: %v", tc.jobs, err)
+		}
+		for i := range specs {
+			if got := f.mu.jobs.get(uint64(i + 1)).specOf(); !reflect.DeepEqual(*got, specs[i]) {
+				t.Fatalf("%d jobs: job %d's spec is %+v, want %+v", tc.jobs, i+1, *got, specs[i])
+			}
+		}
+		head := cmd[:at-len(binary.AppendUvarint(nil, n))]
+		for name, bad := range map[string][]byte{
+			"truncated":                  cmd[:len(cmd)-1],
+			"with a byte more":           append(slices.Clone(cmd), 0),
+			"without its block":          cmd[:at],
+			"claiming a job more":        append(binary.AppendUvarint(slices.Clone(head), n+1), cmd[at:]...),
+			"with specs stored unknown":  append(slices.Clone(cmd[:at]), append([]byte{2}, cmd[at+1:]...)...),
+			"with its block cut in half": cmd[:at+(len(cmd)-at)/2],
+		} {
+			f, st := New(), newMemStore()
+			before := f.dump()
+			if _, _, err := st.apply(f, 1, bad); !errors.Is(err, ErrCorrupt) {
+				t.Errorf("%d jobs, a command %s: %v, want ErrCorrupt", tc.jobs, name, err)
+			}
+			if after := f.dump(); after != before || len(st.m) != 0 {
+				t.Errorf("%d jobs, a command %s: the state changed:\n%s", tc.jobs, name, after)
 			}
 		}
 	}

@@ -434,14 +434,14 @@ func decodeJob(sd *specDecoder, num uint64, b []byte) (*job, error) {
 }
 
 // encodeSubmit encodes the record of the new jobs of one submit command,
-// numbered from its key's on: their submit time, then each one's spec as
-// submitted (specs, each length-prefixed in the binary encoding).
-func encodeSubmit(buf []byte, submitted int64, n int, specs []byte) []byte {
+// numbered from its key's on: their submit time, their number, then their
+// specs as submitted (a block of specs: appendSpecBlock).
+func encodeSubmit(buf []byte, submitted int64, n int, block []byte) []byte {
 	e := enc{b: buf[:0]}
 	e.byte(submitRecordVersion)
 	e.varint(submitted)
 	e.uvarint(uint64(n))
-	e.b = append(e.b, specs...)
+	e.b = append(e.b, block...)
 	return e.b
 }
 
@@ -453,13 +453,18 @@ func decodeSubmit(sd *specDecoder, first uint64, b []byte, fn func(*job) error) 
 		return fmt.Errorf("%w: submit record of job %d: version %d", ErrCorrupt, first, v)
 	}
 	submitted := d.varint()
-	n := d.count(1)
-	if d.err != nil || n == 0 {
-		return fmt.Errorf("%w: submit record of job %d: no jobs", ErrCorrupt, first)
+	n := d.uvarint()
+	specs, _, err := readSpecBlock(&d, fmt.Sprintf("submit record of job %d", first))
+	if err != nil {
+		return err
 	}
-	for i := range uint64(n) {
-		spec := d.bytes()
-		if d.err != nil {
+	if n == 0 || n > uint64(len(specs)/(minSpecBytes+1)) {
+		return fmt.Errorf("%w: submit record of job %d: %d jobs in %d bytes of specs", ErrCorrupt, first, n, len(specs))
+	}
+	sdec := dec{b: specs}
+	for i := range n {
+		spec := sdec.bytes()
+		if sdec.err != nil {
 			break
 		}
 		j, err := loadedJob(sd, first+i, submitted, false, spec)
@@ -470,7 +475,7 @@ func decodeSubmit(sd *specDecoder, first uint64, b []byte, fn func(*job) error) 
 			return err
 		}
 	}
-	return d.done("submit record")
+	return sdec.done("submit record")
 }
 
 // loadedJob builds job num from its stored spec, carving the spec's slices
