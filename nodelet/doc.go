@@ -9,7 +9,9 @@
 // never blocks on the runtime: each Start, Stop and Remove runs in a
 // goroutine of its own (Start and Remove bounded by
 // Config.MaxConcurrentStarts), and one goroutine per running pod only
-// Waits; all of them post events back on a channel. Two more goroutines
+// Waits (none when the runtime is a runtime.Notifier, as the simulated one
+// is: its callback reports the end); all of them post events back on a
+// channel. Two more goroutines
 // talk to the Dispatcher: one long-polls Target and hands new targets to
 // the owner, one sends the report outbox in order and retries with
 // backoff until acknowledged. With Config.Overcommit, Run also runs the

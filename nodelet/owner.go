@@ -472,8 +472,23 @@ func (o *owner) watch(id string, gen int64) {
 	o.wg.Go(func() { o.wait(id, gen) })
 }
 
+// wait reports the end of a running pod: through the runtime's callback
+// when it is a runtime.Notifier (no goroutine waits), else by waiting.
 func (o *owner) wait(id string, gen int64) {
-	exit, err := o.a.cfg.Runtime.Wait(o.ctx, id)
+	var (
+		exit runtime.Exit
+		err  error
+	)
+	if n, ok := o.a.cfg.Runtime.(runtime.Notifier); ok {
+		err = n.Notify(id, func(exit runtime.Exit) {
+			o.post(event{kind: evExited, id: id, gen: gen, exit: exit})
+		})
+		if err == nil {
+			return
+		}
+	} else {
+		exit, err = o.a.cfg.Runtime.Wait(o.ctx, id)
+	}
 	if err != nil {
 		if o.ctx.Err() == nil {
 			// The pod vanished under us: report it lost.
@@ -576,7 +591,6 @@ func (o *owner) handle(ev event) {
 		return // a pod the owner has forgotten; cannot happen
 	}
 	o.mark(ev.id)
-	log := o.a.cfg.Logger.With("pod", ev.id, "generation", ev.gen)
 	switch ev.kind {
 	case evStarted:
 		o.stats.Starts++
@@ -589,7 +603,7 @@ func (o *owner) handle(ev event) {
 		}
 	case evStartFailed:
 		o.stats.StartFailures++
-		log.Warn("nodelet: start pod", "err", ev.err)
+		o.a.cfg.Logger.Warn("nodelet: start pod", "pod", ev.id, "generation", ev.gen, "err", ev.err)
 		o.reportStartFailed(p.want, ev.err)
 		p.phase = phaseDone
 	case evExited:
@@ -599,14 +613,14 @@ func (o *owner) handle(ev event) {
 		p.phase, p.endedAt = phaseExited, o.a.cfg.Now()
 	case evStopFailed:
 		o.stats.OpErrors++
-		log.Warn("nodelet: stop pod", "err", ev.err)
+		o.a.cfg.Logger.Warn("nodelet: stop pod", "pod", ev.id, "generation", ev.gen, "err", ev.err)
 		if p.phase == phaseStopping {
 			p.phase = phaseRunning
 			p.opFailed = true
 		}
 	case evRemoveFailed:
 		o.stats.OpErrors++
-		log.Warn("nodelet: remove pod", "err", ev.err)
+		o.a.cfg.Logger.Warn("nodelet: remove pod", "pod", ev.id, "generation", ev.gen, "err", ev.err)
 		p.phase = phaseExited
 		p.opFailed = true
 	case evRemoved:

@@ -56,6 +56,18 @@ type Runtime interface {
 	Close() error
 }
 
+// Notifier is a Runtime that tells of a pod's end by calling back, so that
+// its caller keeps no goroutine blocked in Wait per pod. The simulated
+// runtime, whose pods end by timers, is one: an agent that simulates
+// thousands of pods would otherwise keep a goroutine parked for each.
+type Notifier interface {
+	// Notify calls fn once with how the pod ended, as Wait would return
+	// it, from a goroutine of the runtime's, once the pod has ended (at
+	// once if it has). fn must not wait on the runtime. Notify returns an
+	// ErrNotFound error for a pod it does not have.
+	Notify(id string, fn func(Exit)) error
+}
+
 // LogOptions says how Logs reads.
 type LogOptions struct {
 	// Follow keeps the reader open, returning new output as it is

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -74,6 +75,7 @@ func Run(t *testing.T, f Factory) {
 	t.Run("BadSpecs", func(t *testing.T) { testBadSpecs(t, f(t)) })
 	t.Run("Errors", func(t *testing.T) { testErrors(t, f(t)) })
 	t.Run("ConcurrentStarts", func(t *testing.T) { testConcurrent(t, f(t)) })
+	t.Run("Notify", func(t *testing.T) { testNotify(t, f(t)) })
 }
 
 // open opens a Runtime and closes it at cleanup.
@@ -157,6 +159,61 @@ func testExitCodes(t *testing.T, h Harness) {
 		t.Errorf("Wait(multi) = %+v, want code 7 and 2 containers", e)
 	}
 	remove(t, ctx, h, rt, "multi")
+}
+
+// testNotify checks a runtime.Notifier: each callback is called once, with
+// the exit Wait returns, for a pod that ends by itself, one that is
+// stopped and one that had ended before Notify; an unknown pod is
+// ErrNotFound.
+func testNotify(t *testing.T, h Harness) {
+	ctx := ctxFor(t)
+	rt := open(t, h)
+	n, ok := rt.(runtime.Notifier)
+	if !ok {
+		t.Skip("runtime is not a runtime.Notifier")
+	}
+	if err := n.Notify("no-such-pod", func(runtime.Exit) {}); !errors.Is(err, runtime.ErrNotFound) {
+		t.Errorf("Notify(unknown) = %v, want ErrNotFound", err)
+	}
+	start(t, ctx, rt, h.Pod("exits", Behavior{Sleep: 100 * time.Millisecond, Exit: 3}))
+	start(t, ctx, rt, h.Pod("stopped", Behavior{Sleep: long}))
+	start(t, ctx, rt, h.Pod("ended", Behavior{Exit: 4}))
+	wait(t, ctx, rt, "ended")
+	type note struct {
+		id   string
+		exit runtime.Exit
+	}
+	notes := make(chan note, 8)
+	for _, id := range []string{"exits", "stopped", "ended"} {
+		if err := n.Notify(id, func(e runtime.Exit) { notes <- note{id, e} }); err != nil {
+			t.Fatalf("Notify(%s): %v", id, err)
+		}
+	}
+	if err := rt.Stop(ctx, "stopped", time.Second); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	got := map[string]runtime.Exit{}
+	for range 3 {
+		select {
+		case nt := <-notes:
+			if _, dup := got[nt.id]; dup {
+				t.Fatalf("Notify(%s) called back twice", nt.id)
+			}
+			got[nt.id] = nt.exit
+		case <-ctx.Done():
+			t.Fatalf("called back for %d pods of 3", len(got))
+		}
+	}
+	for id, e := range got {
+		if w := wait(t, ctx, rt, id); !reflect.DeepEqual(e, w) {
+			t.Errorf("Notify(%s) gave %+v, Wait %+v", id, e, w)
+		}
+	}
+	select {
+	case nt := <-notes:
+		t.Errorf("a callback more, for %s", nt.id)
+	case <-time.After(100 * time.Millisecond):
+	}
 }
 
 func status(t *testing.T, ctx context.Context, rt runtime.Runtime, id string) runtime.PodStatus {

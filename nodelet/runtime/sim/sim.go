@@ -29,6 +29,8 @@ type pod struct {
 	exit     *runtime.Exit
 	timer    *time.Timer // nil for a pod without a run time
 	done     chan struct{}
+	// notify are the callbacks of Notify waiting for the pod's end.
+	notify []func(runtime.Exit)
 }
 
 // NewHost returns an empty host.
@@ -45,14 +47,18 @@ func (h *Host) Close() {
 	defer h.mu.Unlock()
 	h.mu.closed = true
 	for _, p := range h.mu.pods {
-		h.endLocked(p, 137)
+		if fns := h.endLocked(p, 137); fns != nil {
+			go callNotify(p, fns)
+		}
 	}
 }
 
-// endLocked ends p with code unless it has ended.
-func (h *Host) endLocked(p *pod, code int) {
+// endLocked ends p with code unless it has ended, and returns the
+// callbacks waiting for its end, which the caller calls once it has let go
+// of the lock (callNotify).
+func (h *Host) endLocked(p *pod, code int) []func(runtime.Exit) {
 	if p.exit != nil {
-		return
+		return nil
 	}
 	if p.timer != nil {
 		p.timer.Stop()
@@ -64,6 +70,16 @@ func (h *Host) endLocked(p *pod, code int) {
 	p.exit = e
 	p.finished = time.Now()
 	close(p.done)
+	fns := p.notify
+	p.notify = nil
+	return fns
+}
+
+// callNotify calls fns with p's exit.
+func callNotify(p *pod, fns []func(runtime.Exit)) {
+	for _, fn := range fns {
+		fn(*p.exit) // p.exit is immutable once set
+	}
 }
 
 // Runtime is a runtime.Runtime over a Host.
@@ -75,7 +91,10 @@ type Runtime struct {
 	}
 }
 
-var _ runtime.Runtime = (*Runtime)(nil)
+var (
+	_ runtime.Runtime  = (*Runtime)(nil)
+	_ runtime.Notifier = (*Runtime)(nil)
+)
 
 // New returns a Runtime over h.
 func New(h *Host) *Runtime { return &Runtime{h: h} }
@@ -114,8 +133,9 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.PodSpec) error {
 		code := s.ExitCode
 		p.timer = time.AfterFunc(s.RunTime, func() {
 			h.mu.Lock()
-			defer h.mu.Unlock()
-			h.endLocked(p, code)
+			fns := h.endLocked(p, code)
+			h.mu.Unlock()
+			callNotify(p, fns)
 		})
 	}
 	h.mu.pods[spec.ID] = p
@@ -165,8 +185,29 @@ func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) erro
 		return err
 	}
 	r.h.mu.Lock()
-	r.h.endLocked(p, 128+15)
+	fns := r.h.endLocked(p, 128+15)
 	r.h.mu.Unlock()
+	if fns != nil {
+		go callNotify(p, fns)
+	}
+	return nil
+}
+
+// Notify implements runtime.Notifier.
+func (r *Runtime) Notify(id string, fn func(runtime.Exit)) error {
+	p, err := r.get("notify", id)
+	if err != nil {
+		return err
+	}
+	r.h.mu.Lock()
+	ended := p.exit != nil
+	if !ended {
+		p.notify = append(p.notify, fn)
+	}
+	r.h.mu.Unlock()
+	if ended {
+		go fn(*p.exit)
+	}
 	return nil
 }
 
