@@ -291,6 +291,16 @@ func (a *Agent) pollTargets(ctx context.Context) {
 		if t.Generation == known && known != 0 {
 			continue
 		}
+		if t.Base != 0 && t.Base != known {
+			// Changes since a target the owner does not hold: a
+			// Dispatcher's mistake. Ask for the whole target.
+			a.mu.Lock()
+			a.mu.stats.TargetErrors++
+			a.mu.Unlock()
+			a.cfg.Logger.Error("nodelet: target changes since another target; asking for the whole", "node", a.cfg.Node, "base", t.Base, "known", known)
+			known = 0
+			continue
+		}
 		select {
 		case a.targets <- t:
 			known = t.Generation

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -322,12 +323,39 @@ func TestRecoveryAdopts(t *testing.T) {
 // TestRandomTargetsConverge applies random target sequences and checks
 // that the running pods converge to the last target, that no pod
 // (ID and generation) starts twice, and that every end is reported.
+// TestRandomTargetsConverge runs random targets through an agent: whole
+// or as changes since the last (a few of those with a wrong base, which
+// the agent must answer by asking for the whole), over a runtime the agent
+// waits on or one that calls back.
 func TestRandomTargetsConverge(t *testing.T) {
 	r := seedtest.Rand(t)
+	for _, tc := range []struct {
+		name          string
+		diffs, notify bool
+	}{
+		{"whole targets, waits", false, false},
+		{"changes, waits", true, false},
+		{"whole targets, callbacks", false, true},
+		{"changes, callbacks", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) { randomTargetsConverge(t, r, tc.diffs, tc.notify) })
+	}
+}
+
+func randomTargetsConverge(t *testing.T, r *rand.Rand, diffs, notify bool) {
 	host := sim.NewHost()
 	defer host.Close()
 	d := newFakeDispatcher()
-	h := newHarness(t, host, d, func(c *nodelet.Config) { c.MaxConcurrentStarts = 1 + r.IntN(8) })
+	d.diffs = diffs
+	if diffs {
+		d.wrongBase = r.IntN(3)
+	}
+	h := newHarness(t, host, d, func(c *nodelet.Config) {
+		c.MaxConcurrentStarts = 1 + r.IntN(8)
+		if notify {
+			c.Runtime = notifyingRuntime{c.Runtime.(*countingRuntime)}
+		}
+	})
 	if r.IntN(2) == 0 {
 		d.failNext(r.IntN(10))
 	}
@@ -367,6 +395,14 @@ func TestRandomTargetsConverge(t *testing.T) {
 		return slices.Equal(running(t, h.rt), want) && len(listed(t, h.rt)) == len(want) &&
 			h.agent.Stats().PendingReports == 0 && h.agent.Stats().Generation == 40
 	})
+	if diffs {
+		d.mu.Lock()
+		sent, wrong := d.sentDiffs, d.sentWrong
+		d.mu.Unlock()
+		if sent == 0 || h.agent.Stats().TargetErrors != uint64(wrong) {
+			t.Errorf("%d targets sent as changes, %d of them with a wrong base; the agent counted %d target errors", sent, wrong, h.agent.Stats().TargetErrors)
+		}
+	}
 	// The pods published to the overcommit loop, kept up to date pod by
 	// pod, are exactly the running ones.
 	var published []string

@@ -17,7 +17,10 @@ type Dispatcher interface {
 	// Target long-polls for the node's target: it returns the current one
 	// as soon as its generation differs from knownGeneration, or blocks
 	// until it does or ctx is done. A returned error is retried with
-	// backoff.
+	// backoff. When knownGeneration is not zero and is the Generation of
+	// the target this Dispatcher returned last, it may return only the
+	// changes since (Target.Base): the agent then does work in proportion
+	// to the changes, not to the pods on the node.
 	Target(ctx context.Context, node string, knownGeneration uint64) (Target, error)
 	// Report delivers state changes, oldest first. Returning nil
 	// acknowledges all of them; on an error the agent sends the same
@@ -41,12 +44,22 @@ type UsageReporter interface {
 	Heartbeat(ctx context.Context, node string, usage api.NodeUsage) error
 }
 
-// Target is the set of pods the dispatcher wants on the node.
+// Target is the set of pods the dispatcher wants on the node, whole or as
+// the changes since the previous one.
 type Target struct {
-	// Generation increases with every change of Pods.
+	// Generation increases with every change of the set.
 	Generation uint64
-	// Pods are the desired pods; their IDs are unique.
+	// Base is zero for a whole target: Pods are the desired pods. When not
+	// zero, the target is the one of generation Base (the knownGeneration
+	// of the Target call) changed: Pods are the pods added or changed, and
+	// Removed the IDs of pods no longer desired.
+	Base uint64
+	// Pods are the desired pods, or those added or changed since Base;
+	// their IDs are unique.
 	Pods []DesiredPod
+	// Removed are the IDs of the pods of the target of generation Base
+	// that are no longer desired (only when Base is not zero).
+	Removed []string
 }
 
 // DesiredPod is one pod the dispatcher wants running.

@@ -52,7 +52,11 @@
 //   - The owner's work follows what changed, not how many pods it has: a
 //     target, an event, a kill or a resync marks the pods it concerns, and
 //     only those are reconciled and republished; ended pods due for
-//     removal wait in a queue in the order of their final reports.
+//     removal wait in a queue in the order of their final reports. A
+//     target that comes as the changes since the last one (Target.Base) is
+//     applied change by change; one whose base is not the target the agent
+//     holds is refused (counted in Stats.TargetErrors) and the whole target
+//     asked for.
 //   - Every goroutine Run starts has returned when Run returns; pods keep
 //     running for the next agent.
 //   - A pod ID and generation is started at most once per agent.

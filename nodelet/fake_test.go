@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -16,12 +17,21 @@ import (
 
 // fakeDispatcher serves a target set by the test and records reports.
 type fakeDispatcher struct {
-	mu          sync.Mutex
-	target      nodelet.Target
-	changed     chan struct{} // closed when the target changes
-	reports     []nodelet.PodReport
-	failReports int // fail this many Report calls next
-	reportCalls int
+	mu      sync.Mutex
+	target  nodelet.Target
+	changed chan struct{} // closed when the target changes
+	// diffs: answer a known generation that is the last one returned
+	// with the changes since (nodelet.Target.Base); wrongBase: answer
+	// that many of those with a Base the agent does not hold.
+	diffs     bool
+	wrongBase int
+	returned  nodelet.Target // the last target returned, whole
+	// sentDiffs and sentWrong count the answers of changes, and those of
+	// them with a wrong Base.
+	sentDiffs, sentWrong int
+	reports              []nodelet.PodReport
+	failReports          int // fail this many Report calls next
+	reportCalls          int
 }
 
 func newFakeDispatcher() *fakeDispatcher { return &fakeDispatcher{changed: make(chan struct{})} }
@@ -40,7 +50,7 @@ func (f *fakeDispatcher) Target(ctx context.Context, node string, known uint64) 
 		t, ch := f.target, f.changed
 		f.mu.Unlock()
 		if t.Generation != known && t.Generation != 0 {
-			return t, nil
+			return f.answer(t, known), nil
 		}
 		select {
 		case <-ch:
@@ -48,6 +58,39 @@ func (f *fakeDispatcher) Target(ctx context.Context, node string, known uint64) 
 			return nodelet.Target{}, ctx.Err()
 		}
 	}
+}
+
+// answer returns t, or its changes since the target returned last when
+// f.diffs and known is that one's generation.
+func (f *fakeDispatcher) answer(t nodelet.Target, known uint64) nodelet.Target {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	prev := f.returned
+	f.returned = t
+	if !f.diffs || known == 0 || known != prev.Generation {
+		return t
+	}
+	out := nodelet.Target{Generation: t.Generation, Base: known}
+	f.sentDiffs++
+	if f.wrongBase > 0 {
+		f.wrongBase--
+		f.sentWrong++
+		out.Base = known + 1000
+	}
+	was := map[string]nodelet.DesiredPod{}
+	for _, p := range prev.Pods {
+		was[p.ID] = p
+	}
+	for _, p := range t.Pods {
+		if w, ok := was[p.ID]; !ok || !reflect.DeepEqual(w, p) {
+			out.Pods = append(out.Pods, p)
+		}
+		delete(was, p.ID)
+	}
+	for id := range was {
+		out.Removed = append(out.Removed, id)
+	}
+	return out
 }
 
 func (f *fakeDispatcher) Report(ctx context.Context, node string, rs []nodelet.PodReport) error {
@@ -107,6 +150,14 @@ func (c *countingRuntime) Start(ctx context.Context, spec runtime.PodSpec) error
 		return err
 	}
 	return c.Runtime.Start(ctx, spec)
+}
+
+// notifyingRuntime is a countingRuntime over a runtime.Notifier that
+// passes Notify on, so that the agent uses it.
+type notifyingRuntime struct{ *countingRuntime }
+
+func (n notifyingRuntime) Notify(id string, fn func(runtime.Exit)) error {
+	return n.Runtime.(runtime.Notifier).Notify(id, fn)
 }
 
 func (c *countingRuntime) startCounts() map[string]int {

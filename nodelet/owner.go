@@ -266,6 +266,12 @@ func (o *owner) drain() {
 // marks every pod. A pod ID that appears twice is reported as failed to
 // start; the first one counts.
 func (o *owner) setTarget(t Target) {
+	if t.Base != 0 {
+		// pollTargets hands over changes only since the target it handed
+		// over last, which is the one the owner holds.
+		o.changeTarget(t)
+		return
+	}
 	old := o.desired
 	if old == nil {
 		for id := range o.pods {
@@ -291,6 +297,33 @@ func (o *owner) setTarget(t Target) {
 		if _, ok := o.desired[id]; !ok {
 			o.mark(id)
 		}
+	}
+}
+
+// changeTarget applies t, the changes since the target the owner holds,
+// marking the pods they concern.
+func (o *owner) changeTarget(t Target) {
+	o.generation = t.Generation
+	for _, id := range t.Removed {
+		if _, ok := o.desired[id]; ok {
+			delete(o.desired, id)
+			o.mark(id)
+		}
+	}
+	seen := make(map[string]struct{}, len(t.Pods))
+	for _, d := range t.Pods {
+		if d.Tier == "" {
+			d.Tier = cgroup.Offline
+		}
+		if _, dup := seen[d.ID]; dup {
+			o.reportStartFailed(d, fmt.Errorf("pod id %q appears twice in target %d", d.ID, t.Generation))
+			continue
+		}
+		seen[d.ID] = struct{}{}
+		if was, ok := o.desired[d.ID]; !ok || was.Generation != d.Generation || was.Priority != d.Priority || was.TaskID != d.TaskID {
+			o.mark(d.ID)
+		}
+		o.desired[d.ID] = d
 	}
 }
 

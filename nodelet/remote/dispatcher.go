@@ -116,6 +116,10 @@ type Dispatcher struct {
 	held      map[string]nodelet.DesiredPod
 	heldGen   uint64
 	heldJoins uint64
+	// When the last hold applied a difference (diffed), changed are the
+	// pods it added or changed and gone those it removed, as held before.
+	diffed        bool
+	changed, gone []nodelet.DesiredPod
 
 	joinMu sync.Mutex // serializes registrations
 
@@ -251,7 +255,7 @@ func (d *Dispatcher) Target(ctx context.Context, node string, knownGeneration ui
 			// A change from a generation not held: ask for the whole.
 			d.held = nil
 		default:
-			return d.convert(t.Generation), nil
+			return d.convert(t.Generation, t.Base, knownGeneration), nil
 		}
 	}
 }
@@ -264,12 +268,23 @@ func (d *Dispatcher) hold(t api.NodeTarget, joins uint64) bool {
 	} else if d.held == nil || t.Base != d.heldGen || d.heldJoins != joins {
 		return false
 	}
+	// changed and gone go to the agent with the target: new ones each time.
+	d.diffed, d.changed, d.gone = t.Base != 0, nil, nil
 	for _, id := range t.Removed {
-		delete(d.held, id)
+		if p, ok := d.held[id]; ok {
+			d.gone = append(d.gone, p)
+			delete(d.held, id)
+		}
+	}
+	if d.diffed {
+		d.changed = make([]nodelet.DesiredPod, 0, len(t.Pods))
 	}
 	for i := range t.Pods {
-		p := &t.Pods[i]
-		d.held[p.TaskID] = desiredPod(p)
+		p := desiredPod(&t.Pods[i])
+		d.held[p.TaskID] = p
+		if d.diffed {
+			d.changed = append(d.changed, p)
+		}
 	}
 	d.heldGen, d.heldJoins = t.Generation, joins
 	return true
@@ -318,12 +333,33 @@ func desiredPod(p *api.TargetPod) nodelet.DesiredPod {
 }
 
 // convert turns the held target, at the dispatcher's generation, into the
-// agent's and records the pods' containers.
-func (d *Dispatcher) convert(generation uint64) nodelet.Target {
+// agent's and records the pods' containers. When the last hold applied a
+// difference to the target the agent holds (known, the dispatcher's base
+// before it), the agent gets that difference, else the whole target.
+func (d *Dispatcher) convert(generation, base, known uint64) nodelet.Target {
 	d.mu.Lock()
 	gen := d.mu.base + generation
 	d.mu.last = max(d.mu.last, gen)
 	d.mu.delivered = true
+	if d.diffed && known != 0 && known == d.mu.base+base {
+		out := nodelet.Target{Generation: gen, Base: known, Pods: d.changed, Removed: make([]string, 0, len(d.gone))}
+		previous := make(map[string]string, len(d.gone))
+		for _, p := range d.gone {
+			out.Removed = append(out.Removed, p.ID)
+			if c, ok := d.mu.containers[p.TaskID]; ok {
+				previous[p.TaskID] = c
+				delete(d.mu.containers, p.TaskID)
+			}
+		}
+		for _, p := range d.changed {
+			if len(p.Pod.Containers) > 0 {
+				d.mu.containers[p.TaskID] = p.Pod.Containers[0].Name
+			}
+		}
+		d.mu.previous = previous
+		d.mu.Unlock()
+		return out
+	}
 	d.mu.Unlock()
 	out := nodelet.Target{Generation: gen, Pods: make([]nodelet.DesiredPod, 0, len(d.held))}
 	containers := make(map[string]string, len(d.held))

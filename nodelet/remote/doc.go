@@ -16,7 +16,10 @@
 //   - Once it holds a whole target, the Dispatcher asks for differences
 //     (diff=1) and applies them to it; an answer it cannot apply (a base
 //     it does not hold) makes it ask for the whole target again. The
-//     agent always receives whole targets.
+//     agent receives the difference too (nodelet.Target.Base) when it
+//     holds the target the Dispatcher returned last, and the whole target
+//     otherwise, so a change costs both in proportion to what changed,
+//     not to the pods on the node.
 //   - When the dispatcher answers not_found for the node (it lost or never
 //     had its registration), the Dispatcher registers it again before
 //     retrying; concurrent Target and Report calls register it once.

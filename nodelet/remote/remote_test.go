@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -416,5 +417,75 @@ func TestHeartbeat(t *testing.T) {
 	}
 	if got := stub.Usages(name); len(got) != 1 || !reflect.DeepEqual(got[0], u) {
 		t.Fatalf("usages at the stub after registering again %+v, want [%+v]", got, u)
+	}
+}
+
+// TestTargetChangesSinceTheLast checks that a Dispatcher asked with the
+// generation it returned last gives the changes since, that they make the
+// whole target when applied, and that any other known generation gets the
+// whole target; FirstContainer follows both.
+func TestTargetChangesSinceTheLast(t *testing.T) {
+	const name = "n7"
+	stub := remotetest.Start(t, "")
+	d := newDispatcher(t, newClient(t, stub.URL, ""), name)
+	joined(t, d)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	get := func(known uint64) nodelet.Target {
+		t.Helper()
+		tg, err := d.Target(ctx, name, known)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tg
+	}
+	stub.SetTarget(name, simPod("j1/0/0/0", api.QoSOnline, 0, 0), simPod("j1/0/1/0", api.QoSOnline, 0, 0), simPod("j2/0/0/0", api.QoSOffline, 0, 0))
+	first := get(0)
+	if first.Base != 0 || len(first.Pods) != 3 {
+		t.Fatalf("first target %+v, want the whole of 3 pods", first)
+	}
+	held := map[string]nodelet.DesiredPod{}
+	for _, p := range first.Pods {
+		held[p.ID] = p
+	}
+	kept := simPod("j2/0/0/0", api.QoSOffline, 0, 0)
+	stub.SetTarget(name, simPod("j1/0/1/0", api.QoSOnline, 0, 0), kept, simPod("j3/0/0/0", api.QoSOffline, 0, 0))
+	next := get(first.Generation)
+	if next.Base != first.Generation || len(next.Pods) != 1 || next.Pods[0].ID != "j3.0.0.0" || !slices.Equal(next.Removed, []string{"j1.0.0.0"}) {
+		t.Fatalf("next target %+v, want j3.0.0.0 added and j1.0.0.0 removed since %d", next, first.Generation)
+	}
+	for _, id := range next.Removed {
+		delete(held, id)
+	}
+	for _, p := range next.Pods {
+		held[p.ID] = p
+	}
+	if c := d.FirstContainer("j1/0/0/0"); c != "main" {
+		t.Errorf("FirstContainer of the pod just removed = %q, want main", c)
+	}
+	if c := d.FirstContainer("j3/0/0/0"); c != "main" {
+		t.Errorf("FirstContainer of the pod just added = %q, want main", c)
+	}
+	// Another known generation than the last returned: the whole target,
+	// which the changes applied must equal.
+	stub.SetTarget(name, simPod("j1/0/1/0", api.QoSOnline, 0, 0), kept, simPod("j3/0/0/0", api.QoSOffline, 0, 0), simPod("j4/0/0/0", api.QoSOffline, 0, 0))
+	whole := get(first.Generation)
+	if whole.Base != 0 || len(whole.Pods) != 4 {
+		t.Fatalf("target asked from an older generation %+v, want the whole of 4 pods", whole)
+	}
+	for _, p := range whole.Pods {
+		if p.ID == "j4.0.0.0" {
+			continue
+		}
+		if h, ok := held[p.ID]; !ok || !reflect.DeepEqual(h, p) {
+			t.Errorf("pod %s: changes applied give %+v, the whole target %+v", p.ID, h, p)
+		}
+		delete(held, p.ID)
+	}
+	if len(held) != 0 {
+		t.Errorf("changes applied keep pods the whole target has not: %v", slices.Collect(maps.Keys(held)))
+	}
+	if c := d.FirstContainer("j1/0/0/0"); c != "" {
+		t.Errorf("FirstContainer of a pod two targets gone = %q, want none", c)
 	}
 }
