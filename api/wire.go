@@ -226,9 +226,10 @@ type RegisterResponse struct {
 
 // NodeTarget is the set of pods the dispatcher wants on a node, or, when
 // Base is set, how it changed since generation Base: Pods are the pods
-// added (or changed) and Removed the task IDs of the pods dropped. A
-// long-poll gets a difference only when it asks for one (diff=1) and the
-// leader served it generation Base last; otherwise the whole target.
+// added (or changed) and Removed the task IDs of the pods dropped (which
+// may name pods the node no longer has). A long-poll gets a difference
+// only when it asks for one (diff=1) and the dispatcher still keeps the
+// node's changes since generation Base; otherwise the whole target.
 type NodeTarget struct {
 	// Generation increases with every change of Pods.
 	Generation uint64      `json:"generation"`

@@ -440,13 +440,20 @@ func (d *Dispatcher) Register(ctx context.Context, spec api.NodeSpec) error {
 	return nil
 }
 
-// Target is a node's desired pod set.
+// Target is a node's desired pod set, whole or as the changes since the
+// set of generation Base.
 type Target struct {
-	// Generation increases whenever Pods changes.
+	// Generation increases whenever the set changes.
 	Generation uint64
-	// Pods are the desired pods, by task ID. Their specs share memory with
-	// the FSM: do not modify them.
-	Pods []fsm.Pod
+	// Base is zero for a whole target. Otherwise Pods are the pods added
+	// (or possibly changed) since the target of generation Base, and
+	// Removed the task IDs of its pods no longer in the set (which may
+	// name pods that had already gone).
+	Base uint64
+	// Pods are the desired pods, or those added since Base, by task ID.
+	// Their specs share memory with the FSM: do not modify them.
+	Pods    []fsm.Pod
+	Removed []string
 }
 
 // Target long-polls for a node's target: it returns the current one as soon
@@ -455,6 +462,19 @@ type Target struct {
 // Only the leader serves it, since only the leader keeps the node's
 // heartbeats: an open long-poll counts as the node being alive.
 func (d *Dispatcher) Target(ctx context.Context, node string, knownGeneration uint64) (Target, error) {
+	return d.target(ctx, node, knownGeneration, false)
+}
+
+// TargetChanges is Target answered, when the FSM can (fsm.NodeTargetSince),
+// with the changes since the target of knownGeneration, which the node
+// holds: work in proportion to what changed, not to the node's pods. Any
+// replica that leads can answer so, since every replica's FSM keeps the
+// same changes.
+func (d *Dispatcher) TargetChanges(ctx context.Context, node string, knownGeneration uint64) (Target, error) {
+	return d.target(ctx, node, knownGeneration, true)
+}
+
+func (d *Dispatcher) target(ctx context.Context, node string, knownGeneration uint64, changes bool) (Target, error) {
 	d.touch(node, +1)
 	defer d.touch(node, -1)
 	for {
@@ -471,6 +491,16 @@ func (d *Dispatcher) Target(ctx context.Context, node string, knownGeneration ui
 		gen, ok := d.cfg.FSM.NodeGeneration(node)
 		if !ok {
 			return Target{}, fmt.Errorf("dispatcher: target of %q: %w", node, ErrUnknownNode)
+		}
+		if gen != knownGeneration && changes {
+			gen, pods, removed, whole, ok := d.cfg.FSM.NodeTargetSince(node, knownGeneration)
+			if !ok {
+				return Target{}, fmt.Errorf("dispatcher: target of %q: %w", node, ErrUnknownNode)
+			}
+			if whole {
+				return Target{Generation: gen, Pods: pods}, nil
+			}
+			return Target{Generation: gen, Base: knownGeneration, Pods: pods, Removed: removed}, nil
 		}
 		if gen != knownGeneration {
 			gen, pods, ok := d.cfg.FSM.NodeTarget(node)

@@ -75,7 +75,10 @@
 // A Target long-poll wakes when its node's target generation changes (the
 // FSM lists the nodes each command changed; the applied index is checked
 // every ApplyPoll, a first step before an apply hook) or the replica's
-// leadership changes; an apply wakes no other poll. The node-facing types are this package's (Target,
+// leadership changes; an apply wakes no other poll. TargetChanges answers
+// with the changes since the node's known target when the FSM still keeps
+// them (fsm.NodeTargetSince), so a change costs in proportion to itself,
+// not to the pods on the node. The node-facing types are this package's (Target,
 // fsm.Pod, api.TaskReport): the dispatcher may not import nodelet, so an
 // adapter to nodelet.Dispatcher lives with whoever wires them (tests, the
 // HTTP layer).

@@ -164,7 +164,7 @@ func (f *FSM) startCapTasksLocked(w writer, now int64, d *dec) ([]byte, error) {
 		f.addCapTaskLocked(c)
 		f.writeCapTask(w, c)
 		f.touchGroup(f.mu.jobs.get(box.key.job).groups[0])
-		f.touchNode(f.mu.nodes[box.node])
+		f.restartJournalLocked(f.mu.nodes[box.node])
 		res.Jobs[i] = SubmittedJob{ID: c.id()}
 	}
 	return res.encode(), nil
@@ -216,7 +216,7 @@ func (f *FSM) stopCapTaskLocked(w writer, c *captask, now int64) {
 	c.stop, c.updated = true, now
 	f.writeCapTask(w, c)
 	f.touchGroup(f.mu.jobs.get(c.box.job).groups[0])
-	f.touchNode(f.mu.nodes[box.node])
+	f.restartJournalLocked(f.mu.nodes[box.node])
 }
 
 // stopCapTasksOfLocked tells the active tasks of capbox box to stop, with
@@ -278,7 +278,7 @@ func (f *FSM) applyCapTaskReport(w writer, c *captask, r *report, now int64) {
 	f.writeCapTask(w, c)
 	f.touchGroup(f.mu.jobs.get(c.box.job).groups[0])
 	if r.state.Done() {
-		f.touchNode(f.mu.nodes[r.node])
+		f.restartJournalLocked(f.mu.nodes[r.node])
 	}
 }
 

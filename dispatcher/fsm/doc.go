@@ -166,6 +166,15 @@
 // target generations) are derived from the store by Load and kept in step by
 // Apply; the tests rebuild them after every random command and compare.
 //
+// Each node keeps a journal of the tasks whose presence in its target may
+// have changed with each generation (bounded by the node's tasks; a
+// capbox's change, or Load, starts it afresh), so that NodeTargetSince
+// answers a node that holds an earlier target with the changes since, at a
+// cost in proportion to them and not to the node's pods: a node packed with
+// hundreds of short tasks sees its target change hundreds of times a
+// second. The tests check, after every random command, that the changes
+// since each of a node's recent targets, applied to it, give NodeTarget's.
+//
 // # Usage
 //
 //	f := fsm.New()
@@ -175,4 +184,5 @@
 //	ids, err := fsm.DecodeSubmitResult(res)
 //	in := f.PlacementInput(time.Now(), 100_000) // for placement.Placer.Place
 //	gen, pods, ok := f.NodeTarget("node-1")
+//	gen, added, removed, whole, ok := f.NodeTargetSince("node-1", gen)
 package fsm

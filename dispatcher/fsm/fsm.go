@@ -295,6 +295,38 @@ func (f *FSM) touchGroup(g *group) {
 	}
 }
 
+// noteTargetLocked records that t's presence in n's target may change with
+// this command, and marks n changed. A capbox's change restarts the
+// journal: the pods of the tasks in it come and go with it.
+func (f *FSM) noteTargetLocked(n *node, t *task) {
+	if f.mu.jobs.get(t.key.job).owner() != nil {
+		f.restartJournalLocked(n)
+		return
+	}
+	n.journal = append(n.journal, targetChange{gen: n.gen + 1, key: t.key, attempt: t.attempt})
+	if limit := minJournal + 4*len(n.tasks); len(n.journal) > limit {
+		// Keep the newer half, cut where a generation starts.
+		cut := len(n.journal) / 2
+		for cut < len(n.journal) && n.journal[cut].gen == n.journal[cut-1].gen {
+			cut++
+		}
+		n.journalFrom = n.journal[cut-1].gen
+		n.journal = slices.Delete(n.journal, 0, cut)
+	}
+	f.touchNode(n)
+}
+
+// minJournal is the fewest changes a node's journal keeps (a variable for
+// the tests, which shrink it).
+var minJournal = 64
+
+// restartJournalLocked forgets n's target changes: from this command's
+// generation on, a node gets its whole target once.
+func (f *FSM) restartJournalLocked(n *node) {
+	n.journal, n.journalFrom = n.journal[:0], n.gen+1
+	f.touchNode(n)
+}
+
 func (f *FSM) touchNode(n *node) {
 	if !n.dirty {
 		n.dirty = true
@@ -585,9 +617,9 @@ func (f *FSM) finishLocked(w writer, t *task, to api.TaskState, reason api.TaskR
 		if (to == api.TaskSucceeded || to == api.TaskFailed) && !t.stop {
 			f.cacheSlotLocked(w, n, j.qos, g.demand, now)
 		}
+		f.noteTargetLocked(n, t)
 		delete(n.tasks, t.key)
 		n.addJobTasks(j, -1)
-		f.touchNode(n)
 		g.active--
 	}
 	t.state, t.reason, t.exitCode, t.updated, t.closed = to, reason, exit, now, closed
@@ -765,7 +797,7 @@ func (f *FSM) stopTaskLocked(w writer, j *job, t *task, now int64) {
 	if j.owner() != nil {
 		f.stopCapTasksOfLocked(w, t.key, now)
 	}
-	f.touchNode(n)
+	f.noteTargetLocked(n, t)
 	f.touchGroup(g)
 }
 
@@ -991,6 +1023,7 @@ func (f *FSM) assignLocked(w writer, now int64, n *node, t *task) {
 	t.state, t.node, t.stop, t.closed, t.preempted = api.TaskAssigned, n.spec.Name, false, false, false
 	t.exitCode, t.reason, t.updated = 0, "", now
 	n.tasks[t.key] = t
+	f.noteTargetLocked(n, t)
 	f.writeTask(w, t)
 }
 

@@ -27,6 +27,11 @@ func TestRandomCommands(t *testing.T) {
 	// Drop stale job changes often, to check JobsChangedSince across it.
 	defer func(n int) { minStaleChanges = n }(minStaleChanges)
 	minStaleChanges = 2
+	// Cut the nodes' target journals often, to check NodeTargetSince
+	// across it.
+	defer func(n int) { minJournal = n }(minJournal)
+	minJournal = 2
+	targetDiffs := 0
 	preempted, cached, sets, releases, capTasks := 0, uint64(0), 0, 0, 0
 	// Some commands are rare in a run (a capbox task starts in about half
 	// the runs): up to twice the runs go on until each was exercised.
@@ -46,6 +51,10 @@ func TestRandomCommands(t *testing.T) {
 		releases += h.counts[7]
 		capTasks += h.counts[9]
 		cached += h.f.mu.nextSlot - 1
+		targetDiffs += h.targetDiffs
+	}
+	if targetDiffs == 0 {
+		t.Error("no node target was answered as changes: NodeTargetSince was not exercised")
 	}
 	if cached == 0 {
 		t.Error("no run cached a slot: slots were never exercised")
@@ -76,6 +85,10 @@ type propHarness struct {
 	boxStates map[string]api.CapboxState
 	term      uint64
 	counts    [10]int // ok, rejected, placed tasks, reports applied, tasks preempted, slots reused, capbox sets created, releases applied, capbox task stops and starts applied
+	// targets holds each node's targets by generation, as seen at the
+	// checks; targetDiffs counts the targets answered as changes.
+	targets     map[string]map[uint64]map[string]Pod
+	targetDiffs int
 }
 
 func (h *propHarness) apply(cmd []byte) ([]byte, error) {
@@ -451,6 +464,9 @@ func (h *propHarness) check() error {
 	if err := h.checkChangedSince(); err != nil {
 		return err
 	}
+	if err := h.checkTargetChanges(); err != nil {
+		return err
+	}
 	f := h.f
 	f.mu.RLock()
 	var errs []string
@@ -682,6 +698,57 @@ func (h *propHarness) checkChangedSince() error {
 				return out
 			}
 			return fmt.Errorf("JobsChangedSince(%d, %d) = %v, want %v", from, limit, show(got), show(want))
+		}
+	}
+	return nil
+}
+
+// checkTargetChanges checks NodeTargetSince against NodeTarget: the
+// changes since each of a node's last few targets, applied to it, give the
+// node's target now.
+func (h *propHarness) checkTargetChanges() error {
+	if h.targets == nil {
+		h.targets = map[string]map[uint64]map[string]Pod{}
+	}
+	for _, name := range h.nodes {
+		gen, pods, ok := h.f.NodeTarget(name)
+		if !ok {
+			continue
+		}
+		now := map[string]Pod{}
+		for _, p := range pods {
+			now[p.TaskID] = p
+		}
+		seen := h.targets[name]
+		if seen == nil {
+			seen = map[uint64]map[string]Pod{}
+			h.targets[name] = seen
+		}
+		seen[gen] = now
+		for known, then := range seen {
+			if known+8 < gen {
+				delete(seen, known)
+				continue
+			}
+			g, changed, removed, whole, ok := h.f.NodeTargetSince(name, known)
+			if !ok || g != gen {
+				return fmt.Errorf("node %s: NodeTargetSince(%d) = generation %d, ok %v; NodeTarget %d", name, known, g, ok, gen)
+			}
+			got := map[string]Pod{}
+			if !whole {
+				h.targetDiffs++
+				maps.Copy(got, then)
+				for _, id := range removed {
+					delete(got, id)
+				}
+			}
+			for _, p := range changed {
+				got[p.TaskID] = p
+			}
+			if !reflect.DeepEqual(got, now) {
+				return fmt.Errorf("node %s: the target of generation %d with the changes since (whole %v: %d pods, %d removed) is %v, want %v",
+					name, known, whole, len(changed), len(removed), slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(now)))
+			}
 		}
 	}
 	return nil

@@ -503,6 +503,11 @@ func (f *FSM) NodeTarget(name string) (gen uint64, pods []Pod, ok bool) {
 	if n == nil {
 		return 0, nil, false
 	}
+	return n.gen, f.targetLocked(n), true
+}
+
+// targetLocked returns n's target, by task ID order.
+func (f *FSM) targetLocked(n *node) []Pod {
 	ts := make([]*task, 0, len(n.tasks))
 	for _, t := range n.tasks {
 		if !t.stop {
@@ -510,25 +515,67 @@ func (f *FSM) NodeTarget(name string) (gen uint64, pods []Pod, ok bool) {
 		}
 	}
 	slices.SortFunc(ts, func(a, b *task) int { return cmpKey(a.key, b.key) })
-	pods = make([]Pod, 0, len(ts))
+	pods := make([]Pod, 0, len(ts))
 	for _, t := range ts {
-		j := f.mu.jobs.get(t.key.job)
-		s := j.specOf()
-		g := &s.Tasks[t.key.group]
-		id := taskID(t.key, t.attempt)
-		pods = append(pods, Pod{TaskID: id, Job: j.id, Group: g.Name, QoS: j.qos, Priority: j.priority,
-			MaxRunTime: time.Duration(s.MaxRunTime), Capbox: j.owner() != nil, Spec: g.Pod})
-		if j.owner() == nil {
-			continue // only capboxes have tasks in them
-		}
-		for _, c := range f.mu.captasks[t.key] {
-			if c.active() && !c.stop {
-				pods = append(pods, Pod{TaskID: c.id(), Job: j.id, Group: g.Name, QoS: j.qos, Priority: j.priority,
-					InCapbox: id, Spec: c.pod})
-			}
+		pods = f.appendPodsLocked(pods, t)
+	}
+	return pods
+}
+
+// appendPodsLocked appends the pod of t, a task in its node's target, and
+// those of the capbox tasks running in it.
+func (f *FSM) appendPodsLocked(pods []Pod, t *task) []Pod {
+	j := f.mu.jobs.get(t.key.job)
+	s := j.specOf()
+	g := &s.Tasks[t.key.group]
+	id := taskID(t.key, t.attempt)
+	pods = append(pods, Pod{TaskID: id, Job: j.id, Group: g.Name, QoS: j.qos, Priority: j.priority,
+		MaxRunTime: time.Duration(s.MaxRunTime), Capbox: j.owner() != nil, Spec: g.Pod})
+	if j.owner() == nil {
+		return pods // only capboxes have tasks in them
+	}
+	for _, c := range f.mu.captasks[t.key] {
+		if c.active() && !c.stop {
+			pods = append(pods, Pod{TaskID: c.id(), Job: j.id, Group: g.Name, QoS: j.qos, Priority: j.priority,
+				InCapbox: id, Spec: c.pod})
 		}
 	}
-	return n.gen, pods, true
+	return pods
+}
+
+// NodeTargetSince returns a node's target as the changes since the target
+// of generation known, when the node's journal reaches back to it: the
+// pods added (or possibly changed), by task ID order, and the task IDs of
+// those removed (which may name pods the node no longer has). Otherwise,
+// and for known 0, it returns the whole target, as NodeTarget, with whole
+// set. The work is in proportion to the changes, not to the node's pods.
+func (f *FSM) NodeTargetSince(name string, known uint64) (gen uint64, pods []Pod, removed []string, whole, ok bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	n := f.mu.nodes[name]
+	if n == nil {
+		return 0, nil, nil, false, false
+	}
+	if known == 0 || known < n.journalFrom || known > n.gen {
+		return n.gen, f.targetLocked(n), nil, true, true
+	}
+	i := len(n.journal)
+	for i > 0 && n.journal[i-1].gen > known {
+		i--
+	}
+	changes := slices.Clone(n.journal[i:])
+	slices.SortFunc(changes, func(a, b targetChange) int {
+		return cmp.Or(cmpKey(a.key, b.key), cmp.Compare(a.attempt, b.attempt))
+	})
+	changes = slices.CompactFunc(changes, func(a, b targetChange) bool { return a.key == b.key && a.attempt == b.attempt })
+	for _, c := range changes {
+		if t := n.tasks[c.key]; t != nil && t.attempt == c.attempt && !t.stop {
+			pods = f.appendPodsLocked(pods, t)
+		} else {
+			removed = append(removed, taskID(c.key, c.attempt))
+		}
+	}
+	return n.gen, pods, removed, false, true
 }
 
 // HasReadyNode reports whether some node is ready for new work.

@@ -235,9 +235,24 @@ type node struct {
 	cached api.Allocatable
 	tasks  map[taskKey]*task // active tasks
 	jobs   map[uint64]int    // active tasks per job
+	// journal lists, oldest first, the tasks whose presence in the
+	// node's target may have changed with each generation after
+	// journalFrom, so that a node holding a generation from journalFrom
+	// on can be sent the changes since (NodeTargetSince). A change of a
+	// capbox task starts it afresh.
+	journal     []targetChange
+	journalFrom uint64
 	// distinctJobs counts the jobs in jobs that want distinct nodes, so
 	// that a round looks for them only on the nodes that have some.
 	distinctJobs int
+}
+
+// targetChange says that the presence of a task's attempt in its node's
+// target may have changed with the generation gen.
+type targetChange struct {
+	gen     uint64
+	key     taskKey
+	attempt uint32
 }
 
 // addJobTasks counts delta more (or, negative, fewer) active tasks of j on
@@ -608,6 +623,7 @@ func decodeNode(b []byte) (*node, error) {
 	n := &node{tasks: map[taskKey]*task{}, jobs: map[uint64]int{}}
 	n.state = api.NodeState(d.str())
 	n.gen = d.uvarint()
+	n.journalFrom = n.gen
 	spec := d.bytes()
 	if err := d.done("node record"); err != nil {
 		return nil, err

@@ -70,8 +70,6 @@ type Handler struct {
 	base context.Context
 	// streams counts the goroutines writing stream bodies (watch, logs).
 	streams sync.WaitGroup
-	// served is what the target long-polls that ask for differences got.
-	served servedTargets
 }
 
 // NewHandler checks cfg and returns its Handler. Serve it with

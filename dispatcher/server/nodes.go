@@ -129,7 +129,11 @@ func (h *Handler) target(ctx *fasthttp.RequestCtx, _ Principal, args []string) *
 	}
 	tctx, cancel := context.WithTimeout(h.base, wait)
 	defer cancel()
-	t, err := h.cfg.Dispatcher.Target(tctx, args[0], gen)
+	get := h.cfg.Dispatcher.Target
+	if diff {
+		get = h.cfg.Dispatcher.TargetChanges
+	}
+	t, err := get(tctx, args[0], gen)
 	if err != nil {
 		if h.base.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 			ctx.SetStatusCode(fasthttp.StatusNotModified)
@@ -137,7 +141,7 @@ func (h *Handler) target(ctx *fasthttp.RequestCtx, _ Principal, args []string) *
 		}
 		return h.fromError(ctx, "target of "+args[0], err)
 	}
-	answer := h.served.answer(args[0], gen, diff, t)
+	answer := api.NodeTarget{Generation: t.Generation, Base: t.Base, Pods: targetPods(t.Pods), Removed: t.Removed}
 	// Encoded by hand (as encoding/json would): a target is written for
 	// every change of a node's pods.
 	writeJSONBody(ctx, fasthttp.StatusOK, api.AppendNodeTarget(make([]byte, 0, 1024), &answer))
