@@ -33,9 +33,6 @@ const (
 // commands carry binary specs (2: NDJSON).
 const commandVersion = 5
 
-// specSizeHint is the size of a typical spec's encoding, for buffers.
-const specSizeHint = 128
-
 func newCommand(tag byte, now time.Time, size int) *enc {
 	e := &enc{b: make([]byte, 0, size+12)}
 	e.byte(tag)
