@@ -295,11 +295,11 @@ func (f *FSM) touchGroup(g *group) {
 	}
 }
 
-// noteTargetLocked records that t's presence in n's target may change with
-// this command, and marks n changed. A capbox's change restarts the
-// journal: the pods of the tasks in it come and go with it.
-func (f *FSM) noteTargetLocked(n *node, t *task) {
-	if f.mu.jobs.get(t.key.job).owner() != nil {
+// noteTargetLocked records that t, a task of j, may enter or leave n's
+// target with this command, and marks n changed. A capbox's change
+// restarts the journal: the pods of the tasks in it come and go with it.
+func (f *FSM) noteTargetLocked(n *node, j *job, t *task) {
+	if j.owner() != nil {
 		f.restartJournalLocked(n)
 		return
 	}
@@ -617,7 +617,7 @@ func (f *FSM) finishLocked(w writer, t *task, to api.TaskState, reason api.TaskR
 		if (to == api.TaskSucceeded || to == api.TaskFailed) && !t.stop {
 			f.cacheSlotLocked(w, n, j.qos, g.demand, now)
 		}
-		f.noteTargetLocked(n, t)
+		f.noteTargetLocked(n, j, t)
 		delete(n.tasks, t.key)
 		n.addJobTasks(j, -1)
 		g.active--
@@ -797,7 +797,7 @@ func (f *FSM) stopTaskLocked(w writer, j *job, t *task, now int64) {
 	if j.owner() != nil {
 		f.stopCapTasksOfLocked(w, t.key, now)
 	}
-	f.noteTargetLocked(n, t)
+	f.noteTargetLocked(n, j, t)
 	f.touchGroup(g)
 }
 
@@ -907,7 +907,7 @@ func (f *FSM) placeLocked(w writer, now int64, a *planAssignment) (RejectCode, s
 		keep := g.requeue[:0]
 		for _, r := range g.requeue {
 			if left > 0 && r.notBefore <= now {
-				f.assignLocked(w, now, n, g.tasks[r.index])
+				f.assignLocked(w, now, n, j, g.tasks[r.index])
 				left--
 				continue
 			}
@@ -923,7 +923,7 @@ func (f *FSM) placeLocked(w writer, now int64, a *planAssignment) (RejectCode, s
 		t.key = taskKey{num, g.idx, uint32(g.next)}
 		g.next++
 		g.tasks = append(g.tasks, t)
-		f.assignLocked(w, now, n, t)
+		f.assignLocked(w, now, n, j, t)
 	}
 	f.holdLocked(n, j, g, a.count)
 	n.addJobTasks(j, int(a.count))
@@ -1018,12 +1018,12 @@ func (f *FSM) eachTaskLocked(fn func(*task)) {
 	}
 }
 
-func (f *FSM) assignLocked(w writer, now int64, n *node, t *task) {
+func (f *FSM) assignLocked(w writer, now int64, n *node, j *job, t *task) {
 	t.attempt++
 	t.state, t.node, t.stop, t.closed, t.preempted = api.TaskAssigned, n.spec.Name, false, false, false
 	t.exitCode, t.reason, t.updated = 0, "", now
 	n.tasks[t.key] = t
-	f.noteTargetLocked(n, t)
+	f.noteTargetLocked(n, j, t)
 	f.writeTask(w, t)
 }
 
