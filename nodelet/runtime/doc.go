@@ -11,7 +11,10 @@
 //     CgroupParent are recorded and reported back but never interpreted.
 //   - Start either leaves a running pod or leaves nothing: no state, no
 //     cgroup, no process.
-//   - A pod ends exactly once; Wait reports the same Exit to every caller.
+//   - A pod ends exactly once; Wait reports the same Exit to every caller,
+//     and so does the callback of a Notifier (an optional interface, for
+//     runtimes that learn of ends themselves, as the simulated one does),
+//     once per Notify.
 //   - Pods outlive the Runtime value that started them: Close releases the
 //     value, not the pods, and a new Runtime over the same host lists and
 //     adopts them.

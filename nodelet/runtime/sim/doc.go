@@ -7,12 +7,17 @@
 // Runtime values over it, so a new Runtime over the same Host adopts them
 // as a restarted nodelet would. Stop behaves as a process that obeys
 // SIGTERM: the pod ends at once with code 143. Pods print nothing, so
-// their logs are empty.
+// their logs are empty. The Runtime is a runtime.Notifier: a pod's timer
+// calls the callbacks waiting for its end, so a caller need not keep a
+// goroutine in Wait per pod.
 //
 // # Invariants
 //
 //   - Every timer of a pod is stopped when the pod ends or the Host
-//     closes; the package starts no goroutines of its own.
+//     closes. The package starts goroutines only to call Notify's
+//     callbacks (of a pod that had already ended, or that Stop or Close
+//     ended), each ending when its callbacks return; callbacks are never
+//     called under the Host's mutex.
 //   - A pod ends exactly once; its done channel is closed under the
 //     Host's mutex, after its Exit is set.
 //
