@@ -492,22 +492,20 @@ func (d *Dispatcher) target(ctx context.Context, node string, knownGeneration ui
 		if !ok {
 			return Target{}, fmt.Errorf("dispatcher: target of %q: %w", node, ErrUnknownNode)
 		}
-		if gen != knownGeneration && changes {
-			gen, pods, removed, whole, ok := d.cfg.FSM.NodeTargetSince(node, knownGeneration)
-			if !ok {
-				return Target{}, fmt.Errorf("dispatcher: target of %q: %w", node, ErrUnknownNode)
-			}
-			if whole {
-				return Target{Generation: gen, Pods: pods}, nil
-			}
-			return Target{Generation: gen, Base: knownGeneration, Pods: pods, Removed: removed}, nil
-		}
 		if gen != knownGeneration {
-			gen, pods, ok := d.cfg.FSM.NodeTarget(node)
+			since := uint64(0) // NodeTargetSince's whole target
+			if changes {
+				since = knownGeneration
+			}
+			gen, pods, removed, whole, ok := d.cfg.FSM.NodeTargetSince(node, since)
 			if !ok {
 				return Target{}, fmt.Errorf("dispatcher: target of %q: %w", node, ErrUnknownNode)
 			}
-			return Target{Generation: gen, Pods: pods}, nil
+			t := Target{Generation: gen, Pods: pods}
+			if !whole {
+				t.Base, t.Removed = knownGeneration, removed
+			}
+			return t, nil
 		}
 		select {
 		case <-ctx.Done():

@@ -281,17 +281,8 @@ func (o *owner) setTarget(t Target) {
 	o.generation = t.Generation
 	o.desired = make(map[string]DesiredPod, len(t.Pods))
 	for _, d := range t.Pods {
-		if d.Tier == "" {
-			d.Tier = cgroup.Offline
-		}
-		if _, dup := o.desired[d.ID]; dup {
-			o.reportStartFailed(d, fmt.Errorf("pod id %q appears twice in target %d", d.ID, t.Generation))
-			continue
-		}
-		o.desired[d.ID] = d
-		if was, ok := old[d.ID]; !ok || was.Generation != d.Generation || was.Priority != d.Priority || was.TaskID != d.TaskID {
-			o.mark(d.ID)
-		}
+		_, dup := o.desired[d.ID]
+		o.want(d, t.Generation, dup, old)
 	}
 	for id := range old {
 		if _, ok := o.desired[id]; !ok {
@@ -312,19 +303,27 @@ func (o *owner) changeTarget(t Target) {
 	}
 	seen := make(map[string]struct{}, len(t.Pods))
 	for _, d := range t.Pods {
-		if d.Tier == "" {
-			d.Tier = cgroup.Offline
-		}
-		if _, dup := seen[d.ID]; dup {
-			o.reportStartFailed(d, fmt.Errorf("pod id %q appears twice in target %d", d.ID, t.Generation))
-			continue
-		}
+		_, dup := seen[d.ID]
 		seen[d.ID] = struct{}{}
-		if was, ok := o.desired[d.ID]; !ok || was.Generation != d.Generation || was.Priority != d.Priority || was.TaskID != d.TaskID {
-			o.mark(d.ID)
-		}
-		o.desired[d.ID] = d
+		o.want(d, t.Generation, dup, o.desired)
 	}
+}
+
+// want makes d, a pod of the target of generation gen, desired, marking it
+// when it is new or changed from was[d.ID]; unless dup (its ID came earlier
+// in the target), which is reported as failed to start: the first counts.
+func (o *owner) want(d DesiredPod, gen uint64, dup bool, was map[string]DesiredPod) {
+	if d.Tier == "" {
+		d.Tier = cgroup.Offline
+	}
+	if dup {
+		o.reportStartFailed(d, fmt.Errorf("pod id %q appears twice in target %d", d.ID, gen))
+		return
+	}
+	if w, ok := was[d.ID]; !ok || w.Generation != d.Generation || w.Priority != d.Priority || w.TaskID != d.TaskID {
+		o.mark(d.ID)
+	}
+	o.desired[d.ID] = d
 }
 
 // check validates what the agent needs of a desired pod before the

@@ -385,9 +385,8 @@ func (f *FSM) writeTask(w writer, t *task) {
 }
 
 func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
-	n64 := d.uvarint()
-	block := d.b // the command's block of specs, as the submit record keeps it
-	specs, fresh, err := readSpecBlock(d, "submit command")
+	// block is the command's block of specs, as the submit record keeps it.
+	n, block, specs, fresh, err := readSpecs(d, "submit command")
 	if err != nil {
 		return nil, fmt.Errorf("fsm: submit: %w", err)
 	}
@@ -399,10 +398,6 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 	} else {
 		cd = sharedDec(specs)
 	}
-	if n64 > uint64(len(specs)/(minSpecBytes+1)) {
-		return nil, fmt.Errorf("%w: submit command: %d jobs in %d bytes of specs", ErrCorrupt, n64, len(specs))
-	}
-	n := int(n64)
 	if n > api.MaxItemsPerRequest {
 		return nil, fmt.Errorf("fsm: submit: %w: more than %d jobs in one request", api.ErrTooLarge, api.MaxItemsPerRequest)
 	}

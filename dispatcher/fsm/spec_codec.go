@@ -167,39 +167,45 @@ func appendSpecBlock(dst, specs []byte) []byte {
 	return append(append(dst, specsPlain), specs...)
 }
 
-// readSpecBlock reads a block of specs, the rest of d, and returns its
-// specs. fresh is true when they were decompressed into memory of their
-// own, which nothing writes again; otherwise they are d's bytes. A block
-// that does not decode, or that would hold more than api.MaxBodyBytes,
-// is an error.
-func readSpecBlock(d *dec, what string) (specs []byte, fresh bool, err error) {
+// readSpecs reads a count of specs, then their block (appendSpecBlock),
+// the rest of d, as submit commands and submit records hold them. It
+// returns the count, the block as read, and the specs: fresh is true when
+// they were decompressed into memory of their own, which nothing writes
+// again; otherwise they are the block's bytes. A block that does not
+// decode, that would hold more than api.MaxBodyBytes, or that is too short
+// for the count, is an error.
+func readSpecs(d *dec, what string) (n int, block, specs []byte, fresh bool, err error) {
+	count := d.uvarint()
+	block = d.b
 	kind := d.byte()
 	blk := d.b
 	d.b = nil
 	if d.err != nil {
-		return nil, false, fmt.Errorf("%s: %w", what, d.err)
+		return 0, nil, nil, false, fmt.Errorf("%s: %w", what, d.err)
 	}
 	size := len(blk)
 	switch kind {
 	case specsPlain:
 	case specsS2:
 		if size, err = s2.DecodedLen(blk); err != nil {
-			return nil, false, fmt.Errorf("%w: %s: compressed specs: %v", ErrCorrupt, what, err)
+			return 0, nil, nil, false, fmt.Errorf("%w: %s: compressed specs: %v", ErrCorrupt, what, err)
 		}
 	default:
-		return nil, false, fmt.Errorf("%w: %s: specs stored as %d", ErrCorrupt, what, kind)
+		return 0, nil, nil, false, fmt.Errorf("%w: %s: specs stored as %d", ErrCorrupt, what, kind)
 	}
 	if size > api.MaxBodyBytes {
-		return nil, false, fmt.Errorf("%s: %w: %d bytes of specs, more than the limit of %d", what, api.ErrTooLarge, size, api.MaxBodyBytes)
+		return 0, nil, nil, false, fmt.Errorf("%s: %w: %d bytes of specs, more than the limit of %d", what, api.ErrTooLarge, size, api.MaxBodyBytes)
 	}
-	if kind == specsPlain {
-		return blk, false, nil
+	specs = blk
+	if kind == specsS2 {
+		if specs, err = s2.Decode(make([]byte, size), blk); err != nil {
+			return 0, nil, nil, false, fmt.Errorf("%w: %s: compressed specs: %v", ErrCorrupt, what, err)
+		}
 	}
-	out, err := s2.Decode(make([]byte, size), blk)
-	if err != nil {
-		return nil, false, fmt.Errorf("%w: %s: compressed specs: %v", ErrCorrupt, what, err)
+	if count > uint64(len(specs)/(minSpecBytes+1)) {
+		return 0, nil, nil, false, fmt.Errorf("%w: %s: %d jobs in %d bytes of specs", ErrCorrupt, what, count, len(specs))
 	}
-	return out, true, nil
+	return int(count), block, specs, kind == specsS2, nil
 }
 
 // decodeSpec decodes what appendSpec wrote. Errors stick in d; the caller

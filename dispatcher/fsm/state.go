@@ -468,16 +468,15 @@ func decodeSubmit(sd *specDecoder, first uint64, b []byte, fn func(*job) error) 
 		return fmt.Errorf("%w: submit record of job %d: version %d", ErrCorrupt, first, v)
 	}
 	submitted := d.varint()
-	n := d.uvarint()
-	specs, _, err := readSpecBlock(&d, fmt.Sprintf("submit record of job %d", first))
+	n, _, specs, _, err := readSpecs(&d, fmt.Sprintf("submit record of job %d", first))
 	if err != nil {
 		return err
 	}
-	if n == 0 || n > uint64(len(specs)/(minSpecBytes+1)) {
-		return fmt.Errorf("%w: submit record of job %d: %d jobs in %d bytes of specs", ErrCorrupt, first, n, len(specs))
+	if n == 0 {
+		return fmt.Errorf("%w: submit record of job %d: no jobs", ErrCorrupt, first)
 	}
 	sdec := dec{b: specs}
-	for i := range n {
+	for i := range uint64(n) {
 		spec := sdec.bytes()
 		if sdec.err != nil {
 			break
