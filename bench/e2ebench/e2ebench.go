@@ -299,6 +299,17 @@ type Step struct {
 	Retries int64 `json:"retries"`
 	// Seconds is the step's length, drain included.
 	Seconds float64 `json:"seconds"`
+	// What the step cost per task placed, over its length: the CPU time
+	// of this process (the replicas and the load generator, and the fleet
+	// when it runs in process) and of the fleet processes, in
+	// microseconds, and this process's heap bytes allocated and minor
+	// page faults (the first touch of memory, which costs more than
+	// reusing it). On a host the run saturates, throughput goes as the
+	// inverse of the CPU time per task.
+	BenchCPUPerTaskUs float64 `json:"bench_cpu_us_per_task"`
+	FleetCPUPerTaskUs float64 `json:"fleet_cpu_us_per_task"`
+	AllocBytesPerTask float64 `json:"alloc_bytes_per_task"`
+	PageFaultsPerTask float64 `json:"page_faults_per_task"`
 	// Sustained says whether the step held; Reasons says why not.
 	Sustained bool     `json:"sustained"`
 	Reasons   []string `json:"reasons,omitempty"`
@@ -329,6 +340,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	log.Info("e2e: cluster up", "replicas", cfg.Replicas, "took", time.Since(start).Round(time.Millisecond))
 
 	start = time.Now()
+	var fleetPIDs []int
 	if cfg.FleetProcs > 0 {
 		// The replicas here hold the server ends of every node's
 		// connections. Short of descriptors they still serve (their
@@ -337,7 +349,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			log.Warn("e2e: the replicas may run out of file descriptors", "err", err)
 		}
 		var stop func()
-		if ctx, stop, err = startFleetProcs(ctx, cfg, cl.Addrs()); err != nil {
+		if ctx, stop, fleetPIDs, err = startFleetProcs(ctx, cfg, cl.Addrs()); err != nil {
 			return res, err
 		}
 		defer stop()
@@ -366,7 +378,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	// placements.
 	var watchFrom uint64
 	for i, rate := range cfg.Rates() {
-		st, err := runStep(ctx, client, cfg, i, rate, arr, rt, runID, &watchFrom)
+		st, err := runStep(ctx, client, cfg, i, rate, arr, rt, runID, &watchFrom, fleetPIDs)
 		res.Steps = append(res.Steps, st)
 		if err != nil {
 			return res, err
@@ -385,8 +397,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	return res, nil
 }
 
-// runStep offers step i's load and judges it.
-func runStep(ctx context.Context, client *api.Client, cfg Config, i int, rate float64, arr loadgen.IntDist, rt loadgen.DurationDist, runID string, watchFrom *uint64) (Step, error) {
+// runStep offers step i's load and judges it; fleet are the fleet
+// processes' PIDs, whose CPU time it counts.
+func runStep(ctx context.Context, client *api.Client, cfg Config, i int, rate float64, arr loadgen.IntDist, rt loadgen.DurationDist, runID string, watchFrom *uint64, fleet []int) (Step, error) {
 	st := Step{Step: i + 1, TargetTasksPerSec: rate}
 	d, err := loadgen.NewDriver(loadgen.DriverConfig{
 		Client:       client,
@@ -401,7 +414,9 @@ func runStep(ctx context.Context, client *api.Client, cfg Config, i int, rate fl
 	if err != nil {
 		return st, fmt.Errorf("e2e benchmark: step %d: %w", st.Step, err)
 	}
+	from := readUsage(fleet)
 	r, err := d.Run(ctx)
+	to := readUsage(fleet)
 	*watchFrom = r.WatchIndex
 	st.OfferedTasksPerSec, st.OfferedJobsPerSec = r.Offered.TasksPerSec, r.Offered.JobsPerSec
 	st.PlacedTasksPerSec = r.Placed.TasksPerSec
@@ -411,6 +426,7 @@ func runStep(ctx context.Context, client *api.Client, cfg Config, i int, rate fl
 	st.MaxSubmitToPlacedMs, st.P99SubmitToCommittedMs, st.MaxLagMs = l.Placed.MaxMs, l.Committed.P99Ms, l.Lag.MaxMs
 	st.Tasks, st.PlacedTasks, st.UnplacedTasks, st.RunningTasks = r.Tasks, r.PlacedTasks, r.UnplacedTasks, r.RunningTasks
 	st.Errors, st.Retries, st.Seconds = r.Errors, r.Retries, r.Seconds
+	st.perTask(from, to)
 	if err != nil {
 		return st, fmt.Errorf("e2e benchmark: step %d: %w", st.Step, err)
 	}

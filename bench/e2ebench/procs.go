@@ -21,8 +21,9 @@ const fleetStopGrace = 10 * time.Second
 // prefix), against addrs. It returns a context derived from ctx that a
 // process exiting before stop ends, with the exit as its cause, and a
 // function that stops them all: SIGINT, then SIGKILL after
-// fleetStopGrace. The processes' stderr is this process's.
-func startFleetProcs(ctx context.Context, cfg Config, addrs []string) (context.Context, func(), error) {
+// fleetStopGrace, and their PIDs. The processes' stderr is this
+// process's.
+func startFleetProcs(ctx context.Context, cfg Config, addrs []string) (context.Context, func(), []int, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	urls := make([]string, len(addrs))
 	for i, a := range addrs {
@@ -62,7 +63,7 @@ func startFleetProcs(ctx context.Context, cfg Config, addrs []string) (context.C
 		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := c.Start(); err != nil {
 			stop()
-			return nil, nil, fmt.Errorf("e2e benchmark: start fleet process %d: %w", i+1, err)
+			return nil, nil, nil, fmt.Errorf("e2e benchmark: start fleet process %d: %w", i+1, err)
 		}
 		ch := make(chan struct{})
 		cmds, done = append(cmds, c), append(done, ch)
@@ -76,5 +77,9 @@ func startFleetProcs(ctx context.Context, cfg Config, addrs []string) (context.C
 			}
 		})
 	}
-	return ctx, stop, nil
+	pids := make([]int, len(cmds))
+	for i, c := range cmds {
+		pids[i] = c.Process.Pid
+	}
+	return ctx, stop, pids, nil
 }

@@ -104,7 +104,7 @@ func printBenchE2E(w io.Writer, r e2ebench.Result, asJSON bool) error {
 	fmt.Fprintf(w, "%d replicas, %d simulated nodes; jobs of %s tasks running %s; steps of %s\n",
 		r.Replicas, r.Nodes, r.ArraySize, strings.TrimPrefix(r.RunTime, "fixed:"), time.Duration(r.StepSeconds*float64(time.Second)))
 	t := newTable(w, "STEP", "TARGET/S", "OFFERED/S", "PLACED/S", "PLACED%",
-		"PLACED P50/P99 MS", "RUNNING P50/P99 MS", "TASKS", "ERRORS", "SUSTAINED")
+		"PLACED P50/P99 MS", "RUNNING P50/P99 MS", "TASKS", "ERRORS", "CPU µS/TASK BENCH+FLEET", "SUSTAINED")
 	for _, s := range r.Steps {
 		pct := 0.0
 		if s.OfferedTasksPerSec > 0 {
@@ -121,7 +121,7 @@ func printBenchE2E(w io.Writer, r e2ebench.Result, asJSON bool) error {
 			fmt.Sprintf("%.0f", s.PlacedTasksPerSec), fmt.Sprintf("%.0f%%", pct),
 			fmt.Sprintf("%.1f / %.1f", s.P50SubmitToPlacedMs, s.P99SubmitToPlacedMs),
 			fmt.Sprintf("%.1f / %.1f", s.P50SubmitToRunningMs, s.P99SubmitToRunningMs),
-			fmt.Sprint(s.Tasks), fmt.Sprint(s.Errors), verdict)
+			fmt.Sprint(s.Tasks), fmt.Sprint(s.Errors), fmt.Sprintf("%.0f + %.0f", s.BenchCPUPerTaskUs, s.FleetCPUPerTaskUs), verdict)
 	}
 	if err := t.flush(); err != nil {
 		return err
