@@ -288,14 +288,15 @@ func (d *Dispatcher) ttl(n int) time.Duration {
 // down nodes heard from again, every LivenessEvery. Only transitions are
 // proposed.
 func (d *Dispatcher) liveness(ctx context.Context) {
+	var nodes []fsm.NodeState // kept from check to check
 	for d.sleep(ctx, d.cfg.LivenessEvery) {
-		d.checkNodes(ctx)
+		nodes = d.cfg.FSM.AppendNodeStates(nodes[:0])
+		d.checkNodes(ctx, nodes)
 		d.pruneEstimates(d.cfg.Clock.Now())
 	}
 }
 
-func (d *Dispatcher) checkNodes(ctx context.Context) {
-	nodes := d.cfg.FSM.Nodes()
+func (d *Dispatcher) checkNodes(ctx context.Context, nodes []fsm.NodeState) {
 	ttl := d.ttl(len(nodes))
 	now := d.cfg.Clock.Now()
 	type change struct {
@@ -305,17 +306,17 @@ func (d *Dispatcher) checkNodes(ctx context.Context) {
 	var changes []change
 	d.mu.Lock()
 	for _, n := range nodes {
-		b := d.mu.beats[n.Spec.Name]
+		b := d.mu.beats[n.Name]
 		if b == nil {
 			b = &beat{last: now}
-			d.mu.beats[n.Spec.Name] = b
+			d.mu.beats[n.Name] = b
 		}
 		alive := b.polls > 0 || now.Sub(b.last) < ttl
 		switch {
 		case n.State != api.NodeDown && !alive:
-			changes = append(changes, change{n.Spec.Name, api.NodeDown})
+			changes = append(changes, change{n.Name, api.NodeDown})
 		case n.State == api.NodeDown && alive && b.contact:
-			changes = append(changes, change{n.Spec.Name, api.NodeReady})
+			changes = append(changes, change{n.Name, api.NodeReady})
 		}
 	}
 	d.mu.Unlock()

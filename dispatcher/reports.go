@@ -150,7 +150,11 @@ func (d *Dispatcher) flushReports() {
 }
 
 func (d *Dispatcher) commitReports(ctx context.Context, reqs []*reportReq) {
-	var all []fsm.Report
+	n := 0
+	for _, r := range reqs {
+		n += len(r.reports)
+	}
+	all := make([]fsm.Report, 0, n)
 	for _, r := range reqs {
 		all = append(all, r.reports...)
 	}

@@ -109,6 +109,10 @@ type FSM struct {
 	kbuf, vbuf  []byte
 	sbuf        []byte // a submit record
 	bbuf        []byte // a block of specs
+	// reports and overlay are updateLocked's, kept for the next update
+	// command (every replica applies a few hundred a second).
+	reports []report
+	overlay map[taskKey]api.TaskState
 }
 
 var (
@@ -1045,7 +1049,9 @@ func (f *FSM) updateLocked(w writer, now int64, cmd *dec) ([]byte, error) {
 	// reasons, which tasks keep, are the api's constants or copies.
 	sd := sharedDec(cmd.b)
 	d := &sd
-	rs := make([]report, d.count(8))
+	rs := grow(f.reports, d.count(8))
+	// The reports refer to the command: none is kept past it.
+	defer func() { clear(rs); f.reports = rs[:0] }()
 	for i := range rs {
 		r := &rs[i]
 		r.node, r.id = d.str(), d.str()
@@ -1067,7 +1073,11 @@ func (f *FSM) updateLocked(w writer, now int64, cmd *dec) ([]byte, error) {
 	defer func() { f.slotTTL = 0 }()
 	// Pass 1: check every report against the state the reports before it
 	// leave (kept in an overlay), writing nothing.
-	overlay := make(map[taskKey]api.TaskState)
+	if f.overlay == nil {
+		f.overlay = make(map[taskKey]api.TaskState)
+	}
+	overlay := f.overlay
+	defer clear(overlay)
 	var ctOverlay map[*captask]api.TaskState
 	for i := range rs {
 		r := &rs[i]
@@ -1215,4 +1225,15 @@ func (f *FSM) markChangedLocked(j *job, index uint64) {
 	if cs.stale > cs.len()/2 && cs.stale > minStaleChanges {
 		cs.compact()
 	}
+}
+
+// grow returns s with length n and every element zero, reusing its
+// memory when it is large enough.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
 }

@@ -468,6 +468,13 @@ func (h *propHarness) check() error {
 		return err
 	}
 	f := h.f
+	var states []NodeState
+	for _, n := range f.Nodes() {
+		states = append(states, NodeState{Name: n.Spec.Name, State: n.State})
+	}
+	if got := f.AppendNodeStates(nil); !slices.Equal(got, states) {
+		return fmt.Errorf("AppendNodeStates = %v, Nodes says %v", got, states)
+	}
 	f.mu.RLock()
 	var errs []string
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }

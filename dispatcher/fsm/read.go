@@ -365,6 +365,23 @@ func (f *FSM) Nodes() []NodeInfo {
 	return out
 }
 
+// NodeState is a node's name and state.
+type NodeState struct {
+	Name  string
+	State api.NodeState
+}
+
+// AppendNodeStates appends every node's name and state to dst, by name:
+// what a liveness check needs, without copying each node's spec.
+func (f *FSM) AppendNodeStates(dst []NodeState) []NodeState {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for _, n := range f.sortedNodeListLocked() {
+		dst = append(dst, NodeState{Name: n.spec.Name, State: n.state})
+	}
+	return dst
+}
+
 // TaskInfo is a task placed at least once, as of its current attempt.
 type TaskInfo struct {
 	ID       string // the current attempt's task ID

@@ -81,6 +81,33 @@ type Placer struct {
 	solver flowsolver.Solver
 	// net is the flow network, kept from round to round (network.go).
 	net network
+	// scratch is working memory reused from round to round.
+	scratch scratch
+}
+
+// scratch is a Placer's working memory by input node and by class,
+// reused from round to round: a round looks at every node, and slices of
+// that length made afresh each round were most of what a busy
+// dispatcher allocated.
+type scratch struct {
+	// admitted holds a class's admitted nodes while candidates chooses
+	// among them; kept the chosen, every class's after the last's.
+	admitted, kept []candidate
+	free           []api.Allocatable
+	seen           []bool
+	nodeID         []flowsolver.NodeID
+	nodeCap        []int64
+}
+
+// grown returns s with length n and every element zero, reusing its
+// memory when it is large enough.
+func grown[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
 }
 
 // New returns a Placer using the filters and scorers of reg (nil: the
@@ -209,6 +236,7 @@ func (p *Placer) Place(ctx context.Context, in *Input) (*Plan, error) {
 	}
 	start := time.Now()
 	classes, groupClass := p.classes(in)
+	p.scratch.kept = p.scratch.kept[:0]
 	for ci := range classes {
 		p.candidates(in, &classes[ci])
 	}
@@ -356,10 +384,11 @@ func (c *class) cost(n *Node) int64 {
 // candidates runs c's filters over every node, counting rejections, and
 // keeps the cheapest admitted nodes: enough to hold twice the class's
 // demand, and at least minCandidates, so that the solver has room to
-// choose without the network growing with the cluster.
+// choose without the network growing with the cluster. The candidates
+// live in p.scratch.kept until the next round.
 func (p *Placer) candidates(in *Input, c *class) {
 	const minCandidates = 32
-	all := make([]candidate, 0, len(in.Nodes))
+	all := p.scratch.admitted[:0]
 	// Rejections are counted by filter and added to c.rejected once: on a
 	// full cluster most nodes are rejected, every round.
 	rejected := make([]int, len(c.Filters))
@@ -382,6 +411,7 @@ func (p *Placer) candidates(in *Input, c *class) {
 		}
 		all = append(all, cd)
 	}
+	p.scratch.admitted = all
 	for fi, k := range rejected {
 		if k > 0 {
 			c.rejected[c.Filters[fi].Name()] += k
@@ -394,7 +424,9 @@ func (p *Placer) candidates(in *Input, c *class) {
 		room += all[k].fit + all[k].slots
 		k++
 	}
-	c.candidates = all[:k]
+	start := len(p.scratch.kept)
+	p.scratch.kept = append(p.scratch.kept, all[:k]...)
+	c.candidates = p.scratch.kept[start:len(p.scratch.kept):len(p.scratch.kept)]
 }
 
 // network states the round's flow network on the kept one (network.go)
@@ -412,8 +444,9 @@ func (p *Placer) network(in *Input, classes []class, groupClass []int) (*flowsol
 	nw := &p.net
 	nw.begin(len(in.Groups)+len(classes)+len(in.Nodes)+2, arcCount)
 	sink := nw.node(netNode{kind: netSink}, -total)
-	nodeID := make([]flowsolver.NodeID, len(in.Nodes))
-	nodeCap := make([]int64, len(in.Nodes))
+	p.scratch.nodeID = grown(p.scratch.nodeID, len(in.Nodes))
+	p.scratch.nodeCap = grown(p.scratch.nodeCap, len(in.Nodes))
+	nodeID, nodeCap := p.scratch.nodeID, p.scratch.nodeCap
 	for ci := range classes {
 		c := &classes[ci]
 		c.node = nw.node(netNode{kind: netClass, class: c.key}, 0)
@@ -604,8 +637,10 @@ func (p *Placer) decode(in *Input, classes []class, arcs []arcInfo, flow []int64
 // tasks of each group it placed, the assignments, and how many tasks did
 // not fit.
 func (p *Placer) fit(in *Input, tent []tentative, dropped map[int]bool) ([]int64, []Assignment, int64) {
-	free := make([]api.Allocatable, len(in.Nodes))
-	seen := make([]bool, len(in.Nodes))
+	// free is valid where seen is set.
+	p.scratch.free = slices.Grow(p.scratch.free[:0], len(in.Nodes))[:len(in.Nodes)]
+	p.scratch.seen = grown(p.scratch.seen, len(in.Nodes))
+	free, seen := p.scratch.free, p.scratch.seen
 	usedSlot := map[string]bool{}
 	distinct := map[[2]string]bool{}
 	placed := make([]int64, len(in.Groups))

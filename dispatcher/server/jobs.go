@@ -76,7 +76,9 @@ func (h *Handler) submit(ctx *fasthttp.RequestCtx, p Principal, _ []string) *htt
 	if err != nil {
 		return h.fromError(ctx, "submit", err)
 	}
-	writeJSONBody(ctx, fasthttp.StatusOK, api.AppendSubmitResponse(make([]byte, 0, 16+12*len(ids)), &api.SubmitResponse{Jobs: ids, Existing: existing}))
+	writeEncoded(ctx, fasthttp.StatusOK, func(b []byte) []byte {
+		return api.AppendSubmitResponse(b, &api.SubmitResponse{Jobs: ids, Existing: existing})
+	})
 	return nil
 }
 
