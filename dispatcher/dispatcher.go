@@ -20,9 +20,10 @@ import (
 type Dispatcher struct {
 	cfg    Config
 	placer *placement.Placer // used by the leader loop only
-	// input is the memory of the leader loop's rounds' inputs, reused
-	// from round to round (used by the leader loop only).
-	input placement.Input
+	// input is the leader loop's rounds' input, kept from round to round
+	// and read again only where the FSM changed (used by the leader loop
+	// only).
+	input fsm.RoundInput
 
 	closing chan struct{}
 	// ctx is cancelled by Close; background proposals run under it.

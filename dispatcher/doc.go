@@ -17,8 +17,9 @@
 // delay-scheduling wait of MaxWait to gather more, or every Period. Each
 // round:
 //
-//  1. reads fsm.PlacementInputInto(now, MaxTasks), into the memory of the
-//     last round's input, and the applied index;
+//  1. reads fsm.ReadRoundInput(now, MaxTasks) into the last round's input,
+//     kept and read again only for the nodes that changed since, and the
+//     applied index;
 //  2. runs placement under the RoundBudget (a solve cut short leaves the
 //     work pending);
 //  3. proposes ONE fsm.CommitPlan carrying the term and that index, and

@@ -119,7 +119,7 @@ func (d *Dispatcher) round(ctx context.Context, term uint64) (again bool, placed
 		d.mu.Unlock()
 		return false, 0, nil
 	}
-	in := d.cfg.FSM.PlacementInputInto(&d.input, now, d.cfg.MaxTasks)
+	in := d.cfg.FSM.ReadRoundInput(&d.input, now, d.cfg.MaxTasks)
 	if len(in.Groups) == 0 {
 		return false, 0, nil
 	}

@@ -192,8 +192,10 @@ func BenchmarkSubmitEncode(b *testing.B) {
 
 // BenchmarkPlacementInput reads a round's input from 10,000 nodes holding
 // 50,000 placed tasks of 50 jobs, with 50 more jobs pending: the read
-// every scheduling round starts with, into the last round's input as the
-// scheduling loop reads it (reuse=true) or into a new one.
+// every scheduling round starts with: kept from round to round as the
+// scheduling loop keeps it, with no node or changed nodes changed since
+// the last read (a busy round's plan and reports touch a few hundred), or
+// read whole into a new RoundInput.
 func BenchmarkPlacementInput(b *testing.B) {
 	const nodes = 10_000
 	f, must, now := benchNodes(b, nodes)
@@ -216,15 +218,23 @@ func BenchmarkPlacementInput(b *testing.B) {
 		}
 	}
 	must(CommitPlan(p), nil)
-	for _, reuse := range []bool{true, false} {
-		b.Run(fmt.Sprintf("reuse=%v", reuse), func(b *testing.B) {
+	for _, mode := range []struct {
+		name    string
+		changed int // nodes changed between reads; -1: a new RoundInput each read
+	}{{"kept/changed=0", 0}, {"kept/changed=100", 100}, {"whole", -1}} {
+		b.Run(mode.name, func(b *testing.B) {
 			b.ReportAllocs()
-			var last placement.Input
+			var r RoundInput
 			for b.Loop() {
-				if !reuse {
-					last = placement.Input{}
+				if mode.changed < 0 {
+					r = RoundInput{}
 				}
-				in := f.PlacementInputInto(&last, now, 20_000)
+				f.mu.Lock()
+				for i := range mode.changed {
+					f.inputChangedLocked(f.mu.nodeList[i*nodes/mode.changed])
+				}
+				f.mu.Unlock()
+				in := f.ReadRoundInput(&r, now, 20_000)
 				if len(in.Nodes) != nodes || len(in.Groups) != 20 { // 20,000 tasks of the 50 pending groups
 					b.Fatalf("%d nodes, %d groups", len(in.Nodes), len(in.Groups))
 				}

@@ -166,6 +166,16 @@
 // target generations) are derived from the store by Load and kept in step by
 // Apply; the tests rebuild them after every random command and compare.
 //
+// The leader's scheduling loop keeps its round's input from round to
+// round (RoundInput): the FSM lists each node whose part of the input
+// (spec, held and releasing resources, cached slots, distinct-node jobs)
+// a command changed, once, and counts an epoch that moves when which nodes
+// the input holds may change (a node joins or changes state, a Load); a
+// read refreshes the listed nodes and those with cached slots (whose TTLs
+// run out at the read's time), or everything when the epoch moved, so a
+// round on 10,000 nodes no longer reads them all. The tests check after
+// every random command that the kept input is the one read whole.
+//
 // Each node keeps a journal of the tasks whose presence in its target may
 // have changed with each generation (bounded by the node's tasks; a
 // capbox's change, or Load, starts it afresh), so that NodeTargetSince
@@ -183,6 +193,8 @@
 //	res, err := kv.Propose(ctx, cmd)
 //	ids, err := fsm.DecodeSubmitResult(res)
 //	in := f.PlacementInput(time.Now(), 100_000) // for placement.Placer.Place
+//	var kept fsm.RoundInput
+//	in = f.ReadRoundInput(&kept, time.Now(), 100_000) // the same, kept from round to round
 //	gen, pods, ok := f.NodeTarget("node-1")
 //	gen, added, removed, whole, ok := f.NodeTargetSince("node-1", gen)
 package fsm

@@ -92,6 +92,14 @@ type FSM struct {
 		// index after bumpsFrom.
 		bumps     []nodeBump
 		bumpsFrom uint64
+		// inputChanged lists the nodes whose part of a round's input
+		// (spec, resources, slots, distinct-node jobs) changed since the
+		// kept RoundInput read them, each once; inputEpoch changes when
+		// which nodes the input holds may have (a node joined or changed
+		// state, a Load), and inputReader is the RoundInput read last.
+		inputChanged []*node
+		inputEpoch   uint64
+		inputReader  *RoundInput
 		// changes lists jobs in the order of their changes, for
 		// JobsChangedSince: an entry is current while its index is the
 		// job's changed, stale once the job changed again (past half the
@@ -134,6 +142,8 @@ func (f *FSM) resetLocked() {
 	f.mu.idem = map[string]uint64{}
 	f.mu.nodes = map[string]*node{}
 	f.mu.nodeList = nil
+	f.mu.inputChanged = nil
+	f.mu.inputEpoch++
 	f.mu.pending = pendingSet{}
 	f.mu.queueUsed = map[string]api.Capacity{}
 	f.mu.slots, f.mu.nextSlot = nil, 1
@@ -551,10 +561,13 @@ func (f *FSM) registerLocked(w writer, d *dec) ([]byte, error) {
 		f.mu.nodes[spec.Name] = n
 		i, _ := slices.BinarySearchFunc(f.mu.nodeList, n, byName)
 		f.mu.nodeList = slices.Insert(f.mu.nodeList, i, n)
+		f.mu.inputEpoch++
 	}
 	n.spec, n.specJSON = spec, bytes.Clone(js) // the command is only valid during Apply
+	f.inputChangedLocked(n)
 	if n.state == api.NodeDown {
 		n.state = api.NodeReady
+		f.mu.inputEpoch++
 	}
 	w.Set(nodeKey(spec.Name), encodeNode(n))
 	return nil, nil
@@ -591,6 +604,7 @@ func (f *FSM) nodeStateLocked(w writer, now int64, d *dec) ([]byte, error) {
 	}
 	if n.state != state {
 		n.state = state
+		f.mu.inputEpoch++
 		w.Set(nodeKey(name), encodeNode(n)) // rewritten by flush if its tasks changed
 	}
 	return encodeUvarints(uint64(res.Lost), uint64(res.Requeued)), nil
@@ -792,6 +806,7 @@ func (f *FSM) stopTaskLocked(w writer, j *job, t *task, now int64) {
 	n, g := f.mu.nodes[t.node], j.groups[t.key.group]
 	t.stop, t.updated = true, now
 	n.release(j.qos, g.demand, 1)
+	f.inputChangedLocked(n)
 	f.writeTask(w, t)
 	if j.owner() != nil {
 		f.stopCapTasksOfLocked(w, t.key, now)
@@ -956,6 +971,7 @@ func (f *FSM) addSlotLocked(s *slot) {
 	})
 	n.slots = slices.Insert(n.slots, i, s)
 	n.cached.AddTier(s.qos, s.shape, 1)
+	f.inputChangedLocked(n)
 	heap.Push(&f.mu.slots, s)
 }
 
@@ -966,6 +982,7 @@ func (f *FSM) removeSlotLocked(w writer, s *slot) {
 	n := s.node
 	n.slots = slices.DeleteFunc(n.slots, func(x *slot) bool { return x == s })
 	n.cached.AddTier(s.qos, s.shape, -1)
+	f.inputChangedLocked(n)
 	w.Delete(slotKey(n.spec.Name, s.id))
 	s.node = nil
 }
@@ -984,11 +1001,21 @@ func (f *FSM) expireSlotsLocked(w writer, now int64) {
 // on node n and by the job's queue.
 func (f *FSM) holdLocked(n *node, j *job, g *group, k int64) {
 	n.hold(j.qos, g.demand, k)
+	f.inputChangedLocked(n)
 	q := j.queue
 	if u := f.mu.queueUsed[q].Plus(g.demand, k); u == (api.Capacity{}) {
 		delete(f.mu.queueUsed, q)
 	} else {
 		f.mu.queueUsed[q] = u
+	}
+}
+
+// inputChangedLocked notes that n's part of a round's input changed,
+// for the kept RoundInput.
+func (f *FSM) inputChangedLocked(n *node) {
+	if !n.inputChanged {
+		n.inputChanged = true
+		f.mu.inputChanged = append(f.mu.inputChanged, n)
 	}
 }
 

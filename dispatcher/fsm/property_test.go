@@ -89,6 +89,8 @@ type propHarness struct {
 	// checks; targetDiffs counts the targets answered as changes.
 	targets     map[string]map[uint64]map[string]Pod
 	targetDiffs int
+	// input is a round's input kept from check to check.
+	input RoundInput
 }
 
 func (h *propHarness) apply(cmd []byte) ([]byte, error) {
@@ -467,6 +469,9 @@ func (h *propHarness) check() error {
 	if err := h.checkTargetChanges(); err != nil {
 		return err
 	}
+	if err := h.checkRoundInput(); err != nil {
+		return err
+	}
 	f := h.f
 	var states []NodeState
 	for _, n := range f.Nodes() {
@@ -713,6 +718,41 @@ func (h *propHarness) checkChangedSince() error {
 // checkTargetChanges checks NodeTargetSince against NodeTarget: the
 // changes since each of a node's last few targets, applied to it, give the
 // node's target now.
+// checkRoundInput checks that the input kept from check to check, read
+// again only for the nodes that changed, is the input read whole, at a
+// time up to 10 s after the last command's (cached slots expire at a
+// read before a command drops them). As the dispatcher's offline estimate
+// does, it then lowers some nodes' free resources in the kept input, which
+// the next read must put back; now and then another input is read in
+// between, which makes the next read of the kept one whole.
+func (h *propHarness) checkRoundInput() error {
+	at := h.now.Add(time.Duration(h.r.IntN(10_000)) * time.Millisecond)
+	got := h.f.ReadRoundInput(&h.input, at, 0)
+	want := h.f.PlacementInput(at, 0)
+	if len(got.Nodes) != len(want.Nodes) {
+		return fmt.Errorf("kept input: %d nodes, whole: %d", len(got.Nodes), len(want.Nodes))
+	}
+	for i := range got.Nodes {
+		if !reflect.DeepEqual(got.Nodes[i], want.Nodes[i]) {
+			return fmt.Errorf("kept input's node %d:\n%+v\nwhole:\n%+v", i, got.Nodes[i], want.Nodes[i])
+		}
+	}
+	same := func(a, b any) bool { return reflect.DeepEqual(a, b) }
+	if !slices.EqualFunc(got.Groups, want.Groups, func(a, b placement.Group) bool { return same(a, b) }) ||
+		!slices.Equal(got.Queues, want.Queues) {
+		return fmt.Errorf("kept input's groups or queues differ from the whole input's")
+	}
+	for i := range got.Nodes {
+		if h.r.IntN(4) == 0 {
+			got.Nodes[i].Free.Offline = api.Capacity{}
+		}
+	}
+	if h.r.IntN(20) == 0 {
+		h.f.ReadRoundInput(&RoundInput{}, at, 0)
+	}
+	return nil
+}
+
 func (h *propHarness) checkTargetChanges() error {
 	if h.targets == nil {
 		h.targets = map[string]map[uint64]map[string]Pod{}

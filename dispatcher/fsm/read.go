@@ -611,23 +611,122 @@ func (f *FSM) HasReadyNode() bool {
 // with tasks eligible at now, highest priority first, then oldest job, at
 // most limit tasks in all (0: no limit).
 func (f *FSM) PlacementInput(now time.Time, limit int64) *placement.Input {
-	return f.PlacementInputInto(&placement.Input{}, now, limit)
-}
-
-// PlacementInputInto is PlacementInput building into in, whose slices it
-// reuses (what in held is overwritten): a round's input takes a few hundred
-// bytes per node, and the scheduling loop reads one every round.
-func (f *FSM) PlacementInputInto(in *placement.Input, now time.Time, limit int64) *placement.Input {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	in := &placement.Input{}
 	nowNS := now.UnixNano()
+	f.readGroupsLocked(in, nowNS, limit)
+	for _, n := range f.sortedNodeListLocked() {
+		if n.state == api.NodeReady {
+			in.Nodes = append(in.Nodes, placement.Node{})
+			f.readNodeLocked(&in.Nodes[len(in.Nodes)-1], n, nowNS)
+		}
+	}
+	f.readQueuesLocked(in)
+	return in
+}
+
+// RoundInput is a round's placement input that one reader, the leader's
+// scheduling loop, keeps from round to round: ReadRoundInput reads again
+// only the nodes whose part changed since the last read (and those with
+// cached slots, whose TTLs run out), not every node of a large cluster
+// every round. The zero value is ready to use. A RoundInput read from
+// another FSM than before, or after another RoundInput was read, is read
+// whole.
+type RoundInput struct {
+	// Input is the input as of the last read. A round may lower its
+	// nodes' Free in place (the dispatcher's offline estimate): the next
+	// read puts back what the FSM says.
+	placement.Input
+	f     *FSM
+	epoch uint64
+	// free is each input node's Free as read.
+	free []api.Allocatable
+	// timed are the nodes with cached slots, read every round; spare is
+	// the memory of the list before.
+	timed, spare []*node
+}
+
+// ReadRoundInput brings r up to date as PlacementInput(now, limit) would
+// build it, and returns its Input.
+func (f *FSM) ReadRoundInput(r *RoundInput, now time.Time, limit int64) *placement.Input {
+	f.mu.Lock() // the changed nodes' marks are cleared
+	defer f.mu.Unlock()
+	in := &r.Input
+	nowNS := now.UnixNano()
+	f.readGroupsLocked(in, nowNS, limit)
+	changed := f.mu.inputChanged
+	if r.f != f || r.epoch != f.mu.inputEpoch || f.mu.inputReader != r {
+		r.f, r.epoch, f.mu.inputReader = f, f.mu.inputEpoch, r
+		clear(r.timed)
+		in.Nodes, r.timed = slices.Grow(in.Nodes[:0], len(f.mu.nodeList)), r.timed[:0]
+		r.free = slices.Grow(r.free[:0], len(f.mu.nodeList))
+		for _, n := range f.sortedNodeListLocked() {
+			n.inputPos, n.inputTimed = -1, false
+			if n.state != api.NodeReady {
+				continue
+			}
+			n.inputPos = int32(len(in.Nodes))
+			in.Nodes = append(in.Nodes, placement.Node{})
+			r.free = append(r.free, api.Allocatable{})
+			f.readRoundNodeLocked(r, n, nowNS)
+		}
+		// What a longer input of an earlier round left beyond the end is
+		// not kept alive.
+		clear(in.Nodes[len(in.Nodes):cap(in.Nodes)])
+	} else {
+		for i := range in.Nodes {
+			in.Nodes[i].Free = r.free[i]
+		}
+		// The timed nodes are read again, and listed again if they still
+		// have slots.
+		timed := r.timed
+		r.timed = r.spare[:0]
+		for _, n := range timed {
+			n.inputTimed = false
+		}
+		for _, n := range timed {
+			f.readRoundNodeLocked(r, n, nowNS)
+		}
+		clear(timed)
+		r.spare = timed[:0]
+		for _, n := range changed {
+			if n.inputPos >= 0 {
+				f.readRoundNodeLocked(r, n, nowNS)
+			}
+		}
+	}
+	for _, n := range changed {
+		n.inputChanged = false
+	}
+	clear(changed)
+	f.mu.inputChanged = changed[:0]
+	f.readQueuesLocked(in)
+	return in
+}
+
+// readRoundNodeLocked reads n into its place in r, and keeps it among
+// the nodes read every round if it has cached slots.
+func (f *FSM) readRoundNodeLocked(r *RoundInput, n *node, nowNS int64) {
+	pn := &r.Nodes[n.inputPos]
+	f.readNodeLocked(pn, n, nowNS)
+	r.free[n.inputPos] = pn.Free
+	if len(n.slots) > 0 && !n.inputTimed {
+		n.inputTimed = true
+		r.timed = append(r.timed, n)
+	}
+}
+
+// readGroupsLocked sets in's groups: those with tasks eligible at nowNS,
+// highest priority first, then oldest job, at most limit tasks in all (0:
+// no limit).
+func (f *FSM) readGroupsLocked(in *placement.Input, nowNS int64, limit int64) {
 	gs := f.mu.pending.gs.appendTo(nil)
 	slices.SortFunc(gs, func(a, b *group) int {
 		return cmp.Or(cmp.Compare(b.job.priority, a.job.priority),
 			cmp.Compare(a.job.num, b.job.num), cmp.Compare(a.idx, b.idx))
 	})
-	in.Nodes = slices.Grow(in.Nodes[:0], len(f.mu.nodeList))
-	in.Groups, in.Queues = in.Groups[:0], in.Queues[:0]
+	in.Groups = in.Groups[:0]
 	left := limit
 	jobRunning := map[*job]api.Capacity{}
 	for _, g := range gs {
@@ -658,52 +757,51 @@ func (f *FSM) PlacementInputInto(in *placement.Input, now time.Time, limit int64
 			JobRunning: running,
 		})
 	}
-	for _, n := range f.sortedNodeListLocked() {
-		if n.state != api.NodeReady {
-			continue
-		}
-		// Slots whose TTL ended by now count as free before the next
-		// command drops them.
-		free := api.Allocatable{Online: n.free(api.QoSOnline), Offline: n.free(api.QoSOffline)}
-		var slots []placement.Slot
-		for _, s := range n.slots {
-			if s.expires > nowNS {
-				slots = append(slots, placement.Slot{ID: s.id, QoS: s.qos, Shape: s.shape})
-			} else {
-				free.AddTier(s.qos, s.shape, 1)
-			}
-		}
-		// Filled in place: a Node is a few hundred bytes, and a round
-		// reads every node.
-		in.Nodes = append(in.Nodes, placement.Node{})
-		pn := &in.Nodes[len(in.Nodes)-1]
-		*pn = placement.Node{
-			ID: n.spec.Name, Pool: n.spec.Pool, Labels: n.spec.Labels, Capacity: n.spec.Allocatable,
-			Free:      api.Allocatable{Online: clampZero(free.Online), Offline: clampZero(free.Offline)},
-			Releasing: n.releasing,
-			Slots:     slots,
-		}
-		if n.distinctJobs == 0 {
-			continue
-		}
-		for num := range n.jobs {
-			if j := f.mu.jobs.get(num); j.distinct {
-				if pn.Jobs == nil {
-					pn.Jobs = map[string]bool{}
-				}
-				pn.Jobs[j.id] = true
-			}
+	// What a longer input of an earlier round left beyond the end is not
+	// kept alive.
+	clear(in.Groups[len(in.Groups):cap(in.Groups)])
+}
+
+// readNodeLocked fills pn with ready node n's part of a round's input at
+// nowNS.
+func (f *FSM) readNodeLocked(pn *placement.Node, n *node, nowNS int64) {
+	// Slots whose TTL ended by now count as free before the next command
+	// drops them.
+	free := api.Allocatable{Online: n.free(api.QoSOnline), Offline: n.free(api.QoSOffline)}
+	var slots []placement.Slot
+	for _, s := range n.slots {
+		if s.expires > nowNS {
+			slots = append(slots, placement.Slot{ID: s.id, QoS: s.qos, Shape: s.shape})
+		} else {
+			free.AddTier(s.qos, s.shape, 1)
 		}
 	}
-	// What a longer input of an earlier round left beyond the ends is not
-	// kept alive.
-	clear(in.Nodes[len(in.Nodes):cap(in.Nodes)])
-	clear(in.Groups[len(in.Groups):cap(in.Groups)])
+	*pn = placement.Node{
+		ID: n.spec.Name, Pool: n.spec.Pool, Labels: n.spec.Labels, Capacity: n.spec.Allocatable,
+		Free:      api.Allocatable{Online: clampZero(free.Online), Offline: clampZero(free.Offline)},
+		Releasing: n.releasing,
+		Slots:     slots,
+	}
+	if n.distinctJobs == 0 {
+		return
+	}
+	for num := range n.jobs {
+		if j := f.mu.jobs.get(num); j.distinct {
+			if pn.Jobs == nil {
+				pn.Jobs = map[string]bool{}
+			}
+			pn.Jobs[j.id] = true
+		}
+	}
+}
+
+// readQueuesLocked sets in's queues: what each queue's active tasks hold.
+func (f *FSM) readQueuesLocked(in *placement.Input) {
+	in.Queues = in.Queues[:0]
 	for q, used := range f.mu.queueUsed {
 		in.Queues = append(in.Queues, placement.Queue{Name: q, Running: used})
 	}
 	slices.SortFunc(in.Queues, func(a, b placement.Queue) int { return cmp.Compare(a.Name, b.Name) })
-	return in
 }
 
 // AddVictims fills the Victims of in's nodes, in no order (placement.Preempt
