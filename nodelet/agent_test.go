@@ -326,23 +326,28 @@ func TestRecoveryAdopts(t *testing.T) {
 // TestRandomTargetsConverge runs random targets through an agent: whole
 // or as changes since the last (a few of those with a wrong base, which
 // the agent must answer by asking for the whole), over a runtime the agent
-// waits on or one that calls back.
+// waits on or one that calls back, called from goroutines or, for a
+// runtime.Immediate, from the agent's loop.
 func TestRandomTargetsConverge(t *testing.T) {
 	r := seedtest.Rand(t)
 	for _, tc := range []struct {
-		name          string
-		diffs, notify bool
+		name  string
+		diffs bool
+		rt    string
 	}{
-		{"whole targets, waits", false, false},
-		{"changes, waits", true, false},
-		{"whole targets, callbacks", false, true},
-		{"changes, callbacks", true, true},
+		{"whole targets, waits", false, "waits"},
+		{"changes, waits", true, "waits"},
+		{"whole targets, callbacks", false, "callbacks"},
+		{"changes, callbacks", true, "callbacks"},
+		{"changes, immediate, waits", true, "immediate waits"},
+		{"whole targets, immediate, callbacks", false, "immediate callbacks"},
+		{"changes, immediate, callbacks", true, "immediate callbacks"},
 	} {
-		t.Run(tc.name, func(t *testing.T) { randomTargetsConverge(t, r, tc.diffs, tc.notify) })
+		t.Run(tc.name, func(t *testing.T) { randomTargetsConverge(t, r, tc.diffs, tc.rt) })
 	}
 }
 
-func randomTargetsConverge(t *testing.T, r *rand.Rand, diffs, notify bool) {
+func randomTargetsConverge(t *testing.T, r *rand.Rand, diffs bool, rt string) {
 	host := sim.NewHost()
 	defer host.Close()
 	d := newFakeDispatcher()
@@ -352,8 +357,14 @@ func randomTargetsConverge(t *testing.T, r *rand.Rand, diffs, notify bool) {
 	}
 	h := newHarness(t, host, d, func(c *nodelet.Config) {
 		c.MaxConcurrentStarts = 1 + r.IntN(8)
-		if notify {
-			c.Runtime = notifyingRuntime{c.Runtime.(*countingRuntime)}
+		counting := c.Runtime.(*countingRuntime)
+		switch rt {
+		case "callbacks":
+			c.Runtime = notifyingRuntime{counting}
+		case "immediate waits":
+			c.Runtime = immediateRuntime{counting}
+		case "immediate callbacks":
+			c.Runtime = immediateNotifyingRuntime{notifyingRuntime{counting}}
 		}
 	})
 	if r.IntN(2) == 0 {

@@ -160,6 +160,17 @@ func (n notifyingRuntime) Notify(id string, fn func(runtime.Exit)) error {
 	return n.Runtime.(runtime.Notifier).Notify(id, fn)
 }
 
+// immediateRuntime and immediateNotifyingRuntime say they are a
+// runtime.Immediate (the sim runtime under them is), so that the agent
+// calls Start and Remove from its loop.
+type (
+	immediateRuntime          struct{ *countingRuntime }
+	immediateNotifyingRuntime struct{ notifyingRuntime }
+)
+
+func (immediateRuntime) Immediate()          {}
+func (immediateNotifyingRuntime) Immediate() {}
+
 func (c *countingRuntime) startCounts() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -117,6 +117,11 @@ type owner struct {
 	// deadlines are the running pods' run-time limits, earliest first;
 	// an entry whose pod has moved on is dropped when it comes due.
 	deadlines deadlineHeap
+	// immediate says the runtime is a runtime.Immediate: Start and Remove
+	// are called in the owner's loop, and what they would have posted
+	// queues in local, handled before the loop waits again.
+	immediate bool
+	local     []event
 }
 
 // deadline is when a running pod's MaxRunTime ends.
@@ -147,12 +152,14 @@ type exitEntry struct {
 }
 
 func newOwner(a *Agent, ctx context.Context) *owner {
+	_, immediate := a.cfg.Runtime.(runtime.Immediate)
 	return &owner{
-		a:      a,
-		ctx:    ctx,
-		sem:    make(chan struct{}, a.cfg.MaxConcurrentStarts),
-		pods:   map[string]*pod{},
-		marked: map[string]struct{}{},
+		a:         a,
+		ctx:       ctx,
+		sem:       make(chan struct{}, a.cfg.MaxConcurrentStarts),
+		pods:      map[string]*pod{},
+		marked:    map[string]struct{}{},
+		immediate: immediate,
 	}
 }
 
@@ -217,10 +224,27 @@ func (o *owner) run(ctx context.Context) {
 				}
 			}
 		}
+		o.settle()
+	}
+}
+
+// settle converges after what the loop took: the queued events and
+// targets, the run-time limits, the marked pods, and the events an
+// immediate runtime's calls left, until none is left.
+func (o *owner) settle() {
+	for {
 		o.drain()
 		o.expire()
 		o.reconcile()
 		o.publish()
+		if len(o.local) == 0 {
+			return
+		}
+		evs := o.local
+		o.local = nil
+		for _, ev := range evs {
+			o.handle(ev)
+		}
 	}
 }
 
@@ -480,6 +504,10 @@ func (o *owner) start(d DesiredPod) {
 	o.mark(d.ID)
 	spec := o.spec(d)
 	rt := o.a.cfg.Runtime
+	if o.immediate {
+		o.startNow(d, spec)
+		return
+	}
 	o.wg.Go(func() {
 		select {
 		case o.sem <- struct{}{}:
@@ -499,6 +527,39 @@ func (o *owner) start(d DesiredPod) {
 	})
 }
 
+// startNow starts d with an immediate runtime, in the owner's loop.
+func (o *owner) startNow(d DesiredPod, spec runtime.PodSpec) {
+	id, gen := d.ID, d.Generation
+	if err := o.a.cfg.Runtime.Start(o.ctx, spec); err != nil {
+		if o.ctx.Err() == nil {
+			o.local = append(o.local, event{kind: evStartFailed, id: id, gen: gen, err: err})
+		}
+		return
+	}
+	o.local = append(o.local, event{kind: evStarted, id: id, gen: gen})
+	n, ok := o.a.cfg.Runtime.(runtime.Notifier)
+	if !ok {
+		o.watch(id, gen)
+		return
+	}
+	if err := n.Notify(id, o.onExit(id, gen)); err != nil {
+		o.local = append(o.local, event{kind: evExited, id: id, gen: gen, exit: lostExit(err)})
+	}
+}
+
+// onExit returns the callback that posts a pod's end.
+func (o *owner) onExit(id string, gen int64) func(runtime.Exit) {
+	return func(exit runtime.Exit) {
+		o.post(event{kind: evExited, id: id, gen: gen, exit: exit})
+	}
+}
+
+// lostExit is the end of a pod whose end could not be waited for: it is
+// reported lost.
+func lostExit(err error) runtime.Exit {
+	return runtime.Exit{Code: -1, Err: fmt.Errorf("wait: %w", err)}
+}
+
 // watch waits for a running pod in a goroutine.
 func (o *owner) watch(id string, gen int64) {
 	o.wg.Go(func() { o.wait(id, gen) })
@@ -512,9 +573,7 @@ func (o *owner) wait(id string, gen int64) {
 		err  error
 	)
 	if n, ok := o.a.cfg.Runtime.(runtime.Notifier); ok {
-		err = n.Notify(id, func(exit runtime.Exit) {
-			o.post(event{kind: evExited, id: id, gen: gen, exit: exit})
-		})
+		err = n.Notify(id, o.onExit(id, gen))
 		if err == nil {
 			return
 		}
@@ -524,7 +583,7 @@ func (o *owner) wait(id string, gen int64) {
 	if err != nil {
 		if o.ctx.Err() == nil {
 			// The pod vanished under us: report it lost.
-			exit = runtime.Exit{Code: -1, Err: fmt.Errorf("wait: %w", err)}
+			exit = lostExit(err)
 		} else {
 			return
 		}
@@ -580,6 +639,17 @@ func stopRank(r api.TaskReason) int {
 func (o *owner) remove(p *pod) {
 	p.phase = phaseRemoving
 	id, gen, rt := p.want.ID, p.want.Generation, o.a.cfg.Runtime
+	if o.immediate {
+		err := rt.Remove(o.ctx, id)
+		switch {
+		case err != nil && o.ctx.Err() != nil:
+		case err != nil && !errors.Is(err, runtime.ErrNotFound):
+			o.local = append(o.local, event{kind: evRemoveFailed, id: id, gen: gen, err: err})
+		default:
+			o.local = append(o.local, event{kind: evRemoved, id: id, gen: gen})
+		}
+		return
+	}
 	o.wg.Go(func() {
 		select {
 		case o.sem <- struct{}{}:

@@ -92,8 +92,9 @@ type Runtime struct {
 }
 
 var (
-	_ runtime.Runtime  = (*Runtime)(nil)
-	_ runtime.Notifier = (*Runtime)(nil)
+	_ runtime.Runtime   = (*Runtime)(nil)
+	_ runtime.Notifier  = (*Runtime)(nil)
+	_ runtime.Immediate = (*Runtime)(nil)
 )
 
 // New returns a Runtime over h.
@@ -107,6 +108,10 @@ func (r *Runtime) check() error {
 	}
 	return nil
 }
+
+// Immediate implements runtime.Immediate: Start and Remove only change
+// the host's map.
+func (r *Runtime) Immediate() {}
 
 // Start implements runtime.Runtime.
 func (r *Runtime) Start(ctx context.Context, spec runtime.PodSpec) error {
