@@ -11,7 +11,9 @@
 // Config.MaxConcurrentStarts), and one goroutine per running pod only
 // Waits (none when the runtime is a runtime.Notifier, as the simulated one
 // is: its callback reports the end); all of them post events back on a
-// channel. Two more goroutines
+// channel. A runtime.Immediate (the simulated one again), whose Start and
+// Remove return at once, is called from the owner's loop instead, and what
+// the calls would have posted is handled before the loop waits again. Two more goroutines
 // talk to the Dispatcher: one long-polls Target and hands new targets to
 // the owner, one sends the report outbox in order and retries with
 // backoff until acknowledged. With Config.Overcommit, Run also runs the

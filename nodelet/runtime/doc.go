@@ -15,6 +15,9 @@
 //     and so does the callback of a Notifier (an optional interface, for
 //     runtimes that learn of ends themselves, as the simulated one does),
 //     once per Notify.
+//   - A runtime that says it is Immediate (an optional marker) returns
+//     from Start and Remove at once, so a caller may call them from a loop
+//     that must not block.
 //   - Pods outlive the Runtime value that started them: Close releases the
 //     value, not the pods, and a new Runtime over the same host lists and
 //     adopts them.

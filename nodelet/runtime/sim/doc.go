@@ -9,7 +9,8 @@
 // SIGTERM: the pod ends at once with code 143. Pods print nothing, so
 // their logs are empty. The Runtime is a runtime.Notifier: a pod's timer
 // calls the callbacks waiting for its end, so a caller need not keep a
-// goroutine in Wait per pod.
+// goroutine in Wait per pod. It is a runtime.Immediate too: Start and
+// Remove only change the Host's map and set or stop a timer.
 //
 // # Invariants
 //
