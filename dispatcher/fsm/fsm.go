@@ -557,13 +557,15 @@ func (f *FSM) registerLocked(w writer, d *dec) ([]byte, error) {
 	}
 	n, ok := f.mu.nodes[spec.Name]
 	if !ok {
-		n = &node{spec: spec, state: api.NodeReady, tasks: map[taskKey]*task{}, jobs: map[uint64]int{}}
+		n = &node{state: api.NodeReady, tasks: map[taskKey]*task{}, jobs: map[uint64]int{}}
+		n.setSpec(spec)
 		f.mu.nodes[spec.Name] = n
 		i, _ := slices.BinarySearchFunc(f.mu.nodeList, n, byName)
 		f.mu.nodeList = slices.Insert(f.mu.nodeList, i, n)
 		f.mu.inputEpoch++
 	}
-	n.spec, n.specJSON = spec, bytes.Clone(js) // the command is only valid during Apply
+	n.setSpec(spec)
+	n.specJSON = bytes.Clone(js) // the command is only valid during Apply
 	f.inputChangedLocked(n)
 	if n.state == api.NodeDown {
 		n.state = api.NodeReady

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"unique"
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/dispatcher/placement"
@@ -252,6 +253,18 @@ type node struct {
 	// round.
 	inputChanged, inputTimed bool
 	inputPos                 int32
+	// pool is the spec's pool made canonical (setSpec): a round's filters
+	// compare it with every class's, and equal strings that share their
+	// bytes compare without reading them. The handle keeps the canonical
+	// copy alive.
+	pool unique.Handle[string]
+}
+
+// setSpec sets n's spec, its pool canonical.
+func (n *node) setSpec(spec api.NodeSpec) {
+	n.pool = unique.Make(spec.Pool)
+	spec.Pool = n.pool.Value()
+	n.spec = spec
 }
 
 // targetChange says that the presence of a task's attempt in its node's
@@ -634,9 +647,11 @@ func decodeNode(b []byte) (*node, error) {
 	if err := d.done("node record"); err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal(spec, &n.spec); err != nil {
+	var ns api.NodeSpec
+	if err := json.Unmarshal(spec, &ns); err != nil {
 		return nil, fmt.Errorf("%w: node spec: %v", ErrCorrupt, err)
 	}
+	n.setSpec(ns)
 	n.specJSON = bytes.Clone(spec) // a Scan value is only valid during the call
 	return n, nil
 }

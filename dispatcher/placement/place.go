@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unique"
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/flowsolver"
@@ -332,7 +333,11 @@ func (p *Placer) classes(in *Input) ([]class, []int) {
 			ci = len(classes)
 			index[k] = ci
 			filters, scorers := p.reg.resolve(g.Policy)
-			c := class{Class: Class{Demand: g.Demand, QoS: g.QoS, Pool: g.Pool, Constraints: g.Constraints,
+			// The QoS and pool are made canonical: the filters and
+			// scorers compare them with constants and with every node's,
+			// and equal strings that share their bytes compare without
+			// reading them (the FSM makes nodes' pools canonical too).
+			c := class{Class: Class{Demand: g.Demand, QoS: canonicalQoS(g.QoS), Pool: unique.Make(g.Pool).Value(), Constraints: g.Constraints,
 				DistinctNodes: g.DistinctNodes, Filters: filters, Scorers: scorers}, key: k, rejected: map[string]int{}}
 			if g.DistinctNodes {
 				c.Job = g.Key.Job
@@ -350,6 +355,17 @@ func (p *Placer) classes(in *Input) ([]class, []int) {
 		})
 	}
 	return classes, groupClass
+}
+
+// canonicalQoS returns the api's constant for q, or q if it is none.
+func canonicalQoS(q api.QoS) api.QoS {
+	switch q {
+	case api.QoSOnline:
+		return api.QoSOnline
+	case api.QoSOffline:
+		return api.QoSOffline
+	}
+	return q
 }
 
 // share returns the part of a placement's cost that scorer name accounts
