@@ -76,10 +76,12 @@ type Dispatcher struct {
 	reports reportQueue
 }
 
-// nodeBeat is a node's ID and its beat.
+// nodeBeat is a node's ID and its beat, and the free offline capacity
+// the last round's placement saw on the node after the estimate.
 type nodeBeat struct {
-	id string
-	b  *beat
+	id      string
+	b       *beat
+	offline api.Capacity
 }
 
 // beat is what the leader remembers of a node's contacts.

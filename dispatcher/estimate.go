@@ -74,7 +74,9 @@ func (d *Dispatcher) pruneEstimates(now time.Time) {
 // its last heartbeat reported; the others at what they asked for) with
 // EstimateHeadroom on top, less what offline tasks hold. Nodes without a
 // heartbeat of this term younger than EstimateMaxAge keep their static
-// offline capacity, which also bounds the estimate.
+// offline capacity, which also bounds the estimate. A node whose free
+// offline capacity so differs from what the last round's placement saw is
+// listed in in.Changed, for a Kept input.
 func (d *Dispatcher) estimateOffline(in *placement.Input) {
 	if d.cfg.EstimateMaxAge <= 0 {
 		return
@@ -83,29 +85,40 @@ func (d *Dispatcher) estimateOffline(in *placement.Input) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !d.mu.leading {
+		in.Kept = false // the last round's estimates are not known to hold
 		return
 	}
 	if len(d.mu.beatOf) != len(in.Nodes) {
 		d.mu.beatOf = make([]nodeBeat, len(in.Nodes))
+		in.Kept = false
 	}
 	for i := range in.Nodes {
 		n := &in.Nodes[i]
 		nb := &d.mu.beatOf[i]
 		if nb.b == nil || nb.id != n.ID {
-			*nb = nodeBeat{n.ID, d.mu.beats[n.ID]}
+			*nb = nodeBeat{id: n.ID, b: d.mu.beats[n.ID], offline: nb.offline}
 		}
-		b := nb.b
-		if b == nil || b.usageTerm != d.mu.term || b.usageAt.IsZero() || now.Sub(b.usageAt) > d.cfg.EstimateMaxAge {
-			continue
+		d.estimateNode(n, nb.b, now)
+		if n.Free.Offline != nb.offline {
+			nb.offline = n.Free.Offline
+			in.Changed = append(in.Changed, int32(i))
 		}
-		usedOnline := n.Capacity.Online.Plus(n.Free.Online, -1)
-		usedOffline := n.Capacity.Offline.Plus(n.Free.Offline, -1)
-		unreported := usedOnline.Plus(b.onlineAsked, -1)
-		headroom := 1 + d.cfg.EstimateHeadroom
-		idle := func(capacity, est, unrep, offline int64) int64 {
-			return capacity - int64(float64(est)*headroom) - max(unrep, 0) - offline
-		}
-		n.Free.Offline.CPU = max(0, min(n.Free.Offline.CPU, idle(n.Capacity.Online.CPU, b.onlineEst.CPU, unreported.CPU, usedOffline.CPU)))
-		n.Free.Offline.Memory = max(0, min(n.Free.Offline.Memory, idle(n.Capacity.Online.Memory, b.onlineEst.Memory, unreported.Memory, usedOffline.Memory)))
 	}
+}
+
+// estimateNode lowers n's free offline capacity by its beat b's usage, if
+// b is of this term and fresh. d.mu is held.
+func (d *Dispatcher) estimateNode(n *placement.Node, b *beat, now time.Time) {
+	if b == nil || b.usageTerm != d.mu.term || b.usageAt.IsZero() || now.Sub(b.usageAt) > d.cfg.EstimateMaxAge {
+		return
+	}
+	usedOnline := n.Capacity.Online.Plus(n.Free.Online, -1)
+	usedOffline := n.Capacity.Offline.Plus(n.Free.Offline, -1)
+	unreported := usedOnline.Plus(b.onlineAsked, -1)
+	headroom := 1 + d.cfg.EstimateHeadroom
+	idle := func(capacity, est, unrep, offline int64) int64 {
+		return capacity - int64(float64(est)*headroom) - max(unrep, 0) - offline
+	}
+	n.Free.Offline.CPU = max(0, min(n.Free.Offline.CPU, idle(n.Capacity.Online.CPU, b.onlineEst.CPU, unreported.CPU, usedOffline.CPU)))
+	n.Free.Offline.Memory = max(0, min(n.Free.Offline.Memory, idle(n.Capacity.Online.Memory, b.onlineEst.Memory, unreported.Memory, usedOffline.Memory)))
 }

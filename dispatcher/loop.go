@@ -144,8 +144,10 @@ func (d *Dispatcher) round(ctx context.Context, term uint64) (again bool, placed
 	plan, err := d.placer.Place(pctx, in)
 	cancel()
 	if err != nil {
+		in.Kept = false // the placer may not have seen it
 		return false, 0, err
 	}
+	d.input.Placed()
 	st.Build, st.Solve, st.Optimal = plan.Stats.Build, plan.Stats.Solve, plan.Stats.Optimal
 	st.Unplaced = plan.Stats.Pending
 	d.mu.Lock()

@@ -89,8 +89,10 @@ type propHarness struct {
 	// checks; targetDiffs counts the targets answered as changes.
 	targets     map[string]map[uint64]map[string]Pod
 	targetDiffs int
-	// input is a round's input kept from check to check.
+	// input is a round's input kept from check to check; seen is a copy
+	// of its nodes as the last check left them (as a Placer saw them).
 	input RoundInput
+	seen  []placement.Node
 }
 
 func (h *propHarness) apply(cmd []byte) ([]byte, error) {
@@ -741,6 +743,20 @@ func (h *propHarness) checkRoundInput() error {
 	if !slices.EqualFunc(got.Groups, want.Groups, func(a, b placement.Group) bool { return same(a, b) }) ||
 		!slices.Equal(got.Queues, want.Queues) {
 		return fmt.Errorf("kept input's groups or queues differ from the whole input's")
+	}
+	if got.Kept {
+		for i := range got.Nodes {
+			if !same(got.Nodes[i], h.seen[i]) && !slices.Contains(got.Changed, int32(i)) {
+				return fmt.Errorf("kept input's node %d (%s) changed since the last check but is not listed in Changed %v", i, got.Nodes[i].ID, got.Changed)
+			}
+		}
+	}
+	h.input.Placed()
+	h.seen = h.seen[:0]
+	for _, n := range got.Nodes {
+		n.Slots = slices.Clone(n.Slots)
+		n.Jobs = maps.Clone(n.Jobs)
+		h.seen = append(h.seen, n)
 	}
 	for i := range got.Nodes {
 		if h.r.IntN(4) == 0 {

@@ -648,7 +648,11 @@ type RoundInput struct {
 }
 
 // ReadRoundInput brings r up to date as PlacementInput(now, limit) would
-// build it, and returns its Input.
+// build it, and returns its Input. The Input is Kept (placement.Input)
+// after a read of the changed nodes that follows Placed, with their
+// positions appended to Changed, so that it lists the changes since the
+// input a Placer last saw. After a read of every node it is not Kept
+// until Placed.
 func (f *FSM) ReadRoundInput(r *RoundInput, now time.Time, limit int64) *placement.Input {
 	f.mu.Lock() // the changed nodes' marks are cleared
 	defer f.mu.Unlock()
@@ -659,6 +663,7 @@ func (f *FSM) ReadRoundInput(r *RoundInput, now time.Time, limit int64) *placeme
 	if r.f != f || r.epoch != f.mu.inputEpoch || f.mu.inputReader != r {
 		r.f, r.epoch, f.mu.inputReader = f, f.mu.inputEpoch, r
 		clear(r.timed)
+		in.Kept, in.Changed = false, in.Changed[:0]
 		in.Nodes, r.timed = slices.Grow(in.Nodes[:0], len(f.mu.nodeList)), r.timed[:0]
 		r.free = slices.Grow(r.free[:0], len(f.mu.nodeList))
 		for _, n := range f.sortedNodeListLocked() {
@@ -695,6 +700,10 @@ func (f *FSM) ReadRoundInput(r *RoundInput, now time.Time, limit int64) *placeme
 				f.readRoundNodeLocked(r, n, nowNS)
 			}
 		}
+		if len(in.Changed) > len(in.Nodes) {
+			// Read many times since a round placed it: bound the list.
+			in.Kept, in.Changed = false, in.Changed[:0]
+		}
 	}
 	for _, n := range changed {
 		n.inputChanged = false
@@ -705,12 +714,21 @@ func (f *FSM) ReadRoundInput(r *RoundInput, now time.Time, limit int64) *placeme
 	return in
 }
 
+// Placed says that a Placer has seen r's Input: the next reads list
+// their changes since, and the Input is Kept.
+func (r *RoundInput) Placed() {
+	r.Kept, r.Changed = true, r.Changed[:0]
+}
+
 // readRoundNodeLocked reads n into its place in r, and keeps it among
 // the nodes read every round if it has cached slots.
 func (f *FSM) readRoundNodeLocked(r *RoundInput, n *node, nowNS int64) {
 	pn := &r.Nodes[n.inputPos]
 	f.readNodeLocked(pn, n, nowNS)
 	r.free[n.inputPos] = pn.Free
+	if r.Kept {
+		r.Changed = append(r.Changed, n.inputPos)
+	}
 	if len(n.slots) > 0 && !n.inputTimed {
 		n.inputTimed = true
 		r.timed = append(r.timed, n)

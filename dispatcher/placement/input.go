@@ -103,6 +103,15 @@ type Input struct {
 	// (for their weights). A group's queue missing here runs nothing and
 	// weighs 1.
 	Queues []Queue
+	// Kept says that Nodes are those of the input the Placer was last
+	// given, in the same order and unchanged but at the positions in
+	// Changed (a position may be listed more than once). A Placer then
+	// filters and scores again, for a class it saw in its last round,
+	// only the changed nodes. The caller must list every change: the
+	// dispatcher's kept round input (fsm.RoundInput) does, and so does its
+	// offline estimate, which lowers nodes' free resources in place.
+	Kept    bool
+	Changed []int32
 }
 
 // Demand returns what one task of pod needs: the sum of its containers'
@@ -150,6 +159,11 @@ func (in *Input) validate(reg *Registry) error {
 			if negative(c.v) {
 				errs = append(errs, fmt.Errorf("nodes[%d].%s: negative amount %+v", i, c.name, c.v))
 			}
+		}
+	}
+	for i, k := range in.Changed {
+		if k < 0 || int(k) >= len(in.Nodes) {
+			errs = append(errs, fmt.Errorf("changed[%d]: %d is not a position in nodes (%d)", i, k, len(in.Nodes)))
 		}
 	}
 	queues := make(map[string]bool, len(in.Queues))

@@ -84,6 +84,10 @@ type Placer struct {
 	net network
 	// scratch is working memory reused from round to round.
 	scratch scratch
+	// round counts the calls of Place; verdicts are the classes'
+	// verdicts on the nodes, kept for the next round's (candidates.go).
+	round    uint64
+	verdicts map[classKey]*verdicts
 }
 
 // scratch is a Placer's working memory by input node and by class,
@@ -91,13 +95,18 @@ type Placer struct {
 // that length made afresh each round were most of what a busy
 // dispatcher allocated.
 type scratch struct {
-	// admitted holds a class's admitted nodes while candidates chooses
-	// among them; kept the chosen, every class's after the last's.
-	admitted, kept []candidate
-	free           []api.Allocatable
-	seen           []bool
-	nodeID         []flowsolver.NodeID
-	nodeCap        []int64
+	// kept holds the classes' candidates, every class's after the
+	// last's; costCount and costRoom count the admitted nodes and their
+	// room by cost while candidates chooses; uncached holds the verdicts
+	// of a class past maxCachedClasses.
+	kept      []candidate
+	costCount [maxPlaceCost + 1]int32
+	costRoom  [maxPlaceCost + 1]int64
+	uncached  verdicts
+	free      []api.Allocatable
+	seen      []bool
+	nodeID    []flowsolver.NodeID
+	nodeCap   []int64
 }
 
 // grown returns s with length n and every element zero, reusing its
@@ -236,11 +245,16 @@ func (p *Placer) Place(ctx context.Context, in *Input) (*Plan, error) {
 		return nil, err
 	}
 	start := time.Now()
+	p.round++
+	if p.verdicts == nil {
+		p.verdicts = map[classKey]*verdicts{}
+	}
 	classes, groupClass := p.classes(in)
 	p.scratch.kept = p.scratch.kept[:0]
 	for ci := range classes {
 		p.candidates(in, &classes[ci])
 	}
+	p.forgetVerdicts()
 	g, arcs, err := p.network(in, classes, groupClass)
 	if err != nil {
 		return nil, err
@@ -395,54 +409,6 @@ func (c *class) cost(n *Node) int64 {
 		return 0
 	}
 	return sum * costScale / total
-}
-
-// candidates runs c's filters over every node, counting rejections, and
-// keeps the cheapest admitted nodes: enough to hold twice the class's
-// demand, and at least minCandidates, so that the solver has room to
-// choose without the network growing with the cluster. The candidates
-// live in p.scratch.kept until the next round.
-func (p *Placer) candidates(in *Input, c *class) {
-	const minCandidates = 32
-	all := p.scratch.admitted[:0]
-	// Rejections are counted by filter and added to c.rejected once: on a
-	// full cluster most nodes are rejected, every round.
-	rejected := make([]int, len(c.Filters))
-	for ni := range in.Nodes {
-		n := &in.Nodes[ni]
-		admitted := true
-		for fi, f := range c.Filters {
-			if !f.Admit(&c.Class, n) {
-				rejected[fi]++
-				admitted = false
-				break
-			}
-		}
-		if !admitted {
-			continue
-		}
-		cd := candidate{node: ni, cost: c.cost(n), fit: fits(pool(n.Free, c.QoS), c.Demand), slots: matchingSlots(&c.Class, n)}
-		if c.DistinctNodes {
-			cd.fit, cd.slots = min(cd.fit, 1), min(cd.slots, max(1-cd.fit, 0))
-		}
-		all = append(all, cd)
-	}
-	p.scratch.admitted = all
-	for fi, k := range rejected {
-		if k > 0 {
-			c.rejected[c.Filters[fi].Name()] += k
-		}
-	}
-	slices.SortFunc(all, func(a, b candidate) int { return cmp.Or(cmp.Compare(a.cost, b.cost), cmp.Compare(a.node, b.node)) })
-	var room int64
-	k := 0
-	for k < len(all) && (k < minCandidates || room < 2*c.demand) {
-		room += all[k].fit + all[k].slots
-		k++
-	}
-	start := len(p.scratch.kept)
-	p.scratch.kept = append(p.scratch.kept, all[:k]...)
-	c.candidates = p.scratch.kept[start:len(p.scratch.kept):len(p.scratch.kept)]
 }
 
 // network states the round's flow network on the kept one (network.go)
