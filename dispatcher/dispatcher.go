@@ -58,6 +58,11 @@ type Dispatcher struct {
 		// (nil: none yet), so that a round finds its nodes' beats without
 		// a map lookup each while the node list stays the same.
 		beatOf []nodeBeat
+		// usageBeats counts the nodes that sent usage in this term; while
+		// none has, the offline estimate has nothing to do, and beatOf's
+		// record of what placement saw goes stale (estimateStale).
+		usageBeats    int
+		estimateStale bool
 		// rounds is the ring of recent round stats; next is where the next
 		// one goes.
 		rounds []RoundStat
@@ -263,7 +268,7 @@ func (d *Dispatcher) watchLeadership() {
 			ctx, cancel := context.WithCancel(context.Background())
 			cur = &leaderRun{term: st.Term, cancel: cancel, done: make(chan struct{})}
 			d.mu.Lock()
-			d.mu.leading, d.mu.term = true, st.Term
+			d.mu.leading, d.mu.term, d.mu.usageBeats = true, st.Term, 0
 			d.mu.Unlock()
 			d.cfg.Logger.Info("dispatcher: leading, scheduling loop started", "term", st.Term)
 			go func(r *leaderRun) {

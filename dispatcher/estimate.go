@@ -76,34 +76,46 @@ func (d *Dispatcher) pruneEstimates(now time.Time) {
 // heartbeat of this term younger than EstimateMaxAge keep their static
 // offline capacity, which also bounds the estimate. A node whose free
 // offline capacity so differs from what the last round's placement saw is
-// listed in in.Changed, for a Kept input.
-func (d *Dispatcher) estimateOffline(in *placement.Input) {
+// listed in in.Changed, for a Kept input. It reports whether it lowered
+// any node's.
+func (d *Dispatcher) estimateOffline(in *placement.Input) bool {
 	if d.cfg.EstimateMaxAge <= 0 {
-		return
+		return false
 	}
 	now := d.cfg.Clock.Now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !d.mu.leading {
 		in.Kept = false // the last round's estimates are not known to hold
-		return
+		return false
 	}
-	if len(d.mu.beatOf) != len(in.Nodes) {
+	if d.mu.usageBeats == 0 {
+		// No node sent usage this term: nothing is lowered, and the
+		// nodes need no look each.
+		d.mu.estimateStale = true
+		return false
+	}
+	if len(d.mu.beatOf) != len(in.Nodes) || d.mu.estimateStale {
 		d.mu.beatOf = make([]nodeBeat, len(in.Nodes))
+		d.mu.estimateStale = false
 		in.Kept = false
 	}
+	lowered := false
 	for i := range in.Nodes {
 		n := &in.Nodes[i]
 		nb := &d.mu.beatOf[i]
 		if nb.b == nil || nb.id != n.ID {
 			*nb = nodeBeat{id: n.ID, b: d.mu.beats[n.ID], offline: nb.offline}
 		}
+		raw := n.Free.Offline
 		d.estimateNode(n, nb.b, now)
+		lowered = lowered || n.Free.Offline != raw
 		if n.Free.Offline != nb.offline {
 			nb.offline = n.Free.Offline
 			in.Changed = append(in.Changed, int32(i))
 		}
 	}
+	return lowered
 }
 
 // estimateNode lowers n's free offline capacity by its beat b's usage, if

@@ -124,7 +124,9 @@ func (d *Dispatcher) round(ctx context.Context, term uint64) (again bool, placed
 		return false, 0, nil
 	}
 	d.weigh(in)
-	d.estimateOffline(in)
+	if d.estimateOffline(in) {
+		d.input.Modified = true
+	}
 	st := RoundStat{At: now, Term: term, Index: index, Groups: len(in.Groups), Nodes: len(in.Nodes)}
 	for i := range in.Groups {
 		st.Tasks += in.Groups[i].Pending

@@ -226,6 +226,9 @@ func (d *Dispatcher) Heartbeat(ctx context.Context, node string, usage api.NodeU
 	leading := d.mu.leading
 	if leading {
 		b := d.touchLocked(node, 0, now)
+		if b.usageTerm != d.mu.term {
+			d.mu.usageBeats++
+		}
 		b.usage, b.usageAt, b.usageTerm = usage, now, d.mu.term
 		d.estimateLocked(b, usage.Tasks, demands, now)
 	}

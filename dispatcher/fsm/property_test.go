@@ -761,6 +761,7 @@ func (h *propHarness) checkRoundInput() error {
 	for i := range got.Nodes {
 		if h.r.IntN(4) == 0 {
 			got.Nodes[i].Free.Offline = api.Capacity{}
+			h.input.Modified = true
 		}
 	}
 	if h.r.IntN(20) == 0 {

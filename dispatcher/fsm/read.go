@@ -634,12 +634,14 @@ func (f *FSM) PlacementInput(now time.Time, limit int64) *placement.Input {
 // another FSM than before, or after another RoundInput was read, is read
 // whole.
 type RoundInput struct {
-	// Input is the input as of the last read. A round may lower its
-	// nodes' Free in place (the dispatcher's offline estimate): the next
-	// read puts back what the FSM says.
+	// Input is the input as of the last read.
 	placement.Input
-	f     *FSM
-	epoch uint64
+	// Modified, set by the reader, says it changed the Input's nodes'
+	// Free in place (the dispatcher's offline estimate lowers it): the
+	// next read puts back what the FSM says for every node.
+	Modified bool
+	f        *FSM
+	epoch    uint64
 	// free is each input node's Free as read.
 	free []api.Allocatable
 	// timed are the nodes with cached slots, read every round; spare is
@@ -680,8 +682,10 @@ func (f *FSM) ReadRoundInput(r *RoundInput, now time.Time, limit int64) *placeme
 		// not kept alive.
 		clear(in.Nodes[len(in.Nodes):cap(in.Nodes)])
 	} else {
-		for i := range in.Nodes {
-			in.Nodes[i].Free = r.free[i]
+		if r.Modified {
+			for i := range in.Nodes {
+				in.Nodes[i].Free = r.free[i]
+			}
 		}
 		// The timed nodes are read again, and listed again if they still
 		// have slots.
@@ -710,6 +714,7 @@ func (f *FSM) ReadRoundInput(r *RoundInput, now time.Time, limit int64) *placeme
 	}
 	clear(changed)
 	f.mu.inputChanged = changed[:0]
+	r.Modified = false
 	f.readQueuesLocked(in)
 	return in
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/api"
@@ -66,5 +67,29 @@ func TestKeptInput(t *testing.T) {
 				in.Kept = false // as after a read of every node
 			}
 		}
+	}
+}
+
+// TestKeptInputChecked: a Kept input's changed nodes are checked like any
+// input's, and after an input that failed its check the next is checked
+// whole, Kept or not.
+func TestKeptInputChecked(t *testing.T) {
+	in := &placement.Input{Nodes: []placement.Node{node("n0", 4000, 8), node("n1", 4000, 8)}, Groups: []placement.Group{group("j", 1, 1000, 1)}}
+	p := placement.New(nil)
+	if _, err := p.Place(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	in.Kept, in.Changed = true, []int32{1}
+	in.Nodes[1].Free.Online.CPU = -1
+	if _, err := p.Place(context.Background(), in); err == nil || !strings.Contains(err.Error(), "nodes[1].free.online: negative amount") {
+		t.Fatalf("a changed node with a negative amount: %v", err)
+	}
+	in.Changed = []int32{0}
+	if _, err := p.Place(context.Background(), in); err == nil || !strings.Contains(err.Error(), "nodes[1].free.online: negative amount") {
+		t.Fatalf("after a refused input, an unchanged node with a negative amount: %v", err)
+	}
+	in.Changed = []int32{2}
+	if _, err := p.Place(context.Background(), in); err == nil || !strings.Contains(err.Error(), "changed[0]: 2 is not a position in nodes (2)") {
+		t.Fatalf("a change out of range: %v", err)
 	}
 }

@@ -129,36 +129,37 @@ func Demand(pod api.PodSpec) api.Capacity {
 }
 
 // validate reports every problem of in, by index.
-func (in *Input) validate(reg *Registry) error {
+//
+// With keptValid, in is Kept and the Placer's last input, of the same
+// nodes, was valid: only the changed nodes' amounts are checked (their IDs
+// are as they were).
+func (in *Input) validate(reg *Registry, keptValid bool) error {
 	var errs []error
-	// Nodes in strictly increasing ID order (as the FSM lists them) cannot
-	// repeat one; only others need a set of the IDs seen.
-	var ids map[string]bool
-	if !idsIncreasing(in.Nodes) {
-		ids = make(map[string]bool, len(in.Nodes))
-	}
-	for i := range in.Nodes {
-		n := &in.Nodes[i]
-		switch {
-		case n.ID == "":
-			errs = append(errs, fmt.Errorf("nodes[%d].id: empty", i))
-		case ids[n.ID]:
-			errs = append(errs, fmt.Errorf("nodes[%d].id: %q appears twice", i, n.ID))
-		}
-		if ids != nil {
-			ids[n.ID] = true
-		}
-		if !negativeTier(n.Free) && !negativeTier(n.Capacity) && !negativeTier(n.Releasing) {
-			continue
-		}
-		for _, c := range []struct {
-			name string
-			v    api.Capacity
-		}{{"free.online", n.Free.Online}, {"free.offline", n.Free.Offline}, {"capacity.online", n.Capacity.Online}, {"capacity.offline", n.Capacity.Offline},
-			{"releasing.online", n.Releasing.Online}, {"releasing.offline", n.Releasing.Offline}} {
-			if negative(c.v) {
-				errs = append(errs, fmt.Errorf("nodes[%d].%s: negative amount %+v", i, c.name, c.v))
+	if keptValid {
+		for _, i := range in.Changed {
+			if int(i) >= 0 && int(i) < len(in.Nodes) {
+				errs = checkAmounts(errs, int(i), &in.Nodes[i])
 			}
+		}
+	} else {
+		// Nodes in strictly increasing ID order (as the FSM lists them)
+		// cannot repeat one; only others need a set of the IDs seen.
+		var ids map[string]bool
+		if !idsIncreasing(in.Nodes) {
+			ids = make(map[string]bool, len(in.Nodes))
+		}
+		for i := range in.Nodes {
+			n := &in.Nodes[i]
+			switch {
+			case n.ID == "":
+				errs = append(errs, fmt.Errorf("nodes[%d].id: empty", i))
+			case ids[n.ID]:
+				errs = append(errs, fmt.Errorf("nodes[%d].id: %q appears twice", i, n.ID))
+			}
+			if ids != nil {
+				ids[n.ID] = true
+			}
+			errs = checkAmounts(errs, i, n)
 		}
 	}
 	for i, k := range in.Changed {
@@ -206,6 +207,24 @@ func (in *Input) validate(reg *Registry) error {
 		return fmt.Errorf("%w: %w", ErrBadInput, errors.Join(errs...))
 	}
 	return nil
+}
+
+// checkAmounts appends to errs an error for each negative amount of n, the
+// input's node i.
+func checkAmounts(errs []error, i int, n *Node) []error {
+	if !negativeTier(n.Free) && !negativeTier(n.Capacity) && !negativeTier(n.Releasing) {
+		return errs
+	}
+	for _, c := range []struct {
+		name string
+		v    api.Capacity
+	}{{"free.online", n.Free.Online}, {"free.offline", n.Free.Offline}, {"capacity.online", n.Capacity.Online}, {"capacity.offline", n.Capacity.Offline},
+		{"releasing.online", n.Releasing.Online}, {"releasing.offline", n.Releasing.Offline}} {
+		if negative(c.v) {
+			errs = append(errs, fmt.Errorf("nodes[%d].%s: negative amount %+v", i, c.name, c.v))
+		}
+	}
+	return errs
 }
 
 // idsIncreasing reports whether ns's IDs are in strictly increasing order.

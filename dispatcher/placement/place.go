@@ -88,6 +88,9 @@ type Placer struct {
 	// verdicts on the nodes, kept for the next round's (candidates.go).
 	round    uint64
 	verdicts map[classKey]*verdicts
+	// validNodes is the number of nodes of the last input, if it was
+	// valid (else -1): a Kept input's unchanged nodes need no new check.
+	validNodes int
 }
 
 // scratch is a Placer's working memory by input node and by class,
@@ -126,7 +129,7 @@ func New(reg *Registry) *Placer {
 	if reg == nil {
 		reg = DefaultRegistry()
 	}
-	return &Placer{reg: reg}
+	return &Placer{reg: reg, validNodes: -1}
 }
 
 // costScale turns a normalized score (0..MaxScore) into flow cost units,
@@ -241,9 +244,12 @@ type arcInfo struct {
 // flow exists, everything stays pending with ReasonDeadline. A bad input is
 // an error wrapping ErrBadInput that names every problem.
 func (p *Placer) Place(ctx context.Context, in *Input) (*Plan, error) {
-	if err := in.validate(p.reg); err != nil {
+	keptValid := in.Kept && p.validNodes == len(in.Nodes)
+	p.validNodes = -1
+	if err := in.validate(p.reg, keptValid); err != nil {
 		return nil, err
 	}
+	p.validNodes = len(in.Nodes)
 	start := time.Now()
 	p.round++
 	if p.verdicts == nil {

@@ -24,14 +24,17 @@ type Class struct {
 	Scorers []WeightedScorer
 }
 
-// Filter is a hard rule: a node it does not admit is no candidate.
+// Filter is a hard rule: a node it does not admit is no candidate. Its
+// answer depends only on the class and the node (a Placer keeps it for
+// the nodes that did not change).
 type Filter interface {
 	Name() string
 	Admit(c *Class, n *Node) bool
 }
 
 // Scorer is a soft preference: the cost, 0 (best) to MaxScore, of running
-// a task of the class on the node.
+// a task of the class on the node. Like a Filter's answer, it depends only
+// on the class and the node.
 type Scorer interface {
 	Name() string
 	Cost(c *Class, n *Node) int64
