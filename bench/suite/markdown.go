@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/bench/e2ebench"
 	"math"
 	"os"
 	"path"
@@ -217,6 +218,15 @@ func raftkvTable(b *strings.Builder, cs []storebench.Comparison) {
 	}
 }
 
+// cpuPerTask is a step's CPU time per task placed: the bench process's,
+// plus the fleet processes' when the fleet ran apart.
+func cpuPerTask(st e2ebench.Step) string {
+	if st.FleetCPUPerTaskUs > 0 {
+		return fmt.Sprintf("%.0f + %.0f µs", st.BenchCPUPerTaskUs, st.FleetCPUPerTaskUs)
+	}
+	return fmt.Sprintf("%.0f µs", st.BenchCPUPerTaskUs)
+}
+
 func e2eTable(b *strings.Builder, s Suite) {
 	r := s.E2E.Result
 	if len(r.Steps) == 0 {
@@ -235,9 +245,9 @@ func e2eTable(b *strings.Builder, s Suite) {
 		}
 		rows = append(rows, []string{strconv.Itoa(st.Step), Count(st.OfferedTasksPerSec), Count(st.PlacedTasksPerSec),
 			msPair(st.P50SubmitToPlacedMs, st.P99SubmitToPlacedMs), msPair(st.P50SubmitToRunningMs, st.P99SubmitToRunningMs),
-			strconv.FormatInt(st.Errors, 10), held})
+			strconv.FormatInt(st.Errors, 10), cpuPerTask(st), held})
 	}
-	table(b, []string{"step", "offered tasks/s", "placed/s", "placed p50 / p99", "running p50 / p99", "errors", "held"}, rows...)
+	table(b, []string{"step", "offered tasks/s", "placed/s", "placed p50 / p99", "running p50 / p99", "errors", "CPU per task", "held"}, rows...)
 	if r.SustainedStep == 0 {
 		b.WriteString("Highest sustained: none (the first step did not hold).\n\n")
 	} else {

@@ -31,6 +31,7 @@ var E2E = e2ebench.Result{Replicas: 3, Nodes: 1000, ArraySize: "uniform:1,40", R
 			P99SubmitToPlacedMs: 288, P50SubmitToRunningMs: 205, P99SubmitToRunningMs: 580, Tasks: 5005, Sustained: true},
 		{Step: 3, TargetTasksPerSec: 2000, OfferedTasksPerSec: 2003, PlacedTasksPerSec: 1500, P50SubmitToPlacedMs: 470,
 			P99SubmitToPlacedMs: 1854, P50SubmitToRunningMs: 1438, P99SubmitToRunningMs: 2397, Tasks: 10015,
+			BenchCPUPerTaskUs: 412.4, FleetCPUPerTaskUs: 96.6,
 			Reasons: []string{"placed 1500 of 2003 tasks/s offered (75%, want 90%)"}},
 	}}
 
