@@ -59,10 +59,9 @@ type Dispatcher struct {
 		// a map lookup each while the node list stays the same.
 		beatOf []nodeBeat
 		// usageBeats counts the nodes that sent usage in this term; while
-		// none has, the offline estimate has nothing to do, and beatOf's
-		// record of what placement saw goes stale (estimateStale).
-		usageBeats    int
-		estimateStale bool
+		// none has, the offline estimate has nothing to do, and beatOf is
+		// dropped.
+		usageBeats int
 		// rounds is the ring of recent round stats; next is where the next
 		// one goes.
 		rounds []RoundStat

@@ -91,13 +91,13 @@ func (d *Dispatcher) estimateOffline(in *placement.Input) bool {
 	}
 	if d.mu.usageBeats == 0 {
 		// No node sent usage this term: nothing is lowered, and the
-		// nodes need no look each.
-		d.mu.estimateStale = true
+		// nodes need no look each. What placement saw is no longer
+		// recorded: the next pass starts afresh.
+		d.mu.beatOf = nil
 		return false
 	}
-	if len(d.mu.beatOf) != len(in.Nodes) || d.mu.estimateStale {
+	if len(d.mu.beatOf) != len(in.Nodes) {
 		d.mu.beatOf = make([]nodeBeat, len(in.Nodes))
-		d.mu.estimateStale = false
 		in.Kept = false
 	}
 	lowered := false

@@ -1078,8 +1078,10 @@ func (f *FSM) updateLocked(w writer, now int64, cmd *dec) ([]byte, error) {
 	// reasons, which tasks keep, are the api's constants or copies.
 	sd := sharedDec(cmd.b)
 	d := &sd
-	rs := grow(f.reports, d.count(8))
-	// The reports refer to the command: none is kept past it.
+	// The reports refer to the command: none is kept past it, so every
+	// report the memory held is zero again.
+	n := d.count(8)
+	rs := slices.Grow(f.reports[:0], n)[:n]
 	defer func() { clear(rs); f.reports = rs[:0] }()
 	for i := range rs {
 		r := &rs[i]
@@ -1254,15 +1256,4 @@ func (f *FSM) markChangedLocked(j *job, index uint64) {
 	if cs.stale > cs.len()/2 && cs.stale > minStaleChanges {
 		cs.compact()
 	}
-}
-
-// grow returns s with length n and every element zero, reusing its
-// memory when it is large enough.
-func grow[T any](s []T, n int) []T {
-	if cap(s) < n {
-		return make([]T, n)
-	}
-	s = s[:n]
-	clear(s)
-	return s
 }

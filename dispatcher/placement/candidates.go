@@ -96,8 +96,10 @@ func (p *Placer) candidates(in *Input, c *class) {
 // the changed nodes judged again, when in is Kept and c was judged in the
 // last round; else every node judged afresh.
 func (p *Placer) verdictsOf(in *Input, c *class) *verdicts {
+	// A class's verdicts stay in p.verdicts only while it appears in
+	// every round (forgetVerdicts): those found are the last round's.
 	v := p.verdicts[c.key]
-	fresh := v == nil || !in.Kept || v.round != p.round-1 || len(v.byNode) != len(in.Nodes)
+	fresh := v == nil || !in.Kept || len(v.byNode) != len(in.Nodes)
 	if v == nil {
 		if len(p.verdicts) >= maxCachedClasses {
 			v = &p.scratch.uncached
