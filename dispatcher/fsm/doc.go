@@ -35,7 +35,14 @@
 //	g/<job u64 BE><group u16 BE>          group counters and requeue list
 //	                                      (none while nothing was placed)
 //	t/<job u64 BE><group u16 BE><idx u32 BE>   task record (binary)
-//	n/<node name>                         node: state, target generation, spec (JSON)
+//	n/<node name>                         node: state, spec (JSON)
+//	N/<node name>                         its target generation (8 bytes
+//	                                      big-endian), apart: it changes with
+//	                                      nearly every command that places or
+//	                                      ends a task there, the spec hardly
+//	                                      ever (together, the node's spec made
+//	                                      three quarters of the bytes a task
+//	                                      wrote)
 //	i/<idempotency key>                   job number
 //	s/slot                                next cached slot number
 //	c/<node name>\x00<slot id>            cached slot: QoS, shape, expiry
@@ -45,8 +52,10 @@
 //	                                      reason, updated, pod (JSON)
 //
 // Per-job scans ("t/<job>", "g/<job>") are range scans; what each node
-// holds is derived from the task records by Load, not stored. Every record starts with a version byte: 1, and 2 for
-// job records (whose spec is binary since version 2); Load rejects any
+// holds is derived from the task records by Load, not stored. Every record
+// but the plain numbers (s/, m/, i/, N/) starts with a version byte: 1, 3 for job
+// records (binary spec since 2, appmaster since 3), 2 for submit records
+// (a block of specs) and node records (no generation); Load rejects any
 // other version with ErrCorrupt.
 //
 // # In memory

@@ -210,9 +210,9 @@ func (f *FSM) apply(w writer, index uint64, cmd []byte) ([]byte, error) {
 	return res, nil
 }
 
-// flushLocked writes the records of the groups and nodes the command at
-// index changed, marks their jobs changed, bumps the changed nodes' target generations and keeps the pending
-// index in step.
+// flushLocked writes the records of the groups the command at index
+// changed, marks their jobs changed, keeps the pending index in step, and
+// bumps (and writes) the target generations of the nodes it changed.
 func (f *FSM) flushLocked(w writer, index uint64) {
 	defer f.resetDirty()
 	slices.SortFunc(f.dirtyGroups, func(a, b *group) int {
@@ -233,7 +233,8 @@ func (f *FSM) flushLocked(w writer, index uint64) {
 	for _, n := range f.dirtyNodes {
 		f.recordBumpLocked(index, n.spec.Name)
 		n.gen++
-		w.Set(nodeKey(n.spec.Name), encodeNode(n))
+		f.kbuf = appendGenKey(f.kbuf, n.spec.Name)
+		w.Set(f.kbuf, binary.BigEndian.AppendUint64(f.vbuf[:0], n.gen))
 	}
 }
 
@@ -607,7 +608,7 @@ func (f *FSM) nodeStateLocked(w writer, now int64, d *dec) ([]byte, error) {
 	if n.state != state {
 		n.state = state
 		f.mu.inputEpoch++
-		w.Set(nodeKey(name), encodeNode(n)) // rewritten by flush if its tasks changed
+		w.Set(nodeKey(name), encodeNode(n))
 	}
 	return encodeUvarints(uint64(res.Lost), uint64(res.Requeued)), nil
 }

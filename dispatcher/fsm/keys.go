@@ -18,8 +18,12 @@ const (
 	prefixGroup  = "g/"
 	prefixTask   = "t/"
 	prefixNode   = "n/"
-	prefixIdem   = "i/"
-	prefixSlot   = "c/"
+	// prefixGen holds each node's target generation, apart from its
+	// record: it changes with nearly every command that places or ends
+	// a task, the node's spec hardly ever.
+	prefixGen  = "N/"
+	prefixIdem = "i/"
+	prefixSlot = "c/"
 	// prefixCapboxSet holds capbox sets, numbered as jobs.
 	prefixCapboxSet = "b/"
 	// prefixCapTask holds capbox tasks, under their capbox's task key.
@@ -39,6 +43,10 @@ const recordVersion = 1
 // JobSpec.Appmaster; 2: the spec in the binary encoding of spec_codec.go
 // (1 held it as JSON).
 const jobRecordVersion = 3
+
+// nodeRecordVersion is the first byte of a node record. 2: the target
+// generation is in a record of its own (prefixGen).
+const nodeRecordVersion = 2
 
 // submitRecordVersion is the first byte of a submit record. 2: the specs
 // are a block, compressed when large (appendSpecBlock).
@@ -143,6 +151,11 @@ func decodeTaskSuffix(b []byte) (taskKey, bool) {
 }
 
 func nodeKey(name string) []byte { return []byte(prefixNode + name) }
+
+// appendGenKey appends the key of a node's target generation to buf[:0].
+func appendGenKey(buf []byte, name string) []byte {
+	return append(append(buf[:0], prefixGen...), name...)
+}
 
 // slotKey is a cached slot's record key; node names never hold a 0 byte.
 func slotKey(node, id string) []byte { return []byte(prefixSlot + node + "\x00" + id) }

@@ -161,6 +161,21 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 		return err
 	}
 	slices.SortFunc(f.mu.nodeList, byName)
+	err = r.Scan([]byte(prefixGen), prefixEnd(prefixGen), func(k, v []byte) error {
+		n := f.mu.nodes[string(k[len(prefixGen):])]
+		if n == nil {
+			return fmt.Errorf("%w: target generation %q without its node", ErrCorrupt, k)
+		}
+		if len(v) != 8 {
+			return fmt.Errorf("%w: target generation %q of %d bytes", ErrCorrupt, k, len(v))
+		}
+		n.gen = binary.BigEndian.Uint64(v)
+		n.journalFrom = n.gen
+		return nil
+	})
+	if err != nil {
+		return err
+	}
 	err = r.Scan([]byte(prefixTask), prefixEnd(prefixTask), func(k, v []byte) error {
 		key, ok := decodeTaskSuffix(k[len(prefixTask):])
 		if !ok {

@@ -170,3 +170,69 @@ func TestLazySpecsAfterExistingJob(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeGenerationRecord checks that a node's target generation is kept
+// in a record of its own, written when its target changes (the node's
+// record, with its spec, is not rewritten), that Load reads it back, and
+// that Load refuses a generation record that is malformed or names no
+// node, and a node record of another version.
+func TestNodeGenerationRecord(t *testing.T) {
+	st := newMemStore()
+	f := New()
+	now := time.Unix(1, 0)
+	index := uint64(0)
+	apply := func(cmd []byte, err error) map[string]bool {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		index++
+		if _, _, err := st.apply(f, index, cmd); err != nil {
+			t.Fatal(err)
+		}
+		written := map[string]bool{}
+		for _, op := range st.ops {
+			written[string(op.key)] = true
+		}
+		return written
+	}
+	c := api.Capacity{CPU: 4000, Memory: 8 << 30}
+	apply(RegisterNode(now, api.NodeSpec{Name: "n1", Capacity: c, Allocatable: api.Allocatable{Online: c, Offline: c}}))
+	apply(SubmitJobs(now, benchSpecs(1, true)))
+	written := apply(CommitPlan(&Plan{Term: 1, Now: now, Assignments: []placement.Assignment{{Group: placement.GroupKey{Job: "j1", Group: "g0"}, Node: "n1", Count: 2}}}), nil)
+	nodeRec, genRec := string(nodeKey("n1")), string(appendGenKey(nil, "n1"))
+	if written[nodeRec] || !written[genRec] {
+		t.Fatalf("a plan wrote the node record: %v, its generation: %v; want false, true", written[nodeRec], written[genRec])
+	}
+	gen, _ := f.NodeGeneration("n1")
+	loaded := New()
+	if err := loaded.Load(st); err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := loaded.NodeGeneration("n1"); g != gen || gen == 0 {
+		t.Fatalf("loaded generation %d, want %d (not 0)", g, gen)
+	}
+	for _, tc := range []struct {
+		name, key string
+		rec       []byte
+	}{
+		{"generation of 7 bytes", genRec, make([]byte, 7)},
+		{"generation of an unknown node", string(appendGenKey(nil, "n2")), make([]byte, 8)},
+		{"node record version 1", nodeRec, append([]byte{1}, st.m[nodeRec][1:]...)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			good, had := st.m[tc.key]
+			defer func() {
+				if had {
+					st.m[tc.key] = good
+				} else {
+					delete(st.m, tc.key)
+				}
+			}()
+			st.m[tc.key] = tc.rec
+			if err := New().Load(st); !errors.Is(err, ErrCorrupt) {
+				t.Errorf("Load: %v; want ErrCorrupt", err)
+			}
+		})
+	}
+}

@@ -627,22 +627,19 @@ func decodeTask(k taskKey, b []byte) (*task, error) {
 func encodeNode(n *node) []byte {
 	spec := n.specJSON
 	e := enc{b: make([]byte, 0, len(spec)+16)}
-	e.byte(recordVersion)
+	e.byte(nodeRecordVersion)
 	e.str(string(n.state))
-	e.uvarint(n.gen)
 	e.bytes(spec)
 	return e.b
 }
 
 func decodeNode(b []byte) (*node, error) {
 	d := dec{b: b}
-	if v := d.byte(); v != recordVersion {
+	if v := d.byte(); v != nodeRecordVersion {
 		return nil, fmt.Errorf("%w: node record version %d", ErrCorrupt, v)
 	}
 	n := &node{tasks: map[taskKey]*task{}, jobs: map[uint64]int{}}
 	n.state = api.NodeState(d.str())
-	n.gen = d.uvarint()
-	n.journalFrom = n.gen
 	spec := d.bytes()
 	if err := d.done("node record"); err != nil {
 		return nil, err
