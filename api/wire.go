@@ -231,7 +231,10 @@ type RegisterResponse struct {
 // only when it asks for one (diff=1) and the dispatcher still keeps the
 // node's changes since generation Base; otherwise the whole target.
 type NodeTarget struct {
-	// Generation increases with every change of Pods.
+	// Generation increases with every change of Pods but one: a pod
+	// whose task the node itself reported ended leaves Pods without a new
+	// generation (the node knows it ended, and is not woken to hear it);
+	// a later difference lists it as removed.
 	Generation uint64      `json:"generation"`
 	Base       uint64      `json:"base,omitempty"`
 	Pods       []TargetPod `json:"pods"`

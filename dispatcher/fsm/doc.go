@@ -191,8 +191,12 @@
 // answers a node that holds an earlier target with the changes since, at a
 // cost in proportion to them and not to the node's pods: a node packed with
 // hundreds of short tasks sees its target change hundreds of times a
-// second. The tests check, after every random command, that the changes
-// since each of a node's recent targets, applied to it, give NodeTarget's.
+// second. A task its node reports ended leaves the target without a new
+// generation (the node knows; waking its long-poll to say so was a
+// quarter of the HTTP exchanges per task): the change is journaled under
+// the next generation, which the next change of the target brings. The
+// tests check, after every random command, that the changes since each of
+// a node's recent targets, applied to it, give NodeTarget's.
 //
 // # Usage
 //

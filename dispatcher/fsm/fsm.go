@@ -318,6 +318,12 @@ func (f *FSM) noteTargetLocked(n *node, j *job, t *task) {
 		f.restartJournalLocked(n)
 		return
 	}
+	f.journalLocked(n, t)
+	f.touchNode(n)
+}
+
+// journalLocked adds t to n's journal under n's next generation.
+func (f *FSM) journalLocked(n *node, t *task) {
 	n.journal = append(n.journal, targetChange{gen: n.gen + 1, key: t.key, attempt: t.attempt})
 	if limit := minJournal + 4*len(n.tasks); len(n.journal) > limit {
 		// Keep the newer half, cut where a generation starts.
@@ -328,7 +334,22 @@ func (f *FSM) noteTargetLocked(n *node, j *job, t *task) {
 		n.journalFrom = n.journal[cut-1].gen
 		n.journal = slices.Delete(n.journal, 0, cut)
 	}
-	f.touchNode(n)
+}
+
+// noteEndedLocked records that t, a task of j, left n's target because n
+// reported it ended. n knows that, so its target's generation does not
+// change for it and its long-poll is not woken: the change is journaled
+// under the next generation and reaches n with whatever changes its target
+// next (a whole target leaves the task out at once). A task told to stop
+// already left the target then. A capbox's end restarts the journal as
+// any change of a capbox does.
+func (f *FSM) noteEndedLocked(n *node, j *job, t *task) {
+	switch {
+	case j.owner() != nil:
+		f.restartJournalLocked(n)
+	case !t.stop:
+		f.journalLocked(n, t)
+	}
 }
 
 // minJournal is the fewest changes a node's journal keeps (a variable for
@@ -633,7 +654,11 @@ func (f *FSM) finishLocked(w writer, t *task, to api.TaskState, reason api.TaskR
 		if (to == api.TaskSucceeded || to == api.TaskFailed) && !t.stop {
 			f.cacheSlotLocked(w, n, j.qos, g.demand, now)
 		}
-		f.noteTargetLocked(n, j, t)
+		if closed {
+			f.noteTargetLocked(n, j, t)
+		} else {
+			f.noteEndedLocked(n, j, t)
+		}
 		delete(n.tasks, t.key)
 		n.addJobTasks(j, -1)
 		g.active--

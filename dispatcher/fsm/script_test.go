@@ -462,8 +462,9 @@ report n1 j1/0/0/1 running started | n1 j1/0/0/1 succeeded => applied=2 noop=0 s
 report n1 j1/0/0/1 succeeded => applied=0 noop=1 stale=0 requeued=0
 report n1 j1/0/0/1 running started => applied=0 noop=0 stale=1 requeued=0
 report n1 j1/0/1/1 starting started | n1 j1/0/1/1 running started | n1 j1/0/2/1 running started => applied=3 noop=0 stale=0 requeued=0
-target n1 => gen=3 j1/0/1/1 j1/0/2/1
+target n1 => gen=2 j1/0/1/1 j1/0/2/1
 report n1 j1/0/1/1 succeeded | n1 j1/0/2/1 succeeded => applied=2 noop=0 stale=0 requeued=0
+target n1 => gen=2
 job j1 => succeeded pending=0 active=0 ok=3 failed=0 killed=0
 free n1 => cpu=4000 mem=8589934592 ready
 input => nodes=1 groups=[]
@@ -505,7 +506,7 @@ plan j1/g0@n1*1 => placed=0 reject[0]=not-enough-pending-tasks
 advance 2s => ok
 input => nodes=1 groups=[j1/g0:1]
 plan j1/g0@n1*1 => placed=1
-target n1 => gen=3 j1/0/0/2
+target n1 => gen=2 j1/0/0/2
 report n1 j1/0/0/1 running => applied=0 noop=0 stale=1 requeued=0
 report n1 j1/0/0/2 failed => applied=1 noop=0 stale=0 requeued=0
 job j1 => failed pending=0 active=0 ok=0 failed=1 killed=0

@@ -279,18 +279,30 @@ func TestEndToEnd(t *testing.T) {
 	if len(tl.Tasks) != 2 {
 		t.Fatalf("succeeded tasks: %+v", tl)
 	}
-	// The next diff poll gets only j1's pods leaving, and so does another
-	// from the same generation (the FSM keeps the node's changes); one
-	// from a generation the node cannot hold gets the whole target.
+	// The node reported j1's pods ended itself: that moves no generation
+	// and wakes no poll, though a whole target leaves them out.
+	if r := do(t, req{method: "GET", url: fmt.Sprintf("%s%sn1/target?generation=%d&wait=50ms&diff=1", base, api.PathNode, gen)}); r.status != 304 {
+		t.Fatalf("diff poll after j1 ended: %s", r)
+	}
+	if whole := diffPoll(0); whole.Generation != gen || len(whole.Pods) != wantTasks-2 {
+		t.Fatalf("whole target after j1 ended: generation %d (want %d), %d pods (want %d)", whole.Generation, gen, len(whole.Pods), wantTasks-2)
+	}
+	// Cancelling j3 moves it: the next diff poll gets j1's pods leaving
+	// with j3's, and so does another from the same generation (the FSM
+	// keeps the node's changes); one from a generation the node cannot
+	// hold gets the whole target.
+	if r := do(t, req{method: "DELETE", url: base + api.PathJob + "j3"}); r.status != 200 {
+		t.Fatalf("cancel j3: %s", r)
+	}
 	for range 2 {
 		change := diffPoll(gen)
 		slices.Sort(change.Removed)
-		if change.Base != gen || change.Generation <= gen || len(change.Pods) != 0 || !slices.Equal(change.Removed, []string{"j1/0/0/1", "j1/0/1/1"}) {
-			t.Fatalf("diff poll after j1 ended: %+v", change)
+		if change.Base != gen || change.Generation <= gen || len(change.Pods) != 0 || !slices.Equal(change.Removed, []string{"j1/0/0/1", "j1/0/1/1", "j3/0/0/1"}) {
+			t.Fatalf("diff poll after j1 ended and j3 was cancelled: %+v", change)
 		}
 	}
-	if whole := diffPoll(gen + 1000); whole.Base != 0 || len(whole.Pods) != wantTasks-2 {
-		t.Fatalf("diff poll from a generation never served: base %d, %d pods, want the whole %d", whole.Base, len(whole.Pods), wantTasks-2)
+	if whole := diffPoll(gen + 1000); whole.Base != 0 || len(whole.Pods) != wantTasks-3 {
+		t.Fatalf("diff poll from a generation never served: base %d, %d pods, want the whole %d", whole.Base, len(whole.Pods), wantTasks-3)
 	}
 
 	// Logs are proxied from the node's address.
