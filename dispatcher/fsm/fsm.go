@@ -117,10 +117,9 @@ type FSM struct {
 	kbuf, vbuf  []byte
 	sbuf        []byte // a submit record
 	bbuf        []byte // a block of specs
-	// reports and overlay are updateLocked's, kept for the next update
-	// command (every replica applies a few hundred a second).
+	// reports is updateLocked's, kept for the next update command (every
+	// replica applies a few hundred a second).
 	reports []report
-	overlay map[taskKey]api.TaskState
 }
 
 var (
@@ -1090,7 +1089,8 @@ type report struct {
 	key      taskKey
 	attempt  uint32
 	action   uint8
-	ct       *captask // set for a report about a capbox task
+	t        *task    // the task the report is about, found by pass 1
+	ct       *captask // or the capbox task
 }
 
 const (
@@ -1129,12 +1129,14 @@ func (f *FSM) updateLocked(w writer, now int64, cmd *dec) ([]byte, error) {
 	f.slotTTL = slotTTL
 	defer func() { f.slotTTL = 0 }()
 	// Pass 1: check every report against the state the reports before it
-	// leave (kept in an overlay), writing nothing.
-	if f.overlay == nil {
-		f.overlay = make(map[taskKey]api.TaskState)
-	}
-	overlay := f.overlay
-	defer clear(overlay)
+	// leave (kept on the task, task.overlay), writing nothing.
+	defer func() {
+		for i := range rs {
+			if t := rs[i].t; t != nil {
+				t.overlaid, t.overlay = false, 0
+			}
+		}
+	}()
 	var ctOverlay map[*captask]api.TaskState
 	for i := range rs {
 		r := &rs[i]
@@ -1157,15 +1159,16 @@ func (f *FSM) updateLocked(w writer, now int64, cmd *dec) ([]byte, error) {
 		if t == nil || t.attempt == 0 { // attempt 0: a capbox released before it was placed
 			return nil, bad(fmt.Errorf("%w: no such task", ErrBadReport))
 		}
-		cur, seen := overlay[r.key]
-		if !seen {
-			cur = t.state
+		r.t = t
+		cur := t.state
+		if t.overlaid {
+			cur = t.overlay
 		}
 		if err := r.classify(cur, r.attempt != t.attempt || r.node != t.node || t.closed); err != nil {
 			return nil, bad(err)
 		}
 		if r.action == actApply {
-			overlay[r.key] = r.state
+			t.overlay, t.overlaid = r.state, true
 		}
 	}
 	// Pass 2: apply; nothing can fail now.
@@ -1185,8 +1188,7 @@ func (f *FSM) updateLocked(w writer, now int64, cmd *dec) ([]byte, error) {
 			f.applyCapTaskReport(w, r.ct, r, now)
 			continue
 		}
-		g := f.mu.jobs.get(r.key.job).groups[r.key.group] // pass 1 found the task
-		t := g.tasks[r.key.index]
+		t := r.t
 		if r.state.Done() {
 			if f.finishLocked(w, t, r.state, r.reason, r.exit, now, false) {
 				res.Requeued++
@@ -1195,7 +1197,7 @@ func (f *FSM) updateLocked(w writer, now int64, cmd *dec) ([]byte, error) {
 		}
 		t.state, t.reason, t.updated = r.state, r.reason, now
 		f.writeTask(w, t)
-		if g.job.owner() != nil {
+		if g := f.mu.jobs.get(t.key.job).groups[t.key.group]; g.job.owner() != nil {
 			// A capbox's appmaster watches for it to run: the change
 			// goes in the set's change log.
 			f.touchGroup(g)

@@ -209,7 +209,12 @@ type task struct {
 	// preempted: stopped for higher-priority work; requeued when it ends.
 	preempted bool
 	closed    bool // the dispatcher ended the current attempt (lost, cancelled)
-	exitCode  int32
+	// overlaid is set, during an update command's checks, once a report
+	// of the command was found to change the task: overlay is the state
+	// the reports so far leave it in.
+	overlaid bool
+	overlay  api.TaskState
+	exitCode int32
 	reason    api.TaskReason
 	updated   int64 // unix nanoseconds
 }
