@@ -578,7 +578,7 @@ func (f *FSM) registerLocked(w writer, d *dec) ([]byte, error) {
 	}
 	n, ok := f.mu.nodes[spec.Name]
 	if !ok {
-		n = &node{state: api.NodeReady, tasks: map[taskKey]*task{}, jobs: map[uint64]int{}}
+		n = &node{state: api.NodeReady, jobs: map[uint64]int{}}
 		n.setSpec(spec)
 		f.mu.nodes[spec.Name] = n
 		i, _ := slices.BinarySearchFunc(f.mu.nodeList, n, byName)
@@ -610,14 +610,11 @@ func (f *FSM) nodeStateLocked(w writer, now int64, d *dec) ([]byte, error) {
 	}
 	var res NodeStateResult
 	if state == api.NodeDown {
-		keys := make([]taskKey, 0, len(n.tasks))
-		for k := range n.tasks {
-			keys = append(keys, k)
-		}
-		slices.SortFunc(keys, func(a, b taskKey) int { return cmpKey(a, b) })
-		for _, k := range keys {
+		ts := slices.Clone(n.tasks)
+		slices.SortFunc(ts, func(a, b *task) int { return cmpKey(a.key, b.key) })
+		for _, t := range ts {
 			res.Lost++
-			if f.finishLocked(w, n.tasks[k], api.TaskLost, api.ReasonLost, 0, now, true) {
+			if f.finishLocked(w, t, api.TaskLost, api.ReasonLost, 0, now, true) {
 				res.Requeued++
 			}
 		}
@@ -658,7 +655,7 @@ func (f *FSM) finishLocked(w writer, t *task, to api.TaskState, reason api.TaskR
 		} else {
 			f.noteEndedLocked(n, j, t)
 		}
-		delete(n.tasks, t.key)
+		n.removeTask(t)
 		n.addJobTasks(j, -1)
 		g.active--
 	}
@@ -1075,7 +1072,7 @@ func (f *FSM) assignLocked(w writer, now int64, n *node, j *job, t *task) {
 	t.attempt++
 	t.state, t.node, t.stop, t.closed, t.preempted = api.TaskAssigned, n.spec.Name, false, false, false
 	t.exitCode, t.reason, t.updated = 0, "", now
-	n.tasks[t.key] = t
+	n.addTask(t)
 	f.noteTargetLocked(n, j, t)
 	f.writeTask(w, t)
 }

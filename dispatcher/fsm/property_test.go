@@ -497,7 +497,11 @@ func (h *propHarness) check() error {
 	queueUsed := map[string]api.Capacity{}
 	onNode := map[taskKey]string{}
 	for name, n := range f.mu.nodes {
-		for k, t := range n.tasks {
+		for i, t := range n.tasks {
+			k := t.key
+			if int(t.at) != i {
+				bad("task %v at %d of %s's index says it is at %d", k, i, name, t.at)
+			}
 			if prev, dup := onNode[k]; dup {
 				bad("task %v on %s and %s", k, prev, name)
 			}

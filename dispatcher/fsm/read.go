@@ -201,7 +201,7 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 			if n == nil {
 				return fmt.Errorf("%w: task %s on unknown node %q", ErrCorrupt, taskID(key, t.attempt), t.node)
 			}
-			n.tasks[key] = t
+			n.addTask(t)
 			n.addJobTasks(j, 1)
 			f.holdLocked(n, j, g, 1)
 			if t.stop {
@@ -601,7 +601,7 @@ func (f *FSM) NodeTargetSince(name string, known uint64) (gen uint64, pods []Pod
 	})
 	changes = slices.CompactFunc(changes, func(a, b targetChange) bool { return a.key == b.key && a.attempt == b.attempt })
 	for _, c := range changes {
-		if t := n.tasks[c.key]; t != nil && t.attempt == c.attempt && !t.stop {
+		if t := f.taskLocked(c.key); t != nil && n.holds(t) && t.attempt == c.attempt && !t.stop {
 			pods = f.appendPodsLocked(pods, t)
 		} else {
 			removed = append(removed, taskID(c.key, c.attempt))
@@ -902,8 +902,8 @@ func (f *FSM) dump() string {
 	})
 	for _, n := range f.sortedNodeListLocked() {
 		tk := make([]taskKey, 0, len(n.tasks))
-		for k := range n.tasks {
-			tk = append(tk, k)
+		for _, t := range n.tasks {
+			tk = append(tk, t.key)
 		}
 		slices.SortFunc(tk, cmpKey)
 		jobs := make([]uint64, 0, len(n.jobs))

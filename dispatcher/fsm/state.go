@@ -214,14 +214,35 @@ type task struct {
 	// the reports so far leave it in.
 	overlaid bool
 	overlay  api.TaskState
+	// at is the task's place in its node's tasks while it is active.
+	at       int32
 	exitCode int32
-	reason    api.TaskReason
-	updated   int64 // unix nanoseconds
+	reason   api.TaskReason
+	updated  int64 // unix nanoseconds
 }
 
 // active reports whether the task holds resources on its node.
 func (t *task) active() bool {
 	return t.state == api.TaskAssigned || t.state == api.TaskStarting || t.state == api.TaskRunning
+}
+
+// addTask adds t, which became active on n, to n's tasks.
+func (n *node) addTask(t *task) {
+	t.at = int32(len(n.tasks))
+	n.tasks = append(n.tasks, t)
+}
+
+// removeTask removes t, active on n until now, from n's tasks.
+func (n *node) removeTask(t *task) {
+	last := n.tasks[len(n.tasks)-1]
+	n.tasks[t.at], last.at = last, t.at
+	n.tasks[len(n.tasks)-1] = nil
+	n.tasks = n.tasks[:len(n.tasks)-1]
+}
+
+// holds reports whether t is active on n.
+func (n *node) holds(t *task) bool {
+	return t.active() && int(t.at) < len(n.tasks) && n.tasks[t.at] == t
 }
 
 // node is a registered node. used is what its active tasks hold per tier.
@@ -239,8 +260,8 @@ type node struct {
 	// hold per tier (not in used, not free).
 	slots  []*slot
 	cached api.Allocatable
-	tasks  map[taskKey]*task // active tasks
-	jobs   map[uint64]int    // active tasks per job
+	tasks  []*task        // active tasks, in no order (task.at is each one's place)
+	jobs   map[uint64]int // active tasks per job
 	// journal lists, oldest first, the tasks whose presence in the
 	// node's target may have changed with each generation after
 	// journalFrom, so that a node holding a generation from journalFrom
@@ -643,7 +664,7 @@ func decodeNode(b []byte) (*node, error) {
 	if v := d.byte(); v != nodeRecordVersion {
 		return nil, fmt.Errorf("%w: node record version %d", ErrCorrupt, v)
 	}
-	n := &node{tasks: map[taskKey]*task{}, jobs: map[uint64]int{}}
+	n := &node{jobs: map[uint64]int{}}
 	n.state = api.NodeState(d.str())
 	spec := d.bytes()
 	if err := d.done("node record"); err != nil {
