@@ -12,7 +12,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
-	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -53,12 +52,7 @@ func pebbleOptions(cfg Config, logger pebble.Logger, onCorruption func(error)) *
 	// sstables through bloom filters.
 	for i := range o.Levels {
 		o.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
-		o.Levels[i].Compression = func() *sstable.CompressionProfile { return sstable.SnappyCompression }
 	}
-	// Flushes write L0 uncompressed: most of what they write (task records
-	// superseded within seconds, log entries) is rewritten by the next
-	// compaction anyway, which compresses it once.
-	o.Levels[0].Compression = func() *sstable.CompressionProfile { return sstable.NoCompression }
 	o.EventListener = &pebble.EventListener{
 		BackgroundError: func(err error) {
 			logger.Errorf("background error: %v", err)
