@@ -110,3 +110,34 @@ func TestEveryPriority(t *testing.T) {
 		t.Errorf("placed %v, want %v", got, want)
 	}
 }
+
+// TestContended: a round is contended when its pending tasks ask for more
+// of some dimension of a tier than all the nodes have free in it, however
+// early the sum of the nodes' free resources covers the others.
+func TestContended(t *testing.T) {
+	small := node("small", 1000, 1)
+	online := func(g placement.Group) placement.Group { g.QoS = api.QoSOnline; return g }
+	for _, tc := range []struct {
+		name   string
+		groups []placement.Group
+		nodes  []placement.Node
+		want   bool
+	}{
+		{"nothing pending", nil, []placement.Node{small}, false},
+		{"no nodes", []placement.Group{group("a", 1, 1000, 1)}, nil, true},
+		{"the first node covers it", []placement.Group{group("a", 1, 1000, 1)}, []placement.Node{small, small}, false},
+		{"only all nodes together cover it", []placement.Group{group("a", 3, 1000, 1)}, []placement.Node{small, small, small}, false},
+		{"one node short", []placement.Group{group("a", 4, 1000, 1)}, []placement.Node{small, small, small}, true},
+		{"offline memory short, CPU to spare", []placement.Group{group("a", 2, 100, 1)}, []placement.Node{small}, true},
+		{"offline CPU short, memory to spare", []placement.Group{group("a", 2, 1000, 0)}, []placement.Node{small}, true},
+		{"online memory short, CPU to spare", []placement.Group{online(group("a", 2, 100, 1))}, []placement.Node{small}, true},
+		{"online CPU short, memory to spare", []placement.Group{online(group("a", 2, 1000, 0))}, []placement.Node{small}, true},
+		{"the online tier short, the offline one not", []placement.Group{group("a", 1, 1000, 1), online(group("b", 2, 1000, 1))}, []placement.Node{small}, true},
+		{"both tiers covered", []placement.Group{group("a", 1, 1000, 1), online(group("b", 1, 1000, 1))}, []placement.Node{small}, false},
+	} {
+		in := &placement.Input{Groups: tc.groups, Nodes: tc.nodes}
+		if got := placement.Contended(in); got != tc.want {
+			t.Errorf("%s: contended = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

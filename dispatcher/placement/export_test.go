@@ -1,0 +1,4 @@
+package placement
+
+// Contended is contended, for the tests.
+var Contended = contended
