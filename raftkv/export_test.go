@@ -32,6 +32,22 @@ func ProposeRawEntry(ctx context.Context, n *Node, data []byte) error {
 	})
 }
 
+// HoldLoop runs on n's loop: it closes holding, then keeps the loop until
+// release is closed, so that requests queue up meanwhile.
+func HoldLoop(ctx context.Context, n *Node, holding, release chan struct{}) error {
+	return n.do(ctx, func() error {
+		close(holding)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	})
+}
+
+// QueuedReads is how many reads wait for n's loop to take them.
+func QueuedReads(n *Node) int { return len(n.readc) }
+
 // EncodeCommand is encodeCommand.
 func EncodeCommand(cmd []byte, threshold int) []byte { return encodeCommand(cmd, threshold) }
 

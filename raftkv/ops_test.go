@@ -63,19 +63,29 @@ func TestGroupCommit(t *testing.T) {
 		t.Fatalf("proposals were not batched: %d proposals, %d entries, %d fsyncs", props, ents, syncs)
 	}
 
+	// The reads queue up while the leader's loop is held, so that they
+	// reach it together however the goroutines are scheduled (with the
+	// host busy, each could otherwise reach an idle loop alone).
 	before = l.Metrics()
-	start := make(chan struct{})
+	holding, release, held := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() { held <- raftkv.HoldLoop(ctx, l, holding, release) }()
+	<-holding
 	for range 200 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			<-start
 			if _, err := l.LinearizableGet(ctx, []byte("w1-1")); err != nil {
 				t.Error(err)
 			}
 		}()
 	}
-	close(start)
+	for raftkv.QueuedReads(l) < 200 && ctx.Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
 	wg.Wait()
 	m = l.Metrics()
 	reads, rounds := m.Reads-before.Reads, m.ReadIndexRequests-before.ReadIndexRequests
