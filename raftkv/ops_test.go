@@ -69,7 +69,11 @@ func TestGroupCommit(t *testing.T) {
 	before = l.Metrics()
 	holding, release, held := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() { held <- raftkv.HoldLoop(ctx, l, holding, release) }()
-	<-holding
+	select {
+	case <-holding:
+	case err := <-held:
+		t.Fatalf("hold the leader's loop: %v", err)
+	}
 	for range 200 {
 		wg.Add(1)
 		go func() {

@@ -1194,10 +1194,10 @@ func (f *FSM) updateLocked(w writer, now int64, cmd *dec) ([]byte, error) {
 		}
 		t.state, t.reason, t.updated = r.state, r.reason, now
 		f.writeTask(w, t)
-		if g := f.mu.jobs.get(t.key.job).groups[t.key.group]; g.job.owner() != nil {
+		if j := f.mu.jobs.get(t.key.job); j.owner() != nil {
 			// A capbox's appmaster watches for it to run: the change
 			// goes in the set's change log.
-			f.touchGroup(g)
+			f.touchGroup(j.groups[t.key.group])
 		}
 	}
 	return res.encode(), nil

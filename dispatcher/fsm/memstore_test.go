@@ -2,7 +2,9 @@ package fsm
 
 import (
 	"bytes"
+	"errors"
 	"slices"
+	"testing"
 
 	"github.com/sluicehq/sluice/raftkv"
 )
@@ -75,3 +77,21 @@ type discard struct{ n int }
 
 func (d *discard) Set(k, v []byte) { d.n += len(k) + len(v) }
 func (d *discard) Delete(k []byte) { d.n += len(k) }
+
+// loadRefuses sets s's record at key to rec, checks that Load refuses the
+// keyspace as corrupt, and puts back what key held.
+func (s *memStore) loadRefuses(t *testing.T, key string, rec []byte) {
+	t.Helper()
+	good, had := s.m[key]
+	defer func() {
+		if had {
+			s.m[key] = good
+		} else {
+			delete(s.m, key)
+		}
+	}()
+	s.m[key] = rec
+	if err := New().Load(s); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("Load: %v; want ErrCorrupt", err)
+	}
+}

@@ -721,9 +721,6 @@ func (h *propHarness) checkChangedSince() error {
 	return nil
 }
 
-// checkTargetChanges checks NodeTargetSince against NodeTarget: the
-// changes since each of a node's last few targets, applied to it, give the
-// node's target now.
 // checkRoundInput checks that the input kept from check to check, read
 // again only for the nodes that changed, is the input read whole, at a
 // time up to 10 s after the last command's (cached slots expire at a
@@ -774,6 +771,9 @@ func (h *propHarness) checkRoundInput() error {
 	return nil
 }
 
+// checkTargetChanges checks NodeTargetSince against NodeTarget: the
+// changes since each of a node's last few targets, applied to it, give the
+// node's target now.
 func (h *propHarness) checkTargetChanges() error {
 	if h.targets == nil {
 		h.targets = map[string]map[uint64]map[string]Pod{}

@@ -249,7 +249,7 @@ func (n *node) holds(t *task) bool {
 type node struct {
 	dirty    bool // listed in FSM.dirtyNodes
 	spec     api.NodeSpec
-	specJSON []byte // spec encoded, kept so that generation bumps do not re-encode it
+	specJSON []byte // spec as registered, written with the node's state without encoding it again
 	state    api.NodeState
 	gen      uint64
 	used     api.Allocatable
