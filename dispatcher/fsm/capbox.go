@@ -159,6 +159,7 @@ func (f *FSM) createCapboxesLocked(w writer, now int64, d *dec) ([]byte, error) 
 		if k := r.IdempotencyKey; k != "" {
 			k = capboxIdemKey(am, k)
 			f.mu.idem[k] = num
+			s.idem = k
 			w.Set(idemKey(k), binary.BigEndian.AppendUint64(nil, num))
 		}
 		res.Jobs[i] = SubmittedJob{ID: s.id}

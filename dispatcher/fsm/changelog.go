@@ -27,8 +27,9 @@ func (l *changeLog) search(index uint64) int {
 	return sort.Search(l.len(), func(i int) bool { return l.at(i).index >= index })
 }
 
-// current reports whether entry c is its job's last change.
-func (c jobChange) current() bool { return c.index == c.j.changed }
+// current reports whether entry c is its job's last change (and the job
+// is not forgotten).
+func (c jobChange) current() bool { return c.index == c.j.changed && !c.j.forgotten }
 
 // compact drops the stale entries, keeping the others in order.
 func (l *changeLog) compact() {

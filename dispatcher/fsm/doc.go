@@ -28,7 +28,12 @@
 //	m/applied                             index of the last applied command
 //	J/<job u64 BE>                        the new jobs of one submit, from this
 //	                                      number on: submit time, count, block
-//	                                      of specs (compressed when large)
+//	                                      of specs (compressed when large);
+//	                                      deleted with the last of its jobs
+//	f/<job u64 BE>                        (empty) a job forgotten while its
+//	                                      submit record holds others, so that
+//	                                      Load leaves it out; deleted with the
+//	                                      record
 //	j/<job u64 BE>                        job: submit time, cancelled, spec (binary);
 //	                                      written when a job changes (a cancel),
 //	                                      superseding its submit record's copy
@@ -51,18 +56,21 @@
 //	k/<set u64 BE><0 u16><idx u32 BE><name>  capbox task: state, stop, exit,
 //	                                      reason, updated, pod (JSON)
 //
-// Per-job scans ("t/<job>", "g/<job>") are range scans; what each node
-// holds is derived from the task records by Load, not stored. Every record
-// but the plain numbers (s/, m/, i/, N/) starts with a version byte: 1, 3 for job
+// Per-job scans ("t/<job>", "g/<job>") are range scans, and forgetting
+// jobs deletes ranges (one per prefix for each run of numbers all
+// forgotten); what each node holds is derived from the task records by
+// Load, not stored. Every record but the plain numbers (s/, m/, i/, N/)
+// and the markers (f/) starts with a version byte: 1, 3 for job
 // records (binary spec since 2, appmaster since 3), 2 for submit records
 // (a block of specs) and node records (no generation); Load rejects any
 // other version with ErrCorrupt.
 //
 // # In memory
 //
-// Jobs (capbox sets included) are numbered densely from 1 and never
-// removed, so they live in a table indexed by number; Load refuses a record
-// numbered outside 1 to the job sequence. The groups with tasks waiting for
+// Jobs (capbox sets included) are numbered densely from 1, so they live
+// in a table indexed by number, in pages freed once every job of theirs
+// is forgotten; Load refuses a record numbered outside 1 to the job
+// sequence. The groups with tasks waiting for
 // placement form a set kept in a slice, each group knowing its place in it;
 // the groups and nodes a command changes are listed once each (a mark on
 // the element) and written, in key order, when the command ends. Specs
@@ -162,6 +170,15 @@
 //	                is never retried, and ends by its node's report, with its
 //	                capbox (told to stop when the capbox is, killed or lost
 //	                when it ends), or stopped by StopCapTasks
+//	ForgetJobs      finished jobs by ID (the leader names those finished for
+//	                its retention: Forgettable): each finished one is removed
+//	                from memory and store, records, tasks, idempotency key
+//	                and, for an appmaster, capbox sets; the others named are
+//	                kept. A job is finished once it ended (succeeded, failed,
+//	                cancelled) with no task pending or active, and so did its
+//	                capbox sets; nothing brings it back, so the check is the
+//	                same on every replica whatever each thinks its end time
+//	                (Load takes its tasks' last change)
 //
 // # Invariants
 //
@@ -174,6 +191,12 @@
 // node, active tasks per node and per group, pending groups per queue,
 // target generations) are derived from the store by Load and kept in step by
 // Apply; the tests rebuild them after every random command and compare.
+//
+// Every finished job not forgotten is in the finished queue exactly once,
+// in the order the jobs finished; idempotency keys and their jobs name
+// each other; each submit record counts the jobs of it not forgotten; and
+// the store holds no record numbered by a forgotten job (the tests check
+// these after every random command).
 //
 // The leader's scheduling loop keeps its round's input from round to
 // round (RoundInput): the FSM lists each node whose part of the input

@@ -51,6 +51,8 @@ var keyApplied = []byte(prefixMeta + "applied")
 type writer interface {
 	Set(key, value []byte)
 	Delete(key []byte)
+	// DeleteRange deletes the keys in [start, end).
+	DeleteRange(start, end []byte)
 }
 
 // FSM is the dispatcher's state machine. Apply (the raftkv replica's apply
@@ -109,6 +111,8 @@ type FSM struct {
 		captasks map[taskKey][]*captask
 		// anySets is true once a capbox set exists.
 		anySets bool
+		// finished lists the finished jobs not yet forgotten.
+		finished finishedQueue
 	}
 	// Scratch of Apply, used under mu's write lock: the groups and nodes
 	// the command changed, each once (marked dirty while listed).
@@ -150,6 +154,7 @@ func (f *FSM) resetLocked() {
 	f.mu.changes.reset()
 	f.mu.captasks = map[taskKey][]*captask{}
 	f.mu.anySets = false
+	f.mu.finished = finishedQueue{}
 }
 
 // Apply applies one committed command (see the command constructors). It is
@@ -195,6 +200,8 @@ func (f *FSM) apply(w writer, index uint64, cmd []byte) ([]byte, error) {
 		res, err = f.startCapTasksLocked(w, now, d)
 	case cmdStopCapTasks:
 		res, err = f.stopCapTasksLocked(w, now, d)
+	case cmdForget:
+		res, err = f.forgetLocked(w, d)
 	default:
 		err = fmt.Errorf("%w: unknown command tag %d", ErrCorrupt, cmd[0])
 	}
@@ -203,16 +210,17 @@ func (f *FSM) apply(w writer, index uint64, cmd []byte) ([]byte, error) {
 	}
 	f.endAppmastersLocked(w, now)
 	f.expireSlotsLocked(w, now)
-	f.flushLocked(w, index)
+	f.flushLocked(w, index, now)
 	f.mu.applied = index
 	w.Set(keyApplied, binary.BigEndian.AppendUint64(nil, index))
 	return res, nil
 }
 
 // flushLocked writes the records of the groups the command at index
-// changed, marks their jobs changed, keeps the pending index in step, and
-// bumps (and writes) the target generations of the nodes it changed.
-func (f *FSM) flushLocked(w writer, index uint64) {
+// changed, marks their jobs changed (and finished, when they did, at now),
+// keeps the pending index in step, and bumps (and writes) the target
+// generations of the nodes it changed.
+func (f *FSM) flushLocked(w writer, index uint64, now int64) {
 	defer f.resetDirty()
 	slices.SortFunc(f.dirtyGroups, func(a, b *group) int {
 		return cmp.Or(cmp.Compare(a.job.num, b.job.num), cmp.Compare(a.idx, b.idx))
@@ -228,6 +236,7 @@ func (f *FSM) flushLocked(w writer, index uint64) {
 			w.Set(f.kbuf, f.vbuf)
 		}
 		f.syncPendingLocked(g)
+		f.noteFinishedLocked(g.job, now)
 	}
 	for _, n := range f.dirtyNodes {
 		f.recordBumpLocked(index, n.spec.Name)
@@ -485,6 +494,7 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 	var existing []uint64 // by spec, the jobs that idempotency keys named (0: none)
 	gptrs := make([]*group, len(groups))
 	first, created := f.mu.nextJob, 0
+	sub := &submitRecord{first: first}
 	// The new jobs' IDs are cut from one string, made once below: "j" and
 	// the number, back to back; idEnd[i] is where job i's ends (0: none).
 	idBuf, idEnd := make([]byte, 0, n*8), make([]int, n)
@@ -504,7 +514,7 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 		num := f.mu.nextJob
 		f.mu.nextJob++
 		j := &jobs[i]
-		j.num, j.submitted = num, now
+		j.num, j.submitted, j.sub = num, now, sub
 		idBuf = strconv.AppendUint(append(idBuf, 'j'), num, 10)
 		idEnd[i] = len(idBuf)
 		ng := len(jgroups)
@@ -519,6 +529,7 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 		created++
 		if k := keyOf(idem, i); k != "" {
 			f.mu.idem[k] = num
+			j.idem = k
 			w.Set(idemKey(k), binary.BigEndian.AppendUint64(nil, num))
 		}
 	}
@@ -536,6 +547,7 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 	// The new jobs' specs, as submitted, go to one submit record: one key
 	// for the command, not one per job. When every job is new, the record
 	// holds the command's own block of specs, compressed as it came.
+	sub.count, sub.live = created, created
 	if created > 0 {
 		if created < n {
 			rec := enc{b: f.vbuf[:0]}
@@ -747,6 +759,7 @@ func (f *FSM) cancelJobLocked(w writer, now int64, j *job) CancelResult {
 		res.Dropped += r.Dropped
 		res.Stopping += r.Stopping
 	}
+	f.noteFinishedLocked(j, now) // a job of no groups has nothing to flush
 	return res
 }
 

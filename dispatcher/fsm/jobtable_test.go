@@ -49,3 +49,37 @@ func TestJobTablePages(t *testing.T) {
 		t.Fatalf("all, stopped after three: %v, want %v", first, nums[:3])
 	}
 }
+
+// TestJobTableRemove removes jobs across pages: a removed job is not
+// found or walked, the count follows, a page is freed once empty, and a
+// job put again on a freed page is found.
+func TestJobTableRemove(t *testing.T) {
+	var tab jobTable
+	for num := uint64(1); num < 2*pageLen; num++ {
+		tab.put(&job{num: num})
+	}
+	for num := uint64(1); num < pageLen+5; num++ {
+		tab.remove(num)
+	}
+	tab.remove(pageLen + 1) // again: nothing
+	tab.remove(10 * pageLen)
+	if want := 2*pageLen - 1 - (pageLen + 4); tab.len() != want {
+		t.Fatalf("len %d, want %d", tab.len(), want)
+	}
+	if tab.pages[0] != nil {
+		t.Fatal("page 0 kept with no job")
+	}
+	if j := tab.get(pageLen + 4); j != nil {
+		t.Fatalf("removed job %d found", j.num)
+	}
+	for j := range tab.all() {
+		if j.num != pageLen+5 {
+			t.Fatalf("first job walked is %d, want %d", j.num, pageLen+5)
+		}
+		break
+	}
+	tab.put(&job{num: 3})
+	if j := tab.get(3); j == nil || j.num != 3 {
+		t.Fatalf("job put on a freed page: get(3) = %v", j)
+	}
+}

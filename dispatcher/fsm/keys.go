@@ -28,6 +28,9 @@ const (
 	prefixCapboxSet = "b/"
 	// prefixCapTask holds capbox tasks, under their capbox's task key.
 	prefixCapTask = "k/"
+	// prefixForgotten marks a forgotten job whose submit record still
+	// holds other jobs.
+	prefixForgotten = "f/"
 )
 
 var (
@@ -120,6 +123,12 @@ func jobKey(num uint64) []byte { return appendJobKey(nil, num) }
 // num over buf.
 func appendSubmitKey(buf []byte, num uint64) []byte {
 	return binary.BigEndian.AppendUint64(append(buf[:0], prefixSubmit...), num)
+}
+
+// numKey returns prefix p followed by num, big-endian: the keys of a
+// job's records (or the start of their range) under p.
+func numKey(p string, num uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte(p), num)
 }
 
 // appendJobKey writes num's job key over buf.

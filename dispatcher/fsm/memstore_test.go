@@ -20,6 +20,7 @@ type memStore struct {
 type memOp struct {
 	key, val []byte
 	del      bool
+	end      []byte // a range deletion of [key, end)
 }
 
 func newMemStore() *memStore { return &memStore{m: map[string][]byte{}} }
@@ -28,6 +29,9 @@ func (s *memStore) Set(k, v []byte) {
 	s.ops = append(s.ops, memOp{key: bytes.Clone(k), val: bytes.Clone(v)})
 }
 func (s *memStore) Delete(k []byte) { s.ops = append(s.ops, memOp{key: bytes.Clone(k), del: true}) }
+func (s *memStore) DeleteRange(start, end []byte) {
+	s.ops = append(s.ops, memOp{key: bytes.Clone(start), end: bytes.Clone(end), del: true})
+}
 
 // apply runs one command; it returns how many writes a rejected command
 // attempted (must be 0) along with apply's outcome.
@@ -39,6 +43,14 @@ func (s *memStore) apply(f *FSM, index uint64, cmd []byte) ([]byte, int, error) 
 		return nil, len(s.ops), err
 	}
 	for _, o := range s.ops {
+		if o.end != nil {
+			for k := range s.m {
+				if k >= string(o.key) && k < string(o.end) {
+					delete(s.m, k)
+				}
+			}
+			continue
+		}
 		if o.del {
 			delete(s.m, string(o.key))
 		} else {
@@ -75,8 +87,9 @@ func (s *memStore) Scan(start, end []byte, fn func(k, v []byte) error) error {
 // discard is a writer that keeps nothing, for benchmarks of apply alone.
 type discard struct{ n int }
 
-func (d *discard) Set(k, v []byte) { d.n += len(k) + len(v) }
-func (d *discard) Delete(k []byte) { d.n += len(k) }
+func (d *discard) Set(k, v []byte)               { d.n += len(k) + len(v) }
+func (d *discard) Delete(k []byte)               { d.n += len(k) }
+func (d *discard) DeleteRange(start, end []byte) { d.n += len(start) + len(end) }
 
 // loadRefuses sets s's record at key to rec, checks that Load refuses the
 // keyspace as corrupt, and puts back what key held.

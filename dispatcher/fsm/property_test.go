@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"cmp"
+	"encoding/binary"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -32,10 +33,12 @@ func TestRandomCommands(t *testing.T) {
 	defer func(n int) { minJournal = n }(minJournal)
 	minJournal = 2
 	targetDiffs := 0
-	preempted, cached, sets, releases, capTasks := 0, uint64(0), 0, 0, 0
+	preempted, cached, sets, releases, capTasks, forgotten := 0, uint64(0), 0, 0, 0, 0
 	// Some commands are rare in a run (a capbox task starts in about half
 	// the runs): up to twice the runs go on until each was exercised.
-	exercised := func() bool { return cached > 0 && capTasks > 0 && sets > 0 && releases > 0 && preempted > 0 }
+	exercised := func() bool {
+		return cached > 0 && capTasks > 0 && sets > 0 && releases > 0 && preempted > 0 && forgotten > 0
+	}
 	for run := 0; run < runs || run < 2*runs && !exercised(); run++ {
 		h := &propHarness{t: t, r: r, f: New(), s: newMemStore(), now: time.Unix(1_800_000_000, 0)}
 		for step := range steps {
@@ -44,8 +47,9 @@ func TestRandomCommands(t *testing.T) {
 				t.Fatalf("run %d step %d (%s): %v", run, step, desc, err)
 			}
 		}
-		t.Logf("run %d: %d commands applied, %d rejected, %d tasks placed, %d reports applied, %d tasks preempted, %d slots cached, %d reused, %d capbox sets created, %d releases, %d capbox task stops, %d starts",
-			run, h.counts[0], h.counts[1], h.counts[2], h.counts[3], h.counts[4], h.f.mu.nextSlot-1, h.counts[5], h.counts[6], h.counts[7], h.counts[8], h.counts[9])
+		t.Logf("run %d: %d commands applied, %d rejected, %d tasks placed, %d reports applied, %d tasks preempted, %d slots cached, %d reused, %d capbox sets created, %d releases, %d capbox task stops, %d starts, %d jobs forgotten",
+			run, h.counts[0], h.counts[1], h.counts[2], h.counts[3], h.counts[4], h.f.mu.nextSlot-1, h.counts[5], h.counts[6], h.counts[7], h.counts[8], h.counts[9], h.counts[10])
+		forgotten += h.counts[10]
 		preempted += h.counts[4]
 		sets += h.counts[6]
 		releases += h.counts[7]
@@ -68,6 +72,9 @@ func TestRandomCommands(t *testing.T) {
 	if preempted == 0 {
 		t.Error("no run preempted a task: the preemption commands were never exercised")
 	}
+	if forgotten == 0 {
+		t.Error("no run forgot a job: ForgetJobs was never exercised")
+	}
 }
 
 type propHarness struct {
@@ -84,7 +91,7 @@ type propHarness struct {
 	ams, sets []string
 	boxStates map[string]api.CapboxState
 	term      uint64
-	counts    [10]int // ok, rejected, placed tasks, reports applied, tasks preempted, slots reused, capbox sets created, releases applied, capbox task stops and starts applied
+	counts    [11]int // ok, rejected, placed tasks, reports applied, tasks preempted, slots reused, capbox sets created, releases applied, capbox task stops and starts applied, jobs forgotten
 	// targets holds each node's targets by generation, as seen at the
 	// checks; targetDiffs counts the targets answered as changes.
 	targets     map[string]map[uint64]map[string]Pod
@@ -118,7 +125,7 @@ func (h *propHarness) apply(cmd []byte) ([]byte, error) {
 
 func (h *propHarness) step() string {
 	r := h.r
-	switch k := r.IntN(25); {
+	switch k := r.IntN(26); {
 	case k < 2 || len(h.nodes) == 0:
 		name := fmt.Sprintf("n%d", r.IntN(6))
 		c := api.Capacity{CPU: 1000 * (2 + r.Int64N(8)), Memory: (2 + r.Int64N(16)) << 30, GPUs: r.Int64N(3), Ports: 10}
@@ -456,6 +463,34 @@ func (h *propHarness) step() string {
 			h.counts[9]++
 		}
 		return fmt.Sprintf("start %d capbox tasks in %s", len(specs), taskID(b.key, 1))
+	case k < 24:
+		// Mostly the jobs Forgettable offers; now and then others (not
+		// finished, capbox sets, unknown, forgotten), which are kept.
+		var ids []string
+		if r.IntN(3) > 0 {
+			ids = h.f.Forgettable(h.now, 1+r.IntN(4))
+		}
+		for range r.IntN(3) {
+			if len(h.jobs) > 0 {
+				ids = append(ids, h.jobs[r.IntN(len(h.jobs))])
+			}
+		}
+		if len(h.sets) > 0 && r.IntN(4) == 0 {
+			ids = append(ids, h.sets[r.IntN(len(h.sets))])
+		}
+		if r.IntN(10) == 0 {
+			ids = append(ids, "j999999", "x")
+		}
+		res, err := h.apply(ForgetJobs(h.now, ids))
+		if err != nil {
+			h.t.Fatalf("forget %v: %v", ids, err)
+		}
+		fr, err := DecodeForgetResult(res)
+		if err != nil || fr.Forgotten+fr.Kept != len(ids) {
+			h.t.Fatalf("forget %v: result %+v, %v", ids, fr, err)
+		}
+		h.counts[10] += fr.Forgotten
+		return fmt.Sprintf("forget %v: %+v", ids, fr)
 	default:
 		h.now = h.now.Add(time.Duration(r.IntN(3000)) * time.Millisecond)
 		return "advance"
@@ -607,6 +642,7 @@ func (h *propHarness) check() error {
 			}
 		}
 	}
+	checkForgotten(f, h.s, bad)
 	for i, g := range f.mu.pending.gs.appendTo(nil) {
 		if g.pendingAt != i+1 || f.mu.jobs.get(g.job.num) != g.job {
 			bad("pending set: entry %d is group %s of place %d, or of no job", i, g.key(), g.pendingAt)
@@ -820,4 +856,51 @@ func (h *propHarness) checkTargetChanges() error {
 		}
 	}
 	return nil
+}
+
+// checkForgotten checks, under f's read lock, what forgetting jobs keeps
+// in step: the finished queue holds every finished job not forgotten,
+// once; idempotency keys and their jobs name each other; each submit
+// record counts its live jobs; and the store holds no record of a
+// forgotten job (a submit record stays while it holds a live one).
+func checkForgotten(f *FSM, s *memStore, bad func(string, ...any)) {
+	queued := map[*job]int{}
+	q := &f.mu.finished
+	for _, j := range q.jobs[q.head:] {
+		queued[j]++
+		if j.ended == 0 || !j.forgotten && (!finished(j) || f.mu.jobs.get(j.num) != j) {
+			bad("finished queue holds %s, which is not finished or not in the table", j.id)
+		}
+	}
+	live := map[*submitRecord]int{}
+	for j := range f.mu.jobs.all() {
+		if finished(j) != (queued[j] == 1) || finished(j) != (j.ended != 0) {
+			bad("job %s finished=%v ended=%d, in the finished queue %d times", j.id, finished(j), j.ended, queued[j])
+		}
+		if j.idem != "" && f.mu.idem[j.idem] != j.num {
+			bad("job %s has idempotency key %q, which names job %d", j.id, j.idem, f.mu.idem[j.idem])
+		}
+		if j.sub != nil {
+			live[j.sub]++
+		}
+	}
+	for k, num := range f.mu.idem {
+		if j := f.mu.jobs.get(num); j == nil || j.idem != k {
+			bad("idempotency key %q names job %d, which does not hold it", k, num)
+		}
+	}
+	for sub, n := range live {
+		if sub.live != n {
+			bad("submit record of job %d counts %d live jobs, the table holds %d", sub.first, sub.live, n)
+		}
+	}
+	for k := range s.m {
+		for _, p := range []string{prefixJob, prefixCapboxSet, prefixGroup, prefixTask, prefixCapTask} {
+			if strings.HasPrefix(k, p) && len(k) >= len(p)+8 {
+				if num := binary.BigEndian.Uint64([]byte(k[len(p):])); f.mu.jobs.get(num) == nil {
+					bad("record %q of forgotten job %d", k, num)
+				}
+			}
+		}
+	}
 }

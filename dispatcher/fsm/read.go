@@ -82,13 +82,17 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 		if len(k) != len(prefixSubmit)+8 {
 			return fmt.Errorf("%w: submit key %q", ErrCorrupt, k)
 		}
-		return decodeSubmit(sd, binary.BigEndian.Uint64(k[len(prefixSubmit):]), v, func(j *job) error {
+		sub := &submitRecord{first: binary.BigEndian.Uint64(k[len(prefixSubmit):])}
+		return decodeSubmit(sd, sub.first, v, func(j *job) error {
 			if err := f.checkJobNumLocked("job", j.num); err != nil {
 				return err
 			}
 			if f.mu.jobs.get(j.num) != nil {
 				return fmt.Errorf("%w: job %d in two submit records", ErrCorrupt, j.num)
 			}
+			j.sub = sub
+			sub.count++
+			sub.live++
 			f.mu.jobs.put(j)
 			return nil
 		})
@@ -110,7 +114,30 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 		if err != nil {
 			return err
 		}
+		if old := f.mu.jobs.get(num); old != nil {
+			j.sub = old.sub
+		}
 		f.mu.jobs.put(j)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// The jobs forgotten while their submit record held others.
+	err = r.Scan([]byte(prefixForgotten), prefixEnd(prefixForgotten), func(k, v []byte) error {
+		if len(k) != len(prefixForgotten)+8 || len(v) != 0 {
+			return fmt.Errorf("%w: forgotten-job record %q", ErrCorrupt, k)
+		}
+		num := binary.BigEndian.Uint64(k[len(prefixForgotten):])
+		j := f.mu.jobs.get(num)
+		if j == nil || j.sub == nil {
+			return fmt.Errorf("%w: job %d forgotten outside any submit record", ErrCorrupt, num)
+		}
+		if j.sub.live--; j.sub.live == 0 {
+			return fmt.Errorf("%w: submit record of job %d kept with none of its jobs", ErrCorrupt, j.sub.first)
+		}
+		j.sub.marked = true
+		f.mu.jobs.remove(num)
 		return nil
 	})
 	if err != nil {
@@ -238,7 +265,12 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 		if len(v) != 8 {
 			return fmt.Errorf("%w: idempotency record %q", ErrCorrupt, k)
 		}
-		f.mu.idem[string(k[len(prefixIdem):])] = binary.BigEndian.Uint64(v)
+		key, num := string(k[len(prefixIdem):]), binary.BigEndian.Uint64(v)
+		j := f.mu.jobs.get(num)
+		if j == nil {
+			return fmt.Errorf("%w: idempotency key %q of job %d, which is not there", ErrCorrupt, key, num)
+		}
+		f.mu.idem[key], j.idem = num, key
 		return nil
 	})
 	if err != nil {
@@ -252,6 +284,7 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 			f.syncPendingLocked(g)
 		}
 	}
+	f.loadFinishedLocked()
 	return nil
 }
 
@@ -881,7 +914,10 @@ func (f *FSM) dump() string {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "nextJob %d planTerm %d applied %d nextSlot %d\n", f.mu.nextJob, f.mu.planTerm, f.mu.applied, f.mu.nextSlot)
 	for j := range f.mu.jobs.all() {
-		fmt.Fprintf(&b, "job %s %s cancelled=%v submitted=%d queue=%s sets=%d", j.id, j.state(), j.cancelled, j.submitted, j.queue, len(j.sets()))
+		fmt.Fprintf(&b, "job %s %s cancelled=%v submitted=%d queue=%s sets=%d idem=%q ended=%v", j.id, j.state(), j.cancelled, j.submitted, j.queue, len(j.sets()), j.idem, j.ended != 0)
+		if j.sub != nil {
+			fmt.Fprintf(&b, " submit=%d/%d/%d/%v", j.sub.first, j.sub.count, j.sub.live, j.sub.marked)
+		}
 		if j.owner() != nil {
 			fmt.Fprintf(&b, " owner=%s gang=%v request=%s", j.owner().id, j.gang, j.link.request)
 		}

@@ -60,6 +60,28 @@ type job struct {
 	// link ties capbox sets (capbox.go) to their appmaster; nil for a job
 	// that is neither.
 	link *capboxLink
+	// idem is the job's idempotency key as FSM.mu.idem holds it ("":
+	// none); sub is the submit record that holds its spec (nil for a
+	// capbox set).
+	idem string
+	sub  *submitRecord
+	// ended is when the job finished (see finished), by the clock of the
+	// command that finished it; after a Load, its last task's last
+	// change. 0 while it has not.
+	ended int64
+	// forgotten is set when ForgetJobs removes the job.
+	forgotten bool
+}
+
+// submitRecord is a submit command's record (prefixSubmit): the jobs
+// numbered first to first+count-1, of which live are not yet forgotten.
+// Its key goes with its last job (count is then 0); until then a
+// forgotten job of it has a marker (prefixForgotten), so that Load does
+// not bring it back, and marked is set.
+type submitRecord struct {
+	first       uint64
+	count, live int
+	marked      bool
 }
 
 // capboxLink is an appmaster's capbox sets, oldest first; or a capbox set's
