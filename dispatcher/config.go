@@ -34,6 +34,8 @@ const (
 	DefaultReportWait       = 2 * time.Millisecond
 	DefaultMaxReports       = 20_000
 	DefaultStatsRounds      = 1024
+	DefaultJobRetention     = time.Hour
+	maxForgetEvery          = 10 * time.Second
 	defaultLivenessDivisor  = 4
 )
 
@@ -120,6 +122,14 @@ type Config struct {
 	// MaxReports bounds the task reports of one UpdateTasks command.
 	// Default 20,000.
 	MaxReports int
+
+	// JobRetention is how long a finished job (every task ended, nothing
+	// pending; an appmaster's capbox sets too) is kept after it finished:
+	// then the leader forgets it (fsm.ForgetJobs), and its records, tasks
+	// and idempotency key leave every replica's memory and store, so
+	// that a dispatcher's state follows the work in flight and not every
+	// job ever run. Default 1h; negative keeps finished jobs for ever.
+	JobRetention time.Duration
 
 	// StatsRounds is how many recent rounds Rounds and RoundSummary keep.
 	// Default 1024.
@@ -227,6 +237,7 @@ func (c Config) withDefaults() Config {
 	if c.StatsRounds == 0 {
 		c.StatsRounds = DefaultStatsRounds
 	}
+	defaultOrOff(&c.JobRetention, DefaultJobRetention)
 	if c.Clock == nil {
 		c.Clock = systemClock{}
 	}

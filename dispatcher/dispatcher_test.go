@@ -626,3 +626,57 @@ func TestLeaderKilledUnderLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestFinishedJobsForgotten runs jobs to their end on three replicas with
+// a short JobRetention: each replica forgets them (the leader proposed
+// it), while a job still running is kept, and an idempotency key of a
+// forgotten job makes a new job.
+func TestFinishedJobsForgotten(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := newCluster(t, 3, func(cfg *dispatcher.Config) { cfg.JobRetention = 300 * time.Millisecond })
+	led := &ledger{}
+	c.startNode(ctx, nodeSpec("n0", 4000), led)
+	short := jobSpec("short", 10, 100, 0, 20*time.Millisecond)
+	short.IdempotencyKey = "once"
+	long := jobSpec("long", 1, 100, 0, time.Hour)
+	var ids []string
+	if err := c.retry(ctx, func(d *dispatcher.Dispatcher) error {
+		var err error
+		ids, _, err = d.Submit(ctx, []api.JobSpec{short, jobSpec("other", 10, 100, 0, 20*time.Millisecond), long})
+		return err
+	}); err != nil {
+		t.Fatalf("Submit: %v", err)
+	}
+	waitFor(t, 20*time.Second, "the finished jobs forgotten on every replica", func() bool {
+		for _, r := range c.replicas {
+			for _, id := range ids[:2] {
+				if _, ok := r.f.Job(id); ok {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	for _, r := range c.replicas {
+		if j, ok := r.f.Job(ids[2]); !ok || j.State != fsm.JobRunning {
+			t.Errorf("replica %d: the running job %s: %+v, found %v", r.id, ids[2], j.State, ok)
+		}
+	}
+	led.mu.Lock()
+	if len(led.started) != 21 {
+		t.Errorf("%d tasks started, want 21", len(led.started))
+	}
+	led.mu.Unlock()
+	var again []string
+	if err := c.retry(ctx, func(d *dispatcher.Dispatcher) error {
+		var err error
+		again, _, err = d.Submit(ctx, []api.JobSpec{short})
+		return err
+	}); err != nil {
+		t.Fatalf("Submit again: %v", err)
+	}
+	if again[0] == ids[0] {
+		t.Errorf("idempotency key of forgotten job %s answered with it", ids[0])
+	}
+}

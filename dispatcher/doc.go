@@ -34,6 +34,12 @@
 //     stopped, a later round places the waiting groups in the room, and the
 //     victims are requeued (reason "preempted").
 //
+// Beside the rounds, the leader forgets finished jobs: every quarter of
+// JobRetention (at most every 10s) it proposes fsm.ForgetJobs for the jobs
+// that finished JobRetention ago or earlier (fsm.Forgettable, MaxForget a
+// command), so that every replica's state follows the work in flight and
+// the retention, not every job ever run.
+//
 // Per-round stats (latency, the solver's share, placed, rejected) are kept
 // in a ring: Rounds, RoundSummary. Diagnosis returns placement's reasons
 // for what the last round left pending.

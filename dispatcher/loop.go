@@ -57,10 +57,14 @@ func (d *Dispatcher) lead(ctx context.Context, term uint64) {
 	d.graceBeats()
 
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		d.liveness(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		d.forget(ctx)
 	}()
 	defer wg.Wait()
 
@@ -279,6 +283,36 @@ func (d *Dispatcher) graceBeats() {
 	for _, n := range d.cfg.FSM.Nodes() {
 		if d.mu.beats[n.Spec.Name] == nil {
 			d.mu.beats[n.Spec.Name] = &beat{last: now}
+		}
+	}
+}
+
+// forget proposes that the jobs finished for JobRetention be forgotten,
+// every quarter of it (at most every 10s), MaxForget jobs a command.
+func (d *Dispatcher) forget(ctx context.Context) {
+	keep := d.cfg.JobRetention
+	if keep == 0 {
+		return
+	}
+	for d.sleep(ctx, min(keep/4, maxForgetEvery)) {
+		for {
+			now := d.cfg.Clock.Now()
+			ids := d.cfg.FSM.Forgettable(now.Add(-keep), fsm.MaxForget)
+			if len(ids) == 0 {
+				break
+			}
+			res, err := d.propose(ctx, fsm.ForgetJobs(now, ids))
+			if err != nil {
+				if ctx.Err() == nil {
+					d.cfg.Logger.Warn("dispatcher: forget finished jobs", "jobs", len(ids), "err", err)
+				}
+				break
+			}
+			r, _ := fsm.DecodeForgetResult(res)
+			d.cfg.Logger.Debug("dispatcher: forgot finished jobs", "forgotten", r.Forgotten, "kept", r.Kept)
+			if len(ids) < fsm.MaxForget || r.Forgotten == 0 {
+				break
+			}
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/dispatcher"
 	"github.com/sluicehq/sluice/dispatcher/server"
 )
 
@@ -27,6 +28,7 @@ type dispatcherFlags struct {
 	logLevel, config string
 	queueWeights     string
 	slotTTL          time.Duration
+	jobRetention     time.Duration
 	gc               gcSetting
 }
 
@@ -70,6 +72,7 @@ command line wins over the environment, which wins over the file.`,
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.config, "config", "", "a file of 'name = value' settings")
 	fl.DurationVar(&f.slotTTL, "slot-ttl", 0, "keep an ended task's resources cached on its node this long for a task of the same shape (0: no caching)")
+	fl.DurationVar(&f.jobRetention, "job-retention", dispatcher.DefaultJobRetention, "how long a finished job is kept (then its records and tasks are forgotten; 0: kept for ever)")
 	f.gc.addFlag(c)
 	fl.StringVar(&f.queueWeights, "queue-weights", "", "fair-share weights of queues, queue=weight,... (1 to 1000; a queue not named weighs 1)")
 	return c
@@ -82,6 +85,14 @@ func (f dispatcherFlags) serverConfig(logger *slog.Logger) (server.Config, error
 		return cfg, usageError{fmt.Errorf("--slot-ttl %v: want 0 or more", f.slotTTL)}
 	}
 	cfg.Dispatcher.SlotTTL = f.slotTTL
+	switch {
+	case f.jobRetention < 0:
+		return cfg, usageError{fmt.Errorf("--job-retention %v: want 0 (keep for ever) or more", f.jobRetention)}
+	case f.jobRetention == 0:
+		cfg.Dispatcher.JobRetention = -1
+	default:
+		cfg.Dispatcher.JobRetention = f.jobRetention
+	}
 	var err error
 	if f.peers == "" {
 		cfg.Peers = map[uint64]string{f.id: ""}

@@ -91,6 +91,7 @@ func TestDispatcherRejectsBadSettings(t *testing.T) {
 		{[]string{"--config", "/nonexistent/sluice.conf"}, "config file"},
 		{[]string{"--queue-weights", "a=3,b"}, "want queue=weight"},
 		{[]string{"--slot-ttl", "-1s"}, "--slot-ttl -1s"},
+		{[]string{"--job-retention", "-1m"}, "--job-retention -1m"},
 		{[]string{"--queue-weights", "a=0"}, `weight "0" of queue "a"`},
 		{[]string{"--queue-weights", "a=x"}, `weight "x" of queue "a"`},
 		{[]string{"--queue-weights", "a=1,a=2"}, `queue "a" given twice`},
@@ -114,5 +115,11 @@ func TestDispatcherSchedulingFlags(t *testing.T) {
 	}
 	if want := map[string]int64{"a": 3, "b": 1}; !maps.Equal(cfg.Dispatcher.QueueWeights, want) {
 		t.Errorf("queue weights %v, want %v", cfg.Dispatcher.QueueWeights, want)
+	}
+	for _, tc := range []struct{ flag, want time.Duration }{{0, -1}, {time.Minute, time.Minute}} {
+		cfg, err := dispatcherFlags{id: 1, jobRetention: tc.flag}.serverConfig(nil)
+		if err != nil || cfg.Dispatcher.JobRetention != tc.want {
+			t.Errorf("--job-retention %v: JobRetention %v, %v; want %v", tc.flag, cfg.Dispatcher.JobRetention, err, tc.want)
+		}
 	}
 }

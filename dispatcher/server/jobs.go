@@ -277,7 +277,7 @@ func jobStatus(j *fsm.JobStatus) api.JobStatus {
 func (h *Handler) lookupJob(id string, p Principal) (fsm.JobStatus, *httpError) {
 	j, ok := h.cfg.FSM.Job(id)
 	if !ok {
-		return j, errorf(fasthttp.StatusNotFound, api.CodeNotFound, "no job %q", clip(id, 80))
+		return j, errorf(fasthttp.StatusNotFound, api.CodeNotFound, "no job %q (finished jobs are forgotten after the dispatcher's --job-retention)", clip(id, 80))
 	}
 	if !p.mayQueue(j.Spec.Queue) {
 		return j, errorf(fasthttp.StatusForbidden, api.CodeForbidden, "job %s is in queue %q, which this token may not use", id, j.Spec.Queue)
