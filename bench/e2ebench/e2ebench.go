@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/bench/fleet"
 	"github.com/sluicehq/sluice/bench/submitbench"
+	"github.com/sluicehq/sluice/dispatcher"
 	"github.com/sluicehq/sluice/loadgen"
 )
 
@@ -65,6 +66,11 @@ type Config struct {
 	// FleetExec is the sluice binary the fleet processes run. Required
 	// with FleetProcs.
 	FleetExec string
+	// JobRetention is how long the dispatchers keep a finished job
+	// (dispatcher.Config.JobRetention). Default 10s, so that each step
+	// runs with the state of the work in flight, as a dispatcher serving
+	// this rate for long must; negative keeps every job.
+	JobRetention time.Duration
 }
 
 // Defaults of Config.
@@ -79,6 +85,7 @@ const (
 	DefaultRunTime         = "1s"
 	DefaultP99PlacedLimit  = time.Second
 	DefaultP99RunningLimit = 2 * time.Second
+	DefaultJobRetention    = 10 * time.Second
 	DefaultTimeout         = 30 * time.Minute
 )
 
@@ -131,6 +138,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
+	}
+	if c.JobRetention == 0 {
+		c.JobRetention = DefaultJobRetention
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -310,6 +320,10 @@ type Step struct {
 	FleetCPUPerTaskUs float64 `json:"fleet_cpu_us_per_task"`
 	AllocBytesPerTask float64 `json:"alloc_bytes_per_task"`
 	PageFaultsPerTask float64 `json:"page_faults_per_task"`
+	// HeapLiveMB is this process's live Go heap at the step's end (the
+	// replicas' state and the nodes' connections, mostly), found by a
+	// collection after the step's usage was read.
+	HeapLiveMB float64 `json:"heap_live_mb"`
 	// Sustained says whether the step held; Reasons says why not.
 	Sustained bool     `json:"sustained"`
 	Reasons   []string `json:"reasons,omitempty"`
@@ -332,7 +346,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	defer cancel()
 
 	start := time.Now()
-	cl, err := submitbench.StartCluster(ctx, cfg.Replicas, cfg.Dir)
+	cl, err := submitbench.StartCluster(ctx, cfg.Replicas, cfg.Dir, dispatcher.Config{JobRetention: cfg.JobRetention})
 	if err != nil {
 		return res, fmt.Errorf("e2e benchmark: %w", err)
 	}
@@ -417,6 +431,7 @@ func runStep(ctx context.Context, client *api.Client, cfg Config, i int, rate fl
 	from := readUsage(fleet)
 	r, err := d.Run(ctx)
 	to := readUsage(fleet)
+	st.HeapLiveMB = float64(liveHeap()) / (1 << 20)
 	*watchFrom = r.WatchIndex
 	st.OfferedTasksPerSec, st.OfferedJobsPerSec = r.Offered.TasksPerSec, r.Offered.JobsPerSec
 	st.PlacedTasksPerSec = r.Placed.TasksPerSec

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/metrics"
 	"strconv"
 	"syscall"
@@ -23,8 +24,24 @@ type usage struct {
 // on every Linux ABI Go supports).
 const userHZ = 100
 
-// allocMetric is the runtime's count of bytes allocated on the heap.
-const allocMetric = "/gc/heap/allocs:bytes"
+// allocMetric is the runtime's count of bytes allocated on the heap,
+// liveMetric the heap the last collection found live.
+const (
+	allocMetric = "/gc/heap/allocs:bytes"
+	liveMetric  = "/gc/heap/live:bytes"
+)
+
+// liveHeap collects garbage and returns the heap found live, in bytes.
+// The collection is a pause of its own: call it between steps.
+func liveHeap() uint64 {
+	runtime.GC()
+	s := []metrics.Sample{{Name: liveMetric}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}
 
 // readUsage reads the usage of this process and of the fleet processes
 // whose PIDs are given. A fleet process that cannot be read (it has

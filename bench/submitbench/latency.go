@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/bench/fleet"
+	"github.com/sluicehq/sluice/dispatcher"
 )
 
 // LatencyConfig says what Latency builds and measures.
@@ -62,7 +63,7 @@ func Latency(ctx context.Context, cfg LatencyConfig) (LatencyResult, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	cl, err := StartCluster(ctx, 1, cfg.Dir)
+	cl, err := StartCluster(ctx, 1, cfg.Dir, dispatcher.Config{})
 	if err != nil {
 		return LatencyResult{}, err
 	}

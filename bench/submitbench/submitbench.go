@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/bench/storebench"
+	"github.com/sluicehq/sluice/dispatcher"
 	"github.com/sluicehq/sluice/dispatcher/server"
 )
 
@@ -82,8 +83,9 @@ type Cluster struct {
 }
 
 // StartCluster starts n replicas under dir (a temporary directory when
-// empty) and waits for a leader.
-func StartCluster(ctx context.Context, n int, dir string) (*Cluster, error) {
+// empty), their dispatchers tuned by disp (the zero Config: defaults), and
+// waits for a leader.
+func StartCluster(ctx context.Context, n int, dir string, disp dispatcher.Config) (*Cluster, error) {
 	c := &Cluster{dir: dir}
 	if dir == "" {
 		d, err := os.MkdirTemp("", "sluice-submitbench-")
@@ -111,7 +113,7 @@ func StartCluster(ctx context.Context, n int, dir string) (*Cluster, error) {
 		id := uint64(i + 1)
 		s, err := server.Open(server.Config{
 			ID: id, Peers: peers, PeerHTTP: web, Dir: filepath.Join(c.dir, fmt.Sprint("r", id)),
-			HTTPAddr: strings.TrimPrefix(web[id], "http://"), Logger: quiet,
+			HTTPAddr: strings.TrimPrefix(web[id], "http://"), Logger: quiet, Dispatcher: disp,
 		})
 		if err != nil {
 			c.Close()
@@ -188,7 +190,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	cl, err := StartCluster(ctx, cfg.Replicas, cfg.Dir)
+	cl, err := StartCluster(ctx, cfg.Replicas, cfg.Dir, dispatcher.Config{})
 	if err != nil {
 		return Result{}, err
 	}

@@ -50,6 +50,12 @@ fleet and the load generator sharing its cores.`,
 			if c.Flags().Changed("step-rate") && !c.Flags().Changed("step-factor") {
 				cfg.StepFactor = 0 // --step-rate replaces the default factor
 			}
+			switch {
+			case cfg.JobRetention < 0:
+				return usageError{fmt.Errorf("--job-retention %v: want 0 (keep for ever) or more", cfg.JobRetention)}
+			case cfg.JobRetention == 0:
+				cfg.JobRetention = -1
+			}
 			if cfg.FleetProcs > 0 {
 				exe, err := os.Executable()
 				if err != nil {
@@ -89,6 +95,7 @@ fleet and the load generator sharing its cores.`,
 	f.DurationVar(&cfg.Timeout, "timeout", e2ebench.DefaultTimeout, "give up after this long")
 	f.IntVar(&cfg.FleetProcs, "fleet-procs", 0, "run the fleet in this many child processes (sluice loadgen fleet) instead of in this one: each process holds its nodes' connections, and 10,000 nodes need more open files than one process may have")
 	f.StringVar(&cfg.Dir, "work-dir", "", "directory for the data (default: a temporary one, removed)")
+	f.DurationVar(&cfg.JobRetention, "job-retention", e2ebench.DefaultJobRetention, "how long the dispatchers keep a finished job (0: for ever)")
 	f.BoolVar(&asJSON, "json", false, "print the result as one JSON object, on the last line")
 	f.BoolVar(&quiet, "quiet", false, "do not log progress to stderr")
 	gc.addFlag(c)

@@ -67,6 +67,10 @@ func TestBenchE2ERejectsBadFlags(t *testing.T) {
 			t.Errorf("err = %v\nwant it to name %q", err, want)
 		}
 	}
+	err = run(context.Background(), []string{"bench", "e2e", "--job-retention", "-1s"}, &out, &errOut)
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--job-retention -1s") {
+		t.Errorf("--job-retention -1s: err = %v, want a usage error naming it", err)
+	}
 }
 
 func TestPrintBenchE2ETable(t *testing.T) {
