@@ -93,7 +93,13 @@ type Config struct {
 
 	// PebbleCacheBytes is the size of pebble's block cache. Default 64 MiB.
 	PebbleCacheBytes int64
-	// PebbleMemTableBytes is the size of one pebble memtable. Default 64 MiB.
+	// PebbleMemTableBytes is the size of one pebble memtable. Default 256
+	// MiB (pebble starts small and grows its memtables to it): a state
+	// machine whose records die young (the dispatcher's tasks, forgotten
+	// soon after they end) then mostly writes and deletes them in memory,
+	// and flushes and compactions are fewer; `sluice bench e2e` at 20k
+	// tasks/s gave p99 submit→placed 0.2–0.45 s against 0.74–1.26 s at 64
+	// MiB, and 3–5% less CPU a task.
 	PebbleMemTableBytes uint64
 
 	// Logger receives the replica's logs (and raft's and pebble's). Default:
@@ -153,7 +159,7 @@ func (c Config) withDefaults() Config {
 		c.PebbleCacheBytes = 64 << 20
 	}
 	if c.PebbleMemTableBytes == 0 {
-		c.PebbleMemTableBytes = 64 << 20
+		c.PebbleMemTableBytes = 256 << 20
 	}
 	if c.SnapshotLogBytes == 0 {
 		c.SnapshotLogBytes = c.PebbleMemTableBytes / 4

@@ -44,8 +44,12 @@ func pebbleOptions(cfg Config, logger pebble.Logger, onCorruption func(error)) *
 		LBaseMaxBytes:         256 << 20,
 		CacheSize:             cfg.PebbleCacheBytes,
 		// The log is deleted in ranges; flush a memtable holding a range
-		// deletion after a while so that the disk space comes back.
-		FlushDelayDeleteRange: 10 * time.Second,
+		// deletion after a while so that the disk space comes back. Not
+		// sooner than a minute: every memtable holds one (truncations come
+		// every few seconds under load), and a shorter delay would flush
+		// them well before they are full, with the records that would have
+		// died in them.
+		FlushDelayDeleteRange: time.Minute,
 	}
 	o.EnsureDefaults()
 	// Point lookups (Get on the state machine's keys, the meta keys) skip
