@@ -127,6 +127,19 @@ func TestForgetJobs(t *testing.T) {
 	if f.mu.jobs.len() != 1 || f.mu.jobs.get(4) == nil {
 		t.Fatalf("job table holds %d jobs, want only j4", f.mu.jobs.len())
 	}
+	// A command naming more than MaxForget jobs, or cut short, is
+	// refused whole.
+	many := make([]string, MaxForget+1)
+	for i := range many {
+		many[i] = "j4"
+	}
+	cut := ForgetJobs(now, []string{"j4"})
+	for _, cmd := range [][]byte{ForgetJobs(now, many), cut[:len(cut)-1]} {
+		index++
+		if _, writes, err := s.apply(f, index, cmd); err == nil || writes != 0 {
+			t.Errorf("a bad forget command: err %v, %d writes; want refused, nothing written", err, writes)
+		}
+	}
 }
 
 // TestLoadRefusesForgetMarkers checks that Load refuses the records that

@@ -292,6 +292,21 @@ func (r *replica) exec(line string) string {
 			}
 			return fmt.Sprintf("dropped=%d stopping=%d", res.Dropped, res.Stopping)
 		}
+	case "forget": // forget <job> ...
+		cmd = fsm.ForgetJobs(r.now, args)
+		decode = func(b []byte) string {
+			res, err := fsm.DecodeForgetResult(b)
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			return fmt.Sprintf("forgotten=%d kept=%d", res.Forgotten, res.Kept)
+		}
+	case "forgettable": // forgettable <duration>: the jobs finished by that long ago
+		d, err := time.ParseDuration(args[0])
+		if err != nil {
+			r.t.Fatalf("%s: %v", line, err)
+		}
+		return fmt.Sprint(r.f.Forgettable(r.now.Add(-d), 100))
 	case "job": // job <id>: state and counts
 		j, ok := r.f.Job(args[0])
 		if !ok {
@@ -720,6 +735,27 @@ report n1 j1/0/9/1 running => error: ...no such task
 report n1 garbage running => error: ...malformed task ID
 state n7 down => error: ...not found...
 job j1 => running pending=0 active=2 ok=0 failed=0 killed=0
+`},
+	// Forgetting: only finished jobs, a submit record kept (with markers)
+	// while it holds a live job, an idempotency key free again; the
+	// restart after the script loads the markers from pebble.
+	{"forget", `
+node n1 cpu=4000 mem=8Gi => ok
+submit a count=1 cpu=1000 mem=1Gi key=ka | b count=1 cpu=1000 mem=1Gi | c count=1 cpu=1000 mem=1Gi => j1 j2 j3
+plan j1/g0@n1*1 j2/g0@n1*1 => placed=2
+forget j1 j2 j3 nonsense => forgotten=0 kept=4
+report n1 j1/0/0/1 running started | n1 j1/0/0/1 succeeded => applied=2 noop=0 stale=0 requeued=0
+advance 10s => ok
+cancel j3 => dropped=1 stopping=0
+forgettable 5s => [j1]
+forgettable 0s => [j1 j3]
+forget j1 => forgotten=1 kept=0
+job j1 => no such job
+forget j1 => forgotten=0 kept=1
+submit a2 count=1 cpu=1000 mem=1Gi key=ka => j4
+job j2 => running pending=0 active=1 ok=0 failed=0 killed=0
+forget j3 j2 => forgotten=1 kept=1
+forgettable 0s => []
 `},
 }
 
