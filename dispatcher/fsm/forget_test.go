@@ -16,18 +16,9 @@ import (
 // others, a restart (Load) does not bring it back, and once the last is
 // gone the store holds nothing of any of them.
 func TestForgetJobs(t *testing.T) {
-	f, s := New(), newMemStore()
+	q := newSeq(t)
+	f, s, apply := q.f, q.s, q.apply
 	now := time.Unix(1_800_000_000, 0)
-	index := uint64(0)
-	apply := func(cmd []byte) []byte {
-		t.Helper()
-		index++
-		res, _, err := s.apply(f, index, cmd)
-		if err != nil {
-			t.Fatalf("apply %d: %v", index, err)
-		}
-		return res
-	}
 	forget := func(ids ...string) ForgetResult {
 		t.Helper()
 		r, err := DecodeForgetResult(apply(ForgetJobs(now, ids)))
@@ -46,18 +37,14 @@ func TestForgetJobs(t *testing.T) {
 			t.Fatalf("loaded state differs:\nlive:\n%s\nloaded:\n%s", a, b)
 		}
 	}
-	c := api.Capacity{CPU: 4000, Memory: 4 << 30, Ports: 10}
-	cmd, err := RegisterNode(now, api.NodeSpec{Name: "n1", Capacity: c, Allocatable: api.Allocatable{Online: c, Offline: c}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	apply(cmd)
+	q.node(now, api.Capacity{CPU: 4000, Memory: 4 << 30, Ports: 10})
 	var specs []api.JobSpec
 	for _, key := range []string{"a", "b", "c"} {
 		specs = append(specs, api.JobSpec{Name: "j", IdempotencyKey: key, Tasks: []api.TaskGroupSpec{{Name: "work", Count: 2, Pod: api.PodSpec{
 			Containers: []api.ContainerSpec{{Image: api.Image{Rootfs: "/r"}, Command: []string{"x"}, Resources: api.Resources{CPU: 100, Memory: 1 << 20}}}}}}})
 	}
-	if cmd, err = SubmitJobs(now, specs); err != nil {
+	cmd, err := SubmitJobs(now, specs)
+	if err != nil {
 		t.Fatal(err)
 	}
 	apply(cmd)
@@ -65,7 +52,7 @@ func TestForgetJobs(t *testing.T) {
 	for _, id := range []string{"j1", "j2"} {
 		assign = append(assign, placement.Assignment{Group: placement.GroupKey{Job: id, Group: "work"}, Node: "n1", Count: 2})
 	}
-	apply(CommitPlan(&Plan{Term: 1, Index: index, Now: now, Assignments: assign}))
+	apply(CommitPlan(&Plan{Term: 1, Index: q.index, Now: now, Assignments: assign}))
 	if r := forget("j1", "j2", "j3"); r != (ForgetResult{Kept: 3}) {
 		t.Fatalf("forgetting running and pending jobs: %+v, want all kept", r)
 	}
@@ -135,8 +122,8 @@ func TestForgetJobs(t *testing.T) {
 	}
 	cut := ForgetJobs(now, []string{"j4"})
 	for _, cmd := range [][]byte{ForgetJobs(now, many), cut[:len(cut)-1]} {
-		index++
-		if _, writes, err := s.apply(f, index, cmd); err == nil || writes != 0 {
+		q.index++
+		if _, writes, err := s.apply(f, q.index, cmd); err == nil || writes != 0 {
 			t.Errorf("a bad forget command: err %v, %d writes; want refused, nothing written", err, writes)
 		}
 	}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/raftkv"
 )
 
@@ -107,4 +109,37 @@ func (s *memStore) loadRefuses(t *testing.T, key string, rec []byte) {
 	if err := New().Load(s); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("Load: %v; want ErrCorrupt", err)
 	}
+}
+
+// seq applies commands by hand, in order, to an FSM through a memStore,
+// failing the test at the first one refused.
+type seq struct {
+	t     *testing.T
+	f     *FSM
+	s     *memStore
+	index uint64 // of the last command applied
+}
+
+func newSeq(t *testing.T) *seq { return &seq{t: t, f: New(), s: newMemStore()} }
+
+// apply applies cmd as the next command and returns its result.
+func (q *seq) apply(cmd []byte) []byte {
+	q.t.Helper()
+	q.index++
+	res, _, err := q.s.apply(q.f, q.index, cmd)
+	if err != nil {
+		q.t.Fatalf("apply %d: %v", q.index, err)
+	}
+	return res
+}
+
+// node registers a node named n1 of capacity c, all of it allocatable in
+// both tiers.
+func (q *seq) node(now time.Time, c api.Capacity) {
+	q.t.Helper()
+	cmd, err := RegisterNode(now, api.NodeSpec{Name: "n1", Capacity: c, Allocatable: api.Allocatable{Online: c, Offline: c}})
+	if err != nil {
+		q.t.Fatal(err)
+	}
+	q.apply(cmd)
 }

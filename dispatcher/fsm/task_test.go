@@ -12,29 +12,16 @@ import (
 // TestTask finds a task by the ID of any of its attempts and answers with
 // the current attempt.
 func TestTask(t *testing.T) {
-	f, s := New(), newMemStore()
+	q := newSeq(t)
+	f, apply := q.f, q.apply
 	now := time.Unix(1_800_000_000, 0)
-	index := uint64(0)
-	apply := func(cmd []byte) []byte {
-		t.Helper()
-		index++
-		res, _, err := s.apply(f, index, cmd)
-		if err != nil {
-			t.Fatalf("apply %d: %v", index, err)
-		}
-		return res
-	}
-	c := api.Capacity{CPU: 4000, Memory: 4 << 30, Ports: 10}
-	cmd, err := RegisterNode(now, api.NodeSpec{Name: "n1", Capacity: c, Allocatable: api.Allocatable{Online: c, Offline: c}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	apply(cmd)
+	q.node(now, api.Capacity{CPU: 4000, Memory: 4 << 30, Ports: 10})
 	spec := api.JobSpec{Name: "j", Retry: api.RetryPolicy{MaxAttempts: 3, Backoff: api.Duration(time.Second)},
 		Tasks: []api.TaskGroupSpec{{Name: "work", Count: 2, Pod: api.PodSpec{Containers: []api.ContainerSpec{{
 			Image: api.Image{Rootfs: "/r"}, Command: []string{"x"}, Resources: api.Resources{CPU: 100, Memory: 1 << 20}}}}}}}
 	spec.SetDefaults()
-	if cmd, err = SubmitJobs(now, []api.JobSpec{spec}); err != nil {
+	cmd, err := SubmitJobs(now, []api.JobSpec{spec})
+	if err != nil {
 		t.Fatal(err)
 	}
 	apply(cmd)
@@ -42,7 +29,7 @@ func TestTask(t *testing.T) {
 		t.Fatal("a task never placed was found")
 	}
 	plan := func(at time.Time, count int64) {
-		apply(CommitPlan(&Plan{Term: 1, Index: index, Now: at, Assignments: []placement.Assignment{
+		apply(CommitPlan(&Plan{Term: 1, Index: q.index, Now: at, Assignments: []placement.Assignment{
 			{Group: placement.GroupKey{Job: "j1", Group: "work"}, Node: "n1", Count: count}}}))
 	}
 	plan(now, 2)
@@ -76,33 +63,22 @@ func TestTask(t *testing.T) {
 // TestJobTasksPaging pages through a job of three groups (the middle one
 // never placed) in key order, from any task ID, whole or cut by a limit.
 func TestJobTasksPaging(t *testing.T) {
-	f, s := New(), newMemStore()
+	q := newSeq(t)
+	f, apply := q.f, q.apply
 	now := time.Unix(1_800_000_000, 0)
-	index := uint64(0)
-	apply := func(cmd []byte) {
-		t.Helper()
-		index++
-		if _, _, err := s.apply(f, index, cmd); err != nil {
-			t.Fatalf("apply %d: %v", index, err)
-		}
-	}
-	c := api.Capacity{CPU: 8000, Memory: 8 << 30, Ports: 10}
-	cmd, err := RegisterNode(now, api.NodeSpec{Name: "n1", Capacity: c, Allocatable: api.Allocatable{Online: c, Offline: c}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	apply(cmd)
+	q.node(now, api.Capacity{CPU: 8000, Memory: 8 << 30, Ports: 10})
 	group := func(name string, count int64) api.TaskGroupSpec {
 		return api.TaskGroupSpec{Name: name, Count: count, Pod: api.PodSpec{Containers: []api.ContainerSpec{{
 			Image: api.Image{Rootfs: "/r"}, Command: []string{"x"}, Resources: api.Resources{CPU: 100, Memory: 1 << 20}}}}}
 	}
 	spec := api.JobSpec{Name: "j", Tasks: []api.TaskGroupSpec{group("a", 3), group("b", 2), group("c", 2)}}
 	spec.SetDefaults()
-	if cmd, err = SubmitJobs(now, []api.JobSpec{spec}); err != nil {
+	cmd, err := SubmitJobs(now, []api.JobSpec{spec})
+	if err != nil {
 		t.Fatal(err)
 	}
 	apply(cmd)
-	apply(CommitPlan(&Plan{Term: 1, Index: index, Now: now, Assignments: []placement.Assignment{
+	apply(CommitPlan(&Plan{Term: 1, Index: q.index, Now: now, Assignments: []placement.Assignment{
 		{Group: placement.GroupKey{Job: "j1", Group: "c"}, Node: "n1", Count: 2},
 		{Group: placement.GroupKey{Job: "j1", Group: "a"}, Node: "n1", Count: 3},
 	}}))
