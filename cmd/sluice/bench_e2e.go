@@ -50,11 +50,9 @@ fleet and the load generator sharing its cores.`,
 			if c.Flags().Changed("step-rate") && !c.Flags().Changed("step-factor") {
 				cfg.StepFactor = 0 // --step-rate replaces the default factor
 			}
-			switch {
-			case cfg.JobRetention < 0:
-				return usageError{fmt.Errorf("--job-retention %v: want 0 (keep for ever) or more", cfg.JobRetention)}
-			case cfg.JobRetention == 0:
-				cfg.JobRetention = -1
+			var err error
+			if cfg.JobRetention, err = jobRetention(cfg.JobRetention); err != nil {
+				return err
 			}
 			if cfg.FleetProcs > 0 {
 				exe, err := os.Executable()

@@ -78,6 +78,19 @@ command line wins over the environment, which wins over the file.`,
 	return c
 }
 
+// jobRetention turns a --job-retention flag, in which 0 keeps finished
+// jobs for ever, into dispatcher.Config.JobRetention, in which that is
+// negative (0 is the default there).
+func jobRetention(flag time.Duration) (time.Duration, error) {
+	switch {
+	case flag < 0:
+		return 0, usageError{fmt.Errorf("--job-retention %v: want 0 (keep for ever) or more", flag)}
+	case flag == 0:
+		return -1, nil
+	}
+	return flag, nil
+}
+
 // serverConfig turns the flags into the server's configuration.
 func (f dispatcherFlags) serverConfig(logger *slog.Logger) (server.Config, error) {
 	cfg := server.Config{ID: f.id, Dir: f.data, HTTPAddr: f.httpAddr, Logger: logger}
@@ -85,15 +98,10 @@ func (f dispatcherFlags) serverConfig(logger *slog.Logger) (server.Config, error
 		return cfg, usageError{fmt.Errorf("--slot-ttl %v: want 0 or more", f.slotTTL)}
 	}
 	cfg.Dispatcher.SlotTTL = f.slotTTL
-	switch {
-	case f.jobRetention < 0:
-		return cfg, usageError{fmt.Errorf("--job-retention %v: want 0 (keep for ever) or more", f.jobRetention)}
-	case f.jobRetention == 0:
-		cfg.Dispatcher.JobRetention = -1
-	default:
-		cfg.Dispatcher.JobRetention = f.jobRetention
-	}
 	var err error
+	if cfg.Dispatcher.JobRetention, err = jobRetention(f.jobRetention); err != nil {
+		return cfg, err
+	}
 	if f.peers == "" {
 		cfg.Peers = map[uint64]string{f.id: ""}
 	} else if cfg.Peers, err = parseIDMap("--peers", f.peers); err != nil {

@@ -48,10 +48,12 @@ func DecodeForgetResult(b []byte) (ForgetResult, error) {
 }
 
 // settled reports whether j has ended (succeeded, failed or cancelled)
-// with no task pending or active.
+// with no task pending or active. A job that succeeded or failed has
+// every task done, so none pending or active; a cancelled one may still
+// have tasks stopping.
 func settled(j *job) bool {
-	if j.state() < JobSucceeded {
-		return false
+	if !j.cancelled {
+		return j.state() >= JobSucceeded
 	}
 	for _, g := range j.groups {
 		if g.active > 0 || g.pending() > 0 {

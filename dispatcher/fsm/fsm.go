@@ -226,7 +226,7 @@ func (f *FSM) flushLocked(w writer, index uint64, now int64) {
 		return cmp.Or(cmp.Compare(a.job.num, b.job.num), cmp.Compare(a.idx, b.idx))
 	})
 	slices.SortFunc(f.dirtyNodes, func(a, b *node) int { return cmp.Compare(a.spec.Name, b.spec.Name) })
-	for _, g := range f.dirtyGroups {
+	for i, g := range f.dirtyGroups {
 		f.markChangedLocked(g.job, index)
 		// A group in its initial state has no record (Load starts every
 		// group so): a submit writes one key per job, not one per group too.
@@ -236,7 +236,9 @@ func (f *FSM) flushLocked(w writer, index uint64, now int64) {
 			w.Set(f.kbuf, f.vbuf)
 		}
 		f.syncPendingLocked(g)
-		f.noteFinishedLocked(g.job, now)
+		if i+1 == len(f.dirtyGroups) || f.dirtyGroups[i+1].job != g.job {
+			f.noteFinishedLocked(g.job, now) // once a job: its groups are together
+		}
 	}
 	for _, n := range f.dirtyNodes {
 		f.recordBumpLocked(index, n.spec.Name)
