@@ -3,6 +3,7 @@ package raftkv
 import (
 	"bytes"
 	"fmt"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"go.etcd.io/raft/v3/raftpb"
@@ -23,19 +24,19 @@ type memberChange struct {
 	remove bool
 }
 
-// apply applies committed entries: every command's writes, the member
-// table's changes, the applied index and the conf state go into one pebble
-// batch, committed without sync (the entries are already synced in the log;
-// a crash loses at most this batch, and the restart applies it again).
-// Results reach the waiting callers only after the batch is committed.
+// apply applies committed entries. The commands' writes stay in n.batch
+// until the applied state is written (writeState): after ApplyWriteInterval
+// or ApplyWriteBytes, with a membership change, before a snapshot replaces
+// the state, for a read of the store, and at Close. Until then the log,
+// synced before any entry is applied, holds them: a crash loses the
+// unwritten applied state, and the restart applies its entries again.
+// Results reach the waiting callers once their commands are applied.
 func (n *Node) apply(ents []*raftpb.Entry) error {
 	if len(ents) == 0 {
 		return nil
 	}
 	main := n.db.NewBatch()
 	defer main.Close()
-	n.batch.begin(n.db, main)
-	defer n.batch.end()
 	var (
 		out     []delivery
 		changes []memberChange
@@ -51,7 +52,7 @@ func (n *Node) apply(ents []*raftpb.Entry) error {
 		switch e.GetType() {
 		case raftpb.EntryNormal:
 			var c int
-			out, c, err = n.applyNormal(main, e, out)
+			out, c, err = n.applyNormal(e, out)
 			cmds += c
 		case raftpb.EntryConfChange, raftpb.EntryConfChangeV2:
 			var ncs *raftpb.ConfState
@@ -70,17 +71,19 @@ func (n *Node) apply(ents []*raftpb.Entry) error {
 	if last.index == 0 {
 		return nil
 	}
-	if err := n.st.writeApplied(main, last, cs); err != nil {
-		return err
+	n.applied = last
+	n.unstored.Store(true)
+	if cs != nil || n.writeDue() {
+		// A membership change is written at once, with its member table
+		// changes and conf state, so that the stored conf state is always
+		// the one at the stored applied index.
+		if err := n.writeState(main, cs); err != nil {
+			return err
+		}
 	}
-	if err := main.Commit(pebble.NoSync); err != nil {
-		return storageError("apply", err)
-	}
-	n.st.appliedCommitted(last, cs)
 	if ea, ok := n.sm.(EntryAware); ok {
 		ea.EntriesApplied(last.index)
 	}
-	n.applied = last
 	n.metrics.appliedEntries.Add(uint64(len(ents)))
 	n.metrics.appliedCommands.Add(uint64(cmds))
 	if cs != nil {
@@ -120,11 +123,52 @@ func (n *Node) apply(ents []*raftpb.Entry) error {
 	return nil
 }
 
+// writeDue says whether the applied state should be written now.
+func (n *Node) writeDue() bool {
+	if n.cfg.ApplyWriteInterval < 0 {
+		return true
+	}
+	return n.batch.bufferedBytes() >= n.cfg.ApplyWriteBytes || time.Since(n.wroteAt) >= n.cfg.ApplyWriteInterval
+}
+
+// writeState writes the applied state into main and commits it without
+// sync: the state machine's buffered writes, the applied index and, if it
+// changed, the conf state.
+func (n *Node) writeState(main *pebble.Batch, cs *raftpb.ConfState) error {
+	if d, ok := n.sm.(Deferrer); ok {
+		d.WriteDeferred(&n.batch)
+	}
+	if err := n.batch.write(main); err != nil {
+		return err
+	}
+	if err := n.st.writeApplied(main, n.applied, cs); err != nil {
+		return err
+	}
+	if err := main.Commit(pebble.NoSync); err != nil {
+		return storageError("apply", err)
+	}
+	n.st.appliedCommitted(n.applied, cs)
+	n.unstored.Store(false)
+	n.wroteAt = time.Now()
+	n.metrics.stateWrites.Add(1)
+	return nil
+}
+
+// writeStateNow writes the applied state, if any of it is not stored.
+func (n *Node) writeStateNow() error {
+	if !n.unstored.Load() {
+		return nil
+	}
+	main := n.db.NewBatch()
+	defer main.Close()
+	return n.writeState(main, nil)
+}
+
 // applyNormal applies the commands of one normal entry. A command that fails
 // to decode, or that the state machine rejects, leaves no writes behind; a
 // malformed entry is rejected as a whole before any of its commands runs.
 // Only storage failures are returned as errors.
-func (n *Node) applyNormal(main *pebble.Batch, e *raftpb.Entry, out []delivery) ([]delivery, int, error) {
+func (n *Node) applyNormal(e *raftpb.Entry, out []delivery) ([]delivery, int, error) {
 	data := e.GetData()
 	if len(data) == 0 {
 		return out, 0, nil
@@ -159,9 +203,6 @@ func (n *Node) applyNormal(main *pebble.Batch, e *raftpb.Entry, out []delivery) 
 				return out, 0, n.batch.err
 			}
 			if err == nil {
-				if ferr := n.batch.flush(); ferr != nil {
-					return out, 0, ferr
-				}
 				if mine { // only this replica's proposer waits for the result
 					res.val = bytes.Clone(val)
 				}

@@ -61,6 +61,18 @@ type Config struct {
 	// to an sstable.
 	SnapshotLogBytes uint64
 
+	// ApplyWriteInterval is how long the state machine's applied writes
+	// may stay in memory (where reads see them) before they are written
+	// to the store, together with the applied index; meanwhile the log,
+	// synced before anything is applied, holds their commands, and a
+	// restart applies them again. A Deferrer's records changed many times
+	// in between reach the store once. Default 1s; negative: the writes
+	// of each Ready are stored with it.
+	ApplyWriteInterval time.Duration
+	// ApplyWriteBytes stores the applied writes early once they hold this
+	// many bytes. Default 64 MiB.
+	ApplyWriteBytes int
+
 	// MaxEntryBytes bounds how many bytes of commands one raft entry packs.
 	// Concurrent proposals are packed into as few entries as this allows.
 	// Default 1 MiB.
@@ -131,6 +143,12 @@ func (c Config) withDefaults() Config {
 		c.SnapshotCatchUpEntries = c.SnapshotEntries / 2
 	}
 
+	if c.ApplyWriteInterval == 0 {
+		c.ApplyWriteInterval = time.Second
+	}
+	if c.ApplyWriteBytes == 0 {
+		c.ApplyWriteBytes = 64 << 20
+	}
 	if c.MaxEntryBytes == 0 {
 		c.MaxEntryBytes = 1 << 20
 	}
@@ -205,7 +223,7 @@ func (c Config) Validate() error {
 	if c.MaxCommandBytes > MaxCommandLimit {
 		errs = append(errs, fmt.Errorf("MaxCommandBytes %d exceeds %d", c.MaxCommandBytes, MaxCommandLimit))
 	}
-	if c.MaxEntryBytes < 0 || c.MaxCommandsPerEntry < 0 || c.MaxCommandBytes < 0 || c.MaxInflightMsgs < 0 || c.EntryCacheBytes < 0 || c.PebbleCacheBytes < 0 {
+	if c.MaxEntryBytes < 0 || c.ApplyWriteBytes < 0 || c.MaxCommandsPerEntry < 0 || c.MaxCommandBytes < 0 || c.MaxInflightMsgs < 0 || c.EntryCacheBytes < 0 || c.PebbleCacheBytes < 0 {
 		errs = append(errs, errors.New("sizes and counts must not be negative"))
 	}
 	if len(errs) == 0 {

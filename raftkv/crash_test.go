@@ -25,13 +25,30 @@ import (
 // too), restarts the cluster
 // from the images and checks that every write acknowledged before the crash
 // is there exactly once and nothing is applied twice.
+//
+// It runs with the applied state written with every Ready, after the
+// default interval, and only when the log's truncation needs it (an
+// interval of an hour): a crash loses more of the applied state the
+// longer it waits in memory, and the restart must apply it again from
+// the log.
 func TestCrashRecovery(t *testing.T) {
-	for _, size := range []int{1, 3} {
-		t.Run(map[int]string{1: "one-replica", 3: "three-replicas"}[size], func(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		size     int
+		interval time.Duration
+	}{
+		{"one-replica", 1, 0},
+		{"three-replicas", 3, 0},
+		{"three-replicas/state-written-every-ready", 3, -1},
+		{"three-replicas/state-written-for-truncations", 3, time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			size := tc.size
 			r := seedtest.Rand(t)
 			fss := map[uint64]*vfs.MemFS{}
 			opts := []clusterOpt{withCounting(), withConfig(func(cfg *raftkv.Config) {
 				cfg.SnapshotEntries, cfg.SnapshotCatchUpEntries = 100, 20
+				cfg.ApplyWriteInterval = tc.interval
 			})}
 			c := newClusterFS(t, size, func(id uint64) vfs.FS {
 				fss[id] = vfs.NewCrashableMem()

@@ -26,10 +26,19 @@
 // 0x03+key the state machine's data. Indexes are big-endian so the log is one
 // ordered range.
 //
-// Exactly-once apply: the writes of the committed commands of a Ready, the
-// applied index, the conf state and the member table are one pebble batch.
-// A crash loses either all of it or none of it; on restart raft hands back
-// exactly the entries after the stored applied index. On disk, at every
+// Exactly-once apply: the applied state — the state machine's writes since
+// it was last stored, the applied index, the conf state and the member
+// table — is written as one pebble batch. A crash loses either all of it or
+// none of it; on restart raft hands back exactly the entries after the
+// stored applied index. The state machine's writes wait in memory (where
+// its reads see them) for up to Config.ApplyWriteInterval: the log already
+// holds their commands, synced before they were applied, so storing every
+// Ready's writes at once buys nothing. A state machine that implements
+// Deferrer keeps back the records it changes often and writes each once
+// per stored state. The state is stored earlier when a membership change is
+// applied (with it), before a snapshot replaces it, before the log is
+// truncated past it (the log keeps every entry after the stored applied
+// index), for Get and Scan, and at Close. On disk, at every
 // prefix of pebble's WAL: truncation point ≤ applied ≤ last index. The
 // stored commit index may lag the applied one (the hard state that raised
 // it is written by the appender, the apply batch by the loop, in either

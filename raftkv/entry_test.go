@@ -56,7 +56,7 @@ func FuzzApplyInput(f *testing.F) {
 	db := func() *Batch {
 		d := openTestDB(&testing.T{}, vfs.NewMem())
 		var b Batch
-		b.begin(d, d.NewBatch())
+		b.reset(d)
 		return &b
 	}()
 	var kv KV
@@ -69,7 +69,7 @@ func FuzzApplyInput(f *testing.F) {
 			if cmds, err := splitCommands(nil, h, body); err == nil {
 				for _, c := range cmds {
 					if cmd, err := decodeCommand(c, &buf); err == nil {
-						db.begin(db.db, db.main)
+						db.reset(db.db)
 						_, _ = kv.Apply(db, 1, cmd)
 					}
 				}
@@ -77,7 +77,7 @@ func FuzzApplyInput(f *testing.F) {
 		}
 		// As one command, and as a KV command.
 		_, _ = decodeCommand(data, &buf)
-		db.begin(db.db, db.main)
+		db.reset(db.db)
 		_, _ = kv.Apply(db, 1, data)
 	})
 }

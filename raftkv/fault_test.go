@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -93,9 +94,20 @@ func (w *writers) halt(t testing.TB) {
 func checkCounts(t testing.TB, c *cluster, w *writers) {
 	t.Helper()
 	for _, n := range c.running() {
+		v, err := n.Get(totalKey)
+		if err != nil && !errors.Is(err, raftkv.ErrNotFound) {
+			t.Fatalf("replica %d: total: %v", n.Status().ID, err)
+		}
 		got, err := counts(n)
 		if err != nil {
 			t.Fatalf("replica %d: counts: %v", n.Status().ID, err)
+		}
+		sum := 0
+		for _, k := range got {
+			sum += k
+		}
+		if total, _ := strconv.Atoi(string(v)); total != sum {
+			t.Errorf("replica %d: the deferred total of count commands is %d, the counts sum to %d", n.Status().ID, total, sum)
 		}
 		w.mu.Lock()
 		for id := range w.acked {

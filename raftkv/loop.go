@@ -45,6 +45,11 @@ func (n *Node) loop(tick <-chan time.Time) (err error) {
 		case <-tick:
 			n.rn.Tick()
 			n.reads.tick(n)
+			if n.unstored.Load() && n.writeDue() {
+				if err := n.writeStateNow(); err != nil {
+					return err
+				}
+			}
 		case p := <-n.propc:
 			n.propBuf = append(n.propBuf, p)
 			n.propose()
@@ -57,7 +62,9 @@ func (n *Node) loop(tick <-chan time.Time) (err error) {
 		case <-n.failc:
 			return n.Err()
 		case <-n.stopc:
-			return nil
+			// Not needed for durability (the log holds it), but it spares
+			// the next Open applying the entries again.
+			return n.writeStateNow()
 		}
 		if err := n.stepLocal(); err != nil {
 			return err
@@ -324,6 +331,14 @@ func (n *Node) handleReadys() error {
 		for _, m := range rd.Messages {
 			switch m.GetTo() {
 			case raft.LocalAppendThread:
+				if sn := m.GetSnapshot(); sn != nil && !raft.IsEmptySnap(sn) {
+					// The snapshot replaces the stored state: what was
+					// applied before it is stored first, so that no later
+					// write of it lands on the snapshot's.
+					if err := n.writeStateNow(); err != nil {
+						return err
+					}
+				}
 				n.app.push(m)
 			case raft.LocalApplyThread:
 				apply = append(apply, m)
@@ -385,6 +400,8 @@ func (n *Node) restored(snap *restoredSnapshot) error {
 	n.members = snap.members
 	n.membersDirty = true
 	n.applied = snap.meta
+	n.batch.reset(n.db)
+	n.unstored.Store(false)
 	n.syncPeers()
 	// Our proposals up to the snapshot's term may be in it or may have been
 	// dropped; the log no longer tells which.
@@ -434,7 +451,8 @@ func (n *Node) syncPeers() {
 // built or sent (else a follower restored from it would need another one) —
 // unless the log is over four times its byte budget.
 func (n *Node) maybeTruncate() error {
-	applied, trunc, _, logBytes := n.st.state()
+	stored, trunc, _, logBytes := n.st.state()
+	applied := n.applied
 	overBytes := logBytes > n.cfg.SnapshotLogBytes
 	if applied.index-trunc.index <= n.cfg.SnapshotEntries && !overBytes {
 		return nil
@@ -460,6 +478,12 @@ func (n *Node) maybeTruncate() error {
 	to = min(to, applied.index)
 	if to <= trunc.index {
 		return nil
+	}
+	if to > stored.index {
+		// The log may lose only what the store holds.
+		if err := n.writeStateNow(); err != nil {
+			return err
+		}
 	}
 	if err := n.st.truncate(to); err != nil {
 		return err

@@ -81,8 +81,14 @@ type Node struct {
 	sendBuf   []*raftpb.Message
 	localBuf  []localResponse
 	applied   indexTerm
+	wroteAt   time.Time // when the applied state was last written
 	// membersDirty says the published member list must be rebuilt.
 	membersDirty bool
+
+	// unstored says some applied state is not yet written to the store
+	// (set by the loop); a read of the store asks the loop to write it
+	// first.
+	unstored atomic.Bool
 }
 
 // proposal is a command (or membership change) waiting for its result.
@@ -217,6 +223,8 @@ func (n *Node) init() (err error) {
 	n.confState = cs
 	applied, _, _, _ := st.state()
 	n.applied = applied
+	n.batch.reset(n.db)
+	n.wroteAt = time.Now()
 	n.prunedAt = applied.term
 
 	readOnly := raft.ReadOnlySafe
@@ -449,6 +457,11 @@ func (n *Node) read(fn func(Reader) error) (err error) {
 	if err := n.usable(); err != nil {
 		return err
 	}
+	if n.unstored.Load() {
+		if err := n.do(context.Background(), n.writeStateNow); err != nil {
+			return err
+		}
+	}
 	n.dbMu.RLock()
 	defer n.dbMu.RUnlock()
 	if n.dbClosed {
@@ -586,7 +599,9 @@ func decodeMemberContext(b []byte) (nonce, seq uint64, addr string, ok bool) {
 
 // Close stops the replica: the Ready loop, the transport, the snapshot
 // goroutines, and the database. Callers waiting on it get ErrStopped. Every
-// write acknowledged before was synced to disk; nothing else is flushed.
+// write acknowledged before was synced to disk (in the log); the applied
+// state held in memory is stored, so that the next Open need not apply
+// those entries again.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		close(n.stopc)
@@ -631,12 +646,13 @@ type Metrics struct {
 	SnapshotsBuilt    uint64
 	SnapshotsRestored uint64
 	Truncations       uint64
+	StateWrites       uint64 // writes of the applied state to the store
 }
 
 type metrics struct {
 	proposals, proposedEntries, readys, syncs, appliedEntries, appliedCommands,
 	rejected, dropped, readIndexRequests, reads, snapshotsBuilt, snapshotsRestored,
-	truncations atomic.Uint64
+	truncations, stateWrites atomic.Uint64
 }
 
 // Metrics returns the replica's counters.
@@ -649,7 +665,7 @@ func (n *Node) Metrics() Metrics {
 		RejectedCommands: m.rejected.Load(), DroppedProposals: m.dropped.Load(),
 		ReadIndexRequests: m.readIndexRequests.Load(), Reads: m.reads.Load(),
 		SnapshotsBuilt: m.snapshotsBuilt.Load(), SnapshotsRestored: m.snapshotsRestored.Load(),
-		Truncations: m.truncations.Load(),
+		Truncations: m.truncations.Load(), StateWrites: m.stateWrites.Load(),
 	}
 }
 

@@ -35,6 +35,18 @@ type EntryAware interface {
 	EntriesApplied(index uint64)
 }
 
+// Deferrer is implemented by state machines that keep some of their
+// writes back until the replica stores the applied state, so that a record
+// changed by many commands in between reaches the store once.
+// WriteDeferred is called on the Apply goroutine just before the state is
+// stored, after every command up to the applied index: it writes through b
+// what the store must hold as of that index. A crash loses the applied
+// state stored since the last call, and the restart applies its commands
+// again, so keeping writes back is safe whenever Apply is deterministic.
+type Deferrer interface {
+	WriteDeferred(b *Batch)
+}
+
 // Loader is implemented by state machines that keep in-memory state derived
 // from their keyspace. Load is called at Open and after a snapshot replaced
 // the keyspace, before any later Apply.
@@ -96,23 +108,25 @@ func (p pebbleReader) Scan(start, end []byte, fn func(key, value []byte) error) 
 	return nil
 }
 
-// Batch is what Apply writes one command through. Its reads see the applied
-// state, the writes of the commands applied before this one in the same
-// Ready, and this command's own writes. Its writes are buffered until Apply
-// returns without an error; they are then added to the Ready's pebble batch,
-// and dropped otherwise. Keys are relative to the state machine's keyspace.
+// Batch is what Apply writes one command through. Its reads see the
+// applied state: what the store holds, the writes of the commands applied
+// since it was last written to, and this command's own writes. A
+// command's writes are dropped if Apply returns an error, and otherwise
+// kept in memory until the replica stores the applied state (see
+// Config.ApplyWriteInterval and Deferrer). Keys are relative to the state
+// machine's keyspace.
 //
-// The buffer holds every write of the Ready, so that reads find them without
-// the cost of an indexed pebble batch; the key index over it is built only
-// when a command reads, so commands that only write pay for neither.
+// The buffer holds every write since the state was last stored, so that
+// reads find them without the cost of an indexed pebble batch; the key
+// index over it is built only when a command reads, so commands that only
+// write pay for neither.
 type Batch struct {
-	db     pebble.Reader // the applied state, as of the Ready's start
-	main   *pebble.Batch // the Ready's batch (not indexed)
+	db     pebble.Reader // the stored state
 	arena  []byte        // keys and values of ops
-	ops    []bufOp       // the Ready's writes, in order
+	ops    []bufOp       // the writes since the store was written, in order
 	ranges []int         // indexes of range deletions in ops
-	// last maps a key to the index of its last point op among ops[:indexed];
-	// it is built by reads, once ops is long.
+	// last maps a key to the index of its last point op among
+	// ops[:indexed]; it is built by reads, once ops is long.
 	last    map[string]int
 	indexed int
 	// cmdOps, cmdArena and cmdRanges are the lengths at the current
@@ -140,21 +154,19 @@ type bufOp struct {
 
 const indexOpsAfter = 16
 
-// begin starts a Ready: reads see db, writes go to main.
-func (b *Batch) begin(db pebble.Reader, main *pebble.Batch) {
-	b.db, b.main = db, main
+// reset drops the buffered writes: reads see db.
+func (b *Batch) reset(db pebble.Reader) {
+	b.db = db
 	b.arena = b.arena[:0]
 	b.ops = b.ops[:0]
 	b.ranges = b.ranges[:0]
-	if b.last != nil {
-		clear(b.last)
-	}
+	clear(b.last)
 	b.indexed = 0
 	b.cmdOps, b.cmdArena, b.cmdRanges = 0, 0, 0
 }
 
-// end drops the Ready's buffers' references to its batch and reader.
-func (b *Batch) end() { b.db, b.main = nil, nil }
+// bufferedBytes returns the bytes of the buffered writes.
+func (b *Batch) bufferedBytes() int { return len(b.arena) }
 
 // startCommand marks where the next command's writes begin.
 func (b *Batch) startCommand() {
@@ -173,6 +185,11 @@ func (b *Batch) rollback() {
 }
 
 func (b *Batch) span(off, n int) []byte { return b.arena[off : off+n : off+n] }
+
+func (b *Batch) opKey(i int) []byte {
+	o := b.ops[i]
+	return b.span(o.aOff, o.aLen)
+}
 
 func (b *Batch) add(kind opKind, x, y []byte) {
 	op := bufOp{kind: kind, aOff: len(b.arena), aLen: len(x)}
@@ -203,8 +220,7 @@ func (b *Batch) DeleteRange(start, end []byte) {
 func (b *Batch) lastPoint(key []byte) int {
 	if len(b.ops) <= indexOpsAfter {
 		for i := len(b.ops) - 1; i >= 0; i-- {
-			o := b.ops[i]
-			if o.kind != opDeleteRange && bytes.Equal(b.span(o.aOff, o.aLen), key) {
+			if b.ops[i].kind != opDeleteRange && bytes.Equal(b.opKey(i), key) {
 				return i
 			}
 		}
@@ -214,8 +230,8 @@ func (b *Batch) lastPoint(key []byte) int {
 		b.last = make(map[string]int, 2*len(b.ops))
 	}
 	for ; b.indexed < len(b.ops); b.indexed++ {
-		if o := b.ops[b.indexed]; o.kind != opDeleteRange {
-			b.last[string(b.span(o.aOff, o.aLen))] = b.indexed
+		if b.ops[b.indexed].kind != opDeleteRange {
+			b.last[string(b.opKey(b.indexed))] = b.indexed
 		}
 	}
 	if i, ok := b.last[string(key)]; ok {
@@ -258,22 +274,24 @@ func (b *Batch) Get(key []byte) ([]byte, error) {
 	return out, err
 }
 
-// flush adds the current command's writes to the Ready's batch.
-func (b *Batch) flush() error {
-	for _, o := range b.ops[b.cmdOps:] {
+// write adds the buffered writes to main, in order, and drops them from
+// the buffer.
+func (b *Batch) write(main *pebble.Batch) error {
+	for i, o := range b.ops {
 		var err error
-		b.keyBuf = appendSMKey(b.keyBuf[:0], b.span(o.aOff, o.aLen))
+		b.keyBuf = appendSMKey(b.keyBuf[:0], b.opKey(i))
 		switch o.kind {
 		case opSet:
-			err = b.main.Set(b.keyBuf, b.span(o.bOff, o.bLen), nil)
+			err = main.Set(b.keyBuf, b.span(o.bOff, o.bLen), nil)
 		case opDelete:
-			err = b.main.Delete(b.keyBuf, nil)
+			err = main.Delete(b.keyBuf, nil)
 		case opDeleteRange:
-			err = b.main.DeleteRange(b.keyBuf, smKey(b.span(o.bOff, o.bLen)), nil)
+			err = main.DeleteRange(b.keyBuf, smKey(b.span(o.bOff, o.bLen)), nil)
 		}
 		if err != nil {
 			return storageError("apply: batch", err)
 		}
 	}
+	b.reset(b.db)
 	return nil
 }

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -219,25 +222,20 @@ func TestSnapshotRoundTrip(t *testing.T) {
 }
 
 // TestBatch checks what Apply sees: its own writes over earlier commands'
-// of the Ready over the database, and nothing of a command whose writes were
-// dropped, whether or not a read had indexed them; and that the Ready's
-// pebble batch holds exactly the kept commands' writes.
+// over the store, and nothing of a command whose writes were dropped,
+// whether or not a read had indexed them; and that the store gets exactly
+// the kept commands' writes.
 func TestBatch(t *testing.T) {
 	db := openTestDB(t, vfs.NewMem())
 	defer db.Close()
 	_ = db.Set(smKey([]byte("a")), []byte("db"), nil)
 	_ = db.Set(smKey([]byte("m")), []byte("db"), nil)
-	main := db.NewBatch()
-	defer main.Close()
 	var b Batch
-	b.begin(db, main)
+	b.reset(db)
 	b.startCommand()
 	b.Set([]byte("b"), []byte("cmd1"))
 	for i := range 40 { // past the point where lookups use an index
 		b.Set([]byte{'y', byte(i)}, []byte("cmd1"))
-	}
-	if err := b.flush(); err != nil {
-		t.Fatal(err)
 	}
 	b.startCommand()
 	get := func(k string) string {
@@ -270,12 +268,16 @@ func TestBatch(t *testing.T) {
 	if get("c") != "cmd3" || get("y\x05") != "cmd1" {
 		t.Fatalf("a later command: c=%s y5=%s", get("c"), get("y\x05"))
 	}
-	if err := b.flush(); err != nil {
+	main := db.NewBatch()
+	defer main.Close()
+	if err := b.write(main); err != nil {
 		t.Fatal(err)
 	}
-	b.end()
 	if err := main.Commit(nil); err != nil {
 		t.Fatal(err)
+	}
+	if get("c") != "cmd3" || get("b") != "cmd1" {
+		t.Fatalf("reads after the store was written: c=%s b=%s", get("c"), get("b"))
 	}
 	want := map[string]string{"a": "db", "b": "cmd1", "c": "cmd3", "m": "db", "y\x03": "cmd1"}
 	for k, v := range want {
@@ -290,6 +292,87 @@ func TestBatch(t *testing.T) {
 	}
 	if _, _, err := db.Get(smKey([]byte("ma"))); !errors.Is(err, pebble.ErrNotFound) {
 		t.Errorf("the dropped command's write of ma reached the batch: %v", err)
+	}
+}
+
+// TestBatchWrite applies seeded random commands (sets, deletes, range
+// deletions and reads over a few keys, some commands dropped), writing the buffer to
+// the store now and then, and checks that reads through the Batch, and the
+// store after each write, hold what applying the kept commands one by one
+// leaves.
+func TestBatchWrite(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 7))
+	db := openTestDB(t, vfs.NewMem())
+	defer db.Close()
+	key := func() []byte { return []byte{byte('a' + r.IntN(6)), byte('a' + r.IntN(3))}[:1+r.IntN(2)] }
+	model := map[string]string{}
+	var b Batch
+	b.reset(db)
+	for round := range 200 {
+		for cmd := range r.IntN(60) {
+			b.startCommand()
+			mine := maps.Clone(model)
+			for range r.IntN(8) {
+				switch k := key(); r.IntN(10) {
+				case 0:
+					end := key()
+					if bytes.Compare(k, end) > 0 {
+						k, end = end, k
+					}
+					b.DeleteRange(k, end)
+					for m := range mine {
+						if m >= string(k) && m < string(end) {
+							delete(mine, m)
+						}
+					}
+				case 1, 2:
+					b.Delete(k)
+					delete(mine, string(k))
+				case 3: // a read indexes the buffer, which a rollback must then undo
+					got, err := b.Get(k)
+					if want, ok := mine[string(k)]; ok != (err == nil) || string(got) != want {
+						t.Fatalf("round %d, command %d: Get(%q) = %q, %v; want %q", round, cmd, k, got, err, want)
+					}
+				default:
+					v := fmt.Sprintf("%d.%d", round, cmd)
+					b.Set(k, []byte(v))
+					mine[string(k)] = v
+				}
+			}
+			if r.IntN(5) == 0 {
+				b.rollback()
+				continue
+			}
+			model = mine
+		}
+		for c := 'a'; c < 'g'; c++ {
+			for _, k := range []string{string(c), string(c) + "a", string(c) + "b", string(c) + "c"} {
+				got, err := b.Get([]byte(k))
+				if want, ok := model[k]; ok != (err == nil) || string(got) != want {
+					t.Fatalf("round %d: Get(%q) = %q, %v; applying the commands in order gives %q", round, k, got, err, want)
+				}
+			}
+		}
+		main := db.NewBatch()
+		if err := b.write(main); err != nil {
+			t.Fatal(err)
+		}
+		if err := main.Commit(nil); err != nil {
+			t.Fatal(err)
+		}
+		main.Close()
+		got := map[string]string{}
+		if err := (pebbleReader{db}).Scan(nil, nil, func(k, v []byte) error {
+			got[string(k)] = string(v)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !maps.Equal(got, model) {
+			t.Fatalf("round %d: the store holds %v, applying the commands in order gives %v", round, got, model)
+		}
 	}
 }
 

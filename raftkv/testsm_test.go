@@ -12,8 +12,34 @@ import (
 
 // countingSM is the KV state machine plus one command that counts how many
 // times a write ID was applied (in the replicated state, so a double apply
-// across restarts shows), and one that writes and then fails.
-type countingSM struct{ kv raftkv.KV }
+// across restarts shows), and one that writes and then fails. It also
+// counts every count command applied in memory, and stores that total only
+// when the replica stores its state (raftkv.Deferrer), so that a total
+// lost or counted twice across a crash shows against the sum of the
+// counts.
+type countingSM struct {
+	kv    raftkv.KV
+	total int
+}
+
+var totalKey = []byte("count-total")
+
+func (s *countingSM) WriteDeferred(b *raftkv.Batch) {
+	b.Set(totalKey, strconv.AppendInt(nil, int64(s.total), 10))
+}
+
+func (s *countingSM) Load(r raftkv.Reader) error {
+	s.total = 0
+	v, err := r.Get(totalKey)
+	if errors.Is(err, raftkv.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	s.total, err = strconv.Atoi(string(v))
+	return err
+}
 
 const (
 	opCount    = 0x10 // <id:8>: count[id]++
@@ -47,6 +73,7 @@ func (s *countingSM) Apply(b *raftkv.Batch, index uint64, cmd []byte) ([]byte, e
 				return nil, err
 			}
 			b.Set(k, strconv.AppendInt(nil, int64(n+1), 10))
+			s.total++
 			return strconv.AppendUint(nil, index, 10), nil
 		case opWriteBad:
 			b.Set(cmd[1:], []byte("half"))
