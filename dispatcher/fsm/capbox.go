@@ -242,7 +242,7 @@ func (f *FSM) materializeLocked(w writer, g *group, index uint32) {
 		g.next++
 		g.tasks = append(g.tasks, t)
 		g.requeue = append(g.requeue, requeued{index: t.key.index})
-		f.writeTask(w, t)
+		f.writeTask(t)
 	}
 	f.touchGroup(g)
 }
@@ -253,7 +253,7 @@ func (f *FSM) dropLocked(w writer, g *group, t *task, now int64) {
 	t.state, t.reason, t.closed, t.updated = api.TaskKilled, api.ReasonStopped, true, now
 	g.killed++
 	f.touchGroup(g)
-	f.writeTask(w, t)
+	f.writeTask(t)
 }
 
 // endAppmastersLocked releases the capbox sets of the appmasters that the

@@ -73,9 +73,26 @@
 // sequence. The groups with tasks waiting for
 // placement form a set kept in a slice, each group knowing its place in it;
 // the groups and nodes a command changes are listed once each (a mark on
-// the element) and written, in key order, when the command ends. Specs
-// decoded from one command or one load share the maps (labels,
-// environment) that encode alike; decoded specs are never changed.
+// the element) and settled (pending set, change log, target generation)
+// when the command ends. Specs decoded from one command or one load share
+// the maps (labels, environment) that encode alike; decoded specs are
+// never changed.
+//
+// # Deferred records
+//
+// The records that change most — task records (placed, running, ended
+// within a second or two), group records and target generations (with
+// nearly every command that places or ends a task) — are not written by
+// the command that changes them. The task, group or node is listed once
+// (a mark on it), and WriteDeferred (raftkv.Deferrer) writes each listed
+// record as it is then, with the applied index (m/applied), when the
+// replica stores its applied state (raftkv.Config.ApplyWriteInterval):
+// a task costs the store one record write instead of three, and a node
+// one generation per stored state instead of one per command. The records
+// of a job forgotten in between are not written (its range deletions
+// came first). What the store holds is therefore the state as of the
+// stored applied index, which is what Load and a snapshot need; the log
+// holds the commands after it, and a restart applies them again.
 //
 // # Commands
 //

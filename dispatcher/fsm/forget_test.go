@@ -129,6 +129,54 @@ func TestForgetJobs(t *testing.T) {
 	}
 }
 
+// TestForgetUnstoredRecords checks that the records of a job changed since
+// the state was last stored, then forgotten, are not stored after its
+// records were deleted, and that what is stored loads as the live state.
+func TestForgetUnstoredRecords(t *testing.T) {
+	q := newSeq(t)
+	q.s.keepBack = true
+	now := time.Unix(1_800_000_000, 0)
+	q.node(now, api.Capacity{CPU: 4000, Memory: 4 << 30, Ports: 10})
+	spec := api.JobSpec{Name: "j", Tasks: []api.TaskGroupSpec{{Name: "work", Count: 2, Pod: api.PodSpec{
+		Containers: []api.ContainerSpec{{Image: api.Image{Rootfs: "/r"}, Command: []string{"x"}, Resources: api.Resources{CPU: 100, Memory: 1 << 20}}}}}}}
+	cmd, err := SubmitJobs(now, []api.JobSpec{spec, spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.apply(cmd)
+	q.s.store(q.f)
+	assign := []placement.Assignment{
+		{Group: placement.GroupKey{Job: "j1", Group: "work"}, Node: "n1", Count: 2},
+		{Group: placement.GroupKey{Job: "j2", Group: "work"}, Node: "n1", Count: 1},
+	}
+	q.apply(CommitPlan(&Plan{Term: 1, Index: q.index, Now: now, Assignments: assign}))
+	var reps []Report
+	for _, id := range []string{"j1/0/0/1", "j1/0/1/1"} {
+		reps = append(reps, Report{Node: "n1", TaskReport: api.TaskReport{TaskID: id, State: api.TaskRunning, Reason: api.ReasonStarted, Time: now}},
+			Report{Node: "n1", TaskReport: api.TaskReport{TaskID: id, State: api.TaskSucceeded, Reason: api.ReasonExited, Time: now}})
+	}
+	q.apply(UpdateTasks(now, reps))
+	if r, err := DecodeForgetResult(q.apply(ForgetJobs(now, []string{"j1"}))); err != nil || r.Forgotten != 1 {
+		t.Fatalf("forget j1: %+v, %v", r, err)
+	}
+	q.s.store(q.f)
+	for k := range q.s.m {
+		if strings.HasPrefix(k, string(numKey(prefixTask, 1))) || strings.HasPrefix(k, string(numKey(prefixGroup, 1))) {
+			t.Errorf("record %q of the forgotten j1 stored", k)
+		}
+	}
+	if _, ok := q.s.m[string(taskRecordKey(nil, taskKey{job: 2}))]; !ok {
+		t.Error("the record of j2's placed task was not stored")
+	}
+	g := New()
+	if err := g.Load(q.s); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := q.f.dump(), g.dump(); a != b {
+		t.Fatalf("loaded state differs:\nlive:\n%s\nloaded:\n%s", a, b)
+	}
+}
+
 // TestLoadRefusesForgetMarkers checks that Load refuses the records that
 // forgetting never leaves: a marker for a job in no submit record, a
 // submit record all of whose jobs are marked, an idempotency key of a

@@ -118,9 +118,17 @@ type FSM struct {
 	// the command changed, each once (marked dirty while listed).
 	dirtyGroups []*group
 	dirtyNodes  []*node
-	kbuf, vbuf  []byte
-	sbuf        []byte // a submit record
-	bbuf        []byte // a block of specs
+	// unstored lists the tasks, groups and nodes whose records (task
+	// records, group records, target generations) changed since the state
+	// was last stored, each once (marked unstored while listed): they are
+	// written when it is next stored (WriteDeferred), so a record that
+	// changes many times in between reaches the store once.
+	unstoredTasks  []*task
+	unstoredGroups []*group
+	unstoredNodes  []*node
+	kbuf, vbuf     []byte
+	sbuf           []byte // a submit record
+	bbuf           []byte // a block of specs
 	// reports is updateLocked's, kept for the next update command (every
 	// replica applies a few hundred a second).
 	reports []report
@@ -151,6 +159,8 @@ func (f *FSM) resetLocked() {
 	f.mu.queueUsed = map[string]api.Capacity{}
 	f.mu.slots, f.mu.nextSlot = nil, 1
 	f.mu.bumps, f.mu.bumpsFrom = nil, 0
+	// What was not stored belongs to the state being replaced.
+	f.unstoredTasks, f.unstoredGroups, f.unstoredNodes = nil, nil, nil
 	f.mu.changes.reset()
 	f.mu.captasks = map[taskKey][]*captask{}
 	f.mu.anySets = false
@@ -212,7 +222,6 @@ func (f *FSM) apply(w writer, index uint64, cmd []byte) ([]byte, error) {
 	f.expireSlotsLocked(w, now)
 	f.flushLocked(w, index, now)
 	f.mu.applied = index
-	w.Set(keyApplied, binary.BigEndian.AppendUint64(nil, index))
 	return res, nil
 }
 
@@ -228,12 +237,9 @@ func (f *FSM) flushLocked(w writer, index uint64, now int64) {
 	slices.SortFunc(f.dirtyNodes, func(a, b *node) int { return cmp.Compare(a.spec.Name, b.spec.Name) })
 	for i, g := range f.dirtyGroups {
 		f.markChangedLocked(g.job, index)
-		// A group in its initial state has no record (Load starts every
-		// group so): a submit writes one key per job, not one per group too.
-		if !g.initial() {
-			f.kbuf = appendGroupKey(f.kbuf, g.job.num, g.idx)
-			f.vbuf = encodeGroup(f.vbuf, g)
-			w.Set(f.kbuf, f.vbuf)
+		if !g.unstored {
+			g.unstored = true
+			f.unstoredGroups = append(f.unstoredGroups, g)
 		}
 		f.syncPendingLocked(g)
 		if i+1 == len(f.dirtyGroups) || f.dirtyGroups[i+1].job != g.job {
@@ -243,9 +249,51 @@ func (f *FSM) flushLocked(w writer, index uint64, now int64) {
 	for _, n := range f.dirtyNodes {
 		f.recordBumpLocked(index, n.spec.Name)
 		n.gen++
+		if !n.unstored {
+			n.unstored = true
+			f.unstoredNodes = append(f.unstoredNodes, n)
+		}
+	}
+}
+
+// WriteDeferred writes the records changed since the state was last stored
+// (raftkv.Deferrer): the task records, the group records and the target
+// generations, each as it is now, and the applied index. Records of jobs
+// forgotten since were deleted with them and are not written again.
+func (f *FSM) WriteDeferred(b *raftkv.Batch) { f.writeDeferred(b) }
+
+func (f *FSM) writeDeferred(w writer) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, t := range f.unstoredTasks {
+		t.unstored = false
+		if j := f.mu.jobs.get(t.key.job); j != nil && !j.forgotten {
+			f.kbuf = taskRecordKey(f.kbuf, t.key)
+			f.vbuf = encodeTask(f.vbuf, t)
+			w.Set(f.kbuf, f.vbuf)
+		}
+	}
+	for _, g := range f.unstoredGroups {
+		g.unstored = false
+		// A group in its initial state has no record (Load starts every
+		// group so): a submit writes one key per job, not one per group
+		// too.
+		if !g.job.forgotten && !g.initial() {
+			f.kbuf = appendGroupKey(f.kbuf, g.job.num, g.idx)
+			f.vbuf = encodeGroup(f.vbuf, g)
+			w.Set(f.kbuf, f.vbuf)
+		}
+	}
+	for _, n := range f.unstoredNodes {
+		n.unstored = false
 		f.kbuf = appendGenKey(f.kbuf, n.spec.Name)
 		w.Set(f.kbuf, binary.BigEndian.AppendUint64(f.vbuf[:0], n.gen))
 	}
+	clear(f.unstoredTasks)
+	clear(f.unstoredGroups)
+	clear(f.unstoredNodes)
+	f.unstoredTasks, f.unstoredGroups, f.unstoredNodes = f.unstoredTasks[:0], f.unstoredGroups[:0], f.unstoredNodes[:0]
+	w.Set(keyApplied, binary.BigEndian.AppendUint64(f.vbuf[:0], f.mu.applied))
 }
 
 // nodeBump is a change of a node's target generation by the command at
@@ -424,10 +472,14 @@ func (s *pendingSet) remove(g *group) {
 	g.pendingAt = 0
 }
 
-func (f *FSM) writeTask(w writer, t *task) {
-	f.kbuf = taskRecordKey(f.kbuf, t.key)
-	f.vbuf = encodeTask(f.vbuf, t)
-	w.Set(f.kbuf, f.vbuf)
+// writeTask lists t's record for writing when the state is next stored
+// (WriteDeferred): a task changes a few times within a second (placed,
+// running, ended), and its record then reaches the store once.
+func (f *FSM) writeTask(t *task) {
+	if !t.unstored {
+		t.unstored = true
+		f.unstoredTasks = append(f.unstoredTasks, t)
+	}
 }
 
 func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
@@ -695,7 +747,7 @@ func (f *FSM) finishLocked(w writer, t *task, to api.TaskState, reason api.TaskR
 		g.failed++
 	}
 	f.touchGroup(g)
-	f.writeTask(w, t)
+	f.writeTask(t)
 	return retry
 }
 
@@ -736,7 +788,7 @@ func (f *FSM) cancelJobLocked(w writer, now int64, j *job) CancelResult {
 		for _, r := range g.requeue {
 			t := g.tasks[r.index]
 			t.closed, t.updated = true, now
-			f.writeTask(w, t)
+			f.writeTask(t)
 		}
 		dropped := g.count - g.next + int64(len(g.requeue))
 		g.killed += dropped
@@ -846,7 +898,7 @@ func (f *FSM) stopTaskLocked(w writer, j *job, t *task, now int64) {
 	t.stop, t.updated = true, now
 	n.release(j.qos, g.demand, 1)
 	f.inputChangedLocked(n)
-	f.writeTask(w, t)
+	f.writeTask(t)
 	if j.owner() != nil {
 		f.stopCapTasksOfLocked(w, t.key, now)
 	}
@@ -1089,7 +1141,7 @@ func (f *FSM) assignLocked(w writer, now int64, n *node, j *job, t *task) {
 	t.exitCode, t.reason, t.updated = 0, "", now
 	n.addTask(t)
 	f.noteTargetLocked(n, j, t)
-	f.writeTask(w, t)
+	f.writeTask(t)
 }
 
 // report is a decoded report of an UpdateTasks command.
@@ -1208,7 +1260,7 @@ func (f *FSM) updateLocked(w writer, now int64, cmd *dec) ([]byte, error) {
 			continue
 		}
 		t.state, t.reason, t.updated = r.state, r.reason, now
-		f.writeTask(w, t)
+		f.writeTask(t)
 		if j := f.mu.jobs.get(t.key.job); j.owner() != nil {
 			// A capbox's appmaster watches for it to run: the change
 			// goes in the set's change log.

@@ -13,10 +13,13 @@ import (
 
 // memStore is an in-memory keyspace: a writer for apply (whose writes are
 // kept only when the command succeeds, as raftkv does) and a raftkv.Reader
-// for Load.
+// for Load. Unless keepBack is set, it stores the FSM's deferred writes
+// after every command (as raftkv does with a negative
+// ApplyWriteInterval); otherwise only store does.
 type memStore struct {
-	m   map[string][]byte
-	ops []memOp // the current command's writes
+	m        map[string][]byte
+	ops      []memOp // the current command's writes
+	keepBack bool
 }
 
 type memOp struct {
@@ -44,6 +47,23 @@ func (s *memStore) apply(f *FSM, index uint64, cmd []byte) ([]byte, int, error) 
 	if err != nil {
 		return nil, len(s.ops), err
 	}
+	if !s.keepBack {
+		f.writeDeferred(s)
+	}
+	s.commit()
+	return res, 0, nil
+}
+
+// store writes the FSM's deferred writes, as raftkv does when it stores
+// the applied state.
+func (s *memStore) store(f *FSM) {
+	s.ops = s.ops[:0]
+	f.writeDeferred(s)
+	s.commit()
+}
+
+// commit applies the buffered writes to the keyspace.
+func (s *memStore) commit() {
 	for _, o := range s.ops {
 		if o.end != nil {
 			for k := range s.m {
@@ -59,7 +79,6 @@ func (s *memStore) apply(f *FSM, index uint64, cmd []byte) ([]byte, int, error) 
 			s.m[string(o.key)] = o.val
 		}
 	}
-	return res, 0, nil
 }
 
 func (s *memStore) Get(k []byte) ([]byte, error) {

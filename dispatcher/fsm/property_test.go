@@ -41,6 +41,7 @@ func TestRandomCommands(t *testing.T) {
 	}
 	for run := 0; run < runs || run < 2*runs && !exercised(); run++ {
 		h := &propHarness{t: t, r: r, f: New(), s: newMemStore(), now: time.Unix(1_800_000_000, 0)}
+		h.s.keepBack = true // stored now and then, as raftkv does
 		for step := range steps {
 			desc := h.step()
 			if err := h.check(); err != nil {
@@ -117,6 +118,9 @@ func (h *propHarness) apply(cmd []byte) ([]byte, error) {
 		return nil, err
 	}
 	h.counts[0]++
+	if h.r.IntN(4) == 0 {
+		h.s.store(h.f)
+	}
 	if err := h.checkCapboxStates(); err != nil {
 		h.t.Fatalf("after command %d: %v", h.index, err)
 	}
@@ -500,6 +504,7 @@ func (h *propHarness) step() string {
 // check verifies the invariants, recomputing what the FSM derives, and that
 // a fresh FSM loaded from the store is identical.
 func (h *propHarness) check() error {
+	h.s.store(h.f) // what a read of the store, or a restart, sees
 	if err := h.checkChangedSince(); err != nil {
 		return err
 	}

@@ -174,6 +174,8 @@ type group struct {
 	job   *job
 	idx   uint16
 	dirty bool // listed in FSM.dirtyGroups
+	// unstored: listed in FSM.unstoredGroups.
+	unstored bool
 	// pendingAt is 1 + the group's place in FSM.mu.pending, 0 when not
 	// there.
 	pendingAt int
@@ -231,6 +233,7 @@ type task struct {
 	// preempted: stopped for higher-priority work; requeued when it ends.
 	preempted bool
 	closed    bool // the dispatcher ended the current attempt (lost, cancelled)
+	unstored  bool // listed in FSM.unstoredTasks
 	// overlaid is set, during an update command's checks, once a report
 	// of the command was found to change the task: overlay is the state
 	// the reports so far leave it in.
@@ -270,6 +273,7 @@ func (n *node) holds(t *task) bool {
 // node is a registered node. used is what its active tasks hold per tier.
 type node struct {
 	dirty    bool // listed in FSM.dirtyNodes
+	unstored bool // listed in FSM.unstoredNodes
 	spec     api.NodeSpec
 	specJSON []byte // spec as registered, written with the node's state without encoding it again
 	state    api.NodeState
