@@ -74,6 +74,7 @@ func BenchmarkApplyPlan(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
+				f.writeDeferred(&w) // the records, as the next stored state writes them
 				b.StopTimer()
 				if r, _ := DecodePlanResult(res); r.Placed != benchN {
 					b.Fatalf("placed %d: %v", r.Placed, r.Rejected[:1])
@@ -108,6 +109,7 @@ func BenchmarkApplyUpdates(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		f.writeDeferred(&w)
 		b.StopTimer()
 		if r, _ := DecodeUpdateResult(res); r.Applied != benchN {
 			b.Fatalf("applied %+v", r)
