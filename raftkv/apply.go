@@ -123,9 +123,11 @@ func (n *Node) apply(ents []*raftpb.Entry) error {
 	return nil
 }
 
-// writeDue says whether the applied state should be written now.
+// writeDue says whether the applied state should be written now. A state
+// machine that defers no writes gains nothing from the wait: its state is
+// written with every Ready.
 func (n *Node) writeDue() bool {
-	if n.cfg.ApplyWriteInterval < 0 {
+	if _, ok := n.sm.(Deferrer); !ok || n.cfg.ApplyWriteInterval < 0 {
 		return true
 	}
 	return n.batch.bufferedBytes() >= n.cfg.ApplyWriteBytes || time.Since(n.wroteAt) >= n.cfg.ApplyWriteInterval

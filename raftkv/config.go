@@ -61,16 +61,18 @@ type Config struct {
 	// to an sstable.
 	SnapshotLogBytes uint64
 
-	// ApplyWriteInterval is how long the state machine's applied writes
-	// may stay in memory (where reads see them) before they are written
-	// to the store, together with the applied index; meanwhile the log,
-	// synced before anything is applied, holds their commands, and a
-	// restart applies them again. A Deferrer's records changed many times
-	// in between reach the store once. Default 1s; negative: the writes
-	// of each Ready are stored with it.
+	// ApplyWriteInterval is how long the applied writes of a state
+	// machine that implements Deferrer may stay in memory (where reads
+	// see them) before they are written to the store, together with the
+	// applied index; meanwhile the log, synced before anything is
+	// applied, holds their commands, and a restart applies them again.
+	// The records it defers that change many times in between reach the
+	// store once. Default 1s; negative: the writes of each Ready are
+	// stored with it, as they always are for a state machine that defers
+	// nothing.
 	ApplyWriteInterval time.Duration
 	// ApplyWriteBytes stores the applied writes early once they hold this
-	// many bytes. Default 64 MiB.
+	// many bytes. Default 4 MiB.
 	ApplyWriteBytes int
 
 	// MaxEntryBytes bounds how many bytes of commands one raft entry packs.
@@ -147,7 +149,7 @@ func (c Config) withDefaults() Config {
 		c.ApplyWriteInterval = time.Second
 	}
 	if c.ApplyWriteBytes == 0 {
-		c.ApplyWriteBytes = 64 << 20
+		c.ApplyWriteBytes = 4 << 20
 	}
 	if c.MaxEntryBytes == 0 {
 		c.MaxEntryBytes = 1 << 20

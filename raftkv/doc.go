@@ -30,12 +30,14 @@
 // it was last stored, the applied index, the conf state and the member
 // table — is written as one pebble batch. A crash loses either all of it or
 // none of it; on restart raft hands back exactly the entries after the
-// stored applied index. The state machine's writes wait in memory (where
-// its reads see them) for up to Config.ApplyWriteInterval: the log already
-// holds their commands, synced before they were applied, so storing every
-// Ready's writes at once buys nothing. A state machine that implements
-// Deferrer keeps back the records it changes often and writes each once
-// per stored state. The state is stored earlier when a membership change is
+// stored applied index. A state machine that implements Deferrer keeps
+// back the records it changes often and writes each once per stored
+// state, and its writes wait in memory (where its reads see them) for up
+// to Config.ApplyWriteInterval: the log already holds their commands,
+// synced before they were applied. (Any other state machine's writes are
+// stored with each Ready: waiting would save it nothing, and one large
+// write a second stalls the loop longer than many small ones.) The state
+// is stored earlier when a membership change is
 // applied (with it), before a snapshot replaces it, before the log is
 // truncated past it (the log keeps every entry after the stored applied
 // index), for Get and Scan, and at Close. On disk, at every
