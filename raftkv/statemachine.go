@@ -40,9 +40,10 @@ type EntryAware interface {
 // changed by many commands in between reaches the store once.
 // WriteDeferred is called on the Apply goroutine just before the state is
 // stored, after every command up to the applied index: it writes through b
-// what the store must hold as of that index. A crash loses the applied
-// state stored since the last call, and the restart applies its commands
-// again, so keeping writes back is safe whenever Apply is deterministic.
+// what the store must hold as of that index. A crash loses what was
+// applied since the state was last stored, and the restart applies those
+// commands again, so keeping writes back is safe whenever Apply is
+// deterministic.
 type Deferrer interface {
 	WriteDeferred(b *Batch)
 }
