@@ -72,7 +72,7 @@ type Config struct {
 	// nothing.
 	ApplyWriteInterval time.Duration
 	// ApplyWriteBytes stores the applied writes early once they hold this
-	// many bytes. Default 4 MiB.
+	// many bytes. Default 1 MiB.
 	ApplyWriteBytes int
 
 	// MaxEntryBytes bounds how many bytes of commands one raft entry packs.
@@ -149,7 +149,7 @@ func (c Config) withDefaults() Config {
 		c.ApplyWriteInterval = time.Second
 	}
 	if c.ApplyWriteBytes == 0 {
-		c.ApplyWriteBytes = 4 << 20
+		c.ApplyWriteBytes = 1 << 20
 	}
 	if c.MaxEntryBytes == 0 {
 		c.MaxEntryBytes = 1 << 20
