@@ -212,14 +212,14 @@ func (f *FSM) releaseCapboxesLocked(w writer, now int64, d *dec) ([]byte, error)
 		}
 		g := s.groups[0]
 		if int64(k.index) >= g.next {
-			f.materializeLocked(w, g, k.index)
+			f.materializeLocked(g, k.index)
 		}
 		t := g.tasks[k.index]
 		switch {
 		case t.attempt == 0 && !t.closed:
 			// Pending: waiting in the requeue list.
 			g.requeue = slices.DeleteFunc(g.requeue, func(r requeued) bool { return r.index == k.index })
-			f.dropLocked(w, g, t, now)
+			f.dropLocked(g, t, now)
 			res.Dropped++
 		case t.active() && !t.stop:
 			f.stopTaskLocked(w, s, t, now)
@@ -233,7 +233,7 @@ func (f *FSM) releaseCapboxesLocked(w writer, now int64, d *dec) ([]byte, error)
 // they move from the fresh range to the requeue list (eligible at once),
 // so that one of them can be dropped alone. Placed-task records stay a
 // prefix of the group's indexes.
-func (f *FSM) materializeLocked(w writer, g *group, index uint32) {
+func (f *FSM) materializeLocked(g *group, index uint32) {
 	fresh := make([]task, int64(index)+1-g.next)
 	for i := range fresh {
 		t := &fresh[i]
@@ -249,7 +249,7 @@ func (f *FSM) materializeLocked(w writer, g *group, index uint32) {
 
 // dropLocked ends a pending capbox (out of the requeue list already) as
 // released.
-func (f *FSM) dropLocked(w writer, g *group, t *task, now int64) {
+func (f *FSM) dropLocked(g *group, t *task, now int64) {
 	t.state, t.reason, t.closed, t.updated = api.TaskKilled, api.ReasonStopped, true, now
 	g.killed++
 	f.touchGroup(g)

@@ -220,16 +220,16 @@ func (f *FSM) apply(w writer, index uint64, cmd []byte) ([]byte, error) {
 	}
 	f.endAppmastersLocked(w, now)
 	f.expireSlotsLocked(w, now)
-	f.flushLocked(w, index, now)
+	f.flushLocked(index, now)
 	f.mu.applied = index
 	return res, nil
 }
 
-// flushLocked writes the records of the groups the command at index
-// changed, marks their jobs changed (and finished, when they did, at now),
-// keeps the pending index in step, and bumps (and writes) the target
-// generations of the nodes it changed.
-func (f *FSM) flushLocked(w writer, index uint64, now int64) {
+// flushLocked settles the groups and nodes the command at index changed:
+// it marks the groups' jobs changed (and finished, when they did, at now),
+// keeps the pending index in step, bumps the nodes' target generations,
+// and lists the groups' records and the generations for WriteDeferred.
+func (f *FSM) flushLocked(index uint64, now int64) {
 	defer f.resetDirty()
 	slices.SortFunc(f.dirtyGroups, func(a, b *group) int {
 		return cmp.Or(cmp.Compare(a.job.num, b.job.num), cmp.Compare(a.idx, b.idx))
@@ -1012,7 +1012,7 @@ func (f *FSM) placeLocked(w writer, now int64, a *planAssignment) (RejectCode, s
 		keep := g.requeue[:0]
 		for _, r := range g.requeue {
 			if left > 0 && r.notBefore <= now {
-				f.assignLocked(w, now, n, j, g.tasks[r.index])
+				f.assignLocked(now, n, j, g.tasks[r.index])
 				left--
 				continue
 			}
@@ -1028,7 +1028,7 @@ func (f *FSM) placeLocked(w writer, now int64, a *planAssignment) (RejectCode, s
 		t.key = taskKey{num, g.idx, uint32(g.next)}
 		g.next++
 		g.tasks = append(g.tasks, t)
-		f.assignLocked(w, now, n, j, t)
+		f.assignLocked(now, n, j, t)
 	}
 	f.holdLocked(n, j, g, a.count)
 	n.addJobTasks(j, int(a.count))
@@ -1135,7 +1135,7 @@ func (f *FSM) eachTaskLocked(fn func(*task)) {
 	}
 }
 
-func (f *FSM) assignLocked(w writer, now int64, n *node, j *job, t *task) {
+func (f *FSM) assignLocked(now int64, n *node, j *job, t *task) {
 	t.attempt++
 	t.state, t.node, t.stop, t.closed, t.preempted = api.TaskAssigned, n.spec.Name, false, false, false
 	t.exitCode, t.reason, t.updated = 0, "", now
