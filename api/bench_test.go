@@ -376,3 +376,70 @@ func BenchmarkDecodeSubmitResponseStdlib(b *testing.B) {
 		}
 	}
 }
+
+// taskPage is a page of 100 running tasks, as GET /v1/jobs/{id}/tasks
+// answers a load generator following a job.
+func taskPage() api.TaskList {
+	l := api.TaskList{Next: "j12345/0/0/99"}
+	at := time.Date(2030, 1, 1, 0, 0, 0, 123456789, time.UTC)
+	for i := range 100 {
+		l.Tasks = append(l.Tasks, api.TaskStatus{ID: fmt.Sprintf("j12345/0/%d/1", i), Group: "main", Index: int64(i), Attempt: 1,
+			State: api.TaskRunning, Node: fmt.Sprintf("sim-%05d", i*37), Updated: at.Add(time.Duration(i) * time.Millisecond)})
+	}
+	return l
+}
+
+// BenchmarkDecodeTaskList measures a client's read of a page of 100
+// tasks, beside encoding/json's (BenchmarkDecodeTaskListStdlib).
+func BenchmarkDecodeTaskList(b *testing.B) {
+	body, err := json.Marshal(taskPage())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if l, err := api.DecodeTaskList(body); err != nil || len(l.Tasks) != 100 {
+			b.Fatalf("decode: %d tasks, %v", len(l.Tasks), err)
+		}
+	}
+}
+
+func BenchmarkDecodeTaskListStdlib(b *testing.B) {
+	body, err := json.Marshal(taskPage())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var l api.TaskList
+		if err := json.Unmarshal(body, &l); err != nil || len(l.Tasks) != 100 {
+			b.Fatalf("decode: %d tasks, %v", len(l.Tasks), err)
+		}
+	}
+}
+
+// BenchmarkEncodeTaskList measures the dispatcher's write of a page of 100
+// tasks, beside encoding/json's (BenchmarkEncodeTaskListStdlib).
+func BenchmarkEncodeTaskList(b *testing.B) {
+	l := taskPage()
+	var buf []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		if buf, err = api.AppendTaskList(buf[:0], &l); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkEncodeTaskListStdlib(b *testing.B) {
+	l := taskPage()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := json.Marshal(l); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1192,3 +1192,93 @@ func decodeSubmitResponse(d *decoder, r *SubmitResponse) {
 		}
 	}
 }
+
+// DecodeTaskList reads a page of a job's tasks (the reply of GET
+// /v1/jobs/{id}/tasks). Like DecodeWatchEvent it skips members it does
+// not know; wrong types and broken syntax are errors naming the path.
+func DecodeTaskList(body []byte) (TaskList, error) {
+	return decodeObject(body, "task list", true, decodeTaskList)
+}
+
+func decodeTaskList(d *decoder, l *TaskList) {
+	if !d.openObject() {
+		return
+	}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "tasks":
+			if d.field(&seen, 0) && d.openArray() {
+				l.Tasks = []TaskStatus{}
+				for d.nextElem() {
+					l.Tasks = append(l.Tasks, TaskStatus{})
+					decodeTaskStatus(d, &l.Tasks[len(l.Tasks)-1])
+				}
+			}
+		case "next":
+			if d.field(&seen, 1) {
+				l.Next = d.str()
+			}
+		default:
+			d.unknown()
+		}
+	}
+}
+
+func decodeTaskStatus(d *decoder, t *TaskStatus) {
+	if !d.openObject() {
+		return
+	}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "id":
+			if d.field(&seen, 0) {
+				t.ID = d.str()
+			}
+		case "group":
+			if d.field(&seen, 1) {
+				t.Group = d.str()
+			}
+		case "index":
+			if d.field(&seen, 2) {
+				t.Index = d.intIn(math.MinInt64, math.MaxInt64)
+			}
+		case "attempt":
+			if d.field(&seen, 3) {
+				t.Attempt = d.intIn(math.MinInt64, math.MaxInt64)
+			}
+		case "state":
+			if !d.field(&seen, 4) {
+				continue
+			}
+			if d.peek() == 'n' {
+				d.skipValue() // null leaves it zero, as in encoding/json
+				continue
+			}
+			st, err := ParseTaskState(d.str())
+			if err != nil && !d.broken {
+				d.add(err.Error())
+			}
+			t.State = st
+		case "node":
+			if d.field(&seen, 5) {
+				t.Node = d.str()
+			}
+		case "reason":
+			if d.field(&seen, 6) {
+				t.Reason = TaskReason(d.str())
+			}
+		case "exit_code":
+			if d.field(&seen, 7) {
+				t.ExitCode = d.int32()
+			}
+		case "updated":
+			if d.field(&seen, 8) {
+				t.Updated = d.time()
+			}
+		default:
+			d.unknown()
+		}
+	}
+}

@@ -189,14 +189,13 @@ func AppendReportRequest(dst []byte, r *ReportRequest) ([]byte, error) {
 }
 
 func appendTaskReport(dst []byte, r *TaskReport) ([]byte, error) {
-	state, err := r.State.MarshalText()
-	if err != nil {
-		return nil, err
-	}
 	dst = append(dst, `{"task_id":`...)
 	dst = appendJSONString(dst, r.TaskID)
 	dst = append(dst, `,"state":`...)
-	dst = appendJSONString(dst, string(state))
+	dst, err := appendTaskState(dst, r.State)
+	if err != nil {
+		return nil, err
+	}
 	dst = append(dst, `,"reason":`...)
 	dst = appendJSONString(dst, string(r.Reason))
 	if r.ExitCode != 0 {
@@ -535,4 +534,73 @@ func appendStringMap(dst []byte, m map[string]string) []byte {
 		dst = appendJSONString(dst, m[k])
 	}
 	return append(dst, '}')
+}
+
+// AppendTaskList appends the JSON of l (a page of GET
+// /v1/jobs/{id}/tasks) to dst, as encoding/json writes it. It fails, as
+// encoding/json does, on a task state without a name or a time RFC 3339
+// cannot write, naming the task.
+func AppendTaskList(dst []byte, l *TaskList) ([]byte, error) {
+	dst = append(dst, `{"tasks":`...)
+	if l.Tasks == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, '[')
+		for i := range l.Tasks {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			var err error
+			if dst, err = appendTaskStatus(dst, &l.Tasks[i]); err != nil {
+				return nil, fmt.Errorf("task %s: %w", l.Tasks[i].ID, err)
+			}
+		}
+		dst = append(dst, ']')
+	}
+	if l.Next != "" {
+		dst = append(dst, `,"next":`...)
+		dst = appendJSONString(dst, l.Next)
+	}
+	return append(dst, '}'), nil
+}
+
+// appendTaskState appends s's name as a JSON string; it fails, as
+// MarshalText does, on a state without a name.
+func appendTaskState(dst []byte, s TaskState) ([]byte, error) {
+	if !taskMachine.valid(s) {
+		_, err := s.MarshalText()
+		return nil, err
+	}
+	return appendJSONString(dst, taskMachine.names[s]), nil
+}
+
+func appendTaskStatus(dst []byte, t *TaskStatus) ([]byte, error) {
+	dst = append(dst, `{"id":`...)
+	dst = appendJSONString(dst, t.ID)
+	dst = append(dst, `,"group":`...)
+	dst = appendJSONString(dst, t.Group)
+	dst = append(dst, `,"index":`...)
+	dst = strconv.AppendInt(dst, t.Index, 10)
+	dst = append(dst, `,"attempt":`...)
+	dst = strconv.AppendInt(dst, t.Attempt, 10)
+	dst = append(dst, `,"state":`...)
+	dst, err := appendTaskState(dst, t.State)
+	if err != nil {
+		return nil, err
+	}
+	dst = append(dst, `,"node":`...)
+	dst = appendJSONString(dst, t.Node)
+	if t.Reason != "" {
+		dst = append(dst, `,"reason":`...)
+		dst = appendJSONString(dst, string(t.Reason))
+	}
+	if t.ExitCode != 0 {
+		dst = append(dst, `,"exit_code":`...)
+		dst = strconv.AppendInt(dst, int64(t.ExitCode), 10)
+	}
+	dst = append(dst, `,"updated":"`...)
+	if dst, err = t.Updated.AppendText(dst); err != nil {
+		return nil, fmt.Errorf("updated: %w", err)
+	}
+	return append(dst, `"}`...), nil
 }

@@ -146,3 +146,37 @@ func TestAppendSubmitResponse(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendTaskList compares AppendTaskList with encoding/json byte for
+// byte, on random pages and on empty ones; a state without a name and a
+// time RFC 3339 cannot write are refused, as encoding/json refuses them,
+// naming the task.
+func TestAppendTaskList(t *testing.T) {
+	g := gen{seedtest.Rand(t)}
+	lists := []api.TaskList{{}, {Tasks: []api.TaskStatus{}}, {Tasks: []api.TaskStatus{{}}, Next: "x"}}
+	for range 200 {
+		lists = append(lists, g.taskList())
+	}
+	for i := range lists {
+		want, err := json.Marshal(lists[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := api.AppendTaskList([]byte("x"), &lists[i])
+		if err != nil || !bytes.Equal(got[1:], want) || got[0] != 'x' {
+			t.Fatalf("list %d: %v\n got %s\nwant %s", i, err, got, want)
+		}
+	}
+	for _, bad := range []api.TaskStatus{
+		{ID: "j1/0/0/1", State: api.TaskLost + 1},
+		{ID: "j1/0/0/1", Updated: time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)},
+	} {
+		l := api.TaskList{Tasks: []api.TaskStatus{{ID: "j1/0/0/0"}, bad}}
+		if _, jerr := json.Marshal(l); jerr == nil {
+			t.Fatalf("encoding/json accepts %+v", bad)
+		}
+		if got, err := api.AppendTaskList(nil, &l); err == nil || !strings.Contains(err.Error(), "j1/0/0/1") {
+			t.Errorf("AppendTaskList(%+v) = %s, %v; want an error naming the task", bad, got, err)
+		}
+	}
+}

@@ -91,6 +91,13 @@ func FuzzDecodeWatchEvent(f *testing.F) {
 	fuzzRoundTrip(f, api.DecodeWatchEvent, "event")
 }
 
+// FuzzDecodeTaskList does the same for pages of a job's tasks.
+func FuzzDecodeTaskList(f *testing.F) {
+	f.Add([]byte(`{"tasks":[{"id":"j1/0/0/1","group":"g","index":3,"attempt":1,"state":"failed","node":"n\u00e9","reason":"exited","exit_code":2,"updated":"2030-01-01T00:00:00.5Z","new":{}}],"next":"j1/0/0/1"}`))
+	f.Add([]byte(`{"tasks":null}`))
+	fuzzRoundTrip(f, api.DecodeTaskList, "page")
+}
+
 // fuzzRoundTrip fuzzes decode: it must never panic, every rejection must
 // be explained, and an accepted value (a what) must survive a round trip
 // through encoding/json unchanged (as encoded: an empty map and no map

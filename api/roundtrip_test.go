@@ -558,3 +558,77 @@ func TestDecodeWatchEvent(t *testing.T) {
 		}
 	}
 }
+
+// taskList returns a random page of up to 300 tasks that set every field,
+// with a next cursor at times; IDs and nodes now and then need escapes.
+func (g gen) taskList() api.TaskList {
+	l := api.TaskList{Tasks: []api.TaskStatus{}}
+	for range g.r.IntN(300) {
+		l.Tasks = append(l.Tasks, api.TaskStatus{ID: g.name("j") + "/0/1/1", Group: g.name("g"), Index: g.r.Int64N(1 << 40),
+			Attempt: g.r.Int64N(100) + 1, State: api.TaskState(g.r.IntN(int(api.TaskLost)) + 1), Node: g.name("n"),
+			Reason: api.TaskReason(g.name("r")), ExitCode: g.r.Int32() - 1<<30, Updated: time.Unix(g.r.Int64N(1<<32), g.r.Int64N(1e9)).UTC()})
+	}
+	if len(l.Tasks) > 0 && g.r.IntN(3) == 0 {
+		l.Tasks[g.r.IntN(len(l.Tasks))].Node = g.text()
+	}
+	if g.r.IntN(2) == 0 {
+		l.Next = g.name("j") + "/0/1/1"
+	}
+	return l
+}
+
+// TestDecodeTaskList checks DecodeTaskList against encoding/json on random
+// pages that set every field; that it skips members it does not know, as
+// encoding/json does; and its refusals, each naming the path.
+func TestDecodeTaskList(t *testing.T) {
+	g := gen{seedtest.Rand(t)}
+	seen := map[string]bool{}
+	for range 200 {
+		want := g.taskList()
+		markSet(reflect.ValueOf(want), "TaskList", seen)
+		body, err := json.Marshal(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := api.DecodeTaskList(body)
+		if err != nil {
+			t.Fatalf("decode: %v\nbody: %s", err, body)
+		}
+		var std api.TaskList
+		if err := json.Unmarshal(body, &std); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(got, std) {
+			t.Fatalf("task list round trip differs:\n got %+v\nwant %+v\n std %+v\nbody: %s", got, want, std, body)
+		}
+	}
+	checkAllSet(t, reflect.TypeFor[api.TaskList](), "TaskList", seen)
+	for body, want := range map[string]api.TaskList{
+		`{"tasks":null}`: {},
+		`{"tasks":[{"id":"j1/0/0/1","state":null,"future":[1,{"a":null}]}],"next":"j1/0/0/1","more":true}`: {
+			Tasks: []api.TaskStatus{{ID: "j1/0/0/1"}}, Next: "j1/0/0/1"},
+	} {
+		got, err := api.DecodeTaskList([]byte(body))
+		var std api.TaskList
+		if jerr := json.Unmarshal([]byte(body), &std); jerr != nil || err != nil || !reflect.DeepEqual(got, want) || !reflect.DeepEqual(got, std) {
+			t.Errorf("DecodeTaskList(%s) = %+v, %v; want %+v (encoding/json: %+v, %v)", body, got, err, want, std, jerr)
+		}
+	}
+	for body, want := range map[string]string{
+		``:                                    "empty body",
+		`[]`:                                  "want an object",
+		`{"tasks":[]}x`:                       "trailing data",
+		`{"tasks":{}}`:                        "tasks",
+		`{"tasks":[{"index":1.5}]}`:           "tasks[0].index",
+		`{"tasks":[{},{"state":"asleep"}]}`:   "tasks[1].state",
+		`{"tasks":[{"exit_code":1e10}]}`:      "tasks[0].exit_code",
+		`{"tasks":[{"updated":"noon"}]}`:      "tasks[0].updated",
+		`{"tasks":[{"node":7}]}`:              "tasks[0].node",
+		`{"next":"a","next":"b"}`:             "duplicate",
+		`{"tasks":[{"id":"j1/0/0/1"}],"next"`: "",
+	} {
+		if _, err := api.DecodeTaskList([]byte(body)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("DecodeTaskList(%q) = %v, want an error saying %q", body, err, want)
+		}
+	}
+}

@@ -342,11 +342,14 @@ func (h *Handler) authenticate(ctx *fasthttp.RequestCtx) (Principal, *httpError)
 }
 
 // writeJSON answers status with v as JSON.
+// errEncoding is the reply to a request whose answer could not be encoded.
+const errEncoding = `{"code":"internal","error":"internal error: encoding the reply"}`
+
 func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		status = fasthttp.StatusInternalServerError
-		b = []byte(`{"code":"internal","error":"internal error: encoding the reply"}`)
+		b = []byte(errEncoding)
 	}
 	writeJSONBody(ctx, status, b)
 }
@@ -366,15 +369,21 @@ func writeJSONBody(ctx *fasthttp.RequestCtx, status int, b []byte) {
 var bodies = sync.Pool{New: func() any { return new([]byte) }}
 
 // writeEncoded replies with the JSON that enc appends to the buffer it is
-// given, and a newline.
-func writeEncoded(ctx *fasthttp.RequestCtx, status int, enc func([]byte) []byte) {
+// given, and a newline; or, when enc fails, with an internal error, as
+// writeJSON does.
+func writeEncoded(ctx *fasthttp.RequestCtx, status int, enc func([]byte) ([]byte, error)) {
 	bp := bodies.Get().(*[]byte)
-	b := append(enc((*bp)[:0]), '\n')
+	defer bodies.Put(bp)
+	b, err := enc((*bp)[:0])
+	if err != nil {
+		writeJSONBody(ctx, fasthttp.StatusInternalServerError, []byte(errEncoding))
+		return
+	}
+	b = append(b, '\n')
 	ctx.SetStatusCode(status)
 	ctx.SetContentType("application/json")
 	ctx.Response.SetBody(b)
 	*bp = b
-	bodies.Put(bp)
 }
 
 func (h *Handler) writeError(ctx *fasthttp.RequestCtx, e *httpError) {

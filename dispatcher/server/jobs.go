@@ -76,8 +76,8 @@ func (h *Handler) submit(ctx *fasthttp.RequestCtx, p Principal, _ []string) *htt
 	if err != nil {
 		return h.fromError(ctx, "submit", err)
 	}
-	writeEncoded(ctx, fasthttp.StatusOK, func(b []byte) []byte {
-		return api.AppendSubmitResponse(b, &api.SubmitResponse{Jobs: ids, Existing: existing})
+	writeEncoded(ctx, fasthttp.StatusOK, func(b []byte) ([]byte, error) {
+		return api.AppendSubmitResponse(b, &api.SubmitResponse{Jobs: ids, Existing: existing}), nil
 	})
 	return nil
 }
@@ -406,6 +406,8 @@ func (h *Handler) listTasks(ctx *fasthttp.RequestCtx, p Principal, args []string
 		out.Tasks = append(out.Tasks, api.TaskStatus{ID: t.ID, Group: t.Group, Index: t.Index, Attempt: t.Attempt,
 			State: t.State, Node: t.Node, Reason: t.Reason, ExitCode: t.ExitCode, Updated: t.Updated})
 	}
-	writeJSON(ctx, fasthttp.StatusOK, out)
+	// Encoded by hand (as encoding/json would): pages are read in bulk,
+	// by clients following many jobs' tasks.
+	writeEncoded(ctx, fasthttp.StatusOK, func(b []byte) ([]byte, error) { return api.AppendTaskList(b, &out) })
 	return nil
 }
