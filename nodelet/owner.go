@@ -54,6 +54,9 @@ type pod struct {
 	reportRunning bool
 	// opFailed: the last Stop or Remove failed; retried on resync.
 	opFailed bool
+	// published: the pod is in the agent's shared list of running pods
+	// (publish keeps it there while running or stopping).
+	published bool
 }
 
 func (p *pod) taskID() string {
@@ -490,6 +493,16 @@ func (o *owner) spec(d DesiredPod) runtime.PodSpec {
 	return s
 }
 
+// put makes p the pod of its ID and marks it. It is published if the pod
+// it replaces was, so that publish withdraws that one.
+func (o *owner) put(p *pod) {
+	if old := o.pods[p.want.ID]; old != nil {
+		p.published = old.published
+	}
+	o.pods[p.want.ID] = p
+	o.mark(p.want.ID)
+}
+
 // start starts d in a goroutine that then waits for it.
 // A pod the agent cannot start (an invalid ID or tier) is reported as
 // failed to start and kept as done, so it is not tried again.
@@ -497,12 +510,11 @@ func (o *owner) start(d DesiredPod) {
 	if err := o.check(d); err != nil {
 		o.stats.StartFailures++
 		o.reportStartFailed(d, err)
-		o.pods[d.ID] = &pod{want: d, phase: phaseDone}
+		o.put(&pod{want: d, phase: phaseDone})
 		return
 	}
 	p := &pod{want: d, phase: phaseStarting}
-	o.pods[d.ID] = p
-	o.mark(d.ID)
+	o.put(p)
 	spec := o.spec(d)
 	rt := o.a.cfg.Runtime
 	if o.immediate {
@@ -789,10 +801,21 @@ func (o *owner) publish() {
 	a.mu.Lock()
 	for _, id := range o.marked {
 		p := o.pods[id]
-		if p == nil || p.phase != phaseRunning && p.phase != phaseStopping {
+		switch {
+		case p == nil:
+			// Removed, which only a pod done is: withdrawn when it
+			// stopped running, and here once more, as that costs one
+			// delete a pod.
 			delete(a.mu.pods, id)
 			continue
+		case p.phase != phaseRunning && p.phase != phaseStopping:
+			if p.published {
+				delete(a.mu.pods, id)
+				p.published = false
+			}
+			continue
 		}
+		p.published = true
 		op := overcommit.Pod{ID: p.want.ID, Tier: p.want.Tier, Priority: p.want.Priority, StartedAt: p.startedAt}
 		for _, c := range p.want.Pod.Containers {
 			op.Request.CPUMillis += c.Resources.CPU
