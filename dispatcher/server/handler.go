@@ -341,10 +341,10 @@ func (h *Handler) authenticate(ctx *fasthttp.RequestCtx) (Principal, *httpError)
 	return p, nil
 }
 
-// writeJSON answers status with v as JSON.
 // errEncoding is the reply to a request whose answer could not be encoded.
 const errEncoding = `{"code":"internal","error":"internal error: encoding the reply"}`
 
+// writeJSON answers status with v as JSON.
 func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
