@@ -621,6 +621,21 @@ func (c *Client) doJSON(ctx context.Context, r *request, out any) (int, error) {
 	return rep.status, nil
 }
 
+// doDecoded sends r and reads the reply's body with decode: doJSON for
+// the replies decoded by hand.
+func doDecoded[T any](ctx context.Context, c *Client, r *request, decode func([]byte) (T, error)) (T, error) {
+	var zero T
+	rep, err := c.do(ctx, r)
+	if err != nil {
+		return zero, err
+	}
+	out, err := decode(rep.body)
+	if err != nil {
+		return zero, fmt.Errorf("api: %s %s: decode reply: %w", r.method, r.path, err)
+	}
+	return out, nil
+}
+
 // openStream sends r, a GET, with net/http and returns the reply to read
 // until ctx ends; the caller closes its body.
 func (c *Client) openStream(ctx context.Context, r *request) (*http.Response, error) {
@@ -685,15 +700,7 @@ func (c *Client) SubmitBody(ctx context.Context, body []byte, contentType string
 		return SubmitResponse{}, err
 	}
 	r.encoding = opts.Encoding
-	rep, err := c.do(ctx, r)
-	if err != nil {
-		return SubmitResponse{}, err
-	}
-	out, err := DecodeSubmitResponse(rep.body)
-	if err != nil {
-		return SubmitResponse{}, fmt.Errorf("api: %s %s: decode reply: %w", r.method, r.path, err)
-	}
-	return out, nil
+	return doDecoded(ctx, c, r, DecodeSubmitResponse)
 }
 
 var zstdEncoder = sync.OnceValues(func() (*zstd.Encoder, error) {
@@ -854,17 +861,8 @@ func (c *Client) Tasks(ctx context.Context, jobID, after string, limit int) (Tas
 	if limit > 0 {
 		v.Set("limit", strconv.Itoa(limit))
 	}
-	r := &request{method: http.MethodGet, path: PathJob + escSeg(jobID) + "/tasks", query: v.Encode()}
-	rep, err := c.do(ctx, r)
-	if err != nil {
-		return TaskList{}, err
-	}
 	// Decoded by hand: load generators follow many jobs' tasks by pages.
-	out, err := DecodeTaskList(rep.body)
-	if err != nil {
-		return TaskList{}, fmt.Errorf("api: %s %s: decode reply: %w", r.method, r.path, err)
-	}
-	return out, nil
+	return doDecoded(ctx, c, &request{method: http.MethodGet, path: PathJob + escSeg(jobID) + "/tasks", query: v.Encode()}, DecodeTaskList)
 }
 
 // Nodes lists the registered nodes.

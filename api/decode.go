@@ -852,12 +852,8 @@ func decodeReportRequest(d *decoder, r *ReportRequest) {
 	for d.nextMember() {
 		switch string(d.key()) {
 		case "reports":
-			if d.field(&seen, 0) && d.openArray() {
-				r.Reports = []TaskReport{}
-				for d.nextElem() {
-					r.Reports = append(r.Reports, TaskReport{})
-					decodeTaskReport(d, &r.Reports[len(r.Reports)-1])
-				}
+			if d.field(&seen, 0) {
+				r.Reports = objects(d, r.Reports, decodeTaskReport)
 			}
 		case "usage":
 			if !d.field(&seen, 1) {
@@ -887,18 +883,9 @@ func decodeTaskReport(d *decoder, r *TaskReport) {
 				r.TaskID = d.str()
 			}
 		case "state":
-			if !d.field(&seen, 1) {
-				continue
+			if d.field(&seen, 1) {
+				r.State = d.taskState()
 			}
-			if d.peek() == 'n' {
-				d.skipValue() // null leaves it zero, as in encoding/json
-				continue
-			}
-			st, err := ParseTaskState(d.str())
-			if err != nil && !d.broken {
-				d.add(err.Error())
-			}
-			r.State = st
 		case "reason":
 			if d.field(&seen, 2) {
 				r.Reason = TaskReason(d.str())
@@ -1070,20 +1057,12 @@ func decodeJobStatus(d *decoder, j *JobStatus) {
 				decodeTaskCounts(d, &j.Tasks, nil)
 			}
 		case "groups":
-			if d.field(&seen, 6) && d.openArray() {
-				j.Groups = []GroupStatus{}
-				for d.nextElem() {
-					j.Groups = append(j.Groups, GroupStatus{})
-					decodeTaskCounts(d, &j.Groups[len(j.Groups)-1].TaskCounts, &j.Groups[len(j.Groups)-1].Name)
-				}
+			if d.field(&seen, 6) {
+				j.Groups = objects(d, j.Groups, func(d *decoder, g *GroupStatus) { decodeTaskCounts(d, &g.TaskCounts, &g.Name) })
 			}
 		case "pending_diagnosis":
-			if d.field(&seen, 7) && d.openArray() {
-				j.Pending = []PendingReason{}
-				for d.nextElem() {
-					j.Pending = append(j.Pending, PendingReason{})
-					decodePendingReason(d, &j.Pending[len(j.Pending)-1])
-				}
+			if d.field(&seen, 7) {
+				j.Pending = objects(d, j.Pending, decodePendingReason)
 			}
 		default:
 			d.unknown()
@@ -1208,12 +1187,8 @@ func decodeTaskList(d *decoder, l *TaskList) {
 	for d.nextMember() {
 		switch string(d.key()) {
 		case "tasks":
-			if d.field(&seen, 0) && d.openArray() {
-				l.Tasks = []TaskStatus{}
-				for d.nextElem() {
-					l.Tasks = append(l.Tasks, TaskStatus{})
-					decodeTaskStatus(d, &l.Tasks[len(l.Tasks)-1])
-				}
+			if d.field(&seen, 0) {
+				l.Tasks = objects(d, l.Tasks, decodeTaskStatus)
 			}
 		case "next":
 			if d.field(&seen, 1) {
@@ -1249,18 +1224,9 @@ func decodeTaskStatus(d *decoder, t *TaskStatus) {
 				t.Attempt = d.intIn(math.MinInt64, math.MaxInt64)
 			}
 		case "state":
-			if !d.field(&seen, 4) {
-				continue
+			if d.field(&seen, 4) {
+				t.State = d.taskState()
 			}
-			if d.peek() == 'n' {
-				d.skipValue() // null leaves it zero, as in encoding/json
-				continue
-			}
-			st, err := ParseTaskState(d.str())
-			if err != nil && !d.broken {
-				d.add(err.Error())
-			}
-			t.State = st
 		case "node":
 			if d.field(&seen, 5) {
 				t.Node = d.str()
@@ -1281,4 +1247,33 @@ func decodeTaskStatus(d *decoder, t *TaskStatus) {
 			d.unknown()
 		}
 	}
+}
+
+// objects reads an array of values with dec into a fresh, non-nil slice
+// (an empty array gives an empty one, as in encoding/json); null or a
+// value of another type leaves was.
+func objects[T any](d *decoder, was []T, dec func(*decoder, *T)) []T {
+	if !d.openArray() {
+		return was
+	}
+	out := []T{}
+	for d.nextElem() {
+		out = append(out, *new(T))
+		dec(d, &out[len(out)-1])
+	}
+	return out
+}
+
+// taskState reads a task state's name; null leaves it zero, as in
+// encoding/json.
+func (d *decoder) taskState() TaskState {
+	if d.peek() == 'n' {
+		d.skipValue()
+		return 0
+	}
+	st, err := ParseTaskState(d.str())
+	if err != nil && !d.broken {
+		d.add(err.Error())
+	}
+	return st
 }

@@ -157,20 +157,9 @@ func appendPort(dst []byte, p *Port) []byte {
 // RFC 3339 cannot write.
 func AppendReportRequest(dst []byte, r *ReportRequest) ([]byte, error) {
 	dst = append(dst, `{"reports":`...)
-	if r.Reports == nil {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, '[')
-		for i := range r.Reports {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			var err error
-			if dst, err = appendTaskReport(dst, &r.Reports[i]); err != nil {
-				return nil, fmt.Errorf("reports[%d]: %w", i, err)
-			}
-		}
-		dst = append(dst, ']')
+	dst, i, err := appendArrayOrFail(dst, r.Reports, appendTaskReport)
+	if err != nil {
+		return nil, fmt.Errorf("reports[%d]: %w", i, err)
 	}
 	if u := r.Usage; u != nil {
 		dst = append(dst, `,"usage":{"total":`...)
@@ -272,6 +261,25 @@ func appendArray[T any](dst []byte, items []T, f func([]byte, *T) []byte) []byte
 		dst = f(dst, &items[i])
 	}
 	return append(dst, ']')
+}
+
+// appendArrayOrFail is appendArray for an f that can fail: it stops at
+// the first item f fails on and returns its index with the error.
+func appendArrayOrFail[T any](dst []byte, items []T, f func([]byte, *T) ([]byte, error)) ([]byte, int, error) {
+	if items == nil {
+		return append(dst, "null"...), 0, nil
+	}
+	dst = append(dst, '[')
+	for i := range items {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		var err error
+		if dst, err = f(dst, &items[i]); err != nil {
+			return nil, i, err
+		}
+	}
+	return append(dst, ']'), 0, nil
 }
 
 const hexDigits = "0123456789abcdef"
@@ -542,20 +550,9 @@ func appendStringMap(dst []byte, m map[string]string) []byte {
 // cannot write, naming the task.
 func AppendTaskList(dst []byte, l *TaskList) ([]byte, error) {
 	dst = append(dst, `{"tasks":`...)
-	if l.Tasks == nil {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, '[')
-		for i := range l.Tasks {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			var err error
-			if dst, err = appendTaskStatus(dst, &l.Tasks[i]); err != nil {
-				return nil, fmt.Errorf("task %s: %w", l.Tasks[i].ID, err)
-			}
-		}
-		dst = append(dst, ']')
+	dst, i, err := appendArrayOrFail(dst, l.Tasks, appendTaskStatus)
+	if err != nil {
+		return nil, fmt.Errorf("task %s: %w", l.Tasks[i].ID, err)
 	}
 	if l.Next != "" {
 		dst = append(dst, `,"next":`...)
