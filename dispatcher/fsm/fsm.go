@@ -266,12 +266,21 @@ func (f *FSM) writeDeferred(w writer) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, t := range f.unstoredTasks {
-		t.unstored = false
-		if j := f.mu.jobs.get(t.key.job); j != nil && !j.forgotten {
-			f.kbuf = taskRecordKey(f.kbuf, t.key)
-			f.vbuf = encodeTask(f.vbuf, t)
-			w.Set(f.kbuf, f.vbuf)
+		if !t.unstored {
+			continue // written with an earlier task of its record
 		}
+		t.unstored = false
+		j := f.mu.jobs.get(t.key.job)
+		if j == nil || j.forgotten {
+			continue
+		}
+		ts := taskRecord(j.groups[t.key.group].tasks, t.key.index)
+		for _, u := range ts {
+			u.unstored = false
+		}
+		f.kbuf = taskRecordKey(f.kbuf, ts[0].key)
+		f.vbuf = encodeTasks(f.vbuf, ts)
+		w.Set(f.kbuf, f.vbuf)
 	}
 	for _, g := range f.unstoredGroups {
 		g.unstored = false

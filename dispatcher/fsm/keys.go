@@ -39,8 +39,20 @@ var (
 	keyPlanTerm = []byte(prefixMeta + "planterm")
 )
 
-// recordVersion is the first byte of every stored record but a job's.
+// recordVersion is the first byte of every stored record but a job's, a
+// node's, a submit's and a task record.
 const recordVersion = 1
+
+// taskRecordVersion is the first byte of a task record. 2: a record holds
+// up to taskChunk tasks of a group (1 held one task).
+const taskRecordVersion = 2
+
+// taskChunk is how many tasks of a group one task record holds at most:
+// the tasks from a multiple of taskChunk on, under the first one's key
+// (taskRecord). Writing a task's record writes its neighbours' too, so a
+// group's tasks that change within a second cost one store write, not one
+// each; the most one change costs is taskChunk tasks' bytes.
+const taskChunk = 64
 
 // jobRecordVersion is the first byte of a job record. 3: the spec has
 // JobSpec.Appmaster; 2: the spec in the binary encoding of spec_codec.go
@@ -146,6 +158,13 @@ func appendTaskSuffix(b []byte, k taskKey) []byte {
 	b = binary.BigEndian.AppendUint64(b, k.job)
 	b = binary.BigEndian.AppendUint16(b, k.group)
 	return binary.BigEndian.AppendUint32(b, k.index)
+}
+
+// taskRecord returns the tasks of a group's tasks (its placed prefix) that
+// share the task record of the task at index i.
+func taskRecord(tasks []*task, i uint32) []*task {
+	first := int(i - i%taskChunk)
+	return tasks[first:min(first+taskChunk, len(tasks))]
 }
 
 func taskRecordKey(buf []byte, k taskKey) []byte {

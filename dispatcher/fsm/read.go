@@ -208,25 +208,28 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 		if !ok {
 			return fmt.Errorf("%w: task key %x", ErrCorrupt, k)
 		}
-		t, err := decodeTask(key, v)
+		ts, err := decodeTasks(key, v)
 		if err != nil {
 			return err
 		}
 		j := f.mu.jobs.get(key.job)
 		if j == nil || int(key.group) >= len(j.groups) {
-			return fmt.Errorf("%w: task %s without its job", ErrCorrupt, taskID(key, t.attempt))
+			return fmt.Errorf("%w: task %s without its job", ErrCorrupt, taskID(key, ts[0].attempt))
 		}
 		g := j.groups[key.group]
 		// Records come in key order, and placed tasks are a prefix of
-		// their group's indexes.
+		// their group's indexes: each record but a group's last is full.
 		if int64(key.index) != int64(len(g.tasks)) {
-			return fmt.Errorf("%w: task %s follows %d tasks of its group", ErrCorrupt, taskID(key, t.attempt), len(g.tasks))
+			return fmt.Errorf("%w: task %s follows %d tasks of its group", ErrCorrupt, taskID(key, ts[0].attempt), len(g.tasks))
 		}
-		g.tasks = append(g.tasks, t)
-		if t.active() {
+		for _, t := range ts {
+			g.tasks = append(g.tasks, t)
+			if !t.active() {
+				continue
+			}
 			n := f.mu.nodes[t.node]
 			if n == nil {
-				return fmt.Errorf("%w: task %s on unknown node %q", ErrCorrupt, taskID(key, t.attempt), t.node)
+				return fmt.Errorf("%w: task %s on unknown node %q", ErrCorrupt, taskID(t.key, t.attempt), t.node)
 			}
 			n.addTask(t)
 			n.addJobTasks(j, 1)

@@ -630,50 +630,71 @@ const (
 	flagPreempted = 1 << 2
 )
 
-func encodeTask(buf []byte, t *task) []byte {
+// encodeTasks writes the record of ts, consecutive tasks of one group
+// from a multiple of taskChunk on (taskRecord), over buf: the task record
+// version, how many tasks, and each task.
+func encodeTasks(buf []byte, ts []*task) []byte {
 	e := enc{b: buf[:0]}
-	e.byte(recordVersion)
-	e.uvarint(uint64(t.attempt))
-	e.byte(byte(t.state))
-	var flags byte
-	if t.stop {
-		flags |= flagStop
+	e.byte(taskRecordVersion)
+	e.uvarint(uint64(len(ts)))
+	for _, t := range ts {
+		e.uvarint(uint64(t.attempt))
+		e.byte(byte(t.state))
+		var flags byte
+		if t.stop {
+			flags |= flagStop
+		}
+		if t.closed {
+			flags |= flagClosed
+		}
+		if t.preempted {
+			flags |= flagPreempted
+		}
+		e.byte(flags)
+		e.str(t.node)
+		e.varint(int64(t.exitCode))
+		e.str(string(t.reason))
+		e.varint(t.updated)
 	}
-	if t.closed {
-		flags |= flagClosed
-	}
-	if t.preempted {
-		flags |= flagPreempted
-	}
-	e.byte(flags)
-	e.str(t.node)
-	e.varint(int64(t.exitCode))
-	e.str(string(t.reason))
-	e.varint(t.updated)
 	return e.b
 }
 
-func decodeTask(k taskKey, b []byte) (*task, error) {
-	d := dec{b: b}
-	if v := d.byte(); v != recordVersion {
-		return nil, fmt.Errorf("%w: task record version %d", ErrCorrupt, v)
+// minTaskBytes is the fewest bytes a task of a task record takes.
+const minTaskBytes = 7
+
+// decodeTasks reads the task record under k, whose index is the first of
+// its tasks.
+func decodeTasks(k taskKey, b []byte) ([]*task, error) {
+	d := sharedDec(b)
+	if v := d.byte(); v != taskRecordVersion {
+		return nil, fmt.Errorf("%w: task record j%d/%d/%d: version %d", ErrCorrupt, k.job, k.group, k.index, v)
 	}
-	t := &task{key: k}
-	t.attempt = uint32(d.uvarint())
-	t.state = api.TaskState(d.byte())
-	flags := d.byte()
-	t.stop, t.closed, t.preempted = flags&flagStop != 0, flags&flagClosed != 0, flags&flagPreempted != 0
-	t.node = d.str()
-	t.exitCode = int32(d.varint())
-	t.reason = api.TaskReason(d.str())
-	t.updated = d.varint()
+	n := d.count(minTaskBytes)
+	if d.err == nil && (n == 0 || n > taskChunk || k.index%taskChunk != 0) {
+		return nil, fmt.Errorf("%w: task record j%d/%d/%d: %d tasks (want 1 to %d, from an index that is a multiple of %[5]d)",
+			ErrCorrupt, k.job, k.group, k.index, n, taskChunk)
+	}
+	ts := make([]*task, n)
+	for i := range ts {
+		t := &task{key: k}
+		t.key.index += uint32(i)
+		t.attempt = uint32(d.uvarint())
+		t.state = api.TaskState(d.byte())
+		flags := d.byte()
+		t.stop, t.closed, t.preempted = flags&flagStop != 0, flags&flagClosed != 0, flags&flagPreempted != 0
+		t.node = d.str()
+		t.exitCode = int32(d.varint())
+		t.reason = api.TaskReason(d.str())
+		t.updated = d.varint()
+		if d.err == nil && !t.state.Valid() {
+			return nil, fmt.Errorf("%w: task %s: state %d", ErrCorrupt, taskID(t.key, t.attempt), t.state)
+		}
+		ts[i] = t
+	}
 	if err := d.done("task record"); err != nil {
 		return nil, err
 	}
-	if !t.state.Valid() {
-		return nil, fmt.Errorf("%w: task record state %d", ErrCorrupt, t.state)
-	}
-	return t, nil
+	return ts, nil
 }
 
 func encodeNode(n *node) []byte {
