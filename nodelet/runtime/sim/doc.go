@@ -1,24 +1,32 @@
 // Package sim is a runtime.Runtime whose pods run no processes: a pod
 // "runs" for the RunTime of its SimSpec (forever without one) and then
 // exits with its ExitCode. It lets tests and benchmarks run thousands of
-// pods in one process: a pod costs a map entry and a timer.
+// pods in one process: a pod costs a map entry and a place in its Host's
+// queue of run times, which one goroutine per Host (its clock) ends as
+// they are over. A timer per pod cost a goroutine at each pod's end: a
+// tenth of a simulated fleet's CPU went to making those goroutines,
+// scheduling them and the collector work their first allocations owed.
 //
 // A Host stands for the machine: pods belong to it and outlive the
 // Runtime values over it, so a new Runtime over the same Host adopts them
 // as a restarted nodelet would. Stop behaves as a process that obeys
 // SIGTERM: the pod ends at once with code 143. Pods print nothing, so
-// their logs are empty. The Runtime is a runtime.Notifier: a pod's timer
-// calls the callbacks waiting for its end, so a caller need not keep a
-// goroutine in Wait per pod. It is a runtime.Immediate too: Start and
-// Remove only change the Host's map and set or stop a timer.
+// their logs are empty. The Runtime is a runtime.Notifier: the Host's
+// clock calls the callbacks waiting for a pod's end, so a caller need not
+// keep a goroutine in Wait per pod. It is a runtime.Immediate too: Start
+// and Remove only change the Host's map and queue.
 //
 // # Invariants
 //
-//   - Every timer of a pod is stopped when the pod ends or the Host
-//     closes. The package starts goroutines only to call Notify's
-//     callbacks (of a pod that had already ended, or that Stop or Close
-//     ended), each ending when its callbacks return; callbacks are never
-//     called under the Host's mutex.
+//   - The Host's queue holds exactly its running pods that have a run
+//     time; a pod leaves it when it ends, however. Its clock goroutine
+//     starts with the first such pod and returns when the Host closes;
+//     Close waits for it. It calls the callbacks of the pods it ends, one
+//     after another, so a callback must not wait long. The package starts
+//     other goroutines only to call Notify's callbacks of a pod that had
+//     already ended, or that Stop or Close ended, each ending when its
+//     callbacks return; callbacks are never called under the Host's
+//     mutex.
 //   - A pod ends exactly once; its done channel is closed under the
 //     Host's mutex, after its Exit is set.
 //

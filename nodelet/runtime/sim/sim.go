@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"container/heap"
 	"context"
 	"fmt"
 	"io"
@@ -19,15 +20,26 @@ type Host struct {
 		sync.Mutex
 		pods   map[string]*pod // guarded by mu
 		closed bool
+		// ends holds the running pods with a run time, by when it is
+		// over: the clock goroutine ends them then.
+		ends endQueue
+		// clock is set once the clock goroutine has started.
+		clock bool
 	}
+	// kick wakes the clock goroutine: the earliest end moved sooner, or
+	// the host closed.
+	kick chan struct{}
+	// clockDone is closed when the clock goroutine has returned.
+	clockDone chan struct{}
 }
 
 type pod struct {
 	spec     runtime.PodSpec
 	started  time.Time
 	finished time.Time
+	ends     time.Time // when its run time is over; zero without one
+	queued   int       // its index in Host.mu.ends; -1 when not there
 	exit     *runtime.Exit
-	timer    *time.Timer // nil for a pod without a run time
 	done     chan struct{}
 	// notify are the callbacks of Notify waiting for the pod's end.
 	notify []func(runtime.Exit)
@@ -35,22 +47,122 @@ type pod struct {
 
 // NewHost returns an empty host.
 func NewHost() *Host {
-	h := &Host{}
+	h := &Host{kick: make(chan struct{}, 1), clockDone: make(chan struct{})}
 	h.mu.pods = map[string]*pod{}
 	return h
 }
 
-// Close ends every running pod (code 137, as if the machine lost power) and
-// stops their timers.
+// Close ends every running pod (code 137, as if the machine lost power)
+// and waits for the clock goroutine to return.
 func (h *Host) Close() {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	h.mu.closed = true
 	for _, p := range h.mu.pods {
 		if fns := h.endLocked(p, 137); fns != nil {
 			go callNotify(p, fns)
 		}
 	}
+	clock := h.mu.clock
+	h.mu.Unlock()
+	if clock {
+		h.wake()
+		<-h.clockDone
+	}
+}
+
+// wake wakes the clock goroutine, unless a wake is pending.
+func (h *Host) wake() {
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
+}
+
+// addEndLocked queues p, which has a run time, for the clock goroutine,
+// starting that goroutine with the host's first such pod.
+func (h *Host) addEndLocked(p *pod) {
+	heap.Push(&h.mu.ends, p)
+	switch {
+	case !h.mu.clock:
+		h.mu.clock = true
+		go h.runClock()
+	case h.mu.ends[0] == p:
+		h.wake()
+	}
+}
+
+// runClock ends the pods whose run time is over, then sleeps until the
+// next one's is, until the host closes. It calls the ended pods'
+// callbacks itself, outside the mutex: one goroutine a host, where a
+// timer per pod started a goroutine per pod's end.
+func (h *Host) runClock() {
+	defer close(h.clockDone)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	type ended struct {
+		p   *pod
+		fns []func(runtime.Exit)
+	}
+	var due []ended
+	for {
+		h.mu.Lock()
+		if h.mu.closed {
+			h.mu.Unlock()
+			return
+		}
+		now := time.Now()
+		for len(h.mu.ends) > 0 && !h.mu.ends[0].ends.After(now) {
+			p := h.mu.ends[0] // endLocked takes it off the queue
+			if fns := h.endLocked(p, p.spec.Sim.ExitCode); fns != nil {
+				due = append(due, ended{p, fns})
+			}
+		}
+		next := time.Duration(-1)
+		if len(h.mu.ends) > 0 {
+			next = h.mu.ends[0].ends.Sub(now)
+		}
+		h.mu.Unlock()
+		for _, e := range due {
+			callNotify(e.p, e.fns)
+		}
+		clear(due)
+		due = due[:0]
+		if next >= 0 {
+			timer.Reset(next)
+		} else {
+			timer.Stop()
+		}
+		select {
+		case <-timer.C:
+		case <-h.kick:
+		}
+	}
+}
+
+// endQueue is a min-heap of pods by when their run time is over
+// (container/heap).
+type endQueue []*pod
+
+func (q endQueue) Len() int           { return len(q) }
+func (q endQueue) Less(i, j int) bool { return q[i].ends.Before(q[j].ends) }
+func (q endQueue) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].queued, q[j].queued = i, j
+}
+
+func (q *endQueue) Push(x any) {
+	p := x.(*pod)
+	p.queued = len(*q)
+	*q = append(*q, p)
+}
+
+func (q *endQueue) Pop() any {
+	old := *q
+	p := old[len(old)-1]
+	old[len(old)-1] = nil
+	p.queued = -1
+	*q = old[:len(old)-1]
+	return p
 }
 
 // endLocked ends p with code unless it has ended, and returns the
@@ -60,8 +172,8 @@ func (h *Host) endLocked(p *pod, code int) []func(runtime.Exit) {
 	if p.exit != nil {
 		return nil
 	}
-	if p.timer != nil {
-		p.timer.Stop()
+	if p.queued >= 0 {
+		heap.Remove(&h.mu.ends, p.queued)
 	}
 	e := &runtime.Exit{Code: code}
 	for _, c := range p.spec.Containers {
@@ -133,17 +245,12 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.PodSpec) error {
 	if _, ok := h.mu.pods[spec.ID]; ok {
 		return fmt.Errorf("start pod %q: %w", spec.ID, runtime.ErrExists)
 	}
-	p := &pod{spec: clone(spec), started: time.Now(), done: make(chan struct{})}
-	if s := spec.Sim; s != nil {
-		code := s.ExitCode
-		p.timer = time.AfterFunc(s.RunTime, func() {
-			h.mu.Lock()
-			fns := h.endLocked(p, code)
-			h.mu.Unlock()
-			callNotify(p, fns)
-		})
-	}
+	p := &pod{spec: clone(spec), started: time.Now(), queued: -1, done: make(chan struct{})}
 	h.mu.pods[spec.ID] = p
+	if s := p.spec.Sim; s != nil {
+		p.ends = p.started.Add(s.RunTime)
+		h.addEndLocked(p)
+	}
 	return nil
 }
 
