@@ -15,8 +15,9 @@ import (
 
 // TestClock checks the host's clock: pods end in the order their run
 // times are over, whatever order they started in, and not before; a pod
-// stopped sooner leaves the queue; Close ends the rest and stops the clock
-// goroutine.
+// stopped sooner is dropped from the queue before the ended ones are
+// more than half of it (and more than maxStale); Close ends the rest and
+// stops the clock goroutine.
 func TestClock(t *testing.T) {
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
@@ -29,9 +30,9 @@ func TestClock(t *testing.T) {
 			Containers: []runtime.ContainerSpec{{Name: "c0", Image: api.Image{Rootfs: "/x"}, Args: []string{"x"}}}}
 	}
 	var (
-		mu    sync.Mutex
-		ends  []time.Time // of the pods as they ended
-		wg    sync.WaitGroup
+		mu   sync.Mutex
+		ends []time.Time // of the pods as they ended
+		wg   sync.WaitGroup
 	)
 	const n = 40
 	perm := r.Perm(n)
@@ -49,11 +50,12 @@ func TestClock(t *testing.T) {
 			h.mu.Lock()
 			p := h.mu.pods[id]
 			h.mu.Unlock()
-			if p.finished.Before(p.ends) {
-				t.Errorf("%s ended at %v, before its run time was over at %v", id, p.finished, p.ends)
+			over := p.started.Add(p.spec.Sim.RunTime)
+			if p.finished.Before(over) {
+				t.Errorf("%s ended at %v, before its run time was over at %v", id, p.finished, over)
 			}
 			mu.Lock()
-			ends = append(ends, p.ends)
+			ends = append(ends, over)
 			mu.Unlock()
 		}); err != nil {
 			t.Fatal(err)
@@ -79,19 +81,44 @@ func TestClock(t *testing.T) {
 	if !slices.IsSortedFunc(ends, time.Time.Compare) || len(ends) != n {
 		t.Errorf("%d pods ended, with run times over at %v; want %d, in that order", len(ends), ends, n)
 	}
-	h.mu.Lock()
-	queued := len(h.mu.ends)
-	h.mu.Unlock()
-	if queued != 5 {
-		t.Errorf("%d pods queued after 5 long ones were stopped and the short ones ended, want 5", queued)
+	checkQueue := func(running int) {
+		t.Helper()
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		live := 0
+		for _, e := range h.mu.ends {
+			if e.p.exit == nil {
+				live++
+			}
+		}
+		stale := len(h.mu.ends) - live
+		if live != running || stale != h.mu.stale || (stale > maxStale && 2*stale > len(h.mu.ends)) {
+			t.Errorf("queue of %d: %d running (want %d), %d ended (counted %d; at most %d or half)",
+				len(h.mu.ends), live, running, stale, h.mu.stale, maxStale)
+		}
 	}
+	checkQueue(5) // the short ones ended, 5 of the 10 long ones were stopped
+	for i := 10; i < 400; i++ {
+		if err := rt.Start(ctx, spec(fmt.Sprintf("long%d", i), time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 10; i < 390; i++ {
+		if err := rt.Stop(ctx, fmt.Sprintf("long%d", i), 0); err != nil {
+			t.Fatal(err)
+		}
+		if i%50 == 0 {
+			checkQueue(5 + 399 - i)
+		}
+	}
+	checkQueue(15)
 	h.Close()
 	select {
 	case <-h.clockDone:
 	default:
 		t.Fatal("Close returned before the clock goroutine did")
 	}
-	for i := range 10 {
+	for i := range 400 {
 		if e, err := rt.Wait(ctx, fmt.Sprintf("long%d", i)); err != nil || (e.Code != 137 && e.Code != 143) {
 			t.Errorf("long%d: %+v, %v; want ended by Stop (143) or Close (137)", i, e, err)
 		}

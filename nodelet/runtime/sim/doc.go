@@ -18,8 +18,10 @@
 //
 // # Invariants
 //
-//   - The Host's queue holds exactly its running pods that have a run
-//     time; a pod leaves it when it ends, however. Its clock goroutine
+//   - The Host's queue holds every running pod that has a run time, by
+//     when it is over, and pods that ended sooner (stopped, or the Host
+//     closed) until then, or until they are more than half of it and
+//     more than 64: it is compacted then. Its clock goroutine
 //     starts with the first such pod and returns when the Host closes;
 //     Close waits for it. It calls the callbacks of the pods it ends, one
 //     after another, so a callback must not wait long. The package starts

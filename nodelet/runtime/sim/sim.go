@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"container/heap"
 	"context"
 	"fmt"
 	"io"
@@ -21,8 +20,10 @@ type Host struct {
 		pods   map[string]*pod // guarded by mu
 		closed bool
 		// ends holds the running pods with a run time, by when it is
-		// over: the clock goroutine ends them then.
-		ends endQueue
+		// over (the clock goroutine ends them then), and stale of the
+		// pods that ended sooner, until their time or a compaction.
+		ends  endQueue
+		stale int
 		// clock is set once the clock goroutine has started.
 		clock bool
 	}
@@ -31,14 +32,15 @@ type Host struct {
 	kick chan struct{}
 	// clockDone is closed when the clock goroutine has returned.
 	clockDone chan struct{}
+	// epoch is what the queue's times count from.
+	epoch time.Time
 }
 
 type pod struct {
 	spec     runtime.PodSpec
 	started  time.Time
 	finished time.Time
-	ends     time.Time // when its run time is over; zero without one
-	queued   int       // its index in Host.mu.ends; -1 when not there
+	queued   bool // in Host.mu.ends
 	exit     *runtime.Exit
 	done     chan struct{}
 	// notify are the callbacks of Notify waiting for the pod's end.
@@ -47,7 +49,7 @@ type pod struct {
 
 // NewHost returns an empty host.
 func NewHost() *Host {
-	h := &Host{kick: make(chan struct{}, 1), clockDone: make(chan struct{})}
+	h := &Host{epoch: time.Now(), kick: make(chan struct{}, 1), clockDone: make(chan struct{})}
 	h.mu.pods = map[string]*pod{}
 	return h
 }
@@ -81,12 +83,14 @@ func (h *Host) wake() {
 // addEndLocked queues p, which has a run time, for the clock goroutine,
 // starting that goroutine with the host's first such pod.
 func (h *Host) addEndLocked(p *pod) {
-	heap.Push(&h.mu.ends, p)
+	at := int64(p.started.Sub(h.epoch) + p.spec.Sim.RunTime)
+	h.mu.ends.push(end{at: at, p: p})
+	p.queued = true
 	switch {
 	case !h.mu.clock:
 		h.mu.clock = true
 		go h.runClock()
-	case h.mu.ends[0] == p:
+	case h.mu.ends[0].p == p:
 		h.wake()
 	}
 }
@@ -110,16 +114,21 @@ func (h *Host) runClock() {
 			h.mu.Unlock()
 			return
 		}
-		now := time.Now()
-		for len(h.mu.ends) > 0 && !h.mu.ends[0].ends.After(now) {
-			p := h.mu.ends[0] // endLocked takes it off the queue
+		now := int64(time.Since(h.epoch))
+		for len(h.mu.ends) > 0 && h.mu.ends[0].at <= now {
+			p := h.mu.ends.pop().p
+			p.queued = false
+			if p.exit != nil {
+				h.mu.stale--
+				continue
+			}
 			if fns := h.endLocked(p, p.spec.Sim.ExitCode); fns != nil {
 				due = append(due, ended{p, fns})
 			}
 		}
 		next := time.Duration(-1)
 		if len(h.mu.ends) > 0 {
-			next = h.mu.ends[0].ends.Sub(now)
+			next = time.Duration(h.mu.ends[0].at - now)
 		}
 		h.mu.Unlock()
 		for _, e := range due {
@@ -139,30 +148,79 @@ func (h *Host) runClock() {
 	}
 }
 
-// endQueue is a min-heap of pods by when their run time is over
-// (container/heap).
-type endQueue []*pod
-
-func (q endQueue) Len() int           { return len(q) }
-func (q endQueue) Less(i, j int) bool { return q[i].ends.Before(q[j].ends) }
-func (q endQueue) Swap(i, j int) {
-	q[i], q[j] = q[j], q[i]
-	q[i].queued, q[j].queued = i, j
+// end is a queued pod and when its run time is over, in nanoseconds
+// since the host's epoch: the heap compares times without reaching into
+// the pods, which lie all over memory.
+type end struct {
+	at int64
+	p  *pod
 }
 
-func (q *endQueue) Push(x any) {
-	p := x.(*pod)
-	p.queued = len(*q)
-	*q = append(*q, p)
+// endQueue is a min-heap of ends by time.
+type endQueue []end
+
+func (q *endQueue) push(e end) {
+	*q = append(*q, e)
+	q.up(len(*q) - 1)
 }
 
-func (q *endQueue) Pop() any {
+func (q *endQueue) pop() end {
 	old := *q
-	p := old[len(old)-1]
-	old[len(old)-1] = nil
-	p.queued = -1
-	*q = old[:len(old)-1]
-	return p
+	e, last := old[0], len(old)-1
+	old[0] = old[last]
+	old[last] = end{}
+	*q = old[:last]
+	q.down(0)
+	return e
+}
+
+func (q endQueue) up(i int) {
+	for i > 0 {
+		parent := (i - 1) / 2
+		if q[parent].at <= q[i].at {
+			return
+		}
+		q[parent], q[i] = q[i], q[parent]
+		i = parent
+	}
+}
+
+func (q endQueue) down(i int) {
+	for {
+		least, l := i, 2*i+1
+		if l < len(q) && q[l].at < q[least].at {
+			least = l
+		}
+		if r := l + 1; r < len(q) && q[r].at < q[least].at {
+			least = r
+		}
+		if least == i {
+			return
+		}
+		q[i], q[least] = q[least], q[i]
+		i = least
+	}
+}
+
+// maxStale is how many ended pods a host's queue may hold before it is
+// compacted, when they are also more than half of it.
+const maxStale = 64
+
+// compactLocked drops the pods that ended sooner from the queue.
+func (h *Host) compactLocked() {
+	q := h.mu.ends[:0]
+	for _, e := range h.mu.ends {
+		if e.p.exit == nil {
+			q = append(q, e)
+		} else {
+			e.p.queued = false
+		}
+	}
+	clear(h.mu.ends[len(q):])
+	h.mu.ends, h.mu.stale = q, 0
+	for i := len(q)/2 - 1; i >= 0; i-- {
+		q.down(i)
+	}
 }
 
 // endLocked ends p with code unless it has ended, and returns the
@@ -172,15 +230,18 @@ func (h *Host) endLocked(p *pod, code int) []func(runtime.Exit) {
 	if p.exit != nil {
 		return nil
 	}
-	if p.queued >= 0 {
-		heap.Remove(&h.mu.ends, p.queued)
-	}
 	e := &runtime.Exit{Code: code}
 	for _, c := range p.spec.Containers {
 		e.Containers = append(e.Containers, runtime.ContainerExit{Name: c.Name, Code: code})
 	}
 	p.exit = e
 	p.finished = time.Now()
+	if p.queued { // ended sooner than its run time
+		h.mu.stale++
+		if h.mu.stale > maxStale && 2*h.mu.stale > len(h.mu.ends) {
+			h.compactLocked()
+		}
+	}
 	close(p.done)
 	fns := p.notify
 	p.notify = nil
@@ -245,10 +306,9 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.PodSpec) error {
 	if _, ok := h.mu.pods[spec.ID]; ok {
 		return fmt.Errorf("start pod %q: %w", spec.ID, runtime.ErrExists)
 	}
-	p := &pod{spec: clone(spec), started: time.Now(), queued: -1, done: make(chan struct{})}
+	p := &pod{spec: clone(spec), started: time.Now(), done: make(chan struct{})}
 	h.mu.pods[spec.ID] = p
-	if s := p.spec.Sim; s != nil {
-		p.ends = p.started.Add(s.RunTime)
+	if p.spec.Sim != nil {
 		h.addEndLocked(p)
 	}
 	return nil
