@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -66,6 +67,10 @@ func TestClock(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A run time whose end is past what the queue's clock can count.
+	if err := rt.Start(ctx, spec("forever", time.Duration(math.MaxInt64))); err != nil {
+		t.Fatal(err)
+	}
 	for i := range 5 {
 		if err := rt.Stop(ctx, fmt.Sprintf("long%d", i), 0); err != nil {
 			t.Fatal(err)
@@ -97,7 +102,13 @@ func TestClock(t *testing.T) {
 				len(h.mu.ends), live, running, stale, h.mu.stale, maxStale)
 		}
 	}
-	checkQueue(5) // the short ones ended, 5 of the 10 long ones were stopped
+	h.mu.Lock()
+	forever := h.mu.pods["forever"].exit
+	h.mu.Unlock()
+	if forever != nil {
+		t.Errorf("the pod that runs for centuries ended: %+v", *forever)
+	}
+	checkQueue(6) // the short ones ended, 5 of the 10 long ones were stopped
 	for i := 10; i < 400; i++ {
 		if err := rt.Start(ctx, spec(fmt.Sprintf("long%d", i), time.Hour)); err != nil {
 			t.Fatal(err)
@@ -108,10 +119,10 @@ func TestClock(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i%50 == 0 {
-			checkQueue(5 + 399 - i)
+			checkQueue(6 + 399 - i)
 		}
 	}
-	checkQueue(15)
+	checkQueue(16)
 	h.Close()
 	select {
 	case <-h.clockDone:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -20,8 +21,9 @@ type Host struct {
 		pods   map[string]*pod // guarded by mu
 		closed bool
 		// ends holds the running pods with a run time, by when it is
-		// over (the clock goroutine ends them then), and stale of the
-		// pods that ended sooner, until their time or a compaction.
+		// over: the clock goroutine ends them then. stale counts the
+		// pods in it that ended sooner (stopped, or the host closed),
+		// which stay until their time or a compaction.
 		ends  endQueue
 		stale int
 		// clock is set once the clock goroutine has started.
@@ -83,7 +85,12 @@ func (h *Host) wake() {
 // addEndLocked queues p, which has a run time, for the clock goroutine,
 // starting that goroutine with the host's first such pod.
 func (h *Host) addEndLocked(p *pod) {
-	at := int64(p.started.Sub(h.epoch) + p.spec.Sim.RunTime)
+	at := int64(p.started.Sub(h.epoch))
+	if run := int64(p.spec.Sim.RunTime); run > math.MaxInt64-at {
+		at = math.MaxInt64 // centuries: it never ends by itself
+	} else {
+		at += run
+	}
 	h.mu.ends.push(end{at: at, p: p})
 	p.queued = true
 	switch {
