@@ -96,9 +96,9 @@
 // record holds up to 64 tasks of a group, so the tasks of an array that
 // change within a second (placed together, running together) reach the
 // store as one write, not one each: pebble's memtable inserts were an
-// eighth of a loaded dispatcher's CPU, nearly all of them task records. The records
-// of a job forgotten in between are not written (its range deletions
-// came first). What the store holds is therefore the state as of the
+// eighth of a loaded dispatcher's CPU, nearly all of them task records.
+// The records of a job forgotten in between are not written (its range
+// deletions came first). What the store holds is therefore the state as of the
 // stored applied index, which is what Load and a snapshot need; the log
 // holds the commands after it, and a restart applies them again.
 //
