@@ -37,6 +37,14 @@ func TestFromAPI(t *testing.T) {
 	if s.Containers[0].Args[0] != "/bin/x" {
 		t.Errorf("FromAPI aliases Command")
 	}
+	// No environment, command or arguments: none converted, nil as before.
+	bare := runtime.FromAPI("p2", 1, "sluice/offline", &api.PodSpec{Containers: []api.ContainerSpec{{Name: "c", Image: api.Image{Rootfs: "/img"}}}})
+	if c := bare.Containers[0]; c.Env != nil || c.Args != nil || c.Name != "c" || bare.Sim != nil {
+		t.Errorf("bare pod: %+v", bare)
+	}
+	if none := runtime.FromAPI("p3", 1, "sluice/offline", &api.PodSpec{}); none.Containers != nil {
+		t.Errorf("a pod without containers converted to %+v", none.Containers)
+	}
 }
 
 func TestValidateReportsEveryProblem(t *testing.T) {
@@ -103,5 +111,20 @@ func TestValidatePlaceholder(t *testing.T) {
 		if err := s.Validate(); !errors.Is(err, runtime.ErrBadSpec) {
 			t.Errorf("placeholder with %s: %v", name, err)
 		}
+	}
+}
+
+// BenchmarkFromAPI converts the load generator's pod: one container with a
+// command, resources and a simulated run time, no environment.
+func BenchmarkFromAPI(b *testing.B) {
+	p := &api.PodSpec{
+		Containers: []api.ContainerSpec{{
+			Name: "c0", Image: api.Image{Rootfs: "/sim"}, Command: []string{"/bin/sim", "--run"},
+			Resources: api.Resources{CPU: 100, Memory: 64 << 20},
+		}},
+		Sim: &api.SimSpec{RunTime: api.Duration(time.Second)},
+	}
+	for b.Loop() {
+		runtime.FromAPI("p1", 2, "sluice/offline", p)
 	}
 }
