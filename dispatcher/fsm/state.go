@@ -671,7 +671,7 @@ func decodeTasks(k taskKey, b []byte) ([]*task, error) {
 	}
 	n := d.count(minTaskBytes)
 	if d.err == nil && (n == 0 || n > taskChunk || k.index%taskChunk != 0) {
-		return nil, fmt.Errorf("%w: task record j%d/%d/%d: %d tasks (want 1 to %d, from an index that is a multiple of %[5]d)",
+		return nil, fmt.Errorf("%w: task record j%d/%d/%d: %d tasks (want 1 to %d, from an index that is a multiple of %[6]d)",
 			ErrCorrupt, k.job, k.group, k.index, n, taskChunk)
 	}
 	ts := make([]*task, n)

@@ -118,6 +118,10 @@ func TestTaskRecords(t *testing.T) {
 	}
 
 	first := q.s.m[recKey(0)]
+	_, err = decodeTasks(taskKey{job: 1, index: 1}, q.s.m[recKey(192)])
+	if want := "task record j1/0/1: 8 tasks (want 1 to 64, from an index that is a multiple of 64)"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a record under index 1: %v; want %q", err, want)
+	}
 	for _, tc := range []struct {
 		name, key string
 		rec       []byte
