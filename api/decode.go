@@ -1217,11 +1217,11 @@ func decodeTaskStatus(d *decoder, t *TaskStatus) {
 			}
 		case "index":
 			if d.field(&seen, 2) {
-				t.Index = d.intIn(math.MinInt64, math.MaxInt64)
+				t.Index = d.int64()
 			}
 		case "attempt":
 			if d.field(&seen, 3) {
-				t.Attempt = d.intIn(math.MinInt64, math.MaxInt64)
+				t.Attempt = d.int64()
 			}
 		case "state":
 			if d.field(&seen, 4) {

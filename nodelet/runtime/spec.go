@@ -108,7 +108,7 @@ func FromAPI(id string, generation int64, cgroupParent string, p *api.PodSpec) P
 		s.Containers[i] = ContainerSpec{
 			Name:       c.Name,
 			Image:      c.Image,
-			Args:       concat(c.Command, c.Args),
+			Args:       slices.Concat(c.Command, c.Args),
 			WorkingDir: c.WorkingDir,
 			Resources: Resources{
 				MilliCPU:    c.Resources.CPU,
@@ -127,15 +127,6 @@ func FromAPI(id string, generation int64, cgroupParent string, p *api.PodSpec) P
 		}
 	}
 	return s
-}
-
-// concat returns a new slice of a's then b's strings, nil when both are
-// empty.
-func concat(a, b []string) []string {
-	if len(a)+len(b) == 0 {
-		return nil
-	}
-	return append(append(make([]string, 0, len(a)+len(b)), a...), b...)
 }
 
 // SpecError is an ErrBadSpec error: every problem of a spec, each naming

@@ -163,7 +163,8 @@ type end struct {
 	p  *pod
 }
 
-// endQueue is a min-heap of ends by time.
+// endQueue is a min-heap of ends by time. It is not a container/heap:
+// that boxes each pushed value, an allocation a pod.
 type endQueue []end
 
 func (q *endQueue) push(e end) {
