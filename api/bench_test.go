@@ -94,80 +94,105 @@ func BenchmarkDecodeJobsStdlib(b *testing.B) {
 	}
 }
 
-// targetBody returns a node's target of n typical single-container pods as
-// the dispatcher writes it.
-func targetBody(b *testing.B, n int) []byte {
+// nodeTarget returns a node's target of n typical single-container pods,
+// in task groups of group pods that share one spec (1: no two alike).
+func nodeTarget(n, group int) api.NodeTarget {
 	t := api.NodeTarget{Generation: 1234, Base: 1200}
+	var spec api.PodSpec
 	for i := range n {
-		t.Pods = append(t.Pods, api.TargetPod{
-			TaskID: fmt.Sprintf("j%d/0/%d/1", 100+i, i), Job: fmt.Sprintf("j%d", 100+i), Group: "g", QoS: api.QoSOffline, Priority: 10,
-			Pod: api.PodSpec{Containers: []api.ContainerSpec{{Name: "main", Image: api.Image{Rootfs: "/srv/images/alpine"},
+		if i%group == 0 {
+			spec = api.PodSpec{Containers: []api.ContainerSpec{{Name: "main", Image: api.Image{Rootfs: "/srv/images/alpine"},
 				Command: []string{"/bin/sh", "-c", fmt.Sprintf("process shard %d", i)}, Resources: api.Resources{CPU: 500, Memory: 256 << 20}}},
-				Sim: &api.SimSpec{RunTime: api.Duration(time.Second)}},
+				Sim: &api.SimSpec{RunTime: api.Duration(time.Second)}}
+		}
+		j := 100 + i/group
+		t.Pods = append(t.Pods, api.TargetPod{
+			TaskID: fmt.Sprintf("j%d/0/%d/1", j, i%group), Job: fmt.Sprintf("j%d", j), Group: "g", QoS: api.QoSOffline, Priority: 10, Pod: spec,
 		})
 	}
-	body, err := json.Marshal(t)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return body
+	return t
 }
+
+// targetShapes are the targets the target benchmarks read and write: 40
+// pods with specs all different, and 40 pods of arrays of 8.
+var targetShapes = []struct {
+	name  string
+	group int
+}{{"distinct", 1}, {"groups8", 8}}
 
 // BenchmarkDecodeNodeTarget measures the nodelet's read of a target, beside
 // encoding/json's (BenchmarkDecodeNodeTargetStdlib), per pod.
 func BenchmarkDecodeNodeTarget(b *testing.B) {
-	body := targetBody(b, 40)
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if t, err := api.DecodeNodeTarget(body); err != nil || len(t.Pods) != 40 {
-			b.Fatalf("decode: %d pods, %v", len(t.Pods), err)
-		}
+	for _, sh := range targetShapes {
+		b.Run(sh.name, func(b *testing.B) {
+			body, err := json.Marshal(nodeTarget(40, sh.group))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if t, err := api.DecodeNodeTarget(body); err != nil || len(t.Pods) != 40 {
+					b.Fatalf("decode: %d pods, %v", len(t.Pods), err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(40*b.N), "ns/pod")
+		})
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(40*b.N), "ns/pod")
 }
 
 func BenchmarkDecodeNodeTargetStdlib(b *testing.B) {
-	body := targetBody(b, 40)
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	for b.Loop() {
-		var t api.NodeTarget
-		if err := json.Unmarshal(body, &t); err != nil || len(t.Pods) != 40 {
-			b.Fatalf("decode: %d pods, %v", len(t.Pods), err)
-		}
+	for _, sh := range targetShapes {
+		b.Run(sh.name, func(b *testing.B) {
+			body, err := json.Marshal(nodeTarget(40, sh.group))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				var t api.NodeTarget
+				if err := json.Unmarshal(body, &t); err != nil || len(t.Pods) != 40 {
+					b.Fatalf("decode: %d pods, %v", len(t.Pods), err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(40*b.N), "ns/pod")
+		})
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(40*b.N), "ns/pod")
 }
 
 // BenchmarkEncodeNodeTarget measures the dispatcher's write of a target of
-// 40 pods, beside encoding/json's (BenchmarkEncodeNodeTargetStdlib), per pod.
+// 40 pods, beside encoding/json's (BenchmarkEncodeNodeTargetStdlib), per
+// pod. The pods of a group share their spec's memory, as in the
+// dispatcher.
 func BenchmarkEncodeNodeTarget(b *testing.B) {
-	t, err := api.DecodeNodeTarget(targetBody(b, 40))
-	if err != nil {
-		b.Fatal(err)
+	for _, sh := range targetShapes {
+		b.Run(sh.name, func(b *testing.B) {
+			t := nodeTarget(40, sh.group)
+			var buf []byte
+			b.ReportAllocs()
+			for b.Loop() {
+				buf = api.AppendNodeTarget(buf[:0], &t)
+			}
+			b.SetBytes(int64(len(buf)))
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(40*b.N), "ns/pod")
+		})
 	}
-	var buf []byte
-	b.ReportAllocs()
-	for b.Loop() {
-		buf = api.AppendNodeTarget(buf[:0], &t)
-	}
-	b.SetBytes(int64(len(buf)))
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(40*b.N), "ns/pod")
 }
 
 func BenchmarkEncodeNodeTargetStdlib(b *testing.B) {
-	t, err := api.DecodeNodeTarget(targetBody(b, 40))
-	if err != nil {
-		b.Fatal(err)
+	for _, sh := range targetShapes {
+		b.Run(sh.name, func(b *testing.B) {
+			t := nodeTarget(40, sh.group)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := json.Marshal(&t); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(40*b.N), "ns/pod")
+		})
 	}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := json.Marshal(&t); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(40*b.N), "ns/pod")
 }
 
 // reportBody returns a heartbeat of a node running n tasks, with a report

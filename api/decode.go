@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"unsafe"
 )
@@ -225,6 +226,7 @@ func (d *decoder) resetShared(body []byte) {
 	d.checker = checker{input: body, item: -1, path: d.path[:0]}
 	d.text = unsafe.String(unsafe.SliceData(body), len(body))
 	d.pos, d.broken, d.lenient, d.lastNum = 0, false, false, 0
+	d.lastPod = podMemo{}
 	d.scratch = d.scratch[:0]
 	// A typical job is 200-300 bytes; size chunks so that a small request
 	// allocates little and a bulk one allocates rarely.
@@ -236,6 +238,7 @@ func (d *decoder) resetShared(body []byte) {
 func (d *decoder) release() {
 	d.checker = checker{path: d.path[:0]}
 	d.text = ""
+	d.lastPod = podMemo{}
 	d.groups, d.containers, d.strings = slab[TaskGroupSpec]{}, slab[ContainerSpec]{}, slab[string]{}
 	if cap(d.scratch) > 64<<10 {
 		d.scratch = nil
@@ -722,7 +725,8 @@ func decodeCapboxRequest(d *decoder, r *CapboxRequest) {
 // reply of GET /v1/nodes/{name}/target): strictly, as DecodeJobs reads job
 // specs (an unknown or repeated field or a wrong type is an error naming
 // its path), and without reflection, since every nodelet reads one per
-// change of its pods. Generations of 2^63 or more are refused.
+// change of its pods. Generations of 2^63 or more are refused. Pods whose
+// specs have the same text share one decoded spec: treat specs as read-only.
 func DecodeNodeTarget(body []byte) (NodeTarget, error) {
 	return decodeOne(body, "target", decodeNodeTarget)
 }
@@ -787,6 +791,31 @@ func decodeNodeTarget(d *decoder, t *NodeTarget) {
 	}
 }
 
+// podMemo is the last pod spec a target's decoder read, and its text.
+type podMemo struct {
+	text string
+	spec PodSpec
+}
+
+// targetPod reads a target pod's spec. The pods of a task group, and often
+// those of many jobs, have the same spec: one whose text is the same as
+// the last one read, which decoded without a problem, is not read again
+// but shares that one's memory.
+func (d *decoder) targetPod(p *PodSpec) {
+	if d.peek() == '{' && d.lastPod.text != "" && strings.HasPrefix(d.text[d.pos:], d.lastPod.text) {
+		// A JSON object ends where its text says: the same text is the
+		// same whole object.
+		d.pos += len(d.lastPod.text)
+		*p = d.lastPod.spec
+		return
+	}
+	start, problems := d.pos, d.total
+	decodePod(d, p)
+	if !d.broken && d.total == problems {
+		d.lastPod = podMemo{text: d.text[start:d.pos], spec: *p}
+	}
+}
+
 func decodeTargetPod(d *decoder, p *TargetPod) {
 	if !d.openObject() {
 		return
@@ -816,7 +845,7 @@ func decodeTargetPod(d *decoder, p *TargetPod) {
 			}
 		case "pod":
 			if d.field(&seen, 5) {
-				decodePod(d, &p.Pod)
+				d.targetPod(&p.Pod)
 			}
 		case "max_run_time":
 			if d.field(&seen, 6) {

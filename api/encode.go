@@ -24,7 +24,19 @@ func AppendNodeTarget(dst []byte, t *NodeTarget) []byte {
 		dst = strconv.AppendUint(dst, t.Base, 10)
 	}
 	dst = append(dst, `,"pods":`...)
-	dst = appendArray(dst, t.Pods, appendTargetPod)
+	if t.Pods == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, '[')
+		var last specText
+		for i := range t.Pods {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendTargetPod(dst, &t.Pods[i], &last)
+		}
+		dst = append(dst, ']')
+	}
 	if len(t.Removed) > 0 {
 		dst = append(dst, `,"removed":`...)
 		dst = appendStrings(dst, t.Removed)
@@ -32,7 +44,22 @@ func AppendNodeTarget(dst []byte, t *NodeTarget) []byte {
 	return append(dst, '}')
 }
 
-func appendTargetPod(dst []byte, p *TargetPod) []byte {
+// specText is where in the output the last target pod's spec was written.
+type specText struct {
+	spec       *PodSpec
+	start, end int
+}
+
+// samePodSpec reports whether a and b share their memory, as the pods of
+// one task group do in the dispatcher: then they are written alike.
+func samePodSpec(a, b *PodSpec) bool {
+	return len(a.Containers) == len(b.Containers) && (len(a.Containers) == 0 || &a.Containers[0] == &b.Containers[0]) &&
+		a.SharePID == b.SharePID && a.Sim == b.Sim
+}
+
+// appendTargetPod writes p; its spec is copied from the text of the last
+// pod's when the two share their memory.
+func appendTargetPod(dst []byte, p *TargetPod, last *specText) []byte {
 	dst = append(dst, `{"task_id":`...)
 	dst = appendJSONString(dst, p.TaskID)
 	dst = append(dst, `,"job":`...)
@@ -44,7 +71,13 @@ func appendTargetPod(dst []byte, p *TargetPod) []byte {
 	dst = append(dst, `,"priority":`...)
 	dst = strconv.AppendInt(dst, int64(p.Priority), 10)
 	dst = append(dst, `,"pod":`...)
-	dst = appendPod(dst, &p.Pod)
+	if last.spec != nil && samePodSpec(last.spec, &p.Pod) {
+		dst = append(dst, dst[last.start:last.end]...)
+	} else {
+		start := len(dst)
+		dst = appendPod(dst, &p.Pod)
+		*last = specText{&p.Pod, start, len(dst)}
+	}
 	if p.MaxRunTime != 0 {
 		dst = append(dst, `,"max_run_time":`...)
 		dst = appendDuration(dst, p.MaxRunTime)

@@ -42,6 +42,8 @@ type decoder struct {
 	scratch []byte
 	// lastNum is where the last number read began, for messages.
 	lastNum int
+	// lastPod is the last spec targetPod read.
+	lastPod podMemo
 	// The current member's name is input[keyStart:keyEnd], or scratch when
 	// it had escapes (until the next string is read).
 	keyStart, keyEnd int

@@ -342,6 +342,89 @@ func TestDecodeNodeTarget(t *testing.T) {
 	}
 }
 
+// groupTarget returns a random target whose pods come in runs that share
+// one spec's memory, as the dispatcher's pods of one task group do, with
+// some runs of equal specs that share nothing.
+func (g gen) groupTarget() api.NodeTarget {
+	t := api.NodeTarget{Generation: g.r.Uint64N(1 << 62)}
+	for range g.r.IntN(4) + 1 {
+		spec := g.job().Tasks[0].Pod
+		for i := range g.r.IntN(5) + 1 {
+			pod := spec
+			switch g.r.IntN(6) {
+			case 0:
+				// Its containers shared, the rest not.
+				pod.Sim = &api.SimSpec{RunTime: api.Duration(g.r.IntN(5)) * api.Duration(time.Second)}
+			case 1:
+				pod.SharePID = !pod.SharePID
+			case 2:
+				// Equal, but its own memory.
+				var c api.PodSpec
+				b, _ := json.Marshal(spec)
+				if err := json.Unmarshal(b, &c); err != nil {
+					panic(err)
+				}
+				pod = c
+			}
+			t.Pods = append(t.Pods, api.TargetPod{TaskID: fmt.Sprintf("%s/0/%d/1", g.name("j"), i), Job: g.name("j"), Pod: pod})
+		}
+	}
+	return t
+}
+
+// TestNodeTargetSharedSpecs checks the target encoder and decoder on pods
+// that share specs: the encoder writes each as encoding/json does, and
+// the decoder reads each as encoding/json does, the pods of one spec text
+// sharing one decoded spec.
+func TestNodeTargetSharedSpecs(t *testing.T) {
+	if n := reflect.TypeFor[api.PodSpec]().NumField(); n != 3 {
+		t.Fatalf("PodSpec has %d fields: samePodSpec in encode.go must compare the new ones", n)
+	}
+	g := gen{seedtest.Rand(t)}
+	for range 300 {
+		target := g.groupTarget()
+		want, err := json.Marshal(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := api.AppendNodeTarget(nil, &target); !bytes.Equal(got, want) {
+			t.Fatalf("encode:\n got %s\nwant %s", got, want)
+		}
+		got, err := api.DecodeNodeTarget(want)
+		if err != nil {
+			t.Fatalf("decode: %v\nbody: %s", err, want)
+		}
+		var std api.NodeTarget
+		if err := json.Unmarshal(want, &std); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, std) {
+			t.Fatalf("decode differs:\n got %+v\nwant %+v\nbody: %s", got, std, want)
+		}
+		for i := 1; i < len(got.Pods); i++ {
+			a, b := &got.Pods[i-1].Pod, &got.Pods[i].Pod
+			if reflect.DeepEqual(a, b) && len(a.Containers) > 0 && &a.Containers[0] != &b.Containers[0] {
+				t.Fatalf("pods %d and %d have the same spec but were decoded twice", i-1, i)
+			}
+		}
+	}
+	// A spec with a problem is read again for each pod, so that each
+	// pod's problem is named.
+	spec := `{"containers":[{"resources":{"cpu":"lots"}}]}`
+	_, err := api.DecodeNodeTarget([]byte(`{"pods":[{"pod":` + spec + `},{"pod":` + spec + `}]}`))
+	for _, want := range []string{"pods[0].pod.containers[0].resources.cpu", "pods[1].pod.containers[0].resources.cpu"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("two pods with a bad spec: %v, want an error naming %s", err, want)
+		}
+	}
+	// A spec that begins like the last one but is longer is its own.
+	body := `{"pods":[{"pod":{"containers":[]}},{"pod":{"containers":[] ,"share_pid":true}},{"pod":{"containers":[]}}]}`
+	got, err := api.DecodeNodeTarget([]byte(body))
+	if err != nil || len(got.Pods) != 3 || got.Pods[0].Pod.SharePID || !got.Pods[1].Pod.SharePID || got.Pods[2].Pod.SharePID {
+		t.Fatalf("decode %s: %+v, %v", body, got, err)
+	}
+}
+
 // reportRequest returns a random report request that sets every field.
 func (g gen) reportRequest() api.ReportRequest {
 	var r api.ReportRequest
