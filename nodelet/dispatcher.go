@@ -76,8 +76,15 @@ type DesiredPod struct {
 	// cgroup.Offline. Empty means offline (api's default QoS).
 	Tier cgroup.Tier
 	// Priority orders offline pods for the memory killer: lower dies
-	// first.
-	Priority int
+	// first. It is the api's int32, and it shares a word with Capbox:
+	// the struct stays within 128 bytes, up to which Go's maps keep
+	// their values in place rather than each in an allocation of its own
+	// (the agent and the remote Dispatcher keep maps of them, an entry a
+	// pod).
+	Priority int32
+	// Capbox makes the pod a capbox's placeholder (runtime.PodSpec's
+	// Placeholder): Pod's one container only says what it holds.
+	Capbox bool
 	// Pod is the pod's api spec, as decoded (defaulted) by api.
 	Pod api.PodSpec
 	// MaxRunTime, when positive, is how long the pod may run: the agent
@@ -85,9 +92,6 @@ type DesiredPod struct {
 	// runtime says it started) and reports it killed with
 	// api.ReasonTimeLimit.
 	MaxRunTime time.Duration
-	// Capbox makes the pod a capbox's placeholder (runtime.PodSpec's
-	// Placeholder): Pod's one container only says what it holds.
-	Capbox bool
 	// InCapbox is, for a task an appmaster runs in a capbox, the ID of
 	// the capbox's placeholder pod (runtime.PodSpec's InPod).
 	InCapbox string

@@ -816,7 +816,7 @@ func (o *owner) publish() {
 			continue
 		}
 		p.published = true
-		op := overcommit.Pod{ID: p.want.ID, Tier: p.want.Tier, Priority: p.want.Priority, StartedAt: p.startedAt}
+		op := overcommit.Pod{ID: p.want.ID, Tier: p.want.Tier, Priority: int(p.want.Priority), StartedAt: p.startedAt}
 		for _, c := range p.want.Pod.Containers {
 			op.Request.CPUMillis += c.Resources.CPU
 			op.Request.MemoryBytes += c.Resources.Memory

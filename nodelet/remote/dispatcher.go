@@ -324,7 +324,7 @@ func desiredPod(p *api.TargetPod) nodelet.DesiredPod {
 		TaskID:     p.TaskID,
 		Generation: attempt(p.TaskID),
 		Tier:       tier,
-		Priority:   int(p.Priority),
+		Priority:   p.Priority,
 		Pod:        p.Pod,
 		MaxRunTime: time.Duration(p.MaxRunTime),
 		Capbox:     p.Capbox,
