@@ -128,6 +128,9 @@ type owner struct {
 	// queues in local, handled before the loop waits again.
 	immediate bool
 	local     []event
+	// handling is the buffer of the local events settle handles, kept
+	// for the next ones.
+	handling []event
 }
 
 // deadline is when a running pod's MaxRunTime ends.
@@ -246,10 +249,12 @@ func (o *owner) settle() {
 			return
 		}
 		evs := o.local
-		o.local = nil
+		o.local = o.handling
 		for _, ev := range evs {
 			o.handle(ev)
 		}
+		clear(evs)
+		o.handling = evs[:0]
 	}
 }
 
