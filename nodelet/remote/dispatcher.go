@@ -343,20 +343,17 @@ func (d *Dispatcher) convert(generation, base, known uint64) nodelet.Target {
 	d.mu.delivered = true
 	if d.diffed && known != 0 && known == d.mu.base+base {
 		out := nodelet.Target{Generation: gen, Base: known, Pods: d.changed, Removed: make([]string, 0, len(d.gone))}
-		var previous map[string]string
+		previous := make(map[string]string, len(d.gone))
 		for _, p := range d.gone {
 			out.Removed = append(out.Removed, p.ID)
 			if c, ok := d.mu.containers[p.TaskID]; ok {
-				if previous == nil {
-					previous = make(map[string]string, len(d.gone))
-				}
 				previous[p.TaskID] = c
 				delete(d.mu.containers, p.TaskID)
 			}
 		}
-		for i := range d.changed {
-			if c := firstContainer(&d.changed[i]); c != "" {
-				d.mu.containers[d.changed[i].TaskID] = c
+		for _, p := range d.changed {
+			if len(p.Pod.Containers) > 0 {
+				d.mu.containers[p.TaskID] = p.Pod.Containers[0].Name
 			}
 		}
 		d.mu.previous = previous
@@ -368,24 +365,14 @@ func (d *Dispatcher) convert(generation, base, known uint64) nodelet.Target {
 	containers := make(map[string]string, len(d.held))
 	for _, p := range d.held {
 		out.Pods = append(out.Pods, p)
-		if c := firstContainer(&p); c != "" {
-			containers[p.TaskID] = c
+		if len(p.Pod.Containers) > 0 {
+			containers[p.TaskID] = p.Pod.Containers[0].Name
 		}
 	}
 	d.mu.Lock()
 	d.mu.previous, d.mu.containers = d.mu.containers, containers
 	d.mu.Unlock()
 	return out
-}
-
-// firstContainer is the name of p's first container, "" when it has none
-// or its first has no name: FirstContainer's answer for a task it does
-// not know, so such pods are not recorded.
-func firstContainer(p *nodelet.DesiredPod) string {
-	if len(p.Pod.Containers) == 0 {
-		return ""
-	}
-	return p.Pod.Containers[0].Name
 }
 
 // FirstContainer returns the name of the first container of the pod that
