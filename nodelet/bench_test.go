@@ -25,6 +25,10 @@ type loopDispatcher struct {
 	node  string
 	ended *atomic.Int64
 	mu    sync.Mutex
+	// failed counts the pods that ended otherwise than succeeded; failure
+	// is the first one's report.
+	failed  int
+	failure string
 	// gen is the generation of the last target returned; added and
 	// removed are the changes since.
 	gen      uint64
@@ -52,10 +56,11 @@ func (d *loopDispatcher) addLocked() {
 	d.added = append(d.added, nodelet.DesiredPod{ID: id, TaskID: id, Generation: 1, Tier: cgroup.Offline, Priority: 10, Pod: benchPod})
 }
 
-// benchPod is a loadgen task's spec that ends at once: the pods of the
-// benchmark share it, as the pods of a task group do.
+// benchPod is a loadgen task's spec, defaulted as the api does, that ends
+// at once: the pods of the benchmark share it, as the pods of a task group
+// do.
 var benchPod = api.PodSpec{
-	Containers: []api.ContainerSpec{{Image: api.Image{Rootfs: "/sim"}, Command: []string{"/bin/work"},
+	Containers: []api.ContainerSpec{{Name: "c0", Image: api.Image{Rootfs: "/sim"}, Command: []string{"/bin/work"},
 		Resources: api.Resources{CPU: 500, Memory: 256 << 20}}},
 	Sim: &api.SimSpec{RunTime: api.Duration(time.Nanosecond)},
 }
@@ -96,6 +101,11 @@ func (d *loopDispatcher) Report(ctx context.Context, node string, rs []nodelet.P
 			continue
 		}
 		ended++
+		if r.State != api.TaskSucceeded {
+			if d.failed++; d.failed == 1 {
+				d.failure = fmt.Sprintf("%s %s: %s", r.State, r.Reason, r.Message)
+			}
+		}
 		delete(d.inTarget, r.TaskID)
 		d.removed = append(d.removed, r.PodID)
 		if d.next < d.quota {
@@ -133,9 +143,11 @@ func BenchmarkAgentPods(b *testing.B) {
 	defer cancel()
 	quota := max(b.N/agents, 1)
 	var wg sync.WaitGroup
+	var disps []*loopDispatcher
 	for i := range agents {
 		host := sim.NewHost()
 		d := newLoopDispatcher(fmt.Sprintf("n%d", i), quota, inFlight, &ended)
+		disps = append(disps, d)
 		a, err := nodelet.New(nodelet.Config{Node: d.node, Runtime: sim.New(host), Dispatcher: d})
 		if err != nil {
 			b.Fatal(err)
@@ -165,4 +177,9 @@ func BenchmarkAgentPods(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 	cancel()
 	wg.Wait()
+	for _, d := range disps {
+		if d.failed > 0 {
+			b.Fatalf("%s: %d pods did not succeed, the first: %s", d.node, d.failed, d.failure)
+		}
+	}
 }
