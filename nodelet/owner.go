@@ -127,7 +127,9 @@ type owner struct {
 	// are called in the owner's loop, and what they would have posted
 	// queues in local, handled before the loop waits again.
 	immediate bool
-	local     []event
+	// offlineParent is the offline tier's cgroup, which most pods run in.
+	offlineParent string
+	local         []event
 	// handling is the buffer of the local events settle handles, kept
 	// for the next ones.
 	handling []event
@@ -163,11 +165,12 @@ type exitEntry struct {
 func newOwner(a *Agent, ctx context.Context) *owner {
 	_, immediate := a.cfg.Runtime.(runtime.Immediate)
 	return &owner{
-		a:         a,
-		ctx:       ctx,
-		sem:       make(chan struct{}, a.cfg.MaxConcurrentStarts),
-		pods:      map[string]*pod{},
-		immediate: immediate,
+		a:             a,
+		ctx:           ctx,
+		sem:           make(chan struct{}, a.cfg.MaxConcurrentStarts),
+		pods:          map[string]*pod{},
+		immediate:     immediate,
+		offlineParent: path.Join(a.cfg.CgroupRoot, string(cgroup.Offline)),
 	}
 }
 
@@ -488,7 +491,11 @@ func (o *owner) removable(p *pod, now time.Time) bool {
 // their own: the offline tier's quota (the overcommit loop's) bounds them,
 // and cgroup v1 refuses a child quota above its parent's.
 func (o *owner) spec(d DesiredPod) runtime.PodSpec {
-	s := runtime.FromAPI(d.ID, d.Generation, path.Join(o.a.cfg.CgroupRoot, string(d.Tier)), &d.Pod)
+	parent := o.offlineParent
+	if d.Tier != cgroup.Offline {
+		parent = path.Join(o.a.cfg.CgroupRoot, string(d.Tier))
+	}
+	s := runtime.FromAPI(d.ID, d.Generation, parent, &d.Pod)
 	s.Placeholder, s.InPod = d.Capbox, d.InCapbox
 	if d.Tier == cgroup.Offline {
 		for i := range s.Containers {
