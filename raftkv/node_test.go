@@ -107,3 +107,22 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestSyncInterval checks that the log's syncs are spaced SyncInterval
+// apart: one writer's commits, each of which waits for a sync, come at
+// most one an interval.
+func TestSyncInterval(t *testing.T) {
+	const interval = 100 * time.Millisecond
+	c := newCluster(t, 1, withConfig(func(cfg *raftkv.Config) { cfg.SyncInterval = interval }))
+	n := c.node(1)
+	ctx := ctxTimeout(t, 10*time.Second)
+	start := time.Now()
+	for i := range 4 {
+		if _, err := n.Propose(ctx, raftkv.PutCommand(fmt.Appendf(nil, "k%d", i), []byte("v"))); err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+	}
+	if took := time.Since(start); took < 3*interval {
+		t.Fatalf("4 commits one after another took %v: want at least 3 sync intervals (%v), a sync each", took, 3*interval)
+	}
+}

@@ -51,6 +51,9 @@ func pebbleOptions(cfg Config, logger pebble.Logger, onCorruption func(error)) *
 		// died in them.
 		FlushDelayDeleteRange: time.Minute,
 	}
+	if iv := cfg.SyncInterval; iv > 0 {
+		o.WALMinSyncInterval = func() time.Duration { return iv }
+	}
 	o.EnsureDefaults()
 	// Point lookups (Get on the state machine's keys, the meta keys) skip
 	// sstables through bloom filters.
