@@ -73,12 +73,8 @@ func withTransports(f transportFactory) clusterOpt {
 	return func(c *cluster) { c.newTr, c.net = f, nil }
 }
 
-// fastConfig is the test default: 10ms ticks, small snapshots, syncs as
-// soon as asked (tests that write one command at a time would wait a sync
-// interval for each; TestSyncInterval tests the spacing, and the
-// dispatcher's tests run the default).
+// fastConfig is the test default: 10ms ticks, small snapshots.
 func fastConfig(cfg *raftkv.Config) {
-	cfg.SyncInterval = -1
 	cfg.TickInterval = 10 * time.Millisecond
 	cfg.ElectionTicks = 10
 	cfg.HeartbeatTicks = 1

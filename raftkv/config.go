@@ -75,14 +75,14 @@ type Config struct {
 	// many bytes. Default 1 MiB.
 	ApplyWriteBytes int
 	// SyncInterval is the least time between two syncs of the log (pebble's
-	// WALMinSyncInterval): writes that ask for a sync sooner wait for it,
-	// and share it with every write that arrives meanwhile. Under load,
-	// fewer and larger syncs and Readys cost less CPU in all (the kernel's
-	// share of a sync, and raft's of a Ready, hardly depend on its size),
-	// for some milliseconds of commit latency; a sync asked for after a
-	// quiet spell is not delayed. A client that writes one command at a
-	// time gets at most one commit per interval. Default 10ms; negative:
-	// sync as soon as asked.
+	// WALMinSyncInterval): a write that asks for a sync sooner waits for
+	// it, and shares it with every write that arrives meanwhile; one asked
+	// for after a quiet spell is not delayed. Under a load that arrives
+	// whatever the latency (a cluster's nodes and users), fewer and larger
+	// syncs and Readys cost less CPU in all, for some milliseconds of
+	// commit latency; a client that waits for each write before the next
+	// gets at most one commit an interval, so closed-loop throughput
+	// falls. Default 0: sync as soon as asked.
 	SyncInterval time.Duration
 
 	// MaxEntryBytes bounds how many bytes of commands one raft entry packs.
@@ -160,9 +160,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ApplyWriteBytes == 0 {
 		c.ApplyWriteBytes = 1 << 20
-	}
-	if c.SyncInterval == 0 {
-		c.SyncInterval = 10 * time.Millisecond
 	}
 	if c.MaxEntryBytes == 0 {
 		c.MaxEntryBytes = 1 << 20

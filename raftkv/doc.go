@@ -60,8 +60,9 @@
 //     due. It never waits on an fsync.
 //   - The appender (append.go) writes the MsgStorageAppends in order
 //     (snapshot, entries, hard state), syncs once for all that queued up
-//     while it was writing (pebble spaces syncs Config.SyncInterval apart,
-//     so that under load more writes share each), and only then sends
+//     while it was writing (pebble spaces syncs Config.SyncInterval apart
+//     when it is set, so that under load more writes share each), and
+//     only then sends
 //     their responses (the
 //     acknowledgements of appends, votes granted) to the peers and hands
 //     the ones for this replica back to the loop, which steps them (taking

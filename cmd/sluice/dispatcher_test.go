@@ -92,6 +92,7 @@ func TestDispatcherRejectsBadSettings(t *testing.T) {
 		{[]string{"--queue-weights", "a=3,b"}, "want queue=weight"},
 		{[]string{"--slot-ttl", "-1s"}, "--slot-ttl -1s"},
 		{[]string{"--job-retention", "-1m"}, "--job-retention -1m"},
+		{[]string{"--sync-interval", "-1ms"}, "--sync-interval -1ms"},
 		{[]string{"--queue-weights", "a=0"}, `weight "0" of queue "a"`},
 		{[]string{"--queue-weights", "a=x"}, `weight "x" of queue "a"`},
 		{[]string{"--queue-weights", "a=1,a=2"}, `queue "a" given twice`},
@@ -120,6 +121,10 @@ func TestDispatcherSchedulingFlags(t *testing.T) {
 		cfg, err := dispatcherFlags{id: 1, jobRetention: tc.flag}.serverConfig(nil)
 		if err != nil || cfg.Dispatcher.JobRetention != tc.want {
 			t.Errorf("--job-retention %v: JobRetention %v, %v; want %v", tc.flag, cfg.Dispatcher.JobRetention, err, tc.want)
+		}
+		cfg, err = dispatcherFlags{id: 1, syncInterval: tc.flag}.serverConfig(nil)
+		if err != nil || cfg.SyncInterval != tc.want {
+			t.Errorf("--sync-interval %v: SyncInterval %v, %v; want %v", tc.flag, cfg.SyncInterval, err, tc.want)
 		}
 	}
 }

