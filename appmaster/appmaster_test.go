@@ -359,11 +359,14 @@ func TestTasksInCapboxes(t *testing.T) {
 	box := boxes.running[0]
 
 	tasks := newTaskRecorder()
-	ok, err := am.StartTask(ctx, box, "ok", simTask(500, 20*time.Millisecond, 0), tasks)
+	// The short tasks run for a second: long enough to still hold their
+	// room when "big" asks for it three commits later, each of which may
+	// wait for the replicas' spaced log syncs.
+	ok, err := am.StartTask(ctx, box, "ok", simTask(500, time.Second, 0), tasks)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad, err := am.StartTask(ctx, box, "bad", simTask(500, 20*time.Millisecond, 3), tasks)
+	bad, err := am.StartTask(ctx, box, "bad", simTask(500, time.Second, 3), tasks)
 	if err != nil {
 		t.Fatal(err)
 	}
