@@ -82,7 +82,8 @@ type Config struct {
 	// syncs and Readys cost less CPU in all, for some milliseconds of
 	// commit latency; a client that waits for each write before the next
 	// gets at most one commit an interval, so closed-loop throughput
-	// falls. Default 0: sync as soon as asked.
+	// falls. Default 0 (as does a negative interval): sync as soon as
+	// asked.
 	SyncInterval time.Duration
 
 	// MaxEntryBytes bounds how many bytes of commands one raft entry packs.

@@ -62,11 +62,9 @@
 //     (snapshot, entries, hard state), syncs once for all that queued up
 //     while it was writing (pebble spaces syncs Config.SyncInterval apart
 //     when it is set, so that under load more writes share each), and
-//     only then sends
-//     their responses (the
-//     acknowledgements of appends, votes granted) to the peers and hands
-//     the ones for this replica back to the loop, which steps them (taking
-//     in a snapshot first).
+//     only then sends their responses (the acknowledgements of appends,
+//     votes granted) to the peers and hands the ones for this replica
+//     back to the loop, which steps them (taking in a snapshot first).
 //
 // Proposals are queued on a channel; the loop drains all that are queued,
 // packs them into as few entries as Config.MaxEntryBytes allows, and
