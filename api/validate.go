@@ -72,14 +72,14 @@ func (r *TaskReport) Validate() error {
 }
 
 func (r *TaskReport) validate(c *checker) {
-	c.push("task_id")
+	// Paths are pushed only for problems: a valid report's check
+	// allocates nothing (nodelets check each report they send).
 	switch {
 	case r.TaskID == "":
-		c.bad("is required")
+		c.badAt("task_id", "is required")
 	case len(r.TaskID) > MaxNameLen:
-		c.badf("longer than %d bytes", MaxNameLen)
+		c.badAtf("task_id", "longer than %d bytes", MaxNameLen)
 	}
-	c.pop()
 	if !r.State.Valid() {
 		c.badAt("state", "unknown task state")
 	}
