@@ -53,7 +53,12 @@ func (d *loopDispatcher) addLocked() {
 	id := fmt.Sprintf("%s-j%d-0-%d", d.node, d.next/16, d.next%16)
 	d.next++
 	d.inTarget[id] = true
-	d.added = append(d.added, nodelet.DesiredPod{ID: id, TaskID: id, Generation: 1, Tier: cgroup.Offline, Priority: 10, Pod: benchPod})
+	d.added = append(d.added, benchDesired(id))
+}
+
+// benchDesired is the benchmark's desired pod named id.
+func benchDesired(id string) nodelet.DesiredPod {
+	return nodelet.DesiredPod{ID: id, TaskID: id, Generation: 1, Tier: cgroup.Offline, Priority: 10, Pod: benchPod}
 }
 
 // benchPod is a loadgen task's spec, defaulted as the api does, that ends
@@ -74,7 +79,7 @@ func (d *loopDispatcher) Target(ctx context.Context, node string, known uint64) 
 				t.Base, t.Removed = 0, nil
 				t.Pods = t.Pods[:0:0]
 				for id := range d.inTarget {
-					t.Pods = append(t.Pods, nodelet.DesiredPod{ID: id, TaskID: id, Generation: 1, Tier: cgroup.Offline, Priority: 10, Pod: benchPod})
+					t.Pods = append(t.Pods, benchDesired(id))
 				}
 			}
 			d.gen++

@@ -127,9 +127,10 @@ type owner struct {
 	// are called in the owner's loop, and what they would have posted
 	// queues in local, handled before the loop waits again.
 	immediate bool
-	// offlineParent is the offline tier's cgroup, which most pods run in.
-	offlineParent string
-	local         []event
+	// offlineParent and onlineParent are the tiers' cgroups, joined once
+	// rather than for every pod started.
+	offlineParent, onlineParent string
+	local                       []event
 	// handling is the buffer of the local events settle handles, kept
 	// for the next ones.
 	handling []event
@@ -171,6 +172,7 @@ func newOwner(a *Agent, ctx context.Context) *owner {
 		pods:          map[string]*pod{},
 		immediate:     immediate,
 		offlineParent: path.Join(a.cfg.CgroupRoot, string(cgroup.Offline)),
+		onlineParent:  path.Join(a.cfg.CgroupRoot, string(cgroup.Online)),
 	}
 }
 
@@ -491,9 +493,9 @@ func (o *owner) removable(p *pod, now time.Time) bool {
 // their own: the offline tier's quota (the overcommit loop's) bounds them,
 // and cgroup v1 refuses a child quota above its parent's.
 func (o *owner) spec(d DesiredPod) runtime.PodSpec {
-	parent := o.offlineParent
-	if d.Tier != cgroup.Offline {
-		parent = path.Join(o.a.cfg.CgroupRoot, string(d.Tier))
+	parent := o.offlineParent // check has let only the two tiers through
+	if d.Tier == cgroup.Online {
+		parent = o.onlineParent
 	}
 	s := runtime.FromAPI(d.ID, d.Generation, parent, &d.Pod)
 	s.Placeholder, s.InPod = d.Capbox, d.InCapbox
