@@ -16,6 +16,11 @@
 // submit→running (the tasks of sampled jobs, listed every 20ms), and the
 // failed requests.
 //
+// With Warmup, a Driver first offers StartRate for that long, unjudged,
+// so that the steps measure processes that have been serving (grown
+// heaps, filled caches) rather than ones touching memory for the first
+// time.
+//
 // A step is sustained when it placed at least SustainedFraction (90%) of
 // the tasks per second it offered, no request failed for good, some task
 // was seen running, and both p99s are within their limits. Run stops at

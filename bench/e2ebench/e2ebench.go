@@ -36,6 +36,14 @@ type Config struct {
 	// StepDuration is how long each step offers load (the drain of its
 	// last placements comes on top). Default 30s.
 	StepDuration time.Duration
+	// Warmup, when above 0, offers StartRate for that long before the
+	// first step, measured but not judged. The steps then meet processes
+	// whose heaps have grown and whose caches hold the work in flight, as
+	// in a cluster that has served for a while; without it the first
+	// steps also pay for touching their memory for the first time, which
+	// is dear where a hypervisor takes back the memory a guest frees.
+	// Default 0 (none).
+	Warmup time.Duration
 	// ArraySize is the jobs' task counts, a loadgen.IntDist in its text
 	// form ("fixed:N", "uniform:A,B", "zipf:S,MAX"). Default
 	// DefaultArraySize.
@@ -183,6 +191,9 @@ func (c Config) Validate() error {
 	if c.StepDuration < 0 {
 		add("StepDuration %v: want a positive duration (0: %v)", c.StepDuration, DefaultStepDuration)
 	}
+	if c.Warmup < 0 {
+		add("Warmup %v: want a positive duration, or 0 for none", c.Warmup)
+	}
 	if c.P99PlacedLimit < 0 || c.P99RunningLimit < 0 {
 		add("P99PlacedLimit %v and P99RunningLimit %v must not be negative", c.P99PlacedLimit, c.P99RunningLimit)
 	}
@@ -205,7 +216,7 @@ func (c Config) Validate() error {
 	// refuses (array sizes, run times, job rates).
 	rates := d.Rates()
 	for _, i := range []int{0, len(rates) - 1} {
-		w := d.workload(i, rates[i], arr, rt)
+		w := d.workload(d.Seed+uint64(i), rates[i], d.StepDuration, arr, rt)
 		if err := w.Validate(); err != nil {
 			add("step %d (%.0f tasks/s): %v", i+1, rates[i], err)
 			break
@@ -232,12 +243,13 @@ func (c Config) Rates() []float64 {
 	return out
 }
 
-// workload is step i's: rate tasks per second as jobs of arr's mean size.
-func (c Config) workload(i int, rate float64, arr loadgen.IntDist, rt loadgen.DurationDist) loadgen.Workload {
+// workload offers rate tasks per second as jobs of arr's mean size, for
+// d.
+func (c Config) workload(seed uint64, rate float64, d time.Duration, arr loadgen.IntDist, rt loadgen.DurationDist) loadgen.Workload {
 	return loadgen.Workload{
-		Seed:      c.Seed + uint64(i),
+		Seed:      seed,
 		Arrival:   loadgen.Arrival{Process: loadgen.ArrivalConstant, Rate: rate / arr.Mean()},
-		Duration:  api.Duration(c.StepDuration),
+		Duration:  api.Duration(d),
 		Name:      "e2e",
 		ArraySize: arr,
 		RunTime:   rt,
@@ -266,13 +278,17 @@ type Result struct {
 	// KneeStep is the first step not sustained (from 1), 0 when every
 	// step run was.
 	KneeStep int `json:"knee_step"`
+	// WarmupSeconds is Config.Warmup, and Warmup what it measured (Step
+	// 0, not judged); nil without one.
+	WarmupSeconds float64 `json:"warmup_seconds,omitempty"`
+	Warmup        *Step   `json:"warmup,omitempty"`
 	// Steps are the steps run, in order.
 	Steps []Step `json:"steps"`
 }
 
 // Step is what one step measured.
 type Step struct {
-	// Step numbers it, from 1.
+	// Step numbers it, from 1; the warm-up is 0.
 	Step int `json:"step"`
 	// TargetTasksPerSec is the rate asked for; OfferedTasksPerSec the
 	// tasks generated over the step's window (the target, up to the
@@ -391,8 +407,21 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	// earlier steps' jobs would delay the observation of its first
 	// placements.
 	var watchFrom uint64
+	if cfg.Warmup > 0 {
+		// Seed+Steps is no step's seed.
+		w := cfg.workload(cfg.Seed+uint64(cfg.Steps), cfg.StartRate, cfg.Warmup, arr, rt)
+		st, err := runStep(ctx, client, cfg, 0, cfg.StartRate, w, runID+"-warmup", &watchFrom, fleetPIDs)
+		res.WarmupSeconds, res.Warmup = cfg.Warmup.Seconds(), &st
+		if err != nil {
+			return res, err
+		}
+		log.Info("e2e: warm-up", "offered_tasks_per_sec", round(st.OfferedTasksPerSec),
+			"placed_tasks_per_sec", round(st.PlacedTasksPerSec), "p99_placed_ms", st.P99SubmitToPlacedMs,
+			"p99_running_ms", st.P99SubmitToRunningMs, "errors", st.Errors)
+	}
 	for i, rate := range cfg.Rates() {
-		st, err := runStep(ctx, client, cfg, i, rate, arr, rt, runID, &watchFrom, fleetPIDs)
+		w := cfg.workload(cfg.Seed+uint64(i), rate, cfg.StepDuration, arr, rt)
+		st, err := runStep(ctx, client, cfg, i+1, rate, w, fmt.Sprintf("%s-s%d", runID, i+1), &watchFrom, fleetPIDs)
 		res.Steps = append(res.Steps, st)
 		if err != nil {
 			return res, err
@@ -411,17 +440,18 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	return res, nil
 }
 
-// runStep offers step i's load and judges it; fleet are the fleet
-// processes' PIDs, whose CPU time it counts.
-func runStep(ctx context.Context, client *api.Client, cfg Config, i int, rate float64, arr loadgen.IntDist, rt loadgen.DurationDist, runID string, watchFrom *uint64, fleet []int) (Step, error) {
-	st := Step{Step: i + 1, TargetTasksPerSec: rate}
+// runStep offers w, step n's load of rate tasks per second, as run runID,
+// and judges it; fleet are the fleet processes' PIDs, whose CPU time it
+// counts.
+func runStep(ctx context.Context, client *api.Client, cfg Config, n int, rate float64, w loadgen.Workload, runID string, watchFrom *uint64, fleet []int) (Step, error) {
+	st := Step{Step: n, TargetTasksPerSec: rate}
 	d, err := loadgen.NewDriver(loadgen.DriverConfig{
 		Client:       client,
-		Workload:     cfg.workload(i, rate, arr, rt),
-		RunID:        fmt.Sprintf("%s-s%d", runID, i+1),
+		Workload:     w,
+		RunID:        runID,
 		MaxProbes:    maxProbes,
 		PollInterval: pollInterval,
-		Drain:        max(cfg.StepDuration, minDrain),
+		Drain:        max(time.Duration(w.Duration), minDrain),
 		WatchFrom:    *watchFrom,
 		Logger:       cfg.Logger,
 	})

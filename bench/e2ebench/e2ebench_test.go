@@ -15,13 +15,13 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 	err := e2ebench.Config{
 		Replicas: 9, Nodes: -1, StartRate: math.NaN(), StepFactor: 0.5, StepRate: -3, Steps: -1,
 		StepDuration: -time.Second, ArraySize: "uniform:1", RunTime: "soon",
-		P99PlacedLimit: -1, Timeout: -1, FleetProcs: 2,
+		P99PlacedLimit: -1, Timeout: -1, FleetProcs: 2, Warmup: -time.Second,
 	}.Validate()
 	if err == nil {
 		t.Fatal("Validate accepted nonsense")
 	}
 	for _, want := range []string{"Replicas 9", "Nodes -1", "StartRate NaN", "StepFactor 0.5", "StepRate -3",
-		"set one, not both", "Steps -1", "StepDuration -1s", "ArraySize", "RunTime", "P99PlacedLimit", "Timeout", "FleetProcs 2"} {
+		"set one, not both", "Steps -1", "StepDuration -1s", "ArraySize", "RunTime", "P99PlacedLimit", "Timeout", "FleetProcs 2", "Warmup -1s"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate() = %v\nwant it to name %q", err, want)
 		}
@@ -73,7 +73,7 @@ func TestRunSmall(t *testing.T) {
 	}
 	start := time.Now()
 	res, err := e2ebench.Run(context.Background(), e2ebench.Config{
-		Replicas: 3, Nodes: 50, StartRate: 20, StepFactor: 2, Steps: 2, StepDuration: 2 * time.Second,
+		Replicas: 3, Nodes: 50, StartRate: 20, StepFactor: 2, Steps: 2, StepDuration: 2 * time.Second, Warmup: time.Second,
 		ArraySize: "uniform:1,4", RunTime: "100ms", P99PlacedLimit: 20 * time.Second, P99RunningLimit: 20 * time.Second,
 		Seed: 3, Dir: t.TempDir(), Timeout: 2 * time.Minute,
 	})
@@ -84,6 +84,9 @@ func TestRunSmall(t *testing.T) {
 	t.Logf("in %v: %s", time.Since(start).Round(time.Millisecond), b)
 	if res.Nodes != 50 || res.Replicas != 3 || res.ArraySize != "uniform:1,4" || res.StepSeconds != 2 {
 		t.Errorf("the result's settings: %+v", res)
+	}
+	if w := res.Warmup; res.WarmupSeconds != 1 || w == nil || w.Step != 0 || w.TargetTasksPerSec != 20 || w.Tasks == 0 || w.PlacedTasks != w.Tasks {
+		t.Errorf("the warm-up of %v s: %+v", res.WarmupSeconds, w)
 	}
 	if len(res.Steps) == 0 || len(res.Steps) > 2 {
 		t.Fatalf("%d steps run, want 1 or 2", len(res.Steps))

@@ -85,6 +85,7 @@ fleet and the load generator sharing its cores.`,
 	f.Float64Var(&cfg.StepRate, "step-rate", 0, "add this many tasks per second each step, instead of --step-factor")
 	f.IntVar(&cfg.Steps, "steps", e2ebench.DefaultSteps, "most steps")
 	f.DurationVar(&cfg.StepDuration, "step-duration", e2ebench.DefaultStepDuration, "how long each step offers load")
+	f.DurationVar(&cfg.Warmup, "warmup", 0, "offer --start-rate for this long before the first step, measured but not judged, so that the steps find the processes warm (0: none)")
 	f.StringVar(&cfg.ArraySize, "array-size", e2ebench.DefaultArraySize, "tasks per job: fixed:N, uniform:A,B or zipf:S,MAX")
 	f.StringVar(&cfg.RunTime, "run-time", e2ebench.DefaultRunTime, "simulated run time of a task: D, fixed:D or uniform:A,B")
 	f.DurationVar(&cfg.P99PlacedLimit, "p99-placed-limit", e2ebench.DefaultP99PlacedLimit, "a sustained step's largest p99 of submit to placed")
@@ -110,19 +111,25 @@ func printBenchE2E(w io.Writer, r e2ebench.Result, asJSON bool) error {
 		r.Replicas, r.Nodes, r.ArraySize, strings.TrimPrefix(r.RunTime, "fixed:"), time.Duration(r.StepSeconds*float64(time.Second)))
 	t := newTable(w, "STEP", "TARGET/S", "OFFERED/S", "PLACED/S", "PLACED%",
 		"PLACED P50/P99 MS", "RUNNING P50/P99 MS", "TASKS", "ERRORS", "CPU µS/TASK BENCH+FLEET", "SUSTAINED")
-	for _, s := range r.Steps {
+	rows := r.Steps
+	if r.Warmup != nil {
+		rows = append([]e2ebench.Step{*r.Warmup}, rows...)
+	}
+	for _, s := range rows {
 		pct := 0.0
 		if s.OfferedTasksPerSec > 0 {
 			pct = 100 * s.PlacedTasksPerSec / s.OfferedTasksPerSec
 		}
-		verdict := "yes"
+		name, verdict := fmt.Sprint(s.Step), "yes"
 		switch {
+		case s.Step == 0:
+			name, verdict = "warm-up", "not judged"
 		case !s.Sustained && len(s.Reasons) == 0:
 			verdict = "interrupted"
 		case !s.Sustained:
 			verdict = "no: " + strings.Join(s.Reasons, "; ")
 		}
-		t.row(fmt.Sprint(s.Step), fmt.Sprintf("%.0f", s.TargetTasksPerSec), fmt.Sprintf("%.0f", s.OfferedTasksPerSec),
+		t.row(name, fmt.Sprintf("%.0f", s.TargetTasksPerSec), fmt.Sprintf("%.0f", s.OfferedTasksPerSec),
 			fmt.Sprintf("%.0f", s.PlacedTasksPerSec), fmt.Sprintf("%.0f%%", pct),
 			fmt.Sprintf("%.1f / %.1f", s.P50SubmitToPlacedMs, s.P99SubmitToPlacedMs),
 			fmt.Sprintf("%.1f / %.1f", s.P50SubmitToRunningMs, s.P99SubmitToRunningMs),

@@ -67,6 +67,10 @@ func TestBenchE2ERejectsBadFlags(t *testing.T) {
 			t.Errorf("err = %v\nwant it to name %q", err, want)
 		}
 	}
+	err = run(context.Background(), []string{"bench", "e2e", "--warmup", "-5s"}, &out, &errOut)
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "Warmup -5s") {
+		t.Errorf("--warmup -5s: err = %v, want a usage error naming it", err)
+	}
 	err = run(context.Background(), []string{"bench", "e2e", "--job-retention", "-1s"}, &out, &errOut)
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--job-retention -1s") {
 		t.Errorf("--job-retention -1s: err = %v, want a usage error naming it", err)
@@ -76,6 +80,8 @@ func TestBenchE2ERejectsBadFlags(t *testing.T) {
 func TestPrintBenchE2ETable(t *testing.T) {
 	res := e2ebench.Result{Replicas: 3, Nodes: 2000, ArraySize: "uniform:1,40", RunTime: "fixed:1s", StepSeconds: 10,
 		MaxSustainedTasksPerSec: 995, P99SubmitToPlacedMs: 40.5, P99SubmitToRunningMs: 120.25, SustainedStep: 2, KneeStep: 3,
+		WarmupSeconds: 20, Warmup: &e2ebench.Step{TargetTasksPerSec: 500, OfferedTasksPerSec: 499, PlacedTasksPerSec: 431, Tasks: 9980, Sustained: false,
+			Reasons: []string{"placed 431 of 499 tasks/s offered (86%, want 90%)"}},
 		Steps: []e2ebench.Step{
 			{Step: 1, TargetTasksPerSec: 500, OfferedTasksPerSec: 498, PlacedTasksPerSec: 498, P99SubmitToPlacedMs: 30, Tasks: 4980, Sustained: true},
 			{Step: 2, TargetTasksPerSec: 1000, OfferedTasksPerSec: 1001, PlacedTasksPerSec: 995, P99SubmitToPlacedMs: 40.5, Tasks: 10010, Sustained: true},
@@ -88,7 +94,7 @@ func TestPrintBenchE2ETable(t *testing.T) {
 	}
 	got := b.String()
 	for _, want := range []string{"3 replicas, 2000 simulated nodes; jobs of uniform:1,40 tasks running 1s; steps of 10s",
-		"STEP", "75%", "no: placed 1500 of 2003", "max sustained: 995 tasks/s (step 2); p99 submit→placed 40.5 ms, submit→running 120.2 ms",
+		"STEP", "75%", "no: placed 1500 of 2003", "warm-up", "not judged", "max sustained: 995 tasks/s (step 2); p99 submit→placed 40.5 ms, submit→running 120.2 ms",
 		"knee: step 3 (2000 tasks/s offered)"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("table lacks %q:\n%s", want, got)
@@ -102,7 +108,10 @@ func TestPrintBenchE2ETable(t *testing.T) {
 	if err := json.Unmarshal(b.Bytes(), &back); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"nodes", "max_sustained_tasks_per_sec", "p99_submit_to_placed_ms", "p99_submit_to_running_ms", "steps"} {
+	if strings.Contains(got, "no: placed 431") {
+		t.Errorf("the warm-up was judged:\n%s", got)
+	}
+	for _, k := range []string{"nodes", "warmup", "max_sustained_tasks_per_sec", "p99_submit_to_placed_ms", "p99_submit_to_running_ms", "steps"} {
 		if _, ok := back[k]; !ok {
 			t.Errorf("JSON lacks %q: %s", k, b.String())
 		}
