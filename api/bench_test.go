@@ -226,7 +226,9 @@ func BenchmarkDecodeReportRequestStdlib(b *testing.B) {
 
 // watchLine returns one line of the watch stream as the dispatcher writes
 // it: a job of one task group with its spec, defaults applied.
-func watchLine(b *testing.B) []byte {
+// watchLine is a watch event of a loadgen-like job; brief, as
+// WatchBrief's stream carries it (no task groups).
+func watchLine(b *testing.B, brief bool) []byte {
 	spec := api.JobSpec{Name: "sweep-1234", Queue: "batch", Labels: map[string]string{"loadgen-run": "r1"}, IdempotencyKey: "lg-r1/1234",
 		Tasks: []api.TaskGroupSpec{{Count: 20, Pod: api.PodSpec{Containers: []api.ContainerSpec{{
 			Image: api.Image{Rootfs: "/img"}, Command: []string{"/bin/work", "1234"}, Resources: api.Resources{CPU: 100, Memory: 64 << 20}}},
@@ -235,6 +237,9 @@ func watchLine(b *testing.B) []byte {
 	counts := api.TaskCounts{Total: 20, Pending: 5, Active: 15}
 	ev := api.WatchEvent{Index: 123456, Job: api.JobStatus{ID: "j1234", State: api.JobRunning, Submitted: time.Unix(1_800_000_000, 5).UTC(),
 		Spec: spec, Tasks: counts, Groups: []api.GroupStatus{{Name: spec.Tasks[0].Name, TaskCounts: counts}}}}
+	if brief {
+		ev.Job.Spec.Tasks = nil
+	}
 	body, err := json.Marshal(ev)
 	if err != nil {
 		b.Fatal(err)
@@ -245,19 +250,24 @@ func watchLine(b *testing.B) []byte {
 // BenchmarkDecodeWatchEvent measures a watcher's read of one event (a
 // loadgen run reads one per changed job), beside encoding/json's
 // (BenchmarkDecodeWatchEventStdlib, what Client.Watch used before).
+// Brief is the event of WatchBrief's stream.
 func BenchmarkDecodeWatchEvent(b *testing.B) {
-	line := watchLine(b)
-	b.SetBytes(int64(len(line)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if ev, err := api.DecodeWatchEvent(line); err != nil || ev.Job.Tasks.Total != 20 {
-			b.Fatalf("decode: %+v, %v", ev, err)
-		}
+	for _, brief := range []bool{false, true} {
+		b.Run(map[bool]string{false: "full", true: "brief"}[brief], func(b *testing.B) {
+			line := watchLine(b, brief)
+			b.SetBytes(int64(len(line)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if ev, err := api.DecodeWatchEvent(line); err != nil || ev.Job.Tasks.Total != 20 {
+					b.Fatalf("decode: %+v, %v", ev, err)
+				}
+			}
+		})
 	}
 }
 
 func BenchmarkDecodeWatchEventStdlib(b *testing.B) {
-	line := watchLine(b)
+	line := watchLine(b, false)
 	b.SetBytes(int64(len(line)))
 	b.ReportAllocs()
 	for b.Loop() {
@@ -302,21 +312,25 @@ func BenchmarkEncodeReportRequestStdlib(b *testing.B) {
 // the watch stream, beside encoding/json's
 // (BenchmarkEncodeWatchEventStdlib).
 func BenchmarkEncodeWatchEvent(b *testing.B) {
-	ev, err := api.DecodeWatchEvent(watchLine(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	var buf []byte
-	b.ReportAllocs()
-	for b.Loop() {
-		if buf, err = api.AppendWatchEvent(buf[:0], &ev); err != nil {
-			b.Fatal(err)
-		}
+	for _, brief := range []bool{false, true} {
+		b.Run(map[bool]string{false: "full", true: "brief"}[brief], func(b *testing.B) {
+			ev, err := api.DecodeWatchEvent(watchLine(b, brief))
+			if err != nil {
+				b.Fatal(err)
+			}
+			var buf []byte
+			b.ReportAllocs()
+			for b.Loop() {
+				if buf, err = api.AppendWatchEvent(buf[:0], &ev); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
 func BenchmarkEncodeWatchEventStdlib(b *testing.B) {
-	ev, err := api.DecodeWatchEvent(watchLine(b))
+	ev, err := api.DecodeWatchEvent(watchLine(b, false))
 	if err != nil {
 		b.Fatal(err)
 	}

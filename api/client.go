@@ -916,9 +916,23 @@ func (c *Client) Logs(ctx context.Context, taskID string, opts LogOptions, w io.
 // server ends the stream (nil). To resume, call again with the last
 // event's Index.
 func (c *Client) Watch(ctx context.Context, from uint64, fn func(WatchEvent) error) error {
+	return c.watch(ctx, from, false, fn)
+}
+
+// WatchBrief is Watch for a watcher of states and counts: the events'
+// jobs come without their spec's task groups (Spec.Tasks is nil), which
+// are most of an event's bytes.
+func (c *Client) WatchBrief(ctx context.Context, from uint64, fn func(WatchEvent) error) error {
+	return c.watch(ctx, from, true, fn)
+}
+
+func (c *Client) watch(ctx context.Context, from uint64, brief bool, fn func(WatchEvent) error) error {
 	r := &request{method: http.MethodGet, path: PathWatch}
 	if from > 0 {
 		r.query = "from=" + strconv.FormatUint(from, 10)
+	}
+	if brief {
+		r.query = strings.TrimPrefix(r.query+"&brief=1", "&")
 	}
 	resp, err := c.openStream(ctx, r)
 	if err != nil {

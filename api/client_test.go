@@ -475,7 +475,9 @@ func TestClientWatch(t *testing.T) {
 		ctx.SetContentType("application/x-ndjson")
 		ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
 			for i := from + 1; i <= from+3; i++ {
-				b, _ := json.Marshal(api.WatchEvent{Index: uint64(i), Job: api.JobStatus{ID: fmt.Sprintf("j%d", i), State: api.JobRunning}})
+				// The spec's name echoes the query.
+				b, _ := json.Marshal(api.WatchEvent{Index: uint64(i), Job: api.JobStatus{ID: fmt.Sprintf("j%d", i), State: api.JobRunning,
+					Spec: api.JobSpec{Name: string(ctx.QueryArgs().QueryString())}}})
 				w.Write(append(b, '\n')) //nolint:errcheck // Flush reports
 				if w.Flush() != nil {
 					return
@@ -505,6 +507,26 @@ func TestClientWatch(t *testing.T) {
 	})
 	if err != nil || strings.Join(got, " ") != "11:j11:running 12:j12:running 13:j13:running" {
 		t.Errorf("Watch = %v, %v", got, err)
+	}
+
+	// The queries of Watch and WatchBrief.
+	for _, tc := range []struct {
+		brief bool
+		from  uint64
+		want  string
+	}{{false, 10, "from=10"}, {false, 0, ""}, {true, 10, "from=10&brief=1"}, {true, 0, "brief=1"}} {
+		watch := c.Watch
+		if tc.brief {
+			watch = c.WatchBrief
+		}
+		var query string
+		err := watch(context.Background(), tc.from, func(ev api.WatchEvent) error {
+			query = ev.Job.Spec.Name
+			return nil
+		})
+		if err != nil || query != tc.want {
+			t.Errorf("brief %v from %d: query %q (err %v), want %q", tc.brief, tc.from, query, err, tc.want)
+		}
 	}
 
 	// fn's error ends it.

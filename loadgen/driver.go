@@ -22,8 +22,9 @@ import (
 type Client interface {
 	// Submit submits jobs as one request; the reply comes after commit.
 	Submit(ctx context.Context, jobs []api.JobSpec, opts api.SubmitOptions) (api.SubmitResponse, error)
-	// Watch streams job changes after index from until ctx ends.
-	Watch(ctx context.Context, from uint64, fn func(api.WatchEvent) error) error
+	// WatchBrief streams job changes after index from until ctx ends,
+	// without the specs' task groups.
+	WatchBrief(ctx context.Context, from uint64, fn func(api.WatchEvent) error) error
 	// Tasks lists a page of a job's placed tasks.
 	Tasks(ctx context.Context, jobID, after string, limit int) (api.TaskList, error)
 }
@@ -560,7 +561,7 @@ func (d *Driver) watch(ctx context.Context) {
 	d.p.watchIndex.Store(from)
 	backoff := d.cfg.RetryBackoff
 	for ctx.Err() == nil {
-		err := d.cfg.Client.Watch(ctx, from, func(ev api.WatchEvent) error {
+		err := d.cfg.Client.WatchBrief(ctx, from, func(ev api.WatchEvent) error {
 			from = ev.Index
 			d.p.watchIndex.Store(from)
 			backoff = d.cfg.RetryBackoff

@@ -29,7 +29,11 @@ resumes after an index.`,
 		}
 		defer cl.Close()
 		w := c.OutOrStdout()
-		err = cl.Watch(c.Context(), from, func(ev api.WatchEvent) error {
+		watch := cl.WatchBrief // the lines print no spec
+		if cf.json() {
+			watch = cl.Watch
+		}
+		err = watch(c.Context(), from, func(ev api.WatchEvent) error {
 			if cf.json() {
 				b, err := json.Marshal(ev)
 				if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/valyala/fasthttp"
@@ -16,9 +17,13 @@ func TestWatch(t *testing.T) {
 		{Index: 41, Job: api.JobStatus{ID: "j1", State: api.JobRunning, Tasks: api.TaskCounts{Total: 3, Pending: 1, Active: 2}}},
 		{Index: 42, Job: api.JobStatus{ID: "j1", State: api.JobSucceeded, Tasks: api.TaskCounts{Total: 3, Succeeded: 3}}},
 	}
+	// The lines print no spec: they ask for the brief stream; JSON asks
+	// for the whole events.
+	var wantQuery atomic.Value
+	wantQuery.Store("from=40&brief=1")
 	s := startStub(t, func(ctx *fasthttp.RequestCtx, r stubReq) {
-		if r.path != api.PathWatch || r.query != "from=40" {
-			reply(ctx, 400, api.ErrorResponse{Code: api.CodeInvalid, Error: "want from=40, got " + r.query})
+		if want := wantQuery.Load().(string); r.path != api.PathWatch || r.query != want {
+			reply(ctx, 400, api.ErrorResponse{Code: api.CodeInvalid, Error: "want " + want + ", got " + r.query})
 			return
 		}
 		ctx.SetContentType("application/x-ndjson")
@@ -42,6 +47,7 @@ func TestWatch(t *testing.T) {
 		t.Errorf("stdout\n%q\nwant\n%q", out, want)
 	}
 
+	wantQuery.Store("from=40")
 	out, _, code, err = runCmd(t, "watch", "--from", "40", "--addr", s.url, "-o", "json")
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	if code != exitOK || len(lines) != 2 {

@@ -32,7 +32,7 @@
 //	GET    /v1/nodes/{name}/target  long-poll: generation, wait (default 30s, max 5m); 304 when unchanged
 //	POST   /v1/nodes/{name}/reports task reports (api.ReportRequest); 204
 //	GET    /v1/tasks/{id}/logs      the task's current attempt's output, proxied from its nodelet
-//	GET    /v1/watch                NDJSON api.WatchEvents from an index (from); blank lines are keep-alives
+//	GET    /v1/watch                NDJSON api.WatchEvents from an index (from), brief=1 without the specs' task groups; blank lines are keep-alives
 //	GET    /healthz, /readyz        no authentication
 //
 // A watch event carries a job's state after the raft entry at its Index

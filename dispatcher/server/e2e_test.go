@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -115,6 +116,7 @@ func TestEndToEnd(t *testing.T) {
 	waitFor(t, 5*time.Second, "readyz", func() bool { return do(t, req{method: "GET", url: base + api.PathReady}).status == 200 })
 
 	w := startWatch(t, base+api.PathWatch, "")
+	brief := startWatch(t, base+api.PathWatch+"?brief=1", "")
 
 	// Submit one job, an array gzipped, NDJSON zstd-compressed, and an
 	// NDJSON body without a content type.
@@ -342,5 +344,42 @@ func TestEndToEnd(t *testing.T) {
 		if e.Index <= ev.Index || e.Job.ID == "j1" {
 			t.Errorf("watch from %d sent %d (%s)", ev.Index, e.Index, e.Job.ID)
 		}
+	}
+
+	// The brief watch saw the same jobs, without their task groups: an
+	// event of the same index and job is the full one's but for them.
+	waitFor(t, 10*time.Second, "the brief watch to see j2 cancelled", func() bool {
+		e, ok := brief.latest("j2")
+		return ok && e.Job.State == api.JobCancelled
+	})
+	full := map[string]api.WatchEvent{}
+	for _, e := range w.all() {
+		if len(e.Job.Spec.Tasks) == 0 {
+			t.Errorf("the full watch sent %s at %d without its task groups", e.Job.ID, e.Index)
+		}
+		full[fmt.Sprint(e.Index, e.Job.ID)] = e
+	}
+	matched := 0
+	for _, e := range brief.all() {
+		if e.Job.Spec.Tasks != nil {
+			t.Errorf("the brief watch sent %s at %d with task groups %+v", e.Job.ID, e.Index, e.Job.Spec.Tasks)
+		}
+		f, ok := full[fmt.Sprint(e.Index, e.Job.ID)]
+		if !ok {
+			continue
+		}
+		matched++
+		f.Job.Spec.Tasks = nil
+		if !reflect.DeepEqual(e, f) {
+			t.Errorf("brief event %+v\nfull event  %+v", e, f)
+		}
+	}
+	for _, id := range ids {
+		if _, ok := brief.latest(id); !ok {
+			t.Errorf("the brief watch never mentioned %s", id)
+		}
+	}
+	if matched == 0 {
+		t.Error("no event of the brief watch was in the full one")
 	}
 }

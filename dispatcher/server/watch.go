@@ -15,9 +15,10 @@ const watchPage = 1000
 
 // watch serves GET /v1/watch: NDJSON WatchEvents of every job changed
 // after from, then of every later change, until the client goes away or
-// the server closes. Blank lines are keep-alives.
+// the server closes. Blank lines are keep-alives. With brief, the events'
+// jobs leave out their spec's task groups.
 func (h *Handler) watch(ctx *fasthttp.RequestCtx, p Principal, _ []string) *httpError {
-	if e := checkQuery(ctx, "from"); e != nil {
+	if e := checkQuery(ctx, "from", "brief"); e != nil {
 		return e
 	}
 	var from uint64
@@ -27,20 +28,27 @@ func (h *Handler) watch(ctx *fasthttp.RequestCtx, p Principal, _ []string) *http
 			return badParam("from", "want a raft index (a non-negative integer), got %q", clip(string(v), 40))
 		}
 	}
+	var brief bool
+	if v := ctx.QueryArgs().Peek("brief"); v != nil {
+		var err error
+		if brief, err = parseBool(string(v)); err != nil {
+			return badParam("brief", "want 1 or 0, got %q", clip(string(v), 40))
+		}
+	}
 	ctx.SetStatusCode(fasthttp.StatusOK)
 	ctx.SetContentType("application/x-ndjson")
 	ctx.Response.Header.Set("Cache-Control", "no-store")
 	h.streams.Add(1)
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer h.streams.Done()
-		h.streamWatch(w, p, from)
+		h.streamWatch(w, p, from, brief)
 	})
 	return nil
 }
 
 // streamWatch writes the watch stream until a write fails or the base
-// context ends.
-func (h *Handler) streamWatch(w *bufio.Writer, p Principal, from uint64) {
+// context ends; brief leaves out the specs' task groups.
+func (h *Handler) streamWatch(w *bufio.Writer, p Principal, from uint64, brief bool) {
 	keepAlive := time.NewTimer(h.cfg.WatchKeepAlive)
 	defer keepAlive.Stop()
 	var line []byte
@@ -59,10 +67,14 @@ func (h *Handler) streamWatch(w *bufio.Writer, p Principal, from uint64) {
 			if !p.mayQueue(j.Spec.Queue) {
 				continue
 			}
+			ev := api.WatchEvent{Index: j.Changed, Job: jobStatus(&j.JobStatus)}
+			if brief {
+				ev.Job.Spec.Tasks = nil
+			}
 			var err error
 			// Encoded by hand (as encoding/json would): one line per
 			// changed job, to every watcher.
-			line, err = api.AppendWatchEvent(line[:0], &api.WatchEvent{Index: j.Changed, Job: jobStatus(&j.JobStatus)})
+			line, err = api.AppendWatchEvent(line[:0], &ev)
 			if err != nil {
 				return
 			}
