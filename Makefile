@@ -14,7 +14,7 @@ STATICCHECK_VERSION := v0.8.2
 FUZZTIME    ?= 500000x
 BENCHTIME   ?= 1s
 
-.PHONY: all build etcdload benchplot demo test lint bench bench-full bench-go fuzz clean
+.PHONY: all build etcdload benchplot demo test lint bench bench-full anchors bench-go fuzz clean
 
 all: build
 
@@ -54,12 +54,19 @@ $(STATICCHECK):
 
 ## bench: the benchmark suite at quick sizes (a few minutes): JSON and PNG
 ## plots in docs/bench, the generated section of BENCHMARKS.md
-bench: build etcdload benchplot
+bench: build etcdload benchplot anchors
 	$(BIN)/sluice bench suite --quick --out docs/bench --update-doc BENCHMARKS.md
 
 ## bench-full: the suite at the issues' sizes (ten minutes or more, most of it e2e)
-bench-full: build etcdload benchplot
+bench-full: build etcdload benchplot anchors
 	$(BIN)/sluice bench suite --out docs/bench --update-doc BENCHMARKS.md
+
+## anchors: the suite's anchors from Debian (etcd for raftkv, runc for
+## podstart) when missing; where they cannot be installed (no root, no
+## apt), the suite runs without them and says so
+anchors:
+	-scripts/install-etcd.sh
+	-scripts/install-runc.sh
 
 ## bench-go: every Go benchmark once, with allocations
 bench-go:
