@@ -38,6 +38,9 @@
 //     with the achieved rate uses the tasks actually generated.
 //   - Everything Run starts (cluster, fleet, drivers) has stopped when it
 //     returns, and a temporary Dir is removed.
+//   - A fleet process that exits early fails the step it exits in (or
+//     the next one), with its exit as the error: without it the step's
+//     figures would not be the whole run's.
 //
 // # Caveats
 //

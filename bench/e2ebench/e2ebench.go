@@ -472,12 +472,23 @@ func runStep(ctx context.Context, client *api.Client, cfg Config, n int, rate fl
 	st.Tasks, st.PlacedTasks, st.UnplacedTasks, st.RunningTasks = r.Tasks, r.PlacedTasks, r.UnplacedTasks, r.RunningTasks
 	st.Errors, st.Retries, st.Seconds = r.Errors, r.Retries, r.Seconds
 	st.perTask(from, to)
-	if err != nil {
+	if err := stepErr(ctx, err); err != nil {
 		return st, fmt.Errorf("e2e benchmark: step %d: %w", st.Step, err)
 	}
 	st.Reasons = cfg.judge(st)
 	st.Sustained = len(st.Reasons) == 0
 	return st, nil
+}
+
+// stepErr is the error of a step run in ctx whose Driver returned err:
+// err, or, once ctx has ended, its cause. A fleet process that exits
+// early ends ctx; the step's figures are then not the cluster's (its CPU
+// time no longer counts), even when the Driver returned first.
+func stepErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return err
 }
 
 // judge returns why st was not sustained, nothing when it was.
