@@ -74,6 +74,12 @@ type Config struct {
 	// FleetExec is the sluice binary the fleet processes run. Required
 	// with FleetProcs.
 	FleetExec string
+	// FleetMemoryLimit, when above 0, is each fleet process's soft memory
+	// limit in bytes (its GOMEMLIMIT). The run's processes share the
+	// host; a fleet process that takes its limit from the host's memory
+	// alone may outgrow it when the run falls behind. Default 0: the
+	// fleet command's own.
+	FleetMemoryLimit int64
 	// JobRetention is how long the dispatchers keep a finished job
 	// (dispatcher.Config.JobRetention). Default 10s, so that each step
 	// runs with the state of the work in flight, as a dispatcher serving
@@ -184,6 +190,9 @@ func (c Config) Validate() error {
 	}
 	if c.FleetProcs < 0 || c.FleetProcs > 0 && c.FleetExec == "" {
 		add("FleetProcs %d with FleetExec %q: want 0 (the fleet in this process), or processes of a sluice binary", c.FleetProcs, c.FleetExec)
+	}
+	if c.FleetMemoryLimit < 0 {
+		add("FleetMemoryLimit %d: want bytes, or 0 for the fleet command's own limit", c.FleetMemoryLimit)
 	}
 	if c.Steps < 0 {
 		add("Steps %d: want at least 1 (0: %d)", c.Steps, DefaultSteps)

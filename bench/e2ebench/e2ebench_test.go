@@ -15,13 +15,13 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 	err := e2ebench.Config{
 		Replicas: 9, Nodes: -1, StartRate: math.NaN(), StepFactor: 0.5, StepRate: -3, Steps: -1,
 		StepDuration: -time.Second, ArraySize: "uniform:1", RunTime: "soon",
-		P99PlacedLimit: -1, Timeout: -1, FleetProcs: 2, Warmup: -time.Second,
+		P99PlacedLimit: -1, Timeout: -1, FleetProcs: 2, Warmup: -time.Second, FleetMemoryLimit: -1,
 	}.Validate()
 	if err == nil {
 		t.Fatal("Validate accepted nonsense")
 	}
 	for _, want := range []string{"Replicas 9", "Nodes -1", "StartRate NaN", "StepFactor 0.5", "StepRate -3",
-		"set one, not both", "Steps -1", "StepDuration -1s", "ArraySize", "RunTime", "P99PlacedLimit", "Timeout", "FleetProcs 2", "Warmup -1s"} {
+		"set one, not both", "Steps -1", "StepDuration -1s", "ArraySize", "RunTime", "P99PlacedLimit", "Timeout", "FleetProcs 2", "Warmup -1s", "FleetMemoryLimit -1"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate() = %v\nwant it to name %q", err, want)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,6 +60,7 @@ func startFleetProcs(ctx context.Context, cfg Config, addrs []string) (context.C
 		c := exec.Command(cfg.FleetExec, "loadgen", "fleet",
 			"--nodes", strconv.Itoa(n), "--addr", strings.Join(urls, ","), "--pool", Pool,
 			"--name-prefix", fmt.Sprintf("fleet%d-", i+1), "--every", "1h")
+		c.Env = fleetEnv(os.Environ(), cfg.FleetMemoryLimit)
 		c.Stderr = os.Stderr
 		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := c.Start(); err != nil {
@@ -82,4 +84,14 @@ func startFleetProcs(ctx context.Context, cfg Config, addrs []string) (context.C
 		pids[i] = c.Process.Pid
 	}
 	return ctx, stop, pids, nil
+}
+
+// fleetEnv is a fleet process's environment: env, with GOMEMLIMIT set to
+// limit bytes when limit is above 0.
+func fleetEnv(env []string, limit int64) []string {
+	if limit <= 0 {
+		return env
+	}
+	env = slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, "GOMEMLIMIT=") })
+	return append(env, "GOMEMLIMIT="+strconv.FormatInt(limit, 10))
 }

@@ -44,13 +44,15 @@ fleet and the load generator sharing its cores.`,
   sluice bench e2e --replicas 1 --start-rate 1000 --step-rate 1000 --steps 8 --json`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
-			if err := gc.apply(c); err != nil {
+			// The fleet processes and this one share the host's
+			// memory: each gets its part as its soft limit.
+			limit, err := gc.applyShared(c, 1+max(cfg.FleetProcs, 0))
+			if err != nil {
 				return err
 			}
 			if c.Flags().Changed("step-rate") && !c.Flags().Changed("step-factor") {
 				cfg.StepFactor = 0 // --step-rate replaces the default factor
 			}
-			var err error
 			if cfg.JobRetention, err = jobRetention(cfg.JobRetention); err != nil {
 				return err
 			}
@@ -59,7 +61,7 @@ fleet and the load generator sharing its cores.`,
 				if err != nil {
 					return fmt.Errorf("bench e2e: find this binary for the fleet processes: %w", err)
 				}
-				cfg.FleetExec = exe
+				cfg.FleetExec, cfg.FleetMemoryLimit = exe, limit
 			}
 			if err := cfg.Validate(); err != nil {
 				return usageError{err}

@@ -45,18 +45,31 @@ func (g *gcSetting) addFlag(c *cobra.Command) {
 // set, a soft memory limit of memoryLimitShare of the memory the process
 // may use (none if that cannot be read).
 func (g *gcSetting) apply(c *cobra.Command) error {
+	_, err := g.applyShared(c, 1)
+	return err
+}
+
+// applyShared is apply for one of processes processes of a run that share
+// the host: its soft memory limit is memoryLimitShare of the memory split
+// evenly between them. It returns that limit, or 0 when it set none
+// (GOMEMLIMIT set, or the memory unreadable).
+func (g *gcSetting) applyShared(c *cobra.Command, processes int) (int64, error) {
 	if g.percent < -1 || g.percent == 0 {
-		return usageError{fmt.Errorf("--gc-percent %d: want a positive percentage, or -1 for off", g.percent)}
+		return 0, usageError{fmt.Errorf("--gc-percent %d: want a positive percentage, or -1 for off", g.percent)}
 	}
 	if c.Flags().Changed("gc-percent") || os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(g.percent)
 	}
-	if os.Getenv("GOMEMLIMIT") == "" {
-		if total, err := usableMemory("/"); err == nil {
-			debug.SetMemoryLimit(int64(float64(total) * memoryLimitShare))
-		}
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return 0, nil
 	}
-	return nil
+	total, err := usableMemory("/")
+	if err != nil {
+		return 0, nil
+	}
+	limit := int64(float64(total) * memoryLimitShare / float64(max(processes, 1)))
+	debug.SetMemoryLimit(limit)
+	return limit, nil
 }
 
 // usableMemory returns the memory the process may use, under root (the

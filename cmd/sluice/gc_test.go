@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -91,6 +92,48 @@ func TestGCSetting(t *testing.T) {
 			}
 			if got := current(); got != tc.want {
 				t.Fatalf("GC percent %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestGCSharedLimit: a process of a run of several that share the host
+// takes its part of the memory as its soft limit, and none over
+// GOMEMLIMIT.
+func TestGCSharedLimit(t *testing.T) {
+	prevLimit := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(prevLimit) })
+	total, err := usableMemory("/")
+	if err != nil {
+		t.Skipf("no usable memory to share: %v", err)
+	}
+	for _, tc := range []struct {
+		name      string
+		processes int
+		gomem     string
+		want      int64
+	}{
+		{"alone", 1, "", int64(float64(total) * memoryLimitShare)},
+		{"one of four", 4, "", int64(float64(total) * memoryLimitShare / 4)},
+		{"GOMEMLIMIT set", 4, "3GiB", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			debug.SetMemoryLimit(math.MaxInt64)
+			t.Setenv("GOMEMLIMIT", tc.gomem)
+			var gc gcSetting
+			var got int64
+			c := &cobra.Command{Use: "x", SilenceUsage: true, SilenceErrors: true, RunE: func(c *cobra.Command, _ []string) (err error) {
+				got, err = gc.applyShared(c, tc.processes)
+				return err
+			}}
+			gc.addFlag(c)
+			c.SetArgs(nil)
+			if err := c.Execute(); err != nil {
+				t.Fatal(err)
+			}
+			set := debug.SetMemoryLimit(-1)
+			if got != tc.want || tc.want > 0 && set != tc.want || tc.want == 0 && set != math.MaxInt64 {
+				t.Errorf("applyShared returned %d and set %d; want %d", got, set, tc.want)
 			}
 		})
 	}
