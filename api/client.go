@@ -927,13 +927,14 @@ func (c *Client) WatchBrief(ctx context.Context, from uint64, fn func(WatchEvent
 }
 
 func (c *Client) watch(ctx context.Context, from uint64, brief bool, fn func(WatchEvent) error) error {
-	r := &request{method: http.MethodGet, path: PathWatch}
+	var params []string
 	if from > 0 {
-		r.query = "from=" + strconv.FormatUint(from, 10)
+		params = append(params, "from="+strconv.FormatUint(from, 10))
 	}
 	if brief {
-		r.query = strings.TrimPrefix(r.query+"&brief=1", "&")
+		params = append(params, "brief=1")
 	}
+	r := &request{method: http.MethodGet, path: PathWatch, query: strings.Join(params, "&")}
 	resp, err := c.openStream(ctx, r)
 	if err != nil {
 		return err

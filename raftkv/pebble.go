@@ -61,6 +61,10 @@ func pebbleOptions(cfg Config, logger pebble.Logger, onCorruption func(error)) *
 	for i := range o.Levels {
 		o.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
+	// Background work is logged: flushes and compactions at debug level
+	// with what they took, write stalls (which stop the Ready loop) at
+	// warning level with how long they lasted.
+	var stalledAt atomic.Int64 // UnixNano of the stall in progress
 	o.EventListener = &pebble.EventListener{
 		BackgroundError: func(err error) {
 			logger.Errorf("background error: %v", err)
@@ -68,32 +72,23 @@ func pebbleOptions(cfg Config, logger pebble.Logger, onCorruption func(error)) *
 		DataCorruption: func(info pebble.DataCorruptionInfo) {
 			onCorruption(fmt.Errorf("pebble: data corruption in %s: %w", info.Path, info.Details))
 		},
+		FlushEnd: func(info pebble.FlushInfo) {
+			cfg.Logger.Debug("raftkv: pebble flushed memtables", "memtables", info.Input, "bytes", info.InputBytes,
+				"took", info.TotalDuration, "err", info.Err)
+		},
+		CompactionEnd: func(info pebble.CompactionInfo) {
+			cfg.Logger.Debug("raftkv: pebble compacted", "reason", info.Reason, "to_level", info.Output.Level,
+				"took", info.TotalDuration, "err", info.Err)
+		},
+		WriteStallBegin: func(info pebble.WriteStallBeginInfo) {
+			stalledAt.Store(time.Now().UnixNano())
+			cfg.Logger.Warn("raftkv: pebble stalls writes", "reason", info.Reason)
+		},
+		WriteStallEnd: func() {
+			cfg.Logger.Warn("raftkv: pebble writes resume", "stalled", time.Since(time.Unix(0, stalledAt.Load())))
+		},
 	}
-	addWorkLog(o.EventListener, cfg.Logger)
 	return o
-}
-
-// addWorkLog makes l log pebble's background work to log: flushes and
-// compactions at debug level, with what they took, and write stalls
-// (which stop the Ready loop) at warning level, with how long they
-// lasted.
-func addWorkLog(l *pebble.EventListener, log *slog.Logger) {
-	var stalledAt atomic.Int64 // UnixNano of the stall in progress
-	l.FlushEnd = func(info pebble.FlushInfo) {
-		log.Debug("raftkv: pebble flushed memtables", "memtables", info.Input, "bytes", info.InputBytes,
-			"took", info.TotalDuration, "err", info.Err)
-	}
-	l.CompactionEnd = func(info pebble.CompactionInfo) {
-		log.Debug("raftkv: pebble compacted", "reason", info.Reason, "to_level", info.Output.Level,
-			"took", info.TotalDuration, "err", info.Err)
-	}
-	l.WriteStallBegin = func(info pebble.WriteStallBeginInfo) {
-		stalledAt.Store(time.Now().UnixNano())
-		log.Warn("raftkv: pebble stalls writes", "reason", info.Reason)
-	}
-	l.WriteStallEnd = func() {
-		log.Warn("raftkv: pebble writes resume", "stalled", time.Since(time.Unix(0, stalledAt.Load())))
-	}
 }
 
 // fatalGuard turns pebble's fatal errors into replica failures. Pebble calls

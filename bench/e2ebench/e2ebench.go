@@ -424,9 +424,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if err != nil {
 			return res, err
 		}
-		log.Info("e2e: warm-up", "offered_tasks_per_sec", round(st.OfferedTasksPerSec),
-			"placed_tasks_per_sec", round(st.PlacedTasksPerSec), "p99_placed_ms", st.P99SubmitToPlacedMs,
-			"p99_running_ms", st.P99SubmitToRunningMs, "errors", st.Errors)
+		log.Info("e2e: warm-up", st.logAttrs()...)
 	}
 	for i, rate := range cfg.Rates() {
 		w := cfg.workload(cfg.Seed+uint64(i), rate, cfg.StepDuration, arr, rt)
@@ -435,9 +433,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if err != nil {
 			return res, err
 		}
-		log.Info("e2e: step", "step", st.Step, "offered_tasks_per_sec", round(st.OfferedTasksPerSec),
-			"placed_tasks_per_sec", round(st.PlacedTasksPerSec), "p99_placed_ms", st.P99SubmitToPlacedMs,
-			"p99_running_ms", st.P99SubmitToRunningMs, "errors", st.Errors, "sustained", st.Sustained, "reasons", st.Reasons)
+		args := append([]any{"step", st.Step}, st.logAttrs()...)
+		log.Info("e2e: step", append(args, "sustained", st.Sustained, "reasons", st.Reasons)...)
 		if !st.Sustained {
 			res.KneeStep = st.Step
 			break
@@ -487,6 +484,12 @@ func runStep(ctx context.Context, client *api.Client, cfg Config, n int, rate fl
 	st.Reasons = cfg.judge(st)
 	st.Sustained = len(st.Reasons) == 0
 	return st, nil
+}
+
+// logAttrs are what the progress log says of a step, judged or not.
+func (st *Step) logAttrs() []any {
+	return []any{"offered_tasks_per_sec", round(st.OfferedTasksPerSec), "placed_tasks_per_sec", round(st.PlacedTasksPerSec),
+		"p99_placed_ms", st.P99SubmitToPlacedMs, "p99_running_ms", st.P99SubmitToRunningMs, "errors", st.Errors}
 }
 
 // stepErr is the error of a step run in ctx whose Driver returned err:
