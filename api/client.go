@@ -1034,13 +1034,20 @@ func (c *Client) target(ctx context.Context, node string, generation uint64, wai
 // Report sends a node's task reports; it returns once they are committed.
 // Delivery is at least once: sending a report again is harmless.
 func (c *Client) Report(ctx context.Context, node string, reports []TaskReport) error {
-	body, err := AppendReportRequest(nil, &ReportRequest{Reports: reports})
+	buf := reportBodies.Get().(*[]byte)
+	defer reportBodies.Put(buf)
+	body, err := AppendReportRequest((*buf)[:0], &ReportRequest{Reports: reports})
 	if err != nil {
 		return fmt.Errorf("api: report: encode: %w", err)
 	}
+	*buf = body
 	_, err = c.doJSON(ctx, &request{method: http.MethodPost, path: PathNode + escSeg(node) + "/reports", body: body, contentType: "application/json"}, nil)
 	return err
 }
+
+// reportBodies holds encoding buffers for Report: a node reports every
+// state change of its pods, and the request copies the body it is given.
+var reportBodies = sync.Pool{New: func() any { return new([]byte) }}
 
 // Heartbeat sends a node's usage (a ReportRequest without reports); it
 // returns once the leader has recorded it. It is a contact of the node

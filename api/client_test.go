@@ -682,3 +682,69 @@ func TestClientDropsRedirectingReplica(t *testing.T) {
 		t.Fatal("the connection to the replica that redirected is still open 5 s later")
 	}
 }
+
+// TestReportsConcurrently sends reports of distinct nodes from several
+// goroutines at once: each request carries its own reports, whole, though
+// the encoding buffers are shared through a pool.
+func TestReportsConcurrently(t *testing.T) {
+	const nodes, calls, perCall = 8, 50, 7
+	var mu sync.Mutex
+	got := map[string][]string{} // node → task IDs in arrival order
+	url := serve(t, func(ctx *fasthttp.RequestCtx) {
+		req, err := api.DecodeReportRequest(ctx.PostBody())
+		if err != nil {
+			writeJSON(ctx, 400, api.ErrorResponse{Code: api.CodeInvalid, Error: err.Error()})
+			return
+		}
+		node := strings.TrimSuffix(strings.TrimPrefix(rawPath(ctx), api.PathNode), "/reports")
+		mu.Lock()
+		for _, r := range req.Reports {
+			got[node] = append(got[node], r.TaskID)
+		}
+		mu.Unlock()
+		ctx.SetStatusCode(fasthttp.StatusNoContent)
+	})
+	c := newClient(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	now := time.Now()
+	var wg sync.WaitGroup
+	for n := range nodes {
+		wg.Go(func() {
+			node := fmt.Sprintf("n%d", n)
+			for i := range calls {
+				var rs []api.TaskReport
+				for k := range perCall + n { // a length of its own per node
+					rs = append(rs, api.TaskReport{TaskID: fmt.Sprintf("%s-j%d/0/%d/0", node, i, k), State: api.TaskRunning, Reason: api.ReasonStarted, Time: now})
+				}
+				if err := c.Report(ctx, node, rs); err != nil {
+					t.Errorf("report %s #%d: %v", node, i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for n := range nodes {
+		node := fmt.Sprintf("n%d", n)
+		var want []string
+		for i := range calls {
+			for k := range perCall + n {
+				want = append(want, fmt.Sprintf("%s-j%d/0/%d/0", node, i, k))
+			}
+		}
+		if !slices.Equal(got[node], want) {
+			t.Errorf("%s: the server got %d reports, want %d in order (first difference near %v)", node, len(got[node]), len(want), firstDiff(got[node], want))
+		}
+	}
+}
+
+// firstDiff is the index where a and b first differ.
+func firstDiff(a, b []string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}

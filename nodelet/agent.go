@@ -313,8 +313,11 @@ func (a *Agent) pollTargets(ctx context.Context) {
 // sendReports delivers the outbox in order, retrying until acknowledged.
 func (a *Agent) sendReports(ctx context.Context) {
 	b := backoff{min: a.cfg.RetryMin, max: a.cfg.RetryMax}
+	// batch is reused from call to call: Report does not keep it.
+	var batch []PodReport
 	for {
-		batch, last := a.out.peek(a.cfg.ReportBatch)
+		var last uint64
+		batch, last = a.out.peek(batch, a.cfg.ReportBatch)
 		if len(batch) == 0 {
 			select {
 			case <-a.out.kick:
@@ -416,19 +419,20 @@ func (o *outbox) add(r PodReport) uint64 {
 	return s
 }
 
-// peek returns up to n reports from the front and the last one's sequence.
-func (o *outbox) peek(n int) ([]PodReport, uint64) {
+// peek copies up to n reports from the front into dst, whose contents it
+// replaces, and returns them and the last one's sequence.
+func (o *outbox) peek(dst []PodReport, n int) ([]PodReport, uint64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	dst = dst[:0]
 	n = min(n, len(o.q))
 	if n == 0 {
-		return nil, 0
+		return dst, 0
 	}
-	out := make([]PodReport, n)
 	for i := range n {
-		out[i] = o.q[i].r
+		dst = append(dst, o.q[i].r)
 	}
-	return out, o.q[n-1].seq
+	return dst, o.q[n-1].seq
 }
 
 // ack drops the reports up to sequence last.

@@ -26,7 +26,8 @@ type Dispatcher interface {
 	// acknowledges all of them; on an error the agent sends the same
 	// reports again (plus newer ones) after a backoff, so delivery is at
 	// least once and in order: the dispatcher must treat a repeated
-	// report as a no-op.
+	// report as a no-op. The agent reuses the slice reports after the
+	// call returns: Report must not keep it.
 	Report(ctx context.Context, node string, reports []PodReport) error
 }
 

@@ -120,6 +120,9 @@ type Dispatcher struct {
 	// pods it added or changed and gone those it removed, as held before.
 	diffed        bool
 	changed, gone []nodelet.DesiredPod
+	// reports is Report's buffer, reused from call to call (one call at
+	// a time; the client encodes it before returning).
+	reports []api.TaskReport
 
 	joinMu sync.Mutex // serializes registrations
 
@@ -393,7 +396,7 @@ func (d *Dispatcher) FirstContainer(taskID string) string {
 // the dispatcher does not know the node, Report registers it again and
 // sends once more; a second refusal is returned.
 func (d *Dispatcher) Report(ctx context.Context, node string, reports []nodelet.PodReport) error {
-	out := make([]api.TaskReport, 0, len(reports))
+	out := d.reports[:0]
 	for i := range reports {
 		r := reports[i].TaskReport
 		if r.TaskID == "" {
@@ -407,6 +410,7 @@ func (d *Dispatcher) Report(ctx context.Context, node string, reports []nodelet.
 		}
 		out = append(out, r)
 	}
+	d.reports = out
 	if len(out) == 0 {
 		return nil
 	}

@@ -92,7 +92,7 @@ func nodeSpec(name string) api.NodeSpec {
 	}
 }
 
-func newClient(t *testing.T, url, token string) *api.Client {
+func newClient(t testing.TB, url, token string) *api.Client {
 	t.Helper()
 	c, err := api.NewClient(api.ClientConfig{Addrs: []string{url}, Token: token, Timeout: wait})
 	if err != nil {
@@ -102,7 +102,7 @@ func newClient(t *testing.T, url, token string) *api.Client {
 	return c
 }
 
-func newDispatcher(t *testing.T, client remote.Client, name string) *remote.Dispatcher {
+func newDispatcher(t testing.TB, client remote.Client, name string) *remote.Dispatcher {
 	t.Helper()
 	d, err := remote.New(remote.Config{
 		Client: client, Node: nodeSpec(name),
