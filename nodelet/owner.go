@@ -43,9 +43,10 @@ type pod struct {
 	// ReasonMemoryKiller or ReasonTimeLimit; "" when it ended on its own.
 	stopReason api.TaskReason
 	killMsg    string
-	// exit is set in phaseExited and later; endedAt is when the owner
+	// exit is how it ended, in phaseExited and later (a value, not a
+	// pointer: one allocation less a pod); endedAt is when the owner
 	// learnt of it.
-	exit    *runtime.Exit
+	exit    runtime.Exit
 	endedAt time.Time
 	// finalSeq is the outbox sequence of the final report, 0 until queued.
 	finalSeq uint64
@@ -198,11 +199,10 @@ func (o *owner) recover(listed []runtime.PodStatus) {
 			o.watch(st.ID, st.Generation)
 		case st.Exit != nil:
 			p.phase, p.endedAt = phaseExited, o.a.cfg.Now()
-			e := *st.Exit
-			p.exit = &e
+			p.exit = *st.Exit
 		default:
 			p.phase, p.endedAt = phaseExited, o.a.cfg.Now()
-			p.exit = &runtime.Exit{Code: -1, Err: runtime.ErrExitUnknown}
+			p.exit = runtime.Exit{Code: -1, Err: runtime.ErrExitUnknown}
 		}
 	}
 	o.publish()
@@ -737,8 +737,7 @@ func (o *owner) handle(ev event) {
 		p.phase = phaseDone
 	case evExited:
 		o.stats.Exits++
-		e := ev.exit
-		p.exit = &e
+		p.exit = ev.exit
 		p.phase, p.endedAt = phaseExited, o.a.cfg.Now()
 	case evStopFailed:
 		o.stats.OpErrors++
@@ -755,7 +754,7 @@ func (o *owner) handle(ev event) {
 	case evRemoved:
 		o.stats.Removed++
 		p.phase = phaseDone
-		p.exit = nil
+		p.exit = runtime.Exit{}
 	}
 }
 
@@ -766,7 +765,7 @@ func (o *owner) reportStartFailed(d DesiredPod, err error) {
 
 // reportExit queues the final report of an ended pod.
 func (o *owner) reportExit(p *pod) {
-	e := p.exit
+	e := &p.exit
 	var (
 		state  api.TaskState
 		reason api.TaskReason
