@@ -70,6 +70,10 @@ type Config struct {
 	// split between them, instead of in this process: a process holds
 	// each node's connections, and 10,000 nodes' ends of them and the
 	// dispatcher's would not fit under one open-files limit of 20,000.
+	// Process k's nodes are named fleet-1-pk, fleet-2-pk, ...: in name
+	// order, the order the default bin-packing policy fills equal nodes
+	// in, the processes take turns, so that the busy nodes are spread
+	// over them as over separate hosts.
 	FleetProcs int
 	// FleetExec is the sluice binary the fleet processes run. Required
 	// with FleetProcs.

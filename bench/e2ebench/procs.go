@@ -59,7 +59,7 @@ func startFleetProcs(ctx context.Context, cfg Config, addrs []string) (context.C
 		}
 		c := exec.Command(cfg.FleetExec, "loadgen", "fleet",
 			"--nodes", strconv.Itoa(n), "--addr", strings.Join(urls, ","), "--pool", Pool,
-			"--name-prefix", fmt.Sprintf("fleet%d-", i+1), "--every", "1h")
+			"--name-prefix", "fleet-", "--name-suffix", fmt.Sprintf("-p%d", i+1), "--every", "1h")
 		c.Env = fleetEnv(os.Environ(), cfg.FleetMemoryLimit)
 		c.Stderr = os.Stderr
 		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -24,9 +24,12 @@ type Config struct {
 	Token string
 	// Nodes is how many simulated nodes to run. Required (at least 1).
 	Nodes int
-	// NamePrefix names the nodes: NamePrefix + "1" to NamePrefix + Nodes.
-	// Default "fleet-".
-	NamePrefix string
+	// NamePrefix and NameSuffix name the nodes: NamePrefix + "1" +
+	// NameSuffix to NamePrefix + Nodes + NameSuffix. Default prefix
+	// "fleet-", no suffix. Fleets that share a prefix and differ in
+	// suffix interleave in name order, which is the order a bin-packing
+	// dispatcher fills equal nodes in.
+	NamePrefix, NameSuffix string
 	// Pool is the nodes' pool. Default the default pool.
 	Pool string
 	// Labels are every node's labels.
@@ -66,6 +69,9 @@ func (c *Config) Validate() error {
 	}
 	if strings.ContainsAny(c.NamePrefix, "/ \t\n") {
 		add("NamePrefix %q must not contain '/' or spaces", c.NamePrefix)
+	}
+	if strings.ContainsAny(c.NameSuffix, "/ \t\n") {
+		add("NameSuffix %q must not contain '/' or spaces", c.NameSuffix)
 	}
 	if c.CPU < 0 || c.Memory < 0 {
 		add("CPU %d and Memory %d must not be negative", c.CPU, c.Memory)
@@ -135,7 +141,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	f := &Fleet{cfg: cfg, cancel: cancel, nodes: make([]*node, cfg.Nodes)}
 	capacity := api.Capacity{CPU: cfg.CPU, Memory: cfg.Memory}
 	for i := range f.nodes {
-		name := fmt.Sprintf("%s%d", cfg.NamePrefix, i+1)
+		name := fmt.Sprintf("%s%d%s", cfg.NamePrefix, i+1, cfg.NameSuffix)
 		c, err := api.NewClient(api.ClientConfig{Addrs: cfg.Addrs, Token: cfg.Token, Timeout: cfg.Timeout})
 		if err != nil {
 			f.Close()

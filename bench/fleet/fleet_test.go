@@ -3,6 +3,8 @@ package fleet_test
 import (
 	"context"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,9 +115,33 @@ func TestFleetRunsAnArray(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	_, err := fleet.Start(context.Background(), fleet.Config{Nodes: 0, NamePrefix: "a b", CPU: -1})
+	_, err := fleet.Start(context.Background(), fleet.Config{Nodes: 0, NamePrefix: "a b", NameSuffix: "-p/1", CPU: -1})
 	if err == nil {
 		t.Fatal("Start took a bad config")
 	}
-	t.Log(err)
+	for _, want := range []string{"Addrs", "Nodes 0", `NamePrefix "a b"`, `NameSuffix "-p/1"`, "CPU -1"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+}
+
+// TestNameSuffix: fleets that differ in suffix interleave in name order.
+func TestNameSuffix(t *testing.T) {
+	s := openDispatcher(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var names []string
+	for _, suffix := range []string{"-p1", "-p2"} {
+		f, err := fleet.Start(ctx, fleet.Config{Addrs: []string{s.Addr()}, Nodes: 2, NameSuffix: suffix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		names = append(names, f.Names()...)
+	}
+	slices.Sort(names)
+	if want := []string{"fleet-1-p1", "fleet-1-p2", "fleet-2-p1", "fleet-2-p2"}; !slices.Equal(names, want) {
+		t.Fatalf("names %v, want %v", names, want)
+	}
 }
