@@ -76,14 +76,21 @@ func (h *harness) close() {
 }
 
 func TestConfigValidate(t *testing.T) {
-	_, err := nodelet.New(nodelet.Config{CgroupRoot: "/abs", StopGrace: -1, RetryMin: time.Second, RetryMax: time.Millisecond})
+	_, err := nodelet.New(nodelet.Config{CgroupRoot: "/abs", StopGrace: -1, RetryMin: time.Second, RetryMax: time.Millisecond,
+		ReportBatch: api.MaxItemsPerRequest + 1})
 	if err == nil {
 		t.Fatal("New(bad config) succeeded")
 	}
-	for _, want := range []string{"Node is required", "Runtime is required", "Dispatcher is required", "CgroupRoot", "StopGrace", "RetryMin"} {
+	for _, want := range []string{"Node is required", "Runtime is required", "Dispatcher is required", "CgroupRoot", "StopGrace", "RetryMin",
+		fmt.Sprintf("ReportBatch %d", api.MaxItemsPerRequest+1)} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
+	}
+	host := sim.NewHost()
+	defer host.Close()
+	if _, err := nodelet.New(nodelet.Config{Node: "n", Runtime: sim.New(host), Dispatcher: newFakeDispatcher(), ReportBatch: -1}); err == nil || !strings.Contains(err.Error(), "ReportBatch -1") {
+		t.Errorf("New(ReportBatch -1) = %v, want an error naming it", err)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/nodelet/overcommit"
 	"github.com/sluicehq/sluice/nodelet/runtime"
 )
@@ -34,7 +35,8 @@ type Config struct {
 	// MaxConcurrentStarts bounds the runtime Start and Remove calls in
 	// flight. Default 4.
 	MaxConcurrentStarts int
-	// ReportBatch is the most reports sent in one Report call. Default 256.
+	// ReportBatch is the most reports sent in one Report call, at most
+	// api.MaxItemsPerRequest. Default 256.
 	ReportBatch int
 	// RetryMin and RetryMax bound the exponential backoff between failed
 	// Target or Report calls. Defaults 100ms and 5s.
@@ -111,8 +113,8 @@ func (c *Config) Validate() error {
 	if c.MaxConcurrentStarts < 0 {
 		add("MaxConcurrentStarts %d must not be negative", c.MaxConcurrentStarts)
 	}
-	if c.ReportBatch < 0 {
-		add("ReportBatch %d must not be negative", c.ReportBatch)
+	if c.ReportBatch < 0 || c.ReportBatch > api.MaxItemsPerRequest {
+		add("ReportBatch %d: want 0 (the default) to %d, the most items a request may carry", c.ReportBatch, api.MaxItemsPerRequest)
 	}
 	if c.Overcommit != nil && c.Overcommit.Cgroups == nil {
 		add("Overcommit.Cgroups is required when Overcommit is set")
