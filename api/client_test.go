@@ -707,6 +707,15 @@ func TestReportsConcurrently(t *testing.T) {
 	c := newClient(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	// taskIDs are the tasks of node n's call i: a count of its own per
+	// node.
+	taskIDs := func(n, i int) []string {
+		var ids []string
+		for k := range perCall + n {
+			ids = append(ids, fmt.Sprintf("n%d-j%d/0/%d/0", n, i, k))
+		}
+		return ids
+	}
 	now := time.Now()
 	var wg sync.WaitGroup
 	for n := range nodes {
@@ -714,8 +723,8 @@ func TestReportsConcurrently(t *testing.T) {
 			node := fmt.Sprintf("n%d", n)
 			for i := range calls {
 				var rs []api.TaskReport
-				for k := range perCall + n { // a length of its own per node
-					rs = append(rs, api.TaskReport{TaskID: fmt.Sprintf("%s-j%d/0/%d/0", node, i, k), State: api.TaskRunning, Reason: api.ReasonStarted, Time: now})
+				for _, id := range taskIDs(n, i) {
+					rs = append(rs, api.TaskReport{TaskID: id, State: api.TaskRunning, Reason: api.ReasonStarted, Time: now})
 				}
 				if err := c.Report(ctx, node, rs); err != nil {
 					t.Errorf("report %s #%d: %v", node, i, err)
@@ -729,9 +738,7 @@ func TestReportsConcurrently(t *testing.T) {
 		node := fmt.Sprintf("n%d", n)
 		var want []string
 		for i := range calls {
-			for k := range perCall + n {
-				want = append(want, fmt.Sprintf("%s-j%d/0/%d/0", node, i, k))
-			}
+			want = append(want, taskIDs(n, i)...)
 		}
 		if !slices.Equal(got[node], want) {
 			t.Errorf("%s: the server got %d reports, want %d in order (first difference near %v)", node, len(got[node]), len(want), firstDiff(got[node], want))
