@@ -224,8 +224,27 @@ func BenchmarkDecodeReportRequestStdlib(b *testing.B) {
 	}
 }
 
-// watchLine returns one line of the watch stream as the dispatcher writes
-// it: a job of one task group with its spec, defaults applied.
+// BenchmarkDecodeReports measures the dispatcher's read of a busy node's
+// Report call: a full batch of state changes and no usage.
+func BenchmarkDecodeReports(b *testing.B) {
+	var r api.ReportRequest
+	for i := range 256 {
+		r.Reports = append(r.Reports, api.TaskReport{TaskID: fmt.Sprintf("j%d/0/%d/1", 100+i/8, i%8), State: api.TaskSucceeded,
+			Reason: api.ReasonExited, Time: time.Unix(1_800_000_000, 123456789).UTC(), Usage: api.Usage{CPU: 10, Memory: 1 << 20}})
+	}
+	body, err := json.Marshal(r)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if r, err := api.DecodeReportRequest(body); err != nil || len(r.Reports) != 256 {
+			b.Fatalf("decode: %d reports, %v", len(r.Reports), err)
+		}
+	}
+}
+
 // watchLine is a watch event of a loadgen-like job; brief, as
 // WatchBrief's stream carries it (no task groups).
 func watchLine(b *testing.B, brief bool) []byte {

@@ -1280,15 +1280,20 @@ func decodeTaskStatus(d *decoder, t *TaskStatus) {
 
 // objects reads an array of values with dec into a fresh, non-nil slice
 // (an empty array gives an empty one, as in encoding/json); null or a
-// value of another type leaves was.
+// value of another type leaves was. The slice is sized after the first
+// value by itemsGuess, as bulk arrays are mostly alike.
 func objects[T any](d *decoder, was []T, dec func(*decoder, *T)) []T {
 	if !d.openArray() {
 		return was
 	}
 	out := []T{}
 	for d.nextElem() {
+		start := d.pos
 		out = append(out, *new(T))
 		dec(d, &out[len(out)-1])
+		if len(out) == 1 {
+			out = slices.Grow(out, itemsGuess(len(d.input)-d.pos, d.pos-start))
+		}
 	}
 	return out
 }
