@@ -399,7 +399,11 @@ func (d *Driver) schedule(ctx context.Context, start time.Time, reqs chan<- []It
 		var batch []Item
 		if len(pending) > 0 {
 			out = reqs
-			batch = slices.Clone(pending[:min(len(pending), d.cfg.MaxBatch)])
+			// The batch shares pending's array: pending only drops it
+			// from its front and appends past its end (the capped
+			// length keeps the batch's own appends off them too).
+			k := min(len(pending), d.cfg.MaxBatch)
+			batch = pending[:k:k]
 		}
 		var wake <-chan time.Time
 		if ok {
