@@ -636,6 +636,7 @@ func (f *FSM) NodeTargetSince(name string, known uint64) (gen uint64, pods []Pod
 		return cmp.Or(cmpKey(a.key, b.key), cmp.Compare(a.attempt, b.attempt))
 	})
 	changes = slices.CompactFunc(changes, func(a, b targetChange) bool { return a.key == b.key && a.attempt == b.attempt })
+	pods = make([]Pod, 0, len(changes)) // most changes add a pod
 	for _, c := range changes {
 		if t := f.taskLocked(c.key); t != nil && n.holds(t) && t.attempt == c.attempt && !t.stop {
 			pods = f.appendPodsLocked(pods, t)
