@@ -11,9 +11,12 @@ import (
 	"github.com/sluicehq/sluice/dispatcher/fsm"
 )
 
-// reportReq is one Report call waiting for its batch's commit.
+// reportReq is one Report call waiting for its batch's commit. Its
+// reports are the caller's, read (once, by commitReports) until done
+// receives.
 type reportReq struct {
-	reports []fsm.Report
+	node    string
+	reports []api.TaskReport
 	done    chan error // buffered, receives once
 }
 
@@ -78,7 +81,9 @@ func (q *reportQueue) failAll(err error) {
 // *raftkv.NotLeaderError. If the FSM rejects a report (an illegal
 // transition or an unknown task), that report is dropped, logged
 // and counted (DroppedReports), and the rest are committed: a node's
-// resent outbox must not wedge on one report.
+// resent outbox must not wedge on one report. The reports are read until
+// their command is proposed, which may be after Report returned for ctx or
+// closing: the caller must not change them.
 func (d *Dispatcher) Report(ctx context.Context, node string, reports []api.TaskReport) error {
 	if err := d.checkOpen(); err != nil {
 		return err
@@ -90,10 +95,7 @@ func (d *Dispatcher) Report(ctx context.Context, node string, reports []api.Task
 	if len(reports) == 0 {
 		return nil
 	}
-	req := &reportReq{reports: make([]fsm.Report, len(reports)), done: make(chan error, 1)}
-	for i, r := range reports {
-		req.reports[i] = fsm.Report{Node: node, TaskReport: r}
-	}
+	req := &reportReq{node: node, reports: reports, done: make(chan error, 1)}
 	d.reports.push(req)
 	select {
 	case err := <-req.done:
@@ -156,7 +158,9 @@ func (d *Dispatcher) commitReports(ctx context.Context, reqs []*reportReq) {
 	}
 	all := make([]fsm.Report, 0, n)
 	for _, r := range reqs {
-		all = append(all, r.reports...)
+		for _, rep := range r.reports {
+			all = append(all, fsm.Report{Node: r.node, TaskReport: rep})
+		}
 	}
 	var err error
 	for len(all) > 0 {
