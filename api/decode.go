@@ -777,8 +777,12 @@ func decodeNodeTarget(d *decoder, t *NodeTarget) {
 		case "pods":
 			if d.field(&seen, 2) && d.openArray() {
 				for d.nextElem() {
+					start := d.pos
 					t.Pods = append(t.Pods, TargetPod{})
 					decodeTargetPod(d, &t.Pods[len(t.Pods)-1])
+					if len(t.Pods) == 1 {
+						t.Pods = slices.Grow(t.Pods, itemsGuess(len(d.input)-d.pos, d.pos-start))
+					}
 				}
 			}
 		case "removed":
