@@ -133,20 +133,33 @@ func (n *Node) writeDue() bool {
 	return n.batch.bufferedBytes() >= n.cfg.ApplyWriteBytes || time.Since(n.wroteAt) >= n.cfg.ApplyWriteInterval
 }
 
-// writeState writes the applied state into main and commits it without
-// sync: the state machine's buffered writes, the applied index and, if it
-// changed, the conf state.
+// appliedStateBytes is room for the applied index and a conf state of a
+// few members in writeState's batch (more only grows it).
+const appliedStateBytes = 128
+
+// writeState commits the applied state without sync, in one batch with
+// main's writes (a membership change's; main may be nil): the state
+// machine's buffered writes, the applied index and, if it changed, the
+// conf state. The batch is sized for them at once: grown by doubling, a
+// second's deferred records (megabytes) were copied as much again.
 func (n *Node) writeState(main *pebble.Batch, cs *raftpb.ConfState) error {
 	if d, ok := n.sm.(Deferrer); ok {
 		d.WriteDeferred(&n.batch)
 	}
-	if err := n.batch.write(main); err != nil {
+	w := n.db.NewBatchWithSize(n.batch.encodedBytes() + appliedStateBytes)
+	defer w.Close()
+	if main != nil && !main.Empty() {
+		if err := w.Apply(main, nil); err != nil {
+			return storageError("apply", err)
+		}
+	}
+	if err := n.batch.write(w); err != nil {
 		return err
 	}
-	if err := n.st.writeApplied(main, n.applied, cs); err != nil {
+	if err := n.st.writeApplied(w, n.applied, cs); err != nil {
 		return err
 	}
-	if err := main.Commit(pebble.NoSync); err != nil {
+	if err := w.Commit(pebble.NoSync); err != nil {
 		return storageError("apply", err)
 	}
 	n.st.appliedCommitted(n.applied, cs)
@@ -161,9 +174,7 @@ func (n *Node) writeStateNow() error {
 	if !n.unstored.Load() {
 		return nil
 	}
-	main := n.db.NewBatch()
-	defer main.Close()
-	return n.writeState(main, nil)
+	return n.writeState(nil, nil)
 }
 
 // applyNormal applies the commands of one normal entry. A command that fails

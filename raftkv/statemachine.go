@@ -2,9 +2,11 @@ package raftkv
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/batchrepr"
 )
 
 // StateMachine is the replicated state machine. The replica calls Apply for
@@ -168,6 +170,13 @@ func (b *Batch) reset(db pebble.Reader) {
 
 // bufferedBytes returns the bytes of the buffered writes.
 func (b *Batch) bufferedBytes() int { return len(b.arena) }
+
+// encodedBytes bounds the size of the buffered writes in a pebble batch:
+// their keys and values, and per write its kind, the state machine's key
+// prefix and two lengths.
+func (b *Batch) encodedBytes() int {
+	return batchrepr.HeaderLen + len(b.arena) + len(b.ops)*(2+2*binary.MaxVarintLen32)
+}
 
 // startCommand marks where the next command's writes begin.
 func (b *Batch) startCommand() {
