@@ -31,7 +31,9 @@ type Runtime interface {
 	// Start creates the pod and starts all of its containers. It returns
 	// once they run, or with an error and nothing left behind. A spec
 	// that cannot run is an ErrBadSpec error; a pod ID in use,
-	// ErrExists.
+	// ErrExists. Start does not change what spec's slices and pointers
+	// refer to, and may keep it: the caller must not change it after
+	// the call.
 	Start(ctx context.Context, spec PodSpec) error
 	// Wait blocks until the pod has ended, or ctx is done, and returns
 	// how it ended. Every call for a pod returns the same Exit.

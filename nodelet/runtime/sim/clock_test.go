@@ -92,7 +92,7 @@ func TestClock(t *testing.T) {
 		defer h.mu.Unlock()
 		live := 0
 		for _, e := range h.mu.ends {
-			if e.p.exit == nil {
+			if !e.p.ended {
 				live++
 			}
 		}
@@ -103,10 +103,11 @@ func TestClock(t *testing.T) {
 		}
 	}
 	h.mu.Lock()
-	forever := h.mu.pods["forever"].exit
+	forever := h.mu.pods["forever"]
+	ended, exit := forever.ended, forever.exit
 	h.mu.Unlock()
-	if forever != nil {
-		t.Errorf("the pod that runs for centuries ended: %+v", *forever)
+	if ended {
+		t.Errorf("the pod that runs for centuries ended: %+v", exit)
 	}
 	checkQueue(6) // the short ones ended, 5 of the 10 long ones were stopped
 	for i := 10; i < 400; i++ {

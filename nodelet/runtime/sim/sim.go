@@ -39,14 +39,29 @@ type Host struct {
 }
 
 type pod struct {
-	spec     runtime.PodSpec
+	spec     runtime.PodSpec // the caller's, which Start may keep
 	started  time.Time
 	finished time.Time
 	queued   bool // in Host.mu.ends
-	exit     *runtime.Exit
-	done     chan struct{}
+	// ended: exit is set, and immutable from then on.
+	ended bool
+	exit  runtime.Exit
+	// done is closed when the pod ends; it is made for the first waiter
+	// (doneLocked): a pod nobody waits for needs none.
+	done chan struct{}
 	// notify are the callbacks of Notify waiting for the pod's end.
 	notify []func(runtime.Exit)
+}
+
+// doneLocked returns a channel that is closed when p ends.
+func (p *pod) doneLocked() <-chan struct{} {
+	if p.done == nil {
+		p.done = make(chan struct{})
+		if p.ended {
+			close(p.done)
+		}
+	}
+	return p.done
 }
 
 // NewHost returns an empty host.
@@ -125,7 +140,7 @@ func (h *Host) runClock() {
 		for len(h.mu.ends) > 0 && h.mu.ends[0].at <= now {
 			p := h.mu.ends.pop().p
 			p.queued = false
-			if p.exit != nil {
+			if p.ended {
 				h.mu.stale--
 				continue
 			}
@@ -218,7 +233,7 @@ const maxStale = 64
 func (h *Host) compactLocked() {
 	q := h.mu.ends[:0]
 	for _, e := range h.mu.ends {
-		if e.p.exit == nil {
+		if !e.p.ended {
 			q = append(q, e)
 		} else {
 			e.p.queued = false
@@ -235,22 +250,23 @@ func (h *Host) compactLocked() {
 // callbacks waiting for its end, which the caller calls once it has let go
 // of the lock (callNotify).
 func (h *Host) endLocked(p *pod, code int) []func(runtime.Exit) {
-	if p.exit != nil {
+	if p.ended {
 		return nil
 	}
-	e := &runtime.Exit{Code: code}
-	for _, c := range p.spec.Containers {
-		e.Containers = append(e.Containers, runtime.ContainerExit{Name: c.Name, Code: code})
+	p.exit = runtime.Exit{Code: code, Containers: make([]runtime.ContainerExit, len(p.spec.Containers))}
+	for i, c := range p.spec.Containers {
+		p.exit.Containers[i] = runtime.ContainerExit{Name: c.Name, Code: code}
 	}
-	p.exit = e
-	p.finished = time.Now()
+	p.ended, p.finished = true, time.Now()
 	if p.queued { // ended sooner than its run time
 		h.mu.stale++
 		if h.mu.stale > maxStale && 2*h.mu.stale > len(h.mu.ends) {
 			h.compactLocked()
 		}
 	}
-	close(p.done)
+	if p.done != nil {
+		close(p.done)
+	}
 	fns := p.notify
 	p.notify = nil
 	return fns
@@ -259,7 +275,7 @@ func (h *Host) endLocked(p *pod, code int) []func(runtime.Exit) {
 // callNotify calls fns with p's exit.
 func callNotify(p *pod, fns []func(runtime.Exit)) {
 	for _, fn := range fns {
-		fn(*p.exit) // p.exit is immutable once set
+		fn(p.exit) // immutable once set
 	}
 }
 
@@ -314,21 +330,12 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.PodSpec) error {
 	if _, ok := h.mu.pods[spec.ID]; ok {
 		return fmt.Errorf("start pod %q: %w", spec.ID, runtime.ErrExists)
 	}
-	p := &pod{spec: clone(spec), started: time.Now(), done: make(chan struct{})}
+	p := &pod{spec: spec, started: time.Now()}
 	h.mu.pods[spec.ID] = p
 	if p.spec.Sim != nil {
 		h.addEndLocked(p)
 	}
 	return nil
-}
-
-func clone(s runtime.PodSpec) runtime.PodSpec {
-	s.Containers = slices.Clone(s.Containers)
-	if s.Sim != nil {
-		sim := *s.Sim
-		s.Sim = &sim
-	}
-	return s
 }
 
 func (r *Runtime) get(op, id string) (*pod, error) {
@@ -351,8 +358,8 @@ func (r *Runtime) Wait(ctx context.Context, id string) (runtime.Exit, error) {
 		return runtime.Exit{}, err
 	}
 	select {
-	case <-p.done:
-		return *p.exit, nil // p.exit is immutable once done is closed
+	case <-r.done(p):
+		return p.exit, nil // immutable once done is closed
 	case <-ctx.Done():
 		return runtime.Exit{}, fmt.Errorf("wait pod %q: %w", id, ctx.Err())
 	}
@@ -380,15 +387,22 @@ func (r *Runtime) Notify(id string, fn func(runtime.Exit)) error {
 		return err
 	}
 	r.h.mu.Lock()
-	ended := p.exit != nil
+	ended := p.ended
 	if !ended {
 		p.notify = append(p.notify, fn)
 	}
 	r.h.mu.Unlock()
 	if ended {
-		go fn(*p.exit)
+		go fn(p.exit)
 	}
 	return nil
+}
+
+// done returns a channel that is closed when p ends.
+func (r *Runtime) done(p *pod) <-chan struct{} {
+	r.h.mu.Lock()
+	defer r.h.mu.Unlock()
+	return p.doneLocked()
 }
 
 // Remove implements runtime.Runtime.
@@ -399,7 +413,7 @@ func (r *Runtime) Remove(ctx context.Context, id string) error {
 	}
 	r.h.mu.Lock()
 	defer r.h.mu.Unlock()
-	if p.exit == nil {
+	if !p.ended {
 		return fmt.Errorf("remove pod %q: %w", id, runtime.ErrRunning)
 	}
 	if r.h.mu.pods[id] == p {
@@ -422,8 +436,8 @@ func (r *Runtime) List(ctx context.Context) ([]runtime.PodStatus, error) {
 			ID: id, Generation: p.spec.Generation, CgroupParent: p.spec.CgroupParent,
 			State: runtime.StateRunning, StartedAt: p.started,
 		}
-		if p.exit != nil {
-			e := *p.exit
+		if p.ended {
+			e := p.exit
 			st.State, st.FinishedAt, st.Exit = runtime.StateExited, p.finished, &e
 		}
 		out = append(out, st)
@@ -444,7 +458,7 @@ func (r *Runtime) Logs(ctx context.Context, id, container string, opts runtime.L
 	if !opts.Follow {
 		return io.NopCloser(strings.NewReader("")), nil
 	}
-	return &waitReader{ctx: ctx, done: p.done}, nil
+	return &waitReader{ctx: ctx, done: r.done(p)}, nil
 }
 
 // waitReader is an empty reader that reaches EOF when done closes.
