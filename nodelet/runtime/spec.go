@@ -94,7 +94,8 @@ type Resources struct {
 
 // FromAPI derives the PodSpec of one pod of a task from its api spec. The
 // api spec is expected to have been decoded or defaulted by api, so that
-// container names are set.
+// container names are set. A container without Args shares its Command
+// (capped: an append copies), so the result must not be changed.
 func FromAPI(id string, generation int64, cgroupParent string, p *api.PodSpec) PodSpec {
 	s := PodSpec{ID: id, Generation: generation, CgroupParent: cgroupParent, SharePID: p.SharePID}
 	if p.Sim != nil {
@@ -108,7 +109,7 @@ func FromAPI(id string, generation int64, cgroupParent string, p *api.PodSpec) P
 		s.Containers[i] = ContainerSpec{
 			Name:       c.Name,
 			Image:      c.Image,
-			Args:       slices.Concat(c.Command, c.Args),
+			Args:       args(c),
 			WorkingDir: c.WorkingDir,
 			Resources: Resources{
 				MilliCPU:    c.Resources.CPU,
@@ -127,6 +128,14 @@ func FromAPI(id string, generation int64, cgroupParent string, p *api.PodSpec) P
 		}
 	}
 	return s
+}
+
+// args is a container's command line: its Command, and its Args after.
+func args(c *api.ContainerSpec) []string {
+	if len(c.Args) == 0 {
+		return slices.Clip(c.Command)
+	}
+	return slices.Concat(c.Command, c.Args)
 }
 
 // SpecError is an ErrBadSpec error: every problem of a spec, each naming

@@ -32,10 +32,16 @@ func TestFromAPI(t *testing.T) {
 	if err := s.Validate(); err != nil {
 		t.Errorf("Validate: %v", err)
 	}
-	// FromAPI does not alias the api spec.
+	// With Args, the command line is new: it does not alias Command.
 	p.Containers[0].Command[0] = "changed"
 	if s.Containers[0].Args[0] != "/bin/x" {
 		t.Errorf("FromAPI aliases Command")
+	}
+	// Without, it is Command, capped: an append copies.
+	cmd := append(make([]string, 0, 4), "/bin/y")
+	onlyCmd := runtime.FromAPI("p4", 1, "sluice/offline", &api.PodSpec{Containers: []api.ContainerSpec{{Name: "c", Image: api.Image{Rootfs: "/img"}, Command: cmd}}})
+	if a := onlyCmd.Containers[0].Args; !slices.Equal(a, cmd) || cap(a) != len(a) {
+		t.Errorf("args of a command without arguments: %q, capacity %d; want %q, capacity 1", a, cap(a), cmd)
 	}
 	// No environment, command or arguments: none converted, nil as before.
 	bare := runtime.FromAPI("p2", 1, "sluice/offline", &api.PodSpec{Containers: []api.ContainerSpec{{Name: "c", Image: api.Image{Rootfs: "/img"}}}})
