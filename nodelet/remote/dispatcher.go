@@ -117,9 +117,10 @@ type Dispatcher struct {
 	heldGen   uint64
 	heldJoins uint64
 	// When the last hold applied a difference (diffed), changed are the
-	// pods it added or changed and gone those it removed, as held before.
-	diffed        bool
-	changed, gone []nodelet.DesiredPod
+	// pods it added or changed and gone those it removed.
+	diffed  bool
+	changed []nodelet.DesiredPod
+	gone    []gonePod
 	// reports is Report's buffer, reused from call to call (one call at
 	// a time; the client encodes it before returning).
 	reports []api.TaskReport
@@ -137,6 +138,9 @@ type Dispatcher struct {
 		previous   map[string]string // the same for the target before
 	}
 }
+
+// gonePod names a pod a difference removed.
+type gonePod struct{ id, taskID string }
 
 var (
 	_ nodelet.Dispatcher    = (*Dispatcher)(nil)
@@ -273,9 +277,12 @@ func (d *Dispatcher) hold(t api.NodeTarget, joins uint64) bool {
 	}
 	// changed and gone go to the agent with the target: new ones each time.
 	d.diffed, d.changed, d.gone = t.Base != 0, nil, nil
+	if len(t.Removed) > 0 {
+		d.gone = make([]gonePod, 0, len(t.Removed))
+	}
 	for _, id := range t.Removed {
 		if p, ok := d.held[id]; ok {
-			d.gone = append(d.gone, p)
+			d.gone = append(d.gone, gonePod{p.ID, p.TaskID})
 			delete(d.held, id)
 		}
 	}
@@ -346,12 +353,15 @@ func (d *Dispatcher) convert(generation, base, known uint64) nodelet.Target {
 	d.mu.delivered = true
 	if d.diffed && known != 0 && known == d.mu.base+base {
 		out := nodelet.Target{Generation: gen, Base: known, Pods: d.changed, Removed: make([]string, 0, len(d.gone))}
-		previous := make(map[string]string, len(d.gone))
+		var previous map[string]string // none when none went
+		if len(d.gone) > 0 {
+			previous = make(map[string]string, len(d.gone))
+		}
 		for _, p := range d.gone {
-			out.Removed = append(out.Removed, p.ID)
-			if c, ok := d.mu.containers[p.TaskID]; ok {
-				previous[p.TaskID] = c
-				delete(d.mu.containers, p.TaskID)
+			out.Removed = append(out.Removed, p.id)
+			if c, ok := d.mu.containers[p.taskID]; ok {
+				previous[p.taskID] = c
+				delete(d.mu.containers, p.taskID)
 			}
 		}
 		for _, p := range d.changed {
