@@ -1025,7 +1025,7 @@ func (c *Client) target(ctx context.Context, node string, generation uint64, wai
 	if err != nil || rep.status == http.StatusNotModified {
 		return NodeTarget{}, false, err
 	}
-	if t, err = DecodeNodeTarget(rep.body); err != nil {
+	if t, err = decodeOwnedNodeTarget(rep.body); err != nil {
 		return NodeTarget{}, false, fmt.Errorf("api: %s %s: decode reply: %w", r.method, r.path, err)
 	}
 	return t, true, nil

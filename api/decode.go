@@ -731,18 +731,39 @@ func DecodeNodeTarget(body []byte) (NodeTarget, error) {
 	return decodeOne(body, "target", decodeNodeTarget)
 }
 
+// decodeOwnedNodeTarget is DecodeNodeTarget of a body the caller gives up
+// (a reply's own copy): the target's strings share its memory.
+func decodeOwnedNodeTarget(body []byte) (NodeTarget, error) {
+	return decodeObject(body, "target", bodyOwned, decodeNodeTarget)
+}
+
 // decodeOne reads a body that is one object, what, with dec: all of it, or
 // an error naming every problem.
 func decodeOne[T any](body []byte, what string, dec func(*decoder, *T)) (T, error) {
-	return decodeObject(body, what, false, dec)
+	return decodeObject(body, what, 0, dec)
 }
 
-// decodeObject is decodeOne, skipping unknown members when lenient.
-func decodeObject[T any](body []byte, what string, lenient bool, dec func(*decoder, *T)) (T, error) {
+// decodeFlags adjust decodeObject.
+type decodeFlags uint8
+
+const (
+	// skipUnknown skips unknown members, as replies are read.
+	skipUnknown decodeFlags = 1 << iota
+	// bodyOwned: the caller gives the body up, so the strings decoded
+	// share its memory rather than a copy's.
+	bodyOwned
+)
+
+// decodeObject is decodeOne, as flags say.
+func decodeObject[T any](body []byte, what string, flags decodeFlags, dec func(*decoder, *T)) (T, error) {
 	d := decoders.Get().(*decoder)
 	defer d.release()
-	d.reset(body)
-	d.lenient = lenient
+	if flags&bodyOwned != 0 {
+		d.resetShared(body)
+	} else {
+		d.reset(body)
+	}
+	d.lenient = flags&skipUnknown != 0
 	var v T
 	if d.peek() == 0 {
 		d.add("empty body: want a " + what + " object")
@@ -1034,7 +1055,7 @@ func decodeTaskUsage(d *decoder, u *TaskUsage) {
 // know, as a client must with a newer server; wrong types and broken
 // syntax are errors naming the path.
 func DecodeWatchEvent(line []byte) (WatchEvent, error) {
-	return decodeObject(line, "watch event", true, decodeWatchEvent)
+	return decodeObject(line, "watch event", skipUnknown, decodeWatchEvent)
 }
 
 func decodeWatchEvent(d *decoder, e *WatchEvent) {
@@ -1175,7 +1196,7 @@ func decodePendingReason(d *decoder, p *PendingReason) {
 // type and broken syntax are errors naming the path. A client reads one
 // per submission, with up to MaxItemsPerRequest job IDs in it.
 func DecodeSubmitResponse(body []byte) (SubmitResponse, error) {
-	return decodeObject(body, "submit reply", true, decodeSubmitResponse)
+	return decodeObject(body, "submit reply", skipUnknown, decodeSubmitResponse)
 }
 
 func decodeSubmitResponse(d *decoder, r *SubmitResponse) {
@@ -1209,7 +1230,7 @@ func decodeSubmitResponse(d *decoder, r *SubmitResponse) {
 // /v1/jobs/{id}/tasks). Like DecodeWatchEvent it skips members it does
 // not know; wrong types and broken syntax are errors naming the path.
 func DecodeTaskList(body []byte) (TaskList, error) {
-	return decodeObject(body, "task list", true, decodeTaskList)
+	return decodeObject(body, "task list", skipUnknown, decodeTaskList)
 }
 
 func decodeTaskList(d *decoder, l *TaskList) {
