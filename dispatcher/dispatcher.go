@@ -459,7 +459,7 @@ type Target struct {
 	Base uint64
 	// Pods are the desired pods, or those added since Base, by task ID.
 	// Their specs share memory with the FSM: do not modify them.
-	Pods    []fsm.Pod
+	Pods    []api.TargetPod
 	Removed []string
 }
 

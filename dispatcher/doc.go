@@ -85,10 +85,11 @@
 // leadership changes; an apply wakes no other poll. TargetChanges answers
 // with the changes since the node's known target when the FSM still keeps
 // them (fsm.NodeTargetSince), so a change costs in proportion to itself,
-// not to the pods on the node. The node-facing types are this package's (Target,
-// fsm.Pod, api.TaskReport): the dispatcher may not import nodelet, so an
-// adapter to nodelet.Dispatcher lives with whoever wires them (tests, the
-// HTTP layer).
+// not to the pods on the node. The node-facing types are this package's
+// Target and the api's (TargetPod, TaskReport), which the FSM answers in,
+// so that the HTTP layer sends its pods as they are: the dispatcher may not
+// import nodelet, so an adapter to nodelet.Dispatcher lives with whoever
+// wires them (tests, the HTTP layer).
 //
 // # Invariants
 //

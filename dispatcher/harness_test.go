@@ -300,8 +300,8 @@ func (n *fakeNode) poll(ctx context.Context) {
 			n.push(api.TaskReport{TaskID: p.TaskID, State: api.TaskRunning, Time: time.Now()})
 			var run time.Duration
 			var code int32
-			if p.Spec.Sim != nil {
-				run, code = time.Duration(p.Spec.Sim.RunTime), p.Spec.Sim.ExitCode
+			if p.Pod.Sim != nil {
+				run, code = time.Duration(p.Pod.Sim.RunTime), p.Pod.Sim.ExitCode
 			}
 			id := p.TaskID
 			n.mu.Lock()

@@ -95,7 +95,7 @@ type propHarness struct {
 	counts    [11]int // ok, rejected, placed tasks, reports applied, tasks preempted, slots reused, capbox sets created, releases applied, capbox task stops and starts applied, jobs forgotten
 	// targets holds each node's targets by generation, as seen at the
 	// checks; targetDiffs counts the targets answered as changes.
-	targets     map[string]map[uint64]map[string]Pod
+	targets     map[string]map[uint64]map[string]api.TargetPod
 	targetDiffs int
 	// input is a round's input kept from check to check; seen is a copy
 	// of its nodes as the last check left them (as a Placer saw them).
@@ -817,20 +817,20 @@ func (h *propHarness) checkRoundInput() error {
 // node's target now.
 func (h *propHarness) checkTargetChanges() error {
 	if h.targets == nil {
-		h.targets = map[string]map[uint64]map[string]Pod{}
+		h.targets = map[string]map[uint64]map[string]api.TargetPod{}
 	}
 	for _, name := range h.nodes {
 		gen, pods, ok := h.f.NodeTarget(name)
 		if !ok {
 			continue
 		}
-		now := map[string]Pod{}
+		now := map[string]api.TargetPod{}
 		for _, p := range pods {
 			now[p.TaskID] = p
 		}
 		seen := h.targets[name]
 		if seen == nil {
-			seen = map[uint64]map[string]Pod{}
+			seen = map[uint64]map[string]api.TargetPod{}
 			h.targets[name] = seen
 		}
 		seen[gen] = now
@@ -843,7 +843,7 @@ func (h *propHarness) checkTargetChanges() error {
 			if !ok || g != gen {
 				return fmt.Errorf("node %s: NodeTargetSince(%d) = generation %d, ok %v; NodeTarget %d", name, known, g, ok, gen)
 			}
-			got := map[string]Pod{}
+			got := map[string]api.TargetPod{}
 			if !whole {
 				h.targetDiffs++
 				maps.Copy(got, then)

@@ -530,25 +530,6 @@ type ChangedJob struct {
 	JobStatus
 }
 
-// Pod is one desired pod of a node's target.
-type Pod struct {
-	TaskID   string
-	Job      string
-	Group    string
-	QoS      api.QoS
-	Priority int32
-	// MaxRunTime is the job's run-time limit (0: none).
-	MaxRunTime time.Duration
-	// Capbox is set for a capbox's placeholder: Spec's one container
-	// only says what it holds.
-	Capbox bool
-	// InCapbox is, for a capbox task, the task ID of the capbox it runs
-	// in (whose resources it uses).
-	InCapbox string
-	// Spec shares memory with the FSM: do not modify it.
-	Spec api.PodSpec
-}
-
 // NodeGeneration returns the generation of a node's target; ok is false
 // for an unknown node.
 func (f *FSM) NodeGeneration(name string) (gen uint64, ok bool) {
@@ -563,8 +544,10 @@ func (f *FSM) NodeGeneration(name string) (gen uint64, ok bool) {
 
 // NodeTarget returns a node's target: the pods it should run, by task ID
 // order, and the generation of that set, which increases whenever the set
-// changes. ok is false for an unknown node.
-func (f *FSM) NodeTarget(name string) (gen uint64, pods []Pod, ok bool) {
+// changes. ok is false for an unknown node. The pods are the api's, as
+// the node is sent them; their specs share memory with the FSM: do not
+// modify them.
+func (f *FSM) NodeTarget(name string) (gen uint64, pods []api.TargetPod, ok bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	n := f.mu.nodes[name]
@@ -575,7 +558,7 @@ func (f *FSM) NodeTarget(name string) (gen uint64, pods []Pod, ok bool) {
 }
 
 // targetLocked returns n's target, by task ID order.
-func (f *FSM) targetLocked(n *node) []Pod {
+func (f *FSM) targetLocked(n *node) []api.TargetPod {
 	ts := make([]*task, 0, len(n.tasks))
 	for _, t := range n.tasks {
 		if !t.stop {
@@ -583,7 +566,7 @@ func (f *FSM) targetLocked(n *node) []Pod {
 		}
 	}
 	slices.SortFunc(ts, func(a, b *task) int { return cmpKey(a.key, b.key) })
-	pods := make([]Pod, 0, len(ts))
+	pods := make([]api.TargetPod, 0, len(ts))
 	for _, t := range ts {
 		pods = f.appendPodsLocked(pods, t)
 	}
@@ -592,20 +575,20 @@ func (f *FSM) targetLocked(n *node) []Pod {
 
 // appendPodsLocked appends the pod of t, a task in its node's target, and
 // those of the capbox tasks running in it.
-func (f *FSM) appendPodsLocked(pods []Pod, t *task) []Pod {
+func (f *FSM) appendPodsLocked(pods []api.TargetPod, t *task) []api.TargetPod {
 	j := f.mu.jobs.get(t.key.job)
 	s := j.specOf()
 	g := &s.Tasks[t.key.group]
 	id := taskID(t.key, t.attempt)
-	pods = append(pods, Pod{TaskID: id, Job: j.id, Group: g.Name, QoS: j.qos, Priority: j.priority,
-		MaxRunTime: time.Duration(s.MaxRunTime), Capbox: j.owner() != nil, Spec: g.Pod})
+	pods = append(pods, api.TargetPod{TaskID: id, Job: j.id, Group: g.Name, QoS: j.qos, Priority: j.priority,
+		MaxRunTime: s.MaxRunTime, Capbox: j.owner() != nil, Pod: g.Pod})
 	if j.owner() == nil {
 		return pods // only capboxes have tasks in them
 	}
 	for _, c := range f.mu.captasks[t.key] {
 		if c.active() && !c.stop {
-			pods = append(pods, Pod{TaskID: c.id(), Job: j.id, Group: g.Name, QoS: j.qos, Priority: j.priority,
-				InCapbox: id, Spec: c.pod})
+			pods = append(pods, api.TargetPod{TaskID: c.id(), Job: j.id, Group: g.Name, QoS: j.qos, Priority: j.priority,
+				InCapbox: id, Pod: c.pod})
 		}
 	}
 	return pods
@@ -617,7 +600,7 @@ func (f *FSM) appendPodsLocked(pods []Pod, t *task) []Pod {
 // those removed (which may name pods the node no longer has). Otherwise,
 // and for known 0, it returns the whole target, as NodeTarget, with whole
 // set. The work is in proportion to the changes, not to the node's pods.
-func (f *FSM) NodeTargetSince(name string, known uint64) (gen uint64, pods []Pod, removed []string, whole, ok bool) {
+func (f *FSM) NodeTargetSince(name string, known uint64) (gen uint64, pods []api.TargetPod, removed []string, whole, ok bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	n := f.mu.nodes[name]
@@ -636,7 +619,7 @@ func (f *FSM) NodeTargetSince(name string, known uint64) (gen uint64, pods []Pod
 		return cmp.Or(cmpKey(a.key, b.key), cmp.Compare(a.attempt, b.attempt))
 	})
 	changes = slices.CompactFunc(changes, func(a, b targetChange) bool { return a.key == b.key && a.attempt == b.attempt })
-	pods = make([]Pod, 0, len(changes)) // most changes add a pod
+	pods = make([]api.TargetPod, 0, len(changes)) // most changes add a pod
 	for _, c := range changes {
 		if t := f.taskLocked(c.key); t != nil && n.holds(t) && t.attempt == c.attempt && !t.stop {
 			pods = f.appendPodsLocked(pods, t)

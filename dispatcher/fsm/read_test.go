@@ -109,8 +109,8 @@ func TestLazySpecsConcurrentReads(t *testing.T) {
 			}
 			for _, p := range pods {
 				i := int(p.Job[1] - '1')
-				if !reflect.DeepEqual(p.Spec, want[i].Tasks[0].Pod) {
-					t.Errorf("pod of %s: %+v, want %+v", p.TaskID, p.Spec, want[i].Tasks[0].Pod)
+				if !reflect.DeepEqual(p.Pod, want[i].Tasks[0].Pod) {
+					t.Errorf("pod of %s: %+v, want %+v", p.TaskID, p.Pod, want[i].Tasks[0].Pod)
 				}
 			}
 			for i, id := range []string{"j1", "j2", "j3"} {

@@ -141,7 +141,7 @@ func (h *Handler) target(ctx *fasthttp.RequestCtx, _ Principal, args []string) *
 		}
 		return h.fromError(ctx, "target of "+args[0], err)
 	}
-	answer := api.NodeTarget{Generation: t.Generation, Base: t.Base, Pods: targetPods(t.Pods), Removed: t.Removed}
+	answer := api.NodeTarget{Generation: t.Generation, Base: t.Base, Pods: t.Pods, Removed: t.Removed}
 	// Encoded by hand (as encoding/json would): a target is written for
 	// every change of a node's pods.
 	writeEncoded(ctx, fasthttp.StatusOK, func(b []byte) ([]byte, error) { return api.AppendNodeTarget(b, &answer), nil })
