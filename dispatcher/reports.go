@@ -158,8 +158,8 @@ func (d *Dispatcher) commitReports(ctx context.Context, reqs []*reportReq) {
 	}
 	all := make([]fsm.Report, 0, n)
 	for _, r := range reqs {
-		for _, rep := range r.reports {
-			all = append(all, fsm.Report{Node: r.node, TaskReport: rep})
+		for i := range r.reports {
+			all = append(all, fsm.Report{Node: r.node, TaskReport: &r.reports[i]})
 		}
 	}
 	var err error

@@ -99,7 +99,7 @@ func BenchmarkApplyUpdates(b *testing.B) {
 		}
 		reps := make([]Report, 0, benchN)
 		f.eachTaskLocked(func(t *task) {
-			reps = append(reps, Report{Node: t.node, TaskReport: api.TaskReport{TaskID: taskID(t.key, t.attempt), State: api.TaskRunning, Reason: api.ReasonStarted, Time: p.Now}})
+			reps = append(reps, Report{Node: t.node, TaskReport: &api.TaskReport{TaskID: taskID(t.key, t.attempt), State: api.TaskRunning, Reason: api.ReasonStarted, Time: p.Now}})
 		})
 		cmd = UpdateTasks(p.Now, reps)
 		w.n = 0

@@ -173,10 +173,11 @@ func PreemptTasks(now time.Time, term uint64, ps []placement.Preemption) []byte 
 	return e.b
 }
 
-// Report is a task report with the node that sent it.
+// Report is a task report with the node that sent it. It points at the
+// report: the dispatcher batches thousands of them, the node's own.
 type Report struct {
 	Node string
-	api.TaskReport
+	*api.TaskReport
 }
 
 // UpdateTasks returns the command that applies nodelet reports, in order.

@@ -62,8 +62,8 @@ func TestForgetJobs(t *testing.T) {
 	end := func(at time.Time, ids ...string) {
 		var reps []Report
 		for _, id := range ids {
-			reps = append(reps, Report{Node: "n1", TaskReport: api.TaskReport{TaskID: id, State: api.TaskRunning, Reason: api.ReasonStarted, Time: at}},
-				Report{Node: "n1", TaskReport: api.TaskReport{TaskID: id, State: api.TaskSucceeded, Reason: api.ReasonExited, Time: at}})
+			reps = append(reps, Report{Node: "n1", TaskReport: &api.TaskReport{TaskID: id, State: api.TaskRunning, Reason: api.ReasonStarted, Time: at}},
+				Report{Node: "n1", TaskReport: &api.TaskReport{TaskID: id, State: api.TaskSucceeded, Reason: api.ReasonExited, Time: at}})
 		}
 		apply(UpdateTasks(at, reps))
 	}
@@ -152,8 +152,8 @@ func TestForgetUnstoredRecords(t *testing.T) {
 	q.apply(CommitPlan(&Plan{Term: 1, Index: q.index, Now: now, Assignments: assign}))
 	var reps []Report
 	for _, id := range []string{"j1/0/0/1", "j1/0/1/1"} {
-		reps = append(reps, Report{Node: "n1", TaskReport: api.TaskReport{TaskID: id, State: api.TaskRunning, Reason: api.ReasonStarted, Time: now}},
-			Report{Node: "n1", TaskReport: api.TaskReport{TaskID: id, State: api.TaskSucceeded, Reason: api.ReasonExited, Time: now}})
+		reps = append(reps, Report{Node: "n1", TaskReport: &api.TaskReport{TaskID: id, State: api.TaskRunning, Reason: api.ReasonStarted, Time: now}},
+			Report{Node: "n1", TaskReport: &api.TaskReport{TaskID: id, State: api.TaskSucceeded, Reason: api.ReasonExited, Time: now}})
 	}
 	q.apply(UpdateTasks(now, reps))
 	if r, err := DecodeForgetResult(q.apply(ForgetJobs(now, []string{"j1"}))); err != nil || r.Forgotten != 1 {

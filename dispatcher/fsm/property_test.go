@@ -271,7 +271,7 @@ func (h *propHarness) step() string {
 			}
 			c := cts[r.IntN(len(cts))]
 			st := []api.TaskState{api.TaskStarting, api.TaskRunning, api.TaskSucceeded, api.TaskFailed, api.TaskKilled}[r.IntN(5)]
-			reps = append(reps, Report{Node: f.taskLocked(c.box).node, TaskReport: api.TaskReport{TaskID: c.id(), State: st, Reason: api.ReasonExited, Time: h.now}})
+			reps = append(reps, Report{Node: f.taskLocked(c.box).node, TaskReport: &api.TaskReport{TaskID: c.id(), State: st, Reason: api.ReasonExited, Time: h.now}})
 		}
 		for range 1 + r.IntN(6) {
 			if len(tasks) == 0 {
@@ -283,7 +283,7 @@ func (h *propHarness) step() string {
 			if next := slices.DeleteFunc(t.state.Next(), func(s api.TaskState) bool { return s == api.TaskPending }); len(next) > 0 && r.IntN(8) > 0 {
 				st = next[r.IntN(len(next))] // mostly legal transitions
 			}
-			rep := Report{Node: t.node, TaskReport: api.TaskReport{TaskID: taskID(t.key, t.attempt), State: st, Reason: api.ReasonExited, Time: h.now}}
+			rep := Report{Node: t.node, TaskReport: &api.TaskReport{TaskID: taskID(t.key, t.attempt), State: st, Reason: api.ReasonExited, Time: h.now}}
 			if r.IntN(10) == 0 {
 				rep.TaskID = taskID(t.key, t.attempt+1)
 			}
@@ -434,7 +434,7 @@ func (h *propHarness) step() string {
 		b := boxes[r.IntN(len(boxes))]
 		if (b.state == api.TaskAssigned || b.state == api.TaskStarting) && !b.stop {
 			// Most capboxes the random plans place are not running yet.
-			h.apply(UpdateTasks(h.now, []Report{{Node: b.node, TaskReport: api.TaskReport{TaskID: taskID(b.key, 1), State: api.TaskRunning, Time: h.now}}}))
+			h.apply(UpdateTasks(h.now, []Report{{Node: b.node, TaskReport: &api.TaskReport{TaskID: taskID(b.key, 1), State: api.TaskRunning, Time: h.now}}}))
 		}
 		am := h.f.mu.jobs.get(b.key.job).owner().id
 		if r.IntN(3) == 0 {

@@ -260,7 +260,7 @@ func (r *replica) exec(line string) string {
 			if err != nil {
 				st = api.TaskState(99)
 			}
-			rep := fsm.Report{Node: f[0], TaskReport: api.TaskReport{TaskID: f[1], State: st, Reason: api.ReasonExited, Time: r.now}}
+			rep := fsm.Report{Node: f[0], TaskReport: &api.TaskReport{TaskID: f[1], State: st, Reason: api.ReasonExited, Time: r.now}}
 			if len(f) > 3 {
 				rep.Reason = api.TaskReason(f[3])
 			}

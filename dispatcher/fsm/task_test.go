@@ -39,8 +39,8 @@ func TestTask(t *testing.T) {
 		t.Fatalf("Task(j1/0/1/1) = %+v, %v", got, ok)
 	}
 	apply(UpdateTasks(now, []Report{
-		{Node: "n1", TaskReport: api.TaskReport{TaskID: "j1/0/0/1", State: api.TaskRunning, Reason: api.ReasonStarted, Time: now}},
-		{Node: "n1", TaskReport: api.TaskReport{TaskID: "j1/0/0/1", State: api.TaskFailed, Reason: api.ReasonExited, ExitCode: 3, Time: now}},
+		{Node: "n1", TaskReport: &api.TaskReport{TaskID: "j1/0/0/1", State: api.TaskRunning, Reason: api.ReasonStarted, Time: now}},
+		{Node: "n1", TaskReport: &api.TaskReport{TaskID: "j1/0/0/1", State: api.TaskFailed, Reason: api.ReasonExited, ExitCode: 3, Time: now}},
 	}))
 	got, ok = f.Task("j1/0/0/1")
 	if !ok || got.State != api.TaskFailed || got.ExitCode != 3 || got.Attempt != 1 {

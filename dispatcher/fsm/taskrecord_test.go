@@ -60,7 +60,7 @@ func TestTaskRecords(t *testing.T) {
 	run := func(indexes ...int) {
 		var rs []Report
 		for _, i := range indexes {
-			rs = append(rs, Report{Node: "n1", TaskReport: api.TaskReport{TaskID: fmt.Sprintf("j1/0/%d/1", i), State: api.TaskRunning, Reason: api.ReasonStarted, Time: now}})
+			rs = append(rs, Report{Node: "n1", TaskReport: &api.TaskReport{TaskID: fmt.Sprintf("j1/0/%d/1", i), State: api.TaskRunning, Reason: api.ReasonStarted, Time: now}})
 		}
 		q.apply(UpdateTasks(now, rs))
 	}
