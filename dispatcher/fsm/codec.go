@@ -41,6 +41,11 @@ type dec struct {
 // allocation for all of them, kept alive as long as any of them is.
 func sharedDec(b []byte) dec { return dec{b: b, src: string(b)} }
 
+// viewDec returns a dec reading b whose strings alias b itself: no copy,
+// and valid only while b is unchanged. It is for what one command's apply
+// reads and drops; a string kept past the apply must be cloned.
+func viewDec(b []byte) dec { return dec{b: b, src: unsafe.String(unsafe.SliceData(b), len(b))} }
+
 func (d *dec) fail(what string) {
 	if d.err == nil {
 		d.err = fmt.Errorf("%w: truncated or malformed %s", ErrCorrupt, what)

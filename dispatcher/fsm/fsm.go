@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/sluicehq/sluice/api"
@@ -1173,9 +1174,10 @@ const (
 )
 
 func (f *FSM) updateLocked(w writer, now int64, cmd *dec) ([]byte, error) {
-	// The reports' node names and task IDs share one copy of the command;
-	// reasons, which tasks keep, are the api's constants or copies.
-	sd := sharedDec(cmd.b)
+	// The reports' node names and task IDs alias the command, which
+	// outlives no apply: nothing keeps them but an error, which clones.
+	// Reasons, which tasks keep, are the api's constants or copies.
+	sd := viewDec(cmd.b)
 	d := &sd
 	// The reports refer to the command: none is kept past it, so every
 	// report the memory held is zero again.
@@ -1213,7 +1215,7 @@ func (f *FSM) updateLocked(w writer, now int64, cmd *dec) ([]byte, error) {
 	var ctOverlay map[*captask]api.TaskState
 	for i := range rs {
 		r := &rs[i]
-		bad := func(err error) error { return &ReportError{Index: i, TaskID: r.id, Err: err} }
+		bad := func(err error) error { return &ReportError{Index: i, TaskID: strings.Clone(r.id), Err: err} }
 		if _, _, ok := splitCapTaskID(r.id); ok {
 			if ctOverlay == nil {
 				ctOverlay = map[*captask]api.TaskState{}

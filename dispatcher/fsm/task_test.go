@@ -1,7 +1,9 @@
 package fsm
 
 import (
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,5 +114,23 @@ func TestJobTasksPaging(t *testing.T) {
 		if !ok || !slices.Equal(got, tc.want) {
 			t.Errorf("JobTasks(j1, after %q, limit %d) = %v, %v; want %v", tc.after, tc.limit, got, ok, tc.want)
 		}
+	}
+}
+
+// TestReportErrorOwnsItsTaskID checks that a refused report's error still
+// names its task once the command's bytes are reused: an update reads its
+// reports' task IDs in place, so the error must keep a copy.
+func TestReportErrorOwnsItsTaskID(t *testing.T) {
+	f := New()
+	now := time.Unix(1_800_000_000, 0)
+	cmd := UpdateTasks(now, []Report{{Node: "n1", TaskReport: &api.TaskReport{TaskID: "j9/0/0/1", State: api.TaskRunning, Time: now}}})
+	_, err := f.apply(&discard{}, 1, cmd)
+	var re *ReportError
+	if !errors.As(err, &re) || !errors.Is(err, ErrBadReport) {
+		t.Fatalf("apply of a report of no task: %v, want a *ReportError wrapping ErrBadReport", err)
+	}
+	clear(cmd)
+	if re.TaskID != "j9/0/0/1" || !strings.Contains(err.Error(), "j9/0/0/1") {
+		t.Errorf("after the command's bytes changed, the error names task %q: %v", re.TaskID, err)
 	}
 }
