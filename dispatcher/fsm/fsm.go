@@ -1033,6 +1033,7 @@ func (f *FSM) placeLocked(w writer, now int64, a *planAssignment) (RejectCode, s
 	}
 	// Never-placed tasks' records are allocated together.
 	fresh := make([]task, left)
+	g.tasks = slices.Grow(g.tasks, len(fresh))
 	for i := range fresh {
 		t := &fresh[i]
 		t.key = taskKey{num, g.idx, uint32(g.next)}
