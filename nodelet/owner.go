@@ -131,7 +131,10 @@ type owner struct {
 	// offlineParent and onlineParent are the tiers' cgroups, joined once
 	// rather than for every pod started.
 	offlineParent, onlineParent string
-	local                       []event
+	// lastSpec is the last pod spec spec derived, which the next pod of
+	// the same api spec shares.
+	lastSpec specMemo
+	local    []event
 	// handling is the buffer of the local events settle handles, kept
 	// for the next ones.
 	handling []event
@@ -489,13 +492,36 @@ func (o *owner) removable(p *pod, now time.Time) bool {
 	return p.finalSeq <= o.acked && now.Sub(p.endedAt) >= o.a.cfg.RetainExited
 }
 
+// specMemo is a derived pod spec and what it was derived from: the api
+// spec's containers and simulation (by address) and the tier.
+type specMemo struct {
+	containers *api.ContainerSpec
+	sim        *api.SimSpec
+	n          int
+	tier       cgroup.Tier
+	spec       runtime.PodSpec
+}
+
 // spec derives the runtime spec of d. Offline pods get no CPU quota of
 // their own: the offline tier's quota (the overcommit loop's) bounds them,
 // and cgroup v1 refuses a child quota above its parent's.
+//
+// The pods of a task group share their api spec's memory (api's decoder
+// reads a spec repeated in a target once), and then share their runtime
+// spec's containers and simulation too, which runtimes do not change: a
+// pod with the api spec (at the same address) and tier of the last pod
+// derived takes that one's.
 func (o *owner) spec(d DesiredPod) runtime.PodSpec {
 	parent := o.offlineParent // check has let only the two tiers through
 	if d.Tier == cgroup.Online {
 		parent = o.onlineParent
+	}
+	if m := &o.lastSpec; len(d.Pod.Containers) > 0 && &d.Pod.Containers[0] == m.containers &&
+		len(d.Pod.Containers) == m.n && d.Pod.Sim == m.sim && d.Tier == m.tier {
+		s := m.spec
+		s.ID, s.Generation, s.CgroupParent, s.SharePID = d.ID, d.Generation, parent, d.Pod.SharePID
+		s.Placeholder, s.InPod = d.Capbox, d.InCapbox
+		return s
 	}
 	s := runtime.FromAPI(d.ID, d.Generation, parent, &d.Pod)
 	s.Placeholder, s.InPod = d.Capbox, d.InCapbox
@@ -503,6 +529,9 @@ func (o *owner) spec(d DesiredPod) runtime.PodSpec {
 		for i := range s.Containers {
 			s.Containers[i].Resources.MilliCPU = 0
 		}
+	}
+	if len(d.Pod.Containers) > 0 {
+		o.lastSpec = specMemo{containers: &d.Pod.Containers[0], sim: d.Pod.Sim, n: len(d.Pod.Containers), tier: d.Tier, spec: s}
 	}
 	return s
 }
