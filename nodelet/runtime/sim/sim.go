@@ -51,6 +51,11 @@ type pod struct {
 	done chan struct{}
 	// notify are the callbacks of Notify waiting for the pod's end.
 	notify []func(runtime.Exit)
+	// oneNotify and oneExit hold the first callback and a one-container
+	// pod's container exit, in place rather than in allocations of
+	// their own; neither changes once the pod has ended.
+	oneNotify [1]func(runtime.Exit)
+	oneExit   [1]runtime.ContainerExit
 }
 
 // doneLocked returns a channel that is closed when p ends.
@@ -253,7 +258,10 @@ func (h *Host) endLocked(p *pod, code int) []func(runtime.Exit) {
 	if p.ended {
 		return nil
 	}
-	p.exit = runtime.Exit{Code: code, Containers: make([]runtime.ContainerExit, len(p.spec.Containers))}
+	p.exit = runtime.Exit{Code: code, Containers: p.oneExit[:]}
+	if len(p.spec.Containers) != 1 {
+		p.exit.Containers = make([]runtime.ContainerExit, len(p.spec.Containers))
+	}
 	for i, c := range p.spec.Containers {
 		p.exit.Containers[i] = runtime.ContainerExit{Name: c.Name, Code: code}
 	}
@@ -389,6 +397,9 @@ func (r *Runtime) Notify(id string, fn func(runtime.Exit)) error {
 	r.h.mu.Lock()
 	ended := p.ended
 	if !ended {
+		if p.notify == nil {
+			p.notify = p.oneNotify[:0]
+		}
 		p.notify = append(p.notify, fn)
 	}
 	r.h.mu.Unlock()
