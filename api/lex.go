@@ -59,12 +59,16 @@ type decoder struct {
 // maxSlabChunk is the most elements a slab allocates at a time.
 const maxSlabChunk = 128
 
+// minSlabChunk is the fewest elements a slab allocates at a time.
+const minSlabChunk = 4
+
 // slab hands out short slices carved from larger allocations, so that the
 // many small slices of a bulk request (one task group, one container, a
 // two-element command) cost one allocation per chunk instead of one each.
 type slab[T any] struct {
 	free  []T
-	chunk int // elements per allocation, sized to the request
+	chunk int // elements per allocation, sized to the request (at most)
+	made  int // elements allocated, when not reusing
 	// reuse keeps every chunk in chunks, to hand out again after a rewind:
 	// chunks[:next] are in use.
 	reuse  bool
@@ -88,18 +92,23 @@ func (s *slab[T]) take(n int) []T {
 		if n > s.chunk/4 {
 			return make([]T, n)
 		}
-		s.free = s.newChunk()
+		s.free = s.newChunk(n)
 	}
 	out := s.free[:n:n]
 	s.free = s.free[n:]
 	return out
 }
 
-// newChunk returns a zeroed chunk: a new one, or when reusing, the next
-// kept one if it is large enough.
-func (s *slab[T]) newChunk() []T {
+// newChunk returns a zeroed chunk of at least need elements: a new one,
+// or when reusing, the next kept one if it is large enough. New chunks
+// that are not kept start at a quarter of chunk and double up to it: chunk
+// is a guess from the request's size, and a node's target, whose pods
+// mostly share a spec, needs few containers for its size.
+func (s *slab[T]) newChunk(need int) []T {
 	if !s.reuse {
-		return make([]T, s.chunk)
+		n := min(s.chunk, max(need, s.chunk/4, minSlabChunk, s.made))
+		s.made += n
+		return make([]T, n)
 	}
 	if s.next < len(s.chunks) && len(s.chunks[s.next]) >= s.chunk {
 		c := s.chunks[s.next]
