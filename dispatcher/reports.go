@@ -12,8 +12,8 @@ import (
 )
 
 // reportReq is one Report call waiting for its batch's commit. Its
-// reports are the caller's, read (once, by commitReports) until done
-// receives.
+// reports are the caller's: commitReports points at them, and reads them
+// until done receives.
 type reportReq struct {
 	node    string
 	reports []api.TaskReport

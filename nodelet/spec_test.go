@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/nodelet/cgroup"
+	"github.com/sluicehq/sluice/nodelet/runtime"
 )
 
 // TestSpecSharesAGroupsContainers checks spec's memo: the pods of one api
@@ -39,5 +40,12 @@ func TestSpecSharesAGroupsContainers(t *testing.T) {
 	if &d.Containers[0] == &c.Containers[0] || !reflect.DeepEqual(d.Containers, c.Containers) {
 		t.Errorf("a pod of an equal api spec elsewhere: shares containers %v, equal %v; want its own, equal",
 			&d.Containers[0] == &c.Containers[0], reflect.DeepEqual(d.Containers, c.Containers))
+	}
+	// A spec taken from the memo is the one derived afresh, field for field.
+	fresh := func(d DesiredPod) runtime.PodSpec {
+		return (&owner{offlineParent: o.offlineParent, onlineParent: o.onlineParent}).spec(d)
+	}
+	if want := fresh(DesiredPod{ID: "b", Generation: 2, Tier: cgroup.Offline, Pod: pod}); !reflect.DeepEqual(b, want) {
+		t.Errorf("the offline pod from the memo: %+v, derived afresh %+v", b, want)
 	}
 }
