@@ -162,7 +162,7 @@ func decodeItemsWith[T any](d *decoder, body []byte, name string, items []T, dec
 				return nil, tooMany(name)
 			}
 			if i == 0 {
-				items = slices.Grow(items, itemsGuess(len(d.input)-d.pos, d.pos-start))
+				items = slices.Grow(items, d.moreItems(start))
 			}
 		}
 		if !d.broken && d.peek() != 0 {
@@ -257,6 +257,12 @@ const minItemBytes = 3
 // MaxItemsPerRequest.
 func itemsGuess(rest, size int) int {
 	return min(rest/(size+1), rest/minItemBytes, MaxItemsPerRequest-1)
+}
+
+// moreItems is itemsGuess for the array item that began at start and ends
+// at d's position, with the rest of the input after it.
+func (d *decoder) moreItems(start int) int {
+	return itemsGuess(len(d.input)-d.pos, d.pos-start)
 }
 
 func tooMany(name string) error {
@@ -802,7 +808,7 @@ func decodeNodeTarget(d *decoder, t *NodeTarget) {
 					t.Pods = append(t.Pods, TargetPod{})
 					decodeTargetPod(d, &t.Pods[len(t.Pods)-1])
 					if len(t.Pods) == 1 {
-						t.Pods = slices.Grow(t.Pods, itemsGuess(len(d.input)-d.pos, d.pos-start))
+						t.Pods = slices.Grow(t.Pods, d.moreItems(start))
 					}
 				}
 			}
@@ -1317,7 +1323,7 @@ func objects[T any](d *decoder, was []T, dec func(*decoder, *T)) []T {
 		out = append(out, *new(T))
 		dec(d, &out[len(out)-1])
 		if len(out) == 1 {
-			out = slices.Grow(out, itemsGuess(len(d.input)-d.pos, d.pos-start))
+			out = slices.Grow(out, d.moreItems(start))
 		}
 	}
 	return out
