@@ -647,6 +647,9 @@ type Metrics struct {
 	SnapshotsRestored uint64
 	Truncations       uint64
 	StateWrites       uint64 // writes of the applied state to the store
+	// StoreBytes is what the replica wrote to its store's write-ahead log:
+	// the log's entries and the applied state, as pebble counts them.
+	StoreBytes uint64
 }
 
 type metrics struct {
@@ -666,7 +669,19 @@ func (n *Node) Metrics() Metrics {
 		ReadIndexRequests: m.readIndexRequests.Load(), Reads: m.reads.Load(),
 		SnapshotsBuilt: m.snapshotsBuilt.Load(), SnapshotsRestored: m.snapshotsRestored.Load(),
 		Truncations: m.truncations.Load(), StateWrites: m.stateWrites.Load(),
+		StoreBytes: n.storeBytes(),
 	}
+}
+
+// storeBytes returns the bytes written to the store's write-ahead log, or
+// 0 once the store is closed.
+func (n *Node) storeBytes() uint64 {
+	n.dbMu.RLock()
+	defer n.dbMu.RUnlock()
+	if n.dbClosed {
+		return 0
+	}
+	return n.db.Metrics().WAL.BytesIn
 }
 
 // Receive implements Handler.

@@ -62,6 +62,10 @@ func TestGroupCommit(t *testing.T) {
 	if props != writers*each || ents*4 > props || syncs*4 > props {
 		t.Fatalf("proposals were not batched: %d proposals, %d entries, %d fsyncs", props, ents, syncs)
 	}
+	// Each proposal's key and value reach the store, in the log at least.
+	if stored, least := m.StoreBytes-before.StoreBytes, uint64(writers*each*len("w0-0v")); stored < least {
+		t.Fatalf("store bytes grew by %d, want %d or more", stored, least)
+	}
 
 	// The reads queue up while the leader's loop is held, so that they
 	// reach it together however the goroutines are scheduled (with the

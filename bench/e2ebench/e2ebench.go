@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/bench/submitbench"
 	"github.com/sluicehq/sluice/dispatcher"
 	"github.com/sluicehq/sluice/loadgen"
+	"github.com/sluicehq/sluice/raftkv"
 )
 
 // Config says what Run builds and offers. Zero values mean the documented
@@ -349,6 +350,11 @@ type Step struct {
 	FleetCPUPerTaskUs float64 `json:"fleet_cpu_us_per_task"`
 	AllocBytesPerTask float64 `json:"alloc_bytes_per_task"`
 	PageFaultsPerTask float64 `json:"page_faults_per_task"`
+	// StoreBytesPerTask is what the replicas together wrote to their
+	// stores' write-ahead logs (the raft log and the applied state) per
+	// task placed: every byte is copied into a memtable, flushed and
+	// compacted later.
+	StoreBytesPerTask float64 `json:"store_bytes_per_task"`
 	// HeapLiveMB is this process's live Go heap at the step's end (the
 	// replicas' state and the nodes' connections, mostly), found by a
 	// collection after the step's usage was read.
@@ -383,6 +389,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	log.Info("e2e: cluster up", "replicas", cfg.Replicas, "took", time.Since(start).Round(time.Millisecond))
 
 	start = time.Now()
+	var replicas []*raftkv.Node
+	for _, s := range cl.Servers {
+		replicas = append(replicas, s.Raft())
+	}
 	var fleetPIDs []int
 	if cfg.FleetProcs > 0 {
 		// The replicas here hold the server ends of every node's
@@ -423,7 +433,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.Warmup > 0 {
 		// Seed+Steps is no step's seed.
 		w := cfg.workload(cfg.Seed+uint64(cfg.Steps), cfg.StartRate, cfg.Warmup, arr, rt)
-		st, err := runStep(ctx, client, cfg, 0, cfg.StartRate, w, runID+"-warmup", &watchFrom, fleetPIDs)
+		st, err := runStep(ctx, client, cfg, 0, cfg.StartRate, w, runID+"-warmup", &watchFrom, fleetPIDs, replicas)
 		res.WarmupSeconds, res.Warmup = cfg.Warmup.Seconds(), &st
 		if err != nil {
 			return res, err
@@ -432,7 +442,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	for i, rate := range cfg.Rates() {
 		w := cfg.workload(cfg.Seed+uint64(i), rate, cfg.StepDuration, arr, rt)
-		st, err := runStep(ctx, client, cfg, i+1, rate, w, fmt.Sprintf("%s-s%d", runID, i+1), &watchFrom, fleetPIDs)
+		st, err := runStep(ctx, client, cfg, i+1, rate, w, fmt.Sprintf("%s-s%d", runID, i+1), &watchFrom, fleetPIDs, replicas)
 		res.Steps = append(res.Steps, st)
 		if err != nil {
 			return res, err
@@ -452,8 +462,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 
 // runStep offers w, step n's load of rate tasks per second, as run runID,
 // and judges it; fleet are the fleet processes' PIDs, whose CPU time it
-// counts.
-func runStep(ctx context.Context, client *api.Client, cfg Config, n int, rate float64, w loadgen.Workload, runID string, watchFrom *uint64, fleet []int) (Step, error) {
+// counts, and replicas the replicas, whose store writes it counts.
+func runStep(ctx context.Context, client *api.Client, cfg Config, n int, rate float64, w loadgen.Workload, runID string, watchFrom *uint64, fleet []int, replicas []*raftkv.Node) (Step, error) {
 	st := Step{Step: n, TargetTasksPerSec: rate}
 	d, err := loadgen.NewDriver(loadgen.DriverConfig{
 		Client:       client,
@@ -468,9 +478,9 @@ func runStep(ctx context.Context, client *api.Client, cfg Config, n int, rate fl
 	if err != nil {
 		return st, fmt.Errorf("e2e benchmark: step %d: %w", st.Step, err)
 	}
-	from := readUsage(fleet)
+	from := readUsage(fleet, replicas)
 	r, err := d.Run(ctx)
-	to := readUsage(fleet)
+	to := readUsage(fleet, replicas)
 	st.HeapLiveMB = float64(liveHeap()) / (1 << 20)
 	*watchFrom = r.WatchIndex
 	st.OfferedTasksPerSec, st.OfferedJobsPerSec = r.Offered.TasksPerSec, r.Offered.JobsPerSec

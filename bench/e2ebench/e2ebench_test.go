@@ -102,6 +102,10 @@ func TestRunSmall(t *testing.T) {
 		if st.Tasks == 0 || st.PlacedTasks != st.Tasks || st.UnplacedTasks != 0 || st.Errors != 0 || st.RunningTasks == 0 {
 			t.Errorf("step %d: %d tasks, %d placed, %d unplaced, %d seen running, %d errors", st.Step, st.Tasks, st.PlacedTasks, st.UnplacedTasks, st.RunningTasks, st.Errors)
 		}
+		// Every placement goes through the three replicas' logs.
+		if st.StoreBytesPerTask <= 0 {
+			t.Errorf("step %d: %.1f store bytes a task", st.Step, st.StoreBytesPerTask)
+		}
 		if st.PlacedTasksPerSec <= 0 || st.PlacedTasksPerSec > 1.05*st.OfferedTasksPerSec {
 			t.Errorf("step %d: placed %.1f tasks/s of %.1f offered", st.Step, st.PlacedTasksPerSec, st.OfferedTasksPerSec)
 		}

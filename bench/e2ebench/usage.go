@@ -9,15 +9,19 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/sluicehq/sluice/raftkv"
 )
 
 // usage is what the run's processes have spent so far: the CPU time of
 // this process and of the fleet processes, this process's minor page
-// faults, and the bytes its Go heap has allocated.
+// faults, the bytes its Go heap has allocated, and the bytes the replicas
+// wrote to their stores.
 type usage struct {
 	benchCPU, fleetCPU time.Duration
 	faults             int64
 	alloc              uint64
+	stored             uint64
 }
 
 // userHZ is the unit of the CPU times in /proc/<pid>/stat (USER_HZ, 100
@@ -43,10 +47,10 @@ func liveHeap() uint64 {
 	return s[0].Value.Uint64()
 }
 
-// readUsage reads the usage of this process and of the fleet processes
-// whose PIDs are given. A fleet process that cannot be read (it has
-// exited) counts nothing.
-func readUsage(fleet []int) usage {
+// readUsage reads the usage of this process, of the fleet processes whose
+// PIDs are given, and of the replicas' stores. A fleet process that cannot
+// be read (it has exited) counts nothing.
+func readUsage(fleet []int, replicas []*raftkv.Node) usage {
 	var u usage
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
@@ -57,6 +61,9 @@ func readUsage(fleet []int) usage {
 	metrics.Read(s)
 	if s[0].Value.Kind() == metrics.KindUint64 {
 		u.alloc = s[0].Value.Uint64()
+	}
+	for _, r := range replicas {
+		u.stored += r.Metrics().StoreBytes
 	}
 	for _, pid := range fleet {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -106,4 +113,5 @@ func (st *Step) perTask(from, to usage) {
 	st.FleetCPUPerTaskUs = float64(to.fleetCPU-from.fleetCPU) / float64(time.Microsecond) / n
 	st.AllocBytesPerTask = float64(to.alloc-from.alloc) / n
 	st.PageFaultsPerTask = float64(to.faults-from.faults) / n
+	st.StoreBytesPerTask = float64(to.stored-from.stored) / n
 }

@@ -45,14 +45,14 @@ func TestProcCPUTicks(t *testing.T) {
 // TestReadUsage checks the meter against this process: a fleet process
 // is read from /proc like any other, here this test's own.
 func TestReadUsage(t *testing.T) {
-	from := readUsage([]int{os.Getpid()})
+	from := readUsage([]int{os.Getpid()}, nil)
 	deadline := time.Now().Add(50 * time.Millisecond)
 	var sink [][]byte
 	for time.Now().Before(deadline) {
 		sink = append(sink[:0], make([]byte, 1<<10))
 	}
 	_ = sink
-	to := readUsage([]int{os.Getpid(), -1})
+	to := readUsage([]int{os.Getpid(), -1}, nil)
 	if to.benchCPU <= from.benchCPU {
 		t.Errorf("this process's CPU time did not grow over 50 ms of work: %v then %v", from.benchCPU, to.benchCPU)
 	}
@@ -63,8 +63,8 @@ func TestReadUsage(t *testing.T) {
 		t.Errorf("fleet CPU (this process, read from /proc) %v then %v", from.fleetCPU, to.fleetCPU)
 	}
 	st := Step{PlacedTasks: 1000}
-	st.perTask(usage{benchCPU: time.Second, alloc: 1000, faults: 10}, usage{benchCPU: 3 * time.Second, fleetCPU: time.Second, alloc: 5000, faults: 30})
-	want := Step{PlacedTasks: 1000, BenchCPUPerTaskUs: 2000, FleetCPUPerTaskUs: 1000, AllocBytesPerTask: 4, PageFaultsPerTask: 0.02}
+	st.perTask(usage{benchCPU: time.Second, alloc: 1000, faults: 10, stored: 1 << 20}, usage{benchCPU: 3 * time.Second, fleetCPU: time.Second, alloc: 5000, faults: 30, stored: 1<<20 + 300_000})
+	want := Step{PlacedTasks: 1000, BenchCPUPerTaskUs: 2000, FleetCPUPerTaskUs: 1000, AllocBytesPerTask: 4, PageFaultsPerTask: 0.02, StoreBytesPerTask: 300}
 	if !reflect.DeepEqual(st, want) {
 		t.Errorf("perTask = %+v, want %+v", st, want)
 	}
