@@ -90,9 +90,10 @@
 // the command that changes them. The task, group or node is listed once
 // (a mark on it), and WriteDeferred (raftkv.Deferrer) writes each listed
 // record as it is then, with the applied index (m/applied), when the
-// replica stores its applied state (raftkv.Config.ApplyWriteInterval):
-// a task costs the store one record write instead of three, and a node
-// one generation per stored state instead of one per command. A task
+// replica stores its applied state (raftkv.Config.ApplyWriteInterval,
+// 3 s by default): a task mostly costs the store one record write instead
+// of three, and a node one generation per stored state instead of one per
+// command. A task
 // record holds up to 64 tasks of a group, so the tasks of an array that
 // change within a second (placed together, running together) reach the
 // store as one write, not one each: pebble's memtable inserts were an
