@@ -275,3 +275,22 @@ func BenchmarkPlacementInput(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEncodeTasks measures a full task record's encoding, its tasks
+// on one node each (spread) or ten to a node (packed).
+func BenchmarkEncodeTasks(b *testing.B) {
+	for _, per := range []int{1, 10} {
+		b.Run(fmt.Sprintf("tasks-per-node=%d", per), func(b *testing.B) {
+			ts := make([]*task, taskChunk)
+			for i := range ts {
+				ts[i] = &task{attempt: 1, state: api.TaskRunning, node: fmt.Sprintf("node-%05d", i/per),
+					reason: api.ReasonStarted, updated: 1_800_000_000_000_000_000 + int64(i/per)*1e6}
+			}
+			var buf []byte
+			for b.Loop() {
+				buf = encodeTasks(buf, ts)
+			}
+			b.ReportMetric(float64(len(buf))/taskChunk, "bytes/task")
+		})
+	}
+}

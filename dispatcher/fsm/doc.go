@@ -42,7 +42,7 @@
 //	t/<job u64 BE><group u16 BE><idx u32 BE>   task record (binary): the
 //	                                      group's placed tasks from idx, a
 //	                                      multiple of 64 (taskChunk), up to
-//	                                      64 of them
+//	                                      64 of them, their nodes named once
 //	n/<node name>                         node: state, spec (JSON)
 //	N/<node name>                         its target generation (8 bytes
 //	                                      big-endian), apart: it changes with

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/dispatcher/placement"
+	"github.com/sluicehq/sluice/internal/seedtest"
 )
 
 // TestTaskRecords checks that a group's tasks are stored taskChunk to a
@@ -126,7 +127,7 @@ func TestTaskRecords(t *testing.T) {
 		name, key string
 		rec       []byte
 	}{
-		{"version 1", recKey(0), append([]byte{1}, first[1:]...)},
+		{"version 2", recKey(0), append([]byte{2}, first[1:]...)},
 		{"no tasks", recKey(0), []byte{taskRecordVersion, 0}},
 		{"more tasks than a record holds", recKey(0), encodeTasks(nil, slices.Repeat(q.f.mu.jobs.get(1).groups[0].tasks[:1], taskChunk+1))},
 		{"a first index not a multiple of the record's size", recKey(1), q.s.m[recKey(192)]},
@@ -137,7 +138,14 @@ func TestTaskRecords(t *testing.T) {
 		{"trailing bytes", recKey(0), append(slices.Clone(first), 0)},
 		{"an unknown state", recKey(192), func() []byte {
 			rec := encodeTasks(nil, q.f.mu.jobs.get(1).groups[0].tasks[192:])
-			rec[3] = 99 // version, count, the first task's attempt, then its state
+			// version, count, one node name (its length, "n1"), the
+			// first task's attempt, then its state
+			rec[7] = 99
+			return rec
+		}()},
+		{"a node past the names", recKey(192), func() []byte {
+			rec := encodeTasks(nil, q.f.mu.jobs.get(1).groups[0].tasks[192:])
+			rec[9] = 1 // after the state and the flags: the first task's node, of one named
 			return rec
 		}()},
 		{"a task of a job that does not exist", string(taskRecordKey(nil, taskKey{job: 9})), first},
@@ -147,6 +155,54 @@ func TestTaskRecords(t *testing.T) {
 			return encodeTasks(nil, ts)
 		}()},
 	} {
-		t.Run(tc.name, func(t *testing.T) { q.s.loadRefuses(t, tc.key, tc.rec) })
+		t.Run(tc.name, func(t *testing.T) {
+			q.s.loadRefuses(t, tc.key, tc.rec)
+			// What decodeTasks says, where the record alone is wrong.
+			why, ok := map[string]string{"an unknown state": "state 99", "a node past the names": "node 1 of 1 named"}[tc.name]
+			if !ok {
+				return
+			}
+			k, _ := decodeTaskSuffix([]byte(strings.TrimPrefix(tc.key, prefixTask)))
+			if _, err := decodeTasks(k, tc.rec); err == nil || !strings.Contains(err.Error(), why) {
+				t.Errorf("decodeTasks: %v; want %q", err, why)
+			}
+		})
+	}
+}
+
+// TestTaskRecordRoundTrip checks that a task record reads back every
+// field of its tasks, with nodes that repeat near and far apart (the
+// encoder looks back a few names only), none, and times that go back as
+// well as forward.
+func TestTaskRecordRoundTrip(t *testing.T) {
+	r := seedtest.Rand(t)
+	nodes := []string{"", "n1", "n2", "node-with-a-longer-name", "n3", "n4", "n5", "n6"}
+	reasons := []api.TaskReason{"", api.ReasonStarted, "exit code 3"}
+	for range 200 {
+		n := 1 + r.IntN(taskChunk)
+		ts := make([]*task, n)
+		for i := range ts {
+			ts[i] = &task{
+				key:       taskKey{job: 7, group: 1, index: uint32(i)},
+				attempt:   1 + r.Uint32N(3),
+				state:     api.TaskState(r.IntN(int(api.TaskLost) + 1)),
+				node:      nodes[r.IntN(len(nodes))],
+				stop:      r.IntN(2) == 0,
+				closed:    r.IntN(2) == 0,
+				preempted: r.IntN(2) == 0,
+				exitCode:  int32(r.IntN(512) - 256),
+				reason:    reasons[r.IntN(len(reasons))],
+				updated:   1_800_000_000_000_000_000 + r.Int64N(1e12) - 5e11,
+			}
+		}
+		got, err := decodeTasks(taskKey{job: 7, group: 1}, encodeTasks(nil, ts))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range ts {
+			if *got[i] != *ts[i] {
+				t.Fatalf("task %d of %d read back as %+v, want %+v", i, n, *got[i], *ts[i])
+			}
+		}
 	}
 }
