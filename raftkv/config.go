@@ -76,8 +76,9 @@ type Config struct {
 	ApplyWriteInterval time.Duration
 	// ApplyWriteBytes stores the applied writes early once the writes not
 	// deferred (a dispatcher's submitted jobs) hold this many bytes.
-	// Default 16 MiB: enough for an interval's submissions at 100k tasks/s,
-	// so that the interval, not the bytes, decides under load.
+	// Default 16 MiB, so that the interval, not the bytes, decides under
+	// load: a dispatcher's submissions filled 1 MiB in about a second at
+	// 30k tasks/s, and 16 MiB holds 3 s of them at 100k.
 	ApplyWriteBytes int
 	// SyncInterval is the least time between two syncs of the log (pebble's
 	// WALMinSyncInterval): a write that asks for a sync sooner waits for

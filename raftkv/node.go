@@ -648,7 +648,9 @@ type Metrics struct {
 	Truncations       uint64
 	StateWrites       uint64 // writes of the applied state to the store
 	// StoreBytes is what the replica wrote to its store's write-ahead log:
-	// the log's entries and the applied state, as pebble counts them.
+	// the log's entries and the applied state, as pebble counts them; 0
+	// once the replica is closed. Reading it asks pebble for its metrics,
+	// which is not for a hot path.
 	StoreBytes uint64
 }
 

@@ -113,5 +113,7 @@ func (st *Step) perTask(from, to usage) {
 	st.FleetCPUPerTaskUs = float64(to.fleetCPU-from.fleetCPU) / float64(time.Microsecond) / n
 	st.AllocBytesPerTask = float64(to.alloc-from.alloc) / n
 	st.PageFaultsPerTask = float64(to.faults-from.faults) / n
-	st.StoreBytesPerTask = float64(to.stored-from.stored) / n
+	if to.stored >= from.stored { // a replica closed meanwhile counts 0
+		st.StoreBytesPerTask = float64(to.stored-from.stored) / n
+	}
 }

@@ -68,4 +68,10 @@ func TestReadUsage(t *testing.T) {
 	if !reflect.DeepEqual(st, want) {
 		t.Errorf("perTask = %+v, want %+v", st, want)
 	}
+	// A replica closed during the step reads 0 at its end: no wrap-around.
+	st = Step{PlacedTasks: 1000}
+	st.perTask(usage{stored: 1 << 20}, usage{stored: 1 << 10})
+	if st.StoreBytesPerTask != 0 {
+		t.Errorf("store bytes a task %v after the count fell, want 0", st.StoreBytesPerTask)
+	}
 }

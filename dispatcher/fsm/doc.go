@@ -93,10 +93,9 @@
 // replica stores its applied state (raftkv.Config.ApplyWriteInterval,
 // 3 s by default): a task mostly costs the store one record write instead
 // of three, and a node one generation per stored state instead of one per
-// command. A task
-// record holds up to 64 tasks of a group, so the tasks of an array that
-// change within a second (placed together, running together) reach the
-// store as one write, not one each: pebble's memtable inserts were an
+// command. A task record holds up to 64 tasks of a group, so the tasks of
+// an array that change together (placed together, running together) reach
+// the store as one write, not one each: pebble's memtable inserts were an
 // eighth of a loaded dispatcher's CPU, nearly all of them task records.
 // The records of a job forgotten in between are not written (its range
 // deletions came first). What the store holds is therefore the state as of the
