@@ -140,8 +140,8 @@ const appliedStateBytes = 128
 // writeState commits the applied state without sync, in one batch with
 // main's writes (a membership change's; main may be nil): the state
 // machine's buffered writes, the applied index and, if it changed, the
-// conf state. The batch is sized for them at once: grown by doubling, a
-// second's deferred records (megabytes) were copied as much again.
+// conf state. The batch is sized for them at once: grown by doubling, an
+// interval's deferred records (megabytes) were copied as much again.
 func (n *Node) writeState(main *pebble.Batch, cs *raftpb.ConfState) error {
 	if d, ok := n.sm.(Deferrer); ok {
 		d.WriteDeferred(&n.batch)

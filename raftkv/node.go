@@ -647,11 +647,6 @@ type Metrics struct {
 	SnapshotsRestored uint64
 	Truncations       uint64
 	StateWrites       uint64 // writes of the applied state to the store
-	// StoreBytes is what the replica wrote to its store's write-ahead log:
-	// the log's entries and the applied state, as pebble counts them; 0
-	// once the replica is closed. Reading it asks pebble for its metrics,
-	// which is not for a hot path.
-	StoreBytes uint64
 }
 
 type metrics struct {
@@ -671,13 +666,14 @@ func (n *Node) Metrics() Metrics {
 		ReadIndexRequests: m.readIndexRequests.Load(), Reads: m.reads.Load(),
 		SnapshotsBuilt: m.snapshotsBuilt.Load(), SnapshotsRestored: m.snapshotsRestored.Load(),
 		Truncations: m.truncations.Load(), StateWrites: m.stateWrites.Load(),
-		StoreBytes: n.storeBytes(),
 	}
 }
 
-// storeBytes returns the bytes written to the store's write-ahead log, or
-// 0 once the store is closed.
-func (n *Node) storeBytes() uint64 {
+// StoreBytes returns what the replica wrote to its store's write-ahead log
+// since Open: the log's entries and the applied state, as pebble counts
+// them; 0 once the replica is closed. Unlike Metrics, which loads
+// counters, it asks pebble for its metrics: not for a hot path.
+func (n *Node) StoreBytes() uint64 {
 	n.dbMu.RLock()
 	defer n.dbMu.RUnlock()
 	if n.dbClosed {

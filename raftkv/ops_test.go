@@ -35,7 +35,7 @@ func TestGroupCommit(t *testing.T) {
 	c := newCluster(t, 3)
 	ctx := ctxTimeout(t, 20*time.Second)
 	l := c.waitLeader(time.Second)
-	before := l.Metrics()
+	before, storedBefore := l.Metrics(), l.StoreBytes()
 	const writers, each = 64, 20
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)
@@ -63,7 +63,7 @@ func TestGroupCommit(t *testing.T) {
 		t.Fatalf("proposals were not batched: %d proposals, %d entries, %d fsyncs", props, ents, syncs)
 	}
 	// Each proposal's key and value reach the store, in the log at least.
-	if stored, least := m.StoreBytes-before.StoreBytes, uint64(writers*each*len("w0-0v")); stored < least {
+	if stored, least := l.StoreBytes()-storedBefore, uint64(writers*each*len("w0-0v")); stored < least {
 		t.Fatalf("store bytes grew by %d, want %d or more", stored, least)
 	}
 

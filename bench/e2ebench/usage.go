@@ -63,7 +63,7 @@ func readUsage(fleet []int, replicas []*raftkv.Node) usage {
 		u.alloc = s[0].Value.Uint64()
 	}
 	for _, r := range replicas {
-		u.stored += r.Metrics().StoreBytes
+		u.stored += r.StoreBytes()
 	}
 	for _, pid := range fleet {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))

@@ -635,10 +635,10 @@ const (
 // version, how many tasks, the names of their nodes (in the order the
 // tasks name them, each once unless the tasks spread wide), and each
 // task, its node as an index into those names and its update time as the
-// difference from the previous task's. A group's tasks mostly share a few nodes (bin-packing)
-// and the times of the commands that placed or ended them together:
-// BenchmarkEncodeTasks, ten tasks to a node, 16 bytes a task where naming
-// each task's node and time in full took 32.
+// difference from the previous task's. A group's tasks mostly share a
+// few nodes (bin-packing) and the times of the commands that placed or
+// ended them together: BenchmarkEncodeTasks, ten tasks to a node, 16
+// bytes a task where naming each task's node and time in full took 32.
 func encodeTasks(buf []byte, ts []*task) []byte {
 	e := enc{b: buf[:0]}
 	e.byte(taskRecordVersion)
