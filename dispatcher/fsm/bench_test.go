@@ -3,6 +3,8 @@ package fsm
 import (
 	"fmt"
 	"runtime"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,6 +103,9 @@ func BenchmarkApplyUpdates(b *testing.B) {
 		f.eachTaskLocked(func(t *task) {
 			reps = append(reps, Report{Node: t.node, TaskReport: &api.TaskReport{TaskID: taskID(t.key, t.attempt), State: api.TaskRunning, Reason: api.ReasonStarted, Time: p.Now}})
 		})
+		// The dispatcher batches reports as nodes send them: each node's
+		// together.
+		slices.SortStableFunc(reps, func(a, b Report) int { return strings.Compare(a.Node, b.Node) })
 		cmd = UpdateTasks(p.Now, reps)
 		w.n = 0
 		runtime.GC()

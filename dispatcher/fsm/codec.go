@@ -19,6 +19,18 @@ func (e *enc) uvarint(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
 func (e *enc) varint(v int64)   { e.b = binary.AppendVarint(e.b, v) }
 func (e *enc) str(s string)     { e.uvarint(uint64(len(s))); e.b = append(e.b, s...) }
 func (e *enc) bytes(p []byte)   { e.uvarint(uint64(len(p))); e.b = append(e.b, p...) }
+
+// repeatStr writes s, which follows last in a run of strings that often
+// repeat (the nodes of a batch of reports): a 0 when it is last again,
+// else its length plus one and its bytes.
+func (e *enc) repeatStr(s, last string) {
+	if s == last {
+		e.byte(0)
+		return
+	}
+	e.uvarint(uint64(len(s)) + 1)
+	e.b = append(e.b, s...)
+}
 func (e *enc) bool(v bool) {
 	if v {
 		e.byte(1)
@@ -112,8 +124,10 @@ func (d *dec) varintSlow() int64 {
 	return v
 }
 
-func (d *dec) bytes() []byte {
-	n := d.uvarint()
+func (d *dec) bytes() []byte { return d.take(d.uvarint()) }
+
+// take reads the next n bytes.
+func (d *dec) take(n uint64) []byte {
 	if d.err != nil {
 		return nil
 	}
@@ -126,13 +140,25 @@ func (d *dec) bytes() []byte {
 	return v
 }
 
-func (d *dec) str() string {
-	v := d.bytes()
+func (d *dec) str() string { return d.view(d.bytes()) }
+
+// view returns v, the bytes just read, as a string: a substring of d's
+// string copy when it has one.
+func (d *dec) view(v []byte) string {
 	if d.src == "" || len(v) == 0 {
 		return string(v)
 	}
 	end := len(d.src) - len(d.b)
 	return d.src[end-len(v) : end]
+}
+
+// repeatStr reads what enc.repeatStr wrote: last again, or a new string.
+func (d *dec) repeatStr(last string) string {
+	n := d.uvarint()
+	if n == 0 || d.err != nil {
+		return last
+	}
+	return d.view(d.take(n - 1))
 }
 
 // sub reads a length-prefixed field and returns a dec over it that shares

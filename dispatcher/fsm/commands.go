@@ -28,10 +28,17 @@ const (
 	cmdStopCapTasks  byte = 11
 )
 
-// commandVersion 5: a submit command's specs are one block, compressed
-// when large (appendSpecBlock); 4: specs carry JobSpec.Appmaster; 3: submit
-// commands carry binary specs (2: NDJSON).
-const commandVersion = 5
+// commandVersion 6: an update command's reports name their node only
+// where it changes, carry their reason as a code (reasonCode), and not the
+// nodelet's clock, which apply never read; 5: a submit command's specs are
+// one block, compressed when large (appendSpecBlock); 4: specs carry
+// JobSpec.Appmaster; 3: submit commands carry binary specs (2: NDJSON).
+const commandVersion = 6
+
+// oldestCommandVersion is the oldest version Apply reads, so that a log
+// written by the release before replays: version 5 commands differ from
+// 6's only in the update command, whose decoder reads both.
+const oldestCommandVersion = 5
 
 func newCommand(tag byte, now time.Time, size int) *enc {
 	e := &enc{b: make([]byte, 0, size+12)}
@@ -192,17 +199,27 @@ func UpdateTasks(now time.Time, reports []Report) []byte {
 // reuse it (a plan's Assignment.Slots) until then, and other work may not;
 // after it the resources return to the node's free pool. A slotTTL of 0
 // caches nothing.
+//
+// A report is its node (enc.repeatStr: a node's reports come together, and
+// its name is written once for them), task ID, state, reason (reasonCode),
+// exit code and message; its Time is not carried, as the command's clock
+// is the one apply uses.
 func UpdateTasksCaching(now time.Time, reports []Report, slotTTL time.Duration) []byte {
-	e := newCommand(cmdUpdateTasks, now, len(reports)*48+8)
+	e := newCommand(cmdUpdateTasks, now, len(reports)*24+8)
 	e.uvarint(uint64(len(reports)))
+	node := ""
 	for i := range reports {
 		r := &reports[i]
-		e.str(r.Node)
+		e.repeatStr(r.Node, node)
+		node = r.Node
 		e.str(r.TaskID)
 		e.byte(byte(r.State))
-		e.str(string(r.Reason))
+		c := reasonCode(r.Reason)
+		e.byte(c)
+		if c == 0 {
+			e.str(string(r.Reason))
+		}
 		e.varint(int64(r.ExitCode))
-		e.varint(r.Time.UnixNano())
 		e.str(r.Message)
 	}
 	if slotTTL > 0 {

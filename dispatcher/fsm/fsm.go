@@ -178,8 +178,8 @@ func (f *FSM) apply(w writer, index uint64, cmd []byte) ([]byte, error) {
 	if len(cmd) < 2 {
 		return nil, fmt.Errorf("%w: command of %d bytes", ErrCorrupt, len(cmd))
 	}
-	if cmd[1] != commandVersion {
-		return nil, fmt.Errorf("%w: command version %d, want %d", ErrCorrupt, cmd[1], commandVersion)
+	if cmd[1] < oldestCommandVersion || cmd[1] > commandVersion {
+		return nil, fmt.Errorf("%w: command version %d, want %d to %d", ErrCorrupt, cmd[1], oldestCommandVersion, commandVersion)
 	}
 	d := &dec{b: cmd[2:]}
 	now := d.varint()
@@ -198,7 +198,7 @@ func (f *FSM) apply(w writer, index uint64, cmd []byte) ([]byte, error) {
 	case cmdPlan:
 		res, err = f.planLocked(w, now, d)
 	case cmdUpdateTasks:
-		res, err = f.updateLocked(w, now, d)
+		res, err = f.updateLocked(w, now, cmd[1], d)
 	case cmdCancel:
 		res, err = f.cancelLocked(w, now, d)
 	case cmdPreempt:
@@ -1174,7 +1174,7 @@ const (
 	actStale
 )
 
-func (f *FSM) updateLocked(w writer, now int64, cmd *dec) ([]byte, error) {
+func (f *FSM) updateLocked(w writer, now int64, version byte, cmd *dec) ([]byte, error) {
 	// The reports' node names and task IDs alias the command, which
 	// outlives no apply: nothing keeps them but an error, which clones.
 	// Reasons, which tasks keep, are the api's constants or copies.
@@ -1182,16 +1182,8 @@ func (f *FSM) updateLocked(w writer, now int64, cmd *dec) ([]byte, error) {
 	d := &sd
 	// The reports refer to the command: none is kept past it, so every
 	// report the memory held is zero again.
-	n := d.count(8)
-	rs := slices.Grow(f.reports[:0], n)[:n]
+	rs := readReports(d, version, f.reports[:0])
 	defer func() { clear(rs); f.reports = rs[:0] }()
-	for i := range rs {
-		r := &rs[i]
-		r.node, r.id = d.str(), d.str()
-		r.state, r.reason, r.exit = api.TaskState(d.byte()), internReason(d.bytes()), int32(d.varint())
-		d.varint() // the nodelet's time; the command's is used
-		d.bytes()  // message: not kept yet
-	}
 	var slotTTL int64
 	if len(d.b) > 0 {
 		slotTTL = d.varint()
@@ -1282,9 +1274,57 @@ func (f *FSM) updateLocked(w writer, now int64, cmd *dec) ([]byte, error) {
 	return res.encode(), nil
 }
 
-// knownReasons are the reasons nodes report, for internReason.
-var knownReasons = []api.TaskReason{api.ReasonStarted, api.ReasonExited, api.ReasonOOMKilled, api.ReasonMemoryKiller,
+// readReports reads an update command's reports, written by command
+// version version, into rs's memory.
+func readReports(d *dec, version byte, rs []report) []report {
+	n := d.count(6)
+	rs = slices.Grow(rs[:0], n)[:n]
+	node := ""
+	for i := range rs {
+		r := &rs[i]
+		if version == 5 { // UpdateTasksCaching's doc says what 6 changed
+			r.node, r.id = d.str(), d.str()
+			r.state, r.reason, r.exit = api.TaskState(d.byte()), internReason(d.bytes()), int32(d.varint())
+			d.varint() // the nodelet's time
+		} else {
+			node = d.repeatStr(node)
+			r.node, r.id = node, d.str()
+			r.state, r.reason, r.exit = api.TaskState(d.byte()), readReason(d), int32(d.varint())
+		}
+		d.bytes() // message: not kept yet
+	}
+	return rs
+}
+
+// knownReasons are the reasons nodes report, for internReason and
+// reasonCode. An update command carries a reason as its index here, so the
+// order is part of the command format: append only.
+var knownReasons = [...]api.TaskReason{api.ReasonStarted, api.ReasonExited, api.ReasonOOMKilled, api.ReasonMemoryKiller,
 	api.ReasonStartFailed, api.ReasonStopped, api.ReasonTimeLimit, api.ReasonLost}
+
+// reasonCode is r's code in an update command: its index in knownReasons
+// plus one, or 0 for a reason spelled out after it.
+func reasonCode(r api.TaskReason) byte {
+	for i, k := range knownReasons {
+		if r == k {
+			return byte(i + 1)
+		}
+	}
+	return 0
+}
+
+// readReason reads a reason reasonCode wrote, and the spelling after a 0.
+func readReason(d *dec) api.TaskReason {
+	c := d.byte()
+	switch {
+	case c == 0:
+		return internReason(d.bytes())
+	case int(c) <= len(knownReasons):
+		return knownReasons[c-1]
+	}
+	d.fail("reason code")
+	return ""
+}
 
 // internReason returns the reason b spells: one of the api's constants,
 // or a copy of b for another, so that a task keeping it keeps nothing else
