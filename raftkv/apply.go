@@ -30,10 +30,12 @@ type memberChange struct {
 // the state, for a read of the store, and at Close. Until then the log,
 // synced before any entry is applied, holds them: a crash loses the
 // unwritten applied state, and the restart applies its entries again.
-// Results reach the waiting callers once their commands are applied.
-func (n *Node) apply(ents []*raftpb.Entry) error {
+// Results reach the waiting callers once their commands are applied. Past
+// deadline (unless zero) it stops after the entry it is in, and returns how
+// many entries it went through.
+func (n *Node) apply(ents []*raftpb.Entry, deadline time.Time) (int, error) {
 	if len(ents) == 0 {
-		return nil
+		return 0, nil
 	}
 	main := n.db.NewBatch()
 	defer main.Close()
@@ -44,7 +46,12 @@ func (n *Node) apply(ents []*raftpb.Entry) error {
 		last    indexTerm
 		cmds    int
 	)
+	done := 0
 	for _, e := range ents {
+		if done > 0 && !deadline.IsZero() && time.Now().After(deadline) {
+			break
+		}
+		done++
 		if e.GetIndex() <= n.applied.index {
 			continue
 		}
@@ -64,12 +71,12 @@ func (n *Node) apply(ents []*raftpb.Entry) error {
 			err = fmt.Errorf("%w: entry %d has type %v", ErrCorrupt, e.GetIndex(), e.GetType())
 		}
 		if err != nil {
-			return err
+			return 0, err
 		}
 		last = indexTerm{e.GetIndex(), e.GetTerm()}
 	}
 	if last.index == 0 {
-		return nil
+		return done, nil
 	}
 	n.applied = last
 	n.unstored.Store(true)
@@ -78,13 +85,13 @@ func (n *Node) apply(ents []*raftpb.Entry) error {
 		// changes and conf state, so that the stored conf state is always
 		// the one at the stored applied index.
 		if err := n.writeState(main, cs); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	if ea, ok := n.sm.(EntryAware); ok {
 		ea.EntriesApplied(last.index)
 	}
-	n.metrics.appliedEntries.Add(uint64(len(ents)))
+	n.metrics.appliedEntries.Add(uint64(done))
 	n.metrics.appliedCommands.Add(uint64(cmds))
 	if cs != nil {
 		n.confState = cs
@@ -120,7 +127,7 @@ func (n *Node) apply(ents []*raftpb.Entry) error {
 			}
 		}
 	}
-	return nil
+	return done, nil
 }
 
 // writeDue says whether the applied state should be written now. A state

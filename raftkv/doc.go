@@ -57,7 +57,12 @@
 //     the appender, applies each MsgStorageApply's committed entries (raft
 //     hands out only entries already durable here) and answers their
 //     callers, then hands out ReadIndex results and truncates the log when
-//     due. It never waits on an fsync.
+//     due. It never waits on an fsync, and applies at most about a tick
+//     (Config.TickInterval) of entries before it ticks and steps what came
+//     again, so that a replica behind in its applying (committed entries
+//     pile up when the leader commits faster than it applies) still
+//     answers heartbeats and appends: a leader that hears from no quorum
+//     for an election timeout steps down.
 //   - The appender (append.go) writes the MsgStorageAppends in order
 //     (snapshot, entries, hard state), syncs once for all that queued up
 //     while it was writing (pebble spaces syncs Config.SyncInterval apart

@@ -59,6 +59,7 @@ func (n *Node) loop(tick <-chan time.Time) (err error) {
 			f()
 		case <-n.inbox.ready:
 		case <-n.app.ready:
+		case <-n.applyMore:
 		case <-n.failc:
 			return n.Err()
 		case <-n.stopc:
@@ -315,59 +316,107 @@ func (n *Node) proposeConfChange(p *proposal, typ raftpb.ConfChangeType, id uint
 //     appends and votes), so the loop goes on proposing, sending and
 //     applying while the disk syncs;
 //   - MsgStorageApply (committed entries, all of them already durable
-//     here: raft hands out only stable entries in this mode) is applied at
-//     once, its callers answered, and its response stepped;
+//     here: raft hands out only stable entries in this mode) is applied,
+//     its callers answered, and its response stepped: at once, unless the
+//     entries before it took a tick already (applyPending);
 //   - everything else goes to the peers now: raft has kept back whatever
 //     depends on a write (a vote, a term) as a response of that write.
 func (n *Node) handleReadys() error {
-	for n.rn.HasReady() {
-		rd := n.rn.Ready()
-		n.metrics.readys.Add(1)
-		if rd.SoftState != nil {
-			n.softState(*rd.SoftState)
-		}
-		peers := n.sendBuf[:0]
-		var apply []*raftpb.Message
-		for _, m := range rd.Messages {
-			switch m.GetTo() {
-			case raft.LocalAppendThread:
-				if sn := m.GetSnapshot(); sn != nil && !raft.IsEmptySnap(sn) {
-					// The snapshot replaces the stored state: what was
-					// applied before it is stored first, so that no later
-					// write of it lands on the snapshot's.
-					if err := n.writeStateNow(); err != nil {
-						return err
-					}
-				}
-				n.app.push(m)
-			case raft.LocalApplyThread:
-				apply = append(apply, m)
-			default:
-				peers = append(peers, m)
-			}
-		}
-		n.send(peers)
-		clear(peers)
-		n.sendBuf = peers
-		for _, m := range apply {
-			if err := n.apply(m.GetEntries()); err != nil {
+	defer n.publish()
+	deadline := time.Now().Add(n.cfg.TickInterval)
+	for {
+		for n.rn.HasReady() {
+			if err := n.handleReady(); err != nil {
 				return err
 			}
-			for _, r := range m.GetResponses() {
-				if err := n.rn.Step(r); err != nil {
-					n.log.Debug("step apply response", "err", err)
-				}
+		}
+		if len(n.applyQ) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			// A tick's worth of applying: let the loop tick and step
+			// what came (a leader's heartbeat above all) before the rest.
+			select {
+			case n.applyMore <- struct{}{}:
+			default:
 			}
+			break
 		}
-		for _, rs := range rd.ReadStates {
-			n.reads.readState(n, rs)
-		}
-		n.reads.applied(n.applied.index)
-		n.reads.maybeSend(n)
-		if err := n.maybeTruncate(); err != nil {
+		if err := n.applyPending(deadline); err != nil {
 			return err
 		}
-		n.publish()
+	}
+	n.reads.applied(n.applied.index)
+	n.reads.maybeSend(n)
+	return n.maybeTruncate()
+}
+
+// handleReady sends one Ready's messages on their way, and queues its
+// committed entries for applyPending.
+func (n *Node) handleReady() error {
+	rd := n.rn.Ready()
+	n.metrics.readys.Add(1)
+	if rd.SoftState != nil {
+		n.softState(*rd.SoftState)
+	}
+	peers := n.sendBuf[:0]
+	for _, m := range rd.Messages {
+		switch m.GetTo() {
+		case raft.LocalAppendThread:
+			if sn := m.GetSnapshot(); sn != nil && !raft.IsEmptySnap(sn) {
+				// The snapshot replaces the stored state: what was
+				// applied before it is stored first, so that no later
+				// write of it lands on the snapshot's.
+				if err := n.applyPending(time.Time{}); err != nil {
+					return err
+				}
+				if err := n.writeStateNow(); err != nil {
+					return err
+				}
+			}
+			n.app.push(m)
+		case raft.LocalApplyThread:
+			n.applyQ = append(n.applyQ, m)
+		default:
+			peers = append(peers, m)
+		}
+	}
+	n.send(peers)
+	clear(peers)
+	n.sendBuf = peers
+	for _, rs := range rd.ReadStates {
+		n.reads.readState(n, rs)
+	}
+	return nil
+}
+
+// applyPending applies the committed entries of n.applyQ, in order, until
+// it is past deadline (never, when zero), and steps each message's
+// responses once all its entries are applied. A follower far behind (its
+// apply slower than the leader's commits) thus still answers heartbeats:
+// applied in one go, a backlog kept the loop from raft for seconds, and
+// the leader, hearing from no quorum, stepped down.
+func (n *Node) applyPending(deadline time.Time) error {
+	for len(n.applyQ) > 0 {
+		m := n.applyQ[0]
+		ents := m.GetEntries()
+		for n.applyAt < len(ents) {
+			if !deadline.IsZero() && time.Now().After(deadline) {
+				return nil
+			}
+			done, err := n.apply(ents[n.applyAt:], deadline)
+			if err != nil {
+				return err
+			}
+			n.applyAt += done
+		}
+		for _, r := range m.GetResponses() {
+			if err := n.rn.Step(r); err != nil {
+				n.log.Debug("step apply response", "err", err)
+			}
+		}
+		n.applyQ[0] = nil
+		n.applyQ, n.applyAt = n.applyQ[1:], 0
 	}
 	return nil
 }

@@ -80,6 +80,12 @@ type Node struct {
 	encBuf    [][]byte
 	sendBuf   []*raftpb.Message
 	localBuf  []localResponse
+	// applyQ holds the MsgStorageApply messages not yet applied in full,
+	// oldest first, the first of them applied up to applyAt entries
+	// (applyPending); applyMore wakes the loop to go on with them.
+	applyQ    []*raftpb.Message
+	applyAt   int
+	applyMore chan struct{}
 	applied   indexTerm
 	wroteAt   time.Time // when the applied state was last written
 	// membersDirty says the published member list must be rebuilt.
@@ -158,6 +164,7 @@ func Open(cfg Config) (*Node, error) {
 		peers:   map[uint64]string{},
 	}
 	n.inbox.ready = make(chan struct{}, 1)
+	n.applyMore = make(chan struct{}, 1)
 	n.app = newAppender(n)
 	for n.nonce == 0 {
 		n.nonce = rand.Uint64()
