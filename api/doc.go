@@ -2,7 +2,10 @@
 // group, pod, container, capbox, node and task-report types — with their JSON
 // decoding and validation, the task and capbox state machines as data, the
 // documented limits of a request, the HTTP API's paths and bodies (wire.go),
-// and the Go client of that API (Client).
+// the Go client of that API (Client), and what a server of it wraps its
+// listener in (listener.go): KeepAccepting rides out accept errors, and a
+// ConnLimit bounds the connections open so that a server out of
+// descriptors never comes about.
 //
 // # The client
 //

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"errors"
+	"io"
 	"net"
 	"sync/atomic"
 	"syscall"
@@ -94,6 +95,118 @@ func TestKeepAcceptingReturnsClosed(t *testing.T) {
 	fl := listenFailing(t, 0)
 	ln := api.KeepAccepting(fl, nil)
 	ln.Close()
+	if _, err := ln.Accept(); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Accept on a closed listener = %v, want net.ErrClosed", err)
+	}
+}
+
+// acceptAsync calls ln.Accept in a goroutine; the result arrives on the
+// channel.
+func acceptAsync(ln net.Listener) chan net.Conn {
+	got := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			c = nil
+		}
+		got <- c
+	}()
+	return got
+}
+
+func dial(t *testing.T, ln net.Listener) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestConnLimitWaitsForAPlace: two listeners share a limit of two; a
+// third connection waits in the listen queue until one of the first two
+// is closed, and it is the one then accepted. A second Close frees nothing.
+func TestConnLimitWaitsForAPlace(t *testing.T) {
+	limit := api.NewConnLimit(2)
+	a, b := listenFailing(t, 0), listenFailing(t, 0)
+	la, lb := limit.Listener(a), limit.Listener(b)
+	dial(t, la)
+	dial(t, lb)
+	first, second := <-acceptAsync(la), <-acceptAsync(lb)
+	if first == nil || second == nil {
+		t.Fatal("the first two connections were not accepted")
+	}
+	if limit.Open() != 2 || limit.Max() != 2 {
+		t.Fatalf("open %d of %d, want 2 of 2", limit.Open(), limit.Max())
+	}
+
+	third := dial(t, la)
+	got := acceptAsync(la)
+	select {
+	case c := <-got:
+		t.Fatalf("a third connection was accepted (%v) with the limit of two reached", c)
+	case <-time.After(200 * time.Millisecond):
+	}
+	second.Close()
+	second.Close()
+	var c net.Conn
+	select {
+	case c = <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the third connection was not accepted after the second was closed")
+	}
+	if c == nil {
+		t.Fatal("Accept failed")
+	}
+	if _, err := third.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1)
+	if _, err := io.ReadFull(c, buf); err != nil || buf[0] != 'x' {
+		t.Fatalf("read %q, %v from the accepted connection; want the third's x", buf, err)
+	}
+	if limit.Open() != 2 {
+		t.Fatalf("open %d after the second closed twice and the third came, want 2", limit.Open())
+	}
+	first.Close()
+	c.Close()
+	if limit.Open() != 0 {
+		t.Fatalf("open %d after every connection closed, want 0", limit.Open())
+	}
+}
+
+// TestConnLimitCloseEndsAWait: an Accept waiting for a place returns
+// net.ErrClosed when its listener is closed, and the place it did not
+// take stays free.
+func TestConnLimitCloseEndsAWait(t *testing.T) {
+	limit := api.NewConnLimit(1)
+	fl := listenFailing(t, 0)
+	ln := limit.Listener(fl)
+	dial(t, ln)
+	held := <-acceptAsync(ln)
+	if held == nil {
+		t.Fatal("the first connection was not accepted")
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := ln.Accept()
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	ln.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("waiting Accept = %v after Close, want net.ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a waiting Accept did not return after Close")
+	}
+	held.Close()
+	if limit.Open() != 0 {
+		t.Fatalf("open %d, want 0", limit.Open())
+	}
 	if _, err := ln.Accept(); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("Accept on a closed listener = %v, want net.ErrClosed", err)
 	}

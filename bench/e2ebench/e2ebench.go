@@ -380,6 +380,15 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 
+	if cfg.FleetProcs > 0 {
+		// The replicas here hold the server ends of every node's
+		// connections, within a limit they size from the process's
+		// open-files limit (server.ConnLimitFor): raise it first. Short
+		// of descriptors, nodes past the limit wait to connect: say so.
+		if err := fleet.EnsureServerFiles(cfg.Nodes); err != nil {
+			log.Warn("e2e: nodes may wait for connections", "err", err)
+		}
+	}
 	start := time.Now()
 	cl, err := submitbench.StartCluster(ctx, cfg.Replicas, cfg.Dir, dispatcher.Config{JobRetention: cfg.JobRetention})
 	if err != nil {
@@ -395,12 +404,6 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	var fleetPIDs []int
 	if cfg.FleetProcs > 0 {
-		// The replicas here hold the server ends of every node's
-		// connections. Short of descriptors they still serve (their
-		// accepts wait and retry), but nodes may stall: say so.
-		if err := fleet.EnsureServerFiles(cfg.Nodes); err != nil {
-			log.Warn("e2e: the replicas may run out of file descriptors", "err", err)
-		}
 		var stop func()
 		if ctx, stop, fleetPIDs, err = startFleetProcs(ctx, cfg, cl.Addrs()); err != nil {
 			return res, err

@@ -108,12 +108,19 @@ func StartCluster(ctx context.Context, n int, dir string, disp dispatcher.Config
 		}
 		web[id] = fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1])
 	}
+	// The replicas share the process's descriptors, so they share a
+	// connection limit that keeps each one's reserve.
+	conns, err := server.ConnLimitFor(n)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("submit benchmark: %w", err)
+	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for i := range n {
 		id := uint64(i + 1)
 		s, err := server.Open(server.Config{
 			ID: id, Peers: peers, PeerHTTP: web, Dir: filepath.Join(c.dir, fmt.Sprint("r", id)),
-			HTTPAddr: strings.TrimPrefix(web[id], "http://"), Logger: quiet, Dispatcher: disp,
+			HTTPAddr: strings.TrimPrefix(web[id], "http://"), Logger: quiet, Dispatcher: disp, Conns: conns,
 		})
 		if err != nil {
 			c.Close()

@@ -30,6 +30,7 @@ type dispatcherFlags struct {
 	slotTTL          time.Duration
 	jobRetention     time.Duration
 	syncInterval     time.Duration
+	maxConns         int
 	gc               gcSetting
 }
 
@@ -75,6 +76,7 @@ command line wins over the environment, which wins over the file.`,
 	fl.DurationVar(&f.slotTTL, "slot-ttl", 0, "keep an ended task's resources cached on its node this long for a task of the same shape (0: no caching)")
 	fl.DurationVar(&f.jobRetention, "job-retention", dispatcher.DefaultJobRetention, "how long a finished job is kept (then its records and tasks are forgotten; 0: kept for ever)")
 	fl.DurationVar(&f.syncInterval, "sync-interval", server.DefaultSyncInterval, "least time between two syncs of the raft log: writes meanwhile share one (less CPU under load, some ms more commit latency; 0: sync as soon as asked)")
+	fl.IntVar(&f.maxConns, "max-conns", 0, "most HTTP connections open at once; more wait to be accepted, so the store and raft keep their file descriptors (0: the open-files limit less 1200)")
 	f.gc.addFlag(c)
 	fl.StringVar(&f.queueWeights, "queue-weights", "", "fair-share weights of queues, queue=weight,... (1 to 1000; a queue not named weighs 1)")
 	return c
@@ -100,6 +102,12 @@ func (f dispatcherFlags) serverConfig(logger *slog.Logger) (server.Config, error
 		return cfg, usageError{fmt.Errorf("--slot-ttl %v: want 0 or more", f.slotTTL)}
 	}
 	cfg.Dispatcher.SlotTTL = f.slotTTL
+	switch {
+	case f.maxConns < 0:
+		return cfg, usageError{fmt.Errorf("--max-conns %d: want 0 (from the open-files limit) or more", f.maxConns)}
+	case f.maxConns > 0:
+		cfg.Conns = api.NewConnLimit(f.maxConns)
+	}
 	switch {
 	case f.syncInterval < 0:
 		return cfg, usageError{fmt.Errorf("--sync-interval %v: want 0 (sync as soon as asked) or more", f.syncInterval)}

@@ -93,6 +93,7 @@ func TestDispatcherRejectsBadSettings(t *testing.T) {
 		{[]string{"--slot-ttl", "-1s"}, "--slot-ttl -1s"},
 		{[]string{"--job-retention", "-1m"}, "--job-retention -1m"},
 		{[]string{"--sync-interval", "-1ms"}, "--sync-interval -1ms"},
+		{[]string{"--max-conns", "-1"}, "--max-conns -1"},
 		{[]string{"--queue-weights", "a=0"}, `weight "0" of queue "a"`},
 		{[]string{"--queue-weights", "a=x"}, `weight "x" of queue "a"`},
 		{[]string{"--queue-weights", "a=1,a=2"}, `queue "a" given twice`},
@@ -116,6 +117,13 @@ func TestDispatcherSchedulingFlags(t *testing.T) {
 	}
 	if want := map[string]int64{"a": 3, "b": 1}; !maps.Equal(cfg.Dispatcher.QueueWeights, want) {
 		t.Errorf("queue weights %v, want %v", cfg.Dispatcher.QueueWeights, want)
+	}
+	if cfg.Conns != nil {
+		t.Errorf("without --max-conns Conns is %d, want nil (the server's default)", cfg.Conns.Max())
+	}
+	cfg, err = dispatcherFlags{id: 1, maxConns: 500}.serverConfig(nil)
+	if err != nil || cfg.Conns == nil || cfg.Conns.Max() != 500 {
+		t.Errorf("--max-conns 500: Conns %v, %v; want a limit of 500", cfg.Conns, err)
 	}
 	for _, tc := range []struct{ flag, want time.Duration }{{0, -1}, {time.Minute, time.Minute}} {
 		cfg, err := dispatcherFlags{id: 1, jobRetention: tc.flag}.serverConfig(nil)

@@ -34,12 +34,20 @@ func testDispatcherConfig() dispatcher.Config {
 // leads.
 func openOne(t testing.TB, tokens *server.Tokens) *server.Server {
 	t.Helper()
+	return openOneWith(t, func(c *server.Config) { c.Tokens = tokens })
+}
+
+// openOneWith is openOne with the configuration changed by set first.
+func openOneWith(t testing.TB, set func(*server.Config)) *server.Server {
+	t.Helper()
 	addr := porttest.Addrs(t, 1)[0]
-	s, err := server.Open(server.Config{
+	cfg := server.Config{
 		ID: 1, Peers: map[uint64]string{1: ""}, PeerHTTP: map[uint64]string{1: "http://" + addr},
-		Dir: t.TempDir(), HTTPAddr: addr, Tokens: tokens, Dispatcher: testDispatcherConfig(),
+		Dir: t.TempDir(), HTTPAddr: addr, Dispatcher: testDispatcherConfig(),
 		TickInterval: 20 * time.Millisecond, WatchKeepAlive: 200 * time.Millisecond, Logger: testLogger(),
-	})
+	}
+	set(&cfg)
+	s, err := server.Open(cfg)
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}

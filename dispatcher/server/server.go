@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sluicehq/sluice/api"
@@ -72,6 +74,13 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// WatchKeepAlive is HandlerConfig.WatchKeepAlive. Default 15s.
 	WatchKeepAlive time.Duration
+	// Conns bounds the HTTP connections the replica holds open; while it
+	// is reached, new connections wait to be accepted (api.ConnLimit), so
+	// that the store and the raft peers keep the descriptors they need
+	// when every node reconnects at once, as after an election. Replicas
+	// in one process share a limit of ConnLimitFor(their number). Default:
+	// ConnLimitFor(1).
+	Conns *api.ConnLimit
 	// Logger receives the logs of every part. Default: discard.
 	Logger *slog.Logger
 }
@@ -169,6 +178,11 @@ func Open(cfg Config) (_ *Server, err error) {
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if cfg.Conns == nil {
+		if cfg.Conns, err = ConnLimitFor(1); err != nil {
+			return nil, err
+		}
+	}
 	s := &Server{cfg: cfg, log: cfg.Logger, serveDone: make(chan struct{})}
 	var closers []func()
 	defer func() {
@@ -226,9 +240,9 @@ func Open(cfg Config) (_ *Server, err error) {
 		scheme = "https"
 	}
 	s.addr = scheme + "://" + dialable(s.ln.Addr())
-	s.ln = api.KeepAccepting(s.ln, func(err error, wait time.Duration) {
+	s.ln = cfg.Conns.Listener(api.KeepAccepting(s.ln, func(err error, wait time.Duration) {
 		s.log.Error("server: HTTP accept failed; accepting again", "replica", cfg.ID, "err", err, "retry_in", wait)
-	})
+	}))
 	if cfg.TLS != nil {
 		s.ln = tls.NewListener(s.ln, cfg.TLS.Clone())
 	}
@@ -242,6 +256,34 @@ func Open(cfg Config) (_ *Server, err error) {
 	}()
 	s.log.Info("server: serving", "replica", cfg.ID, "addr", s.addr)
 	return s, nil
+}
+
+// FileReserve is how many file descriptors ConnLimitFor keeps out of the
+// process's limit for each replica, beside its HTTP connections: pebble's
+// table cache (up to 1,000 open sstables), its log, manifest and lock
+// files, the raft transport's connections, and the nodelet connections of
+// proxied log requests.
+const FileReserve = 1200
+
+// ConnLimitFor returns a connection limit (Config.Conns) for replicas
+// replicas sharing this process: its open-file limit less FileReserve for
+// each, and at least a quarter of the limit.
+func ConnLimitFor(replicas int) (*api.ConnLimit, error) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return nil, fmt.Errorf("server: read the open-files limit: %w", err)
+	}
+	return api.NewConnLimit(connsWithin(lim.Cur, replicas)), nil
+}
+
+// connsWithin is ConnLimitFor's arithmetic for an open-file limit of files.
+func connsWithin(files uint64, replicas int) int {
+	files = min(files, math.MaxInt32)
+	reserve := uint64(max(replicas, 1)) * FileReserve
+	if files < 4*reserve/3 {
+		return int(files / 4)
+	}
+	return int(files - reserve)
 }
 
 // NewHTTPServer returns a fasthttp server for h with the limits the API
