@@ -21,6 +21,13 @@
 // heaps, filled caches) rather than ones touching memory for the first
 // time.
 //
+// With MoveLeaderEvery, the leading replica hands its leadership to the
+// next one that often, through the warm-up and the steps, and each step
+// counts the moves (Step.LeaderMoves): the same judgement then says what
+// the cluster sustains through elections, with submits redirected and
+// every node's long-poll moving to the new leader while the old one still
+// holds its connections.
+//
 // A step is sustained when it placed at least SustainedFraction (90%) of
 // the tasks per second it offered, no request failed for good, some task
 // was seen running, and both p99s are within their limits. Run stops at

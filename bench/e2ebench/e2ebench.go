@@ -90,6 +90,13 @@ type Config struct {
 	// runs with the state of the work in flight, as a dispatcher serving
 	// this rate for long must; negative keeps every job.
 	JobRetention time.Duration
+	// MoveLeaderEvery, when above 0, has the leading replica hand its
+	// leadership to the next one (raftkv TransferLeadership) this often
+	// during the warm-up and every step: the steps then measure the
+	// cluster through elections under load, with every node's
+	// connections moving to the new leader while the old one, alive,
+	// still holds them. Needs Replicas of 2 or more. Default 0: never.
+	MoveLeaderEvery time.Duration
 }
 
 // Defaults of Config.
@@ -213,6 +220,9 @@ func (c Config) Validate() error {
 	}
 	if c.Timeout < 0 {
 		add("Timeout %v: want a positive duration (0: %v)", c.Timeout, DefaultTimeout)
+	}
+	if c.MoveLeaderEvery < 0 || c.MoveLeaderEvery > 0 && c.Replicas == 1 {
+		add("MoveLeaderEvery %v with %d replicas: want 0 (never), or a positive duration with 2 or more replicas", c.MoveLeaderEvery, c.Replicas)
 	}
 	d := c.withDefaults()
 	arr, err := loadgen.ParseIntDist(d.ArraySize)
@@ -359,6 +369,9 @@ type Step struct {
 	// replicas' state and the nodes' connections, mostly), found by a
 	// collection after the step's usage was read.
 	HeapLiveMB float64 `json:"heap_live_mb"`
+	// LeaderMoves is how many times the leadership moved during the step
+	// at Config.MoveLeaderEvery's asking.
+	LeaderMoves int `json:"leader_moves,omitempty"`
 	// Sustained says whether the step held; Reasons says why not.
 	Sustained bool     `json:"sustained"`
 	Reasons   []string `json:"reasons,omitempty"`
@@ -482,7 +495,9 @@ func runStep(ctx context.Context, client *api.Client, cfg Config, n int, rate fl
 		return st, fmt.Errorf("e2e benchmark: step %d: %w", st.Step, err)
 	}
 	from := readUsage(fleet, replicas)
+	moved := moveLeaders(ctx, cfg, replicas)
 	r, err := d.Run(ctx)
+	st.LeaderMoves = moved()
 	to := readUsage(fleet, replicas)
 	st.HeapLiveMB = float64(liveHeap()) / (1 << 20)
 	*watchFrom = r.WatchIndex
@@ -503,10 +518,65 @@ func runStep(ctx context.Context, client *api.Client, cfg Config, n int, rate fl
 	return st, nil
 }
 
+// moveLeaders moves the leadership among replicas every
+// cfg.MoveLeaderEvery, if set, until the returned function is called; it
+// returns how many moves were made.
+func moveLeaders(ctx context.Context, cfg Config, replicas []*raftkv.Node) (stop func() int) {
+	if cfg.MoveLeaderEvery <= 0 {
+		return func() int { return 0 }
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	moves := make(chan int, 1)
+	go func() {
+		n := 0
+		defer func() { moves <- n }()
+		t := time.NewTicker(cfg.MoveLeaderEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if err := moveLeader(ctx, replicas); err != nil {
+				if ctx.Err() == nil {
+					cfg.Logger.Warn("e2e: moving the leadership", "err", err)
+				}
+				continue
+			}
+			n++
+		}
+	}()
+	return func() int {
+		cancel()
+		return <-moves
+	}
+}
+
+// moveLeader has the leading replica hand its leadership to the one after
+// it, and waits until it has.
+func moveLeader(ctx context.Context, replicas []*raftkv.Node) error {
+	for i, r := range replicas {
+		st := r.Status()
+		if !st.IsLeader {
+			continue
+		}
+		to := replicas[(i+1)%len(replicas)].Status().ID
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return r.TransferLeadership(ctx, to)
+	}
+	return errors.New("no replica leads")
+}
+
 // logAttrs are what the progress log says of a step, judged or not.
 func (st *Step) logAttrs() []any {
-	return []any{"offered_tasks_per_sec", round(st.OfferedTasksPerSec), "placed_tasks_per_sec", round(st.PlacedTasksPerSec),
+	a := []any{"offered_tasks_per_sec", round(st.OfferedTasksPerSec), "placed_tasks_per_sec", round(st.PlacedTasksPerSec),
 		"p99_placed_ms", st.P99SubmitToPlacedMs, "p99_running_ms", st.P99SubmitToRunningMs, "errors", st.Errors}
+	if st.LeaderMoves > 0 {
+		a = append(a, "leader_moves", st.LeaderMoves)
+	}
+	return a
 }
 
 // stepErr is the error of a step run in ctx whose Driver returned err:

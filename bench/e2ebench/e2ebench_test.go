@@ -15,13 +15,13 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 	err := e2ebench.Config{
 		Replicas: 9, Nodes: -1, StartRate: math.NaN(), StepFactor: 0.5, StepRate: -3, Steps: -1,
 		StepDuration: -time.Second, ArraySize: "uniform:1", RunTime: "soon",
-		P99PlacedLimit: -1, Timeout: -1, FleetProcs: 2, Warmup: -time.Second, FleetMemoryLimit: -1,
+		P99PlacedLimit: -1, Timeout: -1, FleetProcs: 2, Warmup: -time.Second, FleetMemoryLimit: -1, MoveLeaderEvery: -time.Second,
 	}.Validate()
 	if err == nil {
 		t.Fatal("Validate accepted nonsense")
 	}
 	for _, want := range []string{"Replicas 9", "Nodes -1", "StartRate NaN", "StepFactor 0.5", "StepRate -3",
-		"set one, not both", "Steps -1", "StepDuration -1s", "ArraySize", "RunTime", "P99PlacedLimit", "Timeout", "FleetProcs 2", "Warmup -1s", "FleetMemoryLimit -1"} {
+		"set one, not both", "Steps -1", "StepDuration -1s", "ArraySize", "RunTime", "P99PlacedLimit", "Timeout", "FleetProcs 2", "Warmup -1s", "FleetMemoryLimit -1", "MoveLeaderEvery -1s"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate() = %v\nwant it to name %q", err, want)
 		}
@@ -33,6 +33,9 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 	if err := (e2ebench.Config{StartRate: 1, StepDuration: time.Second, ArraySize: "fixed:100"}).Validate(); err == nil ||
 		!strings.Contains(err.Error(), "at least one") {
 		t.Errorf("a step of no job: Validate() = %v", err)
+	}
+	if err := (e2ebench.Config{Replicas: 1, MoveLeaderEvery: time.Second}).Validate(); err == nil || !strings.Contains(err.Error(), "2 or more replicas") {
+		t.Errorf("moving the leadership of one replica: Validate() = %v", err)
 	}
 	if err := (e2ebench.Config{}).Validate(); err != nil {
 		t.Errorf("the defaults: %v", err)
@@ -134,5 +137,33 @@ func TestRunSmall(t *testing.T) {
 	} else if st := res.Steps[res.SustainedStep-1]; res.MaxSustainedTasksPerSec != st.PlacedTasksPerSec ||
 		res.P99SubmitToPlacedMs != st.P99SubmitToPlacedMs || res.P99SubmitToRunningMs != st.P99SubmitToRunningMs {
 		t.Errorf("the summary %+v is not step %d's %+v", res, st.Step, st)
+	}
+}
+
+// TestRunMovesLeader: with the leadership moved every half second, a
+// step's jobs are all placed, no request fails, and the moves are
+// counted.
+func TestRunMovesLeader(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster and a fleet")
+	}
+	res, err := e2ebench.Run(context.Background(), e2ebench.Config{
+		Replicas: 3, Nodes: 30, StartRate: 40, Steps: 1, StepDuration: 3 * time.Second, MoveLeaderEvery: 500 * time.Millisecond,
+		ArraySize: "uniform:1,4", RunTime: "100ms", P99PlacedLimit: 20 * time.Second, P99RunningLimit: 20 * time.Second,
+		Seed: 5, Dir: t.TempDir(), Timeout: 2 * time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Steps) != 1 {
+		t.Fatalf("%d steps, want 1", len(res.Steps))
+	}
+	st := res.Steps[0]
+	t.Logf("step: %+v", st)
+	if st.LeaderMoves < 2 {
+		t.Errorf("the leadership moved %d times in a step of 3 s (and its drain), want every 500 ms", st.LeaderMoves)
+	}
+	if st.Tasks == 0 || st.PlacedTasks != st.Tasks || st.Errors != 0 {
+		t.Errorf("through the moves: %d tasks, %d placed, %d errors; want every task placed and no error", st.Tasks, st.PlacedTasks, st.Errors)
 	}
 }

@@ -97,6 +97,7 @@ fleet and the load generator sharing its cores.`,
 	f.IntVar(&cfg.FleetProcs, "fleet-procs", 0, "run the fleet in this many child processes (sluice loadgen fleet) instead of in this one: each process holds its nodes' connections, and 10,000 nodes need more open files than one process may have")
 	f.StringVar(&cfg.Dir, "work-dir", "", "directory for the data (default: a temporary one, removed)")
 	f.DurationVar(&cfg.JobRetention, "job-retention", e2ebench.DefaultJobRetention, "how long the dispatchers keep a finished job (0: for ever)")
+	f.DurationVar(&cfg.MoveLeaderEvery, "move-leader-every", 0, "have the leading replica hand its leadership to the next this often, through the warm-up and the steps (0: never)")
 	f.BoolVar(&asJSON, "json", false, "print the result as one JSON object, on the last line")
 	f.BoolVar(&quiet, "quiet", false, "do not log progress to stderr")
 	gc.addFlag(c)
