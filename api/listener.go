@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/valyala/fasthttp"
 )
 
 // KeepAccepting wraps ln, the listener of a server of this API (the
@@ -48,19 +50,31 @@ func (l *keepAccepting) Accept() (net.Conn, error) {
 // hold open together, so that a server keeps file descriptors for what it
 // cannot do without: a dispatcher's store opens files as it compacts, and
 // its raft peers connect, while thousands of nodes reconnect after an
-// election. While the limit is reached, Accept waits, and the connections
-// wait in the kernel's listen queue (a client sees a slower answer, not
-// an error); the first Close of an accepted connection frees its place.
-// Several listeners share one limit when they share a process's
-// descriptors, as replicas in one process do. Safe for concurrent use.
+// election. When a connection comes with the limit reached, Accept closes
+// the connection that has been idle longest (kept alive between requests,
+// as a server told of its states by ConnState knows) to make room, or,
+// with none idle, waits for one to close or go idle; meanwhile newer
+// connections wait in the kernel's listen queue (a client sees a slower
+// answer, not an error).
+// The first Close of an accepted connection frees its place. Several
+// listeners share one limit when they share a process's descriptors, as
+// replicas in one process do. Safe for concurrent use.
 type ConnLimit struct {
 	slots chan struct{}
+	// wake tells a waiting Accept that a connection went idle.
+	wake chan struct{}
+	shed atomic.Uint64
+	mu   struct {
+		sync.Mutex
+		// idle are the idle connections, longest idle first.
+		idle idleList
+	}
 }
 
 // NewConnLimit returns a limit of n connections open at once; n < 1 is
 // taken as 1.
 func NewConnLimit(n int) *ConnLimit {
-	return &ConnLimit{slots: make(chan struct{}, max(n, 1))}
+	return &ConnLimit{slots: make(chan struct{}, max(n, 1)), wake: make(chan struct{}, 1)}
 }
 
 // Max is the limit: how many connections may be open at once.
@@ -69,10 +83,74 @@ func (l *ConnLimit) Max() int { return cap(l.slots) }
 // Open is how many connections of the limit's listeners are open.
 func (l *ConnLimit) Open() int { return len(l.slots) }
 
+// Shed is how many idle connections Accept has closed to make room.
+func (l *ConnLimit) Shed() uint64 { return l.shed.Load() }
+
+// ConnState is a fasthttp.Server's ConnState hook: it tells the limit
+// which of its connections are idle, and so may be closed to make room.
+// Connections of other listeners are ignored; a TLS connection counts as
+// the one beneath it.
+func (l *ConnLimit) ConnState(c net.Conn, st fasthttp.ConnState) {
+	if t, ok := c.(interface{ NetConn() net.Conn }); ok {
+		c = t.NetConn()
+	}
+	lc, ok := c.(*limitConn)
+	if !ok || lc.limit != l {
+		return
+	}
+	l.mu.Lock()
+	l.mu.idle.remove(lc)
+	idle := st == fasthttp.StateIdle && !lc.released.Load()
+	if idle {
+		l.mu.idle.pushBack(lc)
+	}
+	l.mu.Unlock()
+	if idle {
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// acquire takes a place for a connection, making room by closing the
+// longest idle connection when there is none; it returns false when
+// closed is closed first.
+func (l *ConnLimit) acquire(closed <-chan struct{}) bool {
+	for {
+		select {
+		case l.slots <- struct{}{}:
+			return true
+		default:
+		}
+		l.shedIdle()
+		select {
+		case l.slots <- struct{}{}:
+			return true
+		case <-l.wake:
+		case <-closed:
+			return false
+		}
+	}
+}
+
+// shedIdle closes the connection idle longest, if any.
+func (l *ConnLimit) shedIdle() {
+	l.mu.Lock()
+	c := l.mu.idle.head
+	l.mu.idle.remove(c)
+	l.mu.Unlock()
+	if c != nil {
+		l.shed.Add(1)
+		_ = c.Close()
+	}
+}
+
 // Listener wraps ln so that its connections count against l. Its Accept
-// takes a place before it accepts, waiting for one while the limit is
-// reached, and returns net.ErrClosed once the listener is closed, waiting
-// or not.
+// takes a place for each connection it accepts before returning it (see
+// ConnLimit), so that a listener holds one connection more than its
+// places while it waits; and returns net.ErrClosed once the listener is
+// closed, waiting or not.
 func (l *ConnLimit) Listener(ln net.Listener) net.Listener {
 	return &limitListener{Listener: ln, limit: l, closed: make(chan struct{})}
 }
@@ -85,15 +163,13 @@ type limitListener struct {
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.limit.slots <- struct{}{}:
-	case <-l.closed:
-		return nil, net.ErrClosed
-	}
 	c, err := l.Listener.Accept()
 	if err != nil {
-		<-l.limit.slots
 		return nil, err
+	}
+	if !l.limit.acquire(l.closed) {
+		_ = c.Close()
+		return nil, net.ErrClosed
 	}
 	return &limitConn{Conn: c, limit: l.limit}, nil
 }
@@ -103,17 +179,54 @@ func (l *limitListener) Close() error {
 	return l.Listener.Close()
 }
 
-// limitConn is an accepted connection holding a place of its limit.
+// limitConn is an accepted connection holding a place of its limit. prev
+// and next link it into the limit's idle list, under the limit's mutex.
 type limitConn struct {
 	net.Conn
-	limit    *ConnLimit
-	released atomic.Bool
+	limit      *ConnLimit
+	released   atomic.Bool
+	prev, next *limitConn
+	listed     bool
 }
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	if c.released.CompareAndSwap(false, true) {
+		c.limit.mu.Lock()
+		c.limit.mu.idle.remove(c)
+		c.limit.mu.Unlock()
 		<-c.limit.slots
 	}
 	return err
+}
+
+// idleList is a doubly linked list of connections, oldest first.
+type idleList struct{ head, tail *limitConn }
+
+func (q *idleList) pushBack(c *limitConn) {
+	c.prev, c.next, c.listed = q.tail, nil, true
+	if q.tail != nil {
+		q.tail.next = c
+	} else {
+		q.head = c
+	}
+	q.tail = c
+}
+
+// remove takes c out of the list; a nil c or one not listed is ignored.
+func (q *idleList) remove(c *limitConn) {
+	if c == nil || !c.listed {
+		return
+	}
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else {
+		q.head = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	} else {
+		q.tail = c.prev
+	}
+	c.prev, c.next, c.listed = nil, nil, false
 }

@@ -1,9 +1,12 @@
 package api_test
 
 import (
+	"bufio"
 	"errors"
 	"io"
 	"net"
+	"net/http"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -209,5 +212,82 @@ func TestConnLimitCloseEndsAWait(t *testing.T) {
 	}
 	if _, err := ln.Accept(); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("Accept on a closed listener = %v, want net.ErrClosed", err)
+	}
+}
+
+// get sends GET path on c and returns the answer's status, waiting at most
+// wait for it.
+func get(c net.Conn, path string, wait time.Duration) (int, error) {
+	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		return 0, err
+	}
+	return status(c, wait)
+}
+
+// status reads an answer on c, waiting at most wait, and returns its
+// status.
+func status(c net.Conn, wait time.Duration) (int, error) {
+	if err := c.SetReadDeadline(time.Now().Add(wait)); err != nil {
+		return 0, err
+	}
+	r, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return 0, err
+	}
+	r.Body.Close()
+	return r.StatusCode, nil
+}
+
+// TestConnLimitShedsWhatGoesIdle: with a limit of one held by a request in
+// progress, a second connection waits; when the request ends and its
+// connection goes idle, that connection is closed to make room and the
+// second one is served.
+func TestConnLimitShedsWhatGoesIdle(t *testing.T) {
+	limit := api.NewConnLimit(1)
+	fl := listenFailing(t, 0)
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+		if string(ctx.Path()) == "/block" {
+			<-release
+		}
+	}, ConnState: limit.ConnState, Logger: quiet{}}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(limit.Listener(fl)) }()
+	t.Cleanup(func() {
+		unblock()
+		srv.Shutdown()
+		<-done
+	})
+
+	busy := dial(t, fl)
+	blocked := make(chan error, 1)
+	go func() {
+		_, err := get(busy, "/block", 10*time.Second)
+		blocked <- err
+	}()
+	waitOpen := time.Now().Add(10 * time.Second)
+	for limit.Open() != 1 && time.Now().Before(waitOpen) {
+		time.Sleep(time.Millisecond)
+	}
+	second := dial(t, fl)
+	code, err := get(second, "/", 200*time.Millisecond)
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("GET on a second connection = %d, %v with the one place busy; want no answer yet", code, err)
+	}
+	if limit.Shed() != 0 {
+		t.Fatalf("%d shed while the only connection was busy, want 0", limit.Shed())
+	}
+	unblock()
+	if err := <-blocked; err != nil {
+		t.Fatalf("the blocked request: %v", err)
+	}
+	if code, err := status(second, 10*time.Second); code != 200 {
+		t.Fatalf("the second connection's answer after the first went idle: %d, %v; want 200", code, err)
+	}
+	if limit.Shed() != 1 || limit.Open() != 1 {
+		t.Errorf("%d shed, %d open; want 1 and 1", limit.Shed(), limit.Open())
 	}
 }

@@ -46,11 +46,10 @@ func dialServer(t *testing.T, s *server.Server) net.Conn {
 	return c
 }
 
-// TestConnLimitKeepsConnectionsWaiting: with Config.Conns a limit of two,
-// a third client's request waits until one of two kept-alive connections
-// closes, then is answered; Close ends with connections waiting and every
-// place given back.
-func TestConnLimitKeepsConnectionsWaiting(t *testing.T) {
+// TestConnLimitShedsIdleConnections: with Config.Conns a limit of two
+// and two kept-alive connections idle, a third client is answered at once
+// in the place of the one idle longest, which the server closed.
+func TestConnLimitShedsIdleConnections(t *testing.T) {
 	limit := api.NewConnLimit(2)
 	s := openOneWith(t, func(c *server.Config) { c.Conns = limit })
 	first, second := dialServer(t, s), dialServer(t, s)
@@ -62,19 +61,37 @@ func TestConnLimitKeepsConnectionsWaiting(t *testing.T) {
 	if limit.Open() != 2 {
 		t.Fatalf("%d connections open, want 2", limit.Open())
 	}
-
 	third := dialServer(t, s)
-	code, err := healthz(third, 300*time.Millisecond)
+	if code, err := healthz(third, 10*time.Second); code != http.StatusOK {
+		t.Fatalf("a third connection's healthz = %d, %v with two of two open and idle; want 200", code, err)
+	}
+	if limit.Shed() != 1 || limit.Open() != 2 {
+		t.Errorf("%d shed, %d open; want 1 and 2", limit.Shed(), limit.Open())
+	}
+	if code, err := healthz(first, 10*time.Second); err == nil {
+		t.Errorf("the connection idle longest answered %d after a third came; want it closed", code)
+	}
+	if code, err := healthz(second, 10*time.Second); code != http.StatusOK {
+		t.Errorf("the second connection's healthz = %d, %v; want 200 (it was not the one idle longest)", code, err)
+	}
+}
+
+// TestConnLimitWaitsForABusyConnection: with a limit of one held by a
+// watch stream, which is never idle, a second client waits; Close ends
+// with it waiting and every place given back.
+func TestConnLimitWaitsForABusyConnection(t *testing.T) {
+	limit := api.NewConnLimit(1)
+	s := openOneWith(t, func(c *server.Config) { c.Conns = limit })
+	w := startWatch(t, s.Addr()+"/v1/watch", "")
+	second := dialServer(t, s)
+	code, err := healthz(second, 300*time.Millisecond)
 	var ne net.Error
 	if !errors.As(err, &ne) || !ne.Timeout() {
-		t.Fatalf("a third connection's healthz = %d, %v with two of two open; want no answer yet", code, err)
+		t.Fatalf("healthz = %d, %v with the one place held by a stream; want no answer yet", code, err)
 	}
-	first.Close()
-	if code, err := answer(third, 10*time.Second); code != http.StatusOK {
-		t.Fatalf("the third connection's healthz = %d, %v after the first closed; want 200", code, err)
+	if limit.Shed() != 0 {
+		t.Errorf("%d connections shed, want none: a stream is not idle", limit.Shed())
 	}
-
-	dialServer(t, s) // waits in the listen queue through Close
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close() }()
 	select {
@@ -85,7 +102,6 @@ func TestConnLimitKeepsConnectionsWaiting(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("Close did not return with a connection waiting for a place")
 	}
-	if limit.Open() != 0 {
-		t.Fatalf("%d connections counted open after Close, want 0", limit.Open())
-	}
+	<-w.done
+	waitFor(t, 10*time.Second, "every place given back", func() bool { return limit.Open() == 0 })
 }

@@ -72,9 +72,11 @@
 //     from the local FSM; ?consistent=1 makes them linearizable (raft
 //     ReadIndex first).
 //   - A replica holds at most Config.Conns's connections open (shared by
-//     the replicas of one process); more wait in the listen queue until
-//     one closes, so the store and the raft peers always have the file
-//     descriptors they need, even when every node reconnects at once.
+//     the replicas of one process): at the limit a new connection takes
+//     the place of the longest idle one, or waits in the listen queue
+//     until one closes or goes idle, so the store and the raft peers
+//     always have the file descriptors they need, even when every node
+//     reconnects at once.
 //   - Bodies are limited to api.MaxBodyBytes before and after
 //     decompression (413); no input makes the server panic or answer 5xx,
 //     and internal errors are logged, not sent.

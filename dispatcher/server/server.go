@@ -74,11 +74,12 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// WatchKeepAlive is HandlerConfig.WatchKeepAlive. Default 15s.
 	WatchKeepAlive time.Duration
-	// Conns bounds the HTTP connections the replica holds open; while it
-	// is reached, new connections wait to be accepted (api.ConnLimit), so
-	// that the store and the raft peers keep the descriptors they need
-	// when every node reconnects at once, as after an election. Replicas
-	// in one process share a limit of ConnLimitFor(their number). Default:
+	// Conns bounds the HTTP connections the replica holds open; at the
+	// limit, a new connection takes the place of the longest idle one or
+	// waits to be accepted (api.ConnLimit), so that the store and the
+	// raft peers keep the descriptors they need when every node
+	// reconnects at once, as after an election. Replicas in one process
+	// share a limit of ConnLimitFor(their number). Default:
 	// ConnLimitFor(1).
 	Conns *api.ConnLimit
 	// Logger receives the logs of every part. Default: discard.
@@ -247,6 +248,7 @@ func Open(cfg Config) (_ *Server, err error) {
 		s.ln = tls.NewListener(s.ln, cfg.TLS.Clone())
 	}
 	s.http = NewHTTPServer(s.handler, cfg.Logger)
+	s.http.ConnState = cfg.Conns.ConnState
 	go func() {
 		defer close(s.serveDone)
 		s.serveErr = s.http.Serve(s.ln)
