@@ -76,7 +76,7 @@ command line wins over the environment, which wins over the file.`,
 	fl.DurationVar(&f.slotTTL, "slot-ttl", 0, "keep an ended task's resources cached on its node this long for a task of the same shape (0: no caching)")
 	fl.DurationVar(&f.jobRetention, "job-retention", dispatcher.DefaultJobRetention, "how long a finished job is kept (then its records and tasks are forgotten; 0: kept for ever)")
 	fl.DurationVar(&f.syncInterval, "sync-interval", server.DefaultSyncInterval, "least time between two syncs of the raft log: writes meanwhile share one (less CPU under load, some ms more commit latency; 0: sync as soon as asked)")
-	fl.IntVar(&f.maxConns, "max-conns", 0, "most HTTP connections open at once; more wait to be accepted, so the store and raft keep their file descriptors (0: the open-files limit less 1200)")
+	fl.IntVar(&f.maxConns, "max-conns", 0, "most HTTP connections open at once: a new one then replaces the one idle longest or waits to be accepted, so the store and raft keep their file descriptors (0: the open-files limit less 1200)")
 	f.gc.addFlag(c)
 	fl.StringVar(&f.queueWeights, "queue-weights", "", "fair-share weights of queues, queue=weight,... (1 to 1000; a queue not named weighs 1)")
 	return c

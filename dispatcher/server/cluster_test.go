@@ -61,6 +61,9 @@ func TestFollowerRedirects(t *testing.T) {
 	body := []byte(jobJSON("redirected", "", 1))
 	r := do(t, req{method: "POST", url: follower.Addr() + api.PathJobs + "?x=1", body: body})
 	e := errorReply(t, r, 307, api.CodeNotLeader, "leader")
+	if !r.close {
+		t.Error("the redirect of a submit keeps the connection open; want it closed")
+	}
 	if e.Leader != leaderURL || r.header.Get("Location") != leaderURL+api.PathJobs+"?x=1" {
 		t.Fatalf("redirect: leader %q, location %q; want %q", e.Leader, r.header.Get("Location"), leaderURL)
 	}
@@ -84,9 +87,16 @@ func TestFollowerRedirects(t *testing.T) {
 		if !strings.HasPrefix(r.header.Get("Location"), leaderURL+"/v1/") {
 			t.Errorf("%s %s: Location %q", q.method, q.url, r.header.Get("Location"))
 		}
+		if !r.close {
+			t.Errorf("%s %s: the redirect keeps the connection open; want it closed (the client goes to the leader)", q.method, q.url)
+		}
 	}
 
-	// A consistent read on the follower sees the job at once.
+	// A consistent read on the follower sees the job at once, on a
+	// connection kept open.
+	if r := do(t, req{method: "GET", url: follower.Addr() + api.PathJobs}); r.status != 200 || r.close {
+		t.Errorf("a read on the follower: %s, closing %v; want 200 and the connection kept", r, r.close)
+	}
 	l := listJobs(t, follower.Addr(), "", "?consistent=1")
 	if len(l.Jobs) != 1 || l.Jobs[0].ID != res.Jobs[0] {
 		t.Fatalf("consistent read on the follower: %+v", l)

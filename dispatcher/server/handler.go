@@ -398,7 +398,9 @@ func (h *Handler) writeError(ctx *fasthttp.RequestCtx, e *httpError) {
 
 // leaderError answers a request this replica cannot serve because it does
 // not lead: a 307 to the leader's base URL, or a 503 when the leader (or
-// its URL) is unknown.
+// its URL) is unknown. A 307 closes the connection: the client writes to
+// the leader from now on, and after an election every node would
+// otherwise keep an idle connection here, a descriptor on each side.
 func (h *Handler) leaderError(ctx *fasthttp.RequestCtx, leader uint64) *httpError {
 	if leader == 0 || leader == h.id {
 		e := errorf(fasthttp.StatusServiceUnavailable, api.CodeNotLeader, "no leader is known yet (election in progress); retry")
@@ -418,6 +420,7 @@ func (h *Handler) leaderError(ctx *fasthttp.RequestCtx, leader uint64) *httpErro
 	}
 	e := errorf(fasthttp.StatusTemporaryRedirect, api.CodeNotLeader, "not the leader; the leader is replica %d at %s", leader, base)
 	e.resp.Leader, e.location = base, loc
+	ctx.SetConnectionClose()
 	return e
 }
 

@@ -92,6 +92,7 @@ type reply struct {
 	status int
 	header http.Header
 	body   []byte
+	close  bool // the server closes the connection after it
 }
 
 func (r reply) String() string { return fmt.Sprintf("%d %s", r.status, bytes.TrimSpace(r.body)) }
@@ -121,7 +122,7 @@ func do(t testing.TB, q req) reply {
 	if err != nil {
 		t.Fatalf("%s %s: reading the body: %v", q.method, q.url, err)
 	}
-	return reply{resp.StatusCode, resp.Header, b}
+	return reply{resp.StatusCode, resp.Header, b, resp.Close}
 }
 
 // decode decodes a reply's JSON body, failing the test on a wrong status.
