@@ -393,14 +393,17 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 
-	if cfg.FleetProcs > 0 {
-		// The replicas here hold the server ends of every node's
-		// connections, within a limit they size from the process's
-		// open-files limit (server.ConnLimitFor): raise it first. Short
-		// of descriptors, nodes past the limit wait to connect: say so.
-		if err := fleet.EnsureServerFiles(cfg.Nodes); err != nil {
-			log.Warn("e2e: nodes may wait for connections", "err", err)
-		}
+	// The replicas here hold the server ends of every node's connections
+	// (and a fleet in this process the client ends), within a limit they
+	// size from the process's open-files limit (server.ConnLimitFor):
+	// raise it first. Short of descriptors, nodes past the limit wait to
+	// connect: say so.
+	simulated := 0
+	if cfg.FleetProcs == 0 {
+		simulated = cfg.Nodes
+	}
+	if err := fleet.EnsureFiles(cfg.Nodes, simulated); err != nil {
+		log.Warn("e2e: nodes may wait for connections", "err", err)
 	}
 	start := time.Now()
 	cl, err := submitbench.StartCluster(ctx, cfg.Replicas, cfg.Dir, dispatcher.Config{JobRetention: cfg.JobRetention})

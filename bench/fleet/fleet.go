@@ -134,7 +134,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
-	if err := ensureFiles(cfg.Nodes); err != nil {
+	if err := EnsureFiles(0, cfg.Nodes); err != nil {
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))

@@ -5,32 +5,27 @@ import (
 	"syscall"
 )
 
-// filesPerNode is how many descriptors a simulated node may hold: its
-// target long-poll and its report request, and their server ends when the
-// dispatcher runs in the same process.
-const filesPerNode = 4
+// clientFilesPerNode is how many descriptors a simulated node's client may
+// hold: its target long-poll and its report request.
+const clientFilesPerNode = 2
 
-// serverFilesPerNode is how many of those are the dispatcher's ends.
+// serverFilesPerNode is how many the dispatcher serving a node may hold:
+// the server ends of those two.
 const serverFilesPerNode = 2
 
 // fileSlack is what the rest of the process (the dispatcher's store, its
 // peers, the load generator) may hold.
 const fileSlack = 4096
 
-// ensureFiles makes sure the process may open enough files for nodes
-// nodes, raising its limit when it can (the hard limit too, as root),
-// and says what to do when it cannot: a fleet past its limit would not
-// fail, it would stall with every connection refused and retried.
-func ensureFiles(nodes int) error { return ensureNoFile(nodes, filesPerNode) }
-
-// EnsureServerFiles is ensureFiles for a process that serves nodes nodes
-// of fleets in other processes: it holds the dispatcher's ends of their
-// connections. Past its limit the servers' accepts fail (they wait and
-// retry, api.KeepAccepting) and nodes stall; the error says so.
-func EnsureServerFiles(nodes int) error { return ensureNoFile(nodes, serverFilesPerNode) }
-
-func ensureNoFile(nodes, perNode int) error {
-	need := uint64(nodes)*uint64(perNode) + fileSlack
+// EnsureFiles makes sure this process may open the files it needs to
+// serve served nodes (the dispatcher's ends of their connections) and to
+// run clients simulated nodes (their ends), raising its limit when it can
+// (the hard limit too, as root), and says what to do when it cannot: a
+// fleet past its limit would not fail, it would stall with every
+// connection refused and retried, and a server past it has its accepts
+// fail (they wait and retry, api.KeepAccepting) while nodes stall.
+func EnsureFiles(served, clients int) error {
+	need := uint64(served)*serverFilesPerNode + uint64(clients)*clientFilesPerNode + fileSlack
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		return fmt.Errorf("fleet: read the open-files limit: %w", err)
@@ -40,8 +35,15 @@ func ensureNoFile(nodes, perNode int) error {
 	}
 	raised := syscall.Rlimit{Cur: need, Max: max(lim.Max, need)}
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &raised); err != nil {
-		return fmt.Errorf("fleet: %d nodes need about %d open files and the limit is %d (hard %d), which this process could not raise (%v): raise it, e.g. ulimit -n %d",
-			nodes, need, lim.Cur, lim.Max, err, need)
+		what := fmt.Sprintf("%d simulated nodes need", clients)
+		switch {
+		case clients == 0:
+			what = fmt.Sprintf("serving %d nodes needs", served)
+		case served > 0:
+			what = fmt.Sprintf("serving %d nodes and simulating %d needs", served, clients)
+		}
+		return fmt.Errorf("fleet: %s about %d open files and the limit is %d (hard %d), which this process could not raise (%v): raise it, e.g. ulimit -n %d",
+			what, need, lim.Cur, lim.Max, err, need)
 	}
 	return nil
 }
