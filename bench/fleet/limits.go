@@ -19,13 +19,13 @@ const fileSlack = 4096
 
 // EnsureFiles makes sure this process may open the files it needs to
 // serve served nodes (the dispatcher's ends of their connections) and to
-// run clients simulated nodes (their ends), raising its limit when it can
+// run simulated nodes in it (their ends), raising its limit when it can
 // (the hard limit too, as root), and says what to do when it cannot: a
 // fleet past its limit would not fail, it would stall with every
 // connection refused and retried, and a server past it has its accepts
 // fail (they wait and retry, api.KeepAccepting) while nodes stall.
-func EnsureFiles(served, clients int) error {
-	need := uint64(served)*serverFilesPerNode + uint64(clients)*clientFilesPerNode + fileSlack
+func EnsureFiles(served, simulated int) error {
+	need := uint64(served)*serverFilesPerNode + uint64(simulated)*clientFilesPerNode + fileSlack
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		return fmt.Errorf("fleet: read the open-files limit: %w", err)
@@ -35,12 +35,12 @@ func EnsureFiles(served, clients int) error {
 	}
 	raised := syscall.Rlimit{Cur: need, Max: max(lim.Max, need)}
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &raised); err != nil {
-		what := fmt.Sprintf("%d simulated nodes need", clients)
+		what := fmt.Sprintf("%d simulated nodes need", simulated)
 		switch {
-		case clients == 0:
+		case simulated == 0:
 			what = fmt.Sprintf("serving %d nodes needs", served)
 		case served > 0:
-			what = fmt.Sprintf("serving %d nodes and simulating %d needs", served, clients)
+			what = fmt.Sprintf("serving %d nodes and simulating %d needs", served, simulated)
 		}
 		return fmt.Errorf("fleet: %s about %d open files and the limit is %d (hard %d), which this process could not raise (%v): raise it, e.g. ulimit -n %d",
 			what, need, lim.Cur, lim.Max, err, need)
