@@ -56,9 +56,6 @@ type pod struct {
 	reportRunning bool
 	// opFailed: the last Stop or Remove failed; retried on resync.
 	opFailed bool
-	// published: the pod is in the agent's shared list of running pods
-	// (publish keeps it there while running or stopping).
-	published bool
 }
 
 // slot is what the owner holds for one pod ID: the target's pod, when
@@ -78,6 +75,9 @@ type slot struct {
 	seen uint64
 	// p is the agent's pod, nil when it has none.
 	p *pod
+	// published: the ID is in the agent's shared list of running pods
+	// (publish keeps it there while its pod runs or stops).
+	published bool
 	// gone: deleted from owner.slots; a new slot holds the ID if it comes
 	// back, and what still holds this one skips it.
 	gone bool
@@ -102,11 +102,13 @@ const (
 	evAcked
 )
 
-// event is what a pod goroutine or the reporter posts to the owner.
+// event is what a pod goroutine or the reporter posts to the owner: about
+// pod p of slot s, which the goroutine only passes on (the owner alone
+// reads and writes them, but for the slot's ID, fixed when it is made).
 type event struct {
 	kind evKind
-	id   string
-	gen  int64
+	s    *slot
+	p    *pod
 	exit runtime.Exit
 	err  error
 	seq  uint64 // evAcked: reports up to seq are acknowledged
@@ -237,7 +239,7 @@ func (o *owner) recover(listed []runtime.PodStatus) {
 			p.phase = phaseRunning
 			p.reportRunning = true
 			o.stats.Adopted++
-			o.watch(st.ID, st.Generation)
+			o.watch(s, p)
 		case st.Exit != nil:
 			p.phase, p.endedAt = phaseExited, o.a.cfg.Now()
 			p.exit = *st.Exit
@@ -326,7 +328,7 @@ func (o *owner) expire() {
 			continue // ended, replaced or being stopped already
 		}
 		o.mark(s)
-		o.stop(p, api.ReasonTimeLimit, fmt.Sprintf("ran longer than its max run time of %v", p.want.MaxRunTime), o.a.cfg.StopGrace)
+		o.stop(s, p, api.ReasonTimeLimit, fmt.Sprintf("ran longer than its max run time of %v", p.want.MaxRunTime), o.a.cfg.StopGrace)
 	}
 }
 
@@ -456,7 +458,7 @@ func (o *owner) reconcile() {
 		case !o.removable(p, now):
 			return // not yet acknowledged or retained: nor are those behind it
 		default:
-			o.remove(p)
+			o.remove(e.s, p)
 		}
 		o.exits = o.exits[1:]
 	}
@@ -477,7 +479,7 @@ func (o *owner) reconcilePod(s *slot, now time.Time) {
 				o.start(s, d)
 				return
 			case phaseRunning:
-				o.stop(p, api.ReasonStopped, "", o.a.cfg.StopGrace)
+				o.stop(s, p, api.ReasonStopped, "", o.a.cfg.StopGrace)
 			case phaseStarting:
 				p.unwanted = true
 			}
@@ -512,19 +514,19 @@ func (o *owner) reconcilePod(s *slot, now time.Time) {
 		}
 		switch {
 		case !wanted || p.unwanted:
-			o.stop(p, api.ReasonStopped, "", o.a.cfg.StopGrace)
+			o.stop(s, p, api.ReasonStopped, "", o.a.cfg.StopGrace)
 		case p.stopReason == api.ReasonMemoryKiller:
 			// A kill whose Stop failed: retried on resync.
-			o.stop(p, api.ReasonMemoryKiller, p.killMsg, o.a.cfg.KillGrace)
+			o.stop(s, p, api.ReasonMemoryKiller, p.killMsg, o.a.cfg.KillGrace)
 		case p.stopReason == api.ReasonTimeLimit:
-			o.stop(p, api.ReasonTimeLimit, p.killMsg, o.a.cfg.StopGrace)
+			o.stop(s, p, api.ReasonTimeLimit, p.killMsg, o.a.cfg.StopGrace)
 		}
 	case phaseExited:
 		if p.finalSeq == 0 {
 			o.reportExit(p)
 			o.exits = append(o.exits, exitEntry{s, p, p.finalSeq})
 		} else if !p.opFailed && o.removable(p, now) {
-			o.remove(p)
+			o.remove(s, p)
 		}
 	case phaseDone:
 		if !wanted {
@@ -583,12 +585,8 @@ func (o *owner) spec(d DesiredPod) runtime.PodSpec {
 	return s
 }
 
-// put makes p the pod of slot s and marks it. It is published if the pod
-// it replaces was, so that publish withdraws that one.
+// put makes p the pod of slot s and marks it.
 func (o *owner) put(s *slot, p *pod) {
-	if s.p != nil {
-		p.published = s.p.published
-	}
 	s.p = p
 	o.mark(s)
 }
@@ -608,7 +606,7 @@ func (o *owner) start(s *slot, d DesiredPod) {
 	spec := o.spec(d)
 	rt := o.a.cfg.Runtime
 	if o.immediate {
-		o.startNow(d, spec)
+		o.startNow(s, p, spec)
 		return
 	}
 	o.wg.Go(func() {
@@ -620,40 +618,40 @@ func (o *owner) start(s *slot, d DesiredPod) {
 		err := rt.Start(o.ctx, spec)
 		<-o.sem
 		if err != nil {
-			o.post(event{kind: evStartFailed, id: d.ID, gen: d.Generation, err: err})
+			o.post(event{kind: evStartFailed, s: s, p: p, err: err})
 			return
 		}
-		if !o.post(event{kind: evStarted, id: d.ID, gen: d.Generation}) {
+		if !o.post(event{kind: evStarted, s: s, p: p}) {
 			return
 		}
-		o.wait(d.ID, d.Generation)
+		o.wait(s, p)
 	})
 }
 
-// startNow starts d with an immediate runtime, in the owner's loop.
-func (o *owner) startNow(d DesiredPod, spec runtime.PodSpec) {
-	id, gen := d.ID, d.Generation
+// startNow starts pod p of slot s with an immediate runtime, in the
+// owner's loop.
+func (o *owner) startNow(s *slot, p *pod, spec runtime.PodSpec) {
 	if err := o.a.cfg.Runtime.Start(o.ctx, spec); err != nil {
 		if o.ctx.Err() == nil {
-			o.local = append(o.local, event{kind: evStartFailed, id: id, gen: gen, err: err})
+			o.local = append(o.local, event{kind: evStartFailed, s: s, p: p, err: err})
 		}
 		return
 	}
-	o.local = append(o.local, event{kind: evStarted, id: id, gen: gen})
+	o.local = append(o.local, event{kind: evStarted, s: s, p: p})
 	n, ok := o.a.cfg.Runtime.(runtime.Notifier)
 	if !ok {
-		o.watch(id, gen)
+		o.watch(s, p)
 		return
 	}
-	if err := n.Notify(id, o.onExit(id, gen)); err != nil {
-		o.local = append(o.local, event{kind: evExited, id: id, gen: gen, exit: lostExit(err)})
+	if err := n.Notify(s.id, o.onExit(s, p)); err != nil {
+		o.local = append(o.local, event{kind: evExited, s: s, p: p, exit: lostExit(err)})
 	}
 }
 
-// onExit returns the callback that posts a pod's end.
-func (o *owner) onExit(id string, gen int64) func(runtime.Exit) {
+// onExit returns the callback that posts the end of pod p of slot s.
+func (o *owner) onExit(s *slot, p *pod) func(runtime.Exit) {
 	return func(exit runtime.Exit) {
-		o.post(event{kind: evExited, id: id, gen: gen, exit: exit})
+		o.post(event{kind: evExited, s: s, p: p, exit: exit})
 	}
 }
 
@@ -663,25 +661,26 @@ func lostExit(err error) runtime.Exit {
 	return runtime.Exit{Code: -1, Err: fmt.Errorf("wait: %w", err)}
 }
 
-// watch waits for a running pod in a goroutine.
-func (o *owner) watch(id string, gen int64) {
-	o.wg.Go(func() { o.wait(id, gen) })
+// watch waits for running pod p of slot s in a goroutine.
+func (o *owner) watch(s *slot, p *pod) {
+	o.wg.Go(func() { o.wait(s, p) })
 }
 
-// wait reports the end of a running pod: through the runtime's callback
-// when it is a runtime.Notifier (no goroutine waits), else by waiting.
-func (o *owner) wait(id string, gen int64) {
+// wait reports the end of running pod p of slot s: through the runtime's
+// callback when it is a runtime.Notifier (no goroutine waits), else by
+// waiting.
+func (o *owner) wait(s *slot, p *pod) {
 	var (
 		exit runtime.Exit
 		err  error
 	)
 	if n, ok := o.a.cfg.Runtime.(runtime.Notifier); ok {
-		err = n.Notify(id, o.onExit(id, gen))
+		err = n.Notify(s.id, o.onExit(s, p))
 		if err == nil {
 			return
 		}
 	} else {
-		exit, err = o.a.cfg.Runtime.Wait(o.ctx, id)
+		exit, err = o.a.cfg.Runtime.Wait(o.ctx, s.id)
 	}
 	if err != nil {
 		if o.ctx.Err() == nil {
@@ -691,7 +690,7 @@ func (o *owner) wait(id string, gen int64) {
 			return
 		}
 	}
-	o.post(event{kind: evExited, id: id, gen: gen, exit: exit})
+	o.post(event{kind: evExited, s: s, p: p, exit: exit})
 }
 
 // post sends ev to the owner; false when the agent is stopping.
@@ -704,8 +703,9 @@ func (o *owner) post(ev event) bool {
 	}
 }
 
-// stop ends a running pod in a goroutine; its waiter reports the exit.
-func (o *owner) stop(p *pod, reason api.TaskReason, msg string, grace time.Duration) {
+// stop ends running pod p of slot s in a goroutine; its waiter reports
+// the exit.
+func (o *owner) stop(s *slot, p *pod, reason api.TaskReason, msg string, grace time.Duration) {
 	if stopRank(reason) > stopRank(p.stopReason) {
 		p.stopReason, p.killMsg = reason, msg
 	}
@@ -715,10 +715,10 @@ func (o *owner) stop(p *pod, reason api.TaskReason, msg string, grace time.Durat
 	} else {
 		o.stats.Stops++
 	}
-	id, gen, rt := p.want.ID, p.want.Generation, o.a.cfg.Runtime
+	rt := o.a.cfg.Runtime
 	o.wg.Go(func() {
-		if err := rt.Stop(o.ctx, id, grace); err != nil && o.ctx.Err() == nil {
-			o.post(event{kind: evStopFailed, id: id, gen: gen, err: err})
+		if err := rt.Stop(o.ctx, s.id, grace); err != nil && o.ctx.Err() == nil {
+			o.post(event{kind: evStopFailed, s: s, p: p, err: err})
 		}
 	})
 }
@@ -738,18 +738,19 @@ func stopRank(r api.TaskReason) int {
 	return 0
 }
 
-// remove deletes an ended, reported pod from the runtime in a goroutine.
-func (o *owner) remove(p *pod) {
+// remove deletes pod p of slot s, ended and reported, from the runtime in
+// a goroutine.
+func (o *owner) remove(s *slot, p *pod) {
 	p.phase = phaseRemoving
-	id, gen, rt := p.want.ID, p.want.Generation, o.a.cfg.Runtime
+	id, rt := s.id, o.a.cfg.Runtime
 	if o.immediate {
 		err := rt.Remove(o.ctx, id)
 		switch {
 		case err != nil && o.ctx.Err() != nil:
 		case err != nil && !errors.Is(err, runtime.ErrNotFound):
-			o.local = append(o.local, event{kind: evRemoveFailed, id: id, gen: gen, err: err})
+			o.local = append(o.local, event{kind: evRemoveFailed, s: s, p: p, err: err})
 		default:
-			o.local = append(o.local, event{kind: evRemoved, id: id, gen: gen})
+			o.local = append(o.local, event{kind: evRemoved, s: s, p: p})
 		}
 		return
 	}
@@ -762,10 +763,10 @@ func (o *owner) remove(p *pod) {
 		err := rt.Remove(o.ctx, id)
 		<-o.sem
 		if err != nil && !errors.Is(err, runtime.ErrNotFound) {
-			o.post(event{kind: evRemoveFailed, id: id, gen: gen, err: err})
+			o.post(event{kind: evRemoveFailed, s: s, p: p, err: err})
 			return
 		}
-		o.post(event{kind: evRemoved, id: id, gen: gen})
+		o.post(event{kind: evRemoved, s: s, p: p})
 	})
 }
 
@@ -782,7 +783,7 @@ func (o *owner) kill(id, reason string) error {
 		p.unwanted = true
 		p.stopReason, p.killMsg = api.ReasonMemoryKiller, reason
 	case phaseRunning, phaseStopping:
-		o.stop(p, api.ReasonMemoryKiller, reason, o.a.cfg.KillGrace)
+		o.stop(s, p, api.ReasonMemoryKiller, reason, o.a.cfg.KillGrace)
 	}
 	return nil
 }
@@ -792,11 +793,10 @@ func (o *owner) handle(ev event) {
 		o.acked = max(o.acked, ev.seq)
 		return
 	}
-	s := o.slots[ev.id]
-	if s == nil || s.p == nil || s.p.want.Generation != ev.gen {
-		return // a pod the owner has forgotten; cannot happen
+	s, p := ev.s, ev.p
+	if s.gone || s.p != p {
+		return // a pod the owner has moved on from; cannot happen
 	}
-	p := s.p
 	o.mark(s)
 	switch ev.kind {
 	case evStarted:
@@ -806,11 +806,11 @@ func (o *owner) handle(ev event) {
 		o.limitRunTime(p)
 		o.report(p, api.TaskRunning, api.ReasonStarted, 0, "")
 		if p.stopReason == api.ReasonMemoryKiller {
-			o.stop(p, api.ReasonMemoryKiller, p.killMsg, o.a.cfg.KillGrace)
+			o.stop(s, p, api.ReasonMemoryKiller, p.killMsg, o.a.cfg.KillGrace)
 		}
 	case evStartFailed:
 		o.stats.StartFailures++
-		o.a.cfg.Logger.Warn("nodelet: start pod", "pod", ev.id, "generation", ev.gen, "err", ev.err)
+		o.a.cfg.Logger.Warn("nodelet: start pod", "pod", s.id, "generation", p.want.Generation, "err", ev.err)
 		o.reportStartFailed(p.want, ev.err)
 		p.phase = phaseDone
 	case evExited:
@@ -819,14 +819,14 @@ func (o *owner) handle(ev event) {
 		p.phase, p.endedAt = phaseExited, o.a.cfg.Now()
 	case evStopFailed:
 		o.stats.OpErrors++
-		o.a.cfg.Logger.Warn("nodelet: stop pod", "pod", ev.id, "generation", ev.gen, "err", ev.err)
+		o.a.cfg.Logger.Warn("nodelet: stop pod", "pod", s.id, "generation", p.want.Generation, "err", ev.err)
 		if p.phase == phaseStopping {
 			p.phase = phaseRunning
 			p.opFailed = true
 		}
 	case evRemoveFailed:
 		o.stats.OpErrors++
-		o.a.cfg.Logger.Warn("nodelet: remove pod", "pod", ev.id, "generation", ev.gen, "err", ev.err)
+		o.a.cfg.Logger.Warn("nodelet: remove pod", "pod", s.id, "generation", p.want.Generation, "err", ev.err)
 		p.phase = phaseExited
 		p.opFailed = true
 	case evRemoved:
@@ -892,21 +892,14 @@ func (o *owner) publish() {
 	a.mu.Lock()
 	for _, s := range o.marked {
 		p := s.p
-		switch {
-		case p == nil:
-			// Removed, which only a pod done is: withdrawn when it
-			// stopped running, and here once more, as that costs one
-			// delete a pod.
-			delete(a.mu.pods, s.id)
-			continue
-		case p.phase != phaseRunning && p.phase != phaseStopping:
-			if p.published {
+		if p == nil || p.phase != phaseRunning && p.phase != phaseStopping {
+			if s.published {
 				delete(a.mu.pods, s.id)
-				p.published = false
+				s.published = false
 			}
 			continue
 		}
-		p.published = true
+		s.published = true
 		op := overcommit.Pod{ID: p.want.ID, Tier: p.want.Tier, Priority: int(p.want.Priority), StartedAt: p.startedAt}
 		for _, c := range p.want.Pod.Containers {
 			op.Request.CPUMillis += c.Resources.CPU
