@@ -104,18 +104,22 @@ const anyGeneration = ^uint64(0)
 
 // Dispatcher is a nodelet.Dispatcher over the dispatcher's HTTP API. It
 // registers the node (Join), and registers it again whenever the
-// dispatcher answers that it does not know it. It also remembers the
-// containers of the pods of the last two targets, for the LogServer's
-// default container (FirstContainer).
+// dispatcher answers that it does not know it. It also answers for the
+// pods of the last two targets which container is their first, for the
+// LogServer's default container (FirstContainer).
 type Dispatcher struct {
 	cfg Config
 	// held is the whole target as of the dispatcher's generation heldGen
 	// under registration heldJoins, which a difference applies to, each
 	// pod already converted for the agent (by task ID); nil before the
-	// first target. Only Target touches them (one call at a time).
+	// first target. Only Target touches them (one call at a time), but
+	// FirstContainer reads held and gone: Target changes those with mu
+	// held. stale: a difference did not apply to held, so the next poll
+	// asks for the whole target.
 	held      map[string]nodelet.DesiredPod
 	heldGen   uint64
 	heldJoins uint64
+	stale     bool
 	// When the last hold applied a difference (diffed), changed are the
 	// pods it added or changed and gone those it removed.
 	diffed  bool
@@ -130,17 +134,27 @@ type Dispatcher struct {
 	// mu guards the fields below.
 	mu struct {
 		sync.Mutex
-		joins      uint64            // successful registrations so far
-		delivered  bool              // a target has been returned
-		base       uint64            // added to the dispatcher's generations
-		last       uint64            // the newest generation returned
-		containers map[string]string // task ID → first container, latest target
-		previous   map[string]string // the same for the target before
+		joins     uint64 // successful registrations so far
+		delivered bool   // a target has been returned
+		base      uint64 // added to the dispatcher's generations
+		last      uint64 // the newest generation returned
+		// before is the held target that the last whole target
+		// replaced; nil after a difference, whose target before is
+		// held and gone.
+		before map[string]nodelet.DesiredPod
 	}
 }
 
-// gonePod names a pod a difference removed.
-type gonePod struct{ id, taskID string }
+// gonePod names a pod a difference removed, and its first container.
+type gonePod struct{ id, taskID, container string }
+
+// firstContainer is the name of p's first container, "" if it has none.
+func firstContainer(p *nodelet.DesiredPod) string {
+	if len(p.Pod.Containers) == 0 {
+		return ""
+	}
+	return p.Pod.Containers[0].Name
+}
 
 var (
 	_ nodelet.Dispatcher    = (*Dispatcher)(nil)
@@ -238,7 +252,7 @@ func (d *Dispatcher) Target(ctx context.Context, node string, knownGeneration ui
 		joins := d.joins()
 		ask := d.ask(knownGeneration)
 		poll := d.cfg.Client.Target
-		if d.held != nil && d.heldJoins == joins && d.heldGen == ask {
+		if d.held != nil && !d.stale && d.heldJoins == joins && d.heldGen == ask {
 			// The whole target at ask is here: the change since will do.
 			poll = d.cfg.Client.TargetDiff
 		}
@@ -260,7 +274,7 @@ func (d *Dispatcher) Target(ctx context.Context, node string, knownGeneration ui
 			// The wait ended without a change: poll again.
 		case !d.hold(t, joins):
 			// A change from a generation not held: ask for the whole.
-			d.held = nil
+			d.stale = true
 		default:
 			return d.convert(t.Generation, t.Base, knownGeneration), nil
 		}
@@ -270,10 +284,15 @@ func (d *Dispatcher) Target(ctx context.Context, node string, knownGeneration ui
 // hold makes t, a whole target or a change since the held one, the held
 // target, and reports whether it could.
 func (d *Dispatcher) hold(t api.NodeTarget, joins uint64) bool {
-	if t.Base == 0 {
-		d.held = make(map[string]nodelet.DesiredPod, len(t.Pods))
-	} else if d.held == nil || t.Base != d.heldGen || d.heldJoins != joins {
+	if t.Base != 0 && (d.held == nil || d.stale || t.Base != d.heldGen || d.heldJoins != joins) {
 		return false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.mu.before = nil
+	if t.Base == 0 {
+		d.mu.before = d.held
+		d.held, d.stale = make(map[string]nodelet.DesiredPod, len(t.Pods)), false
 	}
 	// changed and gone go to the agent with the target: new ones each time.
 	d.diffed, d.changed, d.gone = t.Base != 0, nil, nil
@@ -282,7 +301,7 @@ func (d *Dispatcher) hold(t api.NodeTarget, joins uint64) bool {
 	}
 	for _, id := range t.Removed {
 		if p, ok := d.held[id]; ok {
-			d.gone = append(d.gone, gonePod{p.ID, p.TaskID})
+			d.gone = append(d.gone, gonePod{p.ID, p.TaskID, firstContainer(&p)})
 			delete(d.held, id)
 		}
 	}
@@ -343,48 +362,27 @@ func desiredPod(p *api.TargetPod) nodelet.DesiredPod {
 }
 
 // convert turns the held target, at the dispatcher's generation, into the
-// agent's and records the pods' containers. When the last hold applied a
-// difference to the target the agent holds (known, the dispatcher's base
-// before it), the agent gets that difference, else the whole target.
+// agent's. When the last hold applied a difference to the target the
+// agent holds (known, the dispatcher's base before it), the agent gets
+// that difference, else the whole target.
 func (d *Dispatcher) convert(generation, base, known uint64) nodelet.Target {
 	d.mu.Lock()
 	gen := d.mu.base + generation
 	d.mu.last = max(d.mu.last, gen)
 	d.mu.delivered = true
-	if d.diffed && known != 0 && known == d.mu.base+base {
+	diff := d.diffed && known != 0 && known == d.mu.base+base
+	d.mu.Unlock()
+	if diff {
 		out := nodelet.Target{Generation: gen, Base: known, Pods: d.changed, Removed: make([]string, 0, len(d.gone))}
-		var previous map[string]string // none when none went
-		if len(d.gone) > 0 {
-			previous = make(map[string]string, len(d.gone))
-		}
 		for _, p := range d.gone {
 			out.Removed = append(out.Removed, p.id)
-			if c, ok := d.mu.containers[p.taskID]; ok {
-				previous[p.taskID] = c
-				delete(d.mu.containers, p.taskID)
-			}
 		}
-		for _, p := range d.changed {
-			if len(p.Pod.Containers) > 0 {
-				d.mu.containers[p.TaskID] = p.Pod.Containers[0].Name
-			}
-		}
-		d.mu.previous = previous
-		d.mu.Unlock()
 		return out
 	}
-	d.mu.Unlock()
 	out := nodelet.Target{Generation: gen, Pods: make([]nodelet.DesiredPod, 0, len(d.held))}
-	containers := make(map[string]string, len(d.held))
 	for _, p := range d.held {
 		out.Pods = append(out.Pods, p)
-		if len(p.Pod.Containers) > 0 {
-			containers[p.TaskID] = p.Pod.Containers[0].Name
-		}
 	}
-	d.mu.Lock()
-	d.mu.previous, d.mu.containers = d.mu.containers, containers
-	d.mu.Unlock()
 	return out
 }
 
@@ -393,10 +391,16 @@ func (d *Dispatcher) convert(generation, base, known uint64) nodelet.Target {
 func (d *Dispatcher) FirstContainer(taskID string) string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if c, ok := d.mu.containers[taskID]; ok {
-		return c
+	if p, ok := d.held[taskID]; ok {
+		return firstContainer(&p)
 	}
-	return d.mu.previous[taskID]
+	for _, g := range d.gone {
+		if g.taskID == taskID {
+			return g.container
+		}
+	}
+	p := d.mu.before[taskID]
+	return firstContainer(&p)
 }
 
 // Report implements nodelet.Dispatcher. Reports the dispatcher would

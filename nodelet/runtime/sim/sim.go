@@ -418,18 +418,19 @@ func (r *Runtime) done(p *pod) <-chan struct{} {
 
 // Remove implements runtime.Runtime.
 func (r *Runtime) Remove(ctx context.Context, id string) error {
-	p, err := r.get("remove", id)
-	if err != nil {
+	if err := r.check(); err != nil {
 		return err
 	}
 	r.h.mu.Lock()
 	defer r.h.mu.Unlock()
-	if !p.ended {
+	p, ok := r.h.mu.pods[id]
+	switch {
+	case !ok:
+		return fmt.Errorf("remove pod %q: %w", id, runtime.ErrNotFound)
+	case !p.ended:
 		return fmt.Errorf("remove pod %q: %w", id, runtime.ErrRunning)
 	}
-	if r.h.mu.pods[id] == p {
-		delete(r.h.mu.pods, id)
-	}
+	delete(r.h.mu.pods, id)
 	return nil
 }
 
