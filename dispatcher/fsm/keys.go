@@ -3,8 +3,8 @@ package fsm
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"strconv"
-	"strings"
 )
 
 // Key prefixes of the FSM's keyspace (see doc.go for the layout).
@@ -109,26 +109,35 @@ func taskID(k taskKey, attempt uint32) string {
 	return string(b)
 }
 
-// parseTaskID splits a task ID into the task and the attempt. It runs for
-// every report on every replica, so it does not allocate.
+// parseTaskID splits a task ID into the task and the attempt: "j", the
+// job number (no leading zero), then the group, index and attempt, each
+// decimal digits within its type, separated by "/". It runs for every
+// report on every replica, so it reads the ID once and does not allocate.
 func parseTaskID(id string) (taskKey, uint32, bool) {
-	var parts [4]string
-	for i := range 3 {
-		k := strings.IndexByte(id, '/')
-		if k < 0 {
-			return taskKey{}, 0, false
-		}
-		parts[i], id = id[:k], id[k+1:]
-	}
-	parts[3] = id
-	j, ok := parseJobID(parts[0])
-	g, err1 := strconv.ParseUint(parts[1], 10, 16)
-	i, err2 := strconv.ParseUint(parts[2], 10, 32)
-	a, err3 := strconv.ParseUint(parts[3], 10, 32)
-	if !ok || err1 != nil || err2 != nil || err3 != nil {
+	if len(id) < 2 || id[0] != 'j' || id[1] == '0' {
 		return taskKey{}, 0, false
 	}
-	return taskKey{j, uint16(g), uint32(i)}, uint32(a), true
+	var n [4]uint64
+	limits := [4]uint64{math.MaxUint64, math.MaxUint16, math.MaxUint32, math.MaxUint32}
+	i := 1
+	for f := range n {
+		start := i
+		for ; i < len(id) && id[i] != '/'; i++ {
+			c := uint64(id[i] - '0')
+			if c > 9 || n[f] > (limits[f]-c)/10 {
+				return taskKey{}, 0, false // not a digit, or out of range
+			}
+			n[f] = 10*n[f] + c
+		}
+		if i == start || f < 3 && i == len(id) {
+			return taskKey{}, 0, false // an empty field, or fewer than four
+		}
+		i++ // past the "/"
+	}
+	if i <= len(id) {
+		return taskKey{}, 0, false // more than four fields
+	}
+	return taskKey{n[0], uint16(n[1]), uint32(n[2])}, uint32(n[3]), true
 }
 
 func jobKey(num uint64) []byte { return appendJobKey(nil, num) }
