@@ -167,11 +167,11 @@ type owner struct {
 	handling []event
 }
 
-// deadline is when a running pod's MaxRunTime ends.
+// deadline is when the MaxRunTime of pod p of slot s, running, ends.
 type deadline struct {
-	at  time.Time
-	id  string
-	gen int64
+	at time.Time
+	s  *slot
+	p  *pod
 }
 
 type deadlineHeap []deadline
@@ -306,11 +306,11 @@ func (o *owner) settle() {
 	}
 }
 
-// limitRunTime schedules the end of a running pod's MaxRunTime, if it
-// has one.
-func (o *owner) limitRunTime(p *pod) {
+// limitRunTime schedules the end of the MaxRunTime of running pod p of
+// slot s, if it has one.
+func (o *owner) limitRunTime(s *slot, p *pod) {
 	if p.want.MaxRunTime > 0 && p.phase == phaseRunning {
-		heap.Push(&o.deadlines, deadline{at: p.startedAt.Add(p.want.MaxRunTime), id: p.want.ID, gen: p.want.Generation})
+		heap.Push(&o.deadlines, deadline{at: p.startedAt.Add(p.want.MaxRunTime), s: s, p: p})
 	}
 }
 
@@ -319,12 +319,8 @@ func (o *owner) expire() {
 	now := o.a.cfg.Now()
 	for len(o.deadlines) > 0 && !o.deadlines[0].at.After(now) {
 		d := heap.Pop(&o.deadlines).(deadline)
-		s := o.slots[d.id]
-		if s == nil || s.p == nil {
-			continue // ended and removed
-		}
-		p := s.p
-		if p.want.Generation != d.gen || p.phase != phaseRunning || p.stopReason != "" {
+		s, p := d.s, d.p
+		if s.gone || s.p != p || p.phase != phaseRunning || p.stopReason != "" {
 			continue // ended, replaced or being stopped already
 		}
 		o.mark(s)
@@ -494,7 +490,7 @@ func (o *owner) reconcilePod(s *slot, now time.Time) {
 				// started it.
 				p.reportRunning = false
 				p.want.MaxRunTime = d.MaxRunTime
-				o.limitRunTime(p)
+				o.limitRunTime(s, p)
 				o.report(p, api.TaskRunning, api.ReasonStarted, 0, "adopted after a nodelet restart")
 			}
 		}
@@ -803,7 +799,7 @@ func (o *owner) handle(ev event) {
 		o.stats.Starts++
 		p.phase = phaseRunning
 		p.startedAt = o.a.cfg.Now()
-		o.limitRunTime(p)
+		o.limitRunTime(s, p)
 		o.report(p, api.TaskRunning, api.ReasonStarted, 0, "")
 		if p.stopReason == api.ReasonMemoryKiller {
 			o.stop(s, p, api.ReasonMemoryKiller, p.killMsg, o.a.cfg.KillGrace)

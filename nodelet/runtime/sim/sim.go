@@ -352,6 +352,12 @@ func (r *Runtime) get(op, id string) (*pod, error) {
 	}
 	r.h.mu.Lock()
 	defer r.h.mu.Unlock()
+	return r.getLocked(op, id)
+}
+
+// getLocked is get with the host's lock held, for a caller that changes
+// the pod's entry under the same lock.
+func (r *Runtime) getLocked(op, id string) (*pod, error) {
 	p, ok := r.h.mu.pods[id]
 	if !ok {
 		return nil, fmt.Errorf("%s pod %q: %w", op, id, runtime.ErrNotFound)
@@ -423,11 +429,11 @@ func (r *Runtime) Remove(ctx context.Context, id string) error {
 	}
 	r.h.mu.Lock()
 	defer r.h.mu.Unlock()
-	p, ok := r.h.mu.pods[id]
-	switch {
-	case !ok:
-		return fmt.Errorf("remove pod %q: %w", id, runtime.ErrNotFound)
-	case !p.ended:
+	p, err := r.getLocked("remove", id)
+	if err != nil {
+		return err
+	}
+	if !p.ended {
 		return fmt.Errorf("remove pod %q: %w", id, runtime.ErrRunning)
 	}
 	delete(r.h.mu.pods, id)
