@@ -1,6 +1,15 @@
 package api
 
-import "time"
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+)
 
 // NodeState is whether a node takes new work.
 type NodeState string
@@ -62,8 +71,15 @@ func (a *Allocatable) AddTier(q QoS, d Capacity, k int64) {
 type NodeSpec struct {
 	// Name identifies the node in the cluster; it is unique.
 	Name string `json:"name"`
-	// Address is where the nodelet serves logs, host:port.
+	// Address is where the nodelet serves logs, host:port (CheckAddress):
+	// the dispatcher builds every request to the node from its parts, and
+	// nothing else of it.
 	Address string `json:"address,omitempty"`
+	// LogToken is the bearer token the node's log server requires of the
+	// dispatcher, a secret the nodelet makes for itself (NewLogToken): one
+	// node's logs are no other node's to read. The dispatcher keeps it and
+	// never shows it in a node list.
+	LogToken string `json:"log_token,omitempty"`
 	// Pool is the node's pool. Empty is the default pool.
 	Pool string `json:"pool,omitempty"`
 	// Labels are matched by job constraints.
@@ -146,4 +162,109 @@ type TaskReport struct {
 	Time time.Time `json:"time"`
 	// Usage is the pod's usage at the time of the report.
 	Usage Usage `json:"usage,omitzero"`
+}
+
+// Bounds of NodeSpec.LogToken.
+const (
+	MinLogTokenLen = 16
+	MaxLogTokenLen = 128
+)
+
+// NewLogToken returns a fresh NodeSpec.LogToken: 32 random bytes,
+// base64url.
+func NewLogToken() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand's contract)
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// validLogToken reports whether t may be a NodeSpec.LogToken: bytes that
+// stand in a header as they are.
+func validLogToken(t string) bool {
+	if len(t) < MinLogTokenLen || len(t) > MaxLogTokenLen {
+		return false
+	}
+	for i := range len(t) {
+		if !nameByte[t[i]] {
+			return false
+		}
+	}
+	return true
+}
+
+// MaxAddressLen bounds a NodeSpec.Address: a DNS name's 253 bytes, a colon
+// and a port.
+const MaxAddressLen = 253 + 6
+
+// CheckAddress reports what is wrong with addr as a node's address, or
+// nil. An address is a host and a port and nothing else: the host an IPv4
+// address, an IPv6 address in brackets (no zone) or a DNS name (labels of
+// letters, digits and '-', not starting or ending with '-'); the port a
+// decimal from 1 to 65535 without leading zeros. So no scheme, user,
+// path, query or fragment can ride in an address into a URL built from it.
+func CheckAddress(addr string) error {
+	if len(addr) > MaxAddressLen {
+		return fmt.Errorf("longer than %d bytes", MaxAddressLen)
+	}
+	i := strings.LastIndexByte(addr, ':')
+	if i < 0 {
+		return errors.New("must be host:port")
+	}
+	host, port := addr[:i], addr[i+1:]
+	if err := checkPort(port); err != nil {
+		return err
+	}
+	if strings.HasPrefix(host, "[") {
+		ip, err := netip.ParseAddr(strings.TrimSuffix(host[1:], "]"))
+		if !strings.HasSuffix(host, "]") || err != nil || !ip.Is6() || ip.Zone() != "" {
+			return fmt.Errorf("host %q must be an IPv6 address in brackets, without a zone", clipName(host))
+		}
+		return nil
+	}
+	if strings.ContainsRune(host, ':') {
+		return errors.New("an IPv6 host must be in brackets: [addr]:port")
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		if !ip.Is4() {
+			return fmt.Errorf("host %q must be an IPv4 address, an IPv6 one in brackets or a DNS name", clipName(host))
+		}
+		return nil
+	}
+	return checkHostname(host)
+}
+
+func checkPort(port string) error {
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || n == 0 || port[0] == '0' {
+		return fmt.Errorf("port %q must be a number from 1 to 65535", clipName(port))
+	}
+	return nil
+}
+
+// checkHostname checks a DNS name (RFC 1123 labels; a final dot allowed).
+func checkHostname(h string) error {
+	bad := fmt.Errorf("host %q must be an IP address or a DNS name (letters, digits, '-' and '.')", clipName(h))
+	name := strings.TrimSuffix(h, ".")
+	if name == "" || len(name) > 253 {
+		return bad
+	}
+	for label := range strings.SplitSeq(name, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return bad
+		}
+		for j := range len(label) {
+			if !isAlnum(label[j]) && label[j] != '-' {
+				return bad
+			}
+		}
+	}
+	return nil
+}
+
+// clipName shortens an untrusted string quoted in a message.
+func clipName(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
 }

@@ -23,12 +23,18 @@ func TestNodeSpecValidate(t *testing.T) {
 	if err := n.Validate(); err != nil {
 		t.Fatalf("valid node: %v", err)
 	}
+	if n.LogToken = api.NewLogToken(); n.Validate() != nil || n.LogToken == api.NewLogToken() {
+		t.Fatalf("NewLogToken %q: %v, or not fresh", n.LogToken, n.Validate())
+	}
 	for _, tc := range []struct {
 		edit func(*api.NodeSpec)
 		want string
 	}{
 		{func(n *api.NodeSpec) { n.Name = "" }, "name: is required"},
 		{func(n *api.NodeSpec) { n.Address = "nohost" }, "address: must be host:port"},
+		{func(n *api.NodeSpec) { n.Address = "h:80/logs?x=1#" }, `address: port "80/logs?x=1#"`},
+		{func(n *api.NodeSpec) { n.LogToken = "short" }, "log_token: must be 16 to 128 bytes"},
+		{func(n *api.NodeSpec) { n.LogToken = strings.Repeat("x", 20) + "\r\n" }, "log_token"},
 		{func(n *api.NodeSpec) { n.Capacity.CPU = 0 }, "capacity.cpu: must be positive"},
 		{func(n *api.NodeSpec) { n.Capacity.GPUs = -1 }, "capacity.gpus: must not be negative"},
 		{func(n *api.NodeSpec) { n.Allocatable.Online.Memory = 33 << 30 }, "allocatable.online.memory: 35433480192 is more than the capacity 34359738368"},
@@ -61,5 +67,66 @@ func TestTaskReportValidate(t *testing.T) {
 	}
 	if got, want := strings.Join(paths, " "), "task_id state reason exit_code message time"; got != want {
 		t.Errorf("problems at %q, want %q", got, want)
+	}
+}
+
+// TestCheckAddress refuses every address that is more than a host and a
+// port, so that none can carry a scheme, user, path, query or fragment
+// into a URL built from it.
+func TestCheckAddress(t *testing.T) {
+	for _, ok := range []string{
+		"127.0.0.1:7070", "10.1.2.3:1", "[::1]:7070", "[2001:db8::1]:65535", "node-1:80",
+		"node-1.rack-2.example.com:7070", "n.example.:80", "1host:80", strings.Repeat("a", 63) + ".b:1",
+	} {
+		if err := api.CheckAddress(ok); err != nil {
+			t.Errorf("CheckAddress(%q) = %v, want nil", ok, err)
+		}
+	}
+	for bad, want := range map[string]string{
+		"":                                   "host:port",
+		"host":                               "host:port",
+		"h:80/any/path#":                     "port",
+		"h:80?q=1":                           "port",
+		"h:80#frag":                          "port",
+		"h/x:80":                             "DNS name",
+		"user@h:80":                          "DNS name",
+		"http://h:80":                        "port",
+		"h:0":                                "port",
+		"h:65536":                            "port",
+		"h:080":                              "port",
+		"h:+80":                              "port",
+		"h:":                                 "port",
+		":80":                                "DNS name",
+		" h:80":                              "DNS name",
+		"h :80":                              "DNS name",
+		"-h:80":                              "DNS name",
+		"h-:80":                              "DNS name",
+		"h_x:80":                             "DNS name",
+		"a..b:80":                            "DNS name",
+		"::1:80":                             "brackets",
+		"[::1%eth0]:80":                      "zone",
+		"[::1:80":                            "brackets",
+		"[127.0.0.1]:80":                     "IPv6",
+		"[::ffff:1.2.3.4%x]:80":              "zone",
+		"h\x00:80":                           "DNS name",
+		"h\r\nX-Evil: 1:80":                  "brackets",
+		"h\r\nX-Evil:80":                     "DNS name",
+		strings.Repeat("a", 64) + ".b:1":     "DNS name",
+		strings.Repeat("a.", 130) + "com:80": "longer",
+		"::ffff:127.0.0.1:80":                "brackets",
+		"[fe80::1%25en0]:80":                 "zone",
+		"0x7f.0.0.1:80":                      "",
+		"127.1:80":                           "",
+		"h:80:80":                            "brackets",
+		"h:٨٠":                               "port",
+		"ĥ:80":                               "DNS name",
+	} {
+		err := api.CheckAddress(bad)
+		if want == "" {
+			continue // accepted as a DNS name; names nothing but a host
+		}
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckAddress(%q) = %v, want an error with %q", bad, err, want)
+		}
 	}
 }

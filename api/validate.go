@@ -1,8 +1,8 @@
 package api
 
 import (
+	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,9 +42,12 @@ func (n *NodeSpec) Validate() error {
 	c := &checker{item: -1}
 	c.name("name", n.Name, true)
 	if n.Address != "" {
-		if _, port, err := net.SplitHostPort(n.Address); err != nil || port == "" {
-			c.badAt("address", "must be host:port")
+		if err := CheckAddress(n.Address); err != nil {
+			c.badAt("address", err.Error())
 		}
+	}
+	if n.LogToken != "" && !validLogToken(n.LogToken) {
+		c.badAt("log_token", fmt.Sprintf("must be %d to %d bytes of letters, digits, '-', '_' and '.'", MinLogTokenLen, MaxLogTokenLen))
 	}
 	c.name("pool", n.Pool, false)
 	c.labels("labels", n.Labels)
@@ -580,6 +583,16 @@ func (c *checker) name(field, v string, required bool) {
 	if msg := nameProblem(v, required); msg != "" {
 		c.badAt(field, msg)
 	}
+}
+
+// CheckName reports what is wrong with v as a name (of a node, pool,
+// group or container), or nil: 1 to MaxNameLen letters, digits, '-', '_'
+// and '.', starting with a letter or digit.
+func CheckName(v string) error {
+	if msg := nameProblem(v, true); msg != "" {
+		return errors.New(msg)
+	}
+	return nil
 }
 
 // nameProblem says what is wrong with a name, or returns "".
