@@ -32,9 +32,8 @@ type nodeletConfig struct {
 	// dispatchers are the dispatcher replicas' base URLs. Default
 	// defaultDispatcher.
 	dispatchers []string
-	// token is the bearer token shared with the dispatcher: sent to it
-	// and required by the log server. Default: read from tokenFile, or
-	// none.
+	// token is the node's credential, sent to the dispatcher (a nodelet
+	// token of this node's name). Default: read from tokenFile, or none.
 	token, tokenFile string
 	// name is the node's name. Default: the host name.
 	name string
@@ -278,13 +277,17 @@ func startNodelet(ctx context.Context, cfg nodeletConfig, logger *slog.Logger) (
 	if err != nil {
 		return nil, fmt.Errorf("nodelet: log server: %w", err)
 	}
-	d, err := remote.New(remote.Config{Client: client, Node: cfg.spec(cfg.advertised(ln.Addr().String())), Logger: logger})
+	// The log server takes only the dispatcher, which learns this secret
+	// from the node's registration.
+	spec := cfg.spec(cfg.advertised(ln.Addr().String()))
+	spec.LogToken = api.NewLogToken()
+	d, err := remote.New(remote.Config{Client: client, Node: spec, Logger: logger})
 	if err != nil {
 		_ = ln.Close()
 		return nil, usageError{fmt.Errorf("nodelet: %w", err)}
 	}
 	logs, err := remote.NewLogServer(remote.LogServerConfig{
-		Runtime: rt, Listener: ln, Token: cfg.token, FirstContainer: d.FirstContainer, Logger: logger,
+		Runtime: rt, Listener: ln, Token: spec.LogToken, FirstContainer: d.FirstContainer, Logger: logger,
 	})
 	if err != nil {
 		_ = ln.Close()
@@ -434,7 +437,7 @@ Every flag can also be set by its SLUICE_* environment variable
 	}
 	fl := c.Flags()
 	fl.StringSliceVar(&f.cfg.dispatchers, "dispatcher", []string{defaultDispatcher}, "dispatcher replicas' base URLs, comma-separated")
-	fl.StringVar(&f.cfg.token, "token", "", "bearer token shared with the dispatcher")
+	fl.StringVar(&f.cfg.token, "token", "", "this node's credential: a nodelet token the dispatcher binds to --name")
 	fl.StringVar(&f.cfg.tokenFile, "token-file", "", "file holding the token (when --token is not given)")
 	fl.StringVar(&f.cfg.name, "name", "", "node name (default: the host name)")
 	fl.StringVar(&f.cfg.runtime, "runtime", defaultRuntime(), "pod runtime: container or sim")

@@ -63,16 +63,25 @@ func TestStartNodeletSim(t *testing.T) {
 	stub.Await(t, nodeletWait, "the pod running", func() bool {
 		return slices.ContainsFunc(stub.Reports("n1"), func(r api.TaskReport) bool { return r.TaskID == "j1/0/0/0" && r.State == api.TaskRunning })
 	})
-	req, _ := http.NewRequest(http.MethodGet, "http://"+spec.Address+api.PathNodeletLogs+"?task=j1/0/0/0", nil)
-	req.Header.Set("Authorization", "Bearer tok")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	// The log server takes the log token the node registered, and not
+	// the node's credential to the dispatcher.
+	if len(spec.LogToken) < api.MinLogTokenLen {
+		t.Fatalf("registered log token %q", spec.LogToken)
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("logs: status %d, want 200", resp.StatusCode)
+	for tok, want := range map[string]int{spec.LogToken: http.StatusOK, "tok": http.StatusUnauthorized, "": http.StatusUnauthorized} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+spec.Address+api.PathNodeletLogs+"?task=j1/0/0/0", nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("logs with token %q: status %d, want %d", tok, resp.StatusCode, want)
+		}
 	}
 
 	stopped = true

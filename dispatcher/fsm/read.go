@@ -979,6 +979,31 @@ func (f *FSM) TaskDemands(ids []string) []TaskDemand {
 	return out
 }
 
+// ForeignReport returns the index of the first of a node's reports that
+// names the current attempt of a task placed on another node (of a capbox
+// task: whose capbox is on another node), and true; or false when none
+// does. Reports of other attempts, of unknown tasks and with malformed IDs
+// are not foreign: an update command finds them stale or bad.
+func (f *FSM) ForeignReport(node string, reports []api.TaskReport) (int, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for i := range reports {
+		id := reports[i].TaskID
+		boxID, _, inBox := splitCapTaskID(id)
+		if inBox {
+			id = boxID
+		}
+		k, attempt, ok := parseTaskID(id)
+		if !ok {
+			continue
+		}
+		if t := f.taskLocked(k); t != nil && t.attempt == attempt && attempt != 0 && t.node != node {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
 // Task returns the current attempt of the task that id names: any attempt's
 // ID of it finds it, and a capbox task's ID finds that task (on its
 // capbox's node). ok is false for a malformed ID or a task never placed.

@@ -3,12 +3,13 @@ package server
 import (
 	"bufio"
 	"crypto/sha256"
-	"crypto/subtle"
 	"fmt"
 	"io"
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/sluicehq/sluice/api"
 )
 
 // Role is what a token may do.
@@ -22,8 +23,8 @@ const (
 	// RoleSubmitter submits, reads and cancels jobs of its queues (every
 	// queue when its token lists none), and reads their tasks' logs.
 	RoleSubmitter
-	// RoleNodelet is a node's agent: it registers nodes, long-polls their
-	// targets and reports their tasks.
+	// RoleNodelet is one node's agent: it registers its node, long-polls
+	// its target and reports its tasks, and nothing of any other node.
 	RoleNodelet
 	// RoleAdmin may do everything.
 	RoleAdmin
@@ -45,6 +46,14 @@ type Principal struct {
 	Role Role
 	// Queues restricts a submitter to these queues; empty means any.
 	Queues []string
+	// Node is the node a nodelet acts for; every nodelet has one.
+	Node string
+}
+
+// mayNode reports whether p may act for node name: a nodelet for its own
+// node only, an admin for any (the other roles are refused by route).
+func (p Principal) mayNode(name string) bool {
+	return p.Role != RoleNodelet || p.Node == name
 }
 
 // mayQueue reports whether p may see and act on jobs of queue q.
@@ -60,13 +69,13 @@ func (p Principal) scoped() bool { return p.Role == RoleSubmitter && len(p.Queue
 
 // Tokens maps bearer tokens to principals. The zero value and nil hold no
 // token. It is immutable once built and safe for concurrent use.
+//
+// Tokens are kept by their SHA-256 sums, never in the clear, and looked up
+// by sum: the time a lookup takes can show something of the sum of what
+// was presented, which says nothing useful of a token, so a cluster of
+// ten thousand node tokens costs a map lookup a request, not a scan.
 type Tokens struct {
-	entries []tokenEntry
-}
-
-type tokenEntry struct {
-	sum [sha256.Size]byte
-	p   Principal
+	bySum map[[sha256.Size]byte]Principal
 }
 
 // LoadTokens reads a token file (see ParseTokens).
@@ -85,13 +94,18 @@ func LoadTokens(path string) (*Tokens, error) {
 
 // ParseTokens reads a token file: one token per line as
 //
-//	TOKEN ROLE [QUEUE,...]
+//	TOKEN admin
+//	TOKEN reader
+//	TOKEN submitter [QUEUE,...]
+//	TOKEN nodelet NODE
 //
-// where ROLE is admin, submitter, reader or nodelet, and the comma-separated
-// queue list (submitters only) restricts a submitter to those queues.
-// Blank lines and lines starting with # are ignored. Errors name the line.
+// A submitter's comma-separated queue list restricts it to those queues. A
+// nodelet token is its node's credential: it acts for node NODE alone, so
+// each node has a token of its own and no two tokens name one node. Blank
+// lines and lines starting with # are ignored. Errors name the line.
 func ParseTokens(r io.Reader) (*Tokens, error) {
-	t := &Tokens{}
+	t := &Tokens{bySum: map[[sha256.Size]byte]Principal{}}
+	nodes := map[string]int{}
 	seen := map[string]int{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
@@ -102,7 +116,7 @@ func ParseTokens(r io.Reader) (*Tokens, error) {
 		}
 		f := strings.Fields(line)
 		if len(f) < 2 || len(f) > 3 {
-			return nil, fmt.Errorf("server: tokens: line %d: want TOKEN ROLE [QUEUE,...], got %d fields", n, len(f))
+			return nil, fmt.Errorf("server: tokens: line %d: want TOKEN ROLE [QUEUE,...] or TOKEN nodelet NODE, got %d fields", n, len(f))
 		}
 		role, ok := roleNames[f[1]]
 		if !ok {
@@ -113,9 +127,22 @@ func ParseTokens(r io.Reader) (*Tokens, error) {
 		}
 		seen[f[0]] = n
 		p := Principal{Role: role}
-		if len(f) == 3 {
+		switch {
+		case role == RoleNodelet:
+			if len(f) != 3 {
+				return nil, fmt.Errorf("server: tokens: line %d: a nodelet token names its node: TOKEN nodelet NODE", n)
+			}
+			if err := api.CheckName(f[2]); err != nil {
+				return nil, fmt.Errorf("server: tokens: line %d: node name %q: %w", n, f[2], err)
+			}
+			if prev, dup := nodes[f[2]]; dup {
+				return nil, fmt.Errorf("server: tokens: line %d: node %s already has line %d's token", n, f[2], prev)
+			}
+			nodes[f[2]] = n
+			p.Node = f[2]
+		case len(f) == 3:
 			if role != RoleSubmitter {
-				return nil, fmt.Errorf("server: tokens: line %d: only a submitter has queues, not a %s", n, role)
+				return nil, fmt.Errorf("server: tokens: line %d: only a submitter has queues and a nodelet a node, not a %s", n, role)
 			}
 			for q := range strings.SplitSeq(f[2], ",") {
 				if q == "" {
@@ -126,7 +153,7 @@ func ParseTokens(r io.Reader) (*Tokens, error) {
 				}
 			}
 		}
-		t.entries = append(t.entries, tokenEntry{sum: sha256.Sum256([]byte(f[0])), p: p})
+		t.bySum[sha256.Sum256([]byte(f[0]))] = p
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("server: tokens: %w", err)
@@ -139,25 +166,15 @@ func (t *Tokens) Len() int {
 	if t == nil {
 		return 0
 	}
-	return len(t.entries)
+	return len(t.bySum)
 }
 
-// Lookup returns the principal of token. It compares token with every
-// known one in constant time (over their SHA-256 sums), so neither a
-// match's position nor a token's length shows in its timing.
+// Lookup returns the principal of token, found by its SHA-256 sum (see
+// Tokens).
 func (t *Tokens) Lookup(token string) (Principal, bool) {
 	if t == nil {
 		return Principal{}, false
 	}
-	sum := sha256.Sum256([]byte(token))
-	found := -1
-	for i := range t.entries {
-		if subtle.ConstantTimeCompare(sum[:], t.entries[i].sum[:]) == 1 {
-			found = i
-		}
-	}
-	if found < 0 {
-		return Principal{}, false
-	}
-	return t.entries[found].p, true
+	p, ok := t.bySum[sha256.Sum256([]byte(token))]
+	return p, ok
 }

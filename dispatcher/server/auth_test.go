@@ -15,7 +15,7 @@ adm admin
 rd reader
 sub-a submitter qa
 sub-any submitter
-nl nodelet
+nl nodelet n1
 `
 
 func TestParseTokens(t *testing.T) {
@@ -86,7 +86,7 @@ func TestAuth(t *testing.T) {
 		{"GET", api.PathJob + ja + "/tasks", "", []string{"adm", "rd", "sub-a", "sub-any"}},
 		{"DELETE", api.PathJob + "j99", "", []string{"adm", "sub-a", "sub-any"}},
 		{"GET", api.PathNodes, "", []string{"adm", "rd", "sub-a", "sub-any"}},
-		{"POST", api.PathNodes, nodeJSON("n2", ""), []string{"adm", "nl"}},
+		{"POST", api.PathNodes, nodeJSON("n1", ""), []string{"adm", "nl"}},
 		{"GET", api.PathNode + "n1/target?wait=0s", "", []string{"adm", "nl"}},
 		{"POST", api.PathNode + "n1/reports", `{"reports":[]}`, []string{"adm", "nl"}},
 		{"GET", api.PathTasks + ja + "/0/0/1/logs", "", []string{"adm", "rd", "sub-a", "sub-any"}},

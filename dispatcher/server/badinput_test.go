@@ -39,6 +39,8 @@ func TestBadInput(t *testing.T) {
 		{"absurd memory", req{body: []byte(strings.Replace(string(good), `"memory":"1Mi"`, `"memory":"900Pi"`, 1))}, 400, api.CodeInvalid, "memory"},
 		{"absurd count", req{body: []byte(strings.Replace(string(good), `"count":1`, `"count":99999999999`, 1))}, 400, api.CodeInvalid, "count"},
 		{"empty body", req{body: []byte{}}, 400, api.CodeInvalid, "empty"},
+		{"empty array", req{body: []byte(" [ ] ")}, 400, api.CodeInvalid, "empty array"},
+		{"byte-order mark", req{body: append([]byte("\xEF\xBB\xBF"), good...)}, 400, api.CodeInvalid, "byte-order mark"},
 		{"one bad item of two", req{body: []byte("[" + string(good) + `,{"name":"x"}]`)}, 400, api.CodeInvalid, "jobs[1]"},
 		// Read without validation first: a body that fails to read is read
 		// again with it, so that item 1's invalid cpu is named too.
@@ -73,6 +75,10 @@ func TestBadInput(t *testing.T) {
 		{"node wrong type", req{url: api.PathNodes, body: []byte(`{"name":5}`)}, 400, api.CodeInvalid, "name"},
 		{"node two objects", req{url: api.PathNodes, body: []byte(nodeJSON("a", "") + nodeJSON("b", ""))}, 400, api.CodeInvalid, "trailing"},
 		{"node invalid", req{url: api.PathNodes, body: []byte(`{"name":"n","capacity":{"cpu":-1,"memory":1}}`)}, 400, api.CodeInvalid, "cpu"},
+		{"node key twice", req{url: api.PathNodes, body: []byte(strings.Replace(nodeJSON("a", ""), `"name":"a"`, `"name":"a","name":"b"`, 1))}, 400, api.CodeInvalid, "name repeats"},
+		{"node label twice", req{url: api.PathNodes, body: []byte(strings.Replace(nodeJSON("a", ""), `"name":"a"`, `"name":"a","labels":{"z":"1","z":"2"}`, 1))}, 400, api.CodeInvalid, "labels.z"},
+		{"node capacity key twice", req{url: api.PathNodes, body: []byte(strings.Replace(nodeJSON("a", ""), `"cpu":8000,`, `"cpu":8000,"cpu":1,`, 1))}, 400, api.CodeInvalid, "capacity.cpu"},
+		{"node address with a path", req{url: api.PathNodes, body: []byte(nodeJSON("a", "h:80/any/path#"))}, 400, api.CodeInvalid, "address"},
 		{"node array", req{url: api.PathNodes, body: []byte(`[` + nodeJSON("a", "") + `]`)}, 400, api.CodeInvalid, "object"},
 		{"report invalid", req{url: api.PathNode + "n1/reports", body: []byte(`{"reports":[{"task_id":"","state":"running","reason":"started","time":"2030-01-01T00:00:00Z"}]}`)}, 400, api.CodeInvalid, "reports[0].task_id"},
 		{"report unknown field", req{url: api.PathNode + "n1/reports", body: []byte(`{"reports":[],"bogus":1}`)}, 400, api.CodeInvalid, "bogus"},

@@ -53,9 +53,23 @@
 //   - submitter: the reader's GETs, submit and cancel, restricted to its
 //     queues when its token lists some (other queues' jobs are 403 and left
 //     out of lists and the watch stream);
-//   - nodelet: register, target long-poll, reports.
+//   - nodelet: register, target long-poll and reports of its own node
+//     alone. A nodelet token names its node in the token file; a request
+//     for another node (POST /v1/nodes of another name, its target, its
+//     reports) is a 403, and so is a report request naming the current
+//     attempt of a task placed on another node: refused whole, never
+//     applied. Both are counted (Handler.Refusals) and logged.
 //
-// The token file (LoadTokens) has one "TOKEN ROLE [QUEUE,...]" per line.
+// The token file (LoadTokens) has one "TOKEN ROLE [QUEUE,...]" or "TOKEN
+// nodelet NODE" per line; a node has one token.
+//
+// # Nodes' addresses
+//
+// A node's address is a host and a port and nothing else
+// (api.CheckAddress), checked at registration and again before use. The
+// log proxy builds its URL from the parts, sends the node's own log token
+// (api.NodeSpec.LogToken, which node lists never show) and follows no
+// redirect.
 //
 // # Invariants
 //

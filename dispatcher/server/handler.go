@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/api"
@@ -53,8 +54,10 @@ type HandlerConfig struct {
 	// blank line is sent, so that a client gone away is noticed. Default
 	// 15s.
 	WatchKeepAlive time.Duration
-	// LogClient fetches task logs from nodelets. Default: an http.Client
-	// that gives up connecting after 5s.
+	// LogClient fetches task logs from nodelets; NewHandler makes it
+	// follow no redirect, whatever it was given, so that a request goes to
+	// the node's address alone. Default: an http.Client that gives up
+	// connecting after 5s.
 	LogClient *http.Client
 	// Logger receives the handler's logs (every 5xx at warn). Default:
 	// discard.
@@ -70,6 +73,26 @@ type Handler struct {
 	base context.Context
 	// streams counts the goroutines writing stream bodies (watch, logs).
 	streams sync.WaitGroup
+	// nodeRefusals and foreignReports count the requests refused because
+	// a nodelet acted for a node not its own, or reported a task placed on
+	// another node (Refusals).
+	nodeRefusals, foreignReports atomic.Int64
+}
+
+// Refusals counts the requests refused to nodelet credentials since the
+// handler started.
+type Refusals struct {
+	// OtherNode: a nodelet's request for a node not its own (register,
+	// target, reports).
+	OtherNode int64
+	// ForeignReports: report requests naming a task placed on another
+	// node.
+	ForeignReports int64
+}
+
+// Refusals returns the counts of requests refused to nodelet credentials.
+func (h *Handler) Refusals() Refusals {
+	return Refusals{OtherNode: h.nodeRefusals.Load(), ForeignReports: h.foreignReports.Load()}
 }
 
 // NewHandler checks cfg and returns its Handler. Serve it with
@@ -106,6 +129,9 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 			MaxIdleConnsPerHost:   4,
 		}}
 	}
+	lc := *cfg.LogClient
+	lc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	cfg.LogClient = &lc
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -24,7 +24,7 @@ func jsonBody(ctx *fasthttp.RequestCtx) ([]byte, *httpError) {
 }
 
 // decodeStrict reads a JSON body into v: one object, no unknown fields,
-// nothing after it.
+// no key twice in an object (as api's decoders), nothing after it.
 func decodeStrict(ctx *fasthttp.RequestCtx, what string, v any) *httpError {
 	body, e := jsonBody(ctx)
 	if e != nil {
@@ -35,6 +35,9 @@ func decodeStrict(ctx *fasthttp.RequestCtx, what string, v any) *httpError {
 	}
 	if len(bytes.TrimSpace(body)) == 0 || bytes.TrimSpace(body)[0] != '{' {
 		return bad("want one JSON object")
+	}
+	if path, dup := duplicateKey(body); dup {
+		return invalid([]api.Problem{{Item: -1, Path: path, Message: "repeats a key"}}, "%s: %s repeats a key", what, path)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -52,6 +55,65 @@ func decodeStrict(ctx *fasthttp.RequestCtx, what string, v any) *httpError {
 	return nil
 }
 
+// duplicateKey returns the path of the first member whose key repeats an
+// earlier one of its object, such as "labels.zone", and true; false when no
+// key repeats or body is not JSON (which decoding then reports).
+func duplicateKey(body []byte) (string, bool) {
+	type level struct {
+		keys   map[string]bool // an object's keys so far; nil in an array
+		name   string          // the path to this value
+		expect bool            // an object's next string token is a key
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var stack []level
+	join := func(key string) string {
+		if n := stack[len(stack)-1].name; n != "" {
+			return n + "." + key
+		}
+		return key
+	}
+	child := ""
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		var top *level
+		if len(stack) > 0 {
+			top = &stack[len(stack)-1]
+		}
+		if top != nil && top.keys != nil && top.expect {
+			if d, ok := tok.(json.Delim); ok && d == '}' {
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			key, _ := tok.(string)
+			if top.keys[key] {
+				return join(key), true
+			}
+			top.keys[key], top.expect, child = true, false, join(key)
+			continue
+		}
+		if top != nil && top.keys != nil {
+			top.expect = true // this token is a member's value
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, level{keys: map[string]bool{}, name: child, expect: true})
+		case json.Delim('['):
+			stack = append(stack, level{name: child})
+		case json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		if len(stack) == 0 {
+			return "", false
+		}
+		if stack[len(stack)-1].keys == nil {
+			child = stack[len(stack)-1].name + "[]"
+		}
+	}
+}
+
 // listNodes serves GET /v1/nodes.
 func (h *Handler) listNodes(ctx *fasthttp.RequestCtx, _ Principal, _ []string) *httpError {
 	if e := checkQuery(ctx, "consistent"); e != nil {
@@ -63,6 +125,7 @@ func (h *Handler) listNodes(ctx *fasthttp.RequestCtx, _ Principal, _ []string) *
 	ns := h.cfg.FSM.Nodes()
 	out := api.NodeList{Nodes: make([]api.NodeInfo, len(ns))}
 	for i, n := range ns {
+		n.Spec.LogToken = "" // the node's secret, for the dispatcher alone
 		out.Nodes[i] = api.NodeInfo{Spec: n.Spec, State: n.State, Generation: n.Generation, Used: n.Used, Free: n.Free, Tasks: n.Tasks}
 		// Usage is the leader's memory of heartbeats: absent elsewhere.
 		if u, at, ok := h.cfg.Dispatcher.NodeUsage(n.Spec.Name); ok {
@@ -73,8 +136,17 @@ func (h *Handler) listNodes(ctx *fasthttp.RequestCtx, _ Principal, _ []string) *
 	return nil
 }
 
+// notYourNode is the 403 for a nodelet acting for a node not its own; it
+// is counted and logged, as a credential used beyond its node is a sign of
+// a compromised or misconfigured host.
+func (h *Handler) notYourNode(p Principal, what, name string) *httpError {
+	h.nodeRefusals.Add(1)
+	h.log.Warn("server: a nodelet acted for another node", "credential_node", p.Node, "node", clip(name, 80), "request", what)
+	return errorf(fasthttp.StatusForbidden, api.CodeForbidden, "the nodelet token of node %s may not %s node %q", p.Node, what, clip(name, 80))
+}
+
 // register serves POST /v1/nodes.
-func (h *Handler) register(ctx *fasthttp.RequestCtx, _ Principal, _ []string) *httpError {
+func (h *Handler) register(ctx *fasthttp.RequestCtx, p Principal, _ []string) *httpError {
 	if e := h.requireLeader(ctx); e != nil {
 		return e
 	}
@@ -88,6 +160,9 @@ func (h *Handler) register(ctx *fasthttp.RequestCtx, _ Principal, _ []string) *h
 	if err := spec.Validate(); err != nil {
 		return h.fromError(ctx, "node spec", err)
 	}
+	if !p.mayNode(spec.Name) {
+		return h.notYourNode(p, "register", spec.Name)
+	}
 	rctx, cancel := context.WithCancel(h.base)
 	defer cancel()
 	if err := h.cfg.Dispatcher.Register(rctx, spec); err != nil {
@@ -98,7 +173,10 @@ func (h *Handler) register(ctx *fasthttp.RequestCtx, _ Principal, _ []string) *h
 }
 
 // target serves GET /v1/nodes/{name}/target, the nodelet's long-poll.
-func (h *Handler) target(ctx *fasthttp.RequestCtx, _ Principal, args []string) *httpError {
+func (h *Handler) target(ctx *fasthttp.RequestCtx, p Principal, args []string) *httpError {
+	if !p.mayNode(args[0]) {
+		return h.notYourNode(p, "read the target of", args[0])
+	}
 	if e := checkQuery(ctx, "generation", "wait", "diff"); e != nil {
 		return e
 	}
@@ -149,7 +227,10 @@ func (h *Handler) target(ctx *fasthttp.RequestCtx, _ Principal, args []string) *
 }
 
 // reports serves POST /v1/nodes/{name}/reports.
-func (h *Handler) reports(ctx *fasthttp.RequestCtx, _ Principal, args []string) *httpError {
+func (h *Handler) reports(ctx *fasthttp.RequestCtx, p Principal, args []string) *httpError {
+	if !p.mayNode(args[0]) {
+		return h.notYourNode(p, "report for", args[0])
+	}
 	if e := h.requireLeader(ctx); e != nil {
 		return e
 	}
@@ -176,6 +257,21 @@ func (h *Handler) reports(ctx *fasthttp.RequestCtx, _ Principal, args []string) 
 	}
 	if _, ok := h.cfg.FSM.NodeGeneration(args[0]); !ok {
 		return errorf(fasthttp.StatusNotFound, api.CodeNotFound, "node %q is not registered", clip(args[0], 80))
+	}
+	// A node reports only what runs on it: a report naming an attempt
+	// placed on another node is refused whole, never applied. Only a
+	// node's own credential is held to it; an admin may relay reports.
+	if p.Role == RoleNodelet {
+		if i, ok := h.cfg.FSM.ForeignReport(args[0], req.Reports); ok {
+			h.foreignReports.Add(1)
+			h.log.Warn("server: a node reported a task placed on another node", "node", args[0], "task", clip(req.Reports[i].TaskID, 80))
+			return &httpError{status: fasthttp.StatusForbidden, resp: api.ErrorResponse{
+				Code:     api.CodeForbidden,
+				Error:    fmt.Sprintf("node %s may not report task %s: it is placed on another node", args[0], clip(req.Reports[i].TaskID, 80)),
+				Problems: []api.Problem{{Item: i, Path: fmt.Sprintf("reports[%d].task_id", i), Message: "placed on another node"}},
+				Total:    1,
+			}}
+		}
 	}
 	rctx, cancel := context.WithCancel(h.base)
 	defer cancel()

@@ -29,11 +29,12 @@
 //
 // # Usage
 //
-//	client, _ := api.NewClient(api.ClientConfig{Addrs: addrs, Token: token})
+//	client, _ := api.NewClient(api.ClientConfig{Addrs: addrs, Token: nodeToken})
+//	spec.LogToken = api.NewLogToken() // what the log server takes of the dispatcher
 //	d, err := remote.New(remote.Config{Client: client, Node: spec})
 //	if err != nil { ... }
 //	if err := d.Join(ctx); err != nil { ... }
-//	logs, _ := remote.NewLogServer(remote.LogServerConfig{Runtime: rt, Token: token, FirstContainer: d.FirstContainer})
+//	logs, _ := remote.NewLogServer(remote.LogServerConfig{Runtime: rt, Token: spec.LogToken, FirstContainer: d.FirstContainer})
 //	defer logs.Close()
 //	agent, _ := nodelet.New(nodelet.Config{Node: spec.Name, Runtime: rt, Dispatcher: d})
 //	err = agent.Run(ctx)

@@ -31,8 +31,9 @@ type LogServerConfig struct {
 	// "127.0.0.1:0".
 	Addr string
 	// Token, when set, is required of every request as
-	// "Authorization: Bearer <Token>" (the token shared with the
-	// dispatcher). Default: no check.
+	// "Authorization: Bearer <Token>": the node's api.NodeSpec.LogToken,
+	// which the dispatcher learns from its registration. Default: no
+	// check.
 	Token string
 	// FirstContainer names the first container of the pod that runs a
 	// task, or returns "" when it does not know, for requests that name
