@@ -133,13 +133,12 @@ func decodeItemsWith[T any](d *decoder, body []byte, name string, items []T, dec
 	switch c := d.peek(); c {
 	case '[':
 		d.pos++
-		if items == nil {
-			items = []T{} // "[]" is no items, not null
-		}
 		for i := 0; !d.broken; i++ {
 			c := d.peek()
 			if c == ']' && i == 0 {
+				// As an empty body: a request of nothing is a mistake.
 				d.pos++
+				d.add("empty array: want at least one of " + name)
 				break
 			}
 			if i > 0 {

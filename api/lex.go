@@ -173,23 +173,30 @@ func (d *decoder) peek() byte {
 	return 0
 }
 
-// kind names the JSON type of a value starting with c, for messages.
+// kind names the JSON type of a value starting with c, for messages; a
+// byte no JSON value starts with is named as what it is.
 func kind(c byte) string {
-	switch c {
-	case '{':
+	switch {
+	case c == '{':
 		return "an object"
-	case '[':
+	case c == '[':
 		return "an array"
-	case '"':
+	case c == '"':
 		return "a string"
-	case 't', 'f':
+	case c == 't', c == 'f':
 		return "a boolean"
-	case 'n':
+	case c == 'n':
 		return "null"
-	case 0:
+	case c == 0:
 		return "the end of the input"
+	case c == '-' || c >= '0' && c <= '9':
+		return "a number"
+	case c == 0xEF:
+		return "the byte 0xEF (a UTF-8 byte-order mark starts with it: send JSON without one)"
+	case c < 0x20 || c >= 0x7F:
+		return fmt.Sprintf("the byte 0x%02X, which starts no JSON value", c)
 	}
-	return "a number"
+	return fmt.Sprintf("%q, which starts no JSON value", rune(c))
 }
 
 // want checks that the next value starts with c; if it is something else it
