@@ -35,6 +35,7 @@ const (
 	DefaultMaxReports       = 20_000
 	DefaultStatsRounds      = 1024
 	DefaultJobRetention     = time.Hour
+	DefaultJobRetentionMax  = 100_000
 	maxForgetEvery          = 10 * time.Second
 	defaultLivenessDivisor  = 4
 )
@@ -130,6 +131,15 @@ type Config struct {
 	// that a dispatcher's state follows the work in flight and not every
 	// job ever run. Default 1h; negative keeps finished jobs for ever.
 	JobRetention time.Duration
+	// JobRetentionMax bounds how many finished jobs are kept, whatever
+	// their age: past it the leader forgets the oldest, so that the
+	// memory finished jobs hold has a ceiling at any rate of work. A kept
+	// job holds about 0.7 KiB of every replica's heap for a job of one
+	// task and 19 KiB for one of 100 tasks (fsm's BenchmarkRetainedJobs:
+	// its tasks dominate), and a process's resident memory runs to about
+	// twice its heap: at the default, up to 2 GiB of heap for jobs of 100
+	// tasks. Default 100,000; negative: no bound.
+	JobRetentionMax int
 
 	// StatsRounds is how many recent rounds Rounds and RoundSummary keep.
 	// Default 1024.
@@ -238,6 +248,7 @@ func (c Config) withDefaults() Config {
 		c.StatsRounds = DefaultStatsRounds
 	}
 	defaultOrOff(&c.JobRetention, DefaultJobRetention)
+	defaultOrOff(&c.JobRetentionMax, DefaultJobRetentionMax)
 	if c.Clock == nil {
 		c.Clock = systemClock{}
 	}

@@ -680,3 +680,53 @@ func TestFinishedJobsForgotten(t *testing.T) {
 		t.Errorf("idempotency key of forgotten job %s answered with it", ids[0])
 	}
 }
+
+// TestFinishedJobsBeyondMaxForgotten keeps finished jobs for ever but at
+// most two: of five that finish, every replica keeps the two that finished
+// last, and the running job.
+func TestFinishedJobsBeyondMaxForgotten(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := newCluster(t, 3, func(cfg *dispatcher.Config) { cfg.JobRetention, cfg.JobRetentionMax = -1, 2 })
+	led := &ledger{}
+	c.startNode(ctx, nodeSpec("n0", 4000), led)
+	var ids []string
+	submit := func(js ...api.JobSpec) {
+		t.Helper()
+		var got []string
+		if err := c.retry(ctx, func(d *dispatcher.Dispatcher) error {
+			var err error
+			got, _, err = d.Submit(ctx, js)
+			return err
+		}); err != nil {
+			t.Fatalf("Submit: %v", err)
+		}
+		ids = append(ids, got...)
+	}
+	submit(jobSpec("long", 1, 100, 0, time.Hour))
+	for i := range 5 {
+		submit(jobSpec(fmt.Sprintf("short-%d", i), 1, 100, 0, 10*time.Millisecond))
+		// One at a time, so that they finish in order.
+		waitFor(t, 10*time.Second, "job "+ids[len(ids)-1]+" finished", func() bool {
+			j, ok := c.replicas[0].f.Job(ids[len(ids)-1])
+			return !ok || j.State == fsm.JobSucceeded
+		})
+	}
+	waitFor(t, 20*time.Second, "the three oldest finished jobs forgotten on every replica", func() bool {
+		for _, r := range c.replicas {
+			for _, id := range ids[1:4] {
+				if _, ok := r.f.Job(id); ok {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	for _, r := range c.replicas {
+		for _, id := range []string{ids[0], ids[4], ids[5]} {
+			if _, ok := r.f.Job(id); !ok {
+				t.Errorf("replica %d forgot job %s", r.id, id)
+			}
+		}
+	}
+}

@@ -288,16 +288,36 @@ func (d *Dispatcher) graceBeats() {
 }
 
 // forget proposes that the jobs finished for JobRetention be forgotten,
-// every quarter of it (at most every 10s), MaxForget jobs a command.
+// and the oldest finished jobs beyond JobRetentionMax, MaxForget jobs a
+// command: every quarter of JobRetention, at most every 10s, and every
+// second with a JobRetentionMax, so that the count is exceeded by at most
+// a second's work.
 func (d *Dispatcher) forget(ctx context.Context) {
-	keep := d.cfg.JobRetention
-	if keep == 0 {
+	keep, most := d.cfg.JobRetention, d.cfg.JobRetentionMax
+	if keep == 0 && most == 0 {
 		return
 	}
-	for d.sleep(ctx, min(keep/4, maxForgetEvery)) {
+	every := maxForgetEvery
+	if keep > 0 {
+		every = min(keep/4, every)
+	}
+	if most > 0 {
+		every = min(time.Second, every)
+	}
+	for d.sleep(ctx, every) {
 		for {
 			now := d.cfg.Clock.Now()
-			ids := d.cfg.FSM.Forgettable(now.Add(-keep), fsm.MaxForget)
+			var ids []string
+			if keep > 0 {
+				ids = d.cfg.FSM.Forgettable(now.Add(-keep), fsm.MaxForget)
+			}
+			if most > 0 && len(ids) < fsm.MaxForget {
+				// Both answers are prefixes of one order: the longer
+				// holds the other.
+				if over := d.cfg.FSM.ForgettableBeyond(most, fsm.MaxForget); len(over) > len(ids) {
+					ids = over
+				}
+			}
 			if len(ids) == 0 {
 				break
 			}

@@ -406,7 +406,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		log.Warn("e2e: nodes may wait for connections", "err", err)
 	}
 	start := time.Now()
-	cl, err := submitbench.StartCluster(ctx, cfg.Replicas, cfg.Dir, dispatcher.Config{JobRetention: cfg.JobRetention})
+	// The retention time alone bounds the finished jobs, as before
+	// JobRetentionMax was: figures stay comparable across releases.
+	cl, err := submitbench.StartCluster(ctx, cfg.Replicas, cfg.Dir, dispatcher.Config{JobRetention: cfg.JobRetention, JobRetentionMax: -1})
 	if err != nil {
 		return res, fmt.Errorf("e2e benchmark: %w", err)
 	}

@@ -29,6 +29,7 @@ type dispatcherFlags struct {
 	queueWeights     string
 	slotTTL          time.Duration
 	jobRetention     time.Duration
+	jobRetentionMax  int
 	syncInterval     time.Duration
 	maxConns         int
 	gc               gcSetting
@@ -68,13 +69,14 @@ command line wins over the environment, which wins over the file.`,
 	fl.StringVar(&f.peerHTTP, "peer-http", "", "every replica's HTTP base URL, id=http://host:port,..., for redirects to the leader")
 	fl.StringVar(&f.data, "data", "/var/lib/sluice/dispatcher", "data directory (raft log and state)")
 	fl.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:8080", "address the HTTP API listens on")
-	fl.StringVar(&f.tokenFile, "token-file", "", "bearer tokens and their roles, one 'TOKEN ROLE [QUEUE,...]' per line (empty: no authentication)")
+	fl.StringVar(&f.tokenFile, "token-file", "", "bearer tokens and their roles, one 'TOKEN ROLE [QUEUE,...]' or 'TOKEN nodelet NODE' per line (empty: no authentication)")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file for the HTTP API (with --tls-key)")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS key file for the HTTP API")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.config, "config", "", "a file of 'name = value' settings")
 	fl.DurationVar(&f.slotTTL, "slot-ttl", 0, "keep an ended task's resources cached on its node this long for a task of the same shape (0: no caching)")
 	fl.DurationVar(&f.jobRetention, "job-retention", dispatcher.DefaultJobRetention, "how long a finished job is kept (then its records and tasks are forgotten; 0: kept for ever)")
+	fl.IntVar(&f.jobRetentionMax, "job-retention-max", dispatcher.DefaultJobRetentionMax, "most finished jobs kept, whatever their age: past it the oldest are forgotten, so their memory has a ceiling (0: no bound)")
 	fl.DurationVar(&f.syncInterval, "sync-interval", server.DefaultSyncInterval, "least time between two syncs of the raft log: writes meanwhile share one (less CPU under load, some ms more commit latency; 0: sync as soon as asked)")
 	fl.IntVar(&f.maxConns, "max-conns", 0, "most HTTP connections open at once: a new one then replaces the one idle longest or waits to be accepted, so the store and raft keep their file descriptors (0: the open-files limit less 1200)")
 	f.gc.addFlag(c)
@@ -119,6 +121,14 @@ func (f dispatcherFlags) serverConfig(logger *slog.Logger) (server.Config, error
 	var err error
 	if cfg.Dispatcher.JobRetention, err = jobRetention(f.jobRetention); err != nil {
 		return cfg, err
+	}
+	switch {
+	case f.jobRetentionMax < 0:
+		return cfg, usageError{fmt.Errorf("--job-retention-max %d: want 0 (no bound) or more", f.jobRetentionMax)}
+	case f.jobRetentionMax == 0:
+		cfg.Dispatcher.JobRetentionMax = -1
+	default:
+		cfg.Dispatcher.JobRetentionMax = f.jobRetentionMax
 	}
 	if f.peers == "" {
 		cfg.Peers = map[uint64]string{f.id: ""}

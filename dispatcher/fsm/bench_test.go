@@ -299,3 +299,72 @@ func BenchmarkEncodeTasks(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRetainedJobs measures the heap a finished job holds while it
+// is retained (dispatcher.Config.JobRetention, JobRetentionMax): jobs of
+// one task and of 100 (benchSpecs' spec) are submitted, placed, run and
+// succeed; the heap after a collection, less the heap before the submit,
+// is reported per job.
+func BenchmarkRetainedJobs(b *testing.B) {
+	for _, c := range []struct{ jobs, tasks int64 }{{20_000, 1}, {1_000, 100}} {
+		b.Run(fmt.Sprintf("tasks=%d", c.tasks), func(b *testing.B) {
+			var perJob float64
+			for b.Loop() {
+				b.StopTimer()
+				f, must, now := benchNodes(b, 100)
+				specs := benchSpecs(int(c.jobs), true)
+				for i := range specs {
+					specs[i].Tasks[0].Count = c.tasks
+					specs[i].Tasks[0].Pod.Containers[0].Resources = api.Resources{CPU: 10, Memory: 1 << 20}
+				}
+				cmd, err := SubmitJobs(now, specs)
+				if err != nil {
+					b.Fatal(err)
+				}
+				before := heapInUse()
+				b.StartTimer()
+				must(cmd, nil)
+				p := &Plan{Term: 1, Now: now}
+				for i := range c.jobs {
+					p.Assignments = append(p.Assignments, placement.Assignment{
+						Group: placement.GroupKey{Job: jobID(uint64(1 + i)), Group: specs[i].Tasks[0].Name},
+						Node:  fmt.Sprintf("node-%05d", i%100), Count: c.tasks,
+					})
+				}
+				must(CommitPlan(p), nil)
+				for _, st := range []api.TaskState{api.TaskRunning, api.TaskSucceeded} {
+					var reps []Report
+					f.eachTaskLocked(func(t *task) {
+						reps = append(reps, Report{Node: t.node, TaskReport: &api.TaskReport{TaskID: taskID(t.key, t.attempt), State: st, Reason: api.ReasonExited, Time: now}})
+					})
+					slices.SortStableFunc(reps, func(a, b Report) int { return strings.Compare(a.Node, b.Node) })
+					for len(reps) > 0 {
+						n := min(len(reps), 20_000)
+						must(UpdateTasks(now, reps[:n]), nil)
+						reps = reps[n:]
+					}
+				}
+				f.writeDeferred(&discard{})
+				b.StopTimer()
+				if got := len(f.Forgettable(now.Add(time.Hour), int(c.jobs)+1)); got != int(c.jobs) {
+					b.Fatalf("%d jobs finished of %d", got, c.jobs)
+				}
+				perJob = float64(heapInUse()-before) / float64(c.jobs)
+				// What was alive at the first reading is alive at the second.
+				runtime.KeepAlive(f)
+				runtime.KeepAlive(specs)
+				runtime.KeepAlive(cmd)
+				b.StartTimer()
+			}
+			b.ReportMetric(perJob, "heap-bytes/job")
+		})
+	}
+}
+
+// heapInUse returns the heap's live bytes after a collection.
+func heapInUse() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}

@@ -135,6 +135,34 @@ func (f *FSM) Forgettable(before time.Time, limit int) []string {
 	return ids
 }
 
+// ForgettableBeyond returns up to limit of the finished jobs beyond the
+// keep that finished last, oldest first, by ID: what a ForgetJobs command
+// names to hold the finished jobs kept to a count. Like Forgettable's,
+// its answer is a prefix of the finished jobs in the order they finished,
+// so the longer of the two answers holds the other.
+func (f *FSM) ForgettableBeyond(keep, limit int) []string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	q := &f.mu.finished
+	kept := 0
+	for _, j := range q.jobs[q.head:] {
+		if !j.forgotten {
+			kept++
+		}
+	}
+	var ids []string
+	for _, j := range q.jobs[q.head:] {
+		if len(ids) == limit || kept <= keep {
+			break
+		}
+		if !j.forgotten {
+			ids = append(ids, j.id)
+			kept--
+		}
+	}
+	return ids
+}
+
 // forgetLocked applies a ForgetJobs command.
 func (f *FSM) forgetLocked(w writer, d *dec) ([]byte, error) {
 	ids := make([]string, d.count(1))
