@@ -77,6 +77,10 @@ func TestDispatcherServes(t *testing.T) {
 }
 
 func TestDispatcherRejectsBadSettings(t *testing.T) {
+	unbound := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(unbound, []byte("adm admin\nnl nodelet\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -87,6 +91,8 @@ func TestDispatcherRejectsBadSettings(t *testing.T) {
 		{[]string{"--peer-http", "2:http://x"}, "want id=value"},
 		{[]string{"--tls-cert", "/c.pem"}, "go together"},
 		{[]string{"--token-file", "/nonexistent/tokens"}, "tokens"},
+		{[]string{"--token-file", unbound}, "line 2: a nodelet token names its node"},
+		{[]string{"--job-retention-max", "-1"}, "--job-retention-max -1"},
 		{[]string{"--log-level", "loud"}, "--log-level"},
 		{[]string{"--config", "/nonexistent/sluice.conf"}, "config file"},
 		{[]string{"--queue-weights", "a=3,b"}, "want queue=weight"},
