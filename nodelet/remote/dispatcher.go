@@ -201,8 +201,13 @@ func (d *Dispatcher) joinLocked(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("remote: register node %s: %w", d.cfg.Node.Name, ctx.Err())
 		}
-		if code(err) == api.CodeInvalid {
+		switch code(err) {
+		case api.CodeInvalid:
 			return fmt.Errorf("remote: register node %s: %w", d.cfg.Node.Name, err)
+		case api.CodeUnauthorized, api.CodeForbidden:
+			// Retrying changes nothing: the token is not this node's.
+			return fmt.Errorf("remote: register node %s: the dispatcher refused this node's token (a nodelet token bound to %s is needed): %w",
+				d.cfg.Node.Name, d.cfg.Node.Name, err)
 		}
 		delay = min(max(2*delay, d.cfg.RetryMin), d.cfg.RetryMax)
 		d.cfg.Logger.Warn("remote: register node", "node", d.cfg.Node.Name, "retry_in", delay, "err", err)
