@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"fmt"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -100,7 +101,7 @@ func (r *TaskReport) validate(c *checker) {
 
 var taskReasons = []TaskReason{
 	ReasonStarted, ReasonExited, ReasonOOMKilled, ReasonMemoryKiller,
-	ReasonStartFailed, ReasonStopped, ReasonTimeLimit, ReasonLost,
+	ReasonStartFailed, ReasonStopped, ReasonTimeLimit, ReasonLost, ReasonImageDenied,
 }
 
 // SetDefaults fills the fields a job left empty with their documented
@@ -333,8 +334,8 @@ func (c *checker) image(im *Image) {
 	case im.Rootfs != "" && im.OCILayout != "":
 		c.bad("must set only one of rootfs and oci_layout")
 	}
-	c.absPath("rootfs", im.Rootfs)
-	c.absPath("oci_layout", im.OCILayout)
+	c.hostPath("rootfs", im.Rootfs)
+	c.hostPath("oci_layout", im.OCILayout)
 	switch {
 	case im.Ref == "":
 	case im.OCILayout == "":
@@ -670,6 +671,49 @@ func (c *checker) absPath(field, p string) {
 	case hasControl(p):
 		c.badAt(field, "must not contain control characters")
 	}
+}
+
+// hostPath checks an optional path on the node's host, such as an image's:
+// absolute, as absPath, and also clean (no empty, "." or ".." element, no
+// trailing slash), so that it names what it spells, and not the host's
+// root "/". A node confines such paths to its own roots besides; a path
+// that could climb out of one is refused here, at submit.
+func (c *checker) hostPath(field, p string) {
+	if p == "" || p[0] != '/' || len(p) > MaxStringLen || hasControl(p) {
+		c.absPath(field, p)
+	} else if msg := hostPathProblem(p); msg != "" {
+		c.badAt(field, msg)
+	}
+}
+
+// hostPathProblem says what is wrong with absolute path p as a host path,
+// or returns "". It allocates nothing for a good path.
+func hostPathProblem(p string) string {
+	root, dot, empty := true, false, false
+	for i := 1; i <= len(p); {
+		j := strings.IndexByte(p[i:], '/')
+		if j < 0 {
+			j = len(p) - i
+		}
+		switch el := p[i : i+j]; el {
+		case "..":
+			return `must not contain ".."`
+		case ".":
+			dot = true
+		case "":
+			empty = true
+		default:
+			root = false
+		}
+		i += j + 1
+	}
+	switch {
+	case root:
+		return `must not be the host's root "/"`
+	case dot || empty:
+		return fmt.Sprintf("%q must be a clean path, such as %q", p, path.Clean(p))
+	}
+	return ""
 }
 
 func (c *checker) texts(field string, vs []string) {
