@@ -1299,8 +1299,11 @@ func readReports(d *dec, version byte, rs []report) []report {
 // knownReasons are the reasons nodes report, for internReason and
 // reasonCode. An update command carries a reason as its index here, so the
 // order is part of the command format: append only.
+// Code 9, api.ReasonImageDenied, is newer than version 6 itself: a log
+// written before it spells that reason out after a 0, which internReason
+// reads as this constant.
 var knownReasons = [...]api.TaskReason{api.ReasonStarted, api.ReasonExited, api.ReasonOOMKilled, api.ReasonMemoryKiller,
-	api.ReasonStartFailed, api.ReasonStopped, api.ReasonTimeLimit, api.ReasonLost}
+	api.ReasonStartFailed, api.ReasonStopped, api.ReasonTimeLimit, api.ReasonLost, api.ReasonImageDenied}
 
 // reasonCode is r's code in an update command: its index in knownReasons
 // plus one, or 0 for a reason spelled out after it.

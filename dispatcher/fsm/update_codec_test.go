@@ -172,3 +172,53 @@ func TestUpdateCommandVersions(t *testing.T) {
 		}
 	}
 }
+
+// TestReasonCodes pins the codes of the reasons an update command carries
+// (the log's format: a code never changes meaning), round-trips each, and
+// reads api.ReasonImageDenied both as its code and spelled out after a 0,
+// as a log written before the code had it.
+func TestReasonCodes(t *testing.T) {
+	want := []api.TaskReason{api.ReasonStarted, api.ReasonExited, api.ReasonOOMKilled, api.ReasonMemoryKiller,
+		api.ReasonStartFailed, api.ReasonStopped, api.ReasonTimeLimit, api.ReasonLost, api.ReasonImageDenied}
+	if len(knownReasons) != len(want) {
+		t.Fatalf("%d known reasons, want %d", len(knownReasons), len(want))
+	}
+	for i, r := range want {
+		if c := reasonCode(r); c != byte(i+1) {
+			t.Errorf("reasonCode(%q) = %d, want %d", r, c, i+1)
+		}
+		e := &enc{}
+		e.byte(byte(i + 1))
+		d := viewDec(e.b)
+		if got := readReason(&d); got != r || d.done("reason") != nil {
+			t.Errorf("code %d reads as %q (%v), want %q", i+1, got, d.done("reason"), r)
+		}
+	}
+	now := time.Unix(1_800_000_000, 0)
+	denied := []Report{{Node: "n1", TaskReport: &api.TaskReport{TaskID: "j1/0/0/1", State: api.TaskFailed, Reason: api.ReasonImageDenied, Time: now}}}
+	spelled := &enc{}
+	spelled.byte(0)
+	spelled.str(string(api.ReasonImageDenied))
+	cmd := UpdateTasks(now, denied)
+	for _, tc := range []struct {
+		name string
+		cmd  []byte
+	}{
+		{"coded", cmd},
+		{"spelled out", append(append(append([]byte{}, cmd[:len(cmd)-3]...), spelled.b...), cmd[len(cmd)-2:]...)},
+		{"version 5", updateTasksV5(now, denied, 0)},
+	} {
+		d := viewDec(tc.cmd[2:])
+		d.varint()
+		got := readReports(&d, tc.cmd[1], nil)
+		if err := d.done("update command"); err != nil || len(got) != 1 {
+			t.Fatalf("%s: %d reports, %v", tc.name, len(got), err)
+		}
+		if got[0].reason != api.ReasonImageDenied || got[0].state != api.TaskFailed {
+			t.Errorf("%s: read %v (%q), want failed (%q)", tc.name, got[0].state, got[0].reason, api.ReasonImageDenied)
+		}
+	}
+	if len(cmd) != len(UpdateTasks(now, []Report{{Node: "n1", TaskReport: &api.TaskReport{TaskID: "j1/0/0/1", State: api.TaskFailed, Reason: api.ReasonLost, Time: now}}})) {
+		t.Errorf("an image_denied report is not one byte of reason, as a coded reason is")
+	}
+}
