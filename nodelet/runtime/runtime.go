@@ -17,6 +17,10 @@ var (
 	// ErrBadSpec: the spec cannot run; the error is a *SpecError naming
 	// the fields.
 	ErrBadSpec = errors.New("runtime: bad pod spec")
+	// ErrImageDenied: an image path of the spec is not below one of the
+	// host's image roots (after symbolic links), or is the host's root.
+	// The error is also an ErrBadSpec one, naming the field.
+	ErrImageDenied = errors.New("runtime: image denied")
 	// ErrRunning: the operation needs an ended pod.
 	ErrRunning = errors.New("runtime: pod is running")
 	// ErrClosed: the Runtime value was closed.

@@ -150,6 +150,9 @@ type FieldProblem struct {
 	Field string
 	// Msg says what is wrong.
 	Msg string
+	// Err, when set, is a sentinel error the problem is an instance of,
+	// such as ErrImageDenied; the SpecError wraps it.
+	Err error
 }
 
 func (e *SpecError) Error() string {
@@ -168,11 +171,25 @@ func (e *SpecError) Error() string {
 	return b.String()
 }
 
-func (e *SpecError) Unwrap() error { return ErrBadSpec }
+// Unwrap returns ErrBadSpec and the Err of each problem that has one.
+func (e *SpecError) Unwrap() []error {
+	errs := []error{ErrBadSpec}
+	for _, p := range e.Problems {
+		if p.Err != nil {
+			errs = append(errs, p.Err)
+		}
+	}
+	return errs
+}
 
 // Add records a problem.
 func (e *SpecError) Add(field, format string, args ...any) {
 	e.Problems = append(e.Problems, FieldProblem{Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+// AddErr records a problem that is an instance of sentinel err.
+func (e *SpecError) AddErr(err error, field, format string, args ...any) {
+	e.Problems = append(e.Problems, FieldProblem{Field: field, Msg: fmt.Sprintf(format, args...), Err: err})
 }
 
 // Err returns e if it holds problems, else nil.
