@@ -11,14 +11,17 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/nodelet/runtime"
 	"github.com/sluicehq/sluice/nodelet/runtime/container"
 	"github.com/sluicehq/sluice/nodelet/runtime/runtimetest"
 )
 
-// rootfs is the test image: the payload binary and empty mount points.
-var rootfs string
+// rootfs is the test image: the payload binary and empty mount points,
+// in imageRoot, the image root of the tests' runtimes.
+var rootfs, imageRoot string
 
 // shimBin is cmd/sluice-shim, built for the tests that create containers
 // through it.
@@ -39,13 +42,18 @@ func run(m *testing.M) int {
 		fmt.Println("container runtime tests need root; skipping them")
 		return m.Run() // each test skips
 	}
-	dir, err := os.MkdirTemp("", "sluice-rootfs-")
+	root, err := os.MkdirTemp("", "sluice-images-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	if err := os.Chmod(dir, 0o755); err != nil { // MkdirTemp makes it 0700
+	defer os.RemoveAll(root)
+	if err := os.Chmod(root, 0o755); err != nil { // MkdirTemp makes it 0700
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	dir := filepath.Join(root, "rootfs")
+	if err := os.Mkdir(dir, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -61,7 +69,7 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "building payload: %v\n%s", err, out)
 		return 1
 	}
-	rootfs = dir
+	rootfs, imageRoot = dir, root
 	shimDir, err := os.MkdirTemp("", "sluice-shim-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -100,7 +108,8 @@ func newRuntime(t testing.TB, dir string) *container.Runtime {
 // newRuntimeWith is newRuntime with the given shim binary ("": none).
 func newRuntimeWith(t testing.TB, dir, shim string) *container.Runtime {
 	t.Helper()
-	rt, err := container.New(container.Config{StateDir: dir, CgroupParent: cgroupParent, LogMaxBytes: 1 << 20, ImageDir: filepath.Join(dir, ".images"), Shim: shim})
+	rt, err := container.New(container.Config{StateDir: dir, CgroupParent: cgroupParent, LogMaxBytes: 1 << 20, ImageDir: filepath.Join(dir, ".images"),
+		ImageRoots: []string{imageRoot}, Shim: shim})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -345,13 +354,15 @@ func TestBadSpecsLeaveNothing(t *testing.T) {
 		name, field string
 		mut         func(*runtime.ContainerSpec)
 	}{
-		{"missing image", "image.rootfs", func(c *runtime.ContainerSpec) { c.Image.Rootfs = "/nonexistent/rootfs" }},
+		{"missing image", "image.rootfs", func(c *runtime.ContainerSpec) { c.Image.Rootfs = filepath.Join(imageRoot, "nonexistent") }},
 		{"missing program", "args[0]", func(c *runtime.ContainerSpec) { c.Args = []string{"/nope"} }},
 		{"empty command", "args", func(c *runtime.ContainerSpec) { c.Args = nil }},
 		{"too little memory", "resources.memory", func(c *runtime.ContainerSpec) { c.Resources.MemoryBytes = 4096 }},
 		{"too much memory", "resources.memory", func(c *runtime.ContainerSpec) { c.Resources.MemoryBytes = 1 << 50 }},
 		{"too much cpu", "resources.cpu", func(c *runtime.ContainerSpec) { c.Resources.MilliCPU = 1 << 40 }},
-		{"oci layout", "image.oci_layout", func(c *runtime.ContainerSpec) { c.Image = api.Image{OCILayout: "/x", Ref: "latest"} }},
+		{"oci layout", "image.oci_layout", func(c *runtime.ContainerSpec) {
+			c.Image = api.Image{OCILayout: filepath.Join(imageRoot, "x"), Ref: "latest"}
+		}},
 	}
 	for i, c := range cases {
 		id := fmt.Sprintf("bad%d", i)
@@ -383,7 +394,7 @@ func TestBadSpecsLeaveNothing(t *testing.T) {
 func TestLogCap(t *testing.T) {
 	needRoot(t)
 	dir := t.TempDir()
-	rt, err := container.New(container.Config{StateDir: dir, CgroupParent: cgroupParent, LogMaxBytes: 64 << 10})
+	rt, err := container.New(container.Config{StateDir: dir, CgroupParent: cgroupParent, LogMaxBytes: 64 << 10, ImageRoots: []string{imageRoot}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +422,7 @@ func TestLogCap(t *testing.T) {
 // stopping them (TestAdoptAcrossProcesses).
 func startAndExit(dir string) int {
 	rootfs = os.Getenv("SLUICE_TEST_ROOTFS")
-	rt, err := container.New(container.Config{StateDir: dir, CgroupParent: cgroupParent})
+	rt, err := container.New(container.Config{StateDir: dir, CgroupParent: cgroupParent, ImageRoots: []string{filepath.Dir(rootfs)}})
 	if err == nil {
 		err = rt.Start(context.Background(), pod("away-long", []string{"/payload", "print", "still here", "sleep", "60s"}))
 	}
@@ -585,5 +596,109 @@ func TestCapboxPlaceholderAdopted(t *testing.T) {
 	}
 	if l := leftovers(dir, "cba"); len(l) > 0 {
 		t.Errorf("left behind: %v", l)
+	}
+}
+
+// TestImageDenied starts pods whose images are outside the image roots,
+// as named or through a link, or are the host's root, and checks that
+// each fails as a bad spec and image denied and leaves nothing behind.
+func TestImageDenied(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	rt := newRuntime(t, dir)
+	defer rt.Close()
+	ctx := context.Background()
+	outside := t.TempDir() // holds a copy of nothing: refused before it is read
+	links := map[string]string{"to-host": "/", "to-outside": outside, "up": "../"}
+	for name, to := range links {
+		link := filepath.Join(imageRoot, name)
+		if err := os.Symlink(to, link); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(link)
+	}
+	cases := []struct {
+		name, field string
+		image       api.Image
+	}{
+		{"outside", "image.rootfs", api.Image{Rootfs: outside}},
+		{"host root", "image.rootfs", api.Image{Rootfs: "/"}},
+		{"dot-dot", "image.rootfs", api.Image{Rootfs: imageRoot + "/../" + filepath.Base(outside)}},
+		{"link to host root", "image.rootfs", api.Image{Rootfs: filepath.Join(imageRoot, "to-host")}},
+		{"link out", "image.rootfs", api.Image{Rootfs: filepath.Join(imageRoot, "to-outside")}},
+		{"link up", "image.rootfs", api.Image{Rootfs: filepath.Join(imageRoot, "up")}},
+		{"the root itself", "image.rootfs", api.Image{Rootfs: imageRoot}},
+		{"layout outside", "image.oci_layout", api.Image{OCILayout: outside, Ref: "v1"}},
+		{"layout link out", "image.oci_layout", api.Image{OCILayout: filepath.Join(imageRoot, "to-outside"), Ref: "v1"}},
+	}
+	for i, c := range cases {
+		id := fmt.Sprintf("denied%d", i)
+		spec := pod(id, []string{"/payload", "exit", "0"}, []string{"/payload", "exit", "0"})
+		spec.Containers[1].Image = c.image
+		err := rt.Start(ctx, spec)
+		if !errors.Is(err, runtime.ErrImageDenied) || !errors.Is(err, runtime.ErrBadSpec) || !strings.Contains(err.Error(), "containers[1]."+c.field) {
+			t.Errorf("%s: Start = %v, want image denied naming containers[1].%s", c.name, err, c.field)
+			_ = rt.Stop(ctx, id, 0)
+			_ = rt.Remove(ctx, id)
+		}
+		if l := leftovers(dir, id); len(l) > 0 {
+			t.Errorf("%s: left behind %v", c.name, l)
+		}
+	}
+	// The first container's image, below the root, still runs.
+	if e, _ := runPod(t, pod("allowed", []string{"/payload", "exit", "0"})); e.Code != 0 {
+		t.Errorf("allowed pod: exit %+v", e)
+	}
+	if _, err := container.New(container.Config{StateDir: dir, ImageRoots: []string{"/"}}); err == nil {
+		t.Error("New with the image root / succeeded")
+	}
+}
+
+// TestHostRootNeverContainerRoot checks the runtime's last line: an image
+// below the image roots that is the host's root under another name (a
+// read-only bind mount of "/") is refused when the container is made.
+func TestHostRootNeverContainerRoot(t *testing.T) {
+	needRoot(t)
+	// A root of its own, removed only entry by entry (never recursively),
+	// so that no cleanup can reach into the host's root through the
+	// mount.
+	root, err := os.MkdirTemp("", "sluice-hostroot-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(root)
+	mnt := filepath.Join(root, "host")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(mnt)
+	if err := unix.Mount("/", mnt, "", unix.MS_BIND, ""); err != nil {
+		t.Skipf("bind mount of /: %v", err)
+	}
+	defer func() {
+		if err := unix.Unmount(mnt, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", mnt, err)
+		}
+	}()
+	if err := unix.Mount("", mnt, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, ""); err != nil {
+		t.Fatalf("remount read-only: %v", err)
+	}
+	dir := t.TempDir()
+	rt, err := container.New(container.Config{StateDir: dir, CgroupParent: cgroupParent, ImageDir: filepath.Join(dir, ".images"), ImageRoots: []string{root}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	ctx := context.Background()
+	spec := pod("hostroot", []string{"/proc"})
+	spec.Containers[0].Image = api.Image{Rootfs: mnt}
+	err = rt.Start(ctx, spec)
+	if !errors.Is(err, runtime.ErrImageDenied) || !strings.Contains(err.Error(), "host's root") {
+		t.Errorf("Start on a bind mount of / = %v, want image denied as the host's root", err)
+		_ = rt.Stop(ctx, "hostroot", 0)
+		_ = rt.Remove(ctx, "hostroot")
+	}
+	if l := leftovers(dir, "hostroot"); len(l) > 0 {
+		t.Errorf("left behind %v", l)
 	}
 }

@@ -100,6 +100,14 @@
 // an OCI image gets an overlay mount of it whose writes land in the pod's
 // state directory, so the cache is never written after unpacking.
 //
+// Both kinds of path must lie below one of Config.ImageRoots, as the spec
+// names them and after symbolic links (runtime.ConfineImage), and the
+// runtime uses the resolved path; a pod naming another is refused before
+// anything of it is made, with an error that is both runtime.ErrBadSpec
+// and runtime.ErrImageDenied. Whatever the roots, no container's root is
+// ever the host's root directory: createContainer checks the final root
+// (the image, or its overlay) against "/" by device and inode.
+//
 // Not yet supported: SharePID (rejected as a bad spec), ports beyond the
 // pod's loopback, seccomp, pod-level cgroup limits (but a capbox's),
 // garbage collection of the image cache.

@@ -69,7 +69,11 @@ func writeBlob(t *testing.T, layout, mediaType string, b []byte) map[string]any 
 // and /etc/gone, and a zstd one that whites out /etc/gone and adds
 // /etc/msg. Its tag is "v1".
 func ociLayout(t *testing.T) string {
-	layout := t.TempDir()
+	layout, err := os.MkdirTemp(imageRoot, "layout-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(layout) })
 	if err := os.MkdirAll(filepath.Join(layout, "blobs", "sha256"), 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -45,6 +45,12 @@ type Config struct {
 	// ImageDir caches OCI layout images, unpacked once per manifest
 	// digest. Default /var/lib/sluice/images.
 	ImageDir string
+	// ImageRoots are the directories a pod's images (Rootfs and OCILayout
+	// paths) must lie below, named so and after symbolic links
+	// (runtime.ConfineImage); Start refuses others with an
+	// runtime.ErrImageDenied error. Each is a clean absolute path other
+	// than "/" (runtime.CheckImageRoots). Default: ImageDir alone.
+	ImageRoots []string
 	// Logger receives what the runtime does in the background. Default:
 	// discarded.
 	Logger *slog.Logger
@@ -82,6 +88,9 @@ func (c *Config) setDefaults() {
 	if c.ImageDir == "" {
 		c.ImageDir = DefaultImageDir
 	}
+	if len(c.ImageRoots) == 0 {
+		c.ImageRoots = []string{c.ImageDir}
+	}
 	if c.Shim == "" {
 		c.Shim = shimBesideBinary()
 	}
@@ -114,6 +123,9 @@ var _ runtime.Runtime = (*Runtime)(nil)
 // reported, half-started ones are cleaned away.
 func New(cfg Config) (*Runtime, error) {
 	cfg.setDefaults()
+	if err := runtime.CheckImageRoots(cfg.ImageRoots); err != nil {
+		return nil, fmt.Errorf("container runtime: %w", err)
+	}
 	if os.Geteuid() != 0 {
 		return nil, errors.New("container runtime: must run as root")
 	}
@@ -265,12 +277,15 @@ func readJSON(path string, v any) error {
 }
 
 // validate adds the checks of this runtime and this host to spec's own.
-func (r *Runtime) validate(spec *runtime.PodSpec) error {
+// It returns each container's image path (its Rootfs or OCILayout) as
+// runtime.ConfineImage resolved it below the image roots: Start uses those,
+// not the spec's, so that what was checked is what runs.
+func (r *Runtime) validate(spec *runtime.PodSpec) ([]string, error) {
 	var e runtime.SpecError
 	if err := spec.Validate(); err != nil {
 		var se *runtime.SpecError
 		if !errors.As(err, &se) {
-			return err
+			return nil, err
 		}
 		e.Problems = append(e.Problems, se.Problems...)
 	}
@@ -281,24 +296,35 @@ func (r *Runtime) validate(spec *runtime.PodSpec) error {
 	if spec.SharePID {
 		e.Add("share_pid", "a shared PID namespace is not supported by this runtime yet")
 	}
+	images := make([]string, len(spec.Containers))
 	for i := range spec.Containers {
 		c := &spec.Containers[i]
 		f := fmt.Sprintf("containers[%d]", i)
 		switch {
 		case c.Image.OCILayout != "":
-			if _, err := resolveManifest(c.Image.OCILayout, imageRef(c.Image.Ref)); err != nil {
+			layout, ok := r.confine(&e, f+".image.oci_layout", c.Image.OCILayout)
+			if !ok {
+				break
+			}
+			if _, err := resolveManifest(layout, imageRef(c.Image.Ref)); err != nil {
 				e.Add(f+".image.oci_layout", "%v", err)
 			}
+			images[i] = layout
 		case c.Image.Rootfs != "":
-			if st, err := os.Stat(c.Image.Rootfs); err != nil {
+			rootfs, ok := r.confine(&e, f+".image.rootfs", c.Image.Rootfs)
+			if !ok {
+				break
+			}
+			if st, err := os.Stat(rootfs); err != nil {
 				e.Add(f+".image.rootfs", "%v", err)
 			} else if !st.IsDir() {
 				e.Add(f+".image.rootfs", "%s is not a directory", c.Image.Rootfs)
 			} else if len(c.Args) > 0 && filepath.IsAbs(c.Args[0]) {
-				if _, err := os.Lstat(filepath.Join(c.Image.Rootfs, c.Args[0])); err != nil {
+				if _, err := os.Lstat(filepath.Join(rootfs, c.Args[0])); err != nil {
 					e.Add(f+".args[0]", "program %s is not in the image", c.Args[0])
 				}
 			}
+			images[i] = rootfs
 		}
 		m := c.Resources.MemoryBytes
 		switch {
@@ -311,12 +337,26 @@ func (r *Runtime) validate(spec *runtime.PodSpec) error {
 			e.Add(f+".resources.cpu", "%d millicores is more than the host's %d cores", c.Resources.MilliCPU, cores)
 		}
 	}
-	return e.Err()
+	return images, e.Err()
+}
+
+// confine resolves image path p below the image roots, recording a
+// problem of field in e if it is not there; ok is false then.
+func (r *Runtime) confine(e *runtime.SpecError, field, p string) (resolved string, ok bool) {
+	resolved, err := runtime.ConfineImage(r.cfg.ImageRoots, p)
+	switch {
+	case errors.Is(err, runtime.ErrImageDenied):
+		e.AddErr(runtime.ErrImageDenied, field, "%v", err)
+	case err != nil:
+		e.Add(field, "%v", err)
+	}
+	return resolved, err == nil
 }
 
 // Start implements runtime.Runtime.
 func (r *Runtime) Start(ctx context.Context, spec runtime.PodSpec) (err error) {
-	if err := r.validate(&spec); err != nil {
+	images, err := r.validate(&spec)
+	if err != nil {
 		return fmt.Errorf("start pod %q: %w", spec.ID, err)
 	}
 	id := spec.ID
@@ -380,8 +420,8 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.PodSpec) (err error) {
 	}
 	rootfs := make([]string, len(spec.Containers))
 	for i, c := range podContainers(&spec) {
-		if rootfs[i] = c.Image.Rootfs; rootfs[i] == "" {
-			lower, err := r.images.rootfs(c.Image.OCILayout, imageRef(c.Image.Ref))
+		if rootfs[i] = images[i]; c.Image.Rootfs == "" {
+			lower, err := r.images.rootfs(images[i], imageRef(c.Image.Ref))
 			if err != nil {
 				return fmt.Errorf("container %q: image %s: %w", c.Name, c.Image.OCILayout, err)
 			}
@@ -505,6 +545,9 @@ func (r *Runtime) startContainers(p *pod, host *pod, rootfs []string) error {
 // which waits for Exec to run the program: through the shim when the
 // Runtime has one, else in this process.
 func (r *Runtime) createContainer(p *pod, c *runtime.ContainerSpec, rootfs string) (*ctr, error) {
+	if err := notHostRoot(rootfs); err != nil {
+		return nil, err
+	}
 	req := shim.Request{
 		Root:   filepath.Join(p.dir, lcDir),
 		ID:     c.Name,
@@ -543,6 +586,25 @@ func (r *Runtime) createContainer(p *pod, c *runtime.ContainerSpec, rootfs strin
 		return ct, err
 	}
 	return ct, nil
+}
+
+// notHostRoot refuses rootfs as a container's root when it is the host's
+// root directory "/" (under any name: a bind mount of it, a link to it),
+// whatever the image roots allowed: a container there would run on the
+// host's own filesystem.
+func notHostRoot(rootfs string) error {
+	st, err := os.Stat(rootfs)
+	if err != nil {
+		return fmt.Errorf("rootfs: %w", err)
+	}
+	host, err := os.Stat("/")
+	if err != nil {
+		return fmt.Errorf("rootfs: host root: %w", err)
+	}
+	if os.SameFile(st, host) {
+		return fmt.Errorf("rootfs %s: %w: it is the host's root", rootfs, runtime.ErrImageDenied)
+	}
+	return nil
 }
 
 // currentShim returns the Runtime's shim, nil if it has none; if the shim
