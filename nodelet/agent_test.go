@@ -144,6 +144,9 @@ func TestStartFailuresReported(t *testing.T) {
 	h := newHarness(t, host, d, nil)
 	h.rt.mu.Lock()
 	h.rt.fail["boom"] = errors.New("disk on fire")
+	denied := &runtime.SpecError{}
+	denied.AddErr(runtime.ErrImageDenied, "containers[0].image.rootfs", "/etc is not below an image root")
+	h.rt.fail["denied"] = fmt.Errorf("start pod %q: %w", "denied", denied.Err())
 	h.rt.mu.Unlock()
 
 	noContainers := simPod("empty", 1, 0, 0)
@@ -151,13 +154,14 @@ func TestStartFailuresReported(t *testing.T) {
 	badTier := simPod("tier", 1, 0, 0)
 	badTier.Tier = "gold"
 	badID := simPod("../x", 1, 0, 0)
-	d.setTarget(1, simPod("boom", 1, 0, 0), noContainers, badTier, badID, simPod("ok", 1, 0, 0), simPod("ok", 7, 0, 0))
+	d.setTarget(1, simPod("boom", 1, 0, 0), simPod("denied", 1, 0, 0), noContainers, badTier, badID, simPod("ok", 1, 0, 0), simPod("ok", 7, 0, 0))
 	want := map[string]string{
-		"boom":  "disk on fire",
-		"empty": "containers",
-		"tier":  `tier "gold"`,
-		"../x":  "pod id",
-		"ok":    "appears twice",
+		"boom":   "disk on fire",
+		"denied": "containers[0].image.rootfs: /etc is not below an image root",
+		"empty":  "containers",
+		"tier":   `tier "gold"`,
+		"../x":   "pod id",
+		"ok":     "appears twice",
 	}
 	eventually(t, 5*time.Second, "every failure reported", func() bool {
 		n := 0
@@ -167,9 +171,13 @@ func TestStartFailuresReported(t *testing.T) {
 		return n == len(want) && len(d.find("ok", api.TaskRunning)) == 1
 	})
 	for id, msg := range want {
+		reason := api.ReasonStartFailed
+		if id == "denied" {
+			reason = api.ReasonImageDenied
+		}
 		r := d.find(id, api.TaskFailed)
-		if len(r) != 1 || r[0].Reason != api.ReasonStartFailed || !strings.Contains(r[0].Message, msg) {
-			t.Errorf("%s: failure reports %+v, want one start_failed mentioning %q", id, r, msg)
+		if len(r) != 1 || r[0].Reason != reason || !strings.Contains(r[0].Message, msg) {
+			t.Errorf("%s: failure reports %+v, want one %s mentioning %q", id, r, reason, msg)
 		}
 	}
 	// Failed pods are not retried while the target stays.

@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	if rootfsDir != "" {
-		_ = os.RemoveAll(rootfsDir)
+		_ = os.RemoveAll(filepath.Dir(rootfsDir))
 	}
 	os.Exit(code)
 }
@@ -49,17 +49,19 @@ var (
 )
 
 // payloadRootfs builds the container runtime's test payload into a
-// temporary rootfs, once per test binary.
+// temporary rootfs, once per test binary, in a directory of its own: the
+// image root of the tests' runtimes (imageRoots).
 func payloadRootfs(t testing.TB) string {
 	t.Helper()
 	rootfsOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "sluice-nodelet-rootfs-")
+		root, err := os.MkdirTemp("", "sluice-nodelet-images-")
 		if err != nil {
 			rootfsErr = err
 			return
 		}
-		_ = os.Chmod(dir, 0o755)
-		for _, d := range []string{"proc", "dev", "sys", "tmp", "etc"} {
+		_ = os.Chmod(root, 0o755)
+		dir := filepath.Join(root, "rootfs")
+		for _, d := range []string{"", "proc", "dev", "sys", "tmp", "etc"} {
 			_ = os.Mkdir(filepath.Join(dir, d), 0o755)
 		}
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "payload"), "./runtime/container/testdata/payload")
@@ -76,6 +78,10 @@ func payloadRootfs(t testing.TB) string {
 	return rootfsDir
 }
 
+// imageRoots are the image roots of a runtime running the test image
+// rootfs.
+func imageRoots(rootfs string) []string { return []string{filepath.Dir(rootfs)} }
+
 func sleeper(rootfs, id string) nodelet.DesiredPod {
 	return nodelet.DesiredPod{ID: id, Generation: 1, Tier: cgroup.Offline, Pod: api.PodSpec{Containers: []api.ContainerSpec{{
 		Name: "main", Image: api.Image{Rootfs: rootfs}, Command: []string{"/payload", "sleep", "120s"},
@@ -86,7 +92,7 @@ func sleeper(rootfs, id string) nodelet.DesiredPod {
 // childAgent is the first nodelet of TestContainerRecovery: it runs an
 // agent that starts two pods, prints "ready" and waits to be SIGKILLed.
 func childAgent(dir, rootfs string) int {
-	rt, err := container.New(container.Config{StateDir: dir, ImageDir: filepath.Join(dir, ".images")})
+	rt, err := container.New(container.Config{StateDir: dir, ImageDir: filepath.Join(dir, ".images"), ImageRoots: imageRoots(rootfs)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -164,7 +170,7 @@ func TestContainerRecovery(t *testing.T) {
 	}
 	pids := map[string]int{"rec-a": sandboxPid(t, dir, "rec-a"), "rec-b": sandboxPid(t, dir, "rec-b")}
 
-	rt, err := container.New(container.Config{StateDir: dir, ImageDir: filepath.Join(dir, ".images")})
+	rt, err := container.New(container.Config{StateDir: dir, ImageDir: filepath.Join(dir, ".images"), ImageRoots: imageRoots(rootfs)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +269,7 @@ func shimPid(b *testing.B) string {
 func benchAgentRSS(b *testing.B, shim string) {
 	rootfs := payloadRootfs(b)
 	dir := b.TempDir()
-	rt, err := container.New(container.Config{StateDir: dir, ImageDir: filepath.Join(dir, ".images"), Shim: shim})
+	rt, err := container.New(container.Config{StateDir: dir, ImageDir: filepath.Join(dir, ".images"), ImageRoots: imageRoots(rootfs), Shim: shim})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -317,4 +323,92 @@ func benchAgentRSS(b *testing.B, shim string) {
 	if shim != "" {
 		b.ReportMetric(float64(procRSS(b, shimPid(b)))/(1<<20), "shim-MB-rss")
 	}
+}
+
+// TestContainerImageDenied runs an agent with the container runtime and
+// three pods: one whose image is below the runtime's image root, which
+// runs, one whose image is a working rootfs outside it, and one naming a
+// link inside the root that leads to that rootfs. The last two are
+// reported failed with api.ReasonImageDenied and never run: no running
+// report, nothing in the runtime, no state left.
+func TestContainerImageDenied(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the container runtime creates namespaces and cgroups")
+	}
+	rootfs := payloadRootfs(t)
+	outside := t.TempDir()
+	for _, d := range []string{"proc", "dev", "sys", "tmp", "etc"} {
+		if err := os.Mkdir(filepath.Join(outside, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	payload, err := os.ReadFile(filepath.Join(rootfs, "payload"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(outside, "payload"), payload, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	escape := filepath.Join(filepath.Dir(rootfs), "escape")
+	if err := os.Symlink(outside, escape); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(escape)
+	defer func() {
+		for _, p := range []string{testCgroupRoot + "/offline", testCgroupRoot + "/online", testCgroupRoot} {
+			dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", p))
+			for _, d := range dirs {
+				_ = os.Remove(d)
+			}
+		}
+	}()
+
+	dir := t.TempDir()
+	rt, err := container.New(container.Config{StateDir: dir, ImageDir: filepath.Join(dir, ".images"), ImageRoots: imageRoots(rootfs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	crt := newCounting(rt)
+	d := newFakeDispatcher()
+	d.setTarget(1, sleeper(rootfs, "allowed"), sleeper(outside, "outside"), sleeper(escape, "escape"))
+	a, err := nodelet.New(nodelet.Config{Node: "n1", Runtime: crt, Dispatcher: d, CgroupRoot: testCgroupRoot, StopGrace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- a.Run(context.Background()) }()
+	defer func() {
+		_ = a.Close()
+		if err := <-errc; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	eventually(t, 20*time.Second, "the allowed pod running and the others failed", func() bool {
+		return len(d.find("allowed", api.TaskRunning)) == 1 &&
+			len(d.find("outside", api.TaskFailed)) == 1 && len(d.find("escape", api.TaskFailed)) == 1
+	})
+	for _, id := range []string{"outside", "escape"} {
+		r := d.find(id, api.TaskFailed)
+		if r[0].Reason != api.ReasonImageDenied || !strings.Contains(r[0].Message, "image.rootfs") {
+			t.Errorf("%s: failure %+v, want %s naming image.rootfs", id, r[0], api.ReasonImageDenied)
+		}
+		if n := len(d.find(id, api.TaskRunning)); n != 0 {
+			t.Errorf("%s: %d running reports", id, n)
+		}
+		if _, ok := listed(t, rt)[id]; ok {
+			t.Errorf("%s: in the runtime", id)
+		}
+		if _, err := os.Stat(filepath.Join(dir, id)); err == nil {
+			t.Errorf("%s: state directory left behind", id)
+		}
+		if n := crt.startCounts()[id+"/1"]; n != 1 {
+			t.Errorf("%s: started %d times, want one refused start", id, n)
+		}
+	}
+
+	d.setTarget(2)
+	eventually(t, 30*time.Second, "the allowed pod stopped and removed", func() bool {
+		return len(listed(t, rt)) == 0 && a.Stats().PendingReports == 0
+	})
 }

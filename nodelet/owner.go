@@ -832,9 +832,16 @@ func (o *owner) handle(ev event) {
 	}
 }
 
+// reportStartFailed queues the report of a pod that could not start:
+// failed with api.ReasonImageDenied when the runtime refused an image of
+// it (runtime.ErrImageDenied), else with api.ReasonStartFailed.
 func (o *owner) reportStartFailed(d DesiredPod, err error) {
 	p := &pod{want: d}
-	o.report(p, api.TaskFailed, api.ReasonStartFailed, 0, err.Error())
+	reason := api.ReasonStartFailed
+	if errors.Is(err, runtime.ErrImageDenied) {
+		reason = api.ReasonImageDenied
+	}
+	o.report(p, api.TaskFailed, reason, 0, err.Error())
 }
 
 // reportExit queues the final report of an ended pod.
