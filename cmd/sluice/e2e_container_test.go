@@ -23,7 +23,9 @@ import (
 // TestContainerEndToEnd runs real containers through real servers: a
 // dispatcher (server.Open) and two nodelets with the container runtime,
 // driven through the Go API client. It submits a 3-task job, a pod of a
-// server and a client talking over the pod's loopback and a long sleeper;
+// server and a client talking over the pod's loopback, a long sleeper and
+// a job whose images lie outside the nodes' image roots (named so, and
+// through a link inside the root), which fails as image_denied unstarted;
 // watches the first two to completion; lists jobs; reads what the
 // containers printed through the dispatcher's log proxy; and cancels the
 // sleeper, whose container is then stopped and removed from the host.
@@ -44,7 +46,7 @@ func TestContainerEndToEnd(t *testing.T) {
 	startNode := func(name, pool, stateDir string, retain time.Duration) {
 		stop, err := startNodelet(ctx, nodeletConfig{
 			dispatchers: []string{srv.Addr()}, name: name, runtime: "container", pool: pool,
-			stateDir: stateDir, cpu: 2000, memory: 1 << 30, removePods: true, retainExited: retain,
+			stateDir: stateDir, imageRoots: []string{filepath.Dir(image)}, cpu: 2000, memory: 1 << 30, removePods: true, retainExited: retain,
 		}, logger.With("node", name))
 		if err != nil {
 			t.Fatalf("start nodelet %s: %v", name, err)
@@ -80,6 +82,20 @@ func TestContainerEndToEnd(t *testing.T) {
 		}
 	}
 	once := api.RetryPolicy{MaxAttempts: 1} // a failure shows at once
+	// A working image outside the image root, and a link to it inside.
+	outside := filepath.Join(t.TempDir(), "copy")
+	if err := os.CopyFS(outside, os.DirFS(image)); err != nil {
+		t.Fatal(err)
+	}
+	escape := filepath.Join(filepath.Dir(image), "escape")
+	if err := os.Symlink(outside, escape); err != nil {
+		t.Fatal(err)
+	}
+	deniedPod := func(rootfs string) api.PodSpec {
+		c := container("main", "primes", "1000")
+		c.Image.Rootfs = rootfs
+		return api.PodSpec{Containers: []api.ContainerSpec{c}}
+	}
 	res, err := client.Submit(ctx, []api.JobSpec{
 		{Name: "primes", Pool: mainPool, Retry: once, Tasks: []api.TaskGroupSpec{{Count: 3, Pod: api.PodSpec{
 			Containers: []api.ContainerSpec{container("main", "primes", "100000")},
@@ -93,14 +109,18 @@ func TestContainerEndToEnd(t *testing.T) {
 		{Name: "sleeper", Pool: cancelPool, Retry: once, Tasks: []api.TaskGroupSpec{{Count: 1, Pod: api.PodSpec{
 			Containers: []api.ContainerSpec{container("main", "sleep", "300s")},
 		}}}},
+		{Name: "denied", Pool: mainPool, Retry: once, Tasks: []api.TaskGroupSpec{
+			{Name: "outside", Count: 1, Pod: deniedPod(outside)},
+			{Name: "escape", Count: 1, Pod: deniedPod(escape)},
+		}},
 	}, api.SubmitOptions{})
 	if err != nil {
 		t.Fatalf("submit: %v", err)
 	}
-	if len(res.Jobs) != 3 {
-		t.Fatalf("submit answered %+v, want 3 jobs", res)
+	if len(res.Jobs) != 4 {
+		t.Fatalf("submit answered %+v, want 4 jobs", res)
 	}
-	primesJob, podJob, sleepJob := res.Jobs[0], res.Jobs[1], res.Jobs[2]
+	primesJob, podJob, sleepJob, deniedJob := res.Jobs[0], res.Jobs[1], res.Jobs[2], res.Jobs[3]
 
 	// The watch is the completion signal of the two short jobs.
 	w.waitFor(t, 60*time.Second, "jobs "+primesJob+" and "+podJob+" succeeded", func(last map[string]api.JobStatus) (bool, error) {
@@ -119,6 +139,23 @@ func TestContainerEndToEnd(t *testing.T) {
 		}
 	}
 
+	// The images outside the root are refused, and nothing of them runs.
+	w.waitFor(t, 60*time.Second, "job "+deniedJob+" failed", func(last map[string]api.JobStatus) (bool, error) {
+		return last[deniedJob].State == api.JobFailed, nil
+	})
+	deniedTasks, err := client.Tasks(ctx, deniedJob, "", 0)
+	if err != nil || len(deniedTasks.Tasks) != 2 {
+		t.Fatalf("tasks of %s: %+v, %v; want 2", deniedJob, deniedTasks.Tasks, err)
+	}
+	for _, ts := range deniedTasks.Tasks {
+		if ts.State != api.TaskFailed || ts.Reason != api.ReasonImageDenied || ts.Node != "node-main" {
+			t.Errorf("task %+v: want failed on node-main with reason %s", ts, api.ReasonImageDenied)
+		}
+		if _, err := os.Stat(filepath.Join(mainState, "pods", remote.PodID(ts.ID))); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("task %s: the refused pod has state on the node: %v", ts.ID, err)
+		}
+	}
+
 	// The sleeper runs.
 	sleepTask := waitOneTask(ctx, t, client, sleepJob, func(ts api.TaskStatus) bool { return ts.State == api.TaskRunning })
 	if sleepTask.Node != "node-cancel" {
@@ -134,6 +171,7 @@ func TestContainerEndToEnd(t *testing.T) {
 		primesJob: {"primes", api.JobSucceeded, api.TaskCounts{Total: 3, Succeeded: 3}},
 		podJob:    {"ask-a-server", api.JobSucceeded, api.TaskCounts{Total: 1, Succeeded: 1}},
 		sleepJob:  {"sleeper", api.JobRunning, api.TaskCounts{Total: 1, Active: 1}},
+		deniedJob: {"denied", api.JobFailed, api.TaskCounts{Total: 2, Failed: 2}},
 	})
 	list, err = client.Jobs(ctx, api.JobQuery{States: []api.JobState{api.JobSucceeded}})
 	if err != nil {
@@ -274,14 +312,16 @@ func needContainers(t *testing.T) {
 }
 
 // demoImage builds the demo image as scripts/demo-image does, in a
-// temporary directory, and returns its path.
+// temporary directory of its own, the image root to give nodelets
+// (filepath.Dir of the path), and returns its path.
 func demoImage(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.Chmod(dir, 0o755); err != nil {
+	root := t.TempDir()
+	if err := os.Chmod(root, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range []string{"proc", "dev", "sys", "tmp", "etc"} {
+	dir := filepath.Join(root, "demo")
+	for _, d := range []string{"", "proc", "dev", "sys", "tmp", "etc"} {
 		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
 			t.Fatal(err)
 		}

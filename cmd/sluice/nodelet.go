@@ -47,6 +47,11 @@ type nodeletConfig struct {
 	// stateDir holds the container runtime's pod state (stateDir/pods)
 	// and image cache (stateDir/images). Default defaultNodeletStateDir.
 	stateDir string
+	// imageRoots are the directories the container runtime runs images
+	// (rootfs and oci_layout paths) from: an image must lie below one,
+	// after symbolic links, or its task fails with api.ReasonImageDenied.
+	// Container runtime only. Default stateDir/images.
+	imageRoots []string
 	// listen is the log server's address. Default "127.0.0.1:0".
 	listen string
 	// advertise is the address advertised as NodeSpec.Address. Default:
@@ -125,6 +130,16 @@ func (c *nodeletConfig) resolve() error {
 	}
 	if c.stateDir == "" {
 		c.stateDir = defaultNodeletStateDir
+	}
+	switch {
+	case len(c.imageRoots) > 0 && c.runtime == "sim":
+		bad("image roots: need the container runtime (simulated pods read no images)")
+	case len(c.imageRoots) > 0:
+		if err := runtime.CheckImageRoots(c.imageRoots); err != nil {
+			bad("%w", err)
+		}
+	case c.runtime == "container":
+		c.imageRoots = []string{filepath.Join(c.stateDir, "images")}
 	}
 	if c.listen == "" {
 		c.listen = remote.DefaultLogAddr
@@ -213,10 +228,11 @@ func (c *nodeletConfig) newRuntime(logger *slog.Logger) (rt runtime.Runtime, clo
 		return sim.New(h), h.Close, nil
 	}
 	crt, err := container.New(container.Config{
-		StateDir: filepath.Join(c.stateDir, "pods"),
-		ImageDir: filepath.Join(c.stateDir, "images"),
-		Logger:   logger,
-		Shim:     c.shim,
+		StateDir:   filepath.Join(c.stateDir, "pods"),
+		ImageDir:   filepath.Join(c.stateDir, "images"),
+		ImageRoots: c.imageRoots,
+		Logger:     logger,
+		Shim:       c.shim,
 	})
 	if err != nil {
 		return nil, nil, err
@@ -417,12 +433,16 @@ With the container runtime it also runs the overcommit controller on the
 online and offline cgroup tiers under --cgroup-root (unless
 --overcommit=false): offline pods borrow the CPU and memory online pods
 leave idle, under watermarks, and are killed when host memory runs short.
+The container runtime runs a pod's images (rootfs and oci_layout paths)
+only from below --image-roots, after symbolic links, and never the host's
+root; a pod naming another image fails as image_denied without starting.
 It runs until interrupted; pods of the container runtime keep running for
 the next nodelet to adopt.
 
 Every flag can also be set by its SLUICE_* environment variable
 (--offline-overcommit is SLUICE_OFFLINE_OVERCOMMIT).`,
 		Example: `  sluice nodelet --dispatcher http://10.0.0.1:8080 --listen :7070 --pool batch
+  sluice nodelet --image-roots /srv/images,/var/lib/sluice/images
   sluice nodelet --runtime sim --name sim-1 --cpu 64 --memory 256Gi`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -442,6 +462,7 @@ Every flag can also be set by its SLUICE_* environment variable
 	fl.StringVar(&f.cfg.name, "name", "", "node name (default: the host name)")
 	fl.StringVar(&f.cfg.runtime, "runtime", defaultRuntime(), "pod runtime: container or sim")
 	fl.StringVar(&f.cfg.stateDir, "state-dir", defaultNodeletStateDir, "directory of the container runtime's pod state and images")
+	fl.StringSliceVar(&f.cfg.imageRoots, "image-roots", nil, "directories pods' images (rootfs and oci_layout paths) must lie below, after symbolic links, comma-separated; others fail as image_denied (default: --state-dir's images; container runtime)")
 	fl.StringVar(&f.cfg.shim, "shim", "", "sluice-shim binary to create containers through (default: sluice-shim beside this binary; without one, containers are created in this process)")
 	fl.StringVar(&f.cfg.listen, "listen", remote.DefaultLogAddr, "address the log server listens on")
 	fl.StringVar(&f.cfg.advertise, "advertise", "", "log server address to advertise, host:port (default: --listen's)")

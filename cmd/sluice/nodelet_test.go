@@ -56,7 +56,7 @@ func TestStartNodeletSim(t *testing.T) {
 
 	// It runs what the target holds, and serves its logs.
 	pod := api.TargetPod{TaskID: "j1/0/0/0", Job: "j1", Group: "g0", QoS: api.QoSOffline, Pod: api.PodSpec{
-		Containers: []api.ContainerSpec{{Name: "c0", Image: api.Image{Rootfs: "/"}, Command: []string{"x"},
+		Containers: []api.ContainerSpec{{Name: "c0", Image: api.Image{Rootfs: "/img"}, Command: []string{"x"},
 			Resources: api.Resources{CPU: 100, Memory: 1 << 20}}},
 	}}
 	stub.SetTarget("n1", pod)
@@ -240,5 +240,32 @@ func TestNodeletShimChecked(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v = %v; want an error containing %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+func TestNodeletImageRootsChecked(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--runtime", "container", "--image-roots", "/srv/images,/"}, `image root "/": must not be the host's root`},
+		{[]string{"--runtime", "container", "--image-roots", "images"}, `image root "images": must be a clean absolute path`},
+		{[]string{"--runtime", "container", "--image-roots", "/srv/../etc"}, `image root "/srv/../etc": must be a clean absolute path`},
+		{[]string{"--runtime", "sim", "--overcommit=false", "--image-roots", "/srv/images"}, "image roots: need the container runtime"},
+	} {
+		var out bytes.Buffer
+		args := append([]string{"nodelet", "--dispatcher", "http://127.0.0.1:1", "--cpu", "1", "--memory", "1Gi"}, tc.args...)
+		err := run(context.Background(), args, &out, &out)
+		if code := exitCode(context.Background(), err); code != exitUsage || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v = %v (exit %d); want a usage error containing %q", tc.args, err, code, tc.want)
+		}
+	}
+	cfg := nodeletConfig{runtime: "container", stateDir: "/var/lib/sluice/n1", cpu: 1000, memory: 1 << 30}
+	if err := cfg.resolve(); err != nil || !slices.Equal(cfg.imageRoots, []string{"/var/lib/sluice/n1/images"}) {
+		t.Errorf("default image roots %v (%v), want the state directory's images", cfg.imageRoots, err)
+	}
+	cfg = nodeletConfig{runtime: "sim", stateDir: "/var/lib/sluice/n1", cpu: 1000, memory: 1 << 30}
+	if err := cfg.resolve(); err != nil || cfg.imageRoots != nil {
+		t.Errorf("sim image roots %v (%v), want none", cfg.imageRoots, err)
 	}
 }

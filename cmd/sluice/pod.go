@@ -35,6 +35,7 @@ func newPodCmd() *cobra.Command {
 type podRunConfig struct {
 	stateDir     string
 	imageDir     string
+	imageRoots   []string
 	cgroupParent string
 	id           string
 	grace        time.Duration
@@ -51,7 +52,9 @@ containers through the nodelet's container runtime. It streams the
 containers' output (stdout and stderr together) to stdout, each line
 prefixed with its container's name when the pod has several, and exits with
 the exit code of the pod's first container. Ctrl-C stops the pod (SIGTERM,
-then SIGKILL after --grace) and cleans up. It needs root.`,
+then SIGKILL after --grace) and cleans up. It needs root. As on a nodelet,
+images (rootfs and oci_layout paths) must lie below one of --image-roots,
+after symbolic links.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			body, err := readInput(c.InOrStdin(), args[0])
@@ -68,6 +71,7 @@ then SIGKILL after --grace) and cleans up. It needs root.`,
 	f := c.Flags()
 	f.StringVar(&cfg.stateDir, "state-dir", container.DefaultStateDir, "directory of the runtime's pod state and logs")
 	f.StringVar(&cfg.imageDir, "image-dir", container.DefaultImageDir, "cache of unpacked OCI layout images")
+	f.StringSliceVar(&cfg.imageRoots, "image-roots", nil, "directories images must lie below, comma-separated (default: --image-dir)")
 	f.StringVar(&cfg.cgroupParent, "cgroup-parent", "sluice/online", "cgroup the pod's cgroup goes under")
 	f.StringVar(&cfg.id, "id", "", "pod ID (default: run-<random>)")
 	f.DurationVar(&cfg.grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when interrupted")
@@ -113,7 +117,7 @@ func runPod(ctx context.Context, cfg podRunConfig, p *api.PodSpec, stdout io.Wri
 		_, _ = rand.Read(b[:])
 		cfg.id = "run-" + hex.EncodeToString(b[:])
 	}
-	rt, err := container.New(container.Config{StateDir: cfg.stateDir, ImageDir: cfg.imageDir})
+	rt, err := container.New(container.Config{StateDir: cfg.stateDir, ImageDir: cfg.imageDir, ImageRoots: cfg.imageRoots})
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/nodelet/runtime"
 	"github.com/sluicehq/sluice/nodelet/runtime/container"
 )
 
@@ -53,8 +54,9 @@ func TestPodRun(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (runs containers)")
 	}
-	rootfs := t.TempDir()
-	for _, d := range []string{"proc", "dev", "sys", "tmp"} {
+	images := t.TempDir()
+	rootfs := filepath.Join(images, "rootfs")
+	for _, d := range []string{"", "proc", "dev", "sys", "tmp"} {
 		if err := os.Mkdir(filepath.Join(rootfs, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -72,7 +74,12 @@ func TestPodRun(t *testing.T) {
 	state := t.TempDir()
 	var out, errOut bytes.Buffer
 	ctx := context.Background()
-	err := run(ctx, []string{"pod", "run", "--state-dir", state, "--cgroup-parent", "sluicetest-cmd", spec}, &out, &errOut)
+	// Below no image root (the default is --image-dir's): refused.
+	err := run(ctx, []string{"pod", "run", "--state-dir", state, "--image-dir", t.TempDir(), "--cgroup-parent", "sluicetest-cmd", spec}, &out, &errOut)
+	if !errors.Is(err, runtime.ErrImageDenied) || out.Len() != 0 {
+		t.Errorf("pod outside the image roots: %v, output %q; want image denied and no output", err, out.String())
+	}
+	err = run(ctx, []string{"pod", "run", "--state-dir", state, "--image-roots", images, "--cgroup-parent", "sluicetest-cmd", spec}, &out, &errOut)
 	if code := exitCode(ctx, err); code != 7 {
 		t.Errorf("exit code %d (%v), want 7", code, err)
 	}
