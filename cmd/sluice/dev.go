@@ -20,11 +20,17 @@ import (
 	"github.com/sluicehq/sluice/dispatcher/server"
 )
 
+// devImageRoot is the default image root of `sluice dev`'s container
+// nodes: the directory of the demo image the examples name
+// (scripts/demo-image).
+const devImageRoot = "/var/lib/sluice/images"
+
 // devFlags are the settings of `sluice dev`.
 type devFlags struct {
 	httpAddr, addrFile string
 	data               string
 	runtime            string
+	imageRoots         []string
 	nodes, simNodes    int
 	nodeCPU, nodeMem   string
 	simCPU, simMem     string
@@ -44,7 +50,8 @@ func newDevCmd() *cobra.Command {
 temporary directory) serving the HTTP API, --nodes nodelets in the default
 pool and --sim-nodes simulated nodelets in the pool "sim". The nodes of the
 default pool run real containers when --runtime is container (the default
-as root) and are simulated otherwise.
+as root) and are simulated otherwise; they run images only from below
+--image-roots (where 'make demo' builds the examples' image).
 
 With --submit it submits the job files given (files, or directories whose
 *.json and *.ndjson files are taken) through the HTTP API and shows their
@@ -73,6 +80,7 @@ submitted job has ended. That is what 'make demo' runs.`,
 	fl.StringVar(&f.addrFile, "addr-file", "", "write the API's base URL to this file once it serves")
 	fl.StringVar(&f.data, "data", "", "data directory (default: a temporary directory, removed at exit)")
 	fl.StringVar(&f.runtime, "runtime", defRuntime, "runtime of the default pool's nodes: container or sim")
+	fl.StringSliceVar(&f.imageRoots, "image-roots", []string{devImageRoot}, "with --runtime container: directories pods' images must lie below, comma-separated")
 	fl.IntVar(&f.nodes, "nodes", 2, "nodes in the default pool")
 	fl.IntVar(&f.simNodes, "sim-nodes", 4, "simulated nodes in the pool \"sim\"")
 	fl.StringVar(&f.nodeCPU, "node-cpu", "2", "CPU of each default-pool node")
@@ -427,9 +435,13 @@ func startDevNodes(ctx context.Context, f devFlags, dir, addr string, logger *sl
 		nodes = append(nodes, node{fmt.Sprintf("sim-%d", i+1), "sim", "sim", simCPU, simMem})
 	}
 	for _, n := range nodes {
+		var roots []string
+		if n.runtime == "container" {
+			roots = f.imageRoots
+		}
 		s, err := startNodelet(ctx, nodeletConfig{
 			dispatchers: []string{addr}, name: n.name, runtime: n.runtime, pool: n.pool,
-			stateDir: filepath.Join(dir, n.name), cpu: n.cpu, memory: n.mem, removePods: true,
+			stateDir: filepath.Join(dir, n.name), imageRoots: roots, cpu: n.cpu, memory: n.mem, removePods: true,
 			retainExited: 10 * time.Minute,
 		}, logger)
 		if err != nil {
