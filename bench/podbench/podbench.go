@@ -291,7 +291,8 @@ func stats(lats []time.Duration, wall time.Duration) Stats {
 
 func runSluice(ctx context.Context, cfg Config, work, run, rootfs string) (Stats, error) {
 	state := filepath.Join(run, "sluice-state")
-	rt, err := container.New(container.Config{StateDir: state, CgroupParent: cgroupParent, ImageDir: filepath.Join(work, "images")})
+	rt, err := container.New(container.Config{StateDir: state, CgroupParent: cgroupParent, ImageDir: filepath.Join(work, "images"),
+		ImageRoots: []string{filepath.Dir(rootfs)}})
 	if err != nil {
 		return Stats{}, fmt.Errorf("podbench: sluice: %w", err)
 	}

@@ -96,8 +96,8 @@ func newLogFixture(t *testing.T, text string) *logFixture {
 	t.Cleanup(host.Close)
 	rt := &textRuntime{Runtime: sim.New(host), text: text, notify: make(chan struct{})}
 	spec := runtime.PodSpec{ID: remote.PodID(logTask), Containers: []runtime.ContainerSpec{
-		{Name: "main", Image: api.Image{Rootfs: "/"}, Args: []string{"x"}},
-		{Name: "side", Image: api.Image{Rootfs: "/"}, Args: []string{"y"}},
+		{Name: "main", Image: api.Image{Rootfs: "/img"}, Args: []string{"x"}},
+		{Name: "side", Image: api.Image{Rootfs: "/img"}, Args: []string{"y"}},
 	}}
 	if err := rt.Start(context.Background(), spec); err != nil {
 		t.Fatal(err)

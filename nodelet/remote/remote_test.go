@@ -120,7 +120,7 @@ func simPod(task string, qos api.QoS, run time.Duration, code int32) api.TargetP
 	p := api.TargetPod{
 		TaskID: task, Job: strings.Split(task, "/")[0], Group: "g0", QoS: qos, Priority: 7,
 		Pod: api.PodSpec{Containers: []api.ContainerSpec{{
-			Name: "main", Image: api.Image{Rootfs: "/"}, Command: []string{"work"},
+			Name: "main", Image: api.Image{Rootfs: "/img"}, Command: []string{"work"},
 			Resources: api.Resources{CPU: 100, Memory: 64 << 20},
 		}}},
 	}
