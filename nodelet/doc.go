@@ -37,7 +37,9 @@
 //     target keeps it: the dispatcher retries tasks, not the agent.
 //   - Reports: running; exited (succeeded, or failed with the code);
 //     OOM-killed; killed by the memory killer with its reason; failed to
-//     start with the error; lost when the exit status is unknown. They are
+//     start with the error (reason "image_denied" when the runtime refused
+//     an image outside the host's image roots, runtime.ErrImageDenied, else
+//     "start_failed"); lost when the exit status is unknown. They are
 //     delivered at least once and in order; an ended pod is removed from
 //     the runtime only after its final report is acknowledged, so a crash
 //     loses nothing.
