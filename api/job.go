@@ -114,26 +114,20 @@ type ContainerSpec struct {
 }
 
 // Image names a container's root filesystem: exactly one of Rootfs and
-// OCILayout is set.
+// OCILayout is set. Both paths are on the node's host: validation refuses
+// a path that is not clean (an empty, "." or ".." element, a trailing
+// slash) and the host's root "/" itself; a node runs only images below
+// its image roots, and reports a task whose image is elsewhere failed with
+// ReasonImageDenied.
 type Image struct {
 	// Rootfs is the absolute path of an unpacked root filesystem directory.
 	Rootfs string `json:"rootfs,omitempty"`
 	// OCILayout is the absolute path of an OCI image layout directory.
 	OCILayout string `json:"oci_layout,omitempty"`
-	// Both paths are on the node's host: validation refuses a path that
-	// is not clean (an empty, "." or ".." element, a trailing slash) and
-	// the host's root "/" itself; a node runs only images below its image
-	// roots, and reports a task whose image is elsewhere failed with
-	// ReasonImageDenied.
 	// Ref selects the image within OCILayout by tag or digest. Default
 	// "latest". It must be empty with Rootfs.
 	Ref string `json:"ref,omitempty"`
 }
-
-// ReasonImageDenied is the reason a nodelet reports for a task it refused
-// to start because an image path of its pod (after symbolic links) is not
-// below one of the node's image roots.
-const ReasonImageDenied TaskReason = "image_denied"
 
 // Resources is what one container asks for. In JSON, CPU may also be given as
 // a quantity string ("500m", "2", "0.5") and Memory and Disk as byte

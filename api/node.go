@@ -140,6 +140,9 @@ const (
 	ReasonStopped      TaskReason = "stopped"       // stopped because the dispatcher no longer wants it
 	ReasonTimeLimit    TaskReason = "time_limit"    // ran longer than its job's MaxRunTime
 	ReasonLost         TaskReason = "lost"          // the nodelet lost track of it
+	// ReasonImageDenied: an image path of the pod (after symbolic links)
+	// is not below one of the node's image roots; it never started.
+	ReasonImageDenied TaskReason = "image_denied"
 )
 
 // ReasonPreempted is the reason the dispatcher records for a task it
