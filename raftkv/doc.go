@@ -17,7 +17,8 @@
 //     entries up to an index has been applied (an entry may carry several
 //     commands, each applied with the entry's index);
 //   - KV, the built-in state machine (put, delete, compare-and-swap);
-//   - the Transport seam (seam.go). The TCP transport lives in transport*.go.
+//   - the Transport seam (seam.go). The TCP transport lives in transport*.go,
+//     with mutual TLS when configured (transport_tls.go; see Security).
 //
 // # Invariants
 //
@@ -89,6 +90,44 @@
 // Failures: any pebble error on the write path, or a read error, stops the
 // replica (Err, Status.Err, every call returns an error matching
 // ErrStorage); it never serves reads after that.
+//
+// # Security
+//
+// The TCP transport trusts whoever speaks its wire format unless
+// TCPConfig.TLS is set. Without TLS, anyone who can reach a replica's raft
+// port can read the replicated data and send raft messages under any node
+// ID: keep that port on a network only the replicas reach.
+//
+// With TLS, every connection is mutual TLS 1.3 and both ends check the
+// other's certificate before a byte of the wire format passes:
+//
+//   - the listener requires a client certificate that chains to the
+//     cluster CA (for client authentication), and refuses the connection
+//     otherwise: a plaintext dialer, one without a certificate or with a
+//     certificate of another CA is cut off after the failed TLS handshake,
+//     counted in TCPStats.TLSHandshakeFailures and logged, and none of its
+//     bytes reach raft. The TLS handshake and the hello must end within
+//     TCPConfig.DialTimeout, so a slow or silent dialer holds a goroutine
+//     no longer than that;
+//   - the dialer requires a server certificate that chains to the cluster
+//     CA (for server authentication) and is valid for the host of the
+//     address it dials (the peer's address as the member table has it),
+//     and sends nothing otherwise.
+//
+// What a certificate proves, then, is membership of the cluster, and on
+// the listener's side nothing finer: the node ID a dialer claims in its
+// hello is not bound to its certificate, because a replica may hear from
+// a member before it has applied the change that gave it the member's
+// address (a replica catching up from a leader added while it was down
+// does), and refusing it then would keep it from ever catching up. Any
+// holder of a certificate of the cluster CA can therefore speak raft as
+// any node ID to a replica that accepts its connection: the CA must sign
+// certificates for the replicas of this cluster only (not the HTTP API's,
+// not another cluster's), and a replica's key is as sensitive as its
+// data. The dialer's check does bind the peer's address: a certificate
+// of the cluster CA for another host does not pass for a replica's, so
+// taking over a replica's address is not enough to receive its traffic.
+// Replicas sharing a host share that binding.
 //
 // # Usage
 //

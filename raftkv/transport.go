@@ -2,6 +2,7 @@ package raftkv
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -76,6 +77,22 @@ type TCPConfig struct {
 	// MaxReconnectBackoff caps ReconnectBackoff's growth. Default
 	// DefaultTCPMaxReconnectBackoff (2 s).
 	MaxReconnectBackoff time.Duration
+	// TLS, when set, makes every connection mutual TLS 1.3; nil (the
+	// default) speaks plaintext and accepts any dialer that knows the
+	// wire format. It holds this replica's certificate chain and key in
+	// Certificates (or callbacks GetCertificate and GetClientCertificate)
+	// and the cluster CA in RootCAs, which verifies the peers' server
+	// certificates and, unless ClientCAs is set, their client
+	// certificates. The transport uses clones and sets, whatever was
+	// there: MinVersion TLS 1.3, ClientAuth RequireAndVerifyClientCert,
+	// and, when dialling, ServerName to the host of the peer's address.
+	// The certificate of every replica must therefore carry the host of
+	// its peer address (as written in Peers and AddPeer: a DNS name or an
+	// IP address) as a subject alternative name, and both the serverAuth
+	// and clientAuth extended key usages. See the package documentation,
+	// "Security", for what a peer's certificate proves. LoadPeerTLS
+	// builds this from PEM files.
+	TLS *tls.Config
 	// Logger receives the transport's logs. Default: none.
 	Logger *slog.Logger
 }
@@ -164,6 +181,21 @@ func (c TCPConfig) Validate() error {
 	if c.MaxReconnectBackoff < c.ReconnectBackoff {
 		bad("MaxReconnectBackoff %v is below ReconnectBackoff %v", c.MaxReconnectBackoff, c.ReconnectBackoff)
 	}
+	if c.TLS != nil {
+		tc := c.TLS
+		if len(tc.Certificates) == 0 && (tc.GetCertificate == nil || tc.GetClientCertificate == nil) {
+			bad("TLS: no certificate: set Certificates (or both GetCertificate and GetClientCertificate)")
+		}
+		if tc.RootCAs == nil {
+			bad("TLS: RootCAs (the cluster CA) is required; the system's roots are never trusted for peers")
+		}
+		if tc.InsecureSkipVerify {
+			bad("TLS: InsecureSkipVerify must be false")
+		}
+		if tc.MaxVersion != 0 && tc.MaxVersion < tls.VersionTLS13 {
+			bad("TLS: MaxVersion %s is below TLS 1.3, the least the transport speaks", tls.VersionName(tc.MaxVersion))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -190,8 +222,15 @@ type TCPStats struct {
 	// hellos, messages not from the peer the hello named.
 	ProtocolErrors uint64
 	// HandshakesRejected counts hellos refused (other cluster, other node,
-	// other version), on either side.
+	// other version, a certificate not valid for the node the hello
+	// names), on either side.
 	HandshakesRejected uint64
+	// TLSHandshakeFailures counts TLS handshakes that failed, on either
+	// side: a plaintext dialer, no certificate or one the cluster CA did
+	// not sign, a server certificate not valid for the dialled host, a
+	// handshake not done within DialTimeout. Each closed its connection
+	// before a hello was read or sent.
+	TLSHandshakeFailures uint64
 	// DialFailures counts failed connection attempts, handshakes included.
 	DialFailures uint64
 	// UnreachableReports counts Handler.ReportUnreachable calls.
@@ -208,6 +247,7 @@ type tcpCounters struct {
 	messagesSent, messagesReceived, messagesDropped, messagesFiltered atomic.Uint64
 	bytesSent, bytesReceived, framesSent, framesReceived              atomic.Uint64
 	checksumFailures, protocolErrors, handshakesRejected              atomic.Uint64
+	tlsHandshakeFailures                                              atomic.Uint64
 	dialFailures, unreachableReports                                  atomic.Uint64
 	snapshotsSent, snapshotsFailed, snapshotsReceived                 atomic.Uint64
 	snapshotBytesSent, snapshotBytesReceived                          atomic.Uint64
@@ -224,10 +264,14 @@ type tcpCounters struct {
 // time, so a large snapshot never holds up heartbeats; its outcome is
 // reported with Handler.ReportSnapshot.
 //
-// Each inbound connection has one goroutine that checks the peer's hello
-// (cluster ID, node IDs, version) and then reads frames, verifying each
-// one's checksum before delivering any of its messages; a connection that
-// breaks the wire format is closed and counted (see TCPStats).
+// Each inbound connection has one goroutine that, with TLS, completes the
+// TLS handshake, then checks the peer's hello (cluster ID, node IDs,
+// version and, with TLS, that the client certificate is valid for the
+// host of the address this transport has for the node the hello names)
+// and then reads frames, verifying each one's checksum before delivering
+// any of its messages; a connection that breaks the wire format is closed
+// and counted (see TCPStats). The TLS handshake and the hello together
+// must end within DialTimeout.
 //
 // The transport listens in NewTCPTransport, so Addr is known at once;
 // nothing is accepted, dialled or reported before Start. Handler calls come
@@ -253,6 +297,9 @@ type TCPTransport struct {
 	filter atomic.Pointer[func(*raftpb.Message) bool]
 	stats  tcpCounters
 	rep    tcpReporter
+	// serverTLS and clientTLS are derived from TCPConfig.TLS; both nil
+	// without it. clientTLS lacks ServerName, which each dial sets.
+	serverTLS, clientTLS *tls.Config
 
 	closeOnce sync.Once
 	closeErr  error
@@ -289,6 +336,9 @@ func NewTCPTransport(cfg TCPConfig) (*TCPTransport, error) {
 		cfg: cfg,
 		log: cfg.Logger.With("component", "raftkv.transport", "node", cfg.ID),
 		ln:  ln,
+	}
+	if cfg.TLS != nil {
+		t.serverTLS, t.clientTLS = peerTLSConfigs(cfg.TLS)
 	}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	t.rep.init()
@@ -329,7 +379,7 @@ func (t *TCPTransport) Start(h Handler) error {
 	for _, p := range t.mu.peers {
 		t.startPeerLocked(p)
 	}
-	t.log.Info("transport started", "addr", t.Addr(), "peers", len(t.mu.peers))
+	t.log.Info("transport started", "addr", t.Addr(), "peers", len(t.mu.peers), "tls", t.serverTLS != nil)
 	return nil
 }
 
@@ -456,6 +506,7 @@ func (t *TCPTransport) Stats() TCPStats {
 		ChecksumFailures:      s.checksumFailures.Load(),
 		ProtocolErrors:        s.protocolErrors.Load(),
 		HandshakesRejected:    s.handshakesRejected.Load(),
+		TLSHandshakeFailures:  s.tlsHandshakeFailures.Load(),
 		DialFailures:          s.dialFailures.Load(),
 		UnreachableReports:    s.unreachableReports.Load(),
 		SnapshotsSent:         s.snapshotsSent.Load(),

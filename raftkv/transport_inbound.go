@@ -49,20 +49,33 @@ func (t *TCPTransport) acceptLoop(h Handler) {
 	}
 }
 
-// serveConn checks the hello of an inbound connection, answers it, and
-// reads what follows until the connection ends.
-func (t *TCPTransport) serveConn(conn net.Conn, h Handler) {
+// serveConn completes the TLS handshake of an inbound connection when the
+// transport has TLS, checks its hello, answers it, and reads what follows
+// until the connection ends. Nothing reaches the Handler from a connection
+// whose handshakes failed.
+func (t *TCPTransport) serveConn(raw net.Conn, h Handler) {
 	defer t.wg.Done()
 	defer func() {
-		conn.Close()
+		raw.Close()
 		t.mu.Lock()
-		delete(t.mu.inbound, conn)
+		delete(t.mu.inbound, raw)
 		t.mu.Unlock()
 	}()
-	log := t.log.With("remote", conn.RemoteAddr().String())
+	conn := raw // with TLS, the TLS connection over raw
+	log := t.log.With("remote", raw.RemoteAddr().String())
 
+	// The TLS handshake and the hello share one deadline, so that a slow
+	// or silent dialer holds this goroutine at most DialTimeout.
 	if err := conn.SetDeadline(time.Now().Add(t.cfg.DialTimeout)); err != nil {
 		return
+	}
+	if t.serverTLS != nil {
+		tc, err := t.serverHandshake(conn)
+		if err != nil {
+			log.Warn("inbound connection refused: TLS handshake failed", "err", err)
+			return
+		}
+		conn = tc
 	}
 	br := bufio.NewReaderSize(conn, 64<<10)
 	hello, err := readTCPHello(br)

@@ -261,8 +261,9 @@ func (p *tcpPeer) writeBatch(conn net.Conn, bw *bufio.Writer, batch []*raftpb.Me
 	return nil
 }
 
-// dial connects to peer id at addr and completes the handshake for a
-// connection of the given kind. ctx cancels it at any point.
+// dial connects to peer id at addr and completes the handshakes (TLS when
+// configured, then the hello) for a connection of the given kind, within
+// DialTimeout. ctx cancels it at any point.
 func (t *TCPTransport) dial(ctx context.Context, id uint64, addr string, kind uint8) (net.Conn, error) {
 	d := net.Dialer{Timeout: t.cfg.DialTimeout, KeepAlive: 15 * time.Second}
 	conn, err := d.DialContext(ctx, "tcp", addr)
@@ -277,6 +278,13 @@ func (t *TCPTransport) dial(ctx context.Context, id uint64, addr string, kind ui
 	}
 	if err := conn.SetDeadline(time.Now().Add(t.cfg.DialTimeout)); err != nil {
 		return fail(fmt.Errorf("raftkv: handshake with peer %d at %s: %w", id, addr, err))
+	}
+	if t.clientTLS != nil {
+		tc, err := t.clientHandshake(ctx, conn, id, addr)
+		if err != nil {
+			return fail(err)
+		}
+		conn = tc
 	}
 	hello := tcpHello{version: tcpProtocolVersion, kind: kind, clusterID: t.cfg.ClusterID, from: t.cfg.ID, to: id}
 	if _, err := conn.Write(hello.appendTo(nil)); err != nil {
