@@ -56,6 +56,13 @@ type Config struct {
 	Tokens *Tokens
 	// TLS, when set, serves HTTPS with this configuration.
 	TLS *tls.Config
+	// PeerTLS, when set, is raftkv.TCPConfig.TLS for the raft transport:
+	// the replicas then speak to each other only over mutual TLS 1.3 with
+	// certificates of the CA in its RootCAs, each valid for the host of
+	// the replica's address in Peers (raftkv.LoadPeerTLS loads one).
+	// Default nil: the raft transport speaks plaintext and accepts any
+	// dialer. It is not used with a single replica.
+	PeerTLS *tls.Config
 	// Dispatcher tunes the dispatcher; Open fills its Raft and FSM, and its
 	// Logger defaults to Logger.
 	Dispatcher dispatcher.Config
@@ -105,6 +112,15 @@ func (c *Config) Validate() error {
 			}
 			if _, _, err := net.SplitHostPort(a); err != nil {
 				add("Peers[%d] %q must be host:port", id, a)
+			}
+		}
+	}
+	if c.PeerTLS != nil && len(c.Peers) > 1 {
+		// Only the TLS part: the rest of the transport's config is
+		// checked above in this package's terms.
+		if err := (raftkv.TCPConfig{ID: 1, ListenAddr: "peer:0", TLS: c.PeerTLS}).Validate(); err != nil {
+			for line := range strings.Lines(err.Error()) {
+				add("PeerTLS: %s", strings.TrimPrefix(strings.TrimSpace(line), "raftkv: tcp transport config: TLS: "))
 			}
 		}
 	}
@@ -196,7 +212,9 @@ func Open(cfg Config) (_ *Server, err error) {
 
 	var tr raftkv.Transport
 	if len(cfg.Peers) > 1 {
-		s.tr, err = raftkv.NewTCPTransport(raftkv.TCPConfig{ID: cfg.ID, ListenAddr: cfg.Peers[cfg.ID], Peers: cfg.Peers, Logger: cfg.Logger})
+		s.tr, err = raftkv.NewTCPTransport(raftkv.TCPConfig{
+			ID: cfg.ID, ListenAddr: cfg.Peers[cfg.ID], Peers: cfg.Peers, TLS: cfg.PeerTLS, Logger: cfg.Logger,
+		})
 		if err != nil {
 			return nil, fmt.Errorf("server: raft transport: %w", err)
 		}
