@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/dispatcher"
 	"github.com/sluicehq/sluice/dispatcher/server"
+	"github.com/sluicehq/sluice/raftkv"
 )
 
 // dispatcherFlags are the settings of one dispatcher replica.
@@ -25,6 +27,9 @@ type dispatcherFlags struct {
 	data, httpAddr   string
 	tokenFile        string
 	tlsCert, tlsKey  string
+	peerTLSCert      string
+	peerTLSKey       string
+	peerTLSCA        string
 	logLevel, config string
 	queueWeights     string
 	slotTTL          time.Duration
@@ -44,6 +49,14 @@ func newDispatcherCmd() *cobra.Command {
 cluster; three replicas started with the same --peers and --peer-http form
 one cluster, and whichever leads schedules while the others redirect
 writes to it.
+
+Without --peer-tls-cert, --peer-tls-key and --peer-tls-ca the replicas'
+raft traffic is plaintext and any client of the raft port is believed:
+keep that port on a network only the replicas reach. With them it is
+mutual TLS 1.3: every replica's certificate must be signed by that CA
+(one for the replicas only), carry the host of its --peers address as a
+subject alternative name, and allow both server and client
+authentication.
 
 Every flag can also be set with an environment variable (--http-addr is
 SLUICE_HTTP_ADDR) or in a --config file of "name = value" lines; the
@@ -72,6 +85,9 @@ command line wins over the environment, which wins over the file.`,
 	fl.StringVar(&f.tokenFile, "token-file", "", "bearer tokens and their roles, one 'TOKEN ROLE [QUEUE,...]' or 'TOKEN nodelet NODE' per line (empty: no authentication)")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file for the HTTP API (with --tls-key)")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS key file for the HTTP API")
+	fl.StringVar(&f.peerTLSCert, "peer-tls-cert", "", "this replica's certificate file for mutual TLS between the replicas' raft transports, valid for the host of its --peers address (with --peer-tls-key and --peer-tls-ca)")
+	fl.StringVar(&f.peerTLSKey, "peer-tls-key", "", "key file of --peer-tls-cert")
+	fl.StringVar(&f.peerTLSCA, "peer-tls-ca", "", "CA certificate file that signs every replica's --peer-tls-cert")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.config, "config", "", "a file of 'name = value' settings")
 	fl.DurationVar(&f.slotTTL, "slot-ttl", 0, "keep an ended task's resources cached on its node this long for a task of the same shape (0: no caching)")
@@ -135,6 +151,9 @@ func (f dispatcherFlags) serverConfig(logger *slog.Logger) (server.Config, error
 	} else if cfg.Peers, err = parseIDMap("--peers", f.peers); err != nil {
 		return cfg, err
 	}
+	if cfg.PeerTLS, err = f.peerTLS(cfg.Peers); err != nil {
+		return cfg, err
+	}
 	if f.peerHTTP != "" {
 		if cfg.PeerHTTP, err = parseIDMap("--peer-http", f.peerHTTP); err != nil {
 			return cfg, err
@@ -159,6 +178,42 @@ func (f dispatcherFlags) serverConfig(logger *slog.Logger) (server.Config, error
 		cfg.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	case f.tlsCert != "" || f.tlsKey != "":
 		return cfg, usageError{errors.New("--tls-cert and --tls-key go together")}
+	}
+	return cfg, nil
+}
+
+// peerTLS loads the raft transport's TLS configuration from
+// --peer-tls-cert, --peer-tls-key and --peer-tls-ca, which go together,
+// and checks the certificate against the CA and against the host of this
+// replica's address in peers. It returns nil when none is given.
+func (f dispatcherFlags) peerTLS(peers map[uint64]string) (*tls.Config, error) {
+	var missing []string
+	for _, fl := range []struct{ name, value string }{
+		{"--peer-tls-cert", f.peerTLSCert}, {"--peer-tls-key", f.peerTLSKey}, {"--peer-tls-ca", f.peerTLSCA},
+	} {
+		if fl.value == "" {
+			missing = append(missing, fl.name)
+		}
+	}
+	switch len(missing) {
+	case 3:
+		return nil, nil
+	case 0:
+	default:
+		return nil, usageError{fmt.Errorf("--peer-tls-cert, --peer-tls-key and --peer-tls-ca go together: %s missing", strings.Join(missing, " and "))}
+	}
+	if len(peers) < 2 {
+		return nil, usageError{errors.New("--peer-tls-cert, --peer-tls-key and --peer-tls-ca secure the raft transport between replicas: give --peers too")}
+	}
+	// A wildcard or empty host names no one: the peers dial this replica
+	// at an address the certificate cannot be checked against here.
+	host, _, _ := net.SplitHostPort(peers[f.id])
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = ""
+	}
+	cfg, err := raftkv.LoadPeerTLS(f.peerTLSCert, f.peerTLSKey, f.peerTLSCA, host)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--peer-tls-cert/--peer-tls-key/--peer-tls-ca: %w", err)}
 	}
 	return cfg, nil
 }

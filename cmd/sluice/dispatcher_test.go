@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/internal/tlstest"
 )
 
 // syncBuffer is a bytes.Buffer safe for a writer and a reader.
@@ -139,6 +140,50 @@ func TestDispatcherSchedulingFlags(t *testing.T) {
 		cfg, err = dispatcherFlags{id: 1, syncInterval: tc.flag}.serverConfig(nil)
 		if err != nil || cfg.SyncInterval != tc.want {
 			t.Errorf("--sync-interval %v: SyncInterval %v, %v; want %v", tc.flag, cfg.SyncInterval, err, tc.want)
+		}
+	}
+}
+
+func TestDispatcherPeerTLSFlags(t *testing.T) {
+	dir := t.TempDir()
+	ca, other := tlstest.NewCA(t, "peer CA"), tlstest.NewCA(t, "other CA")
+	caFile := ca.WriteCA(t, dir, "ca")
+	cert, key := tlstest.WriteCert(t, dir, "r1", ca.Cert(t, "127.0.0.1"))
+	foreignCert, foreignKey := tlstest.WriteCert(t, dir, "foreign", other.Cert(t, "127.0.0.1"))
+	peers := "1=127.0.0.1:7001,2=127.0.0.1:7002"
+
+	f := dispatcherFlags{id: 1, peers: peers, peerTLSCert: cert, peerTLSKey: key, peerTLSCA: caFile}
+	cfg, err := f.serverConfig(nil)
+	if err != nil || cfg.PeerTLS == nil || len(cfg.PeerTLS.Certificates) != 1 || cfg.PeerTLS.RootCAs == nil {
+		t.Fatalf("all three flags: PeerTLS %v, %v", cfg.PeerTLS, err)
+	}
+	if cfg, err := (dispatcherFlags{id: 1, peers: peers}).serverConfig(nil); err != nil || cfg.PeerTLS != nil {
+		t.Errorf("no peer TLS flags: PeerTLS %v, %v; want nil", cfg.PeerTLS, err)
+	}
+	// A wildcard listen host is not checked against the certificate.
+	f.peers = "1=0.0.0.0:7001,2=127.0.0.1:7002"
+	if cfg, err := f.serverConfig(nil); err != nil || cfg.PeerTLS == nil {
+		t.Errorf("wildcard host: PeerTLS %v, %v", cfg.PeerTLS, err)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--peers", peers, "--peer-tls-cert", cert}, "--peer-tls-key and --peer-tls-ca missing"},
+		{[]string{"--peers", peers, "--peer-tls-cert", cert, "--peer-tls-key", key}, "--peer-tls-ca missing"},
+		{[]string{"--peers", peers, "--peer-tls-ca", caFile}, "--peer-tls-cert and --peer-tls-key missing"},
+		{[]string{"--peer-tls-cert", cert, "--peer-tls-key", key, "--peer-tls-ca", caFile}, "give --peers too"},
+		{[]string{"--peers", peers, "--peer-tls-cert", foreignCert, "--peer-tls-key", foreignKey, "--peer-tls-ca", caFile}, "foreign.crt: not valid against the CA"},
+		{[]string{"--peers", peers, "--peer-tls-cert", cert, "--peer-tls-key", foreignKey, "--peer-tls-ca", caFile}, "private key does not match"},
+		{[]string{"--peers", peers, "--peer-tls-cert", cert, "--peer-tls-key", key, "--peer-tls-ca", cert + ".none"}, "r1.crt.none"},
+		{[]string{"--peers", "1=10.1.1.1:7001,2=127.0.0.1:7002", "--peer-tls-cert", cert, "--peer-tls-key", key, "--peer-tls-ca", caFile}, "not valid for this replica's peer host"},
+	} {
+		var out bytes.Buffer
+		err := run(context.Background(), append([]string{"dispatcher", "--data", t.TempDir()}, tc.args...), &out, &out)
+		var ue usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("dispatcher %q = %v, want a usage error containing %q", tc.args, err, tc.want)
 		}
 	}
 }
