@@ -15,11 +15,14 @@ import (
 // Comparison is one run of the store benchmark: Sluice's raftkv and etcd
 // driven the same way, one after the other.
 type Comparison struct {
-	Writers    int     `json:"writers"`
-	ValueBytes int     `json:"value_bytes"`
-	Replicas   int     `json:"replicas"`
-	Sluice     Result  `json:"sluice"`
-	Etcd       *Result `json:"etcd,omitempty"`
+	Writers    int `json:"writers"`
+	ValueBytes int `json:"value_bytes"`
+	Replicas   int `json:"replicas"`
+	// PeerTLS says raftkv's replicas spoke mutual TLS among themselves
+	// (CompareConfig.PeerTLS).
+	PeerTLS bool    `json:"peer_tls"`
+	Sluice  Result  `json:"sluice"`
+	Etcd    *Result `json:"etcd,omitempty"`
 	// FailoverMs is how long after the leader was stopped the first write
 	// was committed by a new leader (raftkv only; 0 when not measured).
 	FailoverMs float64 `json:"failover_ms,omitempty"`
@@ -40,6 +43,13 @@ type CompareConfig struct {
 	// Failover also measures a failover of raftkv: the leader is stopped
 	// under load and the first write of the new leader timed.
 	Failover bool
+	// PeerTLS makes raftkv's replicas speak mutual TLS 1.3 among
+	// themselves, with throwaway certificates made in Dir; etcd's side
+	// stays plaintext. Runs with and without it compare best in separate
+	// processes, interleaved: a second cluster started in one process
+	// runs measurably slower than the first, so one process running both
+	// would favour whichever went first.
+	PeerTLS bool
 }
 
 // Compare drives raftkv and then etcd (when installed and not skipped)
@@ -60,8 +70,8 @@ func Compare(ctx context.Context, cfg CompareConfig) (Comparison, error) {
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	out := Comparison{Writers: cfg.Writers, ValueBytes: cfg.ValueBytes, Replicas: cfg.Replicas}
-	kv, err := StartRaftKV(ctx, filepath.Join(dir, "raftkv"), cfg.Replicas)
+	out := Comparison{Writers: cfg.Writers, ValueBytes: cfg.ValueBytes, Replicas: cfg.Replicas, PeerTLS: cfg.PeerTLS && cfg.Replicas > 1}
+	kv, err := StartRaftKV(ctx, filepath.Join(dir, "raftkv"), cfg.Replicas, RaftKVOptions{PeerTLS: cfg.PeerTLS})
 	if err != nil {
 		return out, err
 	}

@@ -4,7 +4,9 @@
 // against a Store for a set time and reports committed writes per second
 // and latency percentiles; Etcd starts a local etcd cluster (the Debian
 // etcd-server binary, one process per member on loopback, each with its own
-// data directory and fsync on) and wraps a client as a Store.
+// data directory and fsync on) and wraps a client as a Store. StartRaftKV
+// starts raftkv's side, with mutual TLS between its replicas on request
+// (throwaway certificates), so that its cost is measured in the same run.
 //
 // # Invariants
 //

@@ -31,7 +31,11 @@ binary does not carry etcd's client.
 With --value-bytes of a few hundred KB it measures the throughput of large
 commands, as the dispatcher proposes them (one round, one command); with
 --failover it also stops the raftkv leader under load and times the first
-write of the new leader.`,
+write of the new leader. With --peer-tls the raftkv replicas speak mutual
+TLS 1.3 among themselves (throwaway certificates made in the work
+directory; etcd stays plaintext): to see its cost, alternate runs with and
+without it, one process each (a second cluster in one process runs slower
+than the first, which would blur the difference).`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
 			res, err := storebench.Compare(c.Context(), cfg)
@@ -50,6 +54,7 @@ write of the new leader.`,
 	f.BoolVar(&cfg.NoEtcd, "no-etcd", false, "skip the etcd side")
 	f.StringVar(&cfg.EtcdDriver, "etcd-driver", "", "the etcd load driver (default: etcdload beside this binary, or on PATH)")
 	f.BoolVar(&cfg.Failover, "failover", false, "also time a raftkv leader failover under load")
+	f.BoolVar(&cfg.PeerTLS, "peer-tls", false, "raftkv's replicas speak mutual TLS among themselves")
 	f.StringVar(&cfg.Dir, "work-dir", "", "directory for the data (default: a temporary one, removed)")
 	f.BoolVar(&asJSON, "json", false, "print the result as one JSON object")
 	return c
@@ -60,11 +65,15 @@ func printStoreBench(w io.Writer, r storebench.Comparison, asJSON bool) error {
 		return printJSON(w, r)
 	}
 	fmt.Fprintf(w, "%d replicas, %d writers, %d-byte values\n", r.Replicas, r.Writers, r.ValueBytes)
-	fmt.Fprintf(w, "%-8s %12s %10s %9s %9s %8s\n", "store", "writes/s", "MB/s", "p50 ms", "p99 ms", "errors")
+	fmt.Fprintf(w, "%-10s %12s %10s %9s %9s %8s\n", "store", "writes/s", "MB/s", "p50 ms", "p99 ms", "errors")
 	row := func(name string, x storebench.Result) {
-		fmt.Fprintf(w, "%-8s %12.0f %10.1f %9.2f %9.2f %8d\n", name, x.WritesPerSec, x.MBPerSec, x.P50Ms, x.P99Ms, x.Errors)
+		fmt.Fprintf(w, "%-10s %12.0f %10.1f %9.2f %9.2f %8d\n", name, x.WritesPerSec, x.MBPerSec, x.P50Ms, x.P99Ms, x.Errors)
 	}
-	row("sluice", r.Sluice)
+	name := "sluice"
+	if r.PeerTLS {
+		name = "sluice+tls"
+	}
+	row(name, r.Sluice)
 	if r.Etcd != nil {
 		row("etcd", *r.Etcd)
 		if r.Etcd.WritesPerSec > 0 {
