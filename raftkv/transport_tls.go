@@ -28,6 +28,9 @@ func peerTLSConfigs(c *tls.Config) (server, client *tls.Config) {
 	// writer): full-size records from the first byte cost the fewest
 	// seals and headers.
 	server.DynamicRecordSizingDisabled = true
+	// Dialers keep no session cache (every connection is a full
+	// handshake, and connections live long): tickets would be wasted.
+	server.SessionTicketsDisabled = true
 	client = c.Clone()
 	client.MinVersion = tls.VersionTLS13
 	client.DynamicRecordSizingDisabled = true

@@ -263,6 +263,55 @@ func TestTCPTransportTLSRefusals(t *testing.T) {
 	}
 }
 
+// TestTCPTransportTLSCloseDuringHandshake closes a transport while a
+// dialer holds its TLS handshake open (it stalls when asked for its
+// certificate): Close does not wait for the handshake's deadline.
+func TestTCPTransportTLSCloseDuringHandshake(t *testing.T) {
+	ca := tlstest.NewCA(t, "cluster CA")
+	cfg := raftkv.TCPConfig{ID: 1, ListenAddr: "127.0.0.1:0", DialTimeout: time.Minute, TLS: tlstest.Config(ca, ca.Cert(t, "127.0.0.1"))}
+	tr, err := raftkv.NewTCPTransport(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newTCPRecorder()
+	if err := tr.Start(rec); err != nil {
+		t.Fatal(err)
+	}
+	cert := ca.Cert(t, "127.0.0.1")
+	asked, release, dialed := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(dialed)
+		conn, err := tls.Dial("tcp", tr.Addr(), &tls.Config{
+			RootCAs: ca.Pool(), ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13,
+			GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+				close(asked)
+				<-release
+				return &cert, nil
+			},
+		})
+		if err == nil {
+			conn.Close()
+		}
+	}()
+	defer func() { <-dialed }()
+	defer close(release)
+	select {
+	case <-asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the listener never asked for a client certificate")
+	}
+	start := time.Now()
+	if err := tr.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("Close took %v with a handshake in progress", took)
+	}
+	if got := rec.received(0); len(got) != 0 {
+		t.Fatalf("received %d messages", len(got))
+	}
+}
+
 // TestTCPTransportTLSServerName shows that a dialer checks the listener's
 // certificate against the host it dials: a certificate of the cluster CA
 // for another host does not do.
