@@ -63,8 +63,10 @@ type TCPConfig struct {
 	// MaxSnapshotBytes is the largest marshalled MsgSnap sent or accepted.
 	// Default DefaultTCPMaxSnapshotBytes (4 GiB).
 	MaxSnapshotBytes int64
-	// DialTimeout bounds connecting to a peer and each side's handshake.
-	// Default DefaultTCPDialTimeout (2 s).
+	// DialTimeout bounds connecting to a peer and each side's handshake
+	// (the TLS handshake and the hello together, so that a dialer that is
+	// slow or silent holds a listener's goroutine no longer). Default
+	// DefaultTCPDialTimeout (2 s).
 	DialTimeout time.Duration
 	// WriteTimeout is how long a write may make no progress before the
 	// connection is given up; it also bounds each read of an incoming
