@@ -224,8 +224,7 @@ type TCPStats struct {
 	// hellos, messages not from the peer the hello named.
 	ProtocolErrors uint64
 	// HandshakesRejected counts hellos refused (other cluster, other node,
-	// other version, a certificate not valid for the node the hello
-	// names), on either side.
+	// other version), on either side.
 	HandshakesRejected uint64
 	// TLSHandshakeFailures counts TLS handshakes that failed, on either
 	// side: a plaintext dialer, no certificate or one the cluster CA did
@@ -267,10 +266,9 @@ type tcpCounters struct {
 // reported with Handler.ReportSnapshot.
 //
 // Each inbound connection has one goroutine that, with TLS, completes the
-// TLS handshake, then checks the peer's hello (cluster ID, node IDs,
-// version and, with TLS, that the client certificate is valid for the
-// host of the address this transport has for the node the hello names)
-// and then reads frames, verifying each one's checksum before delivering
+// TLS handshake (a client certificate of the cluster CA; see the package
+// documentation, "Security"), then checks the peer's hello (cluster ID,
+// node IDs, version) and then reads frames, verifying each one's checksum before delivering
 // any of its messages; a connection that breaks the wire format is closed
 // and counted (see TCPStats). The TLS handshake and the hello together
 // must end within DialTimeout.
