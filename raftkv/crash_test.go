@@ -143,6 +143,11 @@ func TestDiskFailure(t *testing.T) {
 		t.Fatalf("Err() = %v, want ErrStorage wrapping the injected error", l.Err())
 	}
 	t.Logf("the failed replica says: %v", l.Err())
+	select {
+	case <-l.Failed():
+	default:
+		t.Fatal("Failed() is not closed on a replica stopped by a storage error")
+	}
 	if s := l.Status(); s.Err == nil || s.IsLeader {
 		t.Fatalf("status of the failed replica: %+v", s)
 	}
@@ -165,6 +170,11 @@ func TestDiskFailure(t *testing.T) {
 	nl := c.waitLeader(3*time.Second, rest...)
 	if _, err := nl.Propose(ctx, raftkv.PutCommand([]byte("later"), []byte("v"))); err != nil {
 		t.Fatalf("the healthy majority: %v", err)
+	}
+	select {
+	case <-nl.Failed():
+		t.Fatal("Failed() is closed on a healthy replica")
+	default:
 	}
 	c.stop(id) // Close after a failure must return (an error is fine).
 	broken.Store(0)

@@ -303,6 +303,13 @@ func (n *Node) Err() error {
 	return n.mu.err
 }
 
+// Failed returns a channel that is closed when the replica stops on an
+// error of its own (Err is then non-nil and matches ErrStorage when the
+// disk failed), not when Close stops it. A failed replica serves nothing
+// again until it is closed and reopened: its owner selects on Failed to
+// learn that without polling.
+func (n *Node) Failed() <-chan struct{} { return n.failc }
+
 // stoppedErr is what callers get once the loop is gone.
 func (n *Node) stoppedErr() error {
 	if err := n.Err(); err != nil {
