@@ -3,12 +3,14 @@ package api
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -24,8 +26,13 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// DefaultClientTimeout is ClientConfig.Timeout's default.
-const DefaultClientTimeout = 30 * time.Second
+// Defaults of ClientConfig.
+const (
+	DefaultClientTimeout = 30 * time.Second
+	DefaultClientRounds  = 5
+	DefaultBackoffMin    = 100 * time.Millisecond
+	DefaultBackoffMax    = 2 * time.Second
+)
 
 const (
 	// maxRedirects bounds the 307/308 hops one request follows.
@@ -40,6 +47,14 @@ const (
 // (ClientConfig.Timeout, plus the wait of a long-poll). A context's own
 // deadline is reported as context.DeadlineExceeded instead.
 var ErrTimeout = errors.New("api: request timed out")
+
+// ErrOutcomeUnknown is wrapped when a request that is not safe to repeat
+// (see Client) failed after a replica may have received it: the
+// connection was lost or timed out once the request was sent, or the
+// replica answered a 5xx other than not_leader. The client did not send it
+// again, and whether it took effect is unknown: check the state, or send
+// it again with an idempotency key.
+var ErrOutcomeUnknown = errors.New("api: the outcome is unknown (the request may have taken effect); not sent again")
 
 // ClientConfig configures a Client. Zero values mean the documented
 // defaults.
@@ -58,41 +73,88 @@ type ClientConfig struct {
 	// long; TCP keep-alives end it when the peer is gone. Default
 	// DefaultClientTimeout.
 	Timeout time.Duration
+	// Rounds is how many times at most a call goes over the replicas
+	// while each fails in a way a later try may mend (see Client). Default
+	// DefaultClientRounds; 1 tries each replica once.
+	Rounds int
+	// BackoffMin and BackoffMax bound the pause between two rounds: it
+	// starts at BackoffMin and doubles up to BackoffMax, and each pause is
+	// drawn at random between half of that and all of it, so that clients
+	// that failed together do not come back together. Defaults
+	// DefaultBackoffMin, and DefaultBackoffMax or BackoffMin if more.
+	BackoffMin, BackoffMax time.Duration
+	// JitterSeed seeds the draws of the pauses. Default 0: a seed from the
+	// clock.
+	JitterSeed uint64
+	// Sleep pauses a call between rounds for d, or until ctx ends, when it
+	// returns ctx's error. Default: a timer. Tests pass one that does not
+	// wait.
+	Sleep func(ctx context.Context, d time.Duration) error
 }
 
 // Client calls the dispatcher's HTTP API. It is safe for concurrent use.
 //
-// Routing: a request goes first to the replica that last answered after a
-// redirect or a failover, then to the others in the order of
-// ClientConfig.Addrs. A follower's 307/308 redirect to the leader is
-// followed for every method, with the body sent again, at most a few hops,
-// and the leader is remembered for later calls. An address that cannot be
-// connected to is skipped for the next; so is one that answers 503
-// not_leader (it knows no leader and did nothing). A GET is also tried on
-// the next address after a failure of the connection other than a timeout.
+// Routing: a call goes first to the replica it last found leading (named
+// by a redirect, or the one that answered after others failed), then to
+// the others in the order of ClientConfig.Addrs. A follower's 307/308
+// redirect to the leader is followed for every method, with the body sent
+// again, at most a few hops, and the leader is remembered for later
+// calls. A replica that fails a call is not tried first by the next.
 //
-// Retries: a request other than a GET is never sent again once the server
-// may have received it, because that could apply it twice. Such a failure
-// is returned, and the outcome is unknown. Callers that need to retry a
-// submit set SubmitOptions.IdempotencyKey and resend with the same key: the
-// dispatcher answers a repeated key with the jobs created the first time.
+// Failover: a call moves on to the next replica when the one it tried
+//
+//   - cannot be connected to (nothing was sent);
+//   - answers 503 not_leader: it knows no leader, or it has stopped (its
+//     store failed), and it did nothing;
+//   - answers any other 5xx, or the connection is lost or times out after
+//     the request was sent, when the request is safe to repeat (below).
+//
+// A replica that timed out is not tried again by the same call. When every
+// replica failed so, the call pauses (exponential backoff with jitter,
+// ClientConfig.BackoffMin to BackoffMax) and goes over them again, for
+// ClientConfig.Rounds rounds at most, or until its context ends. Any other
+// reply (2xx, 304, 4xx) ends the call.
+//
+// Repeating: a request is safe to repeat when sending it twice has the
+// effect of sending it once. Those are every GET and DELETE (a cancel,
+// release or stop done before counts 0), a node's registration,
+// reports and heartbeats (the dispatcher takes them at least once), the
+// start of capbox tasks (a name started before answers its task), a
+// submit with SubmitOptions.IdempotencyKey or with every job's own key
+// (Submit), and a capbox request every item of which has a key. Any other
+// request (a submit without keys) is never sent again once a replica may
+// have received it, because that could apply it twice: such a failure
+// wraps ErrOutcomeUnknown (and the *APIError, if a replica answered).
+// Callers that must retry such a submit resend it with an idempotency
+// key: the dispatcher answers a repeated key with the jobs created the
+// first time.
 //
 // Errors: every reply other than 2xx (and 304 for Target) is an *APIError;
-// when no address could be connected to the error is an
-// *UnreachableError; a context's end is returned as its error
+// when no address could be connected to, the error is an
+// *UnreachableError; otherwise a call that gave up returns the last
+// error it met. A context's end is returned as its error
 // (errors.Is(err, context.Canceled)).
 type Client struct {
-	addrs   []string // base URLs, without a trailing slash
-	auth    string   // the Authorization header, or ""
-	timeout time.Duration
-	fast    *fasthttp.Client
-	stream  *http.Client
+	addrs      []string // base URLs, without a trailing slash
+	auth       string   // the Authorization header, or ""
+	timeout    time.Duration
+	rounds     int
+	backoffMin time.Duration
+	backoffMax time.Duration
+	sleep      func(context.Context, time.Duration) error
+	fast       *fasthttp.Client
+	stream     *http.Client
 
 	mu struct {
 		sync.Mutex
 		// preferred is the base URL to try first: the leader a redirect
 		// named, or the address that answered after others failed.
 		preferred string
+		// failed holds the addresses of ClientConfig.Addrs whose last
+		// call failed.
+		failed map[string]bool
+		// jitter draws the pauses between rounds.
+		jitter *rand.Rand
 	}
 }
 
@@ -126,13 +188,31 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("api: client: negative timeout %v", cfg.Timeout))
 	}
+	if cfg.Rounds < 0 {
+		errs = append(errs, fmt.Errorf("api: client: negative rounds %d", cfg.Rounds))
+	}
+	if cfg.BackoffMin < 0 || cfg.BackoffMax < 0 {
+		errs = append(errs, fmt.Errorf("api: client: negative backoff %v to %v", cfg.BackoffMin, cfg.BackoffMax))
+	}
+	c := &Client{addrs: addrs, timeout: cmp.Or(cfg.Timeout, DefaultClientTimeout), rounds: cmp.Or(cfg.Rounds, DefaultClientRounds),
+		backoffMin: cmp.Or(cfg.BackoffMin, DefaultBackoffMin), backoffMax: cfg.BackoffMax, sleep: cfg.Sleep}
+	if c.backoffMax == 0 {
+		c.backoffMax = max(DefaultBackoffMax, c.backoffMin)
+	}
+	if c.backoffMin > c.backoffMax {
+		errs = append(errs, fmt.Errorf("api: client: BackoffMin %v exceeds BackoffMax %v", c.backoffMin, c.backoffMax))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	c := &Client{addrs: addrs, timeout: cfg.Timeout}
-	if c.timeout == 0 {
-		c.timeout = DefaultClientTimeout
+	if c.sleep == nil {
+		c.sleep = sleepCtx
 	}
+	seed := cfg.JitterSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	c.mu.jitter = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	if cfg.Token != "" {
 		c.auth = "Bearer " + cfg.Token
 	}
@@ -343,6 +423,18 @@ type request struct {
 	idemKey     string
 	// wait lengthens the timeout of a long-poll.
 	wait time.Duration
+	// repeatable marks a request other than a GET or DELETE that is safe
+	// to send again (see Client).
+	repeatable bool
+	// once goes over the replicas once, without pauses: a probe its
+	// caller repeats.
+	once bool
+}
+
+// safe reports whether r may be sent again after a replica may have
+// received it: see Client.
+func (r *request) safe() bool {
+	return r.repeatable || r.idemKey != "" || r.method == http.MethodGet || r.method == http.MethodDelete
 }
 
 func (r *request) pathQuery() string {
@@ -362,28 +454,42 @@ type reply struct {
 // exchange makes one HTTP exchange with the full URL u.
 type exchange func(ctx context.Context, u string) (reply, error)
 
-// bases returns the base URLs in the order to try them.
+// bases returns the base URLs in the order to try them: the preferred
+// one, then the others of ClientConfig.Addrs, those whose last call
+// failed last.
 func (c *Client) bases() []string {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	p := c.mu.preferred
-	c.mu.Unlock()
-	if p == "" {
+	if p == "" && len(c.mu.failed) == 0 {
 		return c.addrs
 	}
 	out := make([]string, 0, len(c.addrs)+1)
-	out = append(out, p)
+	if p != "" {
+		out = append(out, p)
+	}
 	for _, a := range c.addrs {
-		if a != p {
+		if a != p && !c.mu.failed[a] {
+			out = append(out, a)
+		}
+	}
+	for _, a := range c.addrs {
+		if a != p && c.mu.failed[a] {
 			out = append(out, a)
 		}
 	}
 	return out
 }
 
-func (c *Client) prefer(base string) {
+// answered records that base answered a call; prefer makes it the
+// address tried first.
+func (c *Client) answered(base string, prefer bool) {
 	c.mu.Lock()
-	changed := c.mu.preferred != base
-	c.mu.preferred = base
+	delete(c.mu.failed, base)
+	changed := prefer && c.mu.preferred != base
+	if prefer {
+		c.mu.preferred = base
+	}
 	c.mu.Unlock()
 	if changed {
 		// Requests go to base from now on: the connections to the
@@ -393,88 +499,158 @@ func (c *Client) prefer(base string) {
 	}
 }
 
-func (c *Client) forget(base string) {
+// fail records that a call to base failed: it is tried after the others
+// until it answers again.
+func (c *Client) fail(base string) {
 	c.mu.Lock()
 	if c.mu.preferred == base {
 		c.mu.preferred = ""
 	}
+	if slices.Contains(c.addrs, base) {
+		if c.mu.failed == nil {
+			c.mu.failed = map[string]bool{}
+		}
+		c.mu.failed[base] = true
+	}
 	c.mu.Unlock()
 }
 
-// route sends r to the replicas in turn, following redirects, until one
-// answers; see Client. It returns the successful reply (2xx or 304).
+// route sends r to the replicas in turn, following redirects, going over
+// them again after a pause while each fails in a way a later try may
+// mend; see Client. It returns the successful reply (2xx or 304).
 func (c *Client) route(ctx context.Context, r *request, x exchange) (reply, error) {
 	pq := r.pathQuery()
+	safe := r.safe()
 	var (
+		// hung are the replicas that timed out: this call tries them no
+		// more.
+		hung map[string]bool
+		// tried and dialErr are the addresses of the last round that could
+		// not be connected to, and their errors.
 		tried   []string
 		dialErr []error
-		lastErr error // the last error other than a failure to connect
+		// lastErr is the last error other than a failure to connect.
+		lastErr error
 	)
-bases:
-	for i, base := range c.bases() {
-		u := base + pq
-		for hop := 0; ; hop++ {
-			if err := ctx.Err(); err != nil {
+	rounds := c.rounds
+	if r.once {
+		rounds = 1
+	}
+	for round := 0; round < rounds; round++ {
+		if round > 0 {
+			if err := c.sleep(ctx, c.backoff(round)); err != nil {
 				return reply{}, err
 			}
-			rep, err := x(ctx, u)
-			if err != nil {
-				if ctxErr := ctx.Err(); ctxErr != nil {
-					return reply{}, ctxErr
-				}
-				if errors.Is(err, context.DeadlineExceeded) {
+		}
+		tried, dialErr = tried[:0], dialErr[:0]
+		attempted := 0
+	bases:
+		for i, base := range c.bases() {
+			if hung[base] {
+				continue
+			}
+			attempted++
+			u := base + pq
+			for hop := 0; ; hop++ {
+				if err := ctx.Err(); err != nil {
 					return reply{}, err
 				}
+				rep, err := x(ctx, u)
 				ub := baseOf(u, pq)
-				var de *dialError
-				if errors.As(err, &de) {
-					c.forget(ub)
-					if hop > 0 {
-						ub += " (the leader named by " + base + ")"
+				if err != nil {
+					if ctxErr := ctx.Err(); ctxErr != nil {
+						return reply{}, ctxErr
 					}
-					tried = append(tried, ub)
-					dialErr = append(dialErr, err)
-					continue bases
-				}
-				err = fmt.Errorf("api: %s %s: %w", r.method, u, err)
-				if r.method == http.MethodGet && !errors.Is(err, ErrTimeout) {
-					c.forget(ub)
+					if errors.Is(err, context.DeadlineExceeded) {
+						return reply{}, err
+					}
+					c.fail(ub)
+					var de *dialError
+					if errors.As(err, &de) {
+						if hop > 0 {
+							ub += " (the leader named by " + base + ")"
+						}
+						tried = append(tried, ub)
+						dialErr = append(dialErr, err)
+						continue bases
+					}
+					err = fmt.Errorf("api: %s %s: %w", r.method, u, err)
+					if !safe {
+						return reply{}, fmt.Errorf("%w: %w", err, ErrOutcomeUnknown)
+					}
+					if errors.Is(err, ErrTimeout) {
+						if hung == nil {
+							hung = map[string]bool{}
+						}
+						hung[base], hung[ub] = true, true
+					}
 					lastErr = err
 					continue bases
 				}
-				return reply{}, err
-			}
-			switch {
-			case rep.status == http.StatusTemporaryRedirect || rep.status == http.StatusPermanentRedirect:
-				if hop == maxRedirects {
-					return reply{}, fmt.Errorf("api: %s %s: more than %d redirects", r.method, base+pq, maxRedirects)
+				switch {
+				case rep.status == http.StatusTemporaryRedirect || rep.status == http.StatusPermanentRedirect:
+					if hop == maxRedirects {
+						return reply{}, fmt.Errorf("api: %s %s: more than %d redirects", r.method, base+pq, maxRedirects)
+					}
+					next, err := redirectURL(u, rep, pq)
+					if err != nil {
+						return reply{}, fmt.Errorf("api: %s %s: %w", r.method, u, err)
+					}
+					u = next
+					continue
+				case rep.status/100 == 2 || rep.status == http.StatusNotModified:
+					c.answered(ub, hop > 0 || i > 0 || round > 0)
+					return rep, nil
 				}
-				next, err := redirectURL(u, rep, pq)
-				if err != nil {
-					return reply{}, fmt.Errorf("api: %s %s: %w", r.method, u, err)
+				ae := newAPIError(rep.status, rep.body)
+				if ae.Status < 500 {
+					return reply{}, ae
 				}
-				u = next
-				continue
-			case rep.status/100 == 2 || rep.status == http.StatusNotModified:
-				if hop > 0 || i > 0 {
-					c.prefer(baseOf(u, pq))
+				c.fail(ub)
+				if ae.Code != CodeNotLeader && !safe {
+					return reply{}, fmt.Errorf("%w: %w", ae, ErrOutcomeUnknown)
 				}
-				return rep, nil
-			}
-			ae := newAPIError(rep.status, rep.body)
-			if ae.Status == http.StatusServiceUnavailable && ae.Code == CodeNotLeader {
-				// This replica knows no leader and did nothing; another
-				// may know one.
+				// Not the leader, did nothing; or failing, and the request
+				// is safe to repeat: another replica may serve it.
 				lastErr = ae
 				continue bases
 			}
-			return reply{}, ae
+		}
+		if attempted == 0 {
+			break
 		}
 	}
 	if lastErr != nil {
 		return reply{}, lastErr
 	}
 	return reply{}, &UnreachableError{Addrs: tried, Errs: dialErr}
+}
+
+// backoff returns the pause before round (1 or more): BackoffMin doubled
+// for each round after the first, up to BackoffMax, less a random part of
+// up to half of it.
+func (c *Client) backoff(round int) time.Duration {
+	d := c.backoffMin
+	for k := 1; k < round && d < c.backoffMax; k++ {
+		d *= 2
+	}
+	d = min(d, c.backoffMax)
+	c.mu.Lock()
+	j := time.Duration(c.mu.jitter.Int64N(int64(d/2) + 1))
+	c.mu.Unlock()
+	return d - j
+}
+
+// sleepCtx waits for d or until ctx ends; then it returns ctx's error.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // baseOf returns the base URL of u, the full URL of a request for pq.
@@ -679,19 +855,32 @@ type SubmitOptions struct {
 	Encoding string
 }
 
-// Submit submits jobs as one JSON array. See Client for retrying.
+// Submit submits jobs as one JSON array. It is safe to repeat (see
+// Client) when opts has an IdempotencyKey or every job has its own.
 func (c *Client) Submit(ctx context.Context, jobs []JobSpec, opts SubmitOptions) (SubmitResponse, error) {
 	body, err := json.Marshal(jobs)
 	if err != nil {
 		return SubmitResponse{}, fmt.Errorf("api: submit: encode: %w", err)
 	}
-	return c.SubmitBody(ctx, body, "application/json", opts)
+	keyed := len(jobs) > 0
+	for i := range jobs {
+		keyed = keyed && jobs[i].IdempotencyKey != ""
+	}
+	return c.submit(ctx, body, "application/json", opts, keyed)
 }
 
 // SubmitBody submits a body as the user wrote it: one JSON object, an
-// array or NDJSON. contentType "" means "application/json".
+// array or NDJSON. contentType "" means "application/json". It is safe to
+// repeat (see Client) only with opts.IdempotencyKey: the client does not
+// read the body for keys.
 func (c *Client) SubmitBody(ctx context.Context, body []byte, contentType string, opts SubmitOptions) (SubmitResponse, error) {
-	r := &request{method: http.MethodPost, path: PathJobs, contentType: contentType, idemKey: opts.IdempotencyKey}
+	return c.submit(ctx, body, contentType, opts, false)
+}
+
+// submit is SubmitBody; keyed says every job of body has its own
+// idempotency key.
+func (c *Client) submit(ctx context.Context, body []byte, contentType string, opts SubmitOptions, keyed bool) (SubmitResponse, error) {
+	r := &request{method: http.MethodPost, path: PathJobs, contentType: contentType, idemKey: opts.IdempotencyKey, repeatable: keyed}
 	if r.contentType == "" {
 		r.contentType = "application/json"
 	}
@@ -801,15 +990,20 @@ func (c *Client) Cancel(ctx context.Context, id string) (CancelResponse, error) 
 
 // CreateCapboxes asks for capboxes for appmaster (the ID of an appmaster
 // job): one capbox set per request. See Client for retrying: give each
-// request an IdempotencyKey to make a retry safe.
+// request an IdempotencyKey to make a retry safe; with every request
+// keyed, the client itself repeats it on another replica.
 func (c *Client) CreateCapboxes(ctx context.Context, appmaster string, reqs []CapboxRequest) (CreateCapboxesResponse, error) {
 	body, err := json.Marshal(reqs)
 	if err != nil {
 		return CreateCapboxesResponse{}, fmt.Errorf("api: create capboxes: encode: %w", err)
 	}
+	keyed := len(reqs) > 0
+	for i := range reqs {
+		keyed = keyed && reqs[i].IdempotencyKey != ""
+	}
 	var out CreateCapboxesResponse
 	_, err = c.doJSON(ctx, &request{method: http.MethodPost, path: PathJob + escSeg(appmaster) + "/capboxes",
-		body: body, contentType: "application/json"}, &out)
+		body: body, contentType: "application/json", repeatable: keyed}, &out)
 	return out, err
 }
 
@@ -839,7 +1033,7 @@ func (c *Client) StartCapTasks(ctx context.Context, appmaster string, specs []Ca
 	}
 	var out StartCapTasksResponse
 	_, err = c.doJSON(ctx, &request{method: http.MethodPost, path: PathJob + escSeg(appmaster) + "/captasks",
-		body: body, contentType: "application/json"}, &out)
+		body: body, contentType: "application/json", repeatable: true}, &out)
 	return out, err
 }
 
@@ -986,12 +1180,14 @@ func readLine(br *bufio.Reader, long *[]byte) ([]byte, error) {
 }
 
 // RegisterNode registers (or re-registers) the node spec describes.
+// Registering again with the same spec changes nothing: it is safe to
+// repeat.
 func (c *Client) RegisterNode(ctx context.Context, spec NodeSpec) error {
 	body, err := json.Marshal(spec)
 	if err != nil {
 		return fmt.Errorf("api: register node: encode: %w", err)
 	}
-	_, err = c.doJSON(ctx, &request{method: http.MethodPost, path: PathNodes, body: body, contentType: "application/json"}, nil)
+	_, err = c.doJSON(ctx, &request{method: http.MethodPost, path: PathNodes, body: body, contentType: "application/json", repeatable: true}, nil)
 	return err
 }
 
@@ -1041,7 +1237,7 @@ func (c *Client) Report(ctx context.Context, node string, reports []TaskReport) 
 		return fmt.Errorf("api: report: encode: %w", err)
 	}
 	*buf = body
-	_, err = c.doJSON(ctx, &request{method: http.MethodPost, path: PathNode + escSeg(node) + "/reports", body: body, contentType: "application/json"}, nil)
+	_, err = c.doJSON(ctx, &request{method: http.MethodPost, path: PathNode + escSeg(node) + "/reports", body: body, contentType: "application/json", repeatable: true}, nil)
 	return err
 }
 
@@ -1057,13 +1253,14 @@ func (c *Client) Heartbeat(ctx context.Context, node string, usage NodeUsage) er
 	if err != nil {
 		return fmt.Errorf("api: heartbeat: encode: %w", err)
 	}
-	_, err = c.doJSON(ctx, &request{method: http.MethodPost, path: PathNode + escSeg(node) + "/reports", body: body, contentType: "application/json"}, nil)
+	_, err = c.doJSON(ctx, &request{method: http.MethodPost, path: PathNode + escSeg(node) + "/reports", body: body, contentType: "application/json", repeatable: true}, nil)
 	return err
 }
 
 // Ready returns nil when a replica answers PathReady with 200: it knows a
-// leader and has applied the log it knows of.
+// leader and has applied the log it knows of. It asks each replica once,
+// without pausing: the caller polls.
 func (c *Client) Ready(ctx context.Context) error {
-	_, err := c.do(ctx, &request{method: http.MethodGet, path: PathReady})
+	_, err := c.do(ctx, &request{method: http.MethodGet, path: PathReady, once: true})
 	return err
 }

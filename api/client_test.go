@@ -53,9 +53,12 @@ func closedAddr(t *testing.T) string {
 	return "http://" + addr
 }
 
+// newClient returns a client of addrs whose pauses between rounds over
+// the replicas do not wait.
 func newClient(t *testing.T, addrs ...string) *api.Client {
 	t.Helper()
-	c, err := api.NewClient(api.ClientConfig{Addrs: addrs, Token: "s3cret", Timeout: 5 * time.Second})
+	c, err := api.NewClient(api.ClientConfig{Addrs: addrs, Token: "s3cret", Timeout: 5 * time.Second, JitterSeed: 1,
+		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
 	if err != nil {
 		t.Fatal(err)
 	}

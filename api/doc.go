@@ -12,11 +12,18 @@
 // Client speaks the dispatcher's HTTP API: it sends each request to the
 // replica it last found leading, follows a follower's redirect to the
 // leader (re-sending the body; its idle connections to the other replicas
-// are closed then, not left to time out), and moves to the next address
-// when a replica cannot be reached. It never re-sends a request a server may have
-// received, except to follow a redirect: callers retry submits with an
-// idempotency key (SubmitOptions.IdempotencyKey), which makes the retry
-// safe. Every error reply is an *APIError carrying the server's
+// are closed then, not left to time out), and moves to the next replica
+// when one cannot be connected to, answers 503 not_leader (it did
+// nothing: no leader known, or the replica has stopped), or, for a
+// request safe to repeat, answers any other 5xx, drops the connection or
+// times out. When every replica failed so, it pauses (exponential backoff
+// with seeded jitter) and goes over them again, a few rounds at most. A
+// request that is not safe to repeat (a submit without idempotency keys,
+// capbox requests without keys) is never sent again once a replica may
+// have received it: the error wraps ErrOutcomeUnknown, and callers retry
+// submits with an idempotency key (SubmitOptions.IdempotencyKey), which
+// makes the retry safe. Client's doc lists which requests are safe to
+// repeat. Every error reply is an *APIError carrying the server's
 // ErrorResponse.
 //
 // # Decoding

@@ -71,7 +71,7 @@ const (
 	CodeUnauthorized     = "unauthorized"      // 401: no or unknown token
 	CodeForbidden        = "forbidden"         // 403: the token's role does not allow it
 	CodeNotFound         = "not_found"         // 404
-	CodeNotLeader        = "not_leader"        // 307 (with Location) or 503 when no leader is known
+	CodeNotLeader        = "not_leader"        // 307 (with Location), or 503 when no leader is known or the replica has stopped: nothing was done
 	CodeUnavailable      = "unavailable"       // 503: stopping, no quorum, timed out
 	CodeConflict         = "conflict"          // 409: the request contradicts the state
 	CodeInternal         = "internal"          // 500

@@ -236,8 +236,10 @@ func (s *stub) jobCount() int {
 	return len(s.jobs)
 }
 
+// client returns a client of addr that sends each request once, so that
+// the driver's own retries are what a test sees.
 func client(t *testing.T, addr string) *api.Client {
-	c, err := api.NewClient(api.ClientConfig{Addrs: []string{addr}, Timeout: 10 * time.Second})
+	c, err := api.NewClient(api.ClientConfig{Addrs: []string{addr}, Timeout: 10 * time.Second, Rounds: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
