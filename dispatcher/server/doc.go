@@ -85,6 +85,12 @@
 //     query, or 503 not_leader when no leader is known. Reads are served
 //     from the local FSM; ?consistent=1 makes them linearizable (raft
 //     ReadIndex first).
+//   - A replica whose raft replica stopped on an error (its store failed:
+//     a full or broken disk) serves nothing again: it ends its long-polls
+//     and streams, answers /readyz 503 and every other request but
+//     /healthz 503 not_leader (nothing was done; another replica serves)
+//     on a connection it closes, and Server.Failed is closed, on which
+//     `sluice dispatcher` exits non-zero with the reason logged.
 //   - A replica holds at most Config.Conns's connections open (shared by
 //     the replicas of one process): at the limit a new connection takes
 //     the place of the longest idle one, or waits in the listen queue

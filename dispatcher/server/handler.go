@@ -203,6 +203,10 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 				"status", st, "error", string(h.errorText(ctx)))
 		}
 	}()
+	if e := h.stopped(ctx); e != nil {
+		h.writeError(ctx, e)
+		return
+	}
 	if e := h.route(ctx); e != nil {
 		h.writeError(ctx, e)
 	}
@@ -450,11 +454,35 @@ func (h *Handler) leaderError(ctx *fasthttp.RequestCtx, leader uint64) *httpErro
 	return e
 }
 
+// stopped answers every request but the health and readiness probes of a
+// replica whose raft replica stopped on an error (its disk failed): it
+// serves nothing again, and its state may be stale. The answer is a 503
+// not_leader, which tells every client that the request did nothing and
+// that another replica serves it, and it closes the connection, so that
+// the client connects elsewhere. Nil while the replica runs.
+func (h *Handler) stopped(ctx *fasthttp.RequestCtx) *httpError {
+	if h.cfg.Raft.Err() == nil {
+		return nil
+	}
+	if p := string(ctx.Path()); p == api.PathHealth || p == api.PathReady {
+		return nil
+	}
+	return stoppedError(ctx)
+}
+
+// stoppedError is the answer of a stopped replica; see stopped.
+func stoppedError(ctx *fasthttp.RequestCtx) *httpError {
+	e := errorf(fasthttp.StatusServiceUnavailable, api.CodeNotLeader, "this replica has stopped (its store failed); another replica serves")
+	e.retryAfter = 1
+	ctx.SetConnectionClose()
+	return e
+}
+
 // requireLeader redirects a write that reached a follower.
 func (h *Handler) requireLeader(ctx *fasthttp.RequestCtx) *httpError {
 	st := h.cfg.Raft.Status()
 	if st.Err != nil {
-		return errorf(fasthttp.StatusServiceUnavailable, api.CodeUnavailable, "the replica has stopped")
+		return stoppedError(ctx)
 	}
 	if !st.IsLeader {
 		return h.leaderError(ctx, st.Leader)
@@ -544,10 +572,10 @@ func (h *Handler) health(ctx *fasthttp.RequestCtx, _ Principal, _ []string) *htt
 func (h *Handler) ready(ctx *fasthttp.RequestCtx, _ Principal, _ []string) *httpError {
 	st := h.cfg.Raft.Status()
 	switch {
-	case h.base.Err() != nil:
-		return unavailable("the server is closing")
 	case st.Err != nil:
 		return unavailable("the replica has stopped")
+	case h.base.Err() != nil:
+		return unavailable("the server is closing")
 	case st.Leader == 0:
 		return unavailable("no leader is known")
 	}

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/dispatcher"
 	"github.com/sluicehq/sluice/dispatcher/fsm"
@@ -49,6 +50,10 @@ type Config struct {
 	// Dir is the data directory; the raft replica's store is Dir/raft.
 	// Required.
 	Dir string
+	// FS is the filesystem the raft replica's store is on
+	// (raftkv.Config.FS). Default: the operating system's. Tests pass
+	// pebble's error-injecting FS to make the store fail.
+	FS vfs.FS
 	// HTTPAddr is the HTTP listen address, such as ":8001" or
 	// "127.0.0.1:0" (Server.Addr says which port). Required.
 	HTTPAddr string
@@ -171,9 +176,12 @@ type Server struct {
 	addr    string
 
 	// cancel ends the base context of long-polls and streams.
-	cancel    context.CancelFunc
-	serveDone chan struct{} // closed when the HTTP server's Serve returned
-	serveErr  error         // Serve's error, read after serveDone
+	cancel context.CancelFunc
+	// stopWatch, closed by Close, ends watchReplica; watchDone is closed
+	// when it has returned.
+	stopWatch, watchDone chan struct{}
+	serveDone            chan struct{} // closed when the HTTP server's Serve returned
+	serveErr             error         // Serve's error, read after serveDone
 
 	closeOnce sync.Once
 	closeErr  error
@@ -223,7 +231,7 @@ func Open(cfg Config) (_ *Server, err error) {
 	}
 	s.fsm = fsm.New()
 	s.raft, err = raftkv.Open(raftkv.Config{
-		ID: cfg.ID, Dir: filepath.Join(cfg.Dir, "raft"), Peers: cfg.Peers, Transport: tr,
+		ID: cfg.ID, Dir: filepath.Join(cfg.Dir, "raft"), FS: cfg.FS, Peers: cfg.Peers, Transport: tr,
 		StateMachine: s.fsm, TickInterval: cfg.TickInterval, SyncInterval: max(cfg.SyncInterval, 0), Logger: cfg.Logger,
 	})
 	if err != nil {
@@ -274,8 +282,25 @@ func Open(cfg Config) (_ *Server, err error) {
 			s.log.Error("server: HTTP serving ended", "replica", cfg.ID, "err", s.serveErr)
 		}
 	}()
+	s.stopWatch, s.watchDone = make(chan struct{}), make(chan struct{})
+	go s.watchReplica()
 	s.log.Info("server: serving", "replica", cfg.ID, "addr", s.addr)
 	return s, nil
+}
+
+// watchReplica waits until the raft replica fails or Close is called.
+// When the replica fails it ends every long-poll and stream at once: a
+// watch stream would otherwise stay open on a replica that has nothing
+// new to send, its keep-alives hiding that from its client.
+func (s *Server) watchReplica() {
+	defer close(s.watchDone)
+	select {
+	case <-s.raft.Failed():
+		s.log.Error("server: the replica stopped on an error; it serves nothing until it is restarted",
+			"replica", s.cfg.ID, "err", s.raft.Err())
+		s.cancel()
+	case <-s.stopWatch:
+	}
 }
 
 // FileReserve is how many file descriptors ConnLimitFor keeps out of the
@@ -364,6 +389,19 @@ func (s *Server) Raft() *raftkv.Node { return s.raft }
 // Handler returns the HTTP handler.
 func (s *Server) Handler() *Handler { return s.handler }
 
+// Failed returns a channel that is closed when the replica can no longer
+// go on: its raft replica stopped on an error, such as a write or sync of
+// its store that failed (a full or broken disk). From then on the replica
+// answers every request but /healthz and /readyz with a 503 not_leader, so
+// that clients go to another replica, and /readyz with a 503; its owner
+// should Close it and, as `sluice dispatcher` does, exit non-zero with
+// Err, so that the failure is seen and the replica repaired. Close
+// itself does not close the channel.
+func (s *Server) Failed() <-chan struct{} { return s.raft.Failed() }
+
+// Err returns the error that stopped the replica (see Failed), or nil.
+func (s *Server) Err() error { return s.raft.Err() }
+
 // Close stops the replica: it ends long-polls and streams, shuts the HTTP
 // server down (waiting up to ShutdownTimeout for requests in flight), then
 // closes the dispatcher, the raft replica and the transport, in that order.
@@ -371,6 +409,8 @@ func (s *Server) Handler() *Handler { return s.handler }
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		var errs []error
+		close(s.stopWatch)
+		<-s.watchDone
 		s.cancel()
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 		if err := s.http.ShutdownWithContext(ctx); err != nil {
