@@ -270,7 +270,18 @@ func runDispatcher(ctx context.Context, f dispatcherFlags, stderr io.Writer) err
 		return fmt.Errorf("dispatcher: %w", err)
 	}
 	fmt.Fprintf(stderr, "dispatcher %d serving on %s (data in %s)\n", f.id, s.Addr(), f.data)
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-s.Failed():
+		// The replica serves nothing again: exit, so that clients and a
+		// supervisor see it gone, rather than answer 503s.
+		failed := s.Err()
+		logger.Error("dispatcher: the replica stopped on an error; exiting", "replica", f.id, "err", failed)
+		if err := s.Close(); err != nil {
+			logger.Warn("dispatcher: close after the failure", "replica", f.id, "err", err)
+		}
+		return fmt.Errorf("dispatcher: replica %d stopped: %w", f.id, failed)
+	}
 	if err := s.Close(); err != nil {
 		return fmt.Errorf("dispatcher: close: %w", err)
 	}

@@ -80,6 +80,14 @@ func (r *dispatcherProc) exited() bool {
 // race or panicked.
 func startDispatcherProcs(t *testing.T, n int) []*dispatcherProc {
 	t.Helper()
+	return startDispatcherProcsWith(t, n, nil)
+}
+
+// startDispatcherProcsWith is startDispatcherProcs calling prepare, when
+// not nil, with each replica's data directory before any starts; its
+// cleanups run after the processes are killed.
+func startDispatcherProcsWith(t *testing.T, n int, prepare func(dir string)) []*dispatcherProc {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Skipf("cannot find the test binary: %v", err)
@@ -91,6 +99,9 @@ func startDispatcherProcs(t *testing.T, n int) []*dispatcherProc {
 		id := i + 1
 		httpAddr := "127.0.0.1:" + strconv.Itoa(ports[n+i])
 		reps[i] = &dispatcherProc{id: id, httpAddr: httpAddr, base: "http://" + httpAddr, dir: t.TempDir(), out: &syncBuffer{}}
+		if prepare != nil {
+			prepare(reps[i].dir)
+		}
 		peers = append(peers, fmt.Sprintf("%d=127.0.0.1:%d", id, ports[i]))
 		peerHTTP = append(peerHTTP, fmt.Sprintf("%d=%s", id, reps[i].base))
 	}
