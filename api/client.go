@@ -29,7 +29,7 @@ import (
 // Defaults of ClientConfig.
 const (
 	DefaultClientTimeout = 30 * time.Second
-	DefaultClientRounds  = 5
+	DefaultClientRounds  = 7
 	DefaultBackoffMin    = 100 * time.Millisecond
 	DefaultBackoffMax    = 2 * time.Second
 )
