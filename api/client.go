@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
@@ -144,6 +145,9 @@ type Client struct {
 	sleep      func(context.Context, time.Duration) error
 	fast       *fasthttp.Client
 	stream     *http.Client
+	// anyFailed says mu.failed is not empty: a call that answered at once
+	// need not take mu.
+	anyFailed atomic.Bool
 
 	mu struct {
 		sync.Mutex
@@ -484,8 +488,12 @@ func (c *Client) bases() []string {
 // answered records that base answered a call; prefer makes it the
 // address tried first.
 func (c *Client) answered(base string, prefer bool) {
+	if !prefer && !c.anyFailed.Load() {
+		return
+	}
 	c.mu.Lock()
 	delete(c.mu.failed, base)
+	c.anyFailed.Store(len(c.mu.failed) > 0)
 	changed := prefer && c.mu.preferred != base
 	if prefer {
 		c.mu.preferred = base
@@ -511,6 +519,7 @@ func (c *Client) fail(base string) {
 			c.mu.failed = map[string]bool{}
 		}
 		c.mu.failed[base] = true
+		c.anyFailed.Store(true)
 	}
 	c.mu.Unlock()
 }
