@@ -547,18 +547,19 @@ func (c *Client) route(ctx context.Context, r *request, x exchange) (reply, erro
 	}
 	for round := 0; round < rounds; round++ {
 		if round > 0 {
+			if !slices.ContainsFunc(c.bases(), func(b string) bool { return !hung[b] }) {
+				break // every replica timed out
+			}
 			if err := c.sleep(ctx, c.backoff(round)); err != nil {
 				return reply{}, err
 			}
 		}
 		tried, dialErr = tried[:0], dialErr[:0]
-		attempted := 0
 	bases:
 		for i, base := range c.bases() {
 			if hung[base] {
 				continue
 			}
-			attempted++
 			u := base + pq
 			for hop := 0; ; hop++ {
 				if err := ctx.Err(); err != nil {
@@ -624,9 +625,6 @@ func (c *Client) route(ctx context.Context, r *request, x exchange) (reply, erro
 				lastErr = ae
 				continue bases
 			}
-		}
-		if attempted == 0 {
-			break
 		}
 	}
 	if lastErr != nil {

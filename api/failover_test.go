@@ -318,8 +318,22 @@ func TestClientRoundsBackOff(t *testing.T) {
 			t.Errorf("pause %d is %v, want from %v to %v", i+1, p, w/2, w)
 		}
 	}
-	// The same seed draws the same pauses; the jitter is not constant.
 	first := pauses
+
+	// Every replica timed out: no pause, no second round.
+	pauses = nil
+	onlyHung := cfg
+	onlyHung.Addrs = []string{hang.url}
+	c5, err := api.NewClient(onlyHung)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c5.Close()
+	if _, err := c5.Nodes(context.Background()); !errors.Is(err, api.ErrTimeout) || hang.hits.Load() != 2 || len(pauses) != 0 {
+		t.Errorf("a hanging replica alone: %v, %d requests in all, %d pauses; want ErrTimeout, 2, 0", err, hang.hits.Load(), len(pauses))
+	}
+
+	// The same seed draws the same pauses; the jitter is not constant.
 	pauses = nil
 	c2, err := api.NewClient(cfg)
 	if err != nil {
