@@ -97,9 +97,21 @@
 //     until one closes or goes idle, so the store and the raft peers
 //     always have the file descriptors they need, even when every node
 //     reconnects at once.
-//   - Bodies are limited to api.MaxBodyBytes before and after
-//     decompression (413); no input makes the server panic or answer 5xx,
-//     and internal errors are logged, not sent.
+//   - A request's header is judged before any of its body is read
+//     (Handler.HeaderReceived): its token and role (401, 403, the body
+//     left unread and the connection closed) and its declared length
+//     against its route's limit (413): writes take up to
+//     api.MaxBodyBytes, a node's registration 1 MiB, reads and deletions
+//     nothing.
+//   - Bodies are read as they arrive and decompressed as they are read
+//     (gzip; zstd with windows up to ZstdMaxWindow), limited before and
+//     after decompression (413), into memory counted against
+//     Config.BodyMemory across all connections: a body that would go
+//     over it is answered 503 unavailable with Retry-After (/healthz and
+//     /readyz take none of it), and its memory is given back when its
+//     request ends, however it ends. No pool keeps a buffer over 1 MiB.
+//   - No input makes the server panic or answer 5xx (but that 503), and
+//     internal errors are logged, not sent.
 //
 // # Usage
 //

@@ -62,6 +62,11 @@ type HandlerConfig struct {
 	// Logger receives the handler's logs (every 5xx at warn). Default:
 	// discard.
 	Logger *slog.Logger
+	// BodyMemory bounds the bytes of request bodies the handler holds at
+	// once, as read and decompressed, across all connections; a request
+	// whose body would go over it is answered 503 unavailable with
+	// Retry-After. At least MinBodyMemory. Default DefaultBodyMemory.
+	BodyMemory int64
 }
 
 // Handler serves the dispatcher's HTTP API on fasthttp. Its methods are
@@ -77,6 +82,8 @@ type Handler struct {
 	// a nodelet acted for a node not its own, or reported a task placed on
 	// another node (Refusals).
 	nodeRefusals, foreignReports atomic.Int64
+	// mem counts the bytes of the request bodies held now.
+	mem *bodyMemory
 }
 
 // Refusals counts the requests refused to nodelet credentials since the
@@ -95,9 +102,12 @@ func (h *Handler) Refusals() Refusals {
 	return Refusals{OtherNode: h.nodeRefusals.Load(), ForeignReports: h.foreignReports.Load()}
 }
 
-// NewHandler checks cfg and returns its Handler. Serve it with
-// fasthttp.Server{Handler: h.ServeFastHTTP, ErrorHandler: h.ServeError,
-// MaxRequestBodySize: api.MaxBodyBytes}.
+// NewHandler checks cfg and returns its Handler. Serve it as
+// NewHTTPServer does: fasthttp.Server{Handler: h.ServeFastHTTP,
+// ErrorHandler: h.ServeError, HeaderReceived: h.HeaderReceived,
+// StreamRequestBody: true}. Without them it serves as well, but fasthttp
+// reads each body whole, into its own buffers, before the handler has
+// authenticated the request.
 func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	var probs []string
 	if cfg.Dispatcher == nil {
@@ -112,9 +122,15 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	if cfg.WatchKeepAlive < 0 {
 		probs = append(probs, fmt.Sprintf("WatchKeepAlive %v must not be negative", cfg.WatchKeepAlive))
 	}
+	if cfg.BodyMemory != 0 && cfg.BodyMemory < MinBodyMemory {
+		probs = append(probs, fmt.Sprintf("BodyMemory %d must be 0 (default) or at least %d", cfg.BodyMemory, MinBodyMemory))
+	}
 	probs = append(probs, checkPeerHTTP(cfg.PeerHTTP)...)
 	if len(probs) > 0 {
 		return nil, fmt.Errorf("%w: %s", ErrConfig, strings.Join(probs, "; "))
+	}
+	if cfg.BodyMemory == 0 {
+		cfg.BodyMemory = DefaultBodyMemory
 	}
 	if cfg.BaseContext == nil {
 		cfg.BaseContext = context.Background()
@@ -135,8 +151,13 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{cfg: cfg, id: cfg.Raft.Status().ID, log: cfg.Logger, base: cfg.BaseContext}, nil
+	return &Handler{cfg: cfg, id: cfg.Raft.Status().ID, log: cfg.Logger, base: cfg.BaseContext,
+		mem: &bodyMemory{limit: cfg.BodyMemory}}, nil
 }
+
+// BodyBytes returns the bytes of request bodies the handler holds now,
+// counted against HandlerConfig.BodyMemory.
+func (h *Handler) BodyBytes() int64 { return h.mem.used.Load() }
 
 // Wait waits for the goroutines that write streamed bodies (watch and log
 // streams) to end; they end when BaseContext does or their client goes
@@ -186,8 +207,11 @@ func badParam(name, format string, args ...any) *httpError {
 }
 
 // ServeFastHTTP routes and serves one request. It never panics: a panic
-// of a handler is logged and answered with a 500.
+// of a handler is logged and answered with a 500. The memory of the
+// request's body is given back when it returns, whatever happened.
 func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
+	ctx.SetUserValue(bodyMemoryKey{}, h.mem)
+	defer releaseBody(ctx)
 	defer func() {
 		if v := recover(); v != nil {
 			h.log.Error("server: panic serving a request", "path", string(ctx.Path()), "panic", v, "stack", string(debug.Stack()))
@@ -207,9 +231,51 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 		h.writeError(ctx, e)
 		return
 	}
-	if e := h.route(ctx); e != nil {
+	if e := h.route(ctx, true); e != nil {
 		h.writeError(ctx, e)
 	}
+	if n := ctx.Request.Header.ContentLength(); n > 0 || n == -1 {
+		if _, read := ctx.UserValue(heldBodyKey{}).(*heldBody); !read {
+			// Answered without its body, which may be on its way yet: the
+			// connection closes rather than wait for it to drain.
+			ctx.SetConnectionClose()
+		}
+	}
+}
+
+// headerCtxs hold the scratch contexts HeaderReceived routes headers in.
+var headerCtxs = sync.Pool{New: func() any { return new(fasthttp.RequestCtx) }}
+
+// HeaderReceived is the fasthttp.Server's HeaderReceived: it routes a
+// request that declares a body by its header alone, before any of the
+// body is read (route with serve false: the endpoint, the token and its
+// role, the declared length against the route's limit). A request
+// refused for its path, method, token or role has its Content-Length
+// made 0, its Expect dropped and Connection: close set, so that fasthttp
+// reads none of its body: the handler answers it 401, 403, 404 or 405
+// as route does, and the connection closes with the body unread. One
+// whose declared length is over its route's limit has fasthttp read at
+// most one byte before the handler answers 413.
+func (h *Handler) HeaderReceived(hdr *fasthttp.RequestHeader) fasthttp.RequestConfig {
+	if hdr.ContentLength() <= 0 {
+		return fasthttp.RequestConfig{} // no body, or a chunked one, which fasthttp does not read ahead
+	}
+	sc := headerCtxs.Get().(*fasthttp.RequestCtx)
+	hdr.CopyTo(&sc.Request.Header)
+	e := h.route(sc, false)
+	sc.Request.Reset()
+	sc.Response.Reset()
+	headerCtxs.Put(sc)
+	switch {
+	case e == nil:
+		return fasthttp.RequestConfig{}
+	case e.status == fasthttp.StatusRequestEntityTooLarge:
+		return fasthttp.RequestConfig{MaxRequestBodySize: 1}
+	}
+	hdr.SetContentLength(0)
+	hdr.Del(fasthttp.HeaderExpect)
+	hdr.SetConnectionClose()
+	return fasthttp.RequestConfig{}
 }
 
 // errorText returns the body of an error reply for the log (not streams).
@@ -270,8 +336,9 @@ var (
 	epWatch    = map[string]endpoint{"GET": {readers, (*Handler).watch}}
 )
 
-// route finds the endpoint of the request and serves it.
-func (h *Handler) route(ctx *fasthttp.RequestCtx) *httpError {
+// route finds the endpoint of the request and serves it; with serve
+// false, it only checks what the request's header decides (HeaderReceived).
+func (h *Handler) route(ctx *fasthttp.RequestCtx, serve bool) *httpError {
 	path := string(ctx.Path())
 	var eps map[string]endpoint
 	var args []string
@@ -335,6 +402,9 @@ func (h *Handler) route(ctx *fasthttp.RequestCtx) *httpError {
 			return errorf(fasthttp.StatusForbidden, api.CodeForbidden, "a %s token may not %s %s", p.Role, method, path)
 		}
 	}
+	if e := checkDeclaredLength(ctx, method, path); e != nil || !serve {
+		return e
+	}
 	return ep.fn(h, ctx, p, args)
 }
 
@@ -395,7 +465,7 @@ func writeJSONBody(ctx *fasthttp.RequestCtx, status int, b []byte) {
 // bodies hold buffers that replies encoded by hand are built in before
 // fasthttp copies them into its own pooled body: targets and submit
 // replies built in fresh memory each time were a tenth of what a busy
-// dispatcher allocated.
+// dispatcher allocated. A buffer over maxPooledBuffer is not kept.
 var bodies = sync.Pool{New: func() any { return new([]byte) }}
 
 // writeEncoded replies with the JSON that enc appends to the buffer it is
@@ -403,7 +473,11 @@ var bodies = sync.Pool{New: func() any { return new([]byte) }}
 // writeJSON does.
 func writeEncoded(ctx *fasthttp.RequestCtx, status int, enc func([]byte) ([]byte, error)) {
 	bp := bodies.Get().(*[]byte)
-	defer bodies.Put(bp)
+	defer func() {
+		if cap(*bp) <= maxPooledBuffer {
+			bodies.Put(bp)
+		}
+	}()
 	b, err := enc((*bp)[:0])
 	if err != nil {
 		writeJSONBody(ctx, fasthttp.StatusInternalServerError, []byte(errEncoding))

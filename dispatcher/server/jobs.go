@@ -18,8 +18,15 @@ import (
 
 // jobArenas keep the memory submit handlers read jobs into: a handler's
 // jobs are encoded into the submit command before it returns, and its
-// arena goes back for the next request.
+// arena goes back for the next request, if it read at most
+// maxPooledArenaJobs jobs from a body of at most maxPooledBuffer bytes
+// (an arena grows with the jobs it read, about 800 bytes each, and keeps
+// the body they share until it reads the next).
 var jobArenas = sync.Pool{New: func() any { return new(api.JobArena) }}
+
+// maxPooledArenaJobs is the most jobs of a pooled arena: twice the
+// loadgen's batches.
+const maxPooledArenaJobs = 2048
 
 // submit serves POST /v1/jobs. Nothing is proposed unless every item is
 // valid and allowed; the reply is sent once the jobs are committed.
@@ -42,8 +49,10 @@ func (h *Handler) submit(ctx *fasthttp.RequestCtx, p Principal, _ []string) *htt
 	// without validating (a fifth of the reading), unless they fail to read,
 	// when every problem, read or invalid, is named at once.
 	arena := jobArenas.Get().(*api.JobArena)
-	defer jobArenas.Put(arena)
 	specs, err := arena.DecodeUnvalidated(body)
+	if err == nil && len(specs) <= maxPooledArenaJobs && len(body) <= maxPooledBuffer {
+		defer jobArenas.Put(arena)
+	}
 	if err != nil {
 		if errors.Is(err, api.ErrInvalid) {
 			_, err = api.DecodeJobs(body)

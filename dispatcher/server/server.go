@@ -94,6 +94,10 @@ type Config struct {
 	// share a limit of ConnLimitFor(their number). Default:
 	// ConnLimitFor(1).
 	Conns *api.ConnLimit
+	// BodyMemory is HandlerConfig.BodyMemory: the most bytes of request
+	// bodies the replica holds at once. At least MinBodyMemory. Default
+	// DefaultBodyMemory.
+	BodyMemory int64
 	// Logger receives the logs of every part. Default: discard.
 	Logger *slog.Logger
 }
@@ -146,6 +150,9 @@ func (c *Config) Validate() error {
 	}
 	if c.WatchKeepAlive < 0 {
 		add("WatchKeepAlive %v must not be negative", c.WatchKeepAlive)
+	}
+	if c.BodyMemory != 0 && c.BodyMemory < MinBodyMemory {
+		add("BodyMemory %d must be 0 (default) or at least %d", c.BodyMemory, MinBodyMemory)
 	}
 	if c.Dispatcher.Raft != nil || c.Dispatcher.FSM != nil {
 		add("Dispatcher.Raft and Dispatcher.FSM must be nil: Open fills them")
@@ -253,7 +260,7 @@ func Open(cfg Config) (_ *Server, err error) {
 	closers = append(closers, cancel)
 	s.handler, err = NewHandler(HandlerConfig{
 		Dispatcher: s.disp, FSM: s.fsm, Raft: s.raft, PeerHTTP: cfg.PeerHTTP, Tokens: cfg.Tokens,
-		BaseContext: base, WatchKeepAlive: cfg.WatchKeepAlive, Logger: cfg.Logger,
+		BaseContext: base, WatchKeepAlive: cfg.WatchKeepAlive, Logger: cfg.Logger, BodyMemory: cfg.BodyMemory,
 	})
 	if err != nil {
 		return nil, err
@@ -331,25 +338,44 @@ func connsWithin(files uint64, replicas int) int {
 	return int(files - reserve)
 }
 
+// Bounds of the buffers fasthttp keeps in its pools (process-wide):
+// request bodies are streamed (fasthttp holds at most 8 KiB of one), and
+// a larger buffer, of a reply or of a body read by another server of the
+// process, is left to the collector.
+const (
+	maxPooledRequestBody  = 64 << 10
+	maxPooledResponseBody = maxPooledBuffer
+)
+
+var setPoolLimits sync.Once
+
 // NewHTTPServer returns a fasthttp server for h with the limits the API
-// needs: request bodies up to api.MaxBodyBytes, read errors answered with
-// api.ErrorResponse bodies (a 413 for a body over the limit).
+// needs: request bodies streamed to the handler, which authenticates a
+// request and checks its declared length (HeaderReceived) before reading
+// any of its body, and reads it into memory counted against
+// HandlerConfig.BodyMemory, at most api.MaxBodyBytes; read errors
+// answered with api.ErrorResponse bodies. It bounds the buffers fasthttp
+// pools, for every server of the process (fasthttp.SetBodySizePoolLimit).
 func NewHTTPServer(h *Handler, logger *slog.Logger) *fasthttp.Server {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	setPoolLimits.Do(func() { fasthttp.SetBodySizePoolLimit(maxPooledRequestBody, maxPooledResponseBody) })
 	return &fasthttp.Server{
-		Handler:               h.ServeFastHTTP,
-		ErrorHandler:          h.ServeError,
-		Name:                  "sluice",
-		MaxRequestBodySize:    api.MaxBodyBytes,
-		ReadBufferSize:        16 << 10,
-		ReadTimeout:           time.Minute,
-		IdleTimeout:           2 * time.Minute,
-		NoDefaultContentType:  true,
-		CloseOnShutdown:       true,
-		Logger:                fasthttpLogger{logger},
-		SecureErrorLogMessage: true,
+		Handler:                      h.ServeFastHTTP,
+		ErrorHandler:                 h.ServeError,
+		HeaderReceived:               h.HeaderReceived,
+		StreamRequestBody:            true,
+		DisablePreParseMultipartForm: true,
+		Name:                         "sluice",
+		MaxRequestBodySize:           api.MaxBodyBytes,
+		ReadBufferSize:               16 << 10,
+		ReadTimeout:                  time.Minute,
+		IdleTimeout:                  2 * time.Minute,
+		NoDefaultContentType:         true,
+		CloseOnShutdown:              true,
+		Logger:                       fasthttpLogger{logger},
+		SecureErrorLogMessage:        true,
 	}
 }
 

@@ -1,0 +1,162 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/sluicehq/sluice/api"
+	"github.com/valyala/fasthttp"
+)
+
+// openInternal starts a single replica on loopback and waits until it
+// leads.
+func openInternal(t *testing.T) *Server {
+	t.Helper()
+	s, err := Open(Config{ID: 1, Peers: map[uint64]string{1: ""}, Dir: t.TempDir(), HTTPAddr: "127.0.0.1:0", TickInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, ok := s.disp.Leading(); ok {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the replica did not lead within 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// streamed is a body stream that gives n bytes of filler, then fails: it
+// panics when panics is set, else returns err.
+type streamed struct {
+	filler []byte
+	n      int
+	panics bool
+	err    error
+}
+
+func (r *streamed) Read(p []byte) (int, error) {
+	if r.n == 0 {
+		if r.panics {
+			panic("the body stream broke")
+		}
+		return 0, r.err
+	}
+	k := min(len(p), r.n, len(r.filler))
+	copy(p, r.filler[:k])
+	r.filler, r.n = r.filler[k:], r.n-k
+	return k, nil
+}
+
+// serveStreamed serves a POST of path whose body streams from body,
+// declaring length, with headers h; it returns the status and the reply.
+func serveStreamed(h *Handler, path string, body io.Reader, length int, hdr map[string]string) (int, string) {
+	var req fasthttp.Request
+	req.Header.SetMethod("POST")
+	req.SetRequestURI(path)
+	var ctx fasthttp.RequestCtx
+	ctx.Init(&req, nil, nil)
+	for k, v := range hdr {
+		ctx.Request.Header.Set(k, v)
+	}
+	ctx.Request.SetBodyStream(body, length)
+	h.ServeFastHTTP(&ctx)
+	return ctx.Response.StatusCode(), string(ctx.Response.Body())
+}
+
+// TestBodyMemoryGivenBack serves bodies that end every way a handler can
+// after reading them: a panic while reading, a read error, a corrupt or
+// oversized compressed body, a refusal after the read, a success. Each
+// time the memory the body held is given back, and the pools keep no
+// buffer over maxPooledBuffer.
+func TestBodyMemoryGivenBack(t *testing.T) {
+	s := openInternal(t)
+	h := s.handler
+	spaces := bytes.Repeat([]byte(" "), 8<<20)
+	job := `{"name":"j","tasks":[{"count":1,"pod":{"sim":{"run_time":"1h"},"containers":[{"image":{"rootfs":"/r"},"command":["x"],"resources":{"cpu":100,"memory":"1Mi"}}]}}]}`
+	big := append([]byte(job), spaces[:4<<20]...)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write(append(spaces, spaces...))
+	_ = zw.Close()
+	broken := errors.New("connection reset")
+	gzHeader := map[string]string{"Content-Encoding": "gzip"}
+	cases := []struct {
+		name   string
+		path   string
+		body   io.Reader
+		length int
+		hdr    map[string]string
+		status int
+		want   string
+	}{
+		{"panic while reading", api.PathJobs, &streamed{filler: spaces, n: 3 << 20, panics: true}, 6 << 20, nil, 500, "internal"},
+		{"read error", api.PathJobs, &streamed{filler: spaces, n: 3 << 20, err: broken}, 6 << 20, nil, 400, "connection reset"},
+		{"chunked read error", api.PathJobs, &streamed{filler: spaces, n: 3 << 20, err: broken}, -1, nil, 400, "connection reset"},
+		{"gzip cut short", api.PathJobs, bytes.NewReader(gz.Bytes()[:gz.Len()/2]), -1, gzHeader, 400, "gzip body is corrupt or truncated"},
+		{"gzip's wire broken", api.PathJobs, &streamed{filler: gz.Bytes(), n: gz.Len() / 2, err: io.ErrUnexpectedEOF}, gz.Len(), gzHeader, 400, "reading the body: unexpected EOF"},
+		{"gzip over the limit", api.PathNodes, bytes.NewReader(gz.Bytes()), gz.Len(), gzHeader, 413, "decompresses"},
+		{"refused after the read", api.PathNodes, bytes.NewReader(spaces[:1<<20]), 1 << 20, nil, 400, "object"},
+		{"read to its end", api.PathJobs, bytes.NewReader(big), len(big), nil, 200, `"jobs"`},
+		{"chunked to its end", api.PathJobs, bytes.NewReader(big), -1, nil, 200, `"jobs"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			status, reply := serveStreamed(h, c.path, c.body, c.length, c.hdr)
+			if status != c.status || !strings.Contains(reply, c.want) {
+				t.Fatalf("%d %s; want %d mentioning %q", status, reply, c.status, c.want)
+			}
+			if n := h.BodyBytes(); n != 0 {
+				t.Fatalf("%d body bytes still counted", n)
+			}
+		})
+	}
+	for range 64 {
+		if bp := bodyBuffers.Get().(*[]byte); cap(*bp) > maxPooledBuffer {
+			t.Fatalf("a pooled body buffer of %d bytes", cap(*bp))
+		}
+		if bp := bodies.Get().(*[]byte); cap(*bp) > maxPooledBuffer {
+			t.Fatalf("a pooled reply buffer of %d bytes", cap(*bp))
+		}
+	}
+}
+
+// TestBodyMemoryTake checks the count's arithmetic: it never goes over
+// its limit and gives back exactly what was taken.
+func TestBodyMemoryTake(t *testing.T) {
+	m := &bodyMemory{limit: 100}
+	if !m.take(60) || !m.take(40) || m.take(1) {
+		t.Fatalf("took past the limit: %d", m.used.Load())
+	}
+	m.give(40)
+	if m.take(41) || !m.take(40) {
+		t.Fatalf("after giving 40 back: %d used", m.used.Load())
+	}
+	b := &heldBody{mem: m}
+	m.give(100)
+	if e := b.holdTo(30); e != nil || b.holdTo(20) != nil || b.n != 30 {
+		t.Fatalf("holdTo: n %d", b.n)
+	}
+	if e := b.holdTo(101); e == nil || e.status != fasthttp.StatusServiceUnavailable || e.retryAfter != 1 {
+		t.Fatalf("holdTo past the limit: %+v", e)
+	}
+	if e := b.holdDecoder(70); e != nil || m.used.Load() != 100 {
+		t.Fatalf("holdDecoder: %v, %d used", e, m.used.Load())
+	}
+	b.release()
+	if m.used.Load() != 0 {
+		t.Fatalf("%d used after release", m.used.Load())
+	}
+}
