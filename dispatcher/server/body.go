@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,9 +24,11 @@ import (
 // returns; a request that would go over it is answered 503 with
 // Retry-After. Buffers larger than maxPooledBuffer are never pooled.
 const (
-	// DefaultBodyMemory is HandlerConfig.BodyMemory's default: four bodies
-	// of the largest size at once.
-	DefaultBodyMemory = 4 * api.MaxBodyBytes
+	// DefaultBodyMemory is HandlerConfig.BodyMemory's default: two bodies
+	// of the largest size at once. The heap grows past what bodies hold
+	// by the buffers they grew out of and the collector's slack, a few
+	// times the bound at the peak.
+	DefaultBodyMemory = 2 * api.MaxBodyBytes
 	// MinBodyMemory is the least HandlerConfig.BodyMemory: one body of
 	// the largest size, decompressed by a zstd decoder.
 	MinBodyMemory = api.MaxBodyBytes + zstdDecoderMemory
@@ -46,7 +49,7 @@ const (
 	gzipDecoderMemory = 64 << 10
 	// maxPooledZstd bounds the zstd decoders kept between requests, each
 	// holding up to zstdDecoderMemory.
-	maxPooledZstd = 4
+	maxPooledZstd = 2
 
 	// maxPooledBuffer is the largest buffer (of a body, or of a reply)
 	// kept in a pool for the next request: a larger one is left to the
@@ -58,6 +61,10 @@ const (
 	// maxRegisterBody is the most a node registration's body may be: an
 	// api.NodeSpec, a few kilobytes with every label.
 	maxRegisterBody = 1 << 20
+	// bigBody is the memory of a body after which, once no body is held,
+	// the handler returns the heap's free memory to the operating system:
+	// the collector would keep it for minutes otherwise.
+	bigBody = 8 << 20
 )
 
 // zstdDecoders keeps up to maxPooledZstd synchronous zstd decoders between
@@ -98,6 +105,9 @@ var bodyBuffers = sync.Pool{New: func() any { return new([]byte) }}
 type bodyMemory struct {
 	limit int64
 	used  atomic.Int64
+	// big is set when a body of bigBody or more is given back, and
+	// cleared when the memory is returned to the operating system.
+	big atomic.Bool
 }
 
 // take counts n more bytes held, if they fit under the limit.
@@ -113,7 +123,19 @@ func (m *bodyMemory) take(n int64) bool {
 	}
 }
 
-func (m *bodyMemory) give(n int64) { m.used.Add(-n) }
+// give counts n bytes fewer held. When a big body was given back since
+// the last time and none is held now, it returns the heap's free memory
+// to the operating system (a collection and a scavenge, tens of
+// milliseconds) before it returns: once at the end of a burst of large
+// bodies, rather than minutes later.
+func (m *bodyMemory) give(n int64) {
+	if n >= bigBody {
+		m.big.Store(true)
+	}
+	if m.used.Add(-n) == 0 && m.big.CompareAndSwap(true, false) {
+		debug.FreeOSMemory()
+	}
+}
 
 // bodyMemoryKey is the request's user value that holds its handler's
 // *bodyMemory; heldBodyKey holds the *heldBody of a request that read
@@ -322,21 +344,32 @@ func readBody(ctx *fasthttp.RequestCtx) ([]byte, *httpError) {
 	}
 }
 
-// readAll reads r to its end into a buffer that grows as bytes arrive,
-// each growth counted in held first: at most limit bytes, or a 413. lr is
-// the wire under r (r itself when the body is not compressed), enc the
-// encoding ("" for none), declared the body's length if known (else -1).
+// readAll reads r to its end, at most limit bytes (else a 413), into
+// memory counted in held before it is allocated. lr is the wire under r
+// (r itself when the body is not compressed), enc the encoding ("" for
+// none), declared the body's length if known (else -1).
+//
+// A body of known length is read into a buffer that doubles as bytes
+// arrive, up to that length. One of unknown length (decompressed, or
+// chunked) is read into chunks of up to maxPooledBuffer bytes, copied into
+// one buffer at its end: a body cut off at the limit, as a decompression
+// bomb is, leaves behind only chunks of one size, which the allocator
+// reuses, rather than buffers of every size to the limit. A buffer a body
+// outgrew is not counted: it is the collector's.
 func readAll(held *heldBody, r io.Reader, lr *limitedReader, enc string, limit, declared int) ([]byte, *httpError) {
 	held.buf = bodyBuffers.Get().(*[]byte)
 	buf := (*held.buf)[:0]
 	if e := held.holdTo(int64(cap(buf))); e != nil {
 		return nil, e
 	}
+	var chunks [][]byte // full chunks before buf, when declared < 0
+	total := 0          // bytes in chunks
 	for {
-		if declared >= 0 && len(buf) == declared {
+		n := total + len(buf)
+		if declared >= 0 && n == declared {
 			return buf, nil
 		}
-		if len(buf) >= limit {
+		if n >= limit {
 			// At the limit: the body is over it if anything follows.
 			switch more, err := anyMore(r); {
 			case err != nil:
@@ -344,30 +377,60 @@ func readAll(held *heldBody, r io.Reader, lr *limitedReader, enc string, limit, 
 			case more:
 				return nil, overLimit(enc, limit)
 			}
-			return buf, nil
+			return held.join(chunks, buf, total), nil
 		}
 		if len(buf) == cap(buf) {
-			// Double, to the declared length if known, and to the limit.
-			n := max(2*cap(buf), minBodyBuffer)
+			grow := max(2*cap(buf), minBodyBuffer)
 			if declared >= 0 {
-				n = min(n, declared)
+				// Double, to the declared length.
+				grow = min(grow, declared)
+				if e := held.holdTo(int64(grow)); e != nil {
+					return nil, e
+				}
+				buf = held.grow(buf, grow)
+			} else {
+				// A new chunk, to the limit.
+				grow = min(grow, maxPooledBuffer, limit-n)
+				if e := held.holdTo(held.n + int64(grow)); e != nil {
+					return nil, e
+				}
+				if cap(buf) > 0 {
+					chunks, total = append(chunks, buf), total+len(buf)
+				}
+				buf = make([]byte, 0, grow)
 			}
-			n = min(n, limit)
-			if e := held.holdTo(int64(n)); e != nil {
-				return nil, e
-			}
-			buf = held.grow(buf, n)
 		}
 		m, err := readSome(r, buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+m]
-		*held.buf = buf
+		if len(chunks) == 0 {
+			*held.buf = buf
+		}
 		switch {
 		case errors.Is(err, io.EOF):
-			return buf, nil
+			return held.join(chunks, buf, total), nil
 		case err != nil:
 			return nil, readError(lr, enc, limit, err)
 		}
 	}
+}
+
+// join returns the body read into chunks (total bytes) and then last, as
+// one buffer that b holds; the first chunk, from bodyBuffers, goes back.
+func (b *heldBody) join(chunks [][]byte, last []byte, total int) []byte {
+	if len(chunks) == 0 {
+		return last
+	}
+	body := make([]byte, 0, total+len(last))
+	for _, c := range chunks {
+		body = append(body, c...)
+	}
+	body = append(body, last...)
+	if first := chunks[0]; cap(first) <= maxPooledBuffer {
+		*b.buf = first[:0]
+		bodyBuffers.Put(b.buf)
+	}
+	b.buf = &body
+	return body
 }
 
 // readSome reads into p until it gets a byte or an error; a reader that
