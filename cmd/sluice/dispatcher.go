@@ -37,6 +37,7 @@ type dispatcherFlags struct {
 	jobRetentionMax  int
 	syncInterval     time.Duration
 	maxConns         int
+	bodyMemory       int64
 	gc               gcSetting
 }
 
@@ -94,6 +95,7 @@ command line wins over the environment, which wins over the file.`,
 	fl.DurationVar(&f.jobRetention, "job-retention", dispatcher.DefaultJobRetention, "how long a finished job is kept (then its records and tasks are forgotten; 0: kept for ever)")
 	fl.IntVar(&f.jobRetentionMax, "job-retention-max", dispatcher.DefaultJobRetentionMax, "most finished jobs kept, whatever their age: past it the oldest are forgotten, so their memory has a ceiling (0: no bound)")
 	fl.DurationVar(&f.syncInterval, "sync-interval", server.DefaultSyncInterval, "least time between two syncs of the raft log: writes meanwhile share one (less CPU under load, some ms more commit latency; 0: sync as soon as asked)")
+	fl.Int64Var(&f.bodyMemory, "body-memory", 0, fmt.Sprintf("most bytes of request bodies held at once, as read and decompressed: a body past it is answered 503 (0: %d; at least %d)", server.DefaultBodyMemory, server.MinBodyMemory))
 	fl.IntVar(&f.maxConns, "max-conns", 0, "most HTTP connections open at once: a new one then replaces the one idle longest or waits to be accepted, so the store and raft keep their file descriptors (0: the open-files limit less 1200)")
 	f.gc.addFlag(c)
 	fl.StringVar(&f.queueWeights, "queue-weights", "", "fair-share weights of queues, queue=weight,... (1 to 1000; a queue not named weighs 1)")
@@ -126,6 +128,10 @@ func (f dispatcherFlags) serverConfig(logger *slog.Logger) (server.Config, error
 	case f.maxConns > 0:
 		cfg.Conns = api.NewConnLimit(f.maxConns)
 	}
+	if f.bodyMemory != 0 && f.bodyMemory < server.MinBodyMemory {
+		return cfg, usageError{fmt.Errorf("--body-memory %d: want 0 (%d) or at least %d", f.bodyMemory, server.DefaultBodyMemory, server.MinBodyMemory)}
+	}
+	cfg.BodyMemory = f.bodyMemory
 	switch {
 	case f.syncInterval < 0:
 		return cfg, usageError{fmt.Errorf("--sync-interval %v: want 0 (sync as soon as asked) or more", f.syncInterval)}

@@ -101,6 +101,7 @@ func TestDispatcherRejectsBadSettings(t *testing.T) {
 		{[]string{"--job-retention", "-1m"}, "--job-retention -1m"},
 		{[]string{"--sync-interval", "-1ms"}, "--sync-interval -1ms"},
 		{[]string{"--max-conns", "-1"}, "--max-conns -1"},
+		{[]string{"--body-memory", "1048576"}, "--body-memory 1048576"},
 		{[]string{"--queue-weights", "a=0"}, `weight "0" of queue "a"`},
 		{[]string{"--queue-weights", "a=x"}, `weight "x" of queue "a"`},
 		{[]string{"--queue-weights", "a=1,a=2"}, `queue "a" given twice`},
@@ -127,6 +128,12 @@ func TestDispatcherSchedulingFlags(t *testing.T) {
 	}
 	if cfg.Conns != nil {
 		t.Errorf("without --max-conns Conns is %d, want nil (the server's default)", cfg.Conns.Max())
+	}
+	if cfg.BodyMemory != 0 {
+		t.Errorf("without --body-memory BodyMemory is %d, want 0 (the server's default)", cfg.BodyMemory)
+	}
+	if cfg, err := (dispatcherFlags{id: 1, bodyMemory: 1 << 30}).serverConfig(nil); err != nil || cfg.BodyMemory != 1<<30 {
+		t.Errorf("--body-memory 1GiB: BodyMemory %d, %v", cfg.BodyMemory, err)
 	}
 	cfg, err = dispatcherFlags{id: 1, maxConns: 500}.serverConfig(nil)
 	if err != nil || cfg.Conns == nil || cfg.Conns.Max() != 500 {
