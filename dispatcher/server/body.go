@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
@@ -62,9 +63,12 @@ const (
 	// api.NodeSpec, a few kilobytes with every label.
 	maxRegisterBody = 1 << 20
 	// bigBody is the memory of a body after which, once no body is held,
-	// the handler returns the heap's free memory to the operating system:
-	// the collector would keep it for minutes otherwise.
-	bigBody = 8 << 20
+	// the handler returns the heap's free memory to the operating system,
+	// which the collector would keep for minutes otherwise; at most once
+	// every minFreeInterval, since it costs a collection of the whole
+	// heap.
+	bigBody         = 8 << 20
+	minFreeInterval = 10 * time.Second
 )
 
 // zstdDecoders keeps up to maxPooledZstd synchronous zstd decoders between
@@ -106,8 +110,10 @@ type bodyMemory struct {
 	limit int64
 	used  atomic.Int64
 	// big is set when a body of bigBody or more is given back, and
-	// cleared when the memory is returned to the operating system.
-	big atomic.Bool
+	// cleared when the memory is returned to the operating system, which
+	// was last at freed (Unix nanoseconds).
+	big   atomic.Bool
+	freed atomic.Int64
 }
 
 // take counts n more bytes held, if they fit under the limit.
@@ -124,15 +130,20 @@ func (m *bodyMemory) take(n int64) bool {
 }
 
 // give counts n bytes fewer held. When a big body was given back since
-// the last time and none is held now, it returns the heap's free memory
-// to the operating system (a collection and a scavenge, tens of
-// milliseconds) before it returns: once at the end of a burst of large
-// bodies, rather than minutes later.
+// the memory was last returned, none is held now, and the last return
+// was minFreeInterval ago or more, it returns the heap's free memory to
+// the operating system (a collection and a scavenge) before it returns:
+// at the end of a burst of large bodies rather than minutes later.
 func (m *bodyMemory) give(n int64) {
 	if n >= bigBody {
 		m.big.Store(true)
 	}
-	if m.used.Add(-n) == 0 && m.big.CompareAndSwap(true, false) {
+	if m.used.Add(-n) != 0 || !m.big.Load() {
+		return
+	}
+	now, last := time.Now().UnixNano(), m.freed.Load()
+	if now-last >= int64(minFreeInterval) && m.freed.CompareAndSwap(last, now) {
+		m.big.Store(false)
 		debug.FreeOSMemory()
 	}
 }

@@ -160,3 +160,33 @@ func TestBodyMemoryTake(t *testing.T) {
 		t.Fatalf("%d used after release", m.used.Load())
 	}
 }
+
+// TestBodyMemoryFreesAfterBigBodies: when the last body held goes and a
+// big one went since, the memory is returned to the operating system, at
+// most once every minFreeInterval.
+func TestBodyMemoryFreesAfterBigBodies(t *testing.T) {
+	m := &bodyMemory{limit: 1 << 30}
+	if !m.take(bigBody) || !m.take(1) {
+		t.Fatal("take")
+	}
+	m.give(bigBody)
+	if !m.big.Load() || m.freed.Load() != 0 {
+		t.Fatalf("returned with a body still held: big %v, freed %d", m.big.Load(), m.freed.Load())
+	}
+	m.give(1)
+	first := m.freed.Load()
+	if m.big.Load() || first == 0 {
+		t.Fatalf("not returned when the last body went: big %v, freed %d", m.big.Load(), first)
+	}
+	m.take(bigBody)
+	m.give(bigBody)
+	if !m.big.Load() || m.freed.Load() != first {
+		t.Fatalf("returned again within %v: big %v", minFreeInterval, m.big.Load())
+	}
+	m.freed.Store(first - int64(minFreeInterval))
+	m.take(1)
+	m.give(1)
+	if m.big.Load() || m.freed.Load() == first-int64(minFreeInterval) {
+		t.Fatalf("not returned %v later: big %v", minFreeInterval, m.big.Load())
+	}
+}
