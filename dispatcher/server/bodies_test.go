@@ -460,3 +460,27 @@ func TestBodyMemoryFull(t *testing.T) {
 		t.Errorf("%d body bytes counted after the submit", n)
 	}
 }
+
+// TestTruncatedBodyIsRefused sends two NDJSON jobs' worth of declared
+// length and only the first job, then ends its side of the connection:
+// the body is refused as cut short, not taken for a body of one job.
+func TestTruncatedBodyIsRefused(t *testing.T) {
+	s := openOne(t, nil)
+	// Past fasthttp's 8 KiB read-ahead, which refuses a shorter body
+	// itself.
+	first, second := jobJSON("a", "", 1)+strings.Repeat(" ", 16<<10)+"\n", jobJSON("b", "", 1)+"\n"
+	rc := dialRaw(t, s)
+	rc.send(t, "POST", api.PathJobs, map[string]string{"Content-Type": "application/x-ndjson",
+		"Content-Length": strconv.Itoa(len(first) + len(second))}, []byte(first))
+	if err := rc.c.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := rc.reply(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errorReply(t, r, http.StatusBadRequest, api.CodeInvalid, "ended after")
+	if l := listJobs(t, s.Addr(), "", ""); len(l.Jobs) != 0 {
+		t.Fatalf("a body cut short submitted %d jobs", len(l.Jobs))
+	}
+}

@@ -338,7 +338,7 @@ func readBody(ctx *fasthttp.RequestCtx) ([]byte, *httpError) {
 			return nil, readError(lr, enc, limit, err)
 		}
 		defer zr.Close()
-		return readAll(held, zr, lr, enc, limit, -1)
+		return wholeWire(lr, declared)(readAll(held, zr, lr, enc, limit, -1))
 	default: // zstd
 		if e := held.holdDecoder(zstdDecoderMemory); e != nil {
 			return nil, e
@@ -351,8 +351,24 @@ func readBody(ctx *fasthttp.RequestCtx) ([]byte, *httpError) {
 		if err := zr.Reset(lr); err != nil {
 			return nil, readError(lr, enc, limit, err)
 		}
-		return readAll(held, zr, lr, enc, limit, -1)
+		return wholeWire(lr, declared)(readAll(held, zr, lr, enc, limit, -1))
 	}
+}
+
+// wholeWire checks, after a compressed body was read to its end, that its
+// wire was too: a wire cut short between two gzip members or zstd frames
+// decompresses without an error.
+func wholeWire(lr *limitedReader, declared int) func([]byte, *httpError) ([]byte, *httpError) {
+	return func(body []byte, e *httpError) ([]byte, *httpError) {
+		if e == nil && declared >= 0 && lr.got < int64(declared) {
+			return nil, cutShort(int(lr.got), declared)
+		}
+		return body, e
+	}
+}
+
+func cutShort(got, declared int) *httpError {
+	return errorf(fasthttp.StatusBadRequest, api.CodeInvalid, "the body ended after %d of the %d bytes it declared", got, declared)
 }
 
 // readAll reads r to its end, at most limit bytes (else a 413), into
@@ -417,6 +433,9 @@ func readAll(held *heldBody, r io.Reader, lr *limitedReader, enc string, limit, 
 			*held.buf = buf
 		}
 		switch {
+		case errors.Is(err, io.EOF) && declared >= 0 && total+len(buf) < declared:
+			// fasthttp ends a request's stream cut short with io.EOF.
+			return nil, cutShort(total+len(buf), declared)
 		case errors.Is(err, io.EOF):
 			return held.join(chunks, buf, total), nil
 		case err != nil:
@@ -505,6 +524,7 @@ func readError(lr *limitedReader, enc string, limit int, err error) *httpError {
 type limitedReader struct {
 	r     io.Reader
 	n     int64
+	got   int64 // bytes read
 	err   error
 	head  [zstd.HeaderMaxSize]byte
 	headN int
@@ -519,6 +539,7 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 	}
 	m, err := l.r.Read(p)
 	l.n -= int64(m)
+	l.got += int64(m)
 	l.headN += copy(l.head[l.headN:], p[:m])
 	if err != nil && !errors.Is(err, io.EOF) {
 		l.err = err

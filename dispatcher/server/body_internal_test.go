@@ -92,6 +92,13 @@ func TestBodyMemoryGivenBack(t *testing.T) {
 	_, _ = zw.Write(append(spaces, spaces...))
 	_ = zw.Close()
 	broken := errors.New("connection reset")
+	// Two gzip members of one job each: the first alone is a whole gzip
+	// stream.
+	var member bytes.Buffer
+	mw := gzip.NewWriter(&member)
+	_, _ = mw.Write([]byte(job + "\n"))
+	_ = mw.Close()
+	twoMembers := append(bytes.Clone(member.Bytes()), member.Bytes()...)
 	gzHeader := map[string]string{"Content-Encoding": "gzip"}
 	cases := []struct {
 		name   string
@@ -103,10 +110,12 @@ func TestBodyMemoryGivenBack(t *testing.T) {
 		want   string
 	}{
 		{"panic while reading", api.PathJobs, &streamed{filler: spaces, n: 3 << 20, panics: true}, 6 << 20, nil, 500, "internal"},
+		{"cut short", api.PathJobs, bytes.NewReader(big[:len(big)/2]), len(big), nil, 400, "ended after"},
 		{"read error", api.PathJobs, &streamed{filler: spaces, n: 3 << 20, err: broken}, 6 << 20, nil, 400, "connection reset"},
 		{"chunked read error", api.PathJobs, &streamed{filler: spaces, n: 3 << 20, err: broken}, -1, nil, 400, "connection reset"},
 		{"gzip cut short", api.PathJobs, bytes.NewReader(gz.Bytes()[:gz.Len()/2]), -1, gzHeader, 400, "gzip body is corrupt or truncated"},
 		{"gzip's wire broken", api.PathJobs, &streamed{filler: gz.Bytes(), n: gz.Len() / 2, err: io.ErrUnexpectedEOF}, gz.Len(), gzHeader, 400, "reading the body: unexpected EOF"},
+		{"gzip cut between members", api.PathJobs, bytes.NewReader(twoMembers[:len(twoMembers)/2]), len(twoMembers), gzHeader, 400, "ended after"},
 		{"gzip over the limit", api.PathNodes, bytes.NewReader(gz.Bytes()), gz.Len(), gzHeader, 413, "decompresses"},
 		{"refused after the read", api.PathNodes, bytes.NewReader(spaces[:1<<20]), 1 << 20, nil, 400, "object"},
 		{"read to its end", api.PathJobs, bytes.NewReader(big), len(big), nil, 200, `"jobs"`},

@@ -109,7 +109,9 @@
 //     Config.BodyMemory across all connections: a body that would go
 //     over it is answered 503 unavailable with Retry-After (/healthz and
 //     /readyz take none of it), and its memory is given back when its
-//     request ends, however it ends. No pool keeps a buffer over 1 MiB.
+//     request ends, however it ends. No pool keeps a buffer over 1 MiB,
+//     but for the two zstd decoders kept for the next bodies, each with
+//     a window of up to ZstdMaxWindow.
 //   - No input makes the server panic or answer 5xx (but that 503), and
 //     internal errors are logged, not sent.
 //
