@@ -264,6 +264,7 @@ func TestRefusedBodiesAreNotRead(t *testing.T) {
 		{"reader submits", "POST", api.PathJobs, bigDeclared("rd"), nil, 403, api.CodeForbidden, "reader"},
 		{"nodelet submits", "POST", api.PathJobs, bigDeclared("nl"), nil, 403, api.CodeForbidden, "nodelet"},
 		{"submitter reports", "POST", api.PathNode + "n1/reports", bigDeclared("sub-any"), nil, 403, api.CodeForbidden, "submitter"},
+		{"a node reports for another", "POST", api.PathNode + "n2/reports", bigDeclared("nl"), nil, 403, api.CodeForbidden, "may not report for node"},
 		{"no such path", "POST", "/v1/nope", bigDeclared("adm"), nil, 404, api.CodeNotFound, "/v1/nope"},
 		{"no such method", "PUT", api.PathJobs, bigDeclared("adm"), nil, 405, "method_not_allowed", "PUT"},
 		{"registration over its limit", "POST", api.PathNodes, bigDeclared("nl"), []byte("{"), 413, api.CodeTooLarge, "1048576"},

@@ -342,6 +342,9 @@ func (h *Handler) route(ctx *fasthttp.RequestCtx, serve bool) *httpError {
 	path := string(ctx.Path())
 	var eps map[string]endpoint
 	var args []string
+	// nodeOp, when set, says what the call does to the node args[0]
+	// names, which a nodelet may do only to its own.
+	var nodeOp string
 	switch {
 	case path == api.PathHealth:
 		eps = epHealth
@@ -365,9 +368,9 @@ func (h *Handler) route(ctx *fasthttp.RequestCtx, serve bool) *httpError {
 	case strings.HasPrefix(path, api.PathNode):
 		rest := path[len(api.PathNode):]
 		if name, ok := strings.CutSuffix(rest, "/target"); ok && validSegment(name) {
-			eps, args = epTarget, []string{name}
+			eps, args, nodeOp = epTarget, []string{name}, "read the target of"
 		} else if name, ok := strings.CutSuffix(rest, "/reports"); ok && validSegment(name) {
-			eps, args = epReports, []string{name}
+			eps, args, nodeOp = epReports, []string{name}, "report for"
 		}
 	case strings.HasPrefix(path, api.PathTasks):
 		if id, ok := strings.CutSuffix(path[len(api.PathTasks):], "/logs"); ok && id != "" {
@@ -401,6 +404,12 @@ func (h *Handler) route(ctx *fasthttp.RequestCtx, serve bool) *httpError {
 		if !containsRole(ep.roles, p.Role) {
 			return errorf(fasthttp.StatusForbidden, api.CodeForbidden, "a %s token may not %s %s", p.Role, method, path)
 		}
+	}
+	if nodeOp != "" && !p.mayNode(args[0]) {
+		if !serve {
+			return nodeForbidden(p, nodeOp, args[0]) // counted when served
+		}
+		return h.notYourNode(p, nodeOp, args[0])
 	}
 	if e := checkDeclaredLength(ctx, method, path); e != nil || !serve {
 		return e
