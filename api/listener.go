@@ -83,6 +83,13 @@ func (l *ConnLimit) Max() int { return cap(l.slots) }
 // Open is how many connections of the limit's listeners are open.
 func (l *ConnLimit) Open() int { return len(l.slots) }
 
+// Idle is how many of the open connections are idle (see ConnState).
+func (l *ConnLimit) Idle() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.idle.n
+}
+
 // Shed is how many idle connections Accept has closed to make room.
 func (l *ConnLimit) Shed() uint64 { return l.shed.Load() }
 
@@ -200,10 +207,15 @@ func (c *limitConn) Close() error {
 	return err
 }
 
-// idleList is a doubly linked list of connections, oldest first.
-type idleList struct{ head, tail *limitConn }
+// idleList is a doubly linked list of connections, oldest first, and
+// their count.
+type idleList struct {
+	head, tail *limitConn
+	n          int
+}
 
 func (q *idleList) pushBack(c *limitConn) {
+	q.n++
 	c.prev, c.next, c.listed = q.tail, nil, true
 	if q.tail != nil {
 		q.tail.next = c
@@ -218,6 +230,7 @@ func (q *idleList) remove(c *limitConn) {
 	if c == nil || !c.listed {
 		return
 	}
+	q.n--
 	if c.prev != nil {
 		c.prev.next = c.next
 	} else {

@@ -3,6 +3,7 @@ package server_test
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -57,6 +58,10 @@ func TestConnLimitShedsIdleConnections(t *testing.T) {
 		if code, err := healthz(c, 10*time.Second); code != http.StatusOK {
 			t.Fatalf("connection %d: healthz %d, %v; want 200", i+1, code, err)
 		}
+		// The server marks a connection idle after its answer is sent:
+		// the first must be idle before the second is, to be the one
+		// idle longest.
+		waitFor(t, 10*time.Second, fmt.Sprintf("connection %d idle", i+1), func() bool { return limit.Idle() == i+1 })
 	}
 	if limit.Open() != 2 {
 		t.Fatalf("%d connections open, want 2", limit.Open())
