@@ -1,51 +1,21 @@
 package server_test
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/dispatcher/server"
-	"github.com/sluicehq/sluice/internal/porttest"
 )
 
 // TestFollowerRedirects runs three replicas over loopback TCP: writes to a
 // follower are redirected to the leader's HTTP address, and following the
 // redirect works; reads are served locally.
 func TestFollowerRedirects(t *testing.T) {
-	addrs := porttest.Addrs(t, 6)
-	raftAddrs, httpAddrs := addrs[:3], addrs[3:]
-	peers, peerHTTP := map[uint64]string{}, map[uint64]string{}
-	for i := range 3 {
-		peers[uint64(i+1)] = raftAddrs[i]
-		peerHTTP[uint64(i+1)] = "http://" + httpAddrs[i]
-	}
-	dir := t.TempDir()
-	var servers []*server.Server
-	for i := range 3 {
-		id := uint64(i + 1)
-		s, err := server.Open(server.Config{
-			ID: id, Peers: peers, PeerHTTP: peerHTTP, Dir: fmt.Sprintf("%s/r%d", dir, id), HTTPAddr: httpAddrs[i],
-			Dispatcher: testDispatcherConfig(), TickInterval: 20 * time.Millisecond, Logger: testLogger(),
-		})
-		if err != nil {
-			t.Fatalf("open replica %d: %v", id, err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		servers = append(servers, s)
-	}
-	var leader *server.Server
-	waitFor(t, 15*time.Second, "a leader", func() bool {
-		for _, s := range servers {
-			if _, ok := s.Dispatcher().Leading(); ok && s.Raft().Status().IsLeader {
-				leader = s
-				return true
-			}
-		}
-		return false
-	})
+	c := openThree(t, nil)
+	servers, peerHTTP := c.servers, c.peerHTTP
+	leader := c.leader(t, 0)
 	var follower *server.Server
 	for _, s := range servers {
 		if s != leader {

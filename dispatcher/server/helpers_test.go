@@ -187,3 +187,60 @@ func tempFile(t testing.TB, name, content string) string {
 	}
 	return p
 }
+
+// cluster is three replicas over loopback TCP.
+type cluster struct {
+	servers  []*server.Server // replica ID i+1 at i
+	peerHTTP map[uint64]string
+	bases    []string // the replicas' HTTP base URLs, by ID
+}
+
+// openThree starts three replicas over loopback TCP, each with the
+// configuration set (when not nil) changes.
+func openThree(t testing.TB, set func(id uint64, c *server.Config)) *cluster {
+	t.Helper()
+	addrs := porttest.Addrs(t, 6)
+	raftAddrs, httpAddrs := addrs[:3], addrs[3:]
+	c := &cluster{peerHTTP: map[uint64]string{}}
+	peers := map[uint64]string{}
+	for i := range 3 {
+		peers[uint64(i+1)] = raftAddrs[i]
+		c.peerHTTP[uint64(i+1)] = "http://" + httpAddrs[i]
+		c.bases = append(c.bases, "http://"+httpAddrs[i])
+	}
+	dir := t.TempDir()
+	for i := range 3 {
+		id := uint64(i + 1)
+		cfg := server.Config{
+			ID: id, Peers: peers, PeerHTTP: c.peerHTTP, Dir: fmt.Sprintf("%s/r%d", dir, id), HTTPAddr: httpAddrs[i],
+			Dispatcher: testDispatcherConfig(), TickInterval: 20 * time.Millisecond, Logger: testLogger(),
+		}
+		if set != nil {
+			set(id, &cfg)
+		}
+		s, err := server.Open(cfg)
+		if err != nil {
+			t.Fatalf("open replica %d: %v", id, err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		c.servers = append(c.servers, s)
+	}
+	return c
+}
+
+// leader waits for a replica other than replica except (0: any) to lead
+// and schedule, and returns it.
+func (c *cluster) leader(t testing.TB, except uint64) *server.Server {
+	t.Helper()
+	var l *server.Server
+	waitFor(t, 15*time.Second, "a leader", func() bool {
+		for i, s := range c.servers {
+			if _, ok := s.Dispatcher().Leading(); ok && s.Raft().Status().IsLeader && uint64(i+1) != except {
+				l = s
+				return true
+			}
+		}
+		return false
+	})
+	return l
+}

@@ -3,13 +3,11 @@ package server_test
 import (
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/dispatcher/server"
-	"github.com/sluicehq/sluice/internal/porttest"
 	"github.com/sluicehq/sluice/internal/tlstest"
 )
 
@@ -17,37 +15,9 @@ import (
 // elect a leader, and a job submitted to it is applied by every replica.
 func TestPeerTLS(t *testing.T) {
 	ca := tlstest.NewCA(t, "peer CA")
-	addrs := porttest.Addrs(t, 6)
-	raftAddrs, httpAddrs := addrs[:3], addrs[3:]
-	peers := map[uint64]string{}
-	for i := range 3 {
-		peers[uint64(i+1)] = raftAddrs[i]
-	}
-	dir := t.TempDir()
-	var servers []*server.Server
-	for i := range 3 {
-		id := uint64(i + 1)
-		s, err := server.Open(server.Config{
-			ID: id, Peers: peers, Dir: fmt.Sprintf("%s/r%d", dir, id), HTTPAddr: httpAddrs[i],
-			PeerTLS:    tlstest.Config(ca, ca.Cert(t, "127.0.0.1")),
-			Dispatcher: testDispatcherConfig(), TickInterval: 20 * time.Millisecond, Logger: testLogger(),
-		})
-		if err != nil {
-			t.Fatalf("open replica %d: %v", id, err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		servers = append(servers, s)
-	}
-	var leader *server.Server
-	waitFor(t, 15*time.Second, "a leader", func() bool {
-		for _, s := range servers {
-			if _, ok := s.Dispatcher().Leading(); ok && s.Raft().Status().IsLeader {
-				leader = s
-				return true
-			}
-		}
-		return false
-	})
+	c := openThree(t, func(_ uint64, cfg *server.Config) { cfg.PeerTLS = tlstest.Config(ca, ca.Cert(t, "127.0.0.1")) })
+	servers := c.servers
+	leader := c.leader(t, 0)
 	res := submit(t, leader.Addr(), "", jobJSON("over-tls", "", 1), nil)
 	if len(res.Jobs) != 1 {
 		t.Fatalf("submit: %+v", res)

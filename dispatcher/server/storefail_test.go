@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/dispatcher/server"
-	"github.com/sluicehq/sluice/internal/porttest"
 	"github.com/sluicehq/sluice/raftkv"
 )
 
@@ -28,50 +26,18 @@ import (
 // client of every replica must reach the new leader, where the node gets
 // its new work.
 func TestReplicaStoreFails(t *testing.T) {
-	addrs := porttest.Addrs(t, 6)
-	raftAddrs, httpAddrs := addrs[:3], addrs[3:]
-	peers, peerHTTP := map[uint64]string{}, map[uint64]string{}
-	var bases []string
-	for i := range 3 {
-		peers[uint64(i+1)] = raftAddrs[i]
-		peerHTTP[uint64(i+1)] = "http://" + httpAddrs[i]
-		bases = append(bases, "http://"+httpAddrs[i])
-	}
 	var broken atomic.Uint64 // the replica whose raft log writes fail
-	dir := t.TempDir()
-	servers := map[uint64]*server.Server{}
-	for i := range 3 {
-		id := uint64(i + 1)
-		fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+	cl := openThree(t, func(id uint64, cfg *server.Config) {
+		cfg.FS = errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
 			if broken.Load() == id && strings.HasSuffix(op.Path, ".log") &&
 				(op.Kind == errorfs.OpFileWrite || op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData) {
 				return errorfs.ErrInjected
 			}
 			return nil
 		}))
-		s, err := server.Open(server.Config{
-			ID: id, Peers: peers, PeerHTTP: peerHTTP, Dir: fmt.Sprintf("%s/r%d", dir, id), FS: fs, HTTPAddr: httpAddrs[i],
-			Dispatcher: testDispatcherConfig(), TickInterval: 20 * time.Millisecond, Logger: testLogger(),
-		})
-		if err != nil {
-			t.Fatalf("open replica %d: %v", id, err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		servers[id] = s
-	}
-	leader := func(except uint64) *server.Server {
-		var l *server.Server
-		waitFor(t, 15*time.Second, "a leader", func() bool {
-			for id, s := range servers {
-				if _, ok := s.Dispatcher().Leading(); ok && s.Raft().Status().IsLeader && id != except {
-					l = s
-					return true
-				}
-			}
-			return false
-		})
-		return l
-	}
+	})
+	servers, bases := cl.servers, cl.bases
+	leader := func(except uint64) *server.Server { return cl.leader(t, except) }
 	old := leader(0)
 	oldID := old.Raft().Status().ID
 	for _, s := range servers {
@@ -132,7 +98,8 @@ func TestReplicaStoreFails(t *testing.T) {
 	if !errors.Is(old.Err(), raftkv.ErrStorage) || !errors.Is(old.Err(), errorfs.ErrInjected) {
 		t.Errorf("Err() = %v, want ErrStorage wrapping the injected error", old.Err())
 	}
-	for id, s := range servers {
+	for _, s := range servers {
+		id := s.Raft().Status().ID
 		if id == oldID {
 			continue
 		}
