@@ -58,7 +58,9 @@ func cgroupPath(parent, id, member string) string {
 }
 
 // containerConfig builds the libcontainer config of container c of a pod
-// whose sandbox process is sandboxPid.
+// whose sandbox process is sandboxPid. The container joins the sandbox's
+// network, IPC and UTS namespaces, and its PID namespace when the pod
+// shares one; otherwise it has a PID namespace of its own.
 func containerConfig(spec *runtime.PodSpec, parent string, c *runtime.ContainerSpec, rootfs string, sandboxPid int, defaultPids int64) *configs.Config {
 	const mountFlags = unix.MS_NOEXEC | unix.MS_NOSUID | unix.MS_NODEV
 	ns := func(kind string) string { return "/proc/" + itoa(sandboxPid) + "/ns/" + kind }
@@ -75,6 +77,10 @@ func containerConfig(spec *runtime.PodSpec, parent string, c *runtime.ContainerS
 	}
 	res.PidsLimit = &pids
 	caps := &configs.Capabilities{Bounding: capabilities, Permitted: capabilities, Effective: capabilities}
+	pidns := configs.Namespace{Type: configs.NEWPID}
+	if spec.SharePID {
+		pidns.Path = ns("pid")
+	}
 	return &configs.Config{
 		Rootfs:          rootfs,
 		Readonlyfs:      c.ReadOnlyRootfs,
@@ -82,7 +88,7 @@ func containerConfig(spec *runtime.PodSpec, parent string, c *runtime.ContainerS
 		Capabilities:    caps,
 		Namespaces: configs.Namespaces{
 			{Type: configs.NEWNS},
-			{Type: configs.NEWPID},
+			pidns,
 			{Type: configs.NEWNET, Path: ns("net")},
 			{Type: configs.NEWIPC, Path: ns("ipc")},
 			{Type: configs.NEWUTS, Path: ns("uts")},

@@ -11,7 +11,24 @@
 // few system calls. Each container joins those
 // namespaces through /proc/<sandbox>/ns/... and has its own mount and PID
 // namespaces and root filesystem, so the containers of a pod talk over
-// loopback. Cgroups: the pod's is CgroupParent/ID in every hierarchy, with
+// loopback.
+//
+// A pod with SharePID has one PID namespace for all its containers, as
+// Kubernetes' shareProcessNamespace: the sandbox is started in a new PID
+// namespace too, whose PID 1 it is, and each container joins it, so the
+// containers see (and, with the same user and capabilities, may signal or
+// read /proc/PID/root of) each other's processes. The sandbox holds the
+// namespace, so it outlives any one container, and as PID 1 it reaps the
+// orphans the kernel gives it; the kernel drops the signals the
+// containers send it, as it has no handler for them. A container's first process is then not
+// PID 1: it has the default signal actions. When it ends, the processes
+// it left are killed through its cgroup (the other containers' are not),
+// and a SIGKILL from Stop goes to its whole cgroup; when the pod ends,
+// killing the sandbox ends whatever is left in the namespace. A pod
+// inside a capbox has no sandbox of its own, and SharePID is refused for
+// it as a bad spec.
+//
+// Cgroups: the pod's is CgroupParent/ID in every hierarchy, with
 // the sandbox in CgroupParent/ID/_sandbox and each container in
 // CgroupParent/ID/NAME, where its CPU quota (MilliCPU*100µs per 100ms),
 // CPU shares, memory limit and pids limit apply.
@@ -53,7 +70,8 @@
 // AUDIT_WRITE; runc's masked and read-only /proc and /sys paths; a device
 // allow-list; a pids limit; optionally a read-only root filesystem (with a
 // tmpfs /tmp) and a numeric user. A container's first process is PID 1 of
-// its namespace, so it has no default signal actions: a program that does
+// its namespace (unless the pod shares one), so it has no default signal
+// actions: a program that does
 // not handle SIGTERM is killed by Stop's SIGKILL after the grace period.
 //
 // # State
@@ -108,7 +126,7 @@
 // ever the host's root directory: createContainer checks the final root
 // (the image, or its overlay) against "/" by device and inode.
 //
-// Not yet supported: SharePID (rejected as a bad spec), ports beyond the
-// pod's loopback, seccomp, pod-level cgroup limits (but a capbox's),
+// Not yet supported: SharePID inside a capbox (rejected as a bad spec),
+// ports beyond the pod's loopback, seccomp, pod-level cgroup limits (but a capbox's),
 // garbage collection of the image cache.
 package container

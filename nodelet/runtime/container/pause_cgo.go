@@ -13,6 +13,7 @@ package container
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 // The pause process: see pause in reexec.go, which this does before the Go
@@ -52,10 +53,15 @@ __attribute__((constructor)) static void sluice_pause(void) {
 	size_t a2 = a1 + sizeof(arg);
 	const char *host = a2 < len ? buf + a2 : NULL;
 
+	// As PID 1 of a shared PID namespace it is the reaper of the
+	// namespace's orphans: it waits for SIGCHLD too, and reaps.
+	int reaper = getpid() == 1;
 	sigset_t set;
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
+	if (reaper)
+		sigaddset(&set, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	signal(SIGHUP, SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);
@@ -79,8 +85,12 @@ __attribute__((constructor)) static void sluice_pause(void) {
 	close(1);
 	for (;;) {
 		int sig;
-		if (sigwait(&set, &sig) == 0)
+		if (sigwait(&set, &sig) != 0)
+			continue;
+		if (sig != SIGCHLD)
 			_exit(0);
+		while (waitpid(-1, NULL, WNOHANG) > 0)
+			;
 	}
 }
 */

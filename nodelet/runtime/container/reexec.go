@@ -40,7 +40,8 @@ func Reexec() {
 
 // pause is the sandbox holder: it runs in the pod's new network, IPC and
 // UTS namespaces, sets the hostname (os.Args[2]), brings up lo, reports
-// "ok" on stdout, and sleeps until SIGTERM or SIGINT.
+// "ok" on stdout, and sleeps until SIGTERM or SIGINT. As PID 1 of a
+// pod's shared PID namespace it also reaps the orphans the kernel gives it.
 //
 // In binaries built with cgo (every binary that can run containers: the
 // nsenter package needs it) a C constructor in pause_cgo.go does all this
@@ -63,8 +64,25 @@ func pause() int {
 	}
 	fmt.Fprintln(os.Stdout, "ok")
 	os.Stdout.Close()
-	<-sigs
-	return 0
+	if os.Getpid() != 1 {
+		<-sigs
+		return 0
+	}
+	chld := make(chan os.Signal, 1)
+	signal.Notify(chld, syscall.SIGCHLD)
+	for {
+		select {
+		case <-sigs:
+			return 0
+		case <-chld:
+			for {
+				pid, err := unix.Wait4(-1, nil, unix.WNOHANG, nil)
+				if pid <= 0 || err != nil {
+					break
+				}
+			}
+		}
+	}
 }
 
 // loopbackUp sets IFF_UP on lo in the current network namespace.

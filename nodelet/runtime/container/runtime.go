@@ -293,8 +293,10 @@ func (r *Runtime) validate(spec *runtime.PodSpec) ([]string, error) {
 	_ = unix.Sysinfo(&si)
 	hostMem := int64(si.Totalram) * int64(si.Unit)
 	cores := int64(goruntime.NumCPU())
-	if spec.SharePID {
-		e.Add("share_pid", "a shared PID namespace is not supported by this runtime yet")
+	if spec.SharePID && spec.InPod != "" {
+		// The namespace's holder is the pod's sandbox, and a pod inside a
+		// capbox has none: it uses the capbox's.
+		e.Add("share_pid", "a shared PID namespace is not supported for a pod inside a capbox")
 	}
 	images := make([]string, len(spec.Containers))
 	for i := range spec.Containers {
@@ -732,6 +734,14 @@ func (r *Runtime) watchContainer(p *pod, c *ctr) {
 	}
 	code, known := c.reap()
 	ce := runtime.ContainerExit{Name: c.name, Code: code, OOMKilled: oomKilled(c.lc)}
+	if p.rec.Spec.SharePID && c.lc != nil {
+		// In a shared PID namespace the end of the container's first
+		// process does not end the others it started: they are killed
+		// through its cgroup, the other containers' processes are not.
+		if err := c.lc.Signal(unix.SIGKILL); err != nil && !errors.Is(err, libcontainer.ErrNotRunning) {
+			r.cfg.Logger.Warn("kill the rest of a container", "pod", p.id, "container", c.name, "err", err)
+		}
+	}
 	if !known {
 		ce.Code = -1
 	}
@@ -878,12 +888,20 @@ func (r *Runtime) Wait(ctx context.Context, id string) (runtime.Exit, error) {
 }
 
 // signalAll sends sig to every running container of p, or to the
-// sandbox of a placeholder.
+// sandbox of a placeholder. A container's first process gets it; SIGKILL
+// in a shared PID namespace goes to every process of the container's
+// cgroup, as the first one's end does not end the others there.
 func (p *pod) signalAll(sig unix.Signal) {
 	for _, c := range p.containers {
-		if c.watch != nil {
-			_ = c.watch.signal(sig)
+		if c.watch == nil {
+			continue
 		}
+		if sig == unix.SIGKILL && p.rec.Spec.SharePID && c.lc != nil {
+			if c.lc.Signal(sig) == nil {
+				continue
+			}
+		}
+		_ = c.watch.signal(sig)
 	}
 	if p.rec.Spec.Placeholder && p.sandbox != nil {
 		_ = p.sandbox.signal(sig)

@@ -23,7 +23,9 @@ import (
 const sandboxTimeout = 10 * time.Second
 
 // startSandbox starts p's pause process in new network, IPC and UTS
-// namespaces and sets p.sandbox. It returns once the process exists, so
+// namespaces, and a new PID namespace for a pod that shares one (whose
+// PID 1 it is, so the namespace lives as long as the pod), and sets
+// p.sandbox. It returns once the process exists, so
 // that its namespaces can be joined; the rest (the pause reporting that
 // the hostname is set and lo is up, recording it, moving it into the
 // cgroup PARENT/ID/_sandbox) goes on in the background, and ready reports
@@ -38,8 +40,12 @@ func (r *Runtime) startSandbox(p *pod) (ready <-chan error, err error) {
 	cmd.Args[0] = os.Args[0]
 	cmd.Stdout = pw
 	cmd.Env = []string{}
+	flags := uintptr(unix.CLONE_NEWNET | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
+	if p.rec.Spec.SharePID {
+		flags |= unix.CLONE_NEWPID
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags: unix.CLONE_NEWNET | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS,
+		Cloneflags: flags,
 		Setpgid:    true, // a terminal's Ctrl-C goes to the nodelet, which stops pods itself
 	}
 	err = cmd.Start()

@@ -15,6 +15,13 @@
 //	cat FILE        copy FILE to stdout
 //	flood BYTES     write BYTES bytes of 'x' lines to stdout
 //	stat FILE       print FILE's mode and owner
+//	ps              print "PID ARGS" for each process in /proc, by PID
+//	fork TEXT       start a copy of itself that prints TEXT and sleeps 60s, and leave it
+//	waitproc TEXT   wait (up to 10s) for another process whose arguments hold TEXT
+//	waitgone TEXT   wait (up to 10s) until no other process's arguments hold TEXT
+//	                and those waitproc TEXT found are reaped
+//	write FILE TEXT write TEXT to FILE, replacing it
+//	waitfile FILE TEXT  wait (up to 10s) until FILE holds TEXT, and print it
 //
 // As PID 1 of its container it has no default signal actions, so it exits
 // with 143 on SIGTERM itself, as a process killed by SIGTERM would report.
@@ -25,8 +32,10 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"os/signal"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -137,6 +146,49 @@ func main() {
 			check(err)
 			sys := st.Sys().(*syscall.Stat_t)
 			fmt.Printf("%s %v %d:%d\n", f, st.Mode(), sys.Uid, sys.Gid)
+		case "ps":
+			for _, p := range procs() {
+				fmt.Printf("%d %s\n", p.pid, p.args)
+			}
+		case "fork":
+			cmd := exec.Command("/proc/self/exe", "print", arg(), "sleep", "60s")
+			cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+			check(cmd.Start())
+		case "waitproc", "waitgone":
+			text := arg()
+			end := time.Now().Add(10 * time.Second)
+			for {
+				pids := matching(text)
+				if cmd == "waitproc" && len(pids) > 0 {
+					seen[text] = pids
+					break
+				}
+				if cmd == "waitgone" && len(pids) == 0 && reaped(seen[text]) {
+					break
+				}
+				if time.Now().After(end) {
+					fail(cmd + " " + text + ": timed out")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		case "write":
+			f, text := arg(), arg()
+			check(os.WriteFile(f, []byte(text), 0o644))
+		case "waitfile":
+			f, text := arg(), arg()
+			end := time.Now().Add(10 * time.Second)
+			for {
+				b, err := os.ReadFile(f)
+				check(err)
+				if strings.Contains(string(b), text) {
+					os.Stdout.Write(b)
+					break
+				}
+				if time.Now().After(end) {
+					fail("waitfile " + f + ": timed out; it holds " + strconv.Quote(string(b)))
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
 		case "flood":
 			n := atoi(arg())
 			line := []byte(strings.Repeat("x", 99) + "\n")
@@ -147,6 +199,57 @@ func main() {
 			fail("unknown step " + strconv.Quote(cmd))
 		}
 	}
+}
+
+type proc struct {
+	pid  int
+	args string
+}
+
+// procs lists the processes of /proc, by PID.
+func procs() []proc {
+	ents, err := os.ReadDir("/proc")
+	check(err)
+	var out []proc
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		out = append(out, proc{pid, strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].pid < out[j].pid })
+	return out
+}
+
+// seen holds the PIDs waitproc found, by the text it looked for.
+var seen = map[string][]int{}
+
+// matching lists the processes other than this one with text in their
+// arguments.
+func matching(text string) []int {
+	var out []int
+	for _, p := range procs() {
+		if p.pid != os.Getpid() && strings.Contains(p.args, text) {
+			out = append(out, p.pid)
+		}
+	}
+	return out
+}
+
+// reaped reports whether none of pids is in /proc any more, not even as a
+// zombie (whose arguments read empty).
+func reaped(pids []int) bool {
+	for _, pid := range pids {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+			return false
+		}
+	}
+	return true
 }
 
 func atoi(s string) int {
