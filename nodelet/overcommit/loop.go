@@ -400,15 +400,30 @@ func (l *Loop) writeResources(path string, pr PodResources) (bool, error) {
 		near(old.Limit.CPUMillis, pr.Limit.CPUMillis) && near(old.Limit.MemoryBytes, pr.Limit.MemoryBytes) {
 		return false, nil
 	}
-	l.buf.Reset()
-	if err := json.NewEncoder(&l.buf).Encode(pr); err != nil {
-		return false, fmt.Errorf("overcommit: encode resources of %s: %w", pr.ID, err)
-	}
-	if err := writeAtomic(path, l.buf.Bytes()); err != nil {
-		return false, fmt.Errorf("overcommit: write resources of %s: %w", pr.ID, err)
+	if err := writeResourceFile(&l.buf, path, pr); err != nil {
+		return false, err
 	}
 	l.written[path] = pr
 	return true, nil
+}
+
+// WriteResourceFile writes pr to path as the Loop writes a pod's resource
+// file (Pod.ResourceFile), and as atomically: for the file a pod has
+// before the Loop's first write.
+func WriteResourceFile(path string, pr PodResources) error {
+	var buf bytes.Buffer
+	return writeResourceFile(&buf, path, pr)
+}
+
+func writeResourceFile(buf *bytes.Buffer, path string, pr PodResources) error {
+	buf.Reset()
+	if err := json.NewEncoder(buf).Encode(pr); err != nil {
+		return fmt.Errorf("overcommit: encode resources of %s: %w", pr.ID, err)
+	}
+	if err := writeAtomic(path, buf.Bytes()); err != nil {
+		return fmt.Errorf("overcommit: write resources of %s: %w", pr.ID, err)
+	}
+	return nil
 }
 
 // near reports whether b is within resourceFileTolerance of a.
@@ -418,7 +433,10 @@ func near(a, b int64) bool {
 
 // writeAtomic replaces path's content with data through a temporary file
 // beside it (one name per path: only the loop writes these files), so that
-// a reader sees the old content or the new, never a mix.
+// a reader sees the old content or the new, never a mix. The rename gives
+// path a new inode: a container sees the file through a bind mount of its
+// directory (runtime.PodSpec.ResourceDir), which shows the new one; a
+// bind mount of the file itself would keep showing the old.
 func writeAtomic(path string, data []byte) error {
 	tmp := filepath.Join(filepath.Dir(path), ".sluice-"+filepath.Base(path)+".tmp")
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)

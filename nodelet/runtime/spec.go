@@ -42,9 +42,19 @@ type PodSpec struct {
 	// InPod names the placeholder pod (a capbox) whose resources the pod
 	// runs inside; empty for none.
 	InPod string
+	// ResourceDir is a host directory (absolute and clean) that every
+	// container of the pod sees read-only at ResourceMount, with what the
+	// node's overcommit loop keeps writing there about the pod; empty
+	// means none. The directory is mounted rather than a file in it, so
+	// that a file replaced by a rename is seen anew in the containers.
+	// Runtimes without containers ignore it.
+	ResourceDir string
 	// Sim drives the simulated runtime; real runtimes ignore it.
 	Sim *SimSpec
 }
+
+// ResourceMount is where a container sees its pod's ResourceDir.
+const ResourceMount = "/run/sluice"
 
 // SimSpec is how a simulated pod behaves: it runs for RunTime and exits
 // with ExitCode.
@@ -219,6 +229,9 @@ func (s *PodSpec) Validate() error {
 		} else if s.Placeholder {
 			e.Add("in_pod", "a placeholder is not inside another pod")
 		}
+	}
+	if d := s.ResourceDir; d != "" && (!path.IsAbs(d) || path.Clean(d) != d) {
+		e.Add("resource_dir", "must be a clean absolute path, not %q", d)
 	}
 	if s.Sim != nil {
 		if s.Sim.RunTime < 0 {

@@ -62,14 +62,15 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 				Resources: runtime.Resources{MilliCPU: -1, MemoryBytes: -1, Pids: -1}, User: &runtime.User{UID: -1}},
 			{Name: "c", Args: nil},
 		},
-		Sim: &runtime.SimSpec{RunTime: -1, ExitCode: 256},
+		Sim:         &runtime.SimSpec{RunTime: -1, ExitCode: 256},
+		ResourceDir: "run/x",
 	}
 	err := s.Validate()
 	var se *runtime.SpecError
 	if !errors.Is(err, runtime.ErrBadSpec) || !errors.As(err, &se) {
 		t.Fatalf("Validate = %v, want a *SpecError", err)
 	}
-	want := []string{"id", "cgroup_parent", "sim.run_time", "sim.exit_code", "containers[0].args[0]", "containers[0].env[0]",
+	want := []string{"id", "cgroup_parent", "resource_dir", "sim.run_time", "sim.exit_code", "containers[0].args[0]", "containers[0].env[0]",
 		"containers[0].working_dir", "containers[0].image.rootfs", "containers[0].resources.cpu", "containers[0].resources.memory",
 		"containers[0].resources.pids", "containers[0].user", "containers[1].name", "containers[1].args", "containers[1].image"}
 	var got []string

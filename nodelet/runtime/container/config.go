@@ -81,6 +81,20 @@ func containerConfig(spec *runtime.PodSpec, parent string, c *runtime.ContainerS
 	if spec.SharePID {
 		pidns.Path = ns("pid")
 	}
+	mounts := []*configs.Mount{
+		{Source: "proc", Destination: "/proc", Device: "proc", Flags: mountFlags},
+		{Source: "tmpfs", Destination: "/dev", Device: "tmpfs", Flags: unix.MS_NOSUID | unix.MS_STRICTATIME, Data: "mode=755,size=65536k"},
+		{Source: "devpts", Destination: "/dev/pts", Device: "devpts", Flags: unix.MS_NOSUID | unix.MS_NOEXEC, Data: "newinstance,ptmxmode=0666,mode=0620,gid=5"},
+		{Source: "shm", Destination: "/dev/shm", Device: "tmpfs", Flags: mountFlags, Data: "mode=1777,size=65536k"},
+		{Source: "sysfs", Destination: "/sys", Device: "sysfs", Flags: mountFlags | unix.MS_RDONLY},
+		{Source: "tmpfs", Destination: "/tmp", Device: "tmpfs", Flags: unix.MS_NOSUID | unix.MS_NODEV, Data: "mode=1777"},
+	}
+	if spec.ResourceDir != "" {
+		// A bind of the directory, not of the file in it: the file is
+		// replaced by renames, which a bind of the file would not see.
+		mounts = append(mounts, &configs.Mount{Source: spec.ResourceDir, Destination: runtime.ResourceMount, Device: "bind",
+			Flags: unix.MS_BIND | unix.MS_RDONLY | mountFlags})
+	}
 	return &configs.Config{
 		Rootfs:          rootfs,
 		Readonlyfs:      c.ReadOnlyRootfs,
@@ -100,14 +114,7 @@ func containerConfig(spec *runtime.PodSpec, parent string, c *runtime.ContainerS
 		Devices:       specconv.AllowedDevices,
 		MaskPaths:     maskedPaths,
 		ReadonlyPaths: readonlyPaths,
-		Mounts: []*configs.Mount{
-			{Source: "proc", Destination: "/proc", Device: "proc", Flags: mountFlags},
-			{Source: "tmpfs", Destination: "/dev", Device: "tmpfs", Flags: unix.MS_NOSUID | unix.MS_STRICTATIME, Data: "mode=755,size=65536k"},
-			{Source: "devpts", Destination: "/dev/pts", Device: "devpts", Flags: unix.MS_NOSUID | unix.MS_NOEXEC, Data: "newinstance,ptmxmode=0666,mode=0620,gid=5"},
-			{Source: "shm", Destination: "/dev/shm", Device: "tmpfs", Flags: mountFlags, Data: "mode=1777,size=65536k"},
-			{Source: "sysfs", Destination: "/sys", Device: "sysfs", Flags: mountFlags | unix.MS_RDONLY},
-			{Source: "tmpfs", Destination: "/tmp", Device: "tmpfs", Flags: unix.MS_NOSUID | unix.MS_NODEV, Data: "mode=1777"},
-		},
+		Mounts:        mounts,
 	}
 }
 

@@ -74,6 +74,14 @@
 // actions: a program that does
 // not handle SIGTERM is killed by Stop's SIGKILL after the grace period.
 //
+// A pod's ResourceDir (runtime.PodSpec) is bind-mounted read-only (and
+// nosuid, nodev, noexec) at runtime.ResourceMount in each of its
+// containers: the directory, not the resource file in it, since the
+// overcommit loop replaces the file by a rename, which gives it a new
+// inode that a bind mount of the old file would never show. The
+// directory is the caller's: Remove leaves it. An image without /run gets
+// the mount point made in it, as for any mount.
+//
 // # State
 //
 // Config.StateDir holds a directory per pod: pod.json (the spec), the

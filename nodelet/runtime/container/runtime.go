@@ -298,6 +298,13 @@ func (r *Runtime) validate(spec *runtime.PodSpec) ([]string, error) {
 		// capbox has none: it uses the capbox's.
 		e.Add("share_pid", "a shared PID namespace is not supported for a pod inside a capbox")
 	}
+	if d := spec.ResourceDir; d != "" {
+		if st, err := os.Stat(d); err != nil {
+			e.Add("resource_dir", "%v", err)
+		} else if !st.IsDir() {
+			e.Add("resource_dir", "%s is not a directory", d)
+		}
+	}
 	images := make([]string, len(spec.Containers))
 	for i := range spec.Containers {
 		c := &spec.Containers[i]
