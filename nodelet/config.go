@@ -59,6 +59,14 @@ type Config struct {
 	// with this configuration; its Pods and Killer are the Agent (any
 	// value set there is replaced). Leave nil on hosts without cgroups.
 	Overcommit *overcommit.Config
+	// ResourceDir, when set, holds a directory per offline pod,
+	// ResourceDir/<pod ID>, with the pod's resource file (ResourceFile):
+	// its guarantee and limit, as its requests at the start and as the
+	// overcommit loop changes them after. The runtime shows the directory
+	// read-only in each of the pod's containers (runtime.PodSpec.
+	// ResourceDir), at runtime.ResourceMount. A clean absolute path;
+	// default "": no resource files.
+	ResourceDir string
 	// Logger receives what the agent does. Default: discarded.
 	Logger *slog.Logger
 	// Now is the clock of reports and start times. Default time.Now.
@@ -115,6 +123,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ReportBatch < 0 || c.ReportBatch > api.MaxItemsPerRequest {
 		add("ReportBatch %d: want 0 (the default) to %d, the most items a request may carry", c.ReportBatch, api.MaxItemsPerRequest)
+	}
+	if d := c.ResourceDir; d != "" && (!path.IsAbs(d) || path.Clean(d) != d) {
+		add("ResourceDir %q must be a clean absolute path", d)
 	}
 	if c.Overcommit != nil && c.Overcommit.Cgroups == nil {
 		add("Overcommit.Cgroups is required when Overcommit is set")

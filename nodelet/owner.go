@@ -597,9 +597,15 @@ func (o *owner) start(s *slot, d DesiredPod) {
 		o.put(s, &pod{want: d, phase: phaseDone})
 		return
 	}
+	spec := o.spec(d)
+	if err := o.a.prepareResources(&spec, &d); err != nil {
+		o.stats.StartFailures++
+		o.reportStartFailed(d, err)
+		o.put(s, &pod{want: d, phase: phaseDone})
+		return
+	}
 	p := &pod{want: d, phase: phaseStarting}
 	o.put(s, p)
-	spec := o.spec(d)
 	rt := o.a.cfg.Runtime
 	if o.immediate {
 		o.startNow(s, p, spec)
@@ -809,6 +815,7 @@ func (o *owner) handle(ev event) {
 		o.a.cfg.Logger.Warn("nodelet: start pod", "pod", s.id, "generation", p.want.Generation, "err", ev.err)
 		o.reportStartFailed(p.want, ev.err)
 		p.phase = phaseDone
+		o.a.dropResources(s.id)
 	case evExited:
 		o.stats.Exits++
 		p.exit = ev.exit
@@ -829,6 +836,7 @@ func (o *owner) handle(ev event) {
 		o.stats.Removed++
 		p.phase = phaseDone
 		p.exit = runtime.Exit{}
+		o.a.dropResources(s.id)
 	}
 }
 
@@ -903,7 +911,8 @@ func (o *owner) publish() {
 			continue
 		}
 		s.published = true
-		op := overcommit.Pod{ID: p.want.ID, Tier: p.want.Tier, Priority: int(p.want.Priority), StartedAt: p.startedAt}
+		op := overcommit.Pod{ID: p.want.ID, Tier: p.want.Tier, Priority: int(p.want.Priority), StartedAt: p.startedAt,
+			ResourceFile: a.resourceFile(&p.want)}
 		for _, c := range p.want.Pod.Containers {
 			op.Request.CPUMillis += c.Resources.CPU
 			op.Request.MemoryBytes += c.Resources.Memory

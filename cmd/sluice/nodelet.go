@@ -45,7 +45,9 @@ type nodeletConfig struct {
 	// there is one (see container.Config.Shim).
 	shim string
 	// stateDir holds the container runtime's pod state (stateDir/pods)
-	// and image cache (stateDir/images). Default defaultNodeletStateDir.
+	// and image cache (stateDir/images), and, with overcommit, the
+	// resource files of offline pods (stateDir/resources, see
+	// nodelet.Config.ResourceDir). Default defaultNodeletStateDir.
 	stateDir string
 	// imageRoots are the directories the container runtime runs images
 	// (rootfs and oci_layout paths) from: an image must lie below one,
@@ -130,6 +132,11 @@ func (c *nodeletConfig) resolve() error {
 	}
 	if c.stateDir == "" {
 		c.stateDir = defaultNodeletStateDir
+	}
+	if abs, err := filepath.Abs(c.stateDir); err != nil {
+		bad("state dir: %w", err)
+	} else {
+		c.stateDir = abs // the paths made from it are given to containers
 	}
 	switch {
 	case len(c.imageRoots) > 0 && c.runtime == "sim":
@@ -323,7 +330,7 @@ func startNodelet(ctx context.Context, cfg nodeletConfig, logger *slog.Logger) (
 	}
 	agent, err := nodelet.New(nodelet.Config{
 		Node: cfg.name, Runtime: rt, Dispatcher: d, MaxConcurrentStarts: cfg.maxStarts, RetainExited: cfg.retainExited,
-		CgroupRoot: cfg.cgroupRoot, Overcommit: oc, Logger: logger,
+		CgroupRoot: cfg.cgroupRoot, Overcommit: oc, ResourceDir: cfg.resourceDir(), Logger: logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("nodelet: %w", err)
@@ -368,6 +375,16 @@ func startNodelet(ctx context.Context, cfg nodeletConfig, logger *slog.Logger) (
 		})
 		return stopErr
 	}, nil
+}
+
+// resourceDir is nodelet.Config.ResourceDir: stateDir/resources when the
+// overcommit loop runs (with the container runtime, which shows the files
+// to containers), which writes the files; else "".
+func (c *nodeletConfig) resourceDir() string {
+	if !c.overcommit {
+		return ""
+	}
+	return filepath.Join(c.stateDir, "resources")
 }
 
 // overcommitConfig prepares the cgroup tiers and returns the overcommit
