@@ -22,6 +22,7 @@
 //	                and those waitproc TEXT found are reaped
 //	write FILE TEXT write TEXT to FILE, replacing it
 //	waitfile FILE TEXT  wait (up to 10s) until FILE holds TEXT, and print it
+//	waitchange FILE wait (up to 10s) until FILE's content changes, and print "changed: " and it
 //
 // As PID 1 of its container it has no default signal actions, so it exits
 // with 143 on SIGTERM itself, as a process killed by SIGTERM would report.
@@ -186,6 +187,23 @@ func main() {
 				}
 				if time.Now().After(end) {
 					fail("waitfile " + f + ": timed out; it holds " + strconv.Quote(string(b)))
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		case "waitchange":
+			f := arg()
+			first, err := os.ReadFile(f)
+			check(err)
+			end := time.Now().Add(10 * time.Second)
+			for {
+				b, err := os.ReadFile(f)
+				check(err)
+				if string(b) != string(first) {
+					fmt.Printf("changed: %s", b)
+					break
+				}
+				if time.Now().After(end) {
+					fail("waitchange " + f + ": timed out")
 				}
 				time.Sleep(20 * time.Millisecond)
 			}

@@ -1,0 +1,120 @@
+package nodelet_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/nodelet"
+	"github.com/sluicehq/sluice/nodelet/cgroup"
+	"github.com/sluicehq/sluice/nodelet/overcommit"
+	"github.com/sluicehq/sluice/nodelet/runtime"
+	"github.com/sluicehq/sluice/nodelet/runtime/container"
+)
+
+// gatedCgroups is fakeCgroups whose pods have no cgroup (so the
+// overcommit loop leaves them out, and writes no resource file) until
+// open is set.
+type gatedCgroups struct {
+	*fakeCgroups
+	open atomic.Bool
+}
+
+func (g *gatedCgroups) PodUsage(t cgroup.Tier, id string) (cgroup.Usage, error) {
+	if !g.open.Load() {
+		return cgroup.Usage{}, &cgroup.Error{Op: "stat", Path: id, Err: cgroup.ErrNotFound}
+	}
+	return g.fakeCgroups.PodUsage(t, id)
+}
+
+// TestContainerResourceFile: an offline pod's container reads its
+// resource file at /run/sluice/resources.json, first as the requests, then
+// as the overcommit loop rewrote it after the start.
+func TestContainerResourceFile(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the container runtime creates namespaces and cgroups")
+	}
+	rootfs := payloadRootfs(t)
+	defer func() {
+		for _, p := range []string{testCgroupRoot + "/offline", testCgroupRoot + "/online", testCgroupRoot} {
+			dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", p))
+			for _, d := range dirs {
+				_ = os.Remove(d)
+			}
+		}
+	}()
+	dir := t.TempDir()
+	rt, err := container.New(container.Config{StateDir: dir, ImageDir: filepath.Join(dir, ".images"), ImageRoots: imageRoots(rootfs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	cg := &gatedCgroups{fakeCgroups: &fakeCgroups{mem: map[cgroup.Tier]uint64{cgroup.Offline: 8 << 20}}}
+	d := newFakeDispatcher()
+	resDir := filepath.Join(t.TempDir(), "resources")
+	const file = runtime.ResourceMount + "/" + nodelet.ResourceFile
+	pod := nodelet.DesiredPod{ID: "rf", Generation: 1, Tier: cgroup.Offline, Pod: api.PodSpec{Containers: []api.ContainerSpec{{
+		Name: "main", Image: api.Image{Rootfs: rootfs}, Command: []string{"/payload", "cat", file, "print", "first", "waitchange", file, "exit", "0"},
+		Resources: api.Resources{CPU: 100, Memory: 32 << 20},
+	}}}}
+	d.setTarget(1, pod)
+	oc := fakeOvercommit(t, cg.fakeCgroups)
+	oc.Cgroups = cg
+	a, err := nodelet.New(nodelet.Config{Node: "n1", Runtime: rt, Dispatcher: d, CgroupRoot: testCgroupRoot, StopGrace: time.Second,
+		RetainExited: time.Minute, ResourceDir: resDir, Overcommit: oc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- a.Run(context.Background()) }()
+	defer func() {
+		_ = a.Close()
+		if err := <-errc; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		_ = rt.Stop(context.Background(), "rf", 0)
+		_ = rt.Remove(context.Background(), "rf")
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	logOf := func() string {
+		rc, err := rt.Logs(ctx, "rf", "main", runtime.LogOptions{})
+		if err != nil {
+			return ""
+		}
+		defer rc.Close()
+		var b strings.Builder
+		buf := make([]byte, 4096)
+		for {
+			n, err := rc.Read(buf)
+			b.Write(buf[:n])
+			if err != nil {
+				return b.String()
+			}
+		}
+	}
+	eventually(t, 20*time.Second, "the container read its first resource file", func() bool { return strings.Contains(logOf(), "first\n") })
+	req := overcommit.Resources{CPUMillis: 100, MemoryBytes: 32 << 20}
+	first, _, _ := strings.Cut(logOf(), "first\n")
+	var pr overcommit.PodResources
+	if err := json.Unmarshal([]byte(first), &pr); err != nil || pr != (overcommit.PodResources{ID: "rf", Guaranteed: req, Limit: req}) {
+		t.Errorf("first resource file %q (%v), want the requests %+v", first, err, req)
+	}
+	cg.open.Store(true) // the loop now sees the pod, and writes its file
+	eventually(t, 20*time.Second, "the pod ended", func() bool { return len(d.find("rf", api.TaskSucceeded)) == 1 })
+	_, changed, ok := strings.Cut(logOf(), "changed: ")
+	var got overcommit.PodResources
+	if !ok || json.Unmarshal([]byte(changed), &got) != nil || got.ID != "rf" || got == pr {
+		t.Fatalf("log %q: want the loop's rewrite of the file read after the start", logOf())
+	}
+	if st := a.Overcommit().Stats(); st.FileWrites == 0 {
+		t.Errorf("loop stats %+v: no file written", st)
+	}
+	t.Logf("resource file at the start %s, then %s", strings.TrimSpace(first), strings.TrimSpace(changed))
+}
