@@ -19,7 +19,10 @@
 // backoff until acknowledged. With Config.Overcommit, Run also runs the
 // overcommit loop, for which the Agent is the PodSource and the Killer,
 // and, when the Dispatcher is a UsageReporter, a goroutine that sends the
-// loop's per-tier usage every Config.HeartbeatPeriod.
+// loop's per-tier usage every Config.HeartbeatPeriod. With
+// Config.ResourceDir, each offline pod gets a directory there with its
+// resource file, written from its requests before it starts and by the
+// loop after, which its containers read at /run/sluice/resources.json.
 //
 // # Rules
 //

@@ -12,9 +12,11 @@
 //     /proc/stat and /proc/meminfo and the tier and pod cgroups (through
 //     nodelet/cgroup), calls Step, writes the offline tier's CPU quota and
 //     memory limit, asks a Killer to kill the chosen pods, writes each
-//     offline pod's resource file atomically when its guarantee changed or
-//     its limit moved by 5% or more from the one in the file, and keeps the
-//     last report.
+//     offline pod's resource file atomically (a new file renamed over the
+//     old, so containers see it through a bind mount of its directory: one
+//     of the file would keep showing the old inode) when its guarantee
+//     changed or its limit moved by 5% or more from the one in the file,
+//     and keeps the last report.
 //
 // The rules (defaults in Params):
 //

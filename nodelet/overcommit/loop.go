@@ -26,8 +26,10 @@ type Pod struct {
 	StartedAt time.Time
 	Request   Resources
 	// ResourceFile is where the pod's guaranteed and limit resources are
-	// written (offline pods only), e.g. <pod state dir>/sluice-resources.json;
-	// "" writes nothing.
+	// written (offline pods only), as a PodResources JSON object, replaced
+	// by a rename at each write; "" writes nothing. The nodelet gives
+	// <Config.ResourceDir>/<pod ID>/resources.json, which the pod's
+	// containers see at /run/sluice/resources.json.
 	ResourceFile string
 }
 
