@@ -57,11 +57,17 @@ func waitLog(t *testing.T, ctx context.Context, rt *container.Runtime, id, c, te
 // TestSharePID runs two containers in one PID namespace: the second sees
 // the first's processes, and the pod's sandbox as PID 1; a container's
 // end kills the processes it left, and only those; stopping and removing
-// the pod leaves no process.
+// the pod leaves no process. Containers are created in the test's process
+// and through the shim.
 func TestSharePID(t *testing.T) {
+	t.Run("in-process", func(t *testing.T) { testSharePID(t, "") })
+	t.Run("shim", func(t *testing.T) { testSharePID(t, shimBin) })
+}
+
+func testSharePID(t *testing.T, shim string) {
 	needRoot(t)
 	dir := t.TempDir()
-	rt := newRuntime(t, dir)
+	rt := newRuntimeWith(t, dir, shim)
 	defer rt.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -206,6 +212,55 @@ func TestSharePIDInCapboxRefused(t *testing.T) {
 		t.Fatalf("Start = %v, want a bad spec naming share_pid", err)
 	}
 	if l := leftovers(dir, "pidcap"); len(l) > 0 {
+		t.Errorf("left behind: %v", l)
+	}
+}
+
+// TestSharePIDAdopted: a shared-PID pod left running by a closed Runtime
+// is adopted by the next, whose Stop and Remove leave no process.
+func TestSharePIDAdopted(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rt := newRuntime(t, dir)
+	spec := pod("pidadopt",
+		[]string{"/payload", "fork", "adopted-c0", "print", "c0-up", "sleep", "60s"},
+		[]string{"/payload", "print", "c1-up", "sleep", "60s"},
+	)
+	spec.SharePID = true
+	if err := rt.Start(ctx, spec); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	waitLog(t, ctx, rt, "pidadopt", "c0", "c0-up")
+	waitLog(t, ctx, rt, "pidadopt", "c1", "c1-up")
+	if err := rt.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	rt = newRuntime(t, dir)
+	defer rt.Close()
+	defer func() { // after a failure: nothing is left running
+		_ = rt.Stop(ctx, "pidadopt", 0)
+		_ = rt.Remove(ctx, "pidadopt")
+	}()
+	if l := hostProcs("print adopted-c0"); len(l) != 1 {
+		t.Fatalf("c0's child: %v, want it running", l)
+	}
+	if err := rt.Stop(ctx, "pidadopt", 0); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if _, err := rt.Wait(ctx, "pidadopt"); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	if err := rt.Remove(ctx, "pidadopt"); err != nil {
+		t.Fatalf("Remove: %v", err)
+	}
+	for _, text := range []string{"adopted-c0", "c1-up", "sluice-pause pidadopt"} {
+		if l := hostProcs(text); len(l) > 0 {
+			t.Errorf("still running after Remove: %v", l)
+		}
+	}
+	if l := leftovers(dir, "pidadopt"); len(l) > 0 {
 		t.Errorf("left behind: %v", l)
 	}
 }
