@@ -327,9 +327,12 @@ func TestTCPTransportTLSServerName(t *testing.T) {
 	})
 	a.start(t)
 	a.tr.Send([]*raftpb.Message{tcpMsg(raftpb.MsgApp, 1, 2, 1)})
-	tcpWaitFor(t, "the dial to fail", func() bool { return a.tr.Stats().TLSHandshakeFailures > 0 })
-	if !strings.Contains(logs.String(), "127.0.0.1") || !strings.Contains(logs.String(), "certificate is valid for 127.0.0.2") {
-		t.Errorf("log does not say why:\n%s", logs)
+	// The failure is counted before it is logged: wait for both.
+	tcpWaitFor(t, "the dial to fail, saying why", func() bool {
+		return a.tr.Stats().TLSHandshakeFailures > 0 && strings.Contains(logs.String(), "certificate is valid for 127.0.0.2")
+	})
+	if !strings.Contains(logs.String(), "127.0.0.1") {
+		t.Errorf("log does not name the host dialled:\n%s", logs)
 	}
 	if got := b.rec.received(0); len(got) != 0 {
 		t.Fatalf("delivered %d messages over a connection to the wrong host", len(got))
