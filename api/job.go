@@ -105,7 +105,8 @@ type ContainerSpec struct {
 	Command []string `json:"command"`
 	// Args are appended to Command.
 	Args []string `json:"args,omitempty"`
-	// Env is the process environment.
+	// Env is the process environment. Names starting with EnvPrefix are
+	// the node's (the Env* constants): a job may not set them.
 	Env map[string]string `json:"env,omitempty"`
 	// WorkingDir is the absolute directory the process starts in. Default /.
 	WorkingDir string `json:"working_dir,omitempty"`

@@ -314,8 +314,11 @@ func (c *checker) container(ct *ContainerSpec) {
 	}
 	for _, k := range c.sortedKeys(ct.Env) {
 		c.pushKey(k)
-		if !validEnvName(k) {
+		switch {
+		case !validEnvName(k):
 			c.bad("variable name must be letters, digits and '_', not starting with a digit")
+		case strings.HasPrefix(k, EnvPrefix):
+			c.bad("names starting with " + EnvPrefix + " are set by the node")
 		}
 		c.textHere(ct.Env[k], MaxStringLen)
 		c.pop()

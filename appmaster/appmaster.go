@@ -12,8 +12,9 @@ import (
 )
 
 // EnvJob is the environment variable that names the appmaster's job in
-// cluster mode (the job's task runs the appmaster's program).
-const EnvJob = "SLUICE_JOB_ID"
+// cluster mode: the job's task runs the appmaster's program, and the node
+// sets it, as api.EnvJobID, in every container.
+const EnvJob = api.EnvJobID
 
 // ErrNoJob is returned by Attach in cluster mode when EnvJob is not set.
 var ErrNoJob = errors.New("appmaster: no appmaster job: " + EnvJob + " is not set")

@@ -1,0 +1,37 @@
+package api
+
+// The environment a node gives every container of every pod, on top of the
+// container's Env. A job's Env may not set names starting with EnvPrefix.
+//
+// A task of a group sees all of them but EnvTaskName and EnvCapbox. A task
+// an appmaster runs in a capbox (a task ID of five segments, the last its
+// name) sees the job and group of its capbox, its own task ID, EnvTaskName
+// and EnvCapbox, and none of EnvTaskIndex, EnvTaskCount and EnvAttempt: it
+// is not one of a group's counted tasks, and is not retried.
+const (
+	// EnvPrefix starts the name of every variable the node sets.
+	EnvPrefix = "SLUICE_"
+	// EnvJobID is the job's ID.
+	EnvJobID = "SLUICE_JOB_ID"
+	// EnvJobName is the job's name.
+	EnvJobName = "SLUICE_JOB_NAME"
+	// EnvGroup is the task group's name.
+	EnvGroup = "SLUICE_GROUP"
+	// EnvTaskID is the task's ID with its attempt: job/group/index/attempt,
+	// or, for a capbox task, its capbox's task ID and its name.
+	EnvTaskID = "SLUICE_TASK_ID"
+	// EnvTaskIndex is the task's index within its group, from 0.
+	EnvTaskIndex = "SLUICE_TASK_INDEX"
+	// EnvTaskCount is the number of tasks of the group.
+	EnvTaskCount = "SLUICE_TASK_COUNT"
+	// EnvAttempt is the attempt the pod runs, from 1.
+	EnvAttempt = "SLUICE_ATTEMPT"
+	// EnvTaskName is a capbox task's name.
+	EnvTaskName = "SLUICE_TASK_NAME"
+	// EnvCapbox is, for a capbox task, the task ID of its capbox.
+	EnvCapbox = "SLUICE_CAPBOX"
+	// EnvNode is the name of the node the pod runs on.
+	EnvNode = "SLUICE_NODE"
+	// EnvAddr is the dispatcher base URLs the node uses, comma-separated.
+	EnvAddr = "SLUICE_ADDR"
+)
