@@ -107,7 +107,8 @@ func nodeTarget(n, group int) api.NodeTarget {
 		}
 		j := 100 + i/group
 		t.Pods = append(t.Pods, api.TargetPod{
-			TaskID: fmt.Sprintf("j%d/0/%d/1", j, i%group), Job: fmt.Sprintf("j%d", j), Group: "g", QoS: api.QoSOffline, Priority: 10, Pod: spec,
+			TaskID: fmt.Sprintf("j%d/0/%d/1", j, i%group), Job: fmt.Sprintf("j%d", j), JobName: "etl.nightly", Count: int64(group),
+			Group: "g", QoS: api.QoSOffline, Priority: 10, Pod: spec,
 		})
 	}
 	return t

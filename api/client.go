@@ -1201,7 +1201,9 @@ func (c *Client) RegisterNode(ctx context.Context, spec NodeSpec) error {
 // Target long-polls for node's target: it returns it with changed true as
 // soon as its generation differs from generation, or changed false when
 // wait passed without a change (304). The request's timeout is wait plus
-// ClientConfig.Timeout.
+// ClientConfig.Timeout. It asks for the pods' JobName and Count
+// (identity=1), which a dispatcher of the release before refuses: upgrade
+// the dispatchers before the nodelets.
 func (c *Client) Target(ctx context.Context, node string, generation uint64, wait time.Duration) (t NodeTarget, changed bool, err error) {
 	return c.target(ctx, node, generation, wait, false)
 }
@@ -1220,6 +1222,7 @@ func (c *Client) target(ctx context.Context, node string, generation uint64, wai
 	if diff {
 		v.Set("diff", "1")
 	}
+	v.Set("identity", "1")
 	if wait > 0 {
 		v.Set("wait", wait.String())
 	}

@@ -861,6 +861,14 @@ func decodeTargetPod(d *decoder, p *TargetPod) {
 			if d.field(&seen, 1) {
 				p.Job = d.str()
 			}
+		case "job_name":
+			if d.field(&seen, 9) {
+				p.JobName = d.str()
+			}
+		case "count":
+			if d.field(&seen, 10) {
+				p.Count = d.intIn(0, MaxTaskCount)
+			}
 		case "group":
 			if d.field(&seen, 2) {
 				p.Group = d.str()

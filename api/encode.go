@@ -17,6 +17,17 @@ import (
 
 // AppendNodeTarget appends the JSON of t to dst.
 func AppendNodeTarget(dst []byte, t *NodeTarget) []byte {
+	return appendNodeTarget(dst, t, true)
+}
+
+// AppendNodeTargetBare is AppendNodeTarget without the pods' JobName and
+// Count, for a node that did not ask for them (identity=1): the nodelets
+// of the release before refuse a target with members they do not know.
+func AppendNodeTargetBare(dst []byte, t *NodeTarget) []byte {
+	return appendNodeTarget(dst, t, false)
+}
+
+func appendNodeTarget(dst []byte, t *NodeTarget, identity bool) []byte {
 	dst = append(dst, `{"generation":`...)
 	dst = strconv.AppendUint(dst, t.Generation, 10)
 	if t.Base != 0 {
@@ -33,7 +44,7 @@ func AppendNodeTarget(dst []byte, t *NodeTarget) []byte {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendTargetPod(dst, &t.Pods[i], &last)
+			dst = appendTargetPod(dst, &t.Pods[i], &last, identity)
 		}
 		dst = append(dst, ']')
 	}
@@ -57,13 +68,24 @@ func samePodSpec(a, b *PodSpec) bool {
 		a.SharePID == b.SharePID && a.Sim == b.Sim
 }
 
-// appendTargetPod writes p; its spec is copied from the text of the last
-// pod's when the two share their memory.
-func appendTargetPod(dst []byte, p *TargetPod, last *specText) []byte {
+// appendTargetPod writes p, with its JobName and Count when identity is
+// set; its spec is copied from the text of the last pod's when the two
+// share their memory.
+func appendTargetPod(dst []byte, p *TargetPod, last *specText, identity bool) []byte {
 	dst = append(dst, `{"task_id":`...)
 	dst = appendJSONString(dst, p.TaskID)
 	dst = append(dst, `,"job":`...)
 	dst = appendJSONString(dst, p.Job)
+	if identity {
+		if p.JobName != "" {
+			dst = append(dst, `,"job_name":`...)
+			dst = appendJSONString(dst, p.JobName)
+		}
+		if p.Count != 0 {
+			dst = append(dst, `,"count":`...)
+			dst = strconv.AppendInt(dst, p.Count, 10)
+		}
+	}
 	dst = append(dst, `,"group":`...)
 	dst = appendJSONString(dst, p.Group)
 	dst = append(dst, `,"qos":`...)

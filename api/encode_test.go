@@ -3,6 +3,8 @@ package api_test
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +35,30 @@ func TestAppendNodeTarget(t *testing.T) {
 		}
 		if got := api.AppendNodeTarget([]byte("x"), &targets[i]); !bytes.Equal(got[1:], want) || got[0] != 'x' {
 			t.Fatalf("target %d:\n got %s\nwant %s", i, got, want)
+		}
+	}
+}
+
+// TestAppendNodeTargetBare: the bare encoding is the full one of the
+// target without its pods' JobName and Count, and reads back as that.
+func TestAppendNodeTargetBare(t *testing.T) {
+	g := gen{seedtest.Rand(t)}
+	for i := range 100 {
+		full := g.target()
+		bare := full
+		bare.Pods = slices.Clone(full.Pods)
+		for j := range bare.Pods {
+			bare.Pods[j].JobName, bare.Pods[j].Count = "", 0
+		}
+		got := api.AppendNodeTargetBare(nil, &full)
+		if want := api.AppendNodeTarget(nil, &bare); !bytes.Equal(got, want) {
+			t.Fatalf("target %d:\n got %s\nwant %s", i, got, want)
+		}
+		if bytes.Contains(got, []byte(`"job_name":`)) || bytes.Contains(got, []byte(`"count":`)) {
+			t.Fatalf("target %d: bare encoding has identity members: %s", i, got)
+		}
+		if back, err := api.DecodeNodeTarget(got); err != nil || !reflect.DeepEqual(back, bare) {
+			t.Fatalf("target %d: read back %+v, %v\nwant %+v", i, back, err, bare)
 		}
 	}
 }

@@ -288,7 +288,7 @@ func (g gen) target() api.NodeTarget {
 		j := g.job()
 		tg := j.Tasks[0]
 		t.Pods = append(t.Pods, api.TargetPod{
-			TaskID: g.name("j") + "/0/1/1", Job: g.name("j"), Group: tg.Name, QoS: j.QoS, Priority: j.Priority,
+			TaskID: g.name("j") + "/0/1/1", Job: g.name("j"), JobName: j.Name, Count: tg.Count, Group: tg.Name, QoS: j.QoS, Priority: j.Priority,
 			Pod: tg.Pod, MaxRunTime: j.MaxRunTime, Capbox: g.r.IntN(2) == 0, InCapbox: g.name("box"),
 		})
 	}
@@ -335,6 +335,8 @@ func TestDecodeNodeTarget(t *testing.T) {
 		`{"pods":[{"pod":{"containers":[{"resources":{"cpu":"lots"}}]}}]}`: "pods[0].pod.containers[0].resources.cpu",
 		`{"generation":1,"generation":2}`:                                  "duplicate",
 		`{"pods":[{"max_run_time":"soon"}]}`:                               "pods[0].max_run_time",
+		`{"pods":[{"count":-1}]}`:                                          "pods[0].count",
+		`{"pods":[{"job_name":7}]}`:                                        "pods[0].job_name",
 	} {
 		if _, err := api.DecodeNodeTarget([]byte(body)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("DecodeNodeTarget(%q) = %v, want an error saying %q", body, err, want)

@@ -30,7 +30,8 @@ const (
 	// PathNode is PathNodes + "/{name}". PathNode + "/target" long-polls
 	// for the node's target (query: generation, the one the node has;
 	// wait, the longest wait as a Go duration; diff=1, to get only the
-	// change since generation when possible): 200 with a NodeTarget when
+	// change since generation when possible; identity=1, to get each
+	// pod's TargetPod.JobName and Count): 200 with a NodeTarget when
 	// it differs, 304 when the wait ended without a change.
 	// PathNode + "/reports" takes a ReportRequest (POST) and answers 204
 	// once the reports are committed and its usage, if any, recorded.
@@ -244,8 +245,15 @@ type NodeTarget struct {
 // TargetPod is one pod of a node's target.
 type TargetPod struct {
 	// TaskID is the task (and attempt) the pod runs; reports name it.
-	TaskID   string  `json:"task_id"`
-	Job      string  `json:"job"`
+	TaskID string `json:"task_id"`
+	Job    string `json:"job"`
+	// JobName is the job's name and Count its group's count (for a
+	// capbox task, those of its capbox's job and group). A dispatcher
+	// writes them only for a node that asks for them (identity=1, see
+	// PathNode): the nodelets of the release before read targets strictly
+	// and refuse members they do not know.
+	JobName  string  `json:"job_name,omitempty"`
+	Count    int64   `json:"count,omitempty"`
 	Group    string  `json:"group"`
 	QoS      QoS     `json:"qos"`
 	Priority int32   `json:"priority"`

@@ -580,15 +580,15 @@ func (f *FSM) appendPodsLocked(pods []api.TargetPod, t *task) []api.TargetPod {
 	s := j.specOf()
 	g := &s.Tasks[t.key.group]
 	id := taskID(t.key, t.attempt)
-	pods = append(pods, api.TargetPod{TaskID: id, Job: j.id, Group: g.Name, QoS: j.qos, Priority: j.priority,
+	pods = append(pods, api.TargetPod{TaskID: id, Job: j.id, JobName: s.Name, Count: g.Count, Group: g.Name, QoS: j.qos, Priority: j.priority,
 		MaxRunTime: s.MaxRunTime, Capbox: j.owner() != nil, Pod: g.Pod})
 	if j.owner() == nil {
 		return pods // only capboxes have tasks in them
 	}
 	for _, c := range f.mu.captasks[t.key] {
 		if c.active() && !c.stop {
-			pods = append(pods, api.TargetPod{TaskID: c.id(), Job: j.id, Group: g.Name, QoS: j.qos, Priority: j.priority,
-				InCapbox: id, Pod: c.pod})
+			pods = append(pods, api.TargetPod{TaskID: c.id(), Job: j.id, JobName: s.Name, Count: g.Count, Group: g.Name,
+				QoS: j.qos, Priority: j.priority, InCapbox: id, Pod: c.pod})
 		}
 	}
 	return pods

@@ -68,6 +68,7 @@ func TestBadInput(t *testing.T) {
 		{"bad generation", req{method: "GET", url: api.PathNode + "n1/target?generation=-1"}, 400, api.CodeInvalid, "generation"},
 		{"bad wait", req{method: "GET", url: api.PathNode + "n1/target?wait=1h"}, 400, api.CodeInvalid, "wait"},
 		{"bad diff", req{method: "GET", url: api.PathNode + "n1/target?diff=yes"}, 400, api.CodeInvalid, "diff"},
+		{"bad identity", req{method: "GET", url: api.PathNode + "n1/target?identity=yes"}, 400, api.CodeInvalid, "identity"},
 		{"bad from", req{method: "GET", url: api.PathWatch + "?from=x"}, 400, api.CodeInvalid, "from"},
 		{"bad brief", req{method: "GET", url: api.PathWatch + "?brief=x"}, 400, api.CodeInvalid, "brief"},
 		{"bad tail", req{method: "GET", url: api.PathTasks + "j1/0/0/1/logs?tail=-1"}, 400, api.CodeInvalid, "tail"},

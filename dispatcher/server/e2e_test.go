@@ -236,6 +236,19 @@ func TestEndToEnd(t *testing.T) {
 	if p := pods["j1/0/0/1"]; p.MaxRunTime != api.Duration(90*time.Second) || pods["j2/0/0/1"].MaxRunTime != 0 {
 		t.Fatalf("target pods' run-time limits: j1 %v, j2 %v; want the jobs' 90s and none", p.MaxRunTime, pods["j2/0/0/1"].MaxRunTime)
 	}
+	// A poll without identity=1 (a nodelet of the release before) gets
+	// no job names or counts; one with it gets them.
+	for _, p := range pods {
+		if p.JobName != "" || p.Count != 0 {
+			t.Fatalf("pod %s of a poll without identity: job name %q, count %d", p.TaskID, p.JobName, p.Count)
+		}
+	}
+	withIdentity := decode[api.NodeTarget](t, do(t, req{method: "GET", url: fmt.Sprintf("%s%sn1/target?wait=0s&identity=1", base, api.PathNode)}), 200)
+	for _, p := range withIdentity.Pods {
+		if p.JobName == "" || p.Count < 1 {
+			t.Fatalf("pod %s of a poll with identity: job name %q, count %d", p.TaskID, p.JobName, p.Count)
+		}
+	}
 	// Nothing changes now: a short long-poll ends with 304.
 	if r := do(t, req{method: "GET", url: fmt.Sprintf("%s%sn1/target?generation=%d&wait=50ms", base, api.PathNode, gen)}); r.status != 304 {
 		t.Fatalf("unchanged target: %s", r)

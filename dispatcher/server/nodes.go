@@ -178,7 +178,7 @@ func (h *Handler) register(ctx *fasthttp.RequestCtx, p Principal, _ []string) *h
 
 // target serves GET /v1/nodes/{name}/target, the nodelet's long-poll.
 func (h *Handler) target(ctx *fasthttp.RequestCtx, _ Principal, args []string) *httpError {
-	if e := checkQuery(ctx, "generation", "wait", "diff"); e != nil {
+	if e := checkQuery(ctx, "generation", "wait", "diff", "identity"); e != nil {
 		return e
 	}
 	diff := false
@@ -187,6 +187,15 @@ func (h *Handler) target(ctx *fasthttp.RequestCtx, _ Principal, args []string) *
 			return badParam("diff", "want 1, got %q", clip(string(v), 40))
 		}
 		diff = true
+	}
+	// A node that does not ask for the pods' identity (a nodelet of the
+	// release before, which refuses members it does not know) gets none.
+	identity := false
+	if v := ctx.QueryArgs().Peek("identity"); v != nil {
+		if string(v) != "1" {
+			return badParam("identity", "want 1, got %q", clip(string(v), 40))
+		}
+		identity = true
 	}
 	var gen uint64
 	if v := ctx.QueryArgs().Peek("generation"); v != nil {
@@ -223,7 +232,11 @@ func (h *Handler) target(ctx *fasthttp.RequestCtx, _ Principal, args []string) *
 	answer := api.NodeTarget{Generation: t.Generation, Base: t.Base, Pods: t.Pods, Removed: t.Removed}
 	// Encoded by hand (as encoding/json would): a target is written for
 	// every change of a node's pods.
-	writeEncoded(ctx, fasthttp.StatusOK, func(b []byte) ([]byte, error) { return api.AppendNodeTarget(b, &answer), nil })
+	appendTarget := api.AppendNodeTargetBare
+	if identity {
+		appendTarget = api.AppendNodeTarget
+	}
+	writeEncoded(ctx, fasthttp.StatusOK, func(b []byte) ([]byte, error) { return appendTarget(b, &answer), nil })
 	return nil
 }
 
