@@ -511,7 +511,7 @@ func TestMaxRunTime(t *testing.T) {
 	d := newFakeDispatcher()
 	limited := func(id string, runFor, limit time.Duration) nodelet.DesiredPod {
 		p := simPod(id, 1, runFor, 0)
-		p.MaxRunTime = limit
+		p.Group = &nodelet.Group{MaxRunTime: limit}
 		return p
 	}
 	h1 := newHarness(t, host, d, nil)

@@ -21,6 +21,10 @@ type Config struct {
 	Runtime runtime.Runtime
 	// Dispatcher is where targets come from and reports go. Required.
 	Dispatcher Dispatcher
+	// Addr is the dispatcher base URLs the node uses, comma-separated,
+	// which every container gets as api.EnvAddr. Default "": the
+	// variable is not set.
+	Addr string
 	// CgroupRoot is the cgroup, relative to each hierarchy's root, that
 	// holds the tiers: a pod goes under CgroupRoot/<tier>/<pod ID>. It
 	// matches nodelet/cgroup's Config.Root without the leading slash.
@@ -101,6 +105,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Dispatcher == nil {
 		add("Dispatcher is required")
+	}
+	if strings.ContainsAny(c.Addr, "\x00\n") {
+		add("Addr %q must not contain NUL or newlines", c.Addr)
 	}
 	if r := c.CgroupRoot; r != "" {
 		if strings.HasPrefix(r, "/") || path.Clean(r) != r || r == "." || strings.Contains(r, "..") {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/nodelet"
 	"github.com/sluicehq/sluice/nodelet/cgroup"
+	"github.com/sluicehq/sluice/nodelet/runtime"
 	"github.com/sluicehq/sluice/nodelet/runtime/container"
 )
 
@@ -411,4 +413,84 @@ func TestContainerImageDenied(t *testing.T) {
 	eventually(t, 30*time.Second, "the allowed pod stopped and removed", func() bool {
 		return len(listed(t, rt)) == 0 && a.Stats().PendingReports == 0
 	})
+}
+
+// TestContainerIdentityEnv: the real containers of a pod, every one of
+// them, see the node's identity of the pod in their environment (read
+// from /proc/self/environ), beside their own Env.
+func TestContainerIdentityEnv(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the container runtime creates namespaces and cgroups")
+	}
+	rootfs := payloadRootfs(t)
+	defer func() {
+		for _, p := range []string{testCgroupRoot + "/offline", testCgroupRoot + "/online", testCgroupRoot} {
+			dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", p))
+			for _, d := range dirs {
+				_ = os.Remove(d)
+			}
+		}
+	}()
+	dir := t.TempDir()
+	rt, err := container.New(container.Config{StateDir: dir, ImageDir: filepath.Join(dir, ".images"), ImageRoots: imageRoots(rootfs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	printEnv := func(name string) api.ContainerSpec {
+		return api.ContainerSpec{Name: name, Image: api.Image{Rootfs: rootfs}, Command: []string{"/payload", "cat", "/proc/self/environ"},
+			Env: map[string]string{"OWN": name}, Resources: api.Resources{CPU: 100, Memory: 32 << 20}}
+	}
+	pod := nodelet.DesiredPod{ID: "j7-1-5-3", TaskID: "j7/1/5/3", Generation: 3, Tier: cgroup.Offline,
+		Group: &nodelet.Group{Job: "j7", JobName: "render", Name: "frames", Count: 24},
+		Pod:   api.PodSpec{Containers: []api.ContainerSpec{printEnv("main"), printEnv("side")}}}
+	d := newFakeDispatcher()
+	d.setTarget(1, pod)
+	const addr = "http://127.0.0.1:7001"
+	a, err := nodelet.New(nodelet.Config{Node: "n1", Runtime: rt, Dispatcher: d, Addr: addr, CgroupRoot: testCgroupRoot,
+		StopGrace: time.Second, RetainExited: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- a.Run(context.Background()) }()
+	defer func() {
+		_ = a.Close()
+		if err := <-errc; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := rt.Remove(ctx, pod.ID); err != nil {
+			t.Errorf("Remove: %v", err)
+		}
+	}()
+	eventually(t, 20*time.Second, "the pod succeeded", func() bool { return len(d.find(pod.ID, api.TaskSucceeded)) == 1 })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, c := range pod.Pod.Containers {
+		rc, err := rt.Logs(ctx, pod.ID, c.Name, runtime.LogOptions{})
+		if err != nil {
+			t.Fatalf("Logs of %s: %v", c.Name, err)
+		}
+		out, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			t.Fatalf("Logs of %s: %v", c.Name, err)
+		}
+		env := map[string]string{}
+		for kv := range strings.SplitSeq(strings.TrimRight(string(out), "\x00"), "\x00") {
+			k, v, _ := strings.Cut(kv, "=")
+			env[k] = v
+		}
+		for k, v := range map[string]string{
+			"OWN": c.Name, api.EnvJobID: "j7", api.EnvJobName: "render", api.EnvGroup: "frames", api.EnvTaskID: "j7/1/5/3",
+			api.EnvTaskIndex: "5", api.EnvTaskCount: "24", api.EnvAttempt: "3", api.EnvNode: "n1", api.EnvAddr: addr,
+		} {
+			if got, ok := env[k]; !ok || got != v {
+				t.Errorf("container %s: %s = %q (set: %v), want %q; environment %q", c.Name, k, got, ok, v, out)
+			}
+		}
+	}
 }

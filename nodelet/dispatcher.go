@@ -88,14 +88,38 @@ type DesiredPod struct {
 	Capbox bool
 	// Pod is the pod's api spec, as decoded (defaulted) by api.
 	Pod api.PodSpec
+	// Group is the pod's task group and job, which the pods of a group
+	// may share: treat it as read-only. Nil: none known (no run time
+	// limit; the identity the containers get comes from TaskID alone).
+	Group *Group
+	// InCapbox is, for a task an appmaster runs in a capbox, the ID of
+	// the capbox's placeholder pod (runtime.PodSpec's InPod).
+	InCapbox string
+}
+
+// Group is what the pods of one task group share: their job and group,
+// which the node gives their containers (api.EnvJobID and the others),
+// and the job's run time limit.
+type Group struct {
+	// Job is the job's ID; JobName its name.
+	Job, JobName string
+	// Name is the group's name, and Count its number of tasks (0:
+	// unknown, as from a dispatcher of the release before).
+	Name  string
+	Count int64
 	// MaxRunTime, when positive, is how long the pod may run: the agent
 	// stops it that long after it started (for an adopted pod, after the
 	// runtime says it started) and reports it killed with
 	// api.ReasonTimeLimit.
 	MaxRunTime time.Duration
-	// InCapbox is, for a task an appmaster runs in a capbox, the ID of
-	// the capbox's placeholder pod (runtime.PodSpec's InPod).
-	InCapbox string
+}
+
+// maxRunTime is d's Group's MaxRunTime, 0 without a Group.
+func (d *DesiredPod) maxRunTime() time.Duration {
+	if d.Group == nil {
+		return 0
+	}
+	return d.Group.MaxRunTime
 }
 
 // PodReport is a state change of one pod: the task report the dispatcher

@@ -33,9 +33,13 @@
 //   - A pod that is not desired, or desired with another generation, is
 //     stopped (SIGTERM, SIGKILL after StopGrace) and reported killed with
 //     reason "stopped".
-//   - A running pod with a MaxRunTime is stopped (SIGTERM, SIGKILL after
-//     StopGrace) that long after it started, by the runtime's clock for an
-//     adopted pod, and reported killed with reason "time_limit".
+//   - A running pod whose Group has a MaxRunTime is stopped (SIGTERM,
+//     SIGKILL after StopGrace) that long after it started, by the
+//     runtime's clock for an adopted pod, and reported killed with reason
+//     "time_limit".
+//   - Every container of a pod gets the node's identity of it in its
+//     environment (api.EnvJobID and the others: job, group, task, index,
+//     count, attempt, node, dispatcher URLs), after its own Env.
 //   - A pod that ended, or failed to start, is not started again while the
 //     target keeps it: the dispatcher retries tasks, not the agent.
 //   - Reports: running; exited (succeeded, or failed with the code);

@@ -158,6 +158,9 @@ type owner struct {
 	// offlineParent and onlineParent are the tiers' cgroups, joined once
 	// rather than for every pod started.
 	offlineParent, onlineParent string
+	// node and addr are Config.Node and Config.Addr, which every pod's
+	// identity names (identityEnv).
+	node, addr string
 	// lastSpec is the last pod spec spec derived, which the next pod of
 	// the same api spec shares.
 	lastSpec specMemo
@@ -206,6 +209,8 @@ func newOwner(a *Agent, ctx context.Context) *owner {
 		immediate:     immediate,
 		offlineParent: path.Join(a.cfg.CgroupRoot, string(cgroup.Offline)),
 		onlineParent:  path.Join(a.cfg.CgroupRoot, string(cgroup.Online)),
+		node:          a.cfg.Node,
+		addr:          a.cfg.Addr,
 	}
 }
 
@@ -309,8 +314,8 @@ func (o *owner) settle() {
 // limitRunTime schedules the end of the MaxRunTime of running pod p of
 // slot s, if it has one.
 func (o *owner) limitRunTime(s *slot, p *pod) {
-	if p.want.MaxRunTime > 0 && p.phase == phaseRunning {
-		heap.Push(&o.deadlines, deadline{at: p.startedAt.Add(p.want.MaxRunTime), s: s, p: p})
+	if limit := p.want.maxRunTime(); limit > 0 && p.phase == phaseRunning {
+		heap.Push(&o.deadlines, deadline{at: p.startedAt.Add(limit), s: s, p: p})
 	}
 }
 
@@ -324,7 +329,7 @@ func (o *owner) expire() {
 			continue // ended, replaced or being stopped already
 		}
 		o.mark(s)
-		o.stop(s, p, api.ReasonTimeLimit, fmt.Sprintf("ran longer than its max run time of %v", p.want.MaxRunTime), o.a.cfg.StopGrace)
+		o.stop(s, p, api.ReasonTimeLimit, fmt.Sprintf("ran longer than its max run time of %v", p.want.maxRunTime()), o.a.cfg.StopGrace)
 	}
 }
 
@@ -489,7 +494,7 @@ func (o *owner) reconcilePod(s *slot, now time.Time) {
 				// Adopted: its limit counts from when the runtime
 				// started it.
 				p.reportRunning = false
-				p.want.MaxRunTime = d.MaxRunTime
+				p.want.Group = d.Group
 				o.limitRunTime(s, p)
 				o.report(p, api.TaskRunning, api.ReasonStarted, 0, "adopted after a nodelet restart")
 			}
@@ -547,7 +552,8 @@ type specMemo struct {
 	spec       runtime.PodSpec
 }
 
-// spec derives the runtime spec of d. Offline pods get no CPU quota of
+// spec derives the runtime spec of d, with the identity its containers
+// get (identityEnv). Offline pods get no CPU quota of
 // their own: the offline tier's quota (the overcommit loop's) bounds them,
 // and cgroup v1 refuses a child quota above its parent's.
 //
@@ -566,10 +572,12 @@ func (o *owner) spec(d DesiredPod) runtime.PodSpec {
 		s := m.spec
 		s.ID, s.Generation, s.CgroupParent, s.SharePID = d.ID, d.Generation, parent, d.Pod.SharePID
 		s.Placeholder, s.InPod = d.Capbox, d.InCapbox
+		s.Env = identityEnv(o.node, o.addr, &d)
 		return s
 	}
 	s := runtime.FromAPI(d.ID, d.Generation, parent, &d.Pod)
 	s.Placeholder, s.InPod = d.Capbox, d.InCapbox
+	s.Env = identityEnv(o.node, o.addr, &d)
 	if d.Tier == cgroup.Offline {
 		for i := range s.Containers {
 			s.Containers[i].Resources.MilliCPU = 0

@@ -16,7 +16,7 @@ import (
 // share their runtime containers; another tier, or an equal api spec at
 // another address, gets containers of its own, with its tier's CPU.
 func TestSpecSharesAGroupsContainers(t *testing.T) {
-	o := &owner{offlineParent: "sluice/offline", onlineParent: "sluice/online"}
+	o := &owner{offlineParent: "sluice/offline", onlineParent: "sluice/online", node: "n1"}
 	pod := api.PodSpec{Containers: []api.ContainerSpec{{Name: "main", Image: api.Image{Rootfs: "/img"}, Command: []string{"/bin/work"},
 		Resources: api.Resources{CPU: 500, Memory: 64 << 20}}}, Sim: &api.SimSpec{RunTime: api.Duration(time.Second)}}
 	other := api.PodSpec{Containers: slices.Clone(pod.Containers), Sim: pod.Sim}
@@ -41,9 +41,13 @@ func TestSpecSharesAGroupsContainers(t *testing.T) {
 		t.Errorf("a pod of an equal api spec elsewhere: shares containers %v, equal %v; want its own, equal",
 			&d.Containers[0] == &c.Containers[0], reflect.DeepEqual(d.Containers, c.Containers))
 	}
+	// Each pod has its own identity, whatever it shares.
+	if !slices.Contains(a.Env, "SLUICE_TASK_ID=a") || !slices.Contains(b.Env, "SLUICE_TASK_ID=b") || c.Env != nil {
+		t.Errorf("identities: a %q, b %q, placeholder c %q", a.Env, b.Env, c.Env)
+	}
 	// A spec taken from the memo is the one derived afresh, field for field.
 	fresh := func(d DesiredPod) runtime.PodSpec {
-		return (&owner{offlineParent: o.offlineParent, onlineParent: o.onlineParent}).spec(d)
+		return (&owner{offlineParent: o.offlineParent, onlineParent: o.onlineParent, node: o.node}).spec(d)
 	}
 	if want := fresh(DesiredPod{ID: "b", Generation: 2, Tier: cgroup.Offline, Pod: pod}); !reflect.DeepEqual(b, want) {
 		t.Errorf("the offline pod from the memo: %+v, derived afresh %+v", b, want)

@@ -329,7 +329,8 @@ func startNodelet(ctx context.Context, cfg nodeletConfig, logger *slog.Logger) (
 		undo = append(undo, func() error { cgroups.Close(); return nil })
 	}
 	agent, err := nodelet.New(nodelet.Config{
-		Node: cfg.name, Runtime: rt, Dispatcher: d, MaxConcurrentStarts: cfg.maxStarts, RetainExited: cfg.retainExited,
+		Node: cfg.name, Runtime: rt, Dispatcher: d, Addr: strings.Join(cfg.dispatchers, ","),
+		MaxConcurrentStarts: cfg.maxStarts, RetainExited: cfg.retainExited,
 		CgroupRoot: cfg.cgroupRoot, Overcommit: oc, ResourceDir: cfg.resourceDir(), Logger: logger,
 	})
 	if err != nil {

@@ -313,8 +313,9 @@ func (d *Dispatcher) hold(t api.NodeTarget, joins uint64) bool {
 	if d.diffed {
 		d.changed = make([]nodelet.DesiredPod, 0, len(t.Pods))
 	}
+	var group *nodelet.Group // the last pod's, which the next of its group shares
 	for i := range t.Pods {
-		p := desiredPod(&t.Pods[i])
+		p := desiredPod(&t.Pods[i], &group)
 		d.held[p.TaskID] = p
 		if d.diffed {
 			d.changed = append(d.changed, p)
@@ -347,11 +348,18 @@ func inCapbox(task string) string {
 
 // desiredPod converts a pod of a target into the agent's, once, when the
 // pod enters the held target (its pod ID is a string built from the task
-// ID: built for every target, it was a third of the conversion).
-func desiredPod(p *api.TargetPod) nodelet.DesiredPod {
+// ID: built for every target, it was a third of the conversion). The pod
+// shares *group, the last pod's, when it is of the same group; else
+// *group becomes its own.
+func desiredPod(p *api.TargetPod, group **nodelet.Group) nodelet.DesiredPod {
 	tier := cgroup.Offline
 	if p.QoS == api.QoSOnline {
 		tier = cgroup.Online
+	}
+	g := nodelet.Group{Job: p.Job, JobName: p.JobName, Name: p.Group, Count: p.Count, MaxRunTime: time.Duration(p.MaxRunTime)}
+	if *group == nil || **group != g {
+		own := g
+		*group = &own
 	}
 	return nodelet.DesiredPod{
 		ID:         PodID(p.TaskID),
@@ -360,7 +368,7 @@ func desiredPod(p *api.TargetPod) nodelet.DesiredPod {
 		Tier:       tier,
 		Priority:   p.Priority,
 		Pod:        p.Pod,
-		MaxRunTime: time.Duration(p.MaxRunTime),
+		Group:      *group,
 		Capbox:     p.Capbox,
 		InCapbox:   inCapbox(p.InCapbox),
 	}

@@ -248,6 +248,30 @@ func TestAgentConvergesOverHTTP(t *testing.T) {
 			return r.TaskID == "j4/0/0/1" && r.State == api.TaskKilled && r.Reason == api.ReasonTimeLimit
 		})
 	})
+	// So do the job's name and the group's count: the pods' containers
+	// get them, the two pods of one group alike.
+	named := func(task string) api.TargetPod {
+		p := simPod(task, api.QoSOffline, time.Hour, 0)
+		p.JobName, p.Count, p.Group = "render", 3, "frames"
+		return p
+	}
+	stub.SetTarget(name, named("j5/0/1/1"), named("j5/0/2/1"))
+	stub.Await(t, wait, "the named pods running", func() bool {
+		r := stub.Reports(name)
+		return hasReport(r, "j5/0/1/1", api.TaskRunning) && hasReport(r, "j5/0/2/1", api.TaskRunning)
+	})
+	for _, task := range []string{"j5/0/1/1", "j5/0/2/1"} {
+		spec, err := rt.Spec(remote.PodID(task))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kv := range []string{"SLUICE_JOB_ID=j5", "SLUICE_JOB_NAME=render", "SLUICE_GROUP=frames", "SLUICE_TASK_ID=" + task,
+			"SLUICE_TASK_INDEX=" + task[5:6], "SLUICE_TASK_COUNT=3", "SLUICE_ATTEMPT=1", "SLUICE_NODE=" + name} {
+			if !slices.Contains(spec.Env, kv) {
+				t.Errorf("pod of %s: env %q lacks %s", task, spec.Env, kv)
+			}
+		}
+	}
 }
 
 func TestReregistersWhenForgotten(t *testing.T) {

@@ -49,6 +49,11 @@ type PodSpec struct {
 	// that a file replaced by a rename is seen anew in the containers.
 	// Runtimes without containers ignore it.
 	ResourceDir string
+	// Env is added, as KEY=value, to the environment of every container
+	// of the pod, after the container's own Env: the node's identity of
+	// the pod (api.EnvTaskID and the others). Runtimes keep it with the
+	// spec.
+	Env []string
 	// Sim drives the simulated runtime; real runtimes ignore it.
 	Sim *SimSpec
 }
@@ -232,6 +237,11 @@ func (s *PodSpec) Validate() error {
 	}
 	if d := s.ResourceDir; d != "" && (!path.IsAbs(d) || path.Clean(d) != d) {
 		e.Add("resource_dir", "must be a clean absolute path, not %q", d)
+	}
+	for i, kv := range s.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			e.Add(fmt.Sprintf("env[%d]", i), "must be KEY=value")
+		}
 	}
 	if s.Sim != nil {
 		if s.Sim.RunTime < 0 {

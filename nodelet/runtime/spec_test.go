@@ -62,6 +62,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 				Resources: runtime.Resources{MilliCPU: -1, MemoryBytes: -1, Pids: -1}, User: &runtime.User{UID: -1}},
 			{Name: "c", Args: nil},
 		},
+		Env:         []string{"SLUICE_NODE=n1", "=x"},
 		Sim:         &runtime.SimSpec{RunTime: -1, ExitCode: 256},
 		ResourceDir: "run/x",
 	}
@@ -70,7 +71,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	if !errors.Is(err, runtime.ErrBadSpec) || !errors.As(err, &se) {
 		t.Fatalf("Validate = %v, want a *SpecError", err)
 	}
-	want := []string{"id", "cgroup_parent", "resource_dir", "sim.run_time", "sim.exit_code", "containers[0].args[0]", "containers[0].env[0]",
+	want := []string{"id", "cgroup_parent", "resource_dir", "env[1]", "sim.run_time", "sim.exit_code", "containers[0].args[0]", "containers[0].env[0]",
 		"containers[0].working_dir", "containers[0].image.rootfs", "containers[0].resources.cpu", "containers[0].resources.memory",
 		"containers[0].resources.pids", "containers[0].user", "containers[1].name", "containers[1].args", "containers[1].image"}
 	var got []string
@@ -81,6 +82,9 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		if !slices.Contains(got, f) {
 			t.Errorf("no problem for %s in %v", f, err)
 		}
+	}
+	if slices.Contains(got, "env[0]") {
+		t.Errorf("a good pod env entry refused: %v", err)
 	}
 	if !strings.HasPrefix(err.Error(), "runtime: bad pod spec: id: ") {
 		t.Errorf("message = %q", err)

@@ -562,7 +562,7 @@ func (r *Runtime) createContainer(p *pod, c *runtime.ContainerSpec, rootfs strin
 		ID:     c.Name,
 		Config: containerConfig(&p.rec.Spec, p.rec.CgroupParent, c, rootfs, p.nsPid, r.cfg.DefaultPids),
 		Args:   c.Args,
-		Env:    withDefaultEnv(c.Env),
+		Env:    withDefaultEnv(slices.Concat(c.Env, p.rec.Spec.Env)),
 		Cwd:    c.WorkingDir,
 	}
 	if req.Cwd == "" {

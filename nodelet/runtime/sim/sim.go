@@ -463,6 +463,16 @@ func (r *Runtime) List(ctx context.Context) ([]runtime.PodStatus, error) {
 	return out, nil
 }
 
+// Spec returns the spec pod id was started with, as Start was given it
+// (the runtime may share its memory with the caller's: do not modify it).
+func (r *Runtime) Spec(id string) (runtime.PodSpec, error) {
+	p, err := r.get("spec", id)
+	if err != nil {
+		return runtime.PodSpec{}, err
+	}
+	return p.spec, nil
+}
+
 // Logs implements runtime.Runtime: simulated pods print nothing, so the
 // reader is empty; with Follow it ends when the pod does.
 func (r *Runtime) Logs(ctx context.Context, id, container string, opts runtime.LogOptions) (io.ReadCloser, error) {

@@ -1,0 +1,103 @@
+package nodelet
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/sluicehq/sluice/api"
+)
+
+// identityEnv returns the environment the node gives every container of d
+// (runtime.PodSpec's Env): the api.Env* variables, on node, with addr
+// the dispatcher base URLs (none set when empty). A task's ID is
+// job/group/index/attempt: index and attempt come from it. A capbox
+// task's ID is its capbox's and its name: it gets api.EnvTaskName and
+// api.EnvCapbox instead of the index, count and attempt. A pod whose task
+// ID has another shape (not a dispatcher's) gets what its Group says. A
+// capbox's placeholder runs no program and gets none.
+//
+// The variables share one string: a pod start costs two allocations.
+func identityEnv(node, addr string, d *DesiredPod) []string {
+	if d.Capbox {
+		return nil
+	}
+	task := d.TaskID
+	if task == "" {
+		task = d.ID
+	}
+	var seg [5]string
+	n := 0
+	for rest, more := task, true; more; n++ {
+		if n == len(seg) {
+			n = 0 // more than five: no known shape
+			break
+		}
+		seg[n], rest, more = strings.Cut(rest, "/")
+	}
+	if n != 4 && n != 5 || !digits(seg[1]) || !digits(seg[2]) || !digits(seg[3]) {
+		n = 0
+	}
+	var g Group
+	if d.Group != nil {
+		g = *d.Group
+	}
+	if g.Job == "" && n > 0 {
+		g.Job = seg[0]
+	}
+	var (
+		b    strings.Builder
+		ends [11]int
+		k    int
+	)
+	b.Grow(160 + 2*len(task) + len(g.Job) + len(g.JobName) + len(g.Name) + len(node) + len(addr))
+	add := func(name, value string) {
+		b.WriteString(name)
+		b.WriteByte('=')
+		b.WriteString(value)
+		ends[k] = b.Len()
+		k++
+	}
+	if g.Job != "" {
+		add(api.EnvJobID, g.Job)
+	}
+	if g.JobName != "" {
+		add(api.EnvJobName, g.JobName)
+	}
+	if g.Name != "" {
+		add(api.EnvGroup, g.Name)
+	}
+	add(api.EnvTaskID, task)
+	switch n {
+	case 4:
+		add(api.EnvTaskIndex, seg[2])
+		if g.Count > 0 {
+			add(api.EnvTaskCount, strconv.FormatInt(g.Count, 10))
+		}
+		add(api.EnvAttempt, seg[3])
+	case 5:
+		add(api.EnvTaskName, seg[4])
+		add(api.EnvCapbox, task[:len(task)-len(seg[4])-1])
+	}
+	add(api.EnvNode, node)
+	if addr != "" {
+		add(api.EnvAddr, addr)
+	}
+	all := b.String()
+	env := make([]string, k)
+	start := 0
+	for i, end := range ends[:k] {
+		env[i] = all[start:end]
+		start = end
+	}
+	return env
+}
+
+// digits reports whether s is a number: one or more decimal digits.
+func digits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
