@@ -55,10 +55,14 @@ func appendNodeTarget(dst []byte, t *NodeTarget, identity bool) []byte {
 	return append(dst, '}')
 }
 
-// specText is where in the output the last target pod's spec was written.
+// specText is where in the output the last target pod's spec was written,
+// and its JobName and Count (idStart == idEnd: none written).
 type specText struct {
-	spec       *PodSpec
-	start, end int
+	spec           *PodSpec
+	start, end     int
+	jobName        string
+	count          int64
+	idStart, idEnd int
 }
 
 // samePodSpec reports whether a and b share their memory, as the pods of
@@ -77,13 +81,21 @@ func appendTargetPod(dst []byte, p *TargetPod, last *specText, identity bool) []
 	dst = append(dst, `,"job":`...)
 	dst = appendJSONString(dst, p.Job)
 	if identity {
-		if p.JobName != "" {
-			dst = append(dst, `,"job_name":`...)
-			dst = appendJSONString(dst, p.JobName)
-		}
-		if p.Count != 0 {
-			dst = append(dst, `,"count":`...)
-			dst = strconv.AppendInt(dst, p.Count, 10)
+		// The pods of a group, written one after the other, have the
+		// same JobName and Count: their text is copied.
+		if last.idStart != last.idEnd && p.Count == last.count && p.JobName == last.jobName {
+			dst = append(dst, dst[last.idStart:last.idEnd]...)
+		} else {
+			start := len(dst)
+			if p.JobName != "" {
+				dst = append(dst, `,"job_name":`...)
+				dst = appendJSONString(dst, p.JobName)
+			}
+			if p.Count != 0 {
+				dst = append(dst, `,"count":`...)
+				dst = strconv.AppendInt(dst, p.Count, 10)
+			}
+			last.jobName, last.count, last.idStart, last.idEnd = p.JobName, p.Count, start, len(dst)
 		}
 	}
 	dst = append(dst, `,"group":`...)
@@ -98,7 +110,7 @@ func appendTargetPod(dst []byte, p *TargetPod, last *specText, identity bool) []
 	} else {
 		start := len(dst)
 		dst = appendPod(dst, &p.Pod)
-		*last = specText{&p.Pod, start, len(dst)}
+		last.spec, last.start, last.end = &p.Pod, start, len(dst)
 	}
 	if p.MaxRunTime != 0 {
 		dst = append(dst, `,"max_run_time":`...)

@@ -350,15 +350,27 @@ func TestDecodeNodeTarget(t *testing.T) {
 func (g gen) groupTarget() api.NodeTarget {
 	t := api.NodeTarget{Generation: g.r.Uint64N(1 << 62)}
 	for range g.r.IntN(4) + 1 {
-		spec := g.job().Tasks[0].Pod
+		j := g.job()
+		spec, name, count := j.Tasks[0].Pod, j.Name, j.Tasks[0].Count
+		if g.r.IntN(4) == 0 {
+			name, count = "", 0 // none, as in a bare target
+		}
 		for i := range g.r.IntN(5) + 1 {
 			pod := spec
+			jobName, jobCount := name, count
 			switch g.r.IntN(6) {
 			case 0:
 				// Its containers shared, the rest not.
 				pod.Sim = &api.SimSpec{RunTime: api.Duration(g.r.IntN(5)) * api.Duration(time.Second)}
 			case 1:
 				pod.SharePID = !pod.SharePID
+			case 3:
+				// Another group of the same spec: its own name or count.
+				if g.r.IntN(2) == 0 {
+					jobName = g.name("other")
+				} else {
+					jobCount++
+				}
 			case 2:
 				// Equal, but its own memory.
 				var c api.PodSpec
@@ -368,7 +380,8 @@ func (g gen) groupTarget() api.NodeTarget {
 				}
 				pod = c
 			}
-			t.Pods = append(t.Pods, api.TargetPod{TaskID: fmt.Sprintf("%s/0/%d/1", g.name("j"), i), Job: g.name("j"), Pod: pod})
+			t.Pods = append(t.Pods, api.TargetPod{TaskID: fmt.Sprintf("%s/0/%d/1", g.name("j"), i), Job: g.name("j"),
+				JobName: jobName, Count: jobCount, Pod: pod})
 		}
 	}
 	return t
