@@ -113,23 +113,27 @@ func TestContainerEndToEnd(t *testing.T) {
 			{Name: "outside", Count: 1, Pod: deniedPod(outside)},
 			{Name: "escape", Count: 1, Pod: deniedPod(escape)},
 		}},
+		{Name: "identity", Pool: mainPool, Retry: once, Tasks: []api.TaskGroupSpec{{Name: "shards", Count: 2, Pod: api.PodSpec{
+			Containers: []api.ContainerSpec{container("main", "env")},
+		}}}},
 	}, api.SubmitOptions{})
 	if err != nil {
 		t.Fatalf("submit: %v", err)
 	}
-	if len(res.Jobs) != 4 {
-		t.Fatalf("submit answered %+v, want 4 jobs", res)
+	if len(res.Jobs) != 5 {
+		t.Fatalf("submit answered %+v, want 5 jobs", res)
 	}
-	primesJob, podJob, sleepJob, deniedJob := res.Jobs[0], res.Jobs[1], res.Jobs[2], res.Jobs[3]
+	primesJob, podJob, sleepJob, deniedJob, identityJob := res.Jobs[0], res.Jobs[1], res.Jobs[2], res.Jobs[3], res.Jobs[4]
 
-	// The watch is the completion signal of the two short jobs.
-	w.waitFor(t, 60*time.Second, "jobs "+primesJob+" and "+podJob+" succeeded", func(last map[string]api.JobStatus) (bool, error) {
-		for _, id := range []string{primesJob, podJob} {
+	// The watch is the completion signal of the three short jobs.
+	w.waitFor(t, 60*time.Second, "jobs "+primesJob+", "+podJob+" and "+identityJob+" succeeded", func(last map[string]api.JobStatus) (bool, error) {
+		for _, id := range []string{primesJob, podJob, identityJob} {
 			if s := last[id].State; s == api.JobFailed || s == api.JobCancelled {
 				return false, fmt.Errorf("job %s ended %s", id, s)
 			}
 		}
-		return last[primesJob].State == api.JobSucceeded && last[podJob].State == api.JobSucceeded, nil
+		return last[primesJob].State == api.JobSucceeded && last[podJob].State == api.JobSucceeded &&
+			last[identityJob].State == api.JobSucceeded, nil
 	})
 	for id, total := range map[string]int64{primesJob: 3, podJob: 1} {
 		w.checkHistory(t, id, api.JobSucceeded)
@@ -168,18 +172,20 @@ func TestContainerEndToEnd(t *testing.T) {
 		t.Fatalf("list jobs: %v", err)
 	}
 	checkJobList(t, "all jobs", list, map[string]wantJob{
-		primesJob: {"primes", api.JobSucceeded, api.TaskCounts{Total: 3, Succeeded: 3}},
-		podJob:    {"ask-a-server", api.JobSucceeded, api.TaskCounts{Total: 1, Succeeded: 1}},
-		sleepJob:  {"sleeper", api.JobRunning, api.TaskCounts{Total: 1, Active: 1}},
-		deniedJob: {"denied", api.JobFailed, api.TaskCounts{Total: 2, Failed: 2}},
+		primesJob:   {"primes", api.JobSucceeded, api.TaskCounts{Total: 3, Succeeded: 3}},
+		podJob:      {"ask-a-server", api.JobSucceeded, api.TaskCounts{Total: 1, Succeeded: 1}},
+		sleepJob:    {"sleeper", api.JobRunning, api.TaskCounts{Total: 1, Active: 1}},
+		deniedJob:   {"denied", api.JobFailed, api.TaskCounts{Total: 2, Failed: 2}},
+		identityJob: {"identity", api.JobSucceeded, api.TaskCounts{Total: 2, Succeeded: 2}},
 	})
 	list, err = client.Jobs(ctx, api.JobQuery{States: []api.JobState{api.JobSucceeded}})
 	if err != nil {
 		t.Fatalf("list succeeded jobs: %v", err)
 	}
 	checkJobList(t, "succeeded jobs", list, map[string]wantJob{
-		primesJob: {"primes", api.JobSucceeded, api.TaskCounts{Total: 3, Succeeded: 3}},
-		podJob:    {"ask-a-server", api.JobSucceeded, api.TaskCounts{Total: 1, Succeeded: 1}},
+		primesJob:   {"primes", api.JobSucceeded, api.TaskCounts{Total: 3, Succeeded: 3}},
+		podJob:      {"ask-a-server", api.JobSucceeded, api.TaskCounts{Total: 1, Succeeded: 1}},
+		identityJob: {"identity", api.JobSucceeded, api.TaskCounts{Total: 2, Succeeded: 2}},
 	})
 
 	// What the containers printed, through the dispatcher's log proxy.
@@ -206,6 +212,17 @@ func TestContainerEndToEnd(t *testing.T) {
 	}
 	checkTaskLogs(ctx, t, client, podTask.ID, "client", "the server counted 9592 primes up to 100000\n")
 	checkTaskLogs(ctx, t, client, podTask.ID, "server", "serving on 127.0.0.1:7070\nanswered primes up to 100000\n")
+	// Every container sees its task's identity, the node's name and the
+	// dispatcher URLs the nodelet was given.
+	identityTasks, err := client.Tasks(ctx, identityJob, "", 0)
+	if err != nil || len(identityTasks.Tasks) != 2 {
+		t.Fatalf("tasks of %s: %+v, %v; want 2", identityJob, identityTasks.Tasks, err)
+	}
+	for i, ts := range identityTasks.Tasks {
+		checkTaskLogs(ctx, t, client, ts.ID, "main", fmt.Sprintf("SLUICE_ADDR=%s\nSLUICE_ATTEMPT=1\nSLUICE_GROUP=shards\nSLUICE_JOB_ID=%s\n"+
+			"SLUICE_JOB_NAME=identity\nSLUICE_NODE=node-main\nSLUICE_TASK_COUNT=2\nSLUICE_TASK_ID=%s\nSLUICE_TASK_INDEX=%d\n",
+			srv.Addr(), identityJob, ts.ID, i))
+	}
 	t.Run("default container", func(t *testing.T) {
 		// A request that names no container gets the pod's first.
 		for _, ts := range primesTasks.Tasks {

@@ -7,6 +7,8 @@
 //	workload ask PORT N        ask the server on 127.0.0.1:PORT to count the
 //	                           primes up to N (retrying the connection for 10s)
 //	workload sleep DURATION    sleep, then exit 0
+//	workload env               print the variables the node sets (SLUICE_*),
+//	                           sorted, one NAME=value a line
 //
 // It runs as PID 1 of its container, which has no default signal actions,
 // so it exits with 143 on SIGTERM itself.
@@ -19,6 +21,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,7 +43,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: workload primes N | serve PORT COUNT | ask PORT N | sleep DURATION")
+		return errors.New("usage: workload primes N | serve PORT COUNT | ask PORT N | sleep DURATION | env")
 	}
 	switch cmd, rest := args[0], args[1:]; {
 	case cmd == "primes" && len(rest) == 1:
@@ -58,6 +61,18 @@ func run(args []string) error {
 		return serve(rest[0], count)
 	case cmd == "ask" && len(rest) == 2:
 		return ask(rest[0], rest[1])
+	case cmd == "env" && len(rest) == 0:
+		var env []string
+		for _, kv := range os.Environ() {
+			if strings.HasPrefix(kv, "SLUICE_") {
+				env = append(env, kv)
+			}
+		}
+		slices.Sort(env)
+		for _, kv := range env {
+			fmt.Println(kv)
+		}
+		return nil
 	case cmd == "sleep" && len(rest) == 1:
 		d, err := time.ParseDuration(rest[0])
 		if err != nil {
