@@ -3,6 +3,7 @@ package fsm_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -361,6 +362,16 @@ func (r *replica) exec(line string) string {
 		}
 		s := fmt.Sprintf("gen=%d", gen)
 		for _, p := range pods {
+			// Every pod, a capbox task's too, names its job's name and
+			// its group's count.
+			j, ok := r.f.Job(p.Job)
+			if !ok {
+				r.t.Fatalf("%s: pod %s of unknown job %s", line, p.TaskID, p.Job)
+			}
+			i := slices.IndexFunc(j.Spec.Tasks, func(g api.TaskGroupSpec) bool { return g.Name == p.Group })
+			if i < 0 || p.JobName != j.Spec.Name || p.Count != j.Spec.Tasks[i].Count {
+				r.t.Fatalf("%s: pod %s: job name %q, group %q, count %d; the job's spec %+v", line, p.TaskID, p.JobName, p.Group, p.Count, j.Spec)
+			}
 			s += " " + p.TaskID
 			if p.Capbox {
 				s += "(capbox)"
