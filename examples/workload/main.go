@@ -6,6 +6,8 @@
 //	workload serve PORT COUNT  answer COUNT requests on 127.0.0.1:PORT, then exit
 //	workload ask PORT N        ask the server on 127.0.0.1:PORT to count the
 //	                           primes up to N (retrying the connection for 10s)
+//	workload shard N           count the primes in this task's shard of 0..N:
+//	                           shard SLUICE_TASK_INDEX of SLUICE_TASK_COUNT
 //	workload sleep DURATION    sleep, then exit 0
 //	workload env               print the variables the node sets (SLUICE_*),
 //	                           sorted, one NAME=value a line
@@ -43,7 +45,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: workload primes N | serve PORT COUNT | ask PORT N | sleep DURATION | env")
+		return errors.New("usage: workload primes N | shard N | serve PORT COUNT | ask PORT N | sleep DURATION | env")
 	}
 	switch cmd, rest := args[0], args[1:]; {
 	case cmd == "primes" && len(rest) == 1:
@@ -52,6 +54,19 @@ func run(args []string) error {
 			return fmt.Errorf("primes: %q is not a count", rest[0])
 		}
 		fmt.Printf("%d primes up to %d\n", primes(n), n)
+		return nil
+	case cmd == "shard" && len(rest) == 1:
+		n, err := strconv.Atoi(rest[0])
+		if err != nil || n < 0 {
+			return fmt.Errorf("shard: %q is not a count", rest[0])
+		}
+		index, err1 := strconv.Atoi(os.Getenv("SLUICE_TASK_INDEX"))
+		count, err2 := strconv.Atoi(os.Getenv("SLUICE_TASK_COUNT"))
+		if err1 != nil || err2 != nil || count < 1 || index < 0 || index >= count {
+			return errors.New("shard: SLUICE_TASK_INDEX and SLUICE_TASK_COUNT name no shard: run it as a task of an array")
+		}
+		lo, hi := shard(n, index, count)
+		fmt.Printf("shard %d of %d: %d primes in [%d, %d)\n", index, count, primes(hi-1)-primes(lo-1), lo, hi)
 		return nil
 	case cmd == "serve" && len(rest) == 2:
 		count, err := strconv.Atoi(rest[1])
@@ -83,6 +98,12 @@ func run(args []string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown command %q", strings.Join(args, " "))
+}
+
+// shard returns shard index of count of the numbers 0..n-1: [lo, hi),
+// the shards together covering them once.
+func shard(n, index, count int) (lo, hi int) {
+	return n * index / count, n * (index + 1) / count
 }
 
 // primes counts the primes up to n with a sieve.

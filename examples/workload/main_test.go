@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"strconv"
+	"testing"
+)
 
 func TestPrimes(t *testing.T) {
 	for _, tc := range []struct{ n, want int }{
@@ -13,9 +16,44 @@ func TestPrimes(t *testing.T) {
 }
 
 func TestRunRejectsBadArguments(t *testing.T) {
-	for _, args := range [][]string{nil, {"primes"}, {"primes", "x"}, {"primes", "-1"}, {"sleep", "soon"}, {"serve", "1", "x"}, {"env", "x"}, {"fly"}} {
+	for _, args := range [][]string{nil, {"primes"}, {"primes", "x"}, {"primes", "-1"}, {"sleep", "soon"}, {"serve", "1", "x"}, {"env", "x"}, {"shard"}, {"shard", "x"}, {"fly"}} {
 		if err := run(args); err == nil {
 			t.Errorf("run(%q) = nil, want an error", args)
 		}
+	}
+}
+
+// TestShards checks that an array's shards cover 0..n once, and that their
+// counts add up to the primes below n.
+func TestShards(t *testing.T) {
+	for _, tc := range []struct{ n, count int }{{1_000_000, 4}, {10, 3}, {7, 7}, {5, 8}} {
+		next, sum := 0, 0
+		for i := range tc.count {
+			lo, hi := shard(tc.n, i, tc.count)
+			if lo != next || hi < lo {
+				t.Fatalf("n %d, shard %d of %d: [%d, %d), want it to start at %d", tc.n, i, tc.count, lo, hi, next)
+			}
+			next, sum = hi, sum+primes(hi-1)-primes(lo-1)
+		}
+		if next != tc.n || sum != primes(tc.n-1) {
+			t.Errorf("n %d in %d shards: cover [0, %d), %d primes; want [0, %d), %d", tc.n, tc.count, next, sum, tc.n, primes(tc.n-1))
+		}
+	}
+}
+
+// TestShardNeedsIdentity: outside an array task, shard says what is
+// missing.
+func TestShardNeedsIdentity(t *testing.T) {
+	for _, env := range [][2]string{{"", ""}, {"4", "4"}, {"-1", "4"}, {"0", "0"}} {
+		t.Setenv("SLUICE_TASK_INDEX", env[0])
+		t.Setenv("SLUICE_TASK_COUNT", env[1])
+		if err := run([]string{"shard", "100"}); err == nil {
+			t.Errorf("shard with index %q of %q = nil, want an error", env[0], env[1])
+		}
+	}
+	t.Setenv("SLUICE_TASK_INDEX", "1")
+	t.Setenv("SLUICE_TASK_COUNT", strconv.Itoa(2))
+	if err := run([]string{"shard", "100"}); err != nil {
+		t.Errorf("shard 1 of 2: %v", err)
 	}
 }
