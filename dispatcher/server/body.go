@@ -386,6 +386,12 @@ func cutShort(got, declared int) *httpError {
 func readAll(held *heldBody, r io.Reader, lr *limitedReader, enc string, limit, declared int) ([]byte, *httpError) {
 	held.buf = bodyBuffers.Get().(*[]byte)
 	buf := (*held.buf)[:0]
+	if declared > cap(buf) && declared <= maxPooledBuffer {
+		// A body of known length up to a pooled buffer's size is read
+		// into one buffer of its length (counted already), not grown
+		// to it by copies: submits and reports are such bodies.
+		buf = held.grow(buf, declared)
+	}
 	if e := held.holdTo(int64(cap(buf))); e != nil {
 		return nil, e
 	}
