@@ -186,13 +186,14 @@ var unsafeCalls = map[string]func(context.Context, *api.Client) error{
 func TestClientFailsOverToHealthy(t *testing.T) {
 	unavail := failing(t, 503, api.CodeUnavailable)
 	internal := failing(t, 500, api.CodeInternal)
-	closed := &replica{url: closedAddr(t)}
 	hang := hanging(t)
 	drop := dropping(t)
 	ctx := context.Background()
 	for name, call := range safeCalls {
 		t.Run(name, func(t *testing.T) {
 			good := healthy(t)
+			// Closed after good listens, so that good cannot take its port.
+			closed := &replica{url: closedAddr(t)}
 			c := clientOf(t, 300*time.Millisecond, nil, unavail, internal, closed, hang, drop, good)
 			before := [...]int32{unavail.hits.Load(), internal.hits.Load(), hang.hits.Load(), drop.hits.Load()}
 			start := time.Now()
@@ -379,7 +380,8 @@ func TestClientRoundsBackOff(t *testing.T) {
 }
 
 // TestClientWaitsOutAnElection: replicas that know no leader for a while
-// are asked again after pauses until one leads; a real sleep, bounded.
+// are asked again after pauses until one leads (the pauses stubbed: the
+// third ends the election).
 func TestClientWaitsOutAnElection(t *testing.T) {
 	var elected atomic.Bool
 	r := fakeReplica(t, func(ctx *fasthttp.RequestCtx) {

@@ -83,11 +83,16 @@ func (l *ConnLimit) Max() int { return cap(l.slots) }
 // Open is how many connections of the limit's listeners are open.
 func (l *ConnLimit) Open() int { return len(l.slots) }
 
-// Idle is how many of the open connections are idle (see ConnState).
+// Idle is how many of the open connections are idle (see ConnState). It
+// walks the idle list: for tests and occasional reads, not a hot path.
 func (l *ConnLimit) Idle() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.mu.idle.n
+	n := 0
+	for c := l.mu.idle.head; c != nil; c = c.next {
+		n++
+	}
+	return n
 }
 
 // Shed is how many idle connections Accept has closed to make room.
@@ -207,15 +212,10 @@ func (c *limitConn) Close() error {
 	return err
 }
 
-// idleList is a doubly linked list of connections, oldest first, and
-// their count.
-type idleList struct {
-	head, tail *limitConn
-	n          int
-}
+// idleList is a doubly linked list of connections, oldest first.
+type idleList struct{ head, tail *limitConn }
 
 func (q *idleList) pushBack(c *limitConn) {
-	q.n++
 	c.prev, c.next, c.listed = q.tail, nil, true
 	if q.tail != nil {
 		q.tail.next = c
@@ -230,7 +230,6 @@ func (q *idleList) remove(c *limitConn) {
 	if c == nil || !c.listed {
 		return
 	}
-	q.n--
 	if c.prev != nil {
 		c.prev.next = c.next
 	} else {

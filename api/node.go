@@ -227,11 +227,8 @@ func CheckAddress(addr string) error {
 	if strings.ContainsRune(host, ':') {
 		return errors.New("an IPv6 host must be in brackets: [addr]:port")
 	}
-	if ip, err := netip.ParseAddr(host); err == nil {
-		if !ip.Is4() {
-			return fmt.Errorf("host %q must be an IPv4 address, an IPv6 one in brackets or a DNS name", clipName(host))
-		}
-		return nil
+	if _, err := netip.ParseAddr(host); err == nil {
+		return nil // without a colon, only an IPv4 address parses
 	}
 	return checkHostname(host)
 }
@@ -246,22 +243,27 @@ func checkPort(port string) error {
 
 // checkHostname checks a DNS name (RFC 1123 labels; a final dot allowed).
 func checkHostname(h string) error {
-	bad := fmt.Errorf("host %q must be an IP address or a DNS name (letters, digits, '-' and '.')", clipName(h))
-	name := strings.TrimSuffix(h, ".")
+	if !validHostname(strings.TrimSuffix(h, ".")) {
+		return fmt.Errorf("host %q must be an IP address or a DNS name (letters, digits, '-' and '.')", clipName(h))
+	}
+	return nil
+}
+
+func validHostname(name string) bool {
 	if name == "" || len(name) > 253 {
-		return bad
+		return false
 	}
 	for label := range strings.SplitSeq(name, ".") {
 		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
-			return bad
+			return false
 		}
 		for j := range len(label) {
 			if !isAlnum(label[j]) && label[j] != '-' {
-				return bad
+				return false
 			}
 		}
 	}
-	return nil
+	return true
 }
 
 // clipName shortens an untrusted string quoted in a message.

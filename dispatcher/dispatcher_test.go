@@ -709,7 +709,7 @@ func TestFinishedJobsBeyondMaxForgotten(t *testing.T) {
 		// One at a time, so that they finish in order.
 		waitFor(t, 10*time.Second, "job "+ids[len(ids)-1]+" finished", func() bool {
 			j, ok := c.replicas[0].f.Job(ids[len(ids)-1])
-			return !ok || j.State == fsm.JobSucceeded
+			return ok && j.State == fsm.JobSucceeded
 		})
 	}
 	waitFor(t, 20*time.Second, "the three oldest finished jobs forgotten on every replica", func() bool {

@@ -324,7 +324,15 @@ func TestReplicaDiskFull(t *testing.T) {
 
 	// Some more submits to the new leader, then everything acknowledged
 	// must succeed.
-	time.Sleep(2 * time.Second)
+	pollUntil(t, 30*time.Second, "more submits acknowledged after the failure", func() (bool, string) {
+		n := 0
+		for _, q := range acked() {
+			if q.acked.After(failedAt) {
+				n++
+			}
+		}
+		return n >= 10, fmt.Sprintf("%d acknowledged since", n)
+	})
 	stopSubmitting()
 	all := acked()
 	total := 0
