@@ -85,9 +85,12 @@ func finished(j *job) bool {
 type finishedQueue struct {
 	jobs []*job
 	head int
+	// kept counts the jobs in it not forgotten: a ForgetJobs command
+	// forgets only finished jobs, each of which is in it.
+	kept int
 }
 
-func (q *finishedQueue) push(j *job) { q.jobs = append(q.jobs, j) }
+func (q *finishedQueue) push(j *job) { q.jobs, q.kept = append(q.jobs, j), q.kept+1 }
 
 // trim drops the forgotten jobs at the head, and the room they took once
 // it is most of the list.
@@ -144,20 +147,13 @@ func (f *FSM) ForgettableBeyond(keep, limit int) []string {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	q := &f.mu.finished
-	kept := 0
-	for _, j := range q.jobs[q.head:] {
-		if !j.forgotten {
-			kept++
-		}
-	}
 	var ids []string
 	for _, j := range q.jobs[q.head:] {
-		if len(ids) == limit || kept <= keep {
+		if len(ids) == limit || len(ids) >= q.kept-keep {
 			break
 		}
 		if !j.forgotten {
 			ids = append(ids, j.id)
-			kept--
 		}
 	}
 	return ids
@@ -186,6 +182,7 @@ func (f *FSM) forgetLocked(w writer, d *dec) ([]byte, error) {
 		}
 		res.Forgotten++
 		j.forgotten = true
+		f.mu.finished.kept--
 		gone = append(gone, j)
 		for _, s := range j.sets() {
 			s.forgotten = true
@@ -306,5 +303,5 @@ func (f *FSM) loadFinishedLocked() {
 		}
 	}
 	slices.SortFunc(fin, func(a, b *job) int { return cmp.Or(cmp.Compare(a.ended, b.ended), cmp.Compare(a.num, b.num)) })
-	f.mu.finished = finishedQueue{jobs: fin}
+	f.mu.finished = finishedQueue{jobs: fin, kept: len(fin)}
 }

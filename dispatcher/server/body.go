@@ -101,7 +101,8 @@ func putZstd(d *zstd.Decoder) {
 	}
 }
 
-// bodyBuffers keeps body buffers of at most maxPooledBuffer bytes.
+// bodyBuffers keeps buffers of at most maxPooledBuffer bytes, of request
+// bodies and of replies encoded by hand (writeEncoded).
 var bodyBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
 // bodyMemory counts the bytes of request bodies a Handler's requests
@@ -144,7 +145,10 @@ func (m *bodyMemory) give(n int64) {
 	now, last := time.Now().UnixNano(), m.freed.Load()
 	if now-last >= int64(minFreeInterval) && m.freed.CompareAndSwap(last, now) {
 		m.big.Store(false)
-		debug.FreeOSMemory()
+		// Not in the request's path: give runs before the reply is
+		// written, and a collection of the whole heap may take long. The
+		// goroutine ends when the call does; the interval bounds them.
+		go debug.FreeOSMemory()
 	}
 }
 
@@ -338,7 +342,8 @@ func readBody(ctx *fasthttp.RequestCtx) ([]byte, *httpError) {
 			return nil, readError(lr, enc, limit, err)
 		}
 		defer zr.Close()
-		return wholeWire(lr, declared)(readAll(held, zr, lr, enc, limit, -1))
+		body, e := readAll(held, zr, lr, enc, limit, -1)
+		return checkWhole(lr, declared, body, e)
 	default: // zstd
 		if e := held.holdDecoder(zstdDecoderMemory); e != nil {
 			return nil, e
@@ -351,20 +356,19 @@ func readBody(ctx *fasthttp.RequestCtx) ([]byte, *httpError) {
 		if err := zr.Reset(lr); err != nil {
 			return nil, readError(lr, enc, limit, err)
 		}
-		return wholeWire(lr, declared)(readAll(held, zr, lr, enc, limit, -1))
+		body, e := readAll(held, zr, lr, enc, limit, -1)
+		return checkWhole(lr, declared, body, e)
 	}
 }
 
-// wholeWire checks, after a compressed body was read to its end, that its
-// wire was too: a wire cut short between two gzip members or zstd frames
-// decompresses without an error.
-func wholeWire(lr *limitedReader, declared int) func([]byte, *httpError) ([]byte, *httpError) {
-	return func(body []byte, e *httpError) ([]byte, *httpError) {
-		if e == nil && declared >= 0 && lr.got < int64(declared) {
-			return nil, cutShort(int(lr.got), declared)
-		}
-		return body, e
+// checkWhole checks, after a compressed body was read to its end (body,
+// e), that its wire was too: a wire cut short between two gzip members or
+// zstd frames decompresses without an error.
+func checkWhole(lr *limitedReader, declared int, body []byte, e *httpError) ([]byte, *httpError) {
+	if e == nil && declared >= 0 && lr.got < int64(declared) {
+		return nil, cutShort(int(lr.got), declared)
 	}
+	return body, e
 }
 
 func cutShort(got, declared int) *httpError {

@@ -471,20 +471,16 @@ func writeJSONBody(ctx *fasthttp.RequestCtx, status int, b []byte) {
 	ctx.Response.SetBodyRaw(append(b, '\n'))
 }
 
-// bodies hold buffers that replies encoded by hand are built in before
-// fasthttp copies them into its own pooled body: targets and submit
-// replies built in fresh memory each time were a tenth of what a busy
-// dispatcher allocated. A buffer over maxPooledBuffer is not kept.
-var bodies = sync.Pool{New: func() any { return new([]byte) }}
-
 // writeEncoded replies with the JSON that enc appends to the buffer it is
 // given, and a newline; or, when enc fails, with an internal error, as
-// writeJSON does.
+// writeJSON does. The buffer comes from bodyBuffers and goes back there
+// once fasthttp has copied it: targets and submit replies built in fresh
+// memory each time were a tenth of what a busy dispatcher allocated.
 func writeEncoded(ctx *fasthttp.RequestCtx, status int, enc func([]byte) ([]byte, error)) {
-	bp := bodies.Get().(*[]byte)
+	bp := bodyBuffers.Get().(*[]byte)
 	defer func() {
 		if cap(*bp) <= maxPooledBuffer {
-			bodies.Put(bp)
+			bodyBuffers.Put(bp)
 		}
 	}()
 	b, err := enc((*bp)[:0])
@@ -544,7 +540,9 @@ func (h *Handler) leaderError(ctx *fasthttp.RequestCtx, leader uint64) *httpErro
 // that another replica serves it, and it closes the connection, so that
 // the client connects elsewhere. Nil while the replica runs.
 func (h *Handler) stopped(ctx *fasthttp.RequestCtx) *httpError {
-	if h.cfg.Raft.Err() == nil {
+	select {
+	case <-h.cfg.Raft.Failed(): // closed with Err set: no lock a request
+	default:
 		return nil
 	}
 	if p := string(ctx.Path()); p == api.PathHealth || p == api.PathReady {
