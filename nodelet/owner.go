@@ -599,14 +599,13 @@ func (o *owner) put(s *slot, p *pod) {
 // A pod the agent cannot start (an invalid ID or tier) is reported as
 // failed to start and kept as done, so it is not tried again.
 func (o *owner) start(s *slot, d DesiredPod) {
-	if err := o.check(d); err != nil {
-		o.stats.StartFailures++
-		o.reportStartFailed(d, err)
-		o.put(s, &pod{want: d, phase: phaseDone})
-		return
+	var spec runtime.PodSpec
+	err := o.check(d)
+	if err == nil {
+		spec = o.spec(d)
+		err = o.a.prepareResources(&spec, &d)
 	}
-	spec := o.spec(d)
-	if err := o.a.prepareResources(&spec, &d); err != nil {
+	if err != nil {
 		o.stats.StartFailures++
 		o.reportStartFailed(d, err)
 		o.put(s, &pod{want: d, phase: phaseDone})
@@ -823,7 +822,7 @@ func (o *owner) handle(ev event) {
 		o.a.cfg.Logger.Warn("nodelet: start pod", "pod", s.id, "generation", p.want.Generation, "err", ev.err)
 		o.reportStartFailed(p.want, ev.err)
 		p.phase = phaseDone
-		o.a.dropResources(s.id)
+		o.a.dropResources(&p.want)
 	case evExited:
 		o.stats.Exits++
 		p.exit = ev.exit
@@ -844,7 +843,7 @@ func (o *owner) handle(ev event) {
 		o.stats.Removed++
 		p.phase = phaseDone
 		p.exit = runtime.Exit{}
-		o.a.dropResources(s.id)
+		o.a.dropResources(&p.want)
 	}
 }
 
@@ -920,11 +919,7 @@ func (o *owner) publish() {
 		}
 		s.published = true
 		op := overcommit.Pod{ID: p.want.ID, Tier: p.want.Tier, Priority: int(p.want.Priority), StartedAt: p.startedAt,
-			ResourceFile: a.resourceFile(&p.want)}
-		for _, c := range p.want.Pod.Containers {
-			op.Request.CPUMillis += c.Resources.CPU
-			op.Request.MemoryBytes += c.Resources.Memory
-		}
+			Request: podRequest(&p.want), ResourceFile: a.resourceFile(&p.want)}
 		a.mu.pods[s.id] = runningPod{op, p.taskID()}
 	}
 	o.stats.Running = len(a.mu.pods)

@@ -45,11 +45,7 @@ func (a *Agent) prepareResources(spec *runtime.PodSpec, d *DesiredPod) error {
 	if dir == "" {
 		return nil
 	}
-	var req overcommit.Resources
-	for _, c := range d.Pod.Containers {
-		req.CPUMillis += c.Resources.CPU
-		req.MemoryBytes += c.Resources.Memory
-	}
+	req := podRequest(d)
 	err := os.MkdirAll(dir, 0o755)
 	if err == nil {
 		err = os.Chmod(dir, 0o755) // the umask may have taken bits
@@ -64,13 +60,25 @@ func (a *Agent) prepareResources(spec *runtime.PodSpec, d *DesiredPod) error {
 	return nil
 }
 
-// dropResources removes the resource directory of pod id, once the pod is
-// removed from the runtime or failed to start.
-func (a *Agent) dropResources(id string) {
-	if a.cfg.ResourceDir == "" {
+// podRequest is what d's containers request together.
+func podRequest(d *DesiredPod) overcommit.Resources {
+	var req overcommit.Resources
+	for _, c := range d.Pod.Containers {
+		req.CPUMillis += c.Resources.CPU
+		req.MemoryBytes += c.Resources.Memory
+	}
+	return req
+}
+
+// dropResources removes the resource directory of d, if it has one (by
+// resourceDir's rule), once the pod is removed from the runtime or failed
+// to start.
+func (a *Agent) dropResources(d *DesiredPod) {
+	dir := a.resourceDir(d)
+	if dir == "" {
 		return
 	}
-	if err := os.RemoveAll(filepath.Join(a.cfg.ResourceDir, id)); err != nil {
-		a.cfg.Logger.Warn("nodelet: remove resource directory", "pod", id, "err", err)
+	if err := os.RemoveAll(dir); err != nil {
+		a.cfg.Logger.Warn("nodelet: remove resource directory", "pod", d.ID, "err", err)
 	}
 }
