@@ -184,21 +184,30 @@ func (c TCPConfig) Validate() error {
 		bad("MaxReconnectBackoff %v is below ReconnectBackoff %v", c.MaxReconnectBackoff, c.ReconnectBackoff)
 	}
 	if c.TLS != nil {
-		tc := c.TLS
-		if len(tc.Certificates) == 0 && (tc.GetCertificate == nil || tc.GetClientCertificate == nil) {
-			bad("TLS: no certificate: set Certificates (or both GetCertificate and GetClientCertificate)")
-		}
-		if tc.RootCAs == nil {
-			bad("TLS: RootCAs (the cluster CA) is required; the system's roots are never trusted for peers")
-		}
-		if tc.InsecureSkipVerify {
-			bad("TLS: InsecureSkipVerify must be false")
-		}
-		if tc.MaxVersion != 0 && tc.MaxVersion < tls.VersionTLS13 {
-			bad("TLS: MaxVersion %s is below TLS 1.3, the least the transport speaks", tls.VersionName(tc.MaxVersion))
+		for _, p := range PeerTLSProblems(c.TLS) {
+			bad("TLS: %s", p)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// PeerTLSProblems lists what makes tc unfit for TCPConfig.TLS, each
+// problem a phrase without a prefix; none when it fits.
+func PeerTLSProblems(tc *tls.Config) []string {
+	var probs []string
+	if len(tc.Certificates) == 0 && (tc.GetCertificate == nil || tc.GetClientCertificate == nil) {
+		probs = append(probs, "no certificate: set Certificates (or both GetCertificate and GetClientCertificate)")
+	}
+	if tc.RootCAs == nil {
+		probs = append(probs, "RootCAs (the cluster CA) is required; the system's roots are never trusted for peers")
+	}
+	if tc.InsecureSkipVerify {
+		probs = append(probs, "InsecureSkipVerify must be false")
+	}
+	if tc.MaxVersion != 0 && tc.MaxVersion < tls.VersionTLS13 {
+		probs = append(probs, fmt.Sprintf("MaxVersion %s is below TLS 1.3, the least the transport speaks", tls.VersionName(tc.MaxVersion)))
+	}
+	return probs
 }
 
 // TCPStats are the counters of a TCPTransport since it was created. Every

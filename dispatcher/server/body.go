@@ -152,13 +152,9 @@ func (m *bodyMemory) give(n int64) {
 	}
 }
 
-// bodyMemoryKey is the request's user value that holds its handler's
-// *bodyMemory; heldBodyKey holds the *heldBody of a request that read
-// its body.
-type (
-	bodyMemoryKey struct{}
-	heldBodyKey   struct{}
-)
+// heldBodyKey is the request's user value that holds the *heldBody of a
+// request that read its body.
+type heldBodyKey struct{}
 
 // heldBody is what one request's body holds, counted in mem: its buffer
 // (n bytes counted), and its decoder's memory (dec bytes).
@@ -284,7 +280,7 @@ func checkDeclaredLength(ctx *fasthttp.RequestCtx, method, path string) *httpErr
 // server with StreamRequestBody), decompressing as it goes, into memory
 // counted against the handler's BodyMemory: the bytes are the caller's
 // until ServeFastHTTP returns, and the memory is given back then.
-func readBody(ctx *fasthttp.RequestCtx) ([]byte, *httpError) {
+func (h *Handler) readBody(ctx *fasthttp.RequestCtx) ([]byte, *httpError) {
 	limit := bodyLimit(string(ctx.Method()), string(ctx.Path()))
 	enc := strings.ToLower(strings.TrimSpace(string(ctx.Request.Header.ContentEncoding())))
 	switch enc {
@@ -300,12 +296,8 @@ func readBody(ctx *fasthttp.RequestCtx) ([]byte, *httpError) {
 	if _, ok := ctx.UserValue(heldBodyKey{}).(*heldBody); ok {
 		return nil, errorf(fasthttp.StatusInternalServerError, api.CodeInternal, "internal error: the body was read twice")
 	}
-	mem, _ := ctx.UserValue(bodyMemoryKey{}).(*bodyMemory)
-	if mem == nil {
-		return nil, errorf(fasthttp.StatusInternalServerError, api.CodeInternal, "internal error: a request served outside Handler.ServeFastHTTP")
-	}
 	held := heldBodies.Get().(*heldBody)
-	held.mem = mem
+	held.mem = h.mem
 	ctx.SetUserValue(heldBodyKey{}, held)
 
 	var wire io.Reader

@@ -23,7 +23,7 @@ func (h *Handler) appmasterBody(ctx *fasthttp.RequestCtx, p Principal, job strin
 	if _, e := h.lookupJob(job, p); e != nil {
 		return nil, e
 	}
-	return readBody(ctx)
+	return h.readBody(ctx)
 }
 
 // appmasterIDs checks a DELETE of members of an appmaster's collection

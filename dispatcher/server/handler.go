@@ -210,7 +210,6 @@ func badParam(name, format string, args ...any) *httpError {
 // of a handler is logged and answered with a 500. The memory of the
 // request's body is given back when it returns, whatever happened.
 func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
-	ctx.SetUserValue(bodyMemoryKey{}, h.mem)
 	defer releaseBody(ctx)
 	defer func() {
 		if v := recover(); v != nil {

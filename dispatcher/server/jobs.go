@@ -41,7 +41,7 @@ func (h *Handler) submit(ctx *fasthttp.RequestCtx, p Principal, _ []string) *htt
 	if e != nil {
 		return e
 	}
-	body, e := readBody(ctx)
+	body, e := h.readBody(ctx)
 	if e != nil {
 		return e
 	}

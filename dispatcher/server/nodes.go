@@ -16,17 +16,17 @@ import (
 )
 
 // jsonBody reads a request's body, which must be JSON (maybe compressed).
-func jsonBody(ctx *fasthttp.RequestCtx) ([]byte, *httpError) {
+func (h *Handler) jsonBody(ctx *fasthttp.RequestCtx) ([]byte, *httpError) {
 	if e := checkContentType(ctx, true, "application/json"); e != nil {
 		return nil, e
 	}
-	return readBody(ctx)
+	return h.readBody(ctx)
 }
 
 // decodeStrict reads a JSON body into v: one object, no unknown fields,
 // no key twice in an object (as api's decoders), nothing after it.
-func decodeStrict(ctx *fasthttp.RequestCtx, what string, v any) *httpError {
-	body, e := jsonBody(ctx)
+func (h *Handler) decodeStrict(ctx *fasthttp.RequestCtx, what string, v any) *httpError {
+	body, e := h.jsonBody(ctx)
 	if e != nil {
 		return e
 	}
@@ -158,7 +158,7 @@ func (h *Handler) register(ctx *fasthttp.RequestCtx, p Principal, _ []string) *h
 		return e
 	}
 	var spec api.NodeSpec
-	if e := decodeStrict(ctx, "node spec", &spec); e != nil {
+	if e := h.decodeStrict(ctx, "node spec", &spec); e != nil {
 		return e
 	}
 	if err := spec.Validate(); err != nil {
@@ -248,7 +248,7 @@ func (h *Handler) reports(ctx *fasthttp.RequestCtx, p Principal, args []string) 
 	if e := checkQuery(ctx); e != nil {
 		return e
 	}
-	body, e := jsonBody(ctx)
+	body, e := h.jsonBody(ctx)
 	if e != nil {
 		return e
 	}

@@ -125,12 +125,8 @@ func (c *Config) Validate() error {
 		}
 	}
 	if c.PeerTLS != nil && len(c.Peers) > 1 {
-		// Only the TLS part: the rest of the transport's config is
-		// checked above in this package's terms.
-		if err := (raftkv.TCPConfig{ID: 1, ListenAddr: "peer:0", TLS: c.PeerTLS}).Validate(); err != nil {
-			for line := range strings.Lines(err.Error()) {
-				add("PeerTLS: %s", strings.TrimPrefix(strings.TrimSpace(line), "raftkv: tcp transport config: TLS: "))
-			}
+		for _, p := range raftkv.PeerTLSProblems(c.PeerTLS) {
+			add("PeerTLS: %s", p)
 		}
 	}
 	probs = append(probs, checkPeerHTTP(c.PeerHTTP)...)
