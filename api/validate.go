@@ -690,33 +690,19 @@ func (c *checker) hostPath(field, p string) {
 }
 
 // hostPathProblem says what is wrong with absolute path p as a host path,
-// or returns "". It allocates nothing for a good path.
+// or returns "". It allocates nothing for a good path: path.Clean returns
+// a clean path as it is.
 func hostPathProblem(p string) string {
-	root, dot, empty := true, false, false
-	for i := 1; i <= len(p); {
-		j := strings.IndexByte(p[i:], '/')
-		if j < 0 {
-			j = len(p) - i
-		}
-		switch el := p[i : i+j]; el {
-		case "..":
-			return `must not contain ".."`
-		case ".":
-			dot = true
-		case "":
-			empty = true
-		default:
-			root = false
-		}
-		i += j + 1
-	}
+	clean := path.Clean(p)
 	switch {
-	case root:
+	case clean == p && p != "/":
+		return ""
+	case slices.Contains(strings.Split(p, "/"), ".."):
+		return `must not contain ".."`
+	case clean == "/":
 		return `must not be the host's root "/"`
-	case dot || empty:
-		return fmt.Sprintf("%q must be a clean path, such as %q", p, path.Clean(p))
 	}
-	return ""
+	return fmt.Sprintf("%q must be a clean path, such as %q", p, clean)
 }
 
 func (c *checker) texts(field string, vs []string) {
