@@ -73,21 +73,9 @@ func TestNodeletCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatalf("submit: %v", err)
 	}
-	task := sub.Jobs[0] + "/0/0/1"
-	for {
-		tl, err := admin.Tasks(ctx, sub.Jobs[0], "", 10)
-		if err != nil {
-			t.Fatalf("tasks: %v", err)
-		}
-		if len(tl.Tasks) == 1 && tl.Tasks[0].State == api.TaskRunning && tl.Tasks[0].Node == "n1" {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the task never ran on n1: %+v", tl.Tasks)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	task := waitOneTask(ctx, t, admin, sub.Jobs[0], func(ts api.TaskStatus) bool {
+		return ts.State == api.TaskRunning && ts.Node == "n1"
+	}).ID
 	reader, err := api.NewClient(api.ClientConfig{Addrs: []string{srv.Addr()}, Token: "rd"})
 	if err != nil {
 		t.Fatal(err)

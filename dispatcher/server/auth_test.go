@@ -62,11 +62,7 @@ func TestParseTokens(t *testing.T) {
 // TestAuth checks every endpoint without a token, with an unknown one and
 // with roles that may not use it, and a submitter's queue scope.
 func TestAuth(t *testing.T) {
-	tk, err := server.ParseTokens(strings.NewReader(tokenFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := openOne(t, tk)
+	s := openOne(t, parseTokens(t, tokenFile))
 	base := s.Addr()
 	ja := submit(t, base, "sub-a", jobJSON("a", "qa", 1), nil).Jobs[0]
 	jb := submit(t, base, "adm", jobJSON("b", "qb", 1), nil).Jobs[0]

@@ -22,15 +22,6 @@ import (
 	"github.com/sluicehq/sluice/dispatcher/server"
 )
 
-func testTokens(t testing.TB) *server.Tokens {
-	t.Helper()
-	tk, err := server.ParseTokens(strings.NewReader(tokenFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tk
-}
-
 // memWatch samples the process's heap (live and unswept objects) and
 // resident memory every few milliseconds until stopped, keeping the
 // peaks.
@@ -165,7 +156,7 @@ func bigDeclared(token string) map[string]string {
 // the GiB they declare; /healthz answers at once meanwhile; when they go
 // away the count is back to nothing.
 func TestSlowDeclaredBodiesHoldLittleMemory(t *testing.T) {
-	s := openOne(t, testTokens(t))
+	s := openOne(t, parseTokens(t, tokenFile))
 	const n = 16
 	holders := int(server.DefaultBodyMemory / api.MaxBodyBytes)
 	w := watchMemory()
@@ -246,7 +237,7 @@ func TestSlowDeclaredBodiesHoldLittleMemory(t *testing.T) {
 // route's limit (a registration over 1 MiB, a body on a GET) is answered
 // 413 having read at most a byte.
 func TestRefusedBodiesAreNotRead(t *testing.T) {
-	s := openOne(t, testTokens(t))
+	s := openOne(t, parseTokens(t, tokenFile))
 	with := func(h map[string]string, k, v string) map[string]string {
 		h[k] = v
 		return h

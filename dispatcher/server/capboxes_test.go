@@ -1,21 +1,15 @@
 package server_test
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/dispatcher/server"
 )
 
 // TestCapboxEndpoints follows the README's capbox examples and checks
 // that bad requests are refused whole with a reply that says why.
 func TestCapboxEndpoints(t *testing.T) {
-	tokens, err := server.ParseTokens(strings.NewReader("admin-t admin\nsub-a submitter a\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := openOne(t, tokens)
+	s := openOne(t, parseTokens(t, "admin-t admin\nsub-a submitter a\n"))
 	base := s.Addr()
 	admin := map[string]string{"Authorization": "Bearer admin-t"}
 	am := submit(t, base, "admin-t", `{"name":"am","appmaster":true,"tasks":[]}`, nil).Jobs[0]

@@ -244,3 +244,13 @@ func (c *cluster) leader(t testing.TB, except uint64) *server.Server {
 	})
 	return l
 }
+
+// parseTokens parses a token file's text, failing the test on an error.
+func parseTokens(t testing.TB, text string) *server.Tokens {
+	t.Helper()
+	tk, err := server.ParseTokens(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tk
+}

@@ -68,11 +68,7 @@ func reportBody(t *testing.T, id string, st api.TaskState) []byte {
 // and changes nothing. The dispatcher reads a node's logs with the node's
 // own log token, which no node list shows.
 func TestNodeIdentity(t *testing.T) {
-	tk, err := server.ParseTokens(strings.NewReader(identityTokens))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := openOne(t, tk)
+	s := openOne(t, parseTokens(t, identityTokens))
 	base := s.Addr()
 	logToken := api.NewLogToken()
 	var logAuth atomic.Value
