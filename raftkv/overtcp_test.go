@@ -1,6 +1,7 @@
 package raftkv_test
 
 import (
+	"crypto/tls"
 	"sync"
 	"testing"
 
@@ -9,7 +10,11 @@ import (
 
 // tcpTransports makes real TCP transports on loopback. A replica that
 // restarts listens at the address it had (the others know it by that).
-func tcpTransports() transportFactory {
+func tcpTransports() transportFactory { return tcpTransportsWith(nil) }
+
+// tcpTransportsWith is tcpTransports with each replica's TLS
+// configuration from tlsFor (nil: plaintext).
+func tcpTransportsWith(tlsFor func(t testing.TB, id uint64) *tls.Config) transportFactory {
 	var mu sync.Mutex
 	addrs := map[uint64]string{}
 	return func(t testing.TB, id uint64) (raftkv.Transport, string) {
@@ -19,7 +24,11 @@ func tcpTransports() transportFactory {
 		if listen == "" {
 			listen = "127.0.0.1:0"
 		}
-		tr, err := raftkv.NewTCPTransport(raftkv.TCPConfig{ID: id, ListenAddr: listen, Logger: testLogger()})
+		cfg := raftkv.TCPConfig{ID: id, ListenAddr: listen, Logger: testLogger()}
+		if tlsFor != nil {
+			cfg.TLS = tlsFor(t, id)
+		}
+		tr, err := raftkv.NewTCPTransport(cfg)
 		if err != nil {
 			t.Fatalf("TCP transport for replica %d: %v", id, err)
 		}

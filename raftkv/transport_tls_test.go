@@ -21,27 +21,7 @@ import (
 // tlsTransports makes TCP transports on loopback with mutual TLS: each
 // replica presents the certificate certFor gives it and trusts ca.
 func tlsTransports(ca *tlstest.CA, certFor func(t testing.TB, id uint64) tls.Certificate) transportFactory {
-	var mu sync.Mutex
-	addrs := map[uint64]string{}
-	return func(t testing.TB, id uint64) (raftkv.Transport, string) {
-		mu.Lock()
-		listen := addrs[id]
-		mu.Unlock()
-		if listen == "" {
-			listen = "127.0.0.1:0"
-		}
-		tr, err := raftkv.NewTCPTransport(raftkv.TCPConfig{
-			ID: id, ListenAddr: listen, Logger: testLogger(),
-			TLS: tlstest.Config(ca, certFor(t, id)),
-		})
-		if err != nil {
-			t.Fatalf("TCP transport for replica %d: %v", id, err)
-		}
-		mu.Lock()
-		addrs[id] = tr.Addr()
-		mu.Unlock()
-		return tr, tr.Addr()
-	}
+	return tcpTransportsWith(func(t testing.TB, id uint64) *tls.Config { return tlstest.Config(ca, certFor(t, id)) })
 }
 
 // TestOverTLS runs cluster scenarios over mutually authenticated TLS:
