@@ -145,14 +145,7 @@ func TestContainerRecovery(t *testing.T) {
 	}
 	rootfs := payloadRootfs(t) // removed by TestMain
 	dir := t.TempDir()
-	defer func() {
-		for _, p := range []string{testCgroupRoot + "/offline", testCgroupRoot + "/online", testCgroupRoot} {
-			dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", p))
-			for _, d := range dirs {
-				_ = os.Remove(d)
-			}
-		}
-	}()
+	defer removeTestCgroups()
 
 	child := exec.Command(os.Args[0], "-test.run=^$")
 	child.Env = append(os.Environ(), childStateEnv+"="+dir, childRootfsEnv+"="+rootfs)
@@ -299,12 +292,7 @@ func benchAgentRSS(b *testing.B, shim string) {
 		if err := <-errc; err != nil {
 			b.Errorf("Run: %v", err)
 		}
-		for _, p := range []string{testCgroupRoot + "/offline", testCgroupRoot + "/online", testCgroupRoot} {
-			dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", p))
-			for _, d := range dirs {
-				_ = os.Remove(d)
-			}
-		}
+		removeTestCgroups()
 	}()
 	for deadline := time.Now().Add(120 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		s := a.Stats()
@@ -356,14 +344,7 @@ func TestContainerImageDenied(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.Remove(escape)
-	defer func() {
-		for _, p := range []string{testCgroupRoot + "/offline", testCgroupRoot + "/online", testCgroupRoot} {
-			dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", p))
-			for _, d := range dirs {
-				_ = os.Remove(d)
-			}
-		}
-	}()
+	defer removeTestCgroups()
 
 	dir := t.TempDir()
 	rt, err := container.New(container.Config{StateDir: dir, ImageDir: filepath.Join(dir, ".images"), ImageRoots: imageRoots(rootfs)})
@@ -423,14 +404,7 @@ func TestContainerIdentityEnv(t *testing.T) {
 		t.Skip("needs root: the container runtime creates namespaces and cgroups")
 	}
 	rootfs := payloadRootfs(t)
-	defer func() {
-		for _, p := range []string{testCgroupRoot + "/offline", testCgroupRoot + "/online", testCgroupRoot} {
-			dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", p))
-			for _, d := range dirs {
-				_ = os.Remove(d)
-			}
-		}
-	}()
+	defer removeTestCgroups()
 	dir := t.TempDir()
 	rt, err := container.New(container.Config{StateDir: dir, ImageDir: filepath.Join(dir, ".images"), ImageRoots: imageRoots(rootfs)})
 	if err != nil {
@@ -491,6 +465,17 @@ func TestContainerIdentityEnv(t *testing.T) {
 			if got, ok := env[k]; !ok || got != v {
 				t.Errorf("container %s: %s = %q (set: %v), want %q; environment %q", c.Name, k, got, ok, v, out)
 			}
+		}
+	}
+}
+
+// removeTestCgroups removes the cgroups the tests' agents made under
+// testCgroupRoot, in every mounted hierarchy, leaves first.
+func removeTestCgroups() {
+	for _, p := range []string{testCgroupRoot + "/offline", testCgroupRoot + "/online", testCgroupRoot} {
+		dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", p))
+		for _, d := range dirs {
+			_ = os.Remove(d)
 		}
 	}
 }

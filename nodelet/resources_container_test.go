@@ -41,14 +41,7 @@ func TestContainerResourceFile(t *testing.T) {
 		t.Skip("needs root: the container runtime creates namespaces and cgroups")
 	}
 	rootfs := payloadRootfs(t)
-	defer func() {
-		for _, p := range []string{testCgroupRoot + "/offline", testCgroupRoot + "/online", testCgroupRoot} {
-			dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", p))
-			for _, d := range dirs {
-				_ = os.Remove(d)
-			}
-		}
-	}()
+	defer removeTestCgroups()
 	dir := t.TempDir()
 	rt, err := container.New(container.Config{StateDir: dir, ImageDir: filepath.Join(dir, ".images"), ImageRoots: imageRoots(rootfs)})
 	if err != nil {
