@@ -393,6 +393,17 @@ func decodePod(d *decoder, p *PodSpec) {
 			if d.field(&seen, 2) {
 				p.Sim = decodeSim(d)
 			}
+		case "network":
+			if d.field(&seen, 3) {
+				decodeNetwork(d, &p.Network)
+			}
+		case "volumes":
+			if d.field(&seen, 4) && d.openArray() {
+				for d.nextElem() {
+					p.Volumes = append(p.Volumes, Volume{})
+					decodeVolume(d, &p.Volumes[len(p.Volumes)-1])
+				}
+			}
 		default:
 			d.unknown()
 		}
@@ -456,6 +467,122 @@ func decodeContainer(d *decoder, c *ContainerSpec) {
 		case "resources":
 			if d.field(&seen, 6) {
 				decodeResources(d, &c.Resources)
+			}
+		case "mounts":
+			if d.field(&seen, 7) && d.openArray() {
+				for d.nextElem() {
+					c.Mounts = append(c.Mounts, Mount{})
+					decodeMount(d, &c.Mounts[len(c.Mounts)-1])
+				}
+			}
+		default:
+			d.unknown()
+		}
+	}
+}
+
+func decodeNetwork(d *decoder, n *NetworkSpec) {
+	if !d.openObject() {
+		return
+	}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "mode":
+			if d.field(&seen, 0) {
+				n.Mode = intern(d.str(), NetworkBridge, NetworkHost, NetworkNone)
+			}
+		default:
+			d.unknown()
+		}
+	}
+}
+
+func decodeVolume(d *decoder, v *Volume) {
+	if !d.openObject() {
+		return
+	}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "name":
+			if d.field(&seen, 0) {
+				v.Name = d.str()
+			}
+		case "scratch":
+			if d.field(&seen, 1) {
+				v.Scratch = decodeScratch(d)
+			}
+		case "host_path":
+			if d.field(&seen, 2) {
+				v.HostPath = decodeHostPath(d)
+			}
+		default:
+			d.unknown()
+		}
+	}
+}
+
+func decodeScratch(d *decoder) *ScratchVolume {
+	if !d.openObject() {
+		return nil
+	}
+	s := &ScratchVolume{}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "size":
+			if d.field(&seen, 0) {
+				s.Size = d.quantity(ParseBytes)
+			}
+		default:
+			d.unknown()
+		}
+	}
+	return s
+}
+
+func decodeHostPath(d *decoder) *HostPathVolume {
+	if !d.openObject() {
+		return nil
+	}
+	h := &HostPathVolume{}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "path":
+			if d.field(&seen, 0) {
+				h.Path = d.str()
+			}
+		case "read_only":
+			if d.field(&seen, 1) {
+				h.ReadOnly = d.boolean()
+			}
+		default:
+			d.unknown()
+		}
+	}
+	return h
+}
+
+func decodeMount(d *decoder, m *Mount) {
+	if !d.openObject() {
+		return
+	}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "volume":
+			if d.field(&seen, 0) {
+				m.Volume = d.str()
+			}
+		case "path":
+			if d.field(&seen, 1) {
+				m.Path = d.str()
+			}
+		case "read_only":
+			if d.field(&seen, 2) {
+				m.ReadOnly = d.boolean()
 			}
 		default:
 			d.unknown()

@@ -69,7 +69,8 @@ type specText struct {
 // one task group do in the dispatcher: then they are written alike.
 func samePodSpec(a, b *PodSpec) bool {
 	return len(a.Containers) == len(b.Containers) && (len(a.Containers) == 0 || &a.Containers[0] == &b.Containers[0]) &&
-		a.SharePID == b.SharePID && a.Sim == b.Sim
+		a.SharePID == b.SharePID && a.Sim == b.Sim && a.Network == b.Network &&
+		len(a.Volumes) == len(b.Volumes) && (len(a.Volumes) == 0 || &a.Volumes[0] == &b.Volumes[0])
 }
 
 // appendTargetPod writes p, with its JobName and Count when identity is
@@ -131,6 +132,15 @@ func appendPod(dst []byte, p *PodSpec) []byte {
 	dst = appendArray(dst, p.Containers, appendContainer)
 	if p.SharePID {
 		dst = append(dst, `,"share_pid":true`...)
+	}
+	if p.Network.Mode != "" {
+		dst = append(dst, `,"network":{"mode":`...)
+		dst = appendJSONString(dst, p.Network.Mode)
+		dst = append(dst, '}')
+	}
+	if len(p.Volumes) > 0 {
+		dst = append(dst, `,"volumes":`...)
+		dst = appendArray(dst, p.Volumes, appendVolume)
 	}
 	if s := p.Sim; s != nil {
 		dst = append(dst, `,"sim":{`...)
@@ -202,7 +212,42 @@ func appendContainer(dst []byte, c *ContainerSpec) []byte {
 		dst = append(dst, `,"ports":`...)
 		dst = appendArray(dst, r.Ports, appendPort)
 	}
-	return append(dst, `}}`...)
+	dst = append(dst, '}')
+	if len(c.Mounts) > 0 {
+		dst = append(dst, `,"mounts":`...)
+		dst = appendArray(dst, c.Mounts, appendMount)
+	}
+	return append(dst, '}')
+}
+
+func appendVolume(dst []byte, v *Volume) []byte {
+	dst = append(dst, `{"name":`...)
+	dst = appendJSONString(dst, v.Name)
+	if v.Scratch != nil {
+		dst = append(dst, `,"scratch":{"size":`...)
+		dst = strconv.AppendInt(dst, v.Scratch.Size, 10)
+		dst = append(dst, '}')
+	}
+	if h := v.HostPath; h != nil {
+		dst = append(dst, `,"host_path":{"path":`...)
+		dst = appendJSONString(dst, h.Path)
+		if h.ReadOnly {
+			dst = append(dst, `,"read_only":true`...)
+		}
+		dst = append(dst, '}')
+	}
+	return append(dst, '}')
+}
+
+func appendMount(dst []byte, m *Mount) []byte {
+	dst = append(dst, `{"volume":`...)
+	dst = appendJSONString(dst, m.Volume)
+	dst = append(dst, `,"path":`...)
+	dst = appendJSONString(dst, m.Path)
+	if m.ReadOnly {
+		dst = append(dst, `,"read_only":true`...)
+	}
+	return append(dst, '}')
 }
 
 func appendPort(dst []byte, p *Port) []byte {

@@ -35,3 +35,8 @@ const (
 	// EnvAddr is the dispatcher base URLs the node uses, comma-separated.
 	EnvAddr = "SLUICE_ADDR"
 )
+
+// ResourceMountDir is the directory where an offline pod's containers read
+// the node's resource file about the pod; no volume may be mounted on or
+// below it.
+const ResourceMountDir = "/run/sluice"

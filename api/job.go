@@ -80,9 +80,80 @@ type PodSpec struct {
 	Containers []ContainerSpec `json:"containers"`
 	// SharePID puts the pod's containers in one PID namespace.
 	SharePID bool `json:"share_pid,omitempty"`
+	// Network is the pod's network: its own namespace on the node's
+	// bridge, the host's, or loopback only.
+	Network NetworkSpec `json:"network,omitzero"`
+	// Volumes are what the pod's containers may mount (ContainerSpec.Mounts),
+	// at most MaxVolumesPerPod, with unique names.
+	Volumes []Volume `json:"volumes,omitempty"`
 	// Sim, when set, tells the simulated runtime how the pod behaves. Real
 	// runtimes ignore it.
 	Sim *SimSpec `json:"sim,omitempty"`
+}
+
+// NetworkSpec chooses a pod's network.
+type NetworkSpec struct {
+	// Mode is one of the Network* modes; empty means the node's default
+	// (NetworkBridge on nodes that run containers).
+	Mode string `json:"mode,omitempty"`
+}
+
+// Network modes.
+const (
+	// NetworkBridge gives the pod its own network namespace, attached to
+	// the node's pod bridge: pods on a node reach each other and the host,
+	// and the host's ports map to the pod's (Resources.Ports).
+	NetworkBridge = "bridge"
+	// NetworkHost runs the pod in the host's network namespace; only nodes
+	// that allow it run such a pod, others fail it with
+	// ReasonNetworkDenied.
+	NetworkHost = "host"
+	// NetworkNone gives the pod a network namespace with loopback only.
+	NetworkNone = "none"
+)
+
+// NetworkModes lists the network modes.
+var NetworkModes = []string{NetworkBridge, NetworkHost, NetworkNone}
+
+// Volume is storage a pod's containers may mount: exactly one of Scratch
+// and HostPath is set.
+type Volume struct {
+	// Name identifies the volume within its pod: what a Mount names.
+	Name string `json:"name"`
+	// Scratch is an empty directory made for the pod, shared by its
+	// containers and removed with it.
+	Scratch *ScratchVolume `json:"scratch,omitempty"`
+	// HostPath is a directory of the node's host.
+	HostPath *HostPathVolume `json:"host_path,omitempty"`
+}
+
+// ScratchVolume is a pod's own storage of a fixed size. In JSON, Size may
+// be a byte quantity ("1Gi").
+type ScratchVolume struct {
+	// Size in bytes, positive: it counts in the pod's disk demand, and
+	// writes past it fail.
+	Size int64 `json:"size"`
+}
+
+// HostPathVolume is a directory of the node's host. The node allows only
+// paths below its volume roots, writable only below writable ones, and
+// fails a task asking for any other with ReasonVolumeDenied.
+type HostPathVolume struct {
+	// Path is absolute and clean.
+	Path string `json:"path"`
+	// ReadOnly mounts it read-only in every container.
+	ReadOnly bool `json:"read_only,omitempty"`
+}
+
+// Mount puts one of its pod's volumes into a container.
+type Mount struct {
+	// Volume names one of the pod's Volumes.
+	Volume string `json:"volume"`
+	// Path is where the container sees it: absolute, clean, not "/", and
+	// no two mounts of a container on one path.
+	Path string `json:"path"`
+	// ReadOnly mounts it read-only in this container.
+	ReadOnly bool `json:"read_only,omitempty"`
 }
 
 // SimSpec describes a simulated pod: it runs for RunTime, then exits with
@@ -112,6 +183,9 @@ type ContainerSpec struct {
 	WorkingDir string `json:"working_dir,omitempty"`
 	// Resources are what the container needs.
 	Resources Resources `json:"resources"`
+	// Mounts put the pod's volumes into the container, at most
+	// MaxVolumesPerPod.
+	Mounts []Mount `json:"mounts,omitempty"`
 }
 
 // Image names a container's root filesystem: exactly one of Rootfs and

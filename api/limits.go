@@ -49,6 +49,9 @@ const (
 	MaxPreferredNodes = 64
 	// MaxPorts is the most ports one container may ask for.
 	MaxPorts = 64
+	// MaxVolumesPerPod is the most volumes of a pod, and the most mounts
+	// of one of its containers.
+	MaxVolumesPerPod = 32
 	// MaxPluginRefs is the most filters, and separately scorers, in a policy.
 	MaxPluginRefs = 16
 

@@ -143,6 +143,17 @@ const (
 	// ReasonImageDenied: an image path of the pod (after symbolic links)
 	// is not below one of the node's image roots; it never started.
 	ReasonImageDenied TaskReason = "image_denied"
+	// ReasonNetworkDenied: the pod asks for a network mode its node does
+	// not allow (the host's, on a node not started to allow it); it never
+	// started.
+	ReasonNetworkDenied TaskReason = "network_denied"
+	// ReasonVolumeDenied: a host path volume of the pod is not below one
+	// of the node's volume roots (after symbolic links), or is writable
+	// below a read-only one; it never started.
+	ReasonVolumeDenied TaskReason = "volume_denied"
+	// ReasonScratchFull: the pod failed with a scratch volume full, having
+	// tried to write past its size.
+	ReasonScratchFull TaskReason = "scratch_full"
 )
 
 // ReasonPreempted is the reason the dispatcher records for a task it

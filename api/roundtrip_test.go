@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -124,9 +125,35 @@ func (g gen) job() api.JobSpec {
 		if g.r.IntN(2) == 0 {
 			tg.Pod.Sim = &api.SimSpec{RunTime: api.Duration(g.r.Int64N(int64(time.Hour))), ExitCode: int32(g.r.IntN(256))}
 		}
+		g.storage(&tg.Pod)
 		j.Tasks = append(j.Tasks, tg)
 	}
 	return j
+}
+
+// storage gives p a network mode and volumes, some of the time, and its
+// containers mounts of them.
+func (g gen) storage(p *api.PodSpec) {
+	p.Network.Mode = []string{"", api.NetworkBridge, api.NetworkHost, api.NetworkNone}[g.r.IntN(4)]
+	for i := range g.r.IntN(3) {
+		v := api.Volume{Name: fmt.Sprintf("v%d", i)}
+		if g.r.IntN(2) == 0 {
+			v.Scratch = &api.ScratchVolume{Size: g.r.Int64N(api.MaxDisk) + 1}
+		} else {
+			v.HostPath = &api.HostPathVolume{Path: "/srv/" + g.name("data"), ReadOnly: g.r.IntN(2) == 0}
+		}
+		p.Volumes = append(p.Volumes, v)
+	}
+	if len(p.Volumes) == 0 {
+		return
+	}
+	for k := range p.Containers {
+		c := &p.Containers[k]
+		for i := range g.r.IntN(3) {
+			v := p.Volumes[g.r.IntN(len(p.Volumes))]
+			c.Mounts = append(c.Mounts, api.Mount{Volume: v.Name, Path: fmt.Sprintf("/mnt/%s%d", g.name("m"), i), ReadOnly: g.r.IntN(2) == 0})
+		}
+	}
 }
 
 func (g gen) capbox() api.CapboxRequest {
@@ -154,6 +181,7 @@ func (g gen) captask() api.CapTaskSpec {
 	if g.r.IntN(2) == 0 {
 		t.Pod.Sim = &api.SimSpec{RunTime: api.Duration(g.r.Int64N(int64(time.Hour))), ExitCode: int32(g.r.IntN(256))}
 	}
+	g.storage(&t.Pod)
 	t.SetDefaults()
 	return t
 }
@@ -364,6 +392,10 @@ func (g gen) groupTarget() api.NodeTarget {
 				pod.Sim = &api.SimSpec{RunTime: api.Duration(g.r.IntN(5)) * api.Duration(time.Second)}
 			case 1:
 				pod.SharePID = !pod.SharePID
+			case 4:
+				pod.Network.Mode = api.NetworkNone
+			case 5:
+				pod.Volumes = slices.Clone(pod.Volumes)
 			case 3:
 				// Another group of the same spec: its own name or count.
 				if g.r.IntN(2) == 0 {
@@ -392,7 +424,7 @@ func (g gen) groupTarget() api.NodeTarget {
 // the decoder reads each as encoding/json does, the pods of one spec text
 // sharing one decoded spec.
 func TestNodeTargetSharedSpecs(t *testing.T) {
-	if n := reflect.TypeFor[api.PodSpec]().NumField(); n != 3 {
+	if n := reflect.TypeFor[api.PodSpec]().NumField(); n != 5 {
 		t.Fatalf("PodSpec has %d fields: samePodSpec in encode.go must compare the new ones", n)
 	}
 	g := gen{seedtest.Rand(t)}

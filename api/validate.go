@@ -102,6 +102,7 @@ func (r *TaskReport) validate(c *checker) {
 var taskReasons = []TaskReason{
 	ReasonStarted, ReasonExited, ReasonOOMKilled, ReasonMemoryKiller,
 	ReasonStartFailed, ReasonStopped, ReasonTimeLimit, ReasonLost, ReasonImageDenied,
+	ReasonNetworkDenied, ReasonVolumeDenied, ReasonScratchFull,
 }
 
 // SetDefaults fills the fields a job left empty with their documented
@@ -277,6 +278,17 @@ func (c *checker) pod(p *PodSpec) {
 		c.pop()
 	}
 	c.pop()
+	c.network(&p.Network)
+	c.volumes(p.Volumes)
+	c.push("containers")
+	for i := range p.Containers {
+		if len(p.Containers[i].Mounts) > 0 {
+			c.pushIndex(i)
+			c.mounts(p.Containers[i].Mounts, p.Volumes)
+			c.pop()
+		}
+	}
+	c.pop()
 	if p.Sim != nil {
 		c.push("sim")
 		if p.Sim.RunTime < 0 {
@@ -328,6 +340,89 @@ func (c *checker) container(ct *ContainerSpec) {
 	c.push("resources")
 	c.resources(&ct.Resources)
 	c.pop()
+}
+
+func (c *checker) network(n *NetworkSpec) {
+	if n.Mode != "" && !slices.Contains(NetworkModes, n.Mode) {
+		c.badAtf("network.mode", "must be %q, %q or %q, not %q", NetworkBridge, NetworkHost, NetworkNone, n.Mode)
+	}
+}
+
+func (c *checker) volumes(vs []Volume) {
+	c.push("volumes")
+	if len(vs) > MaxVolumesPerPod {
+		c.badf("more than %d volumes", MaxVolumesPerPod)
+	}
+	for i := range vs {
+		v := &vs[i]
+		c.pushIndex(i)
+		c.name("name", v.Name, true)
+		if v.Name != "" && slices.ContainsFunc(vs[:i], func(o Volume) bool { return o.Name == v.Name }) {
+			c.badAtf("name", "duplicate volume name %q", v.Name)
+		}
+		switch {
+		case v.Scratch == nil && v.HostPath == nil:
+			c.bad("must set scratch or host_path")
+		case v.Scratch != nil && v.HostPath != nil:
+			c.bad("must set only one of scratch and host_path")
+		case v.Scratch != nil:
+			c.amount("scratch.size", v.Scratch.Size, 1, MaxDisk, "bytes")
+		default:
+			if v.HostPath.Path == "" {
+				c.badAt("host_path.path", "is required")
+			}
+			c.hostPath("host_path.path", v.HostPath.Path)
+		}
+		c.pop()
+	}
+	c.pop()
+}
+
+// reservedMountDirs are directories of a container that the runtime fills:
+// a mount may not be on or below them.
+var reservedMountDirs = []string{"/proc", "/sys", "/dev", ResourceMountDir}
+
+func (c *checker) mounts(ms []Mount, vs []Volume) {
+	c.push("mounts")
+	if len(ms) > MaxVolumesPerPod {
+		c.badf("more than %d mounts", MaxVolumesPerPod)
+	}
+	for i := range ms {
+		m := &ms[i]
+		c.pushIndex(i)
+		switch {
+		case m.Volume == "":
+			c.badAt("volume", "is required")
+		case !slices.ContainsFunc(vs, func(v Volume) bool { return v.Name == m.Volume }):
+			c.badAtf("volume", "names no volume of the pod: %q", m.Volume)
+		}
+		switch {
+		case m.Path == "":
+			c.badAt("path", "is required")
+		case m.Path[0] == '/' && hostPathProblem(m.Path) == "" && !hasControl(m.Path) && len(m.Path) <= MaxStringLen:
+			if r := reservedDir(m.Path); r != "" {
+				c.badAtf("path", "%q is on or below %s, which the node provides", m.Path, r)
+			}
+			if slices.ContainsFunc(ms[:i], func(o Mount) bool { return o.Path == m.Path }) {
+				c.badAtf("path", "two mounts on %q", m.Path)
+			}
+		default:
+			c.hostPath("path", m.Path)
+		}
+		c.pop()
+	}
+	c.pop()
+}
+
+// reservedDir returns the reserved directory clean path p is on or below,
+// or "".
+func reservedDir(p string) string {
+	for _, r := range reservedMountDirs {
+		if p == r || strings.HasPrefix(p, r+"/") {
+			return r
+		}
+	}
+	return ""
 }
 
 func (c *checker) image(im *Image) {

@@ -28,16 +28,20 @@ const (
 	cmdStopCapTasks  byte = 11
 )
 
-// commandVersion 6: an update command's reports name their node only
+// commandVersion 7: a pod's share-PID bool became a flags byte that may
+// announce its network mode, volumes and mounts (appendPodStorage), and
+// reasons 10 to 12 have codes; a spec of 5 or 6 decodes as it did; 6: an
+// update command's reports name their node only
 // where it changes, carry their reason as a code (reasonCode), and not the
 // nodelet's clock, which apply never read; 5: a submit command's specs are
 // one block, compressed when large (appendSpecBlock); 4: specs carry
 // JobSpec.Appmaster; 3: submit commands carry binary specs (2: NDJSON).
-const commandVersion = 6
+const commandVersion = 7
 
 // oldestCommandVersion is the oldest version Apply reads, so that a log
-// written by the release before replays: version 5 commands differ from
-// 6's only in the update command, whose decoder reads both.
+// written by the releases before replays: version 5 commands differ from
+// 6's only in the update command, whose decoder reads both, and 6's from
+// 7's only in what 7's specs and reasons may hold besides.
 const oldestCommandVersion = 5
 
 func newCommand(tag byte, now time.Time, size int) *enc {

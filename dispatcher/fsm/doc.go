@@ -63,10 +63,12 @@
 // jobs deletes ranges (one per prefix for each run of numbers all
 // forgotten); what each node holds is derived from the task records by
 // Load, not stored. Every record but the plain numbers (s/, m/, i/, N/)
-// and the markers (f/) starts with a version byte: 1, 3 for job
-// records (binary spec since 2, appmaster since 3), 2 for submit records
-// (a block of specs), node records (no generation) and task records (up
-// to 64 tasks); Load rejects any
+// and the markers (f/) starts with a version byte: 1, 4 for job
+// records (binary spec since 2, appmaster since 3, pod networks and
+// volumes since 4), 3 for submit records (a block of specs since 2, pod
+// networks and volumes since 3), 2 for node records (no generation), 3
+// for task records (up to 64 tasks); Load reads the job and submit records
+// of the version before too (their specs decode alike), and rejects any
 // other version with ErrCorrupt.
 //
 // # In memory
@@ -117,7 +119,9 @@
 // declaration order, strings length-prefixed, integers and durations as
 // varints, pointers behind a presence byte, maps in sorted key order, empty
 // collections decoding as nil as api.DecodeJobs reads what encoding/json
-// writes. A submit command is a count and each spec length-prefixed, with
+// writes; a pod's network mode, volumes and its containers' mounts follow
+// its flags byte only when one is set (appendPodStorage), so a pod without
+// them encodes as before they existed. A submit command is a count and each spec length-prefixed, with
 // its defaults applied: SubmitJobs validates the specs with
 // api.ValidateJobs before it encodes them, so an invalid spec is never
 // proposed, and apply trusts them (validating again on every replica cost a

@@ -1301,9 +1301,10 @@ func readReports(d *dec, version byte, rs []report) []report {
 // order is part of the command format: append only.
 // Code 9, api.ReasonImageDenied, is newer than version 6 itself: a log
 // written before it spells that reason out after a 0, which internReason
-// reads as this constant.
+// reads as this constant. Codes 10 to 12 came with version 7.
 var knownReasons = [...]api.TaskReason{api.ReasonStarted, api.ReasonExited, api.ReasonOOMKilled, api.ReasonMemoryKiller,
-	api.ReasonStartFailed, api.ReasonStopped, api.ReasonTimeLimit, api.ReasonLost, api.ReasonImageDenied}
+	api.ReasonStartFailed, api.ReasonStopped, api.ReasonTimeLimit, api.ReasonLost, api.ReasonImageDenied,
+	api.ReasonNetworkDenied, api.ReasonVolumeDenied, api.ReasonScratchFull}
 
 // reasonCode is r's code in an update command: its index in knownReasons
 // plus one, or 0 for a reason spelled out after it.

@@ -56,18 +56,21 @@ const taskRecordVersion = 3
 // each; the most one change costs is taskChunk tasks' bytes.
 const taskChunk = 64
 
-// jobRecordVersion is the first byte of a job record. 3: the spec has
-// JobSpec.Appmaster; 2: the spec in the binary encoding of spec_codec.go
-// (1 held it as JSON).
-const jobRecordVersion = 3
+// jobRecordVersion is the first byte of a job record. 4: the spec's pods
+// may have network modes, volumes and mounts (appendPodStorage), and Load
+// reads 3's alike; 3: the spec has JobSpec.Appmaster; 2: the spec in the
+// binary encoding of spec_codec.go (1 held it as JSON).
+const jobRecordVersion = 4
 
 // nodeRecordVersion is the first byte of a node record. 2: the target
 // generation is in a record of its own (prefixGen).
 const nodeRecordVersion = 2
 
-// submitRecordVersion is the first byte of a submit record. 2: the specs
-// are a block, compressed when large (appendSpecBlock).
-const submitRecordVersion = 2
+// submitRecordVersion is the first byte of a submit record. 3: the specs'
+// pods may have network modes, volumes and mounts, and Load reads 2's
+// alike; 2: the specs are a block, compressed when large
+// (appendSpecBlock).
+const submitRecordVersion = 3
 
 // taskKey identifies a task: its job's number, its group's index in the job
 // and its index in the group.

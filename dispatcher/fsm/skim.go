@@ -141,13 +141,66 @@ func skimPod(s string, i int) (api.Capacity, int) {
 		}
 		c.Ports += int64(ports)
 	}
-	_, i = readBool(s, i) // share PID
+	if uint(i) >= uint(len(s)) || s[i]&^(podSharePID|podStorage) != 0 {
+		return c, -1
+	}
+	storage := s[i]&podStorage != 0
+	i++
+	if storage {
+		var disk int64
+		disk, i = skimStorage(s, i, n)
+		c.Disk += disk
+	}
 	var sim bool
 	if sim, i = readBool(s, i); sim {
 		_, i = readVarint(s, i)
 		_, i = readInt32(s, i)
 	}
 	return c, i
+}
+
+// skimStorage reads a pod's storage (appendPodStorage) at s[i:], for a pod
+// of containers containers, and returns its scratch volumes' sizes.
+func skimStorage(s string, i, containers int) (int64, int) {
+	var mode string
+	mode, i = readStr(s, i)
+	empty := mode == ""
+	var disk int64
+	n, i := readCount(s, i, 2)
+	empty = empty && n == 0
+	for range n {
+		i = skipStr(s, i) // name
+		if uint(i) >= uint(len(s)) {
+			return 0, -1
+		}
+		kinds := s[i]
+		i++
+		if kinds&^(volumeScratch|volumeHostPath) != 0 {
+			return 0, -1
+		}
+		if kinds&volumeScratch != 0 {
+			var v int64
+			v, i = readVarint(s, i)
+			disk += v
+		}
+		if kinds&volumeHostPath != 0 {
+			i = skipStr(s, i)
+			_, i = readBool(s, i)
+		}
+	}
+	for range containers {
+		n, i = readCount(s, i, 3)
+		empty = empty && n == 0
+		for range n {
+			i = skipStr(s, i) // volume
+			i = skipStr(s, i) // path
+			_, i = readBool(s, i)
+		}
+	}
+	if empty {
+		return 0, -1
+	}
+	return disk, i
 }
 
 // The skim's primitives read at s[i:] and return what they read and the

@@ -75,11 +75,84 @@ func appendSpec(e *enc, s *api.JobSpec) {
 		for k := range g.Pod.Containers {
 			appendContainer(e, &g.Pod.Containers[k])
 		}
-		e.bool(g.Pod.SharePID)
+		appendPodStorage(e, &g.Pod)
 		e.bool(g.Pod.Sim != nil)
 		if sim := g.Pod.Sim; sim != nil {
 			e.varint(int64(sim.RunTime))
 			e.varint(int64(sim.ExitCode))
+		}
+	}
+}
+
+// A pod's flags byte, where a spec written before pods had networks and
+// volumes held the bool SharePID: such a spec decodes as it did, and a pod
+// without a network mode, volumes or mounts still encodes as it did.
+const (
+	podSharePID byte = 1 << 0
+	// podStorage says the flags byte is followed by the pod's network
+	// mode, its volumes, and each container's mounts, not all empty.
+	podStorage byte = 1 << 1
+)
+
+// A volume's kinds byte in a pod's storage: which of its sources follow.
+const (
+	volumeScratch  byte = 1 << 0
+	volumeHostPath byte = 1 << 1
+)
+
+// hasStorage reports whether p has a network mode, volumes or mounts.
+func hasStorage(p *api.PodSpec) bool {
+	if p.Network.Mode != "" || len(p.Volumes) > 0 {
+		return true
+	}
+	for i := range p.Containers {
+		if len(p.Containers[i].Mounts) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// appendPodStorage appends p's flags byte and, with podStorage, its
+// network mode, volumes and each container's mounts.
+func appendPodStorage(e *enc, p *api.PodSpec) {
+	var flags byte
+	if p.SharePID {
+		flags |= podSharePID
+	}
+	if !hasStorage(p) {
+		e.byte(flags)
+		return
+	}
+	e.byte(flags | podStorage)
+	e.str(p.Network.Mode)
+	e.uvarint(uint64(len(p.Volumes)))
+	for i := range p.Volumes {
+		v := &p.Volumes[i]
+		e.str(v.Name)
+		var kinds byte
+		if v.Scratch != nil {
+			kinds |= volumeScratch
+		}
+		if v.HostPath != nil {
+			kinds |= volumeHostPath
+		}
+		e.byte(kinds)
+		if v.Scratch != nil {
+			e.varint(v.Scratch.Size)
+		}
+		if v.HostPath != nil {
+			e.str(v.HostPath.Path)
+			e.bool(v.HostPath.ReadOnly)
+		}
+	}
+	for i := range p.Containers {
+		ms := p.Containers[i].Mounts
+		e.uvarint(uint64(len(ms)))
+		for _, m := range ms {
+			e.str(m.Volume)
+			e.str(m.Path)
+			e.bool(m.ReadOnly)
 		}
 	}
 }
@@ -305,10 +378,64 @@ func (sd *specDecoder) decodePod(d *dec, p *api.PodSpec) {
 			sd.decodeContainer(d, &p.Containers[k])
 		}
 	}
-	p.SharePID = decodeBool(d)
+	flags := d.byte()
+	if flags&^(podSharePID|podStorage) != 0 {
+		d.fail("pod flags")
+		return
+	}
+	p.SharePID = flags&podSharePID != 0
+	if flags&podStorage != 0 {
+		sd.decodeStorage(d, p)
+	}
 	if decodeBool(d) {
 		p.Sim = &api.SimSpec{RunTime: api.Duration(d.varint()), ExitCode: decodeInt32(d)}
 	}
+}
+
+// decodeStorage decodes what appendPodStorage wrote after a flags byte
+// with podStorage.
+func (sd *specDecoder) decodeStorage(d *dec, p *api.PodSpec) {
+	p.Network.Mode = internMode(d.str())
+	if n := d.count(2); n > 0 {
+		p.Volumes = make([]api.Volume, n)
+		for i := range p.Volumes {
+			v := &p.Volumes[i]
+			v.Name = d.str()
+			kinds := d.byte()
+			if kinds&^(volumeScratch|volumeHostPath) != 0 {
+				d.fail("volume kinds")
+				return
+			}
+			if kinds&volumeScratch != 0 {
+				v.Scratch = &api.ScratchVolume{Size: d.varint()}
+			}
+			if kinds&volumeHostPath != 0 {
+				v.HostPath = &api.HostPathVolume{Path: d.str(), ReadOnly: decodeBool(d)}
+			}
+		}
+	}
+	for k := range p.Containers {
+		if n := d.count(3); n > 0 {
+			c := &p.Containers[k]
+			c.Mounts = make([]api.Mount, n)
+			for i := range c.Mounts {
+				c.Mounts[i] = api.Mount{Volume: d.str(), Path: d.str(), ReadOnly: decodeBool(d)}
+			}
+		}
+	}
+	if d.err == nil && !hasStorage(p) {
+		d.fail("pod storage (empty)")
+	}
+}
+
+// internMode returns the api constant equal to m, or m.
+func internMode(m string) string {
+	for _, c := range api.NetworkModes {
+		if m == c {
+			return c
+		}
+	}
+	return m
 }
 
 // The fewest bytes a task group's and a container's encodings take: one for

@@ -287,6 +287,7 @@ func (g specGen) job() api.JobSpec {
 			tg.Pod.Containers = append(tg.Pod.Containers, g.container(k))
 		}
 		tg.Pod.SharePID = g.maybe()
+		g.storage(&tg.Pod)
 		if g.maybe() {
 			tg.Pod.Sim = &api.SimSpec{}
 			if g.maybe() {
@@ -296,6 +297,33 @@ func (g specGen) job() api.JobSpec {
 		j.Tasks = append(j.Tasks, tg)
 	}
 	return j
+}
+
+// storage gives p, some of the time, a network mode, volumes, and its
+// containers mounts of them.
+func (g specGen) storage(p *api.PodSpec) {
+	if g.maybe() {
+		return
+	}
+	p.Network.Mode = []string{"", api.NetworkBridge, api.NetworkHost, api.NetworkNone}[g.r.IntN(4)]
+	for i := range g.r.IntN(3) {
+		v := api.Volume{Name: fmt.Sprintf("vol-%d", i)}
+		if g.maybe() {
+			v.Scratch = &api.ScratchVolume{Size: g.r.Int64N(api.MaxDisk) + 1}
+		} else {
+			v.HostPath = &api.HostPathVolume{Path: "/srv/" + g.name("data"), ReadOnly: g.maybe()}
+		}
+		p.Volumes = append(p.Volumes, v)
+	}
+	if len(p.Volumes) == 0 {
+		return
+	}
+	for k := range p.Containers {
+		for i := range g.r.IntN(3) {
+			m := api.Mount{Volume: p.Volumes[g.r.IntN(len(p.Volumes))].Name, Path: fmt.Sprintf("/mnt/m%d", i), ReadOnly: g.maybe()}
+			p.Containers[k].Mounts = append(p.Containers[k].Mounts, m)
+		}
+	}
 }
 
 // uniq drops repeats from vs, keeping nil nil and empty empty.
@@ -558,7 +586,7 @@ func TestLoadRejectsUnknownJobRecord(t *testing.T) {
 	cases := []badRecord{
 		{"job record version 1 (JSON)", jobRec, func([]byte) []byte { return append([]byte{1, 2, 0}, `{"name":"j","tasks":[]}`...) }},
 		{"job record version 2", jobRec, func(good []byte) []byte { return append([]byte{2}, good[1:]...) }},
-		{"job record version 4", jobRec, func(good []byte) []byte { return append([]byte{4}, good[1:]...) }},
+		{"job record version 5", jobRec, func(good []byte) []byte { return append([]byte{5}, good[1:]...) }},
 		{"job record truncated", jobRec, func(good []byte) []byte { return good[:len(good)-1] }},
 		{"submit record of no jobs", plainRec, func([]byte) []byte { return []byte{submitRecordVersion, 2, 0, specsPlain} }},
 		{"submit record overlapping another", string(appendSubmitKey(nil, 2)), func([]byte) []byte { return st.m[plainRec] }},
@@ -567,7 +595,7 @@ func TestLoadRejectsUnknownJobRecord(t *testing.T) {
 	for _, sub := range []struct{ name, key string }{{"plain", plainRec}, {"compressed", s2Rec}} {
 		for _, c := range []badRecord{
 			{"version 1", sub.key, func(good []byte) []byte { return append([]byte{1}, good[1:]...) }},
-			{"version 3", sub.key, func(good []byte) []byte { return append([]byte{3}, good[1:]...) }},
+			{"version 4", sub.key, func(good []byte) []byte { return append([]byte{4}, good[1:]...) }},
 			{"truncated", sub.key, func(good []byte) []byte { return good[:len(good)-1] }},
 			{"with a byte more", sub.key, func(good []byte) []byte { return append(slices.Clone(good), 0) }},
 			{"claiming a job more than it holds", sub.key, func(good []byte) []byte {
@@ -588,6 +616,18 @@ func TestLoadRejectsUnknownJobRecord(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { st.loadRefuses(t, tc.key, tc.rec(st.m[tc.key])) })
+	}
+	// The versions before the current ones differ only in what their
+	// specs cannot hold: records written by the release before load alike.
+	for _, key := range []string{jobRec, plainRec, s2Rec} {
+		st.m[key] = append([]byte{st.m[key][0] - 1}, st.m[key][1:]...)
+	}
+	older := New()
+	if err := older.Load(st); err != nil {
+		t.Fatalf("Load of the previous record versions: %v", err)
+	}
+	if a, b := f.dump(), older.dump(); a != b {
+		t.Fatalf("state loaded from the previous record versions differs:\nlive:\n%s\nloaded:\n%s", a, b)
 	}
 }
 
@@ -843,5 +883,42 @@ func TestSubmitCommandBlocks(t *testing.T) {
 				t.Errorf("%d jobs, a command %s: the state changed:\n%s", tc.jobs, name, after)
 			}
 		}
+	}
+}
+
+// TestSpecCodecPodFlags checks the pod's flags byte: a pod without a
+// network mode, volumes or mounts encodes its SharePID as the bool it was
+// before pods had them (so earlier logs decode as they did), and a flags
+// byte announcing empty storage, or with an unknown bit, is corrupt to the
+// decoder and the skim alike.
+func TestSpecCodecPodFlags(t *testing.T) {
+	s := api.JobSpec{Name: "j", Tasks: []api.TaskGroupSpec{{Name: "g", Count: 1, Pod: api.PodSpec{
+		Containers: []api.ContainerSpec{{Name: "c", Command: []string{"/x"}}}, SharePID: true}}}}
+	var e enc
+	appendSpec(&e, &s)
+	b := e.b
+	if flags, sim := b[len(b)-2], b[len(b)-1]; flags != 1 || sim != 0 {
+		t.Fatalf("pod flags %d and sim %d at the end of %x, want 1 (SharePID's bool) and 0", flags, sim, b)
+	}
+	for name, tail := range map[string][]byte{
+		"empty storage": {podSharePID | podStorage, 0, 0, 0, 0},
+		"unknown flag":  {1 << 2, 0},
+	} {
+		bad := append(bytes.Clone(b[:len(b)-2]), tail...)
+		d := dec{b: bad}
+		decodeSpec(&d)
+		if err := d.done("spec"); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: decoder: %v, want ErrCorrupt", name, err)
+		}
+		checkSkim(t, bad)
+	}
+	s.Tasks[0].Pod.Volumes = []api.Volume{{Name: "v", Scratch: &api.ScratchVolume{Size: 5 << 30}}}
+	s.Tasks[0].Pod.Containers[0].Resources.Disk = 1 << 30
+	e = enc{}
+	appendSpec(&e, &s)
+	checkSkim(t, e.b)
+	_, _, groups, ok := skimSpec(string(e.b), nil)
+	if !ok || groups[0].demand.Disk != 6<<30 {
+		t.Fatalf("skim read disk demand %d (ok %v), want the container's and the scratch volume's, %d", groups[0].demand.Disk, ok, 6<<30)
 	}
 }

@@ -129,11 +129,14 @@ func TestUpdateCommandVersions(t *testing.T) {
 		return q
 	}
 	running := []Report{{Node: "n1", TaskReport: &api.TaskReport{TaskID: "j1/0/0/1", State: api.TaskRunning, Reason: api.ReasonStarted, Time: now}}}
-	for _, version := range []byte{5, commandVersion} {
+	for _, version := range []byte{5, 6, commandVersion} {
 		q := setup(t)
 		cmd := UpdateTasks(now, running)
-		if version == 5 {
+		switch version {
+		case 5:
 			cmd = updateTasksV5(now, running, 0)
+		case 6:
+			cmd[1] = 6 // 7 changed specs and added reasons, not this report
 		}
 		res, err := DecodeUpdateResult(q.apply(cmd))
 		if err != nil || res.Applied != 1 {
@@ -156,7 +159,7 @@ func TestUpdateCommandVersions(t *testing.T) {
 		cmd  []byte
 	}{
 		{"version 4", with(1, 4)},
-		{"version 7", with(1, 7)},
+		{"a version past the newest", with(1, commandVersion+1)},
 		{"a reason code past the known", with(reason, byte(len(knownReasons)+1))},
 		{"a spelled-out reason cut short", with(reason, 0, 9)},
 		{"a node name past the end", with(node, 100)},
@@ -179,7 +182,8 @@ func TestUpdateCommandVersions(t *testing.T) {
 // as a log written before the code had it.
 func TestReasonCodes(t *testing.T) {
 	want := []api.TaskReason{api.ReasonStarted, api.ReasonExited, api.ReasonOOMKilled, api.ReasonMemoryKiller,
-		api.ReasonStartFailed, api.ReasonStopped, api.ReasonTimeLimit, api.ReasonLost, api.ReasonImageDenied}
+		api.ReasonStartFailed, api.ReasonStopped, api.ReasonTimeLimit, api.ReasonLost, api.ReasonImageDenied,
+		api.ReasonNetworkDenied, api.ReasonVolumeDenied, api.ReasonScratchFull}
 	if len(knownReasons) != len(want) {
 		t.Fatalf("%d known reasons, want %d", len(knownReasons), len(want))
 	}

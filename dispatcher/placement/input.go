@@ -115,7 +115,8 @@ type Input struct {
 }
 
 // Demand returns what one task of pod needs: the sum of its containers'
-// resources, each fixed or named port counting one port.
+// resources, each fixed or named port counting one port, and its scratch
+// volumes' sizes counting as disk.
 func Demand(pod api.PodSpec) api.Capacity {
 	var d api.Capacity
 	for _, c := range pod.Containers {
@@ -124,6 +125,11 @@ func Demand(pod api.PodSpec) api.Capacity {
 		d.GPUs += c.Resources.GPUs
 		d.Disk += c.Resources.Disk
 		d.Ports += int64(len(c.Resources.Ports))
+	}
+	for _, v := range pod.Volumes {
+		if v.Scratch != nil {
+			d.Disk += v.Scratch.Size
+		}
 	}
 	return d
 }

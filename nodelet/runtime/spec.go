@@ -59,7 +59,7 @@ type PodSpec struct {
 }
 
 // ResourceMount is where a container sees its pod's ResourceDir.
-const ResourceMount = "/run/sluice"
+const ResourceMount = api.ResourceMountDir
 
 // SimSpec is how a simulated pod behaves: it runs for RunTime and exits
 // with ExitCode.
