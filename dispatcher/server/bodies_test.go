@@ -317,9 +317,9 @@ func zeros(t testing.TB, enc string, n int, zopts ...zstd.EOption) []byte {
 // TestDecompressionBombs sends gzip and zstd bodies of a little over a
 // hundred KiB that decompress to 96 MiB, four of each at once, to a
 // server whose bodies may hold MinBodyMemory: each is answered 413, or
-// 503 when the others hold the memory, and the heap grows by less than
-// three times the bound; alone, each is answered 413; the memory is
-// given back.
+// 503 when the others hold the memory (all eight may be, when they
+// decompress in step), and the heap grows by less than three times the
+// bound; alone, each is answered 413; the memory is given back.
 // A zstd frame whose window is over ZstdMaxWindow is refused before it is
 // decoded.
 func TestDecompressionBombs(t *testing.T) {
@@ -392,9 +392,6 @@ func TestDecompressionBombs(t *testing.T) {
 	heap, rss := w.end()
 	t.Logf("%d gzip and %d zstd bombs at once: %v; heap grew %.1f MiB at the peak, RSS %.1f MiB",
 		each, each, got, float64(heap)/(1<<20), float64(rss)/(1<<20))
-	if got["gzip"][413]+got["zstd"][413] == 0 {
-		t.Errorf("no bomb was answered 413: %v", got)
-	}
 	// The bound counts what bodies hold, not the buffers they grew out of,
 	// nor the garbage of those refused, and the collector lets the heap
 	// grow by its live memory before it runs: the heap's peak is a few
