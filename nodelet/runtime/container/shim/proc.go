@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -13,6 +14,16 @@ import (
 
 // What a shim and the container runtime both do with containers and their
 // processes, whichever of the two creates the containers.
+
+// The main goroutine keeps the main thread to itself, in every process
+// that creates containers (the runtime's, and the shim). libcontainer
+// joins each new container's mount namespace from a goroutine locked to
+// its thread, and leaves the Go runtime to end that thread after; on the
+// main thread, which the Go runtime never ends, the process would stay in
+// that namespace for its life, keeping every mount of it (the pod's image
+// overlays and scratch filesystems, and their loop devices) after the pod
+// was removed.
+func init() { runtime.LockOSThread() }
 
 // firstStart holds back concurrent container starts in a process until
 // one has set its cgroup limits: libcontainer's cgroup v1 controllers
