@@ -135,6 +135,10 @@ type Exit struct {
 	OOMKilled bool
 	// Containers has each container's own exit, in spec order.
 	Containers []ContainerExit
+	// ScratchFull names the pod's scratch volumes that were full (or
+	// nearly) when it ended, so that a failure can be put down to them;
+	// empty normally.
+	ScratchFull []string
 	// Err is why the exit is incomplete or the pod failed around its
 	// processes (for example ErrExitUnknown), nil normally.
 	Err error

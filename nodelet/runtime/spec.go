@@ -49,6 +49,10 @@ type PodSpec struct {
 	// that a file replaced by a rename is seen anew in the containers.
 	// Runtimes without containers ignore it.
 	ResourceDir string
+	// Volumes are the pod's storage, which its containers mount
+	// (ContainerSpec.Mounts). Runtimes without containers check them and
+	// make nothing.
+	Volumes []Volume
 	// Env is added, as KEY=value, to the environment of every container
 	// of the pod, after the container's own Env: the node's identity of
 	// the pod (api.EnvTaskID and the others). Runtimes keep it with the
@@ -60,6 +64,46 @@ type PodSpec struct {
 
 // ResourceMount is where a container sees its pod's ResourceDir.
 const ResourceMount = api.ResourceMountDir
+
+// Volume is storage of a pod that its containers mount: scratch space
+// made for the pod, or a host directory (or file). Exactly one of
+// ScratchSize and HostPath is set.
+type Volume struct {
+	// Name identifies the volume within its pod; the rules of a pod ID
+	// apply.
+	Name string
+	// ScratchSize, when positive, makes the volume scratch: an empty
+	// filesystem of this many bytes made for the pod, shared by its
+	// containers and removed with it. A write past the size fails
+	// (ENOSPC) and does not reach the host's other files.
+	ScratchSize int64
+	// HostPath, when set, makes the volume a host directory or file
+	// bind-mounted into the containers: a clean absolute path, below
+	// HostRoot, whose symbolic links the caller has resolved.
+	HostPath string
+	// HostRoot is the directory HostPath lies below, one of the node's
+	// volume roots after symbolic links; required with HostPath. A
+	// runtime that mounts opens HostPath from HostRoot without leaving
+	// it, so that what it mounts is below HostRoot even when the path
+	// was changed after the caller resolved it.
+	HostRoot string
+	// ReadOnly makes every mount of the volume read-only.
+	ReadOnly bool
+}
+
+// Mount shows a volume of the pod in a container.
+type Mount struct {
+	// Volume names a volume of the pod.
+	Volume string
+	// Path is where the container sees it: a clean absolute path other
+	// than "/", outside /proc, /sys and /dev.
+	Path string
+	// ReadOnly makes this mount read-only (a read-only volume is anyway).
+	ReadOnly bool
+}
+
+// IsScratch reports whether v is a scratch volume.
+func (v *Volume) IsScratch() bool { return v.ScratchSize > 0 }
 
 // SimSpec is how a simulated pod behaves: it runs for RunTime and exits
 // with ExitCode.
@@ -90,6 +134,9 @@ type ContainerSpec struct {
 	ReadOnlyRootfs bool
 	// Ports the container listens on, recorded for the agent.
 	Ports []api.Port
+	// Mounts show volumes of the pod in the container, each at its own
+	// path.
+	Mounts []Mount
 }
 
 // User is a numeric identity inside the container.
@@ -243,6 +290,7 @@ func (s *PodSpec) Validate() error {
 			e.Add(fmt.Sprintf("env[%d]", i), "must be KEY=value")
 		}
 	}
+	s.validateVolumes(&e)
 	if s.Sim != nil {
 		if s.Sim.RunTime < 0 {
 			e.Add("sim.run_time", "must not be negative")
@@ -304,12 +352,83 @@ func (s *PodSpec) Validate() error {
 		if c.User != nil && (c.User.UID < 0 || c.User.GID < 0) {
 			e.Add(f()+".user", "uid and gid must not be negative")
 		}
+		for j := range c.Mounts {
+			s.validateMount(&e, c, j, f)
+		}
 	}
 	if len(e.Problems) == 0 {
 		return nil // e stays on the stack
 	}
 	out := e
 	return &out
+}
+
+// validateVolumes records the problems of s's volumes in e.
+func (s *PodSpec) validateVolumes(e *SpecError) {
+	if s.Placeholder && len(s.Volumes) > 0 {
+		e.Add("volumes", "a placeholder has no volumes")
+	}
+	for i := range s.Volumes {
+		v := &s.Volumes[i]
+		f := func() string { return fmt.Sprintf("volumes[%d]", i) }
+		if msg := CheckName(v.Name); msg != "" {
+			e.Add(f()+".name", "%s", msg)
+		} else if slices.ContainsFunc(s.Volumes[:i], func(o Volume) bool { return o.Name == v.Name }) {
+			e.Add(f()+".name", "duplicate volume name %q", v.Name)
+		}
+		switch {
+		case v.ScratchSize < 0:
+			e.Add(f()+".scratch_size", "must not be negative")
+		case v.ScratchSize > 0 && v.HostPath != "":
+			e.Add(f(), "must be only one of scratch and host path")
+		case v.ScratchSize == 0 && v.HostPath == "":
+			e.Add(f(), "must be scratch (a positive size) or a host path")
+		case v.HostPath != "":
+			switch {
+			case !cleanAbs(v.HostPath):
+				e.Add(f()+".host_path", "must be a clean absolute path, not %q", v.HostPath)
+			case !cleanAbs(v.HostRoot):
+				e.Add(f()+".host_root", "must be a clean absolute path, not %q", v.HostRoot)
+			case !within(v.HostRoot, v.HostPath):
+				e.Add(f()+".host_path", "%s is not below its root %s", v.HostPath, v.HostRoot)
+			}
+		}
+	}
+}
+
+// validateMount records the problems of mount j of container c in e; f
+// is the container's field path.
+func (s *PodSpec) validateMount(e *SpecError, c *ContainerSpec, j int, f func() string) {
+	m := &c.Mounts[j]
+	fm := func() string { return fmt.Sprintf("%s.mounts[%d]", f(), j) }
+	if !slices.ContainsFunc(s.Volumes, func(v Volume) bool { return v.Name == m.Volume }) {
+		e.Add(fm()+".volume", "no volume %q in the pod", m.Volume)
+	}
+	switch {
+	case !cleanAbs(m.Path):
+		e.Add(fm()+".path", "must be a clean absolute path, not %q", m.Path)
+	case m.Path == "/":
+		e.Add(fm()+".path", "must not be the container's root")
+	case within("/proc", m.Path) || within("/sys", m.Path) || within("/dev", m.Path):
+		e.Add(fm()+".path", "%s: a container's /proc, /sys and /dev are the runtime's", m.Path)
+	case s.ResourceDir != "" && within(ResourceMount, m.Path):
+		e.Add(fm()+".path", "%s: %s holds the pod's resource file", m.Path, ResourceMount)
+	case slices.ContainsFunc(c.Mounts[:j], func(o Mount) bool { return o.Path == m.Path }):
+		e.Add(fm()+".path", "another mount of the container is at %s", m.Path)
+	}
+}
+
+// cleanAbs reports whether p is a clean absolute path.
+func cleanAbs(p string) bool { return path.IsAbs(p) && path.Clean(p) == p }
+
+// within reports whether clean absolute path p is dir or lies below it,
+// by name (no symbolic link is read).
+func within(dir, p string) bool {
+	if dir == "/" {
+		return true
+	}
+	rest, ok := strings.CutPrefix(p, dir)
+	return ok && (rest == "" || rest[0] == '/')
 }
 
 // cleanCgroupPath reports whether p is empty or a clean cgroup path: no
