@@ -2,6 +2,7 @@ package container
 
 import (
 	"path"
+	"slices"
 
 	"github.com/opencontainers/cgroups"
 	devconfig "github.com/opencontainers/cgroups/devices/config"
@@ -61,7 +62,7 @@ func cgroupPath(parent, id, member string) string {
 // whose sandbox process is sandboxPid. The container joins the sandbox's
 // network, IPC and UTS namespaces, and its PID namespace when the pod
 // shares one; otherwise it has a PID namespace of its own.
-func containerConfig(spec *runtime.PodSpec, parent string, c *runtime.ContainerSpec, rootfs string, sandboxPid int, defaultPids int64) *configs.Config {
+func containerConfig(spec *runtime.PodSpec, parent string, c *runtime.ContainerSpec, rootfs, podDir string, sandboxPid int, defaultPids int64) *configs.Config {
 	const mountFlags = unix.MS_NOEXEC | unix.MS_NOSUID | unix.MS_NODEV
 	ns := func(kind string) string { return "/proc/" + itoa(sandboxPid) + "/ns/" + kind }
 	rules := []*devconfig.Rule{{Type: devconfig.WildcardDevice, Major: devconfig.Wildcard, Minor: devconfig.Wildcard, Permissions: "rwm", Allow: false}}
@@ -94,6 +95,16 @@ func containerConfig(spec *runtime.PodSpec, parent string, c *runtime.ContainerS
 		// replaced by renames, which a bind of the file would not see.
 		mounts = append(mounts, &configs.Mount{Source: spec.ResourceDir, Destination: runtime.ResourceMount, Device: "bind",
 			Flags: unix.MS_BIND | unix.MS_RDONLY | mountFlags})
+	}
+	for _, m := range c.Mounts {
+		i := slices.IndexFunc(spec.Volumes, func(v runtime.Volume) bool { return v.Name == m.Volume })
+		flags := unix.MS_BIND | unix.MS_NOSUID | unix.MS_NODEV
+		if spec.Volumes[i].ReadOnly || m.ReadOnly {
+			flags |= unix.MS_RDONLY
+		}
+		// From the volume's mount point in the pod's directory, where
+		// the runtime made the scratch filesystem or bound the host path.
+		mounts = append(mounts, &configs.Mount{Source: volumeDir(podDir, m.Volume), Destination: m.Path, Device: "bind", Flags: flags})
 	}
 	return &configs.Config{
 		Rootfs:          rootfs,

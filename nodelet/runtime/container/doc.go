@@ -82,12 +82,63 @@
 // directory is the caller's: Remove leaves it. An image without /run gets
 // the mount point made in it, as for any mount.
 //
+// # Volumes
+//
+// Each volume of a pod (runtime.PodSpec.Volumes) is mounted once on the
+// host, at volumes/NAME in the pod's state directory, before the
+// containers are created; each mount of a container
+// (runtime.ContainerSpec.Mounts) binds it from there, nosuid and nodev,
+// read-only when the volume or the mount says so.
+//
+// A scratch volume is an ext4 filesystem on a loop device over an image
+// file, Config.ScratchDir/<pod ID>/NAME.img, of the volume's size
+// (at least MinScratchSize), allocated in full with fallocate. Of the
+// three ways to bound a directory's size, this one was chosen because a
+// scratch volume's size is the pod's disk demand, which placement counts
+// against the disk the node advertises: a tmpfs would hold the data in
+// memory, charged to the pod's memory limit and the node's memory, not its
+// disk; a project quota needs the state directory's filesystem mounted
+// with quotas (prjquota on ext4 and XFS), which a node cannot assume. A
+// loop-mounted image needs only loop devices and mkfs.ext4, bounds the
+// pod's writes exactly (a write past the size fails with ENOSPC inside the
+// pod's own filesystem, and no other pod's or the host's files are
+// touched), and, allocated in full, cannot meet a full host disk later.
+// The filesystem's own metadata takes 2 to 4% of it. The image is made
+// without a journal (a scratch volume does not outlive its pod or a host
+// crash), with no blocks reserved for root and with lazily initialised
+// inode tables, so that a pod with scratch starts a few milliseconds
+// later than one without. The loop device is attached with autoclear and
+// direct I/O: it goes when the filesystem is unmounted, and the image's
+// pages are not cached twice. When the pod ends, the Exit names each
+// scratch volume that is full (under 1/64 of it or 1 MiB free, whichever
+// is less, or no inode free), so that a failure can be put down to it.
+// Remove unmounts the volumes (lazily, so the loop device goes as soon as
+// no process holds the filesystem) and removes the images; New removes
+// the images of pods its state directory no longer has (after a reboot,
+// which took the mounts).
+//
+// A host path volume is a bind mount of the host path, which the caller
+// (the nodelet) checked against its volume roots
+// (runtime.ResolveHostPath): the runtime opens it from Volume.HostRoot
+// with filepath-securejoin's OpenInRoot (openat2 with RESOLVE_IN_ROOT
+// where the kernel has it), which resolves every component, symbolic
+// links included, without leaving the root, and mounts that handle
+// (through /proc/self/fd). The guarantee: what a container sees is a
+// directory or file below the root at the time of the mount, even if a
+// component of the path was swapped for a link after the check; a path
+// that no longer opens within the root fails the start with
+// runtime.ErrVolumeDenied. The bind is not recursive: mounts below the
+// host path are not shown. What is not guaranteed: a host process that can
+// write below a root can still move the mounted directory elsewhere after
+// the mount, as with any bind mount.
+//
 // # State
 //
 // Config.StateDir holds a directory per pod: pod.json (the spec), the
 // sandbox's PID and start time, "started" once Start completed, the
 // libcontainer state of each container, the overlay of each container of
-// an OCI image (rootfs/NAME), exit-NAME.json as each container ends, exit.json when the pod has ended, and logs/NAME.log (stdout and
+// an OCI image (rootfs/NAME), the mount point of each volume
+// (volumes/NAME), exit-NAME.json as each container ends, exit.json when the pod has ended, and logs/NAME.log (stdout and
 // stderr of a container, append-only, capped by rotating to NAME.log.1).
 // Pods do not depend on the Runtime: containers and sandboxes are watched
 // through pidfds, so a Runtime that closes, or a nodelet that restarts,
@@ -105,7 +156,11 @@
 //   - Every goroutine (one per running container, and the log janitor)
 //     ends when its container does or when Close is called.
 //   - Remove deletes the state directory, the logs and the pod's cgroup in
-//     every hierarchy.
+//     every hierarchy, and unmounts the pod's volumes and deletes its
+//     scratch images.
+//   - A process that creates containers keeps its main thread out of
+//     their mount namespaces (package shim), so that no mount of a
+//     removed pod is kept alive in it.
 //
 // # Usage
 //

@@ -51,6 +51,12 @@ type Config struct {
 	// runtime.ErrImageDenied error. Each is a clean absolute path other
 	// than "/" (runtime.CheckImageRoots). Default: ImageDir alone.
 	ImageRoots []string
+	// ScratchDir holds the filesystem image of each scratch volume,
+	// ScratchDir/<pod ID>/<volume>.img, allocated in full: put it on the
+	// disk the node advertises. A Runtime removes what it finds there of
+	// pods its StateDir does not have, so every Runtime needs its own.
+	// Default StateDir/.scratch.
+	ScratchDir string
 	// Logger receives what the runtime does in the background. Default:
 	// discarded.
 	Logger *slog.Logger
@@ -88,6 +94,9 @@ func (c *Config) setDefaults() {
 	if c.ImageDir == "" {
 		c.ImageDir = DefaultImageDir
 	}
+	if c.ScratchDir == "" {
+		c.ScratchDir = filepath.Join(c.StateDir, ".scratch")
+	}
 	if len(c.ImageRoots) == 0 {
 		c.ImageRoots = []string{c.ImageDir}
 	}
@@ -104,6 +113,7 @@ type Runtime struct {
 	cfg     Config
 	images  *imageCache
 	cpusets *cpusetParents
+	mkfs    string // mkfs.ext4, "" if the host has none
 	shimMu  sync.Mutex
 	shim    *shimClient   // guarded by shimMu; nil: containers are created in this process
 	stop    chan struct{} // closed by Close
@@ -136,7 +146,7 @@ func New(cfg Config) (*Runtime, error) {
 		cfg.Logger.Warn("state directory is inside the binary's directory: every container start copies the binary",
 			"state_dir", cfg.StateDir, "binary", exe)
 	}
-	r := &Runtime{cfg: cfg, stop: make(chan struct{}), images: &imageCache{root: cfg.ImageDir}, cpusets: newCpusetParents()}
+	r := &Runtime{cfg: cfg, stop: make(chan struct{}), images: &imageCache{root: cfg.ImageDir}, cpusets: newCpusetParents(), mkfs: findMkfs()}
 	if cfg.Shim != "" {
 		sh, err := startShim(cfg.Shim)
 		if err != nil {
@@ -164,6 +174,7 @@ func New(cfg Config) (*Runtime, error) {
 		}
 		r.mu.pods[p.id] = p
 	}
+	r.removeOrphanScratch(r.mu.pods)
 	r.wg.Add(1)
 	go r.janitor()
 	return r, nil
@@ -305,6 +316,11 @@ func (r *Runtime) validate(spec *runtime.PodSpec) ([]string, error) {
 			e.Add("resource_dir", "%s is not a directory", d)
 		}
 	}
+	for i := range spec.Volumes {
+		if spec.Volumes[i].IsScratch() && r.mkfs == "" {
+			e.Add(fmt.Sprintf("volumes[%d].scratch", i), "scratch volumes need mkfs.ext4, which this host lacks")
+		}
+	}
 	images := make([]string, len(spec.Containers))
 	for i := range spec.Containers {
 		c := &spec.Containers[i]
@@ -425,6 +441,9 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.PodSpec) (err error) {
 		}
 	}
 	if err := writeJSON(filepath.Join(dir, recordFile), p.rec); err != nil {
+		return err
+	}
+	if err := r.setupVolumes(p); err != nil {
 		return err
 	}
 	rootfs := make([]string, len(spec.Containers))
@@ -560,7 +579,7 @@ func (r *Runtime) createContainer(p *pod, c *runtime.ContainerSpec, rootfs strin
 	req := shim.Request{
 		Root:   filepath.Join(p.dir, lcDir),
 		ID:     c.Name,
-		Config: containerConfig(&p.rec.Spec, p.rec.CgroupParent, c, rootfs, p.nsPid, r.cfg.DefaultPids),
+		Config: containerConfig(&p.rec.Spec, p.rec.CgroupParent, c, rootfs, p.dir, p.nsPid, r.cfg.DefaultPids),
 		Args:   c.Args,
 		Env:    withDefaultEnv(slices.Concat(c.Env, p.rec.Spec.Env)),
 		Cwd:    c.WorkingDir,
@@ -794,6 +813,7 @@ func (r *Runtime) finish(p *pod) {
 	if e.Code < 0 {
 		e.Err = runtime.ErrExitUnknown
 	}
+	e.ScratchFull = scratchFull(p)
 	for _, c := range p.containers {
 		if c.lc != nil {
 			if err := c.lc.Destroy(); err != nil {

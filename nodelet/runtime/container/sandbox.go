@@ -202,6 +202,10 @@ func (r *Runtime) cleanup(id, parent string) error {
 		errs = append(errs, err)
 		return errors.Join(errs...) // never remove through a mount
 	}
+	if err := r.unmountVolumes(id, dir); err != nil {
+		errs = append(errs, err)
+		return errors.Join(errs...)
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		errs = append(errs, err)
 	}

@@ -21,7 +21,8 @@
 //	waitgone TEXT   wait (up to 10s) until no other process's arguments hold TEXT
 //	                and those waitproc TEXT found are reaped
 //	write FILE TEXT write TEXT to FILE, replacing it
-//	waitfile FILE TEXT  wait (up to 10s) until FILE holds TEXT, and print it
+//	fill FILE BYTES write BYTES zero bytes to FILE, replacing it, and sync it
+//	waitfile FILE TEXT  wait (up to 10s) until FILE exists and holds TEXT, and print it
 //	waitchange FILE wait (up to 10s) until FILE's content changes, and print "changed: " and it
 //
 // As PID 1 of its container it has no default signal actions, so it exits
@@ -30,6 +31,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -175,13 +177,27 @@ func main() {
 		case "write":
 			f, text := arg(), arg()
 			check(os.WriteFile(f, []byte(text), 0o644))
+		case "fill":
+			f, n := arg(), atoi(arg())
+			out, err := os.Create(f)
+			check(err)
+			buf := make([]byte, 64<<10)
+			for n > 0 {
+				w, err := out.Write(buf[:min(n, len(buf))])
+				check(err)
+				n -= w
+			}
+			check(out.Sync())
+			check(out.Close())
 		case "waitfile":
 			f, text := arg(), arg()
 			end := time.Now().Add(10 * time.Second)
 			for {
 				b, err := os.ReadFile(f)
-				check(err)
-				if strings.Contains(string(b), text) {
+				if !errors.Is(err, os.ErrNotExist) {
+					check(err)
+				}
+				if err == nil && strings.Contains(string(b), text) {
 					os.Stdout.Write(b)
 					break
 				}
