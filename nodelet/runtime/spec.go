@@ -158,11 +158,16 @@ type Resources struct {
 // api spec is expected to have been decoded or defaulted by api, so that
 // container names are set. A container without Args shares its Command
 // (capped: an append copies), so the result must not be changed.
+//
+// Host path volumes come as the api spec names them, with no HostRoot:
+// the caller resolves them against its volume roots (ResolveHostPath)
+// before a runtime sees them, and Validate refuses them until then.
 func FromAPI(id string, generation int64, cgroupParent string, p *api.PodSpec) PodSpec {
 	s := PodSpec{ID: id, Generation: generation, CgroupParent: cgroupParent, SharePID: p.SharePID}
 	if p.Sim != nil {
 		s.Sim = &SimSpec{RunTime: p.Sim.RunTime.Std(), ExitCode: int(p.Sim.ExitCode)}
 	}
+	s.Volumes = VolumesFromAPI(p.Volumes)
 	if len(p.Containers) > 0 {
 		s.Containers = make([]ContainerSpec, len(p.Containers))
 	}
@@ -179,6 +184,13 @@ func FromAPI(id string, generation int64, cgroupParent string, p *api.PodSpec) P
 			},
 			Ports: slices.Clone(c.Resources.Ports),
 		}
+		if len(c.Mounts) > 0 {
+			m := make([]Mount, len(c.Mounts))
+			for j, am := range c.Mounts {
+				m[j] = Mount{Volume: am.Volume, Path: am.Path, ReadOnly: am.ReadOnly}
+			}
+			s.Containers[i].Mounts = m
+		}
 		// A nodelet converts every pod it starts; sorting the keys of
 		// an empty environment took a third of the conversion.
 		if len(c.Env) > 0 {
@@ -190,6 +202,25 @@ func FromAPI(id string, generation int64, cgroupParent string, p *api.PodSpec) P
 		}
 	}
 	return s
+}
+
+// VolumesFromAPI converts a pod's api volumes, as FromAPI does; nil for
+// none.
+func VolumesFromAPI(vols []api.Volume) []Volume {
+	if len(vols) == 0 {
+		return nil
+	}
+	out := make([]Volume, len(vols))
+	for i, v := range vols {
+		out[i].Name = v.Name
+		if v.Scratch != nil {
+			out[i].ScratchSize = v.Scratch.Size
+		}
+		if v.HostPath != nil {
+			out[i].HostPath, out[i].ReadOnly = v.HostPath.Path, v.HostPath.ReadOnly
+		}
+	}
+	return out
 }
 
 // args is a container's command line: its Command, and its Args after.

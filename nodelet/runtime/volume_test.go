@@ -140,3 +140,24 @@ func TestValidateVolumes(t *testing.T) {
 		t.Errorf("placeholder with volumes: %v", err)
 	}
 }
+
+func TestFromAPIVolumes(t *testing.T) {
+	p := &api.PodSpec{
+		Volumes: []api.Volume{
+			{Name: "work", Scratch: &api.ScratchVolume{Size: 1 << 30}},
+			{Name: "data", HostPath: &api.HostPathVolume{Path: "/srv/data", ReadOnly: true}},
+		},
+		Containers: []api.ContainerSpec{{Name: "c", Image: api.Image{Rootfs: "/i"}, Command: []string{"/x"},
+			Mounts: []api.Mount{{Volume: "work", Path: "/work"}, {Volume: "data", Path: "/data", ReadOnly: true}}}},
+	}
+	s := runtime.FromAPI("p", 1, "", p)
+	wantV := []runtime.Volume{{Name: "work", ScratchSize: 1 << 30}, {Name: "data", HostPath: "/srv/data", ReadOnly: true}}
+	wantM := []runtime.Mount{{Volume: "work", Path: "/work"}, {Volume: "data", Path: "/data", ReadOnly: true}}
+	if !slices.Equal(s.Volumes, wantV) || !slices.Equal(s.Containers[0].Mounts, wantM) {
+		t.Errorf("FromAPI: volumes %+v, mounts %+v", s.Volumes, s.Containers[0].Mounts)
+	}
+	// Unresolved, the host path does not validate.
+	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "volumes[1].host_root") {
+		t.Errorf("Validate of an unresolved host path: %v", err)
+	}
+}
