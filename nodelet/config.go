@@ -71,6 +71,14 @@ type Config struct {
 	// ResourceDir), at runtime.ResourceMount. A clean absolute path;
 	// default "": no resource files.
 	ResourceDir string
+	// VolumeRoots are the host directories below which pods may mount
+	// host paths (api.HostPathVolume): a path below none, leading out of
+	// its root through a symbolic link, or mounted writable below a root
+	// that is not Writable fails its task at once with
+	// api.ReasonVolumeDenied (runtime.ResolveHostPath). Each is a clean
+	// absolute path other than "/", given once. Default none: every host
+	// path is refused.
+	VolumeRoots []runtime.VolumeRoot
 	// Logger receives what the agent does. Default: discarded.
 	Logger *slog.Logger
 	// Now is the clock of reports and start times. Default time.Now.
@@ -133,6 +141,18 @@ func (c *Config) Validate() error {
 	}
 	if d := c.ResourceDir; d != "" && (!path.IsAbs(d) || path.Clean(d) != d) {
 		add("ResourceDir %q must be a clean absolute path", d)
+	}
+	seen := map[string]bool{}
+	for _, r := range c.VolumeRoots {
+		switch {
+		case !path.IsAbs(r.Path) || path.Clean(r.Path) != r.Path:
+			add("VolumeRoots: %q must be a clean absolute path", r.Path)
+		case r.Path == "/":
+			add("VolumeRoots: %q must not be the host's root", r.Path)
+		case seen[r.Path]:
+			add("VolumeRoots: %q given twice", r.Path)
+		}
+		seen[r.Path] = true
 	}
 	if c.Overcommit != nil && c.Overcommit.Cgroups == nil {
 		add("Overcommit.Cgroups is required when Overcommit is set")

@@ -42,11 +42,19 @@
 //     count, attempt, node, dispatcher URLs), after its own Env.
 //   - A pod that ended, or failed to start, is not started again while the
 //     target keeps it: the dispatcher retries tasks, not the agent.
+//   - Host path volumes are resolved against Config.VolumeRoots before the
+//     runtime sees the pod, whichever runtime it is
+//     (runtime.ResolveHostPath): a path below no root, leading out of its
+//     root through a symbolic link, or mounted writable below a read-only
+//     root is never started.
 //   - Reports: running; exited (succeeded, or failed with the code);
-//     OOM-killed; killed by the memory killer with its reason; failed to
-//     start with the error (reason "image_denied" when the runtime refused
-//     an image outside the host's image roots, runtime.ErrImageDenied, else
-//     "start_failed"); lost when the exit status is unknown. They are
+//     failed with reason "scratch_full" when it exited non-zero with a
+//     scratch volume full (runtime.Exit.ScratchFull); OOM-killed; killed
+//     by the memory killer with its reason; failed to start with the error
+//     (reason "image_denied" when the runtime refused an image outside the
+//     host's image roots, runtime.ErrImageDenied; "volume_denied" when the
+//     node or the runtime refused a host path, runtime.ErrVolumeDenied;
+//     else "start_failed"); lost when the exit status is unknown. They are
 //     delivered at least once and in order; an ended pod is removed from
 //     the runtime only after its final report is acknowledged, so a crash
 //     loses nothing.

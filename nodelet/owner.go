@@ -573,6 +573,9 @@ func (o *owner) spec(d DesiredPod) runtime.PodSpec {
 		s.ID, s.Generation, s.CgroupParent, s.SharePID = d.ID, d.Generation, parent, d.Pod.SharePID
 		s.Placeholder, s.InPod = d.Capbox, d.InCapbox
 		s.Env = identityEnv(o.node, o.addr, &d)
+		if len(d.Pod.Volumes) > 0 || len(s.Volumes) > 0 {
+			s.Volumes = runtime.VolumesFromAPI(d.Pod.Volumes)
+		}
 		return s
 	}
 	s := runtime.FromAPI(d.ID, d.Generation, parent, &d.Pod)
@@ -603,6 +606,9 @@ func (o *owner) start(s *slot, d DesiredPod) {
 	err := o.check(d)
 	if err == nil {
 		spec = o.spec(d)
+		err = o.a.resolveVolumes(&spec)
+	}
+	if err == nil {
 		err = o.a.prepareResources(&spec, &d)
 	}
 	if err != nil {
@@ -849,12 +855,17 @@ func (o *owner) handle(ev event) {
 
 // reportStartFailed queues the report of a pod that could not start:
 // failed with api.ReasonImageDenied when the runtime refused an image of
-// it (runtime.ErrImageDenied), else with api.ReasonStartFailed.
+// it (runtime.ErrImageDenied), api.ReasonVolumeDenied when the node or the
+// runtime refused a host path (runtime.ErrVolumeDenied), else with
+// api.ReasonStartFailed.
 func (o *owner) reportStartFailed(d DesiredPod, err error) {
 	p := &pod{want: d}
 	reason := api.ReasonStartFailed
-	if errors.Is(err, runtime.ErrImageDenied) {
+	switch {
+	case errors.Is(err, runtime.ErrImageDenied):
 		reason = api.ReasonImageDenied
+	case errors.Is(err, runtime.ErrVolumeDenied):
+		reason = api.ReasonVolumeDenied
 	}
 	o.report(p, api.TaskFailed, reason, 0, err.Error())
 }
@@ -878,6 +889,8 @@ func (o *owner) reportExit(p *pod) {
 		state, reason = api.TaskFailed, api.ReasonOOMKilled
 	case e.Err != nil:
 		state, reason, msg = api.TaskLost, api.ReasonLost, e.Err.Error()
+	case e.Code != 0 && len(e.ScratchFull) > 0:
+		state, reason, msg = api.TaskFailed, api.ReasonScratchFull, scratchFullMessage(&p.want.Pod, e)
 	case e.Code == 0:
 		state, reason = api.TaskSucceeded, api.ReasonExited
 	default:
