@@ -31,6 +31,8 @@ type devFlags struct {
 	data               string
 	runtime            string
 	imageRoots         []string
+	volumeRoots        []string
+	disk               string
 	nodes, simNodes    int
 	nodeCPU, nodeMem   string
 	simCPU, simMem     string
@@ -51,7 +53,8 @@ temporary directory) serving the HTTP API, --nodes nodelets in the default
 pool and --sim-nodes simulated nodelets in the pool "sim". The nodes of the
 default pool run real containers when --runtime is container (the default
 as root) and are simulated otherwise; they run images only from below
---image-roots (where 'make demo' builds the examples' image).
+--image-roots (where 'make demo' builds the examples' image), and mount
+host paths only from below --volume-roots.
 
 With --submit it submits the job files given (files, or directories whose
 *.json and *.ndjson files are taken) through the HTTP API and shows their
@@ -81,6 +84,8 @@ submitted job has ended. That is what 'make demo' runs.`,
 	fl.StringVar(&f.data, "data", "", "data directory (default: a temporary directory, removed at exit)")
 	fl.StringVar(&f.runtime, "runtime", defRuntime, "runtime of the default pool's nodes: container or sim")
 	fl.StringSliceVar(&f.imageRoots, "image-roots", []string{devImageRoot}, "with --runtime container: directories pods' images must lie below, comma-separated")
+	fl.StringSliceVar(&f.volumeRoots, "volume-roots", nil, "host directories the default pool's pods may mount host paths from, comma-separated: PATH read-only, PATH:rw writable (default: none, every host path refused)")
+	fl.StringVar(&f.disk, "disk", "", `disk of each default-pool node for scratch volumes and disk requests, such as "10Gi" (default: the free space of its state directory's filesystem)`)
 	fl.IntVar(&f.nodes, "nodes", 2, "nodes in the default pool")
 	fl.IntVar(&f.simNodes, "sim-nodes", 4, "simulated nodes in the pool \"sim\"")
 	fl.StringVar(&f.nodeCPU, "node-cpu", "2", "CPU of each default-pool node")
@@ -423,16 +428,23 @@ func startDevNodes(ctx context.Context, f devFlags, dir, addr string, logger *sl
 	if err != nil {
 		return stop, err
 	}
+	var disk int64
+	if f.disk != "" {
+		if disk, err = api.ParseBytes(f.disk); err != nil || disk <= 0 {
+			return stop, usageError{fmt.Errorf("--disk: %q is not a positive byte quantity", f.disk)}
+		}
+	}
 	type node struct {
 		name, runtime, pool string
-		cpu, mem            int64
+		cpu, mem, disk      int64
+		volumeRoots         []string
 	}
 	var nodes []node
 	for i := range f.nodes {
-		nodes = append(nodes, node{fmt.Sprintf("node-%d", i+1), f.runtime, "", cpu, mem})
+		nodes = append(nodes, node{fmt.Sprintf("node-%d", i+1), f.runtime, "", cpu, mem, disk, f.volumeRoots})
 	}
 	for i := range f.simNodes {
-		nodes = append(nodes, node{fmt.Sprintf("sim-%d", i+1), "sim", "sim", simCPU, simMem})
+		nodes = append(nodes, node{fmt.Sprintf("sim-%d", i+1), "sim", "sim", simCPU, simMem, 0, nil})
 	}
 	for _, n := range nodes {
 		var roots []string
@@ -441,7 +453,8 @@ func startDevNodes(ctx context.Context, f devFlags, dir, addr string, logger *sl
 		}
 		s, err := startNodelet(ctx, nodeletConfig{
 			dispatchers: []string{addr}, name: n.name, runtime: n.runtime, pool: n.pool,
-			stateDir: filepath.Join(dir, n.name), imageRoots: roots, cpu: n.cpu, memory: n.mem, removePods: true,
+			stateDir: filepath.Join(dir, n.name), imageRoots: roots, volumeRoots: n.volumeRoots,
+			cpu: n.cpu, memory: n.mem, disk: n.disk, removePods: true,
 			retainExited: 10 * time.Minute,
 		}, logger)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/nodelet"
@@ -54,6 +55,16 @@ type nodeletConfig struct {
 	// after symbolic links, or its task fails with api.ReasonImageDenied.
 	// Container runtime only. Default stateDir/images.
 	imageRoots []string
+	// volumeRoots are the host directories pods may mount host paths
+	// from, each "PATH" (read-only) or "PATH:rw" (writable); see
+	// nodelet.Config.VolumeRoots. Default none: host paths are refused.
+	// resolve parses them into roots.
+	volumeRoots []string
+	roots       []runtime.VolumeRoot
+	// disk is the node's disk capacity in bytes, which scratch volumes
+	// and containers' disk requests are placed against. Default: the free
+	// space of stateDir's filesystem when the nodelet starts.
+	disk int64
 	// listen is the log server's address. Default "127.0.0.1:0".
 	listen string
 	// advertise is the address advertised as NodeSpec.Address. Default:
@@ -148,6 +159,21 @@ func (c *nodeletConfig) resolve() error {
 	case c.runtime == "container":
 		c.imageRoots = []string{filepath.Join(c.stateDir, "images")}
 	}
+	roots, err := runtime.ParseVolumeRoots(c.volumeRoots)
+	if err != nil {
+		bad("volume roots: %w", err)
+	}
+	c.roots = roots
+	switch {
+	case c.disk < 0:
+		bad("disk: must not be negative, got %d", c.disk)
+	case c.disk == 0:
+		free, err := freeSpace(c.stateDir)
+		if err != nil {
+			bad("disk: give it, reading the free space of the state dir failed: %w", err)
+		}
+		c.disk = free
+	}
 	if c.listen == "" {
 		c.listen = remote.DefaultLogAddr
 	}
@@ -196,15 +222,33 @@ func (c *nodeletConfig) resolve() error {
 
 // spec is the NodeSpec the nodelet registers, advertising addr.
 func (c *nodeletConfig) spec(addr string) api.NodeSpec {
-	capacity := api.Capacity{CPU: c.cpu, Memory: c.memory}
+	capacity := api.Capacity{CPU: c.cpu, Memory: c.memory, Disk: c.disk}
 	scale := func(v int64) int64 { return int64(float64(v) * c.offlineOvercommit) }
+	// Disk is not overcommitted: what a pod writes stays until it ends.
 	return api.NodeSpec{
 		Name: c.name, Address: addr, Pool: c.pool, Labels: c.labels,
 		Capacity: capacity,
 		Allocatable: api.Allocatable{
 			Online:  capacity,
-			Offline: api.Capacity{CPU: scale(c.cpu), Memory: scale(c.memory)},
+			Offline: api.Capacity{CPU: scale(c.cpu), Memory: scale(c.memory), Disk: c.disk},
 		},
+	}
+}
+
+// freeSpace is the space unprivileged writers have free on the filesystem
+// of dir, or of its nearest existing ancestor when dir is not there yet.
+func freeSpace(dir string) (int64, error) {
+	for {
+		var st unix.Statfs_t
+		err := unix.Statfs(dir, &st)
+		if err == nil {
+			return int64(st.Bavail) * st.Bsize, nil
+		}
+		parent := filepath.Dir(dir)
+		if !errors.Is(err, unix.ENOENT) || parent == dir {
+			return 0, fmt.Errorf("statfs %s: %w", dir, err)
+		}
+		dir = parent
 	}
 }
 
@@ -238,6 +282,7 @@ func (c *nodeletConfig) newRuntime(logger *slog.Logger) (rt runtime.Runtime, clo
 		StateDir:   filepath.Join(c.stateDir, "pods"),
 		ImageDir:   filepath.Join(c.stateDir, "images"),
 		ImageRoots: c.imageRoots,
+		ScratchDir: filepath.Join(c.stateDir, "scratch"),
 		Logger:     logger,
 		Shim:       c.shim,
 	})
@@ -331,7 +376,7 @@ func startNodelet(ctx context.Context, cfg nodeletConfig, logger *slog.Logger) (
 	agent, err := nodelet.New(nodelet.Config{
 		Node: cfg.name, Runtime: rt, Dispatcher: d, Addr: strings.Join(cfg.dispatchers, ","),
 		MaxConcurrentStarts: cfg.maxStarts, RetainExited: cfg.retainExited,
-		CgroupRoot: cfg.cgroupRoot, Overcommit: oc, ResourceDir: cfg.resourceDir(), Logger: logger,
+		CgroupRoot: cfg.cgroupRoot, Overcommit: oc, ResourceDir: cfg.resourceDir(), VolumeRoots: cfg.roots, Logger: logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("nodelet: %w", err)
@@ -433,9 +478,9 @@ func removeAllPods(rt runtime.Runtime) error {
 // nodeletFlags are the flags of `sluice nodelet` that need parsing into
 // nodeletConfig.
 type nodeletFlags struct {
-	cfg         nodeletConfig
-	cpu, memory string
-	logLevel    string
+	cfg               nodeletConfig
+	cpu, memory, disk string
+	logLevel          string
 }
 
 func newNodeletCmd() *cobra.Command {
@@ -454,6 +499,10 @@ leave idle, under watermarks, and are killed when host memory runs short.
 The container runtime runs a pod's images (rootfs and oci_layout paths)
 only from below --image-roots, after symbolic links, and never the host's
 root; a pod naming another image fails as image_denied without starting.
+Pods mount host paths only from below --volume-roots (none by default),
+read-only unless the root is given as PATH:rw; any other host path fails
+its task as volume_denied. Scratch volumes are filesystem images in
+--state-dir, placed against --disk (default: the free space there).
 It runs until interrupted; pods of the container runtime keep running for
 the next nodelet to adopt.
 
@@ -461,6 +510,7 @@ Every flag can also be set by its SLUICE_* environment variable
 (--offline-overcommit is SLUICE_OFFLINE_OVERCOMMIT).`,
 		Example: `  sluice nodelet --dispatcher http://10.0.0.1:8080 --listen :7070 --pool batch
   sluice nodelet --image-roots /srv/images,/var/lib/sluice/images
+  sluice nodelet --volume-roots /srv/data,/srv/out:rw --disk 500Gi
   sluice nodelet --runtime sim --name sim-1 --cpu 64 --memory 256Gi`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -481,6 +531,8 @@ Every flag can also be set by its SLUICE_* environment variable
 	fl.StringVar(&f.cfg.runtime, "runtime", defaultRuntime(), "pod runtime: container or sim")
 	fl.StringVar(&f.cfg.stateDir, "state-dir", defaultNodeletStateDir, "directory of the container runtime's pod state and images")
 	fl.StringSliceVar(&f.cfg.imageRoots, "image-roots", nil, "directories pods' images (rootfs and oci_layout paths) must lie below, after symbolic links, comma-separated; others fail as image_denied (default: --state-dir's images; container runtime)")
+	fl.StringSliceVar(&f.cfg.volumeRoots, "volume-roots", nil, "host directories pods may mount host paths from, comma-separated: PATH read-only, PATH:rw writable; others fail as volume_denied (default: none, every host path refused)")
+	fl.StringVar(&f.disk, "disk", "", `disk capacity for scratch volumes and disk requests, such as "500Gi" (default: the free space of --state-dir's filesystem)`)
 	fl.StringVar(&f.cfg.shim, "shim", "", "sluice-shim binary to create containers through (default: sluice-shim beside this binary; without one, containers are created in this process)")
 	fl.StringVar(&f.cfg.listen, "listen", remote.DefaultLogAddr, "address the log server listens on")
 	fl.StringVar(&f.cfg.advertise, "advertise", "", "log server address to advertise, host:port (default: --listen's)")
@@ -509,6 +561,11 @@ func (f *nodeletFlags) parse() error {
 	if f.memory != "" {
 		if f.cfg.memory, err = api.ParseBytes(f.memory); err != nil || f.cfg.memory == 0 {
 			errs = append(errs, fmt.Errorf("--memory: want a positive byte quantity such as 8Gi, got %q", f.memory))
+		}
+	}
+	if f.disk != "" {
+		if f.cfg.disk, err = api.ParseBytes(f.disk); err != nil || f.cfg.disk == 0 {
+			errs = append(errs, fmt.Errorf("--disk: want a positive byte quantity such as 500Gi, got %q", f.disk))
 		}
 	}
 	if f.cfg.offlineOvercommit <= 0 {

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/nodelet/remote/remotetest"
 )
@@ -30,7 +32,7 @@ func TestStartNodeletSim(t *testing.T) {
 	cfg := nodeletConfig{
 		dispatchers: []string{stub.URL}, tokenFile: tokenFile, name: "n1", runtime: "sim",
 		pool: "p", labels: map[string]string{"zone": "a"},
-		cpu: 2000, memory: 1 << 30, offlineOvercommit: 2,
+		cpu: 2000, memory: 1 << 30, disk: 10 << 30, offlineOvercommit: 2,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), nodeletWait)
 	defer cancel()
@@ -48,9 +50,9 @@ func TestStartNodeletSim(t *testing.T) {
 	if !ok || regs != 1 {
 		t.Fatalf("node registered %d times (%v), want once", regs, ok)
 	}
-	want := api.Capacity{CPU: 2000, Memory: 1 << 30}
+	want := api.Capacity{CPU: 2000, Memory: 1 << 30, Disk: 10 << 30}
 	if spec.Pool != "p" || spec.Labels["zone"] != "a" || spec.Capacity != want || spec.Allocatable.Online != want ||
-		spec.Allocatable.Offline != (api.Capacity{CPU: 4000, Memory: 2 << 30}) || !strings.HasPrefix(spec.Address, "127.0.0.1:") {
+		spec.Allocatable.Offline != (api.Capacity{CPU: 4000, Memory: 2 << 30, Disk: 10 << 30}) || !strings.HasPrefix(spec.Address, "127.0.0.1:") {
 		t.Errorf("registered %+v", spec)
 	}
 
@@ -159,6 +161,8 @@ func TestNodeletCommandUsage(t *testing.T) {
 		{"nodelet", "--memory", "0", "--runtime", "sim"},
 		{"nodelet", "--offline-overcommit", "-1", "--runtime", "sim"},
 		{"nodelet", "--runtime", "vm", "--cpu", "1", "--memory", "1Gi"},
+		{"nodelet", "--disk", "0", "--runtime", "sim"},
+		{"nodelet", "--disk", "lots", "--runtime", "sim"},
 	} {
 		var out bytes.Buffer
 		ctx := context.Background()
@@ -267,5 +271,56 @@ func TestNodeletImageRootsChecked(t *testing.T) {
 	cfg = nodeletConfig{runtime: "sim", stateDir: "/var/lib/sluice/n1", cpu: 1000, memory: 1 << 30}
 	if err := cfg.resolve(); err != nil || cfg.imageRoots != nil {
 		t.Errorf("sim image roots %v (%v), want none", cfg.imageRoots, err)
+	}
+}
+
+func TestNodeletVolumeRootsChecked(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--volume-roots", "/srv/data,/"}, `volume root "/": must not be the host's root`},
+		{[]string{"--volume-roots", "data"}, `volume root "data": must be a clean absolute path`},
+		{[]string{"--volume-roots", "/srv/out:rwx"}, `volume root "/srv/out:rwx": the mode after ':' must be rw or ro`},
+		{[]string{"--volume-roots", "/srv/a,/srv/a:rw"}, `volume root "/srv/a:rw": given twice`},
+	} {
+		var out bytes.Buffer
+		args := append([]string{"nodelet", "--dispatcher", "http://127.0.0.1:1", "--runtime", "sim", "--cpu", "1", "--memory", "1Gi"}, tc.args...)
+		err := run(context.Background(), args, &out, &out)
+		if code := exitCode(context.Background(), err); code != exitUsage || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v = %v (exit %d); want a usage error containing %q", tc.args, err, code, tc.want)
+		}
+	}
+	cfg := nodeletConfig{runtime: "sim", stateDir: t.TempDir(), cpu: 1000, memory: 1 << 30, volumeRoots: []string{"/srv/data", "/srv/out:rw"}}
+	if err := cfg.resolve(); err != nil || len(cfg.roots) != 2 || cfg.roots[0].Writable || !cfg.roots[1].Writable {
+		t.Errorf("volume roots %+v (%v)", cfg.roots, err)
+	}
+}
+
+// TestNodeletDiskDefault: without --disk a node advertises the free space
+// of its state directory's filesystem (of the nearest ancestor there is,
+// before the directory is made), in both tiers.
+func TestNodeletDiskDefault(t *testing.T) {
+	dir := t.TempDir()
+	cfg := nodeletConfig{runtime: "sim", stateDir: filepath.Join(dir, "not", "yet"), cpu: 1000, memory: 1 << 30}
+	if err := cfg.resolve(); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	free := int64(st.Bavail) * st.Bsize
+	// Others write to the same filesystem meanwhile: within 1 GiB.
+	if d := cfg.disk - free; cfg.disk <= 0 || d > 1<<30 || d < -(1<<30) {
+		t.Errorf("default disk %d, free space %d", cfg.disk, free)
+	}
+	spec := cfg.spec("127.0.0.1:1")
+	if spec.Capacity.Disk != cfg.disk || spec.Allocatable.Online.Disk != cfg.disk || spec.Allocatable.Offline.Disk != cfg.disk {
+		t.Errorf("spec disk: %+v", spec)
+	}
+	cfg = nodeletConfig{runtime: "sim", stateDir: dir, cpu: 1000, memory: 1 << 30, disk: -1}
+	if err := cfg.resolve(); err == nil || !strings.Contains(err.Error(), "disk: must not be negative") {
+		t.Errorf("negative disk: %v", err)
 	}
 }
