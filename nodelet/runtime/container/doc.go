@@ -110,8 +110,13 @@
 // later than one without. The loop device is attached with autoclear and
 // direct I/O: it goes when the filesystem is unmounted, and the image's
 // pages are not cached twice. When the pod ends, the Exit names each
-// scratch volume that is full (under 1/64 of it or 1 MiB free, whichever
-// is less, or no inode free), so that a failure can be put down to it.
+// scratch volume found full, so that a failure can be put down to it: one
+// with under 1/64 of it or 1 MiB free (whichever is less) or no inode
+// free; or, when the pod failed, one whose mount path a container named in
+// a "no space left on device" line of the end of its output, since ext4
+// refuses a write larger than what is free before writing any of it and
+// leaves the filesystem as empty as it was. A program that frees its
+// scratch after a failed write and says nothing of it is not caught.
 // Remove unmounts the volumes (lazily, so the loop device goes as soon as
 // no process holds the filesystem) and removes the images; New removes
 // the images of pods its state directory no longer has (after a reboot,

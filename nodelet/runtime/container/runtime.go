@@ -813,7 +813,7 @@ func (r *Runtime) finish(p *pod) {
 	if e.Code < 0 {
 		e.Err = runtime.ErrExitUnknown
 	}
-	e.ScratchFull = scratchFull(p)
+	e.ScratchFull = scratchFull(p, e.Code)
 	for _, c := range p.containers {
 		if c.lc != nil {
 			if err := c.lc.Destroy(); err != nil {

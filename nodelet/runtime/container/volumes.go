@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	pathrs "github.com/cyphar/filepath-securejoin/pathrs-lite"
@@ -253,12 +254,18 @@ func (r *Runtime) removeOrphanScratch(pods map[string]*pod) {
 	}
 }
 
-// scratchFull returns the names of p's scratch volumes that are full:
-// less than 1/64 of the filesystem or 1 MiB free, whichever is smaller,
-// or no inode free. A write that failed for want of space leaves less
-// than one write's worth.
-func scratchFull(p *pod) []string {
+// scratchFull returns the names of p's scratch volumes found full when
+// it ended: with less than 1/64 of the filesystem or 1 MiB free (whichever
+// is smaller) or no inode free; or, when the pod failed (code not 0),
+// named with "no space left on device" on a line of the last 64 KiB a
+// container wrote, by the path the container mounts the volume at. The
+// second catches a write refused whole: ext4 refuses a write larger than
+// what is free before writing any of it, so the filesystem is left as
+// empty as it was.
+func scratchFull(p *pod, code int) []string {
 	var full []string
+	var lines []string // ENOSPC lines of the containers' output, read once
+	read := false
 	for _, v := range p.rec.Spec.Volumes {
 		if !v.IsScratch() {
 			continue
@@ -270,9 +277,77 @@ func scratchFull(p *pod) []string {
 		total, free := st.Blocks*uint64(st.Bsize), st.Bavail*uint64(st.Bsize)
 		if free < min(total/64, 1<<20) || st.Ffree == 0 {
 			full = append(full, v.Name)
+			continue
+		}
+		if code == 0 {
+			continue
+		}
+		if !read {
+			lines, read = enospcLines(p), true
+		}
+		if mentionsMount(lines, p.rec.Spec.Containers, v.Name) {
+			full = append(full, v.Name)
 		}
 	}
 	return full
+}
+
+// logTail is how much of the end of each container's output scratchFull
+// reads.
+const logTail = 64 << 10
+
+// enospcLines returns the lines of the last logTail bytes of each of p's
+// containers' output that say "no space left on device" (any case).
+func enospcLines(p *pod) []string {
+	var out []string
+	for _, c := range podContainers(&p.rec.Spec) {
+		f, err := os.Open(filepath.Join(p.dir, logsDir, c.Name+".log"))
+		if err != nil {
+			continue
+		}
+		buf := make([]byte, logTail)
+		var n int
+		if st, err := f.Stat(); err == nil {
+			n, _ = f.ReadAt(buf, max(0, st.Size()-logTail))
+		}
+		f.Close()
+		for line := range strings.SplitSeq(string(buf[:n]), "\n") {
+			if strings.Contains(strings.ToLower(line), "no space left on device") {
+				out = append(out, line)
+			}
+		}
+	}
+	return out
+}
+
+// mentionsMount reports whether a line names a path at or below where a
+// container mounts volume: the mount's path, not inside a longer path.
+func mentionsMount(lines []string, cs []runtime.ContainerSpec, volume string) bool {
+	const around = " '\"`:,()[]"
+	for _, c := range cs {
+		for _, m := range c.Mounts {
+			if m.Volume != volume {
+				continue
+			}
+			for _, l := range lines {
+				for from := 0; ; {
+					i := strings.Index(l[from:], m.Path)
+					if i < 0 {
+						break
+					}
+					i += from
+					end := i + len(m.Path)
+					before := i == 0 || strings.IndexByte(around, l[i-1]) >= 0
+					after := end == len(l) || l[end] == '/' || strings.IndexByte(around, l[end]) >= 0
+					if before && after {
+						return true
+					}
+					from = i + 1
+				}
+			}
+		}
+	}
+	return false
 }
 
 // findMkfs returns the mkfs.ext4 on PATH or in /usr/sbin or /sbin, or ""
