@@ -8,6 +8,9 @@
 //	                           primes up to N (retrying the connection for 10s)
 //	workload shard N           count the primes in this task's shard of 0..N:
 //	                           shard SLUICE_TASK_INDEX of SLUICE_TASK_COUNT
+//	workload tally IN OUT      count the primes up to each number of file IN
+//	                           (whitespace-separated) and write a line for
+//	                           each to file OUT, whole or not at all
 //	workload sleep DURATION    sleep, then exit 0
 //	workload env               print the variables the node sets (SLUICE_*),
 //	                           sorted, one NAME=value a line
@@ -45,7 +48,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: workload primes N | shard N | serve PORT COUNT | ask PORT N | sleep DURATION | env")
+		return errors.New("usage: workload primes N | shard N | serve PORT COUNT | ask PORT N | tally IN OUT | sleep DURATION | env")
 	}
 	switch cmd, rest := args[0], args[1:]; {
 	case cmd == "primes" && len(rest) == 1:
@@ -88,6 +91,8 @@ func run(args []string) error {
 			fmt.Println(kv)
 		}
 		return nil
+	case cmd == "tally" && len(rest) == 2:
+		return tally(rest[0], rest[1])
 	case cmd == "sleep" && len(rest) == 1:
 		d, err := time.ParseDuration(rest[0])
 		if err != nil {
@@ -98,6 +103,35 @@ func run(args []string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown command %q", strings.Join(args, " "))
+}
+
+// tally counts the primes up to each number of file in and writes a line
+// for each to file out: to a temporary file beside it first, renamed over
+// it once complete, so that out is whole or absent.
+func tally(in, out string) error {
+	b, err := os.ReadFile(in)
+	if err != nil {
+		return fmt.Errorf("tally: %w", err)
+	}
+	var lines strings.Builder
+	for _, f := range strings.Fields(string(b)) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 0 {
+			return fmt.Errorf("tally: %s: %q is not a count", in, f)
+		}
+		fmt.Fprintf(&lines, "%d primes up to %d\n", primes(n), n)
+	}
+	tmp := out + ".tmp"
+	if err := os.WriteFile(tmp, []byte(lines.String()), 0o644); err != nil {
+		return fmt.Errorf("tally: %w", err)
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("tally: %w", err)
+	}
+	fmt.Print(lines.String())
+	fmt.Println("wrote", out)
+	return nil
 }
 
 // shard returns shard index of count of the numbers 0..n-1: [lo, hi),

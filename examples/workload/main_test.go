@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 )
@@ -16,7 +18,7 @@ func TestPrimes(t *testing.T) {
 }
 
 func TestRunRejectsBadArguments(t *testing.T) {
-	for _, args := range [][]string{nil, {"primes"}, {"primes", "x"}, {"primes", "-1"}, {"sleep", "soon"}, {"serve", "1", "x"}, {"env", "x"}, {"shard"}, {"shard", "x"}, {"fly"}} {
+	for _, args := range [][]string{nil, {"primes"}, {"primes", "x"}, {"primes", "-1"}, {"sleep", "soon"}, {"serve", "1", "x"}, {"env", "x"}, {"shard"}, {"shard", "x"}, {"tally", "x"}, {"fly"}} {
 		if err := run(args); err == nil {
 			t.Errorf("run(%q) = nil, want an error", args)
 		}
@@ -55,5 +57,29 @@ func TestShardNeedsIdentity(t *testing.T) {
 	t.Setenv("SLUICE_TASK_COUNT", strconv.Itoa(2))
 	if err := run([]string{"shard", "100"}); err != nil {
 		t.Errorf("shard 1 of 2: %v", err)
+	}
+}
+
+func TestTally(t *testing.T) {
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "numbers.txt"), filepath.Join(dir, "primes.txt")
+	if err := os.WriteFile(in, []byte("10 100\n1000000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run([]string{"tally", in, out}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if want := "4 primes up to 10\n25 primes up to 100\n78498 primes up to 1000000\n"; err != nil || string(b) != want {
+		t.Errorf("result %q, %v; want %q", b, err, want)
+	}
+	if err := os.WriteFile(in, []byte("10 ten"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run([]string{"tally", in, filepath.Join(dir, "bad.txt")}); err == nil {
+		t.Error("tally of a file with a word = nil, want an error")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "bad.txt")); !os.IsNotExist(err) {
+		t.Errorf("a failed tally left its result: %v", err)
 	}
 }
