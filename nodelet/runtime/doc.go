@@ -23,6 +23,10 @@
 //     adopts them.
 //   - Only Remove forgets a pod; until then its status and logs stay
 //     readable.
+//   - A pod's scratch volumes are made with it and removed with it; host
+//     path volumes come resolved by the caller below a volume root
+//     (ResolveHostPath), and a runtime that mounts them never leaves that
+//     root (Volume.HostRoot). Refusals are ErrVolumeDenied errors.
 //
 // # Usage
 //
