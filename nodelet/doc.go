@@ -44,9 +44,9 @@
 //     target keeps it: the dispatcher retries tasks, not the agent.
 //   - Host path volumes are resolved against Config.VolumeRoots before the
 //     runtime sees the pod, whichever runtime it is
-//     (runtime.ResolveHostPath): a path below no root, leading out of its
-//     root through a symbolic link, or mounted writable below a read-only
-//     root is never started.
+//     (runtime.PodSpec.ResolveHostPaths): a pod with a path below no root,
+//     leading out of its root through a symbolic link, or mounted writable
+//     below a read-only root is never started.
 //   - Reports: running; exited (succeeded, or failed with the code);
 //     failed with reason "scratch_full" when it exited non-zero with a
 //     scratch volume full (runtime.Exit.ScratchFull); OOM-killed; killed

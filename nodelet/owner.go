@@ -606,7 +606,7 @@ func (o *owner) start(s *slot, d DesiredPod) {
 	err := o.check(d)
 	if err == nil {
 		spec = o.spec(d)
-		err = o.a.resolveVolumes(&spec)
+		err = spec.ResolveHostPaths(o.a.cfg.VolumeRoots)
 	}
 	if err == nil {
 		err = o.a.prepareResources(&spec, &d)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -138,6 +139,53 @@ func ResolveHostPath(roots []VolumeRoot, name, p string, writable bool) (Volume,
 	}
 	return Volume{Name: name, HostPath: real, HostRoot: realRoot, ReadOnly: !writable}, nil
 }
+
+// ResolveHostPaths resolves every host path volume of s against roots
+// (ResolveHostPath): a volume is writable when it is not read-only and a
+// container mounts it writable. It gives s a Volumes slice of its own, so
+// that a spec sharing its slices with others' may be resolved. The error
+// names every volume refused, on one line; it is an ErrVolumeDenied one,
+// and s is left as it was.
+func (s *PodSpec) ResolveHostPaths(roots []VolumeRoot) error {
+	if !slices.ContainsFunc(s.Volumes, func(v Volume) bool { return v.HostPath != "" }) {
+		return nil
+	}
+	vols := slices.Clone(s.Volumes)
+	var denied volumeErrors
+	for i := range vols {
+		v := &vols[i]
+		if v.HostPath == "" {
+			continue
+		}
+		writable := !v.ReadOnly && slices.ContainsFunc(s.Containers, func(c ContainerSpec) bool {
+			return slices.ContainsFunc(c.Mounts, func(m Mount) bool { return m.Volume == v.Name && !m.ReadOnly })
+		})
+		r, err := ResolveHostPath(roots, v.Name, v.HostPath, writable)
+		if err != nil {
+			denied = append(denied, err)
+			continue
+		}
+		*v = r
+	}
+	if len(denied) > 0 {
+		return denied
+	}
+	s.Volumes = vols
+	return nil
+}
+
+// volumeErrors are the refusals of a pod's volumes, in one line.
+type volumeErrors []error
+
+func (e volumeErrors) Error() string {
+	s := make([]string, len(e))
+	for i, err := range e {
+		s[i] = err.Error()
+	}
+	return strings.Join(s, "; ")
+}
+
+func (e volumeErrors) Unwrap() []error { return e }
 
 // unwrapPath drops the path from a *PathError, which the message names.
 func unwrapPath(err error) error {

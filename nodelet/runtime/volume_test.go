@@ -161,3 +161,46 @@ func TestFromAPIVolumes(t *testing.T) {
 		t.Errorf("Validate of an unresolved host path: %v", err)
 	}
 }
+
+// TestResolveHostPaths: a volume is writable when a container mounts it
+// writable; every refusal is named at once, and the spec is left as it
+// was; the resolved volumes are the spec's own.
+func TestResolveHostPaths(t *testing.T) {
+	top := t.TempDir()
+	for _, d := range []string{"in", "out"} {
+		if err := os.Mkdir(filepath.Join(top, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	roots := []runtime.VolumeRoot{{Path: filepath.Join(top, "in")}, {Path: filepath.Join(top, "out"), Writable: true}}
+	shared := []runtime.Volume{
+		{Name: "in", HostPath: filepath.Join(top, "in")},
+		{Name: "out", HostPath: filepath.Join(top, "out")},
+		{Name: "work", ScratchSize: 1 << 20},
+	}
+	s := runtime.PodSpec{Volumes: shared, Containers: []runtime.ContainerSpec{
+		{Mounts: []runtime.Mount{{Volume: "in", Path: "/in", ReadOnly: true}, {Volume: "out", Path: "/out"}}},
+		{Mounts: []runtime.Mount{{Volume: "in", Path: "/in", ReadOnly: true}}},
+	}}
+	if err := s.ResolveHostPaths(roots); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Volumes[0].ReadOnly || s.Volumes[1].ReadOnly || s.Volumes[0].HostRoot != roots[0].Path || s.Volumes[2] != shared[2] {
+		t.Errorf("resolved %+v", s.Volumes)
+	}
+	if shared[0].HostRoot != "" {
+		t.Error("ResolveHostPaths changed the shared volumes")
+	}
+	// A writable mount of the read-only root, and a path outside: both named.
+	s = runtime.PodSpec{Volumes: []runtime.Volume{
+		{Name: "in", HostPath: filepath.Join(top, "in")},
+		{Name: "etc", HostPath: "/etc", ReadOnly: true},
+	}, Containers: []runtime.ContainerSpec{{Mounts: []runtime.Mount{{Volume: "in", Path: "/in"}, {Volume: "etc", Path: "/etc"}}}}}
+	err := s.ResolveHostPaths(roots)
+	if !errors.Is(err, runtime.ErrVolumeDenied) || !strings.Contains(err.Error(), `volume "in"`) || !strings.Contains(err.Error(), `volume "etc"`) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("ResolveHostPaths = %v, want one line naming both volumes", err)
+	}
+	if s.Volumes[0].HostRoot != "" {
+		t.Error("a refused spec was changed")
+	}
+}
