@@ -36,6 +36,7 @@ type podRunConfig struct {
 	stateDir     string
 	imageDir     string
 	imageRoots   []string
+	volumeRoots  []string
 	cgroupParent string
 	id           string
 	grace        time.Duration
@@ -54,7 +55,7 @@ prefixed with its container's name when the pod has several, and exits with
 the exit code of the pod's first container. Ctrl-C stops the pod (SIGTERM,
 then SIGKILL after --grace) and cleans up. It needs root. As on a nodelet,
 images (rootfs and oci_layout paths) must lie below one of --image-roots,
-after symbolic links.`,
+after symbolic links, and host path volumes below one of --volume-roots.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			body, err := readInput(c.InOrStdin(), args[0])
@@ -72,6 +73,7 @@ after symbolic links.`,
 	f.StringVar(&cfg.stateDir, "state-dir", container.DefaultStateDir, "directory of the runtime's pod state and logs")
 	f.StringVar(&cfg.imageDir, "image-dir", container.DefaultImageDir, "cache of unpacked OCI layout images")
 	f.StringSliceVar(&cfg.imageRoots, "image-roots", nil, "directories images must lie below, comma-separated (default: --image-dir)")
+	f.StringSliceVar(&cfg.volumeRoots, "volume-roots", nil, "host directories host path volumes must lie below, comma-separated: PATH read-only, PATH:rw writable (default: none, every host path refused)")
 	f.StringVar(&cfg.cgroupParent, "cgroup-parent", "sluice/online", "cgroup the pod's cgroup goes under")
 	f.StringVar(&cfg.id, "id", "", "pod ID (default: run-<random>)")
 	f.DurationVar(&cfg.grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when interrupted")
@@ -117,12 +119,19 @@ func runPod(ctx context.Context, cfg podRunConfig, p *api.PodSpec, stdout io.Wri
 		_, _ = rand.Read(b[:])
 		cfg.id = "run-" + hex.EncodeToString(b[:])
 	}
+	roots, err := runtime.ParseVolumeRoots(cfg.volumeRoots)
+	if err != nil {
+		return usageError{fmt.Errorf("--volume-roots: %w", err)}
+	}
+	spec := runtime.FromAPI(cfg.id, 1, cfg.cgroupParent, p)
+	if err := spec.ResolveHostPaths(roots); err != nil {
+		return err
+	}
 	rt, err := container.New(container.Config{StateDir: cfg.stateDir, ImageDir: cfg.imageDir, ImageRoots: cfg.imageRoots})
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
-	spec := runtime.FromAPI(cfg.id, 1, cfg.cgroupParent, p)
 	// The pod's lifetime is not ctx's: an interrupt stops it gracefully.
 	bg := context.WithoutCancel(ctx)
 	if err := rt.Start(bg, spec); err != nil {
@@ -176,6 +185,9 @@ func runPod(ctx context.Context, cfg podRunConfig, p *api.PodSpec, stdout io.Wri
 		msg := fmt.Errorf("pod %s: container %s exited with code %d", spec.ID, spec.Containers[0].Name, exit.Code)
 		if exit.OOMKilled {
 			msg = fmt.Errorf("%w (OOM-killed)", msg)
+		}
+		if len(exit.ScratchFull) > 0 {
+			msg = fmt.Errorf("%w (scratch full: %s)", msg, strings.Join(exit.ScratchFull, ", "))
 		}
 		return exitStatusError{code: exit.Code, err: msg}
 	}

@@ -94,3 +94,56 @@ func TestPodRun(t *testing.T) {
 		_ = os.Remove(d)
 	}
 }
+
+// TestPodRunVolumes: pod run resolves host paths as a nodelet does, from
+// --volume-roots, and mounts a scratch volume.
+func TestPodRunVolumes(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (runs containers)")
+	}
+	images := t.TempDir()
+	rootfs := filepath.Join(images, "rootfs")
+	for _, d := range []string{"", "proc", "dev", "sys", "tmp"} {
+		if err := os.Mkdir(filepath.Join(rootfs, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	build := exec.Command("go", "build", "-o", filepath.Join(rootfs, "payload"), "../../nodelet/runtime/container/testdata/payload")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build payload: %v\n%s", err, out)
+	}
+	data := t.TempDir()
+	if err := os.WriteFile(filepath.Join(data, "in.txt"), []byte("from the host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec := filepath.Join(t.TempDir(), "pod.json")
+	body := `{"volumes":[{"name":"data","host_path":{"path":"` + data + `","read_only":true}},{"name":"work","scratch":{"size":"4Mi"}}],
+	"containers":[{"image":{"rootfs":"` + rootfs + `"},"command":["/payload","write","/work/x","y","cat","/work/x","cat","/data/in.txt","exit","0"],
+	"mounts":[{"volume":"data","path":"/data"},{"volume":"work","path":"/work"}],"resources":{"cpu":"100m","memory":"32Mi"}}]}`
+	if err := os.WriteFile(spec, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	var out, errOut bytes.Buffer
+	ctx := context.Background()
+	args := []string{"pod", "run", "--state-dir", state, "--image-roots", images, "--cgroup-parent", "sluicetest-cmd", spec}
+	err := run(ctx, args, &out, &errOut)
+	if !errors.Is(err, runtime.ErrVolumeDenied) || !strings.Contains(err.Error(), data) || out.Len() != 0 {
+		t.Errorf("without volume roots: %v, output %q; want the host path denied", err, out.String())
+	}
+	err = run(ctx, append([]string{"pod", "run", "--volume-roots", data}, args[2:]...), &out, &errOut)
+	if err != nil || out.String() != "yfrom the host\n" {
+		t.Errorf("with volume roots: %v, output %q", err, out.String())
+	}
+	if ents, _ := os.ReadDir(state); len(ents) != 1 || ents[0].Name() != ".scratch" {
+		t.Errorf("state left behind: %v", ents)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(state, ".scratch")); len(ents) != 0 {
+		t.Errorf("scratch left behind: %v", ents)
+	}
+	dirs, _ := filepath.Glob("/sys/fs/cgroup/*/sluicetest-cmd")
+	for _, d := range dirs {
+		_ = os.Remove(d)
+	}
+}
