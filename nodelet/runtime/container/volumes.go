@@ -85,10 +85,17 @@ func (r *Runtime) makeScratch(id string, v *runtime.Volume, target string) error
 	}
 	defer f.Close()
 	size := max(v.ScratchSize, MinScratchSize)
-	if err := unix.Fallocate(int(f.Fd()), 0, 0, size); err != nil {
-		if errors.Is(err, unix.ENOSPC) {
-			return fmt.Errorf("no room for %d bytes of scratch in %s: %w", size, r.cfg.ScratchDir, err)
+	switch err := unix.Fallocate(int(f.Fd()), 0, 0, size); {
+	case errors.Is(err, unix.EOPNOTSUPP):
+		// A filesystem that cannot allocate ahead gets a sparse image:
+		// the size still bounds the pod, but a full host disk fails its
+		// writes with EIO rather than at the start.
+		if err := f.Truncate(size); err != nil {
+			return fmt.Errorf("size %s: %w", img, err)
 		}
+	case errors.Is(err, unix.ENOSPC):
+		return fmt.Errorf("no room for %d bytes of scratch in %s: %w", size, r.cfg.ScratchDir, err)
+	case err != nil:
 		return fmt.Errorf("allocate %s: %w", img, err)
 	}
 	if out, err := exec.Command(r.mkfs, append(mkfsArgs, img)...).CombinedOutput(); err != nil {

@@ -261,7 +261,17 @@ func TestScratchNoLeaks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A scratch larger than the disk can hold fails at once.
+	huge := pod(uniq("scratch-huge"), []string{"/payload", "exit", "0"})
+	huge.Volumes = []runtime.Volume{scratch("a", 1<<20), scratch("b", 1<<50)}
+	huge.Containers[0].Mounts = []runtime.Mount{mount("a", "/a", false), mount("b", "/b", false)}
+	if err := rt.Start(ctx, huge); err == nil || !strings.Contains(err.Error(), `volume "b"`) {
+		t.Errorf("Start of a 1 PiB scratch = %v, want an error naming the volume", err)
+	}
 	noVolumeLeaks(t, dir)
+	if l := leftovers(dir, huge.ID); len(l) > 0 {
+		t.Errorf("left behind: %v", l)
+	}
 }
 
 // hostRoots makes a read-only root holding input and a writable root,
