@@ -1024,6 +1024,10 @@ func decodeTargetPod(d *decoder, p *TargetPod) {
 			if d.field(&seen, 8) {
 				p.InCapbox = d.str()
 			}
+		case "token":
+			if d.field(&seen, 11) {
+				p.Token = d.str()
+			}
 		default:
 			d.unknown()
 		}

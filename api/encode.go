@@ -20,8 +20,8 @@ func AppendNodeTarget(dst []byte, t *NodeTarget) []byte {
 	return appendNodeTarget(dst, t, true)
 }
 
-// AppendNodeTargetBare is AppendNodeTarget without the pods' JobName and
-// Count, for a node that did not ask for them (identity=1): the nodelets
+// AppendNodeTargetBare is AppendNodeTarget without the pods' JobName,
+// Count and Token, for a node that did not ask for them (identity=1): the nodelets
 // of the release before refuse a target with members they do not know.
 func AppendNodeTargetBare(dst []byte, t *NodeTarget) []byte {
 	return appendNodeTarget(dst, t, false)
@@ -73,8 +73,8 @@ func samePodSpec(a, b *PodSpec) bool {
 		len(a.Volumes) == len(b.Volumes) && (len(a.Volumes) == 0 || &a.Volumes[0] == &b.Volumes[0])
 }
 
-// appendTargetPod writes p, with its JobName and Count when identity is
-// set; its spec is copied from the text of the last pod's when the two
+// appendTargetPod writes p, with its JobName, Count and Token when
+// identity is set; its spec is copied from the text of the last pod's when the two
 // share their memory.
 func appendTargetPod(dst []byte, p *TargetPod, last *specText, identity bool) []byte {
 	dst = append(dst, `{"task_id":`...)
@@ -123,6 +123,10 @@ func appendTargetPod(dst []byte, p *TargetPod, last *specText, identity bool) []
 	if p.InCapbox != "" {
 		dst = append(dst, `,"in_capbox":`...)
 		dst = appendJSONString(dst, p.InCapbox)
+	}
+	if identity && p.Token != "" {
+		dst = append(dst, `,"token":`...)
+		dst = appendJSONString(dst, p.Token)
 	}
 	return append(dst, '}')
 }

@@ -3,7 +3,8 @@ package api
 // The environment a node gives every container of every pod, on top of the
 // container's Env. A job's Env may not set names starting with EnvPrefix.
 //
-// A task of a group sees all of them but EnvTaskName and EnvCapbox. A task
+// A task of a group sees all of them but EnvTaskName, EnvCapbox and, unless
+// its job is an appmaster, EnvToken. A task
 // an appmaster runs in a capbox (a task ID of five segments, the last its
 // name) sees the job and group of its capbox, its own task ID, EnvTaskName
 // and EnvCapbox, and none of EnvTaskIndex, EnvTaskCount and EnvAttempt: it
@@ -34,6 +35,12 @@ const (
 	EnvNode = "SLUICE_NODE"
 	// EnvAddr is the dispatcher base URLs the node uses, comma-separated.
 	EnvAddr = "SLUICE_ADDR"
+	// EnvToken is, in the containers of an appmaster job's own task
+	// groups only (not in capboxes or their tasks), the job's token
+	// (TargetPod.Token): a bearer token that may read the job, lease and
+	// release its capboxes and start and stop tasks in them, and nothing
+	// else, until the job ends. Treat it as a secret.
+	EnvToken = "SLUICE_TOKEN"
 )
 
 // ResourceMountDir is the directory where an offline pod's containers read

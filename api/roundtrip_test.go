@@ -317,7 +317,7 @@ func (g gen) target() api.NodeTarget {
 		tg := j.Tasks[0]
 		t.Pods = append(t.Pods, api.TargetPod{
 			TaskID: g.name("j") + "/0/1/1", Job: g.name("j"), JobName: j.Name, Count: tg.Count, Group: tg.Name, QoS: j.QoS, Priority: j.Priority,
-			Pod: tg.Pod, MaxRunTime: j.MaxRunTime, Capbox: g.r.IntN(2) == 0, InCapbox: g.name("box"),
+			Pod: tg.Pod, MaxRunTime: j.MaxRunTime, Capbox: g.r.IntN(2) == 0, InCapbox: g.name("box"), Token: g.name("sjt1."),
 		})
 	}
 	t.Removed = []string{g.name("gone"), g.name("gone")}

@@ -31,7 +31,7 @@ const (
 	// for the node's target (query: generation, the one the node has;
 	// wait, the longest wait as a Go duration; diff=1, to get only the
 	// change since generation when possible; identity=1, to get each
-	// pod's TargetPod.JobName and Count): 200 with a NodeTarget when
+	// pod's TargetPod.JobName, Count and Token): 200 with a NodeTarget when
 	// it differs, 304 when the wait ended without a change.
 	// PathNode + "/reports" takes a ReportRequest (POST) and answers 204
 	// once the reports are committed and its usage, if any, recorded.
@@ -267,6 +267,12 @@ type TargetPod struct {
 	// InCapbox is, for a task an appmaster runs in a capbox, the task ID
 	// of that capbox's placeholder: the pod runs inside its resources.
 	InCapbox string `json:"in_capbox,omitempty"`
+	// Token is, for a pod of an appmaster job's own task groups (not a
+	// capbox, nor a task in one), the job's token, which the node gives
+	// the pod's containers as EnvToken: a credential for that job alone.
+	// It is a secret, sent only in its node's target, and only to a node
+	// that asks for the pods' identity (identity=1).
+	Token string `json:"token,omitempty"`
 }
 
 // ReportRequest carries a node's task state changes, oldest first, and
