@@ -352,6 +352,70 @@ func (f *FSM) Job(id string) (JobStatus, bool) {
 	return j.status(), true
 }
 
+// JobFacts are the facts of a job a job token is derived from and checked
+// against: the same on every replica.
+type JobFacts struct {
+	// Submitted is the job's submit time (unix nanoseconds, the submit
+	// command's clock).
+	Submitted int64
+	// Appmaster is set for an appmaster job (api.JobSpec.Appmaster), and
+	// never for a capbox set.
+	Appmaster bool
+	// Ended is set once the job has ended: succeeded, failed or
+	// cancelled.
+	Ended bool
+}
+
+// JobFacts returns the facts of the job with the given ID; false for an
+// unknown (or forgotten) job. It allocates nothing.
+func (f *FSM) JobFacts(id string) (JobFacts, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	num, ok := parseJobID(id)
+	j := f.mu.jobs.get(num)
+	if !ok || j == nil {
+		return JobFacts{}, false
+	}
+	return j.facts(), true
+}
+
+func (j *job) facts() JobFacts {
+	st := j.state()
+	return JobFacts{Submitted: j.submitted, Appmaster: j.appmaster && j.owner() == nil,
+		Ended: st == JobSucceeded || st == JobFailed || st == JobCancelled}
+}
+
+// AppmasterPods calls fn, under one read lock, for each pod of pods (a
+// node's target) that runs a task of an appmaster job's own task groups
+// (not a capbox's placeholder, nor a task in a capbox) whose job has not
+// ended, with the pod's index and its job's facts.
+func (f *FSM) AppmasterPods(pods []api.TargetPod, fn func(i int, job JobFacts)) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var (
+		last  string
+		facts JobFacts
+		ok    bool
+	)
+	for i := range pods {
+		p := &pods[i]
+		if p.Capbox || p.InCapbox != "" {
+			continue
+		}
+		if p.Job != last || i == 0 {
+			last, ok = p.Job, false
+			if num, valid := parseJobID(p.Job); valid {
+				if j := f.mu.jobs.get(num); j != nil {
+					facts, ok = j.facts(), true
+				}
+			}
+		}
+		if ok && facts.Appmaster && !facts.Ended {
+			fn(i, facts)
+		}
+	}
+}
+
 // JobFilter selects jobs. Zero fields select everything.
 type JobFilter struct {
 	Queue  string
