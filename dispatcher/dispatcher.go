@@ -457,8 +457,9 @@ type Target struct {
 	// Removed the task IDs of its pods no longer in the set (which may
 	// name pods that had already gone).
 	Base uint64
-	// Pods are the desired pods, or those added since Base, by task ID.
-	// Their specs share memory with the FSM: do not modify them.
+	// Pods are the desired pods, or those added since Base, by task ID,
+	// in a slice of the caller's own. Their specs share memory with the
+	// FSM: do not modify them.
 	Pods    []api.TargetPod
 	Removed []string
 }

@@ -28,11 +28,20 @@ const (
 	RoleNodelet
 	// RoleAdmin may do everything.
 	RoleAdmin
+	// RoleJob is an appmaster job's token (a job token, see JobKeys),
+	// which its pods get: it reads its own job, its tasks and its part of
+	// the watch stream, leases and releases its capboxes, starts and
+	// stops tasks in them, and cancels its job; nothing else, and nothing
+	// once its job has ended. No token file names it.
+	RoleJob
 )
 
 var roleNames = map[string]Role{"reader": RoleReader, "submitter": RoleSubmitter, "nodelet": RoleNodelet, "admin": RoleAdmin}
 
 func (r Role) String() string {
+	if r == RoleJob {
+		return "job"
+	}
 	for n, v := range roleNames {
 		if v == r {
 			return n
@@ -48,6 +57,8 @@ type Principal struct {
 	Queues []string
 	// Node is the node a nodelet acts for; every nodelet has one.
 	Node string
+	// Job is the appmaster job a job token acts for.
+	Job string
 }
 
 // mayNode reports whether p may act for node name: a nodelet for its own
@@ -66,6 +77,15 @@ func (p Principal) mayQueue(q string) bool {
 
 // scoped reports whether p sees only some queues' jobs.
 func (p Principal) scoped() bool { return p.Role == RoleSubmitter && len(p.Queues) > 0 }
+
+// mayWatch reports whether p sees j in the watch stream: a job token its
+// own job and that job's capbox sets, the others what mayQueue allows.
+func (p Principal) mayWatch(id, appmaster, queue string) bool {
+	if p.Role == RoleJob {
+		return id == p.Job || appmaster == p.Job
+	}
+	return p.mayQueue(queue)
+}
 
 // Tokens maps bearer tokens to principals. The zero value and nil hold no
 // token. It is immutable once built and safe for concurrent use.
@@ -121,6 +141,9 @@ func ParseTokens(r io.Reader) (*Tokens, error) {
 		role, ok := roleNames[f[1]]
 		if !ok {
 			return nil, fmt.Errorf("server: tokens: line %d: unknown role %q (want admin, submitter, reader or nodelet)", n, f[1])
+		}
+		if strings.HasPrefix(f[0], JobTokenPrefix) {
+			return nil, fmt.Errorf("server: tokens: line %d: a token may not start with %q, which job tokens start with", n, JobTokenPrefix)
 		}
 		if prev, dup := seen[f[0]]; dup {
 			return nil, fmt.Errorf("server: tokens: line %d: token repeats line %d's", n, prev)

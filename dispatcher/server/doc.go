@@ -63,6 +63,31 @@
 // The token file (LoadTokens) has one "TOKEN ROLE [QUEUE,...]" or "TOKEN
 // nodelet NODE" per line; a node has one token.
 //
+// # Job tokens
+//
+// With JobKeys set (`sluice dispatcher --job-token-key`), the pods of an
+// appmaster job's own task groups (not capboxes, nor the tasks in them)
+// get their job's token, api.EnvToken, in their node's target (identity=1,
+// the nodelet's own authenticated long-poll) and nowhere else: no job,
+// task or node listing, nor the watch stream, shows one. A job token is
+// derived, not stored (JobKeys: an HMAC of the job's ID and submit time
+// under a key every replica holds), so the raft log and the FSM's records
+// hold no secret, and any replica checks it at the header stage. It acts
+// for its job alone (RoleJob), with or without Tokens:
+//
+//   - GET its job and its tasks; its capboxes (GET, POST, DELETE) and
+//     the tasks in them (POST, DELETE captasks); the watch stream, which
+//     shows it its job and its capbox sets alone and ends when the job
+//     does;
+//   - DELETE its job (cancel): the token already governs every capbox and
+//     task of the job, so ending them all at once adds nothing to what it
+//     may do, and it lets an appmaster give up its job without retries;
+//   - anything else, or anything of another job (its capbox sets read
+//     through its capboxes), is a 403 naming the token's job; a token
+//     whose MAC, key, job or submit time does not check, or whose job is
+//     not an appmaster, is a 401 "unknown token", and one whose job has
+//     ended or been forgotten a 401 (expired, or unknown).
+//
 // # Nodes' addresses
 //
 // A node's address is a host and a port and nothing else

@@ -45,8 +45,14 @@ type HandlerConfig struct {
 	// to the leader's. Default none: followers answer 503 not_leader.
 	PeerHTTP map[uint64]string
 	// Tokens authenticates requests. Nil: no authentication, every request
-	// acts as admin.
+	// acts as admin (but one with a job token, see JobKeys).
 	Tokens *Tokens
+	// JobKeys make and check job tokens: the pods of an appmaster job's
+	// own task groups get their job's in their node's target (identity=1),
+	// and a request with one acts for that job alone (RoleJob), with or
+	// without Tokens. Nil: no job tokens; such pods get none, and a job
+	// token is refused (401) as any unknown token is.
+	JobKeys *JobKeys
 	// BaseContext bounds every long-poll, watch stream and log stream: when
 	// it ends they end. Default context.Background().
 	BaseContext context.Context
@@ -316,6 +322,11 @@ var (
 	submitter = []Role{RoleSubmitter, RoleAdmin}
 	nodelets  = []Role{RoleNodelet, RoleAdmin}
 	anyone    []Role
+	// jobReaders and jobWriters are readers and submitter with job
+	// tokens, on the endpoints of one job (its ID the path's), which a
+	// job token may call for its own job alone, and the watch stream.
+	jobReaders = []Role{RoleReader, RoleSubmitter, RoleAdmin, RoleJob}
+	jobWriters = []Role{RoleSubmitter, RoleAdmin, RoleJob}
 )
 
 // The endpoints of each path, by method.
@@ -323,16 +334,16 @@ var (
 	epHealth = map[string]endpoint{"GET": {anyone, (*Handler).health}}
 	epReady  = map[string]endpoint{"GET": {anyone, (*Handler).ready}}
 	epJobs   = map[string]endpoint{"GET": {readers, (*Handler).listJobs}, "POST": {submitter, (*Handler).submit}}
-	epTasks  = map[string]endpoint{"GET": {readers, (*Handler).listTasks}}
-	epCapbox = map[string]endpoint{"GET": {readers, (*Handler).listCapboxes}, "POST": {submitter, (*Handler).createCapboxes},
-		"DELETE": {submitter, (*Handler).releaseCapboxes}}
-	epCapTasks = map[string]endpoint{"POST": {submitter, (*Handler).startCapTasks}, "DELETE": {submitter, (*Handler).stopCapTasks}}
-	epJob      = map[string]endpoint{"GET": {readers, (*Handler).getJob}, "DELETE": {submitter, (*Handler).cancelJob}}
+	epTasks  = map[string]endpoint{"GET": {jobReaders, (*Handler).listTasks}}
+	epCapbox = map[string]endpoint{"GET": {jobReaders, (*Handler).listCapboxes}, "POST": {jobWriters, (*Handler).createCapboxes},
+		"DELETE": {jobWriters, (*Handler).releaseCapboxes}}
+	epCapTasks = map[string]endpoint{"POST": {jobWriters, (*Handler).startCapTasks}, "DELETE": {jobWriters, (*Handler).stopCapTasks}}
+	epJob      = map[string]endpoint{"GET": {jobReaders, (*Handler).getJob}, "DELETE": {jobWriters, (*Handler).cancelJob}}
 	epNodes    = map[string]endpoint{"GET": {readers, (*Handler).listNodes}, "POST": {nodelets, (*Handler).register}}
 	epTarget   = map[string]endpoint{"GET": {nodelets, (*Handler).target}}
 	epReports  = map[string]endpoint{"POST": {nodelets, (*Handler).reports}}
 	epLogs     = map[string]endpoint{"GET": {readers, (*Handler).logs}}
-	epWatch    = map[string]endpoint{"GET": {readers, (*Handler).watch}}
+	epWatch    = map[string]endpoint{"GET": {jobReaders, (*Handler).watch}}
 )
 
 // route finds the endpoint of the request and serves it; with serve
@@ -395,9 +406,12 @@ func (h *Handler) route(ctx *fasthttp.RequestCtx, serve bool) *httpError {
 			path, clip(method, 20), strings.Join(allow, ", "))
 	}
 	p := Principal{Role: RoleAdmin}
-	if ep.roles != nil && h.cfg.Tokens != nil {
+	if ep.roles != nil && (h.cfg.Tokens != nil || h.cfg.JobKeys != nil) {
 		var e *httpError
 		if p, e = h.authenticate(ctx); e != nil {
+			return e
+		}
+		if e := jobScope(p, ep.roles, method, path, args); e != nil {
 			return e
 		}
 		if !containsRole(ep.roles, p.Role) {
@@ -428,6 +442,34 @@ func containsRole(rs []Role, r Role) bool {
 // validSegment reports whether s is one non-empty path segment.
 func validSegment(s string) bool { return s != "" && !strings.Contains(s, "/") }
 
+// jobScope refuses (403) what a job token may not do: any endpoint but
+// its job's own and the watch stream (which shows it its job alone).
+func jobScope(p Principal, roles []Role, method, path string, args []string) *httpError {
+	if p.Role != RoleJob {
+		return nil
+	}
+	if !containsRole(roles, RoleJob) {
+		return errorf(fasthttp.StatusForbidden, api.CodeForbidden,
+			"the job token of %s may only read that job and lease, release and run tasks in its capboxes; it may not %s %s",
+			p.Job, method, clip(path, 200))
+	}
+	if path == api.PathWatch {
+		return nil
+	}
+	if len(args) == 0 || args[0] != p.Job {
+		other := ""
+		if len(args) > 0 {
+			other = args[0]
+		}
+		return errorf(fasthttp.StatusForbidden, api.CodeForbidden,
+			"the job token of %s acts for that job alone, not for %q", p.Job, clip(other, 80))
+	}
+	return nil
+}
+
+// authenticate finds who the request's bearer token is: a job token when
+// it has the shape of one and JobKeys are set, else a token of Tokens.
+// Without Tokens, a request with no token or another one acts as admin.
 func (h *Handler) authenticate(ctx *fasthttp.RequestCtx) (Principal, *httpError) {
 	auth := string(ctx.Request.Header.Peek("Authorization"))
 	tok, ok := strings.CutPrefix(auth, "Bearer ")
@@ -437,6 +479,12 @@ func (h *Handler) authenticate(ctx *fasthttp.RequestCtx) (Principal, *httpError)
 		}
 	}
 	tok = strings.TrimSpace(tok)
+	if h.cfg.JobKeys != nil && strings.HasPrefix(tok, JobTokenPrefix) {
+		return h.authenticateJob(ctx, tok)
+	}
+	if h.cfg.Tokens == nil {
+		return Principal{Role: RoleAdmin}, nil
+	}
 	if !ok || tok == "" {
 		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="sluice"`)
 		return Principal{}, errorf(fasthttp.StatusUnauthorized, api.CodeUnauthorized, "missing bearer token (Authorization: Bearer TOKEN)")
@@ -447,6 +495,30 @@ func (h *Handler) authenticate(ctx *fasthttp.RequestCtx) (Principal, *httpError)
 		return Principal{}, errorf(fasthttp.StatusUnauthorized, api.CodeUnauthorized, "unknown token")
 	}
 	return p, nil
+}
+
+// authenticateJob checks a job token: its MAC under the key it names, for
+// the submit time of the job it names, which must be an appmaster that
+// has not ended (401 otherwise, as for an unknown token).
+func (h *Handler) authenticateJob(ctx *fasthttp.RequestCtx, tok string) (Principal, *httpError) {
+	invalidToken := func(why string, args ...any) (Principal, *httpError) {
+		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="sluice", error="invalid_token"`)
+		return Principal{}, errorf(fasthttp.StatusUnauthorized, api.CodeUnauthorized, why, args...)
+	}
+	keyID, job, mac, ok := parseJobToken(tok)
+	if !ok {
+		return invalidToken("unknown token")
+	}
+	facts, found := h.cfg.FSM.JobFacts(job)
+	if !found || !facts.Appmaster || !h.cfg.JobKeys.check(keyID, job, mac, facts.Submitted) {
+		// The same answer whatever failed: it says nothing of which jobs
+		// exist.
+		return invalidToken("unknown token")
+	}
+	if facts.Ended {
+		return invalidToken("the job token of %s expired: the job has ended", job)
+	}
+	return Principal{Role: RoleJob, Job: job}, nil
 }
 
 // errEncoding is the reply to a request whose answer could not be encoded.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/dispatcher/fsm"
 	"github.com/valyala/fasthttp"
 )
 
@@ -228,6 +229,12 @@ func (h *Handler) target(ctx *fasthttp.RequestCtx, _ Principal, args []string) *
 			return nil
 		}
 		return h.fromError(ctx, "target of "+args[0], err)
+	}
+	if identity && h.cfg.JobKeys != nil {
+		// t.Pods is this request's: their tokens are set in place.
+		h.cfg.FSM.AppmasterPods(t.Pods, func(i int, job fsm.JobFacts) {
+			t.Pods[i].Token = h.cfg.JobKeys.Token(t.Pods[i].Job, job.Submitted)
+		})
 	}
 	answer := api.NodeTarget{Generation: t.Generation, Base: t.Base, Pods: t.Pods, Removed: t.Removed}
 	// Encoded by hand (as encoding/json would): a target is written for

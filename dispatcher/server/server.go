@@ -59,6 +59,10 @@ type Config struct {
 	HTTPAddr string
 	// Tokens authenticates requests. Nil: no authentication.
 	Tokens *Tokens
+	// JobKeys make and check the job tokens appmasters in the cluster get
+	// (HandlerConfig.JobKeys); every replica must hold the same. Nil: no
+	// job tokens.
+	JobKeys *JobKeys
 	// TLS, when set, serves HTTPS with this configuration.
 	TLS *tls.Config
 	// PeerTLS, when set, is raftkv.TCPConfig.TLS for the raft transport:
@@ -255,7 +259,7 @@ func Open(cfg Config) (_ *Server, err error) {
 	s.cancel = cancel
 	closers = append(closers, cancel)
 	s.handler, err = NewHandler(HandlerConfig{
-		Dispatcher: s.disp, FSM: s.fsm, Raft: s.raft, PeerHTTP: cfg.PeerHTTP, Tokens: cfg.Tokens,
+		Dispatcher: s.disp, FSM: s.fsm, Raft: s.raft, PeerHTTP: cfg.PeerHTTP, Tokens: cfg.Tokens, JobKeys: cfg.JobKeys,
 		BaseContext: base, WatchKeepAlive: cfg.WatchKeepAlive, Logger: cfg.Logger, BodyMemory: cfg.BodyMemory,
 	})
 	if err != nil {

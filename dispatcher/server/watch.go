@@ -15,7 +15,8 @@ const watchPage = 1000
 
 // watch serves GET /v1/watch: NDJSON WatchEvents of every job changed
 // after from, then of every later change, until the client goes away or
-// the server closes. Blank lines are keep-alives. With brief, the events'
+// the server closes (for a job token, until its job has ended). Blank
+// lines are keep-alives. With brief, the events'
 // jobs leave out their spec's task groups.
 func (h *Handler) watch(ctx *fasthttp.RequestCtx, p Principal, _ []string) *httpError {
 	if e := checkQuery(ctx, "from", "brief"); e != nil {
@@ -64,7 +65,7 @@ func (h *Handler) streamWatch(w *bufio.Writer, p Principal, from uint64, brief b
 		jobs, next := h.changedSince(from)
 		for i := range jobs {
 			j := &jobs[i]
-			if !p.mayQueue(j.Spec.Queue) {
+			if !p.mayWatch(j.ID, j.Appmaster, j.Spec.Queue) {
 				continue
 			}
 			ev := api.WatchEvent{Index: j.Changed, Job: jobStatus(&j.JobStatus)}
@@ -80,6 +81,11 @@ func (h *Handler) streamWatch(w *bufio.Writer, p Principal, from uint64, brief b
 			}
 			line = append(line, '\n')
 			if _, err := w.Write(line); err != nil {
+				return
+			}
+			if p.Role == RoleJob && j.ID == p.Job && j.State != fsm.JobPending && j.State != fsm.JobRunning {
+				// The job ended, and its token with it.
+				_ = w.Flush()
 				return
 			}
 		}
