@@ -107,6 +107,10 @@ type Group struct {
 	// unknown, as from a dispatcher of the release before).
 	Name  string
 	Count int64
+	// Token is, for an appmaster job's own groups, the job's token
+	// (api.TargetPod.Token), which the containers get as api.EnvToken;
+	// empty for every other group. A secret: never logged.
+	Token string
 	// MaxRunTime, when positive, is how long the pod may run: the agent
 	// stops it that long after it started (for an adopted pod, after the
 	// runtime says it started) and reports it killed with

@@ -14,7 +14,8 @@ import (
 // task's ID is its capbox's and its name: it gets api.EnvTaskName and
 // api.EnvCapbox instead of the index, count and attempt. A pod whose task
 // ID has another shape (not a dispatcher's) gets what its Group says. A
-// capbox's placeholder runs no program and gets none.
+// capbox's placeholder runs no program and gets none. A pod of a group
+// with a Token (an appmaster job's, not a capbox task) gets api.EnvToken.
 //
 // The variables share one string: a pod start costs two allocations.
 func identityEnv(node, addr string, d *DesiredPod) []string {
@@ -46,10 +47,10 @@ func identityEnv(node, addr string, d *DesiredPod) []string {
 	}
 	var (
 		b    strings.Builder
-		ends [11]int
+		ends [12]int
 		k    int
 	)
-	b.Grow(160 + 2*len(task) + len(g.Job) + len(g.JobName) + len(g.Name) + len(node) + len(addr))
+	b.Grow(160 + 2*len(task) + len(g.Job) + len(g.JobName) + len(g.Name) + len(node) + len(addr) + len(g.Token))
 	add := func(name, value string) {
 		b.WriteString(name)
 		b.WriteByte('=')
@@ -81,6 +82,9 @@ func identityEnv(node, addr string, d *DesiredPod) []string {
 	add(api.EnvNode, node)
 	if addr != "" {
 		add(api.EnvAddr, addr)
+	}
+	if g.Token != "" && n != 5 {
+		add(api.EnvToken, g.Token)
 	}
 	all := b.String()
 	env := make([]string, k)

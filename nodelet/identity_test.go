@@ -15,7 +15,9 @@ import (
 // of it (api.EnvJobID and the others), the index and attempt read from its
 // task ID; a capbox task gets its name and capbox instead; pods of one
 // group that share their api spec still get their own; a task ID of
-// another shape gets only what is known; a placeholder gets none.
+// another shape gets only what is known; a placeholder gets none. Only an
+// appmaster's own pod gets its group's token: a capbox task never does,
+// even when its group carries one.
 func TestIdentityEnv(t *testing.T) {
 	host := sim.NewHost()
 	defer host.Close()
@@ -31,16 +33,17 @@ func TestIdentityEnv(t *testing.T) {
 	}
 	t3, t4 := task("t3", "j1/0/3/2", group), task("t4", "j1/0/4/1", group)
 	t4.Pod = t3.Pod // one group's pods share their spec's memory
-	boxed := task("boxed", "j2/1/0/1/train", &nodelet.Group{Job: "j2", JobName: "am", Name: "boxes", Count: 2})
+	boxed := task("boxed", "j2/1/0/1/train", &nodelet.Group{Job: "j2", JobName: "am", Name: "boxes", Count: 2, Token: "sjt1.not-for-tasks"})
+	master := task("master", "j5/0/0/1", &nodelet.Group{Job: "j5", JobName: "am", Name: "master", Count: 1, Token: "sjt1.secret"})
 	boxed.InCapbox = "box"
 	box := nodelet.DesiredPod{ID: "box", TaskID: "j2/1/0/1", Generation: 1, Tier: cgroup.Offline, Capbox: true,
 		Group: boxed.Group, Pod: api.PodSpec{Containers: []api.ContainerSpec{{Name: "c0", Resources: api.Resources{CPU: 500, Memory: 256 << 20}}}}}
 	plain := task("plain", "task-plain", nil)
 	odd := task("odd", "j3/g/x/1", nil) // four segments, but not a dispatcher's
-	d.setTarget(1, t3, t4, box, boxed, plain, odd)
+	d.setTarget(1, t3, t4, box, boxed, plain, odd, master)
 
 	rt := sim.New(host)
-	eventually(t, 5*time.Second, "every pod running", func() bool { return len(running(t, rt)) == 6 })
+	eventually(t, 5*time.Second, "every pod running", func() bool { return len(running(t, rt)) == 7 })
 	want := map[string][]string{
 		"t3": {"SLUICE_JOB_ID=j1", "SLUICE_JOB_NAME=etl.nightly", "SLUICE_GROUP=map", "SLUICE_TASK_ID=j1/0/3/2", "SLUICE_TASK_INDEX=3",
 			"SLUICE_TASK_COUNT=8", "SLUICE_ATTEMPT=2", "SLUICE_NODE=n1", "SLUICE_ADDR=" + addr},
@@ -51,6 +54,8 @@ func TestIdentityEnv(t *testing.T) {
 		"plain": {"SLUICE_TASK_ID=task-plain", "SLUICE_NODE=n1", "SLUICE_ADDR=" + addr},
 		"odd":   {"SLUICE_TASK_ID=j3/g/x/1", "SLUICE_NODE=n1", "SLUICE_ADDR=" + addr},
 		"box":   nil,
+		"master": {"SLUICE_JOB_ID=j5", "SLUICE_JOB_NAME=am", "SLUICE_GROUP=master", "SLUICE_TASK_ID=j5/0/0/1", "SLUICE_TASK_INDEX=0",
+			"SLUICE_TASK_COUNT=1", "SLUICE_ATTEMPT=1", "SLUICE_NODE=n1", "SLUICE_ADDR=" + addr, "SLUICE_TOKEN=sjt1.secret"},
 	}
 	for id, env := range want {
 		spec, err := rt.Spec(id)

@@ -356,7 +356,7 @@ func desiredPod(p *api.TargetPod, group **nodelet.Group) nodelet.DesiredPod {
 	if p.QoS == api.QoSOnline {
 		tier = cgroup.Online
 	}
-	g := nodelet.Group{Job: p.Job, JobName: p.JobName, Name: p.Group, Count: p.Count, MaxRunTime: time.Duration(p.MaxRunTime)}
+	g := nodelet.Group{Job: p.Job, JobName: p.JobName, Name: p.Group, Count: p.Count, Token: p.Token, MaxRunTime: time.Duration(p.MaxRunTime)}
 	if *group == nil || **group != g {
 		own := g
 		*group = &own
