@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +19,11 @@ const EnvJob = api.EnvJobID
 
 // ErrNoJob is returned by Attach in cluster mode when EnvJob is not set.
 var ErrNoJob = errors.New("appmaster: no appmaster job: " + EnvJob + " is not set")
+
+// ErrNoEnv is wrapped by the error of AttachFromEnv when a variable of the
+// environment a node gives an appmaster's pod is not set; the error names
+// each one missing.
+var ErrNoEnv = errors.New("appmaster: not in an appmaster job's pod")
 
 // Handler is told about one capbox set's capboxes. Its methods run one at
 // a time on the goroutine of Run, in the order the changes were seen; a
@@ -53,7 +59,9 @@ type Config struct {
 type Appmaster struct {
 	cfg Config
 	job string
-	mu  struct {
+	// ownClient is set when AttachFromEnv made cfg.Client: Close closes it.
+	ownClient bool
+	mu        struct {
 		sync.Mutex
 		handlers map[string]Handler         // by capbox set ID
 		seen     map[string]api.CapboxState // the last state told, by capbox ID
@@ -99,14 +107,73 @@ func Register(ctx context.Context, cfg Config, spec api.JobSpec) (*Appmaster, er
 	return newAppmaster(cfg, res.Jobs[0]), nil
 }
 
+// AttachFromEnv attaches an appmaster in cluster mode, its program
+// running in a pod of its job, from the environment its node gives that
+// pod: the dispatcher's URLs (api.EnvAddr, comma-separated), the job's
+// token (api.EnvToken) and its ID (api.EnvJobID). It makes cfg.Client,
+// which must be nil, from the first two; Close closes it. A variable
+// that is not set fails it with an error that wraps ErrNoEnv (and
+// ErrNoJob for api.EnvJobID) and names each one missing. Recovery is as
+// Attach's.
+func AttachFromEnv(ctx context.Context, cfg Config, recover func(api.CapboxStatus) Handler) (*Appmaster, error) {
+	if cfg.Client != nil {
+		return nil, errors.New("appmaster: attach from the environment: Config.Client must be nil, it is made from " + api.EnvAddr + " and " + api.EnvToken)
+	}
+	addr, token, job := os.Getenv(api.EnvAddr), os.Getenv(api.EnvToken), os.Getenv(api.EnvJobID)
+	var missing []string
+	for _, v := range []struct{ name, value string }{{api.EnvAddr, addr}, {api.EnvToken, token}, {api.EnvJobID, job}} {
+		if v.value == "" {
+			missing = append(missing, v.name)
+		}
+	}
+	if len(missing) > 0 {
+		err := fmt.Errorf("%w: %s not set (a node sets them in the pods of an appmaster job's task groups; %s only when the dispatcher makes job tokens, with --job-token-key)",
+			ErrNoEnv, strings.Join(missing, ", "), api.EnvToken)
+		if job == "" {
+			err = errors.Join(err, ErrNoJob)
+		}
+		return nil, err
+	}
+	var addrs []string
+	for a := range strings.SplitSeq(addr, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	client, err := api.NewClient(api.ClientConfig{Addrs: addrs, Token: token})
+	if err != nil {
+		return nil, fmt.Errorf("appmaster: attach from the environment: %s: %w", api.EnvAddr, err)
+	}
+	cfg.Client = client
+	a, err := Attach(ctx, cfg, job, recover)
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	a.ownClient = true
+	return a, nil
+}
+
+// Close closes the client AttachFromEnv made; it does nothing to an
+// appmaster given its Config.Client. It does not end the job.
+func (a *Appmaster) Close() {
+	if a.ownClient {
+		a.cfg.Client.Close()
+	}
+}
+
 // Attach resumes an appmaster whose job exists: in cluster mode (job "",
 // read from EnvJob) or after the appmaster restarted. Every capbox it
 // still has that has not ended is offered to recover: the handler it
 // returns is told about that capbox's set from then on, and a capbox for
 // which it returns nil is released (dropped). A recovered handler that is
-// also a TaskHandler is told about the tasks in its capboxes.
+// also a TaskHandler is told about the tasks in its capboxes. With no
+// Config.Client and job "", it is AttachFromEnv.
 func Attach(ctx context.Context, cfg Config, job string, recover func(api.CapboxStatus) Handler) (*Appmaster, error) {
 	if cfg.Client == nil {
+		if job == "" {
+			return AttachFromEnv(ctx, cfg, recover)
+		}
 		return nil, errors.New("appmaster: Config.Client is nil")
 	}
 	if job == "" {

@@ -27,11 +27,20 @@ const wait = 20 * time.Second
 // with the sim runtime joined to it over HTTP, and returns a client.
 func cluster(t *testing.T, n int) *api.Client {
 	t.Helper()
+	c, _ := clusterKeys(t, n, nil)
+	return c
+}
+
+// clusterKeys is cluster whose dispatcher makes job tokens with keys (nil:
+// none), and returns it too.
+func clusterKeys(t *testing.T, n int, keys *server.JobKeys) (*api.Client, *server.Server) {
+	t.Helper()
 	addr := porttest.Addrs(t, 1)[0]
 	s, err := server.Open(server.Config{
 		ID: 1, Peers: map[uint64]string{1: ""}, PeerHTTP: map[uint64]string{1: "http://" + addr},
 		Dir: t.TempDir(), HTTPAddr: addr, TickInterval: 20 * time.Millisecond, WatchKeepAlive: 200 * time.Millisecond,
 		Dispatcher: dispatcher.Config{MaxWait: 2 * time.Millisecond, Period: 50 * time.Millisecond, LeaderPoll: 10 * time.Millisecond},
+		JobKeys:    keys,
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
@@ -75,7 +84,7 @@ func cluster(t *testing.T, n int) *api.Client {
 		l, err := c.Nodes(context.Background())
 		return err == nil && len(l.Nodes) == n
 	})
-	return c
+	return c, s
 }
 
 func eventually(t *testing.T, what string, cond func() bool) {

@@ -5,8 +5,16 @@
 //
 // An appmaster is a job with api.JobSpec.Appmaster set. In client mode,
 // Register submits one with no task groups for a program that runs
-// outside the cluster; in cluster mode the job's task runs the program
-// and Attach finds its job in the SLUICE_JOB_ID environment variable.
+// outside the cluster. In cluster mode the job's task runs the program in
+// a pod, and AttachFromEnv (or Attach with no client and no job) takes
+// all it needs from the environment the node gives that pod: the
+// dispatcher's URLs (SLUICE_ADDR), the job's token (SLUICE_TOKEN) and
+// its ID (SLUICE_JOB_ID). The job token may read the job and its part of
+// the watch stream, lease and release its capboxes and start and stop
+// tasks in them, and cancel the job, nothing else (Nodes, for one, is
+// refused), and only until the job ends: a cluster-mode appmaster
+// releases its capboxes and exits 0 for its job to succeed (Stop would
+// cancel it), or exits non-zero to fail its attempt.
 // Attach also recovers an appmaster after a restart: each capbox it still
 // holds is offered to a recover function, which re-attaches a handler or
 // drops it.
