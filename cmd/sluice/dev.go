@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -126,9 +127,21 @@ func runDev(ctx context.Context, f devFlags, stdout, stderr io.Writer) (err erro
 		}
 		defer os.RemoveAll(dir)
 	}
+	// A key of this run's alone: the cluster has one replica, and its job
+	// tokens die with it. The API asks for no token, but an appmaster's
+	// pods get their job's and are held to it, as in a cluster with
+	// authentication.
+	key := make([]byte, server.MinJobKeyLen)
+	if _, err := rand.Read(key); err != nil {
+		return fmt.Errorf("dev: job token key: %w", err)
+	}
+	jobKeys, err := server.NewJobKeys(key)
+	if err != nil {
+		return fmt.Errorf("dev: %w", err)
+	}
 	s, err := server.Open(server.Config{
 		ID: 1, Peers: map[uint64]string{1: ""}, Dir: filepath.Join(dir, "dispatcher"),
-		HTTPAddr: f.httpAddr, Logger: logger,
+		HTTPAddr: f.httpAddr, JobKeys: jobKeys, Logger: logger,
 	})
 	if err != nil {
 		return fmt.Errorf("dev: dispatcher: %w", err)

@@ -26,6 +26,7 @@ type dispatcherFlags struct {
 	peers, peerHTTP  string
 	data, httpAddr   string
 	tokenFile        string
+	jobTokenKey      string
 	tlsCert, tlsKey  string
 	peerTLSCert      string
 	peerTLSKey       string
@@ -84,6 +85,7 @@ command line wins over the environment, which wins over the file.`,
 	fl.StringVar(&f.data, "data", "/var/lib/sluice/dispatcher", "data directory (raft log and state)")
 	fl.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:8080", "address the HTTP API listens on")
 	fl.StringVar(&f.tokenFile, "token-file", "", "bearer tokens and their roles, one 'TOKEN ROLE [QUEUE,...]' or 'TOKEN nodelet NODE' per line (empty: no authentication)")
+	fl.StringVar(&f.jobTokenKey, "job-token-key", "", "file of keys (one a line, each at least 32 bytes; the first makes tokens, all check them) for the job tokens appmasters in the cluster get as SLUICE_TOKEN; every replica needs the same (empty: no job tokens)")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file for the HTTP API (with --tls-key)")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS key file for the HTTP API")
 	fl.StringVar(&f.peerTLSCert, "peer-tls-cert", "", "this replica's certificate file for mutual TLS between the replicas' raft transports, valid for the host of its --peers address (with --peer-tls-key and --peer-tls-ca)")
@@ -172,6 +174,11 @@ func (f dispatcherFlags) serverConfig(logger *slog.Logger) (server.Config, error
 	}
 	if f.tokenFile != "" {
 		if cfg.Tokens, err = server.LoadTokens(f.tokenFile); err != nil {
+			return cfg, usageError{err}
+		}
+	}
+	if f.jobTokenKey != "" {
+		if cfg.JobKeys, err = server.LoadJobKeys(f.jobTokenKey); err != nil {
 			return cfg, usageError{err}
 		}
 	}
