@@ -29,7 +29,9 @@ var rooms = map[string][]string{
 	"bench":      {"api", "flowsolver", "batcher", "raftkv", "dispatcher", "nodelet", "appmaster", "loadgen"},
 	"cmd":        {"api", "flowsolver", "batcher", "raftkv", "dispatcher", "nodelet", "appmaster", "loadgen", "bench"},
 	"internal":   nil,
-	"examples":   nil,
+	// examples are programs a user would write: on the public API and
+	// the appmaster SDK alone.
+	"examples": {"api", "appmaster"},
 }
 
 // room returns the top-level folder of one of our packages, or "" for a
