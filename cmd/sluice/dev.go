@@ -208,6 +208,11 @@ func runDev(ctx context.Context, f devFlags, stdout, stderr io.Writer) (err erro
 		return err
 	}
 	printSummary(stdout, jobs, time.Since(start), s)
+	for _, j := range jobs {
+		if j.Spec.Appmaster && len(j.Spec.Tasks) > 0 {
+			fmt.Fprintln(stdout, describeClusterAppmaster(ctx, client, j))
+		}
+	}
 	if f.appmasterTasks > 0 {
 		r := <-am
 		if r.err != nil {

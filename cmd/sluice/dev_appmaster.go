@@ -103,20 +103,63 @@ func runDemoAppmaster(ctx context.Context, c *api.Client, n int) (string, error)
 	if err := am.Stop(ctx); err != nil {
 		return "", err
 	}
+	return fmt.Sprintf("appmaster %s (client mode, appmaster SDK): leased %d capboxes on %s and ran %d tasks in them, each capbox one task after another: %s; then released them",
+		am.Job(), boxes, nodeCounts(nodes), n, stateCounts(ended)), nil
+}
+
+// describeClusterAppmaster says what an appmaster job that ran in the
+// cluster (a task group running examples/appmaster, say) did: how it
+// ended, and the capboxes it leased and the tasks it ran in them, as the
+// dispatcher has them.
+func describeClusterAppmaster(ctx context.Context, c *api.Client, j api.JobStatus) string {
+	head := fmt.Sprintf("appmaster %s %q (cluster mode, its program in a pod of the job, attached with its job token): %s",
+		j.ID, j.Spec.Name, j.State)
+	list, err := c.Capboxes(ctx, j.ID)
+	if err != nil {
+		return fmt.Sprintf("%s; its capboxes: %v", head, err)
+	}
+	if len(list.Capboxes) == 0 {
+		if j.State == api.JobSucceeded {
+			return head + "; it leased no capbox (on a simulated node its program does not run)"
+		}
+		return head + "; it leased no capbox (see its output below, or sluice logs)"
+	}
+	var nodes []string
+	tasks := map[string]int{}
+	n := 0
+	for _, b := range list.Capboxes {
+		if b.Node != "" {
+			nodes = append(nodes, b.Node)
+		}
+		for _, t := range b.Tasks {
+			tasks[t.State.String()]++
+			n++
+		}
+	}
+	return fmt.Sprintf("%s; it leased %d capboxes on %s and ran %d tasks in them: %s",
+		head, len(list.Capboxes), nodeCounts(nodes), n, stateCounts(tasks))
+}
+
+// nodeCounts names each node once with how many of nodes name it.
+func nodeCounts(nodes []string) string {
 	slices.Sort(nodes)
 	var where []string
 	for i := 0; i < len(nodes); {
-		j := i
-		for j < len(nodes) && nodes[j] == nodes[i] {
-			j++
+		k := i
+		for k < len(nodes) && nodes[k] == nodes[i] {
+			k++
 		}
-		where = append(where, fmt.Sprintf("%s (%d)", nodes[i], j-i))
-		i = j
+		where = append(where, fmt.Sprintf("%s (%d)", nodes[i], k-i))
+		i = k
 	}
+	return strings.Join(where, ", ")
+}
+
+// stateCounts lists counts by state, in name order.
+func stateCounts(m map[string]int) string {
 	var states []string
-	for _, s := range slices.Sorted(maps.Keys(ended)) {
-		states = append(states, fmt.Sprintf("%d %s", ended[s], s))
+	for _, s := range slices.Sorted(maps.Keys(m)) {
+		states = append(states, fmt.Sprintf("%d %s", m[s], s))
 	}
-	return fmt.Sprintf("appmaster %s (client mode, appmaster SDK): leased %d capboxes on %s and ran %d tasks in them, each capbox one task after another: %s; then released them",
-		am.Job(), boxes, strings.Join(where, ", "), n, strings.Join(states, ", ")), nil
+	return strings.Join(states, ", ")
 }
