@@ -287,6 +287,13 @@ func TestContainerEndToEnd(t *testing.T) {
 // nodelets leave (they run last, after the nodelets' own).
 func startE2EDispatcher(t *testing.T) (context.Context, *server.Server, *slog.Logger) {
 	t.Helper()
+	return startE2EDispatcherWith(t, nil)
+}
+
+// startE2EDispatcherWith is startE2EDispatcher with the dispatcher's
+// configuration changed by set (when not nil) first.
+func startE2EDispatcherWith(t *testing.T, set func(*server.Config)) (context.Context, *server.Server, *slog.Logger) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	logs := &e2eLogBuffer{}
@@ -298,10 +305,14 @@ func startE2EDispatcher(t *testing.T) (context.Context, *server.Server, *slog.Lo
 			t.Logf("logs of the dispatcher and the nodelets:\n%s", logs.String())
 		}
 	})
-	srv, err := server.Open(server.Config{
+	cfg := server.Config{
 		ID: 1, Peers: map[uint64]string{1: ""}, Dir: filepath.Join(t.TempDir(), "dispatcher"),
 		HTTPAddr: "127.0.0.1:0", Logger: logger.With("part", "dispatcher"),
-	})
+	}
+	if set != nil {
+		set(&cfg)
+	}
+	srv, err := server.Open(cfg)
 	if err != nil {
 		t.Fatalf("open the dispatcher: %v", err)
 	}
