@@ -39,7 +39,9 @@
 //     "time_limit".
 //   - Every container of a pod gets the node's identity of it in its
 //     environment (api.EnvJobID and the others: job, group, task, index,
-//     count, attempt, node, dispatcher URLs), after its own Env.
+//     count, attempt, node, dispatcher URLs), after its own Env; the
+//     containers of an appmaster job's own pods also get its job token
+//     (api.EnvToken, from the target), never logged.
 //   - A pod that ended, or failed to start, is not started again while the
 //     target keeps it: the dispatcher retries tasks, not the agent.
 //   - Host path volumes are resolved against Config.VolumeRoots before the

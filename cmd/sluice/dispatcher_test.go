@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/dispatcher/server"
 	"github.com/sluicehq/sluice/internal/tlstest"
 )
 
@@ -82,10 +83,16 @@ func TestDispatcherRejectsBadSettings(t *testing.T) {
 	if err := os.WriteFile(unbound, []byte("adm admin\nnl nodelet\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	shortKey := filepath.Join(t.TempDir(), "job-keys")
+	if err := os.WriteFile(shortKey, []byte("too short\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
+		{[]string{"--job-token-key", "/nonexistent/keys"}, "job token keys"},
+		{[]string{"--job-token-key", shortKey}, "line 1: a key is at least 32 bytes"},
 		{[]string{"--peers", "1=127.0.0.1:1,x=127.0.0.1:2"}, `"x" is not a replica ID`},
 		{[]string{"--peers", "1=127.0.0.1:1,1=127.0.0.1:2"}, "replica 1 given twice"},
 		{[]string{"--peers", "1"}, "want id=value"},
@@ -112,6 +119,29 @@ func TestDispatcherRejectsBadSettings(t *testing.T) {
 		if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("dispatcher %q = %v, want a usage error containing %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// TestDispatcherJobTokenKey: --job-token-key loads the keys every
+// replica makes and checks job tokens with.
+func TestDispatcherJobTokenKey(t *testing.T) {
+	keys := filepath.Join(t.TempDir(), "job-keys")
+	if err := os.WriteFile(keys, []byte("# current\n"+strings.Repeat("a", 32)+"\n"+strings.Repeat("b", 40)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := dispatcherFlags{id: 1, jobTokenKey: keys}.serverConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := server.NewJobKeys([]byte(strings.Repeat("a", 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.JobKeys == nil || cfg.JobKeys.Token("j1", 1) != want.Token("j1", 1) {
+		t.Errorf("--job-token-key: JobKeys %v, want tokens made with the file's first key", cfg.JobKeys)
+	}
+	if cfg, _ := (dispatcherFlags{id: 1}).serverConfig(nil); cfg.JobKeys != nil {
+		t.Error("no --job-token-key: JobKeys set")
 	}
 }
 
