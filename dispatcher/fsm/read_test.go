@@ -223,3 +223,63 @@ func TestNodeGenerationRecord(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) { st.loadRefuses(t, tc.key, tc.rec) })
 	}
 }
+
+// TestJobFacts checks the facts job tokens rest on: an appmaster (with a
+// task group or not) is one, a plain job and a capbox set are not, the
+// submit time is the command's, and a cancelled job has ended; and that
+// AppmasterPods names only the pods of appmaster jobs that have not
+// ended, never a capbox or a task in one.
+func TestJobFacts(t *testing.T) {
+	st := newMemStore()
+	f := New()
+	specs := benchSpecs(3, true)
+	specs[0].Appmaster = true
+	specs[2].Appmaster, specs[2].Tasks = true, nil
+	cmd, err := SubmitJobs(time.Unix(7, 5), specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.apply(f, 1, cmd); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]JobFacts{
+		"j1": {Submitted: 7_000_000_005, Appmaster: true},
+		"j2": {Submitted: 7_000_000_005},
+		"j3": {Submitted: 7_000_000_005, Appmaster: true},
+	} {
+		if got, ok := f.JobFacts(id); !ok || got != want {
+			t.Errorf("JobFacts(%s) = %+v, %v; want %+v", id, got, ok, want)
+		}
+	}
+	for _, id := range []string{"j4", "j0", "x", ""} {
+		if _, ok := f.JobFacts(id); ok {
+			t.Errorf("JobFacts(%q) found a job", id)
+		}
+	}
+	pods := []api.TargetPod{
+		{Job: "j1"}, {Job: "j1"}, {Job: "j1", Capbox: true}, {Job: "j1", InCapbox: "j9/0/0/1"},
+		{Job: "j2"}, {Job: "j99"}, {Job: "j1"},
+	}
+	named := func() []int {
+		var out []int
+		f.AppmasterPods(pods, func(i int, j JobFacts) {
+			if j.Submitted != 7_000_000_005 {
+				t.Errorf("pod %d: facts %+v", i, j)
+			}
+			out = append(out, i)
+		})
+		return out
+	}
+	if got := named(); !slices.Equal(got, []int{0, 1, 6}) {
+		t.Errorf("AppmasterPods named %v, want [0 1 6]", got)
+	}
+	if _, _, err := st.apply(f, 2, CancelJob(time.Unix(8, 0), "j1")); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := f.JobFacts("j1"); !got.Ended {
+		t.Errorf("a cancelled job's facts %+v: not ended", got)
+	}
+	if got := named(); len(got) != 0 {
+		t.Errorf("AppmasterPods named %v of an ended job", got)
+	}
+}
