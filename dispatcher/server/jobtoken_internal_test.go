@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -8,6 +9,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/valyala/fasthttp"
 )
 
 // TestJobTokenMAC compares the token's MAC with crypto/hmac's, for keys
@@ -50,5 +55,65 @@ func TestJobTokenCheckAllocs(t *testing.T) {
 	}
 	if !ok {
 		t.Error("the token did not check")
+	}
+}
+
+// TestJobTokenAuthAllocs: authenticating a request with a job token (the
+// job looked up in the FSM, its MAC checked) allocates no more than with
+// a token of the token file.
+func TestJobTokenAuthAllocs(t *testing.T) {
+	keys, err := NewJobKeys([]byte(strings.Repeat("k", 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := ParseTokens(strings.NewReader("file-token admin\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(Config{ID: 1, Peers: map[uint64]string{1: ""}, Dir: t.TempDir(), HTTPAddr: "127.0.0.1:0",
+		Tokens: tokens, JobKeys: keys, TickInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for {
+		if _, ok := s.Dispatcher().Leading(); ok {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the replica does not lead")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	spec := api.JobSpec{Name: "am", Appmaster: true}
+	ids, _, err := s.Dispatcher().Submit(ctx, []api.JobSpec{spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	facts, ok := s.FSM().JobFacts(ids[0])
+	if !ok {
+		t.Fatal("no job")
+	}
+	allocs := func(token string) float64 {
+		var rc fasthttp.RequestCtx
+		rc.Request.Header.Set("Authorization", "Bearer "+token)
+		var fail *httpError
+		n := testing.AllocsPerRun(200, func() {
+			if _, e := s.Handler().authenticate(&rc); e != nil {
+				fail = e
+			}
+		})
+		if fail != nil {
+			t.Fatalf("authenticate: %+v", fail.resp)
+		}
+		return n
+	}
+	file, job := allocs("file-token"), allocs(keys.Token(ids[0], facts.Submitted))
+	t.Logf("allocations a request: file token %v, job token %v", file, job)
+	if job > file {
+		t.Errorf("a job token costs %v allocations a request, a file token %v", job, file)
 	}
 }
