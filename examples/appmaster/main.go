@@ -19,6 +19,8 @@ import (
 	"flag"
 	"fmt"
 	"maps"
+	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"slices"
@@ -123,6 +125,9 @@ func attach(ctx context.Context, s settings) (*appmaster.Appmaster, error) {
 func run(ctx context.Context, s settings) (string, error) {
 	am, err := attach(ctx, s)
 	if err != nil {
+		if api.ErrorCode(err) == "" && !errors.Is(err, appmaster.ErrNoEnv) && loopback(os.Getenv(api.EnvAddr)) {
+			err = fmt.Errorf("%w (%s names a loopback address, which inside a pod is the pod itself: the pod needs a network that reaches the dispatcher)", err, api.EnvAddr)
+		}
 		return "", err
 	}
 	defer am.Close()
@@ -189,6 +194,24 @@ func run(ctx context.Context, s settings) (string, error) {
 	}
 	return fmt.Sprintf("appmaster %s (cluster mode, in a container): leased %d capboxes on %s and ran %d tasks in them: %s; then released them",
 		am.Job(), len(boxes), placesOf(nodes), s.tasks, strings.Join(states, ", ")), nil
+}
+
+// loopback reports whether every URL of addrs (comma-separated) names a
+// loopback host.
+func loopback(addrs string) bool {
+	n := 0
+	for a := range strings.SplitSeq(addrs, ",") {
+		u, err := url.Parse(strings.TrimSpace(a))
+		if err != nil {
+			return false
+		}
+		ip := net.ParseIP(u.Hostname())
+		if u.Hostname() != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return false
+		}
+		n++
+	}
+	return n > 0
 }
 
 // placesOf names each node once with how many capboxes it held.
