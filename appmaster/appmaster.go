@@ -127,12 +127,9 @@ func AttachFromEnv(ctx context.Context, cfg Config, recover func(api.CapboxStatu
 		}
 	}
 	if len(missing) > 0 {
-		err := fmt.Errorf("%w: %s not set (a node sets them in the pods of an appmaster job's task groups; %s only when the dispatcher makes job tokens, with --job-token-key)",
-			ErrNoEnv, strings.Join(missing, ", "), api.EnvToken)
-		if job == "" {
-			err = errors.Join(err, ErrNoJob)
-		}
-		return nil, err
+		return nil, &envError{job: job == "", msg: fmt.Sprintf(
+			"%s: %s not set (a node sets them in the pods of an appmaster job's task groups; %s only when the dispatcher makes job tokens, with --job-token-key)",
+			ErrNoEnv, strings.Join(missing, ", "), api.EnvToken)}
 	}
 	var addrs []string
 	for a := range strings.SplitSeq(addr, ",") {
@@ -153,6 +150,17 @@ func AttachFromEnv(ctx context.Context, cfg Config, recover func(api.CapboxStatu
 	a.ownClient = true
 	return a, nil
 }
+
+// envError is AttachFromEnv's error for variables not set: ErrNoEnv, and
+// ErrNoJob when the job's ID is one of them.
+type envError struct {
+	msg string
+	job bool
+}
+
+func (e *envError) Error() string { return e.msg }
+
+func (e *envError) Is(target error) bool { return target == ErrNoEnv || e.job && target == ErrNoJob }
 
 // Close closes the client AttachFromEnv made; it does nothing to an
 // appmaster given its Config.Client. It does not end the job.
