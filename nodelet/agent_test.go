@@ -31,7 +31,7 @@ func simPod(id string, gen int64, runFor time.Duration, code int) nodelet.Desire
 	if runFor > 0 {
 		p.Sim = &api.SimSpec{RunTime: api.Duration(runFor), ExitCode: int32(code)}
 	}
-	return nodelet.DesiredPod{ID: id, TaskID: "task-" + id, Generation: gen, Tier: cgroup.Offline, Pod: p}
+	return nodelet.DesiredPod{ID: id, TaskID: "task-" + id, Generation: gen, Tier: cgroup.Offline, Pod: &p}
 }
 
 type harness struct {

@@ -58,7 +58,7 @@ func (d *loopDispatcher) addLocked() {
 
 // benchDesired is the benchmark's desired pod named id.
 func benchDesired(id string) nodelet.DesiredPod {
-	return nodelet.DesiredPod{ID: id, TaskID: id, Generation: 1, Tier: cgroup.Offline, Priority: 10, Pod: benchPod}
+	return nodelet.DesiredPod{ID: id, TaskID: id, Generation: 1, Tier: cgroup.Offline, Priority: 10, Pod: &benchPod}
 }
 
 // benchPod is a loadgen task's spec, defaulted as the api does, that ends

@@ -85,7 +85,7 @@ func payloadRootfs(t testing.TB) string {
 func imageRoots(rootfs string) []string { return []string{filepath.Dir(rootfs)} }
 
 func sleeper(rootfs, id string) nodelet.DesiredPod {
-	return nodelet.DesiredPod{ID: id, Generation: 1, Tier: cgroup.Offline, Pod: api.PodSpec{Containers: []api.ContainerSpec{{
+	return nodelet.DesiredPod{ID: id, Generation: 1, Tier: cgroup.Offline, Pod: &api.PodSpec{Containers: []api.ContainerSpec{{
 		Name: "main", Image: api.Image{Rootfs: rootfs}, Command: []string{"/payload", "sleep", "120s"},
 		Resources: api.Resources{CPU: 100, Memory: 32 << 20},
 	}}}}
@@ -417,7 +417,7 @@ func TestContainerIdentityEnv(t *testing.T) {
 	}
 	pod := nodelet.DesiredPod{ID: "j7-1-5-3", TaskID: "j7/1/5/3", Generation: 3, Tier: cgroup.Offline,
 		Group: &nodelet.Group{Job: "j7", JobName: "render", Name: "frames", Count: 24},
-		Pod:   api.PodSpec{Containers: []api.ContainerSpec{printEnv("main"), printEnv("side")}}}
+		Pod:   &api.PodSpec{Containers: []api.ContainerSpec{printEnv("main"), printEnv("side")}}}
 	d := newFakeDispatcher()
 	d.setTarget(1, pod)
 	const addr = "http://127.0.0.1:7001"

@@ -86,8 +86,10 @@ type DesiredPod struct {
 	// Capbox makes the pod a capbox's placeholder (runtime.PodSpec's
 	// Placeholder): Pod's one container only says what it holds.
 	Capbox bool
-	// Pod is the pod's api spec, as decoded (defaulted) by api.
-	Pod api.PodSpec
+	// Pod is the pod's api spec, as decoded (defaulted) by api; never
+	// nil. The pods of a task group may share it: treat it as read-only.
+	// A pointer keeps DesiredPod within 128 bytes (see Priority).
+	Pod *api.PodSpec
 	// Group is the pod's task group and job, which the pods of a group
 	// may share: treat it as read-only. Nil: none known (no run time
 	// limit; the identity the containers get comes from TaskID alone).

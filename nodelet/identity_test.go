@@ -37,7 +37,7 @@ func TestIdentityEnv(t *testing.T) {
 	master := task("master", "j5/0/0/1", &nodelet.Group{Job: "j5", JobName: "am", Name: "master", Count: 1, Token: "sjt1.secret"})
 	boxed.InCapbox = "box"
 	box := nodelet.DesiredPod{ID: "box", TaskID: "j2/1/0/1", Generation: 1, Tier: cgroup.Offline, Capbox: true,
-		Group: boxed.Group, Pod: api.PodSpec{Containers: []api.ContainerSpec{{Name: "c0", Resources: api.Resources{CPU: 500, Memory: 256 << 20}}}}}
+		Group: boxed.Group, Pod: &api.PodSpec{Containers: []api.ContainerSpec{{Name: "c0", Resources: api.Resources{CPU: 500, Memory: 256 << 20}}}}}
 	plain := task("plain", "task-plain", nil)
 	odd := task("odd", "j3/g/x/1", nil) // four segments, but not a dispatcher's
 	d.setTarget(1, t3, t4, box, boxed, plain, odd, master)

@@ -233,7 +233,7 @@ func (o *owner) slot(id string) *slot {
 func (o *owner) recover(listed []runtime.PodStatus) {
 	for _, st := range listed {
 		p := &pod{
-			want:      DesiredPod{ID: st.ID, Generation: st.Generation, Tier: tierOf(o.a.cfg.CgroupRoot, st.CgroupParent)},
+			want:      DesiredPod{ID: st.ID, Generation: st.Generation, Tier: tierOf(o.a.cfg.CgroupRoot, st.CgroupParent), Pod: new(api.PodSpec)},
 			startedAt: st.StartedAt,
 		}
 		s := o.slot(st.ID)
@@ -421,6 +421,9 @@ func (o *owner) check(d DesiredPod) error {
 	if !d.Tier.Valid() {
 		errs = append(errs, fmt.Errorf("tier %q: want %q or %q", d.Tier, cgroup.Online, cgroup.Offline))
 	}
+	if d.Pod == nil {
+		errs = append(errs, errors.New("pod: no spec"))
+	}
 	return errors.Join(errs...)
 }
 
@@ -578,7 +581,7 @@ func (o *owner) spec(d DesiredPod) runtime.PodSpec {
 		}
 		return s
 	}
-	s := runtime.FromAPI(d.ID, d.Generation, parent, &d.Pod)
+	s := runtime.FromAPI(d.ID, d.Generation, parent, d.Pod)
 	s.Placeholder, s.InPod = d.Capbox, d.InCapbox
 	s.Env = identityEnv(o.node, o.addr, &d)
 	if d.Tier == cgroup.Offline {
@@ -890,7 +893,7 @@ func (o *owner) reportExit(p *pod) {
 	case e.Err != nil:
 		state, reason, msg = api.TaskLost, api.ReasonLost, e.Err.Error()
 	case e.Code != 0 && len(e.ScratchFull) > 0:
-		state, reason, msg = api.TaskFailed, api.ReasonScratchFull, scratchFullMessage(&p.want.Pod, e)
+		state, reason, msg = api.TaskFailed, api.ReasonScratchFull, scratchFullMessage(p.want.Pod, e)
 	case e.Code == 0:
 		state, reason = api.TaskSucceeded, api.ReasonExited
 	default:

@@ -52,7 +52,7 @@ func TestContainerResourceFile(t *testing.T) {
 	d := newFakeDispatcher()
 	resDir := filepath.Join(t.TempDir(), "resources")
 	const file = runtime.ResourceMount + "/" + nodelet.ResourceFile
-	pod := nodelet.DesiredPod{ID: "rf", Generation: 1, Tier: cgroup.Offline, Pod: api.PodSpec{Containers: []api.ContainerSpec{{
+	pod := nodelet.DesiredPod{ID: "rf", Generation: 1, Tier: cgroup.Offline, Pod: &api.PodSpec{Containers: []api.ContainerSpec{{
 		Name: "main", Image: api.Image{Rootfs: rootfs}, Command: []string{"/payload", "cat", file, "print", "first", "waitchange", file, "exit", "0"},
 		Resources: api.Resources{CPU: 100, Memory: 32 << 20},
 	}}}}

@@ -20,10 +20,10 @@ func TestSpecSharesAGroupsContainers(t *testing.T) {
 	pod := api.PodSpec{Containers: []api.ContainerSpec{{Name: "main", Image: api.Image{Rootfs: "/img"}, Command: []string{"/bin/work"},
 		Resources: api.Resources{CPU: 500, Memory: 64 << 20}}}, Sim: &api.SimSpec{RunTime: api.Duration(time.Second)}}
 	other := api.PodSpec{Containers: slices.Clone(pod.Containers), Sim: pod.Sim}
-	a := o.spec(DesiredPod{ID: "a", Generation: 1, Tier: cgroup.Offline, Pod: pod})
-	b := o.spec(DesiredPod{ID: "b", Generation: 2, Tier: cgroup.Offline, Pod: pod})
-	c := o.spec(DesiredPod{ID: "c", Generation: 1, Tier: cgroup.Online, Pod: pod, Capbox: true})
-	d := o.spec(DesiredPod{ID: "d", Generation: 1, Tier: cgroup.Online, Pod: other, InCapbox: "c"})
+	a := o.spec(DesiredPod{ID: "a", Generation: 1, Tier: cgroup.Offline, Pod: &pod})
+	b := o.spec(DesiredPod{ID: "b", Generation: 2, Tier: cgroup.Offline, Pod: &pod})
+	c := o.spec(DesiredPod{ID: "c", Generation: 1, Tier: cgroup.Online, Pod: &pod, Capbox: true})
+	d := o.spec(DesiredPod{ID: "d", Generation: 1, Tier: cgroup.Online, Pod: &other, InCapbox: "c"})
 	if &a.Containers[0] != &b.Containers[0] {
 		t.Error("two offline pods of one api spec do not share containers")
 	}
@@ -49,7 +49,7 @@ func TestSpecSharesAGroupsContainers(t *testing.T) {
 	fresh := func(d DesiredPod) runtime.PodSpec {
 		return (&owner{offlineParent: o.offlineParent, onlineParent: o.onlineParent, node: o.node}).spec(d)
 	}
-	if want := fresh(DesiredPod{ID: "b", Generation: 2, Tier: cgroup.Offline, Pod: pod}); !reflect.DeepEqual(b, want) {
+	if want := fresh(DesiredPod{ID: "b", Generation: 2, Tier: cgroup.Offline, Pod: &pod}); !reflect.DeepEqual(b, want) {
 		t.Errorf("the offline pod from the memo: %+v, derived afresh %+v", b, want)
 	}
 }

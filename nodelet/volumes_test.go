@@ -169,7 +169,7 @@ func TestContainerVolumes(t *testing.T) {
 		return api.Volume{Name: "work", Scratch: &api.ScratchVolume{Size: size}}
 	}
 	work := api.Mount{Volume: "work", Path: "/work"}
-	io := nodelet.DesiredPod{ID: uniqID("vol-io"), Generation: 1, Tier: cgroup.Offline, Pod: api.PodSpec{
+	io := nodelet.DesiredPod{ID: uniqID("vol-io"), Generation: 1, Tier: cgroup.Offline, Pod: &api.PodSpec{
 		Volumes: []api.Volume{
 			{Name: "in", HostPath: &api.HostPathVolume{Path: top + "/data/in", ReadOnly: true}},
 			{Name: "out", HostPath: &api.HostPathVolume{Path: top + "/out"}},
@@ -182,12 +182,12 @@ func TestContainerVolumes(t *testing.T) {
 	}}
 	io.Pod.Containers[0].Mounts = []api.Mount{work, {Volume: "out", Path: "/out"}}
 	io.Pod.Containers[1].Mounts = []api.Mount{work, {Volume: "in", Path: "/in"}}
-	full := nodelet.DesiredPod{ID: uniqID("vol-full"), Generation: 1, Tier: cgroup.Offline, Pod: api.PodSpec{
+	full := nodelet.DesiredPod{ID: uniqID("vol-full"), Generation: 1, Tier: cgroup.Offline, Pod: &api.PodSpec{
 		Volumes:    []api.Volume{scratch(2 << 20)},
 		Containers: []api.ContainerSpec{payload("main", "fill", "/work/big", fmt.Sprint(4<<20), "exit", "0")},
 	}}
 	full.Pod.Containers[0].Mounts = []api.Mount{work}
-	neighbour := nodelet.DesiredPod{ID: uniqID("vol-neighbour"), Generation: 1, Tier: cgroup.Offline, Pod: api.PodSpec{
+	neighbour := nodelet.DesiredPod{ID: uniqID("vol-neighbour"), Generation: 1, Tier: cgroup.Offline, Pod: &api.PodSpec{
 		Volumes:    []api.Volume{scratch(2 << 20)},
 		Containers: []api.ContainerSpec{payload("main", "fill", "/work/small", fmt.Sprint(1<<20), "exit", "0")},
 	}}
@@ -197,7 +197,7 @@ func TestContainerVolumes(t *testing.T) {
 	for i := range cases {
 		cases[i].id = uniqID("vol-" + cases[i].id)
 		target = append(target, withHostPath(nodelet.DesiredPod{ID: cases[i].id, Generation: 1, Tier: cgroup.Offline,
-			Pod: api.PodSpec{Containers: []api.ContainerSpec{payload("main", "exit", "0")}}}, cases[i].path, cases[i].ro))
+			Pod: &api.PodSpec{Containers: []api.ContainerSpec{payload("main", "exit", "0")}}}, cases[i].path, cases[i].ro))
 	}
 
 	d := newFakeDispatcher()

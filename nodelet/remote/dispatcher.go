@@ -148,9 +148,10 @@ type Dispatcher struct {
 // gonePod names a pod a difference removed, and its first container.
 type gonePod struct{ id, taskID, container string }
 
-// firstContainer is the name of p's first container, "" if it has none.
+// firstContainer is the name of p's first container, "" if it has none
+// or p is the zero DesiredPod (of a task in neither target).
 func firstContainer(p *nodelet.DesiredPod) string {
-	if len(p.Pod.Containers) == 0 {
+	if p.Pod == nil || len(p.Pod.Containers) == 0 {
 		return ""
 	}
 	return p.Pod.Containers[0].Name
@@ -313,9 +314,12 @@ func (d *Dispatcher) hold(t api.NodeTarget, joins uint64) bool {
 	if d.diffed {
 		d.changed = make([]nodelet.DesiredPod, 0, len(t.Pods))
 	}
-	var group *nodelet.Group // the last pod's, which the next of its group shares
+	var (
+		group *nodelet.Group // the last pod's, which the next of its group shares
+		spec  *api.PodSpec   // likewise
+	)
 	for i := range t.Pods {
-		p := desiredPod(&t.Pods[i], &group)
+		p := desiredPod(&t.Pods[i], &group, &spec)
 		d.held[p.TaskID] = p
 		if d.diffed {
 			d.changed = append(d.changed, p)
@@ -350,8 +354,11 @@ func inCapbox(task string) string {
 // pod enters the held target (its pod ID is a string built from the task
 // ID: built for every target, it was a third of the conversion). The pod
 // shares *group, the last pod's, when it is of the same group; else
-// *group becomes its own.
-func desiredPod(p *api.TargetPod, group **nodelet.Group) nodelet.DesiredPod {
+// *group becomes its own. Likewise it shares *spec when its spec shares
+// the last one's memory, as the pods of a group do in a decoded target;
+// else *spec becomes a copy of its own, so that a pod held keeps no
+// decoded target alive.
+func desiredPod(p *api.TargetPod, group **nodelet.Group, spec **api.PodSpec) nodelet.DesiredPod {
 	tier := cgroup.Offline
 	if p.QoS == api.QoSOnline {
 		tier = cgroup.Online
@@ -361,17 +368,29 @@ func desiredPod(p *api.TargetPod, group **nodelet.Group) nodelet.DesiredPod {
 		own := g
 		*group = &own
 	}
+	if *spec == nil || !sharedSpec(*spec, &p.Pod) {
+		own := p.Pod
+		*spec = &own
+	}
 	return nodelet.DesiredPod{
 		ID:         PodID(p.TaskID),
 		TaskID:     p.TaskID,
 		Generation: attempt(p.TaskID),
 		Tier:       tier,
 		Priority:   p.Priority,
-		Pod:        p.Pod,
+		Pod:        *spec,
 		Group:      *group,
 		Capbox:     p.Capbox,
 		InCapbox:   inCapbox(p.InCapbox),
 	}
+}
+
+// sharedSpec reports whether a and b share their memory (and are
+// therefore equal, decoded specs being read-only).
+func sharedSpec(a, b *api.PodSpec) bool {
+	return len(a.Containers) == len(b.Containers) && (len(a.Containers) == 0 || &a.Containers[0] == &b.Containers[0]) &&
+		a.SharePID == b.SharePID && a.Sim == b.Sim && a.Network == b.Network &&
+		len(a.Volumes) == len(b.Volumes) && (len(a.Volumes) == 0 || &a.Volumes[0] == &b.Volumes[0])
 }
 
 // convert turns the held target, at the dispatcher's generation, into the
