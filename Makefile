@@ -36,10 +36,14 @@ benchplot:
 
 ## demo: a whole local cluster running the example jobs (see scripts/demo)
 demo: build
+	-scripts/install-cni.sh
 	SLUICE=$(BIN)/sluice scripts/demo
 
-## test: the whole suite, with the race detector
+## test: the whole suite, with the race detector; the CNI plugins of the
+## network tests are installed first where root and apt allow (tests that
+## need them and do not find them skip and say so)
 test:
+	-scripts/install-cni.sh
 	$(GO) test -race -timeout 15m ./...
 
 ## lint: gofmt, go vet and staticcheck
