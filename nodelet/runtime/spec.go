@@ -58,8 +58,42 @@ type PodSpec struct {
 	// the pod (api.EnvTaskID and the others). Runtimes keep it with the
 	// spec.
 	Env []string
+	// Network is the pod's network mode: NetworkBridge, NetworkHost or
+	// NetworkNone. The nodelet resolves a task's mode (its default, its
+	// permission for host) before a runtime sees it; a runtime takes
+	// empty as NetworkNone, the mode that grants nothing. A pod inside a
+	// capbox (InPod) shares the capbox's network whatever its own mode.
+	Network string
+	// Ports are mapped from the host to the pod: in bridge mode each
+	// host port Port is forwarded to the pod's address on the same port;
+	// in host mode the pod listens on the host's ports itself and nothing
+	// is mapped; in none mode nothing reaches them.
+	Ports []PortMapping
 	// Sim drives the simulated runtime; real runtimes ignore it.
 	Sim *SimSpec
+}
+
+// Network modes of a pod (PodSpec.Network).
+const (
+	// NetworkBridge gives the pod its own network namespace attached to
+	// the node's pod bridge, with an address of the node's pod subnet.
+	NetworkBridge = "bridge"
+	// NetworkHost runs the pod in the host's network namespace.
+	NetworkHost = "host"
+	// NetworkNone gives the pod its own network namespace with only
+	// loopback.
+	NetworkNone = "none"
+)
+
+// PortMapping is one port a pod listens on and the host forwards to it:
+// the host port and the pod's port are the same number.
+type PortMapping struct {
+	// Name is the port's name in the job spec.
+	Name string
+	// Port is the host's and the pod's port number; not 0.
+	Port uint16
+	// Protocol is "tcp" or "udp"; empty means "tcp".
+	Protocol string
 }
 
 // ResourceMount is where a container sees its pod's ResourceDir.
@@ -104,6 +138,14 @@ type Mount struct {
 
 // IsScratch reports whether v is a scratch volume.
 func (v *Volume) IsScratch() bool { return v.ScratchSize > 0 }
+
+// proto is pm's protocol, "tcp" when empty.
+func (pm PortMapping) proto() string {
+	if pm.Protocol == "" {
+		return "tcp"
+	}
+	return pm.Protocol
+}
 
 // SimSpec is how a simulated pod behaves: it runs for RunTime and exits
 // with ExitCode.
@@ -322,6 +364,23 @@ func (s *PodSpec) Validate() error {
 		}
 	}
 	s.validateVolumes(&e)
+	switch s.Network {
+	case "", NetworkBridge, NetworkHost, NetworkNone:
+	default:
+		e.Add("network", "must be %q, %q or %q, not %q", NetworkBridge, NetworkHost, NetworkNone, s.Network)
+	}
+	for i, pm := range s.Ports {
+		f := func() string { return fmt.Sprintf("ports[%d]", i) }
+		if pm.Port == 0 {
+			e.Add(f()+".port", "must not be 0")
+		}
+		if pm.Protocol != "" && pm.Protocol != "tcp" && pm.Protocol != "udp" {
+			e.Add(f()+".protocol", "must be tcp or udp, not %q", pm.Protocol)
+		}
+		if slices.ContainsFunc(s.Ports[:i], func(o PortMapping) bool { return o.Port == pm.Port && o.proto() == pm.proto() }) {
+			e.Add(f()+".port", "%s port %d is mapped twice", pm.proto(), pm.Port)
+		}
+	}
 	if s.Sim != nil {
 		if s.Sim.RunTime < 0 {
 			e.Add("sim.run_time", "must not be negative")

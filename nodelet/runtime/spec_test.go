@@ -65,13 +65,18 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		Env:         []string{"SLUICE_NODE=n1", "=x"},
 		Sim:         &runtime.SimSpec{RunTime: -1, ExitCode: 256},
 		ResourceDir: "run/x",
+		Network:     "overlay",
+		Ports: []runtime.PortMapping{
+			{Name: "a", Port: 0}, {Name: "b", Port: 80, Protocol: "sctp"},
+			{Name: "c", Port: 8080}, {Name: "d", Port: 8080, Protocol: "tcp"}, {Name: "e", Port: 8080, Protocol: "udp"},
+		},
 	}
 	err := s.Validate()
 	var se *runtime.SpecError
 	if !errors.Is(err, runtime.ErrBadSpec) || !errors.As(err, &se) {
 		t.Fatalf("Validate = %v, want a *SpecError", err)
 	}
-	want := []string{"id", "cgroup_parent", "resource_dir", "env[1]", "sim.run_time", "sim.exit_code", "containers[0].args[0]", "containers[0].env[0]",
+	want := []string{"id", "cgroup_parent", "resource_dir", "network", "ports[0].port", "ports[1].protocol", "ports[3].port", "env[1]", "sim.run_time", "sim.exit_code", "containers[0].args[0]", "containers[0].env[0]",
 		"containers[0].working_dir", "containers[0].image.rootfs", "containers[0].resources.cpu", "containers[0].resources.memory",
 		"containers[0].resources.pids", "containers[0].user", "containers[1].name", "containers[1].args", "containers[1].image"}
 	var got []string
@@ -85,6 +90,9 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	}
 	if slices.Contains(got, "env[0]") {
 		t.Errorf("a good pod env entry refused: %v", err)
+	}
+	if slices.Contains(got, "ports[2].port") || slices.Contains(got, "ports[4].port") {
+		t.Errorf("a good port refused (8080/udp beside 8080/tcp is no duplicate): %v", err)
 	}
 	if !strings.HasPrefix(err.Error(), "runtime: bad pod spec: id: ") {
 		t.Errorf("message = %q", err)
