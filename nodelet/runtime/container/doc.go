@@ -5,7 +5,7 @@
 // # Pods
 //
 // A pod's sandbox is this binary re-executed as a pause process (see
-// Reexec) in new network, IPC and UTS namespaces; it sets the hostname to
+// Reexec) in new network (but see Network), IPC and UTS namespaces; it sets the hostname to
 // the pod ID, brings up lo and sleeps, all in a C constructor that runs
 // before (and instead of) the Go runtime, so a sandbox costs an exec and a
 // few system calls. Each container joins those
@@ -195,7 +195,33 @@
 // ever the host's root directory: createContainer checks the final root
 // (the image, or its overlay) against "/" by device and inode.
 //
+// # Network
+//
+// A pod's network mode (runtime.PodSpec.Network) decides its sandbox's
+// network namespace:
+//
+//   - none (and empty): a namespace of its own with only lo, up;
+//   - host: the host's (the pause process is started without
+//     CLONE_NEWNET, so the containers joining its namespaces join the
+//     host's network);
+//   - bridge: a namespace of its own attached to the node's pod network
+//     (Config.Network, package cni): Start pins the namespace and runs
+//     the plugins' ADD on it in the background beside the creation of the
+//     containers, mapping the pod's Ports (hostPort = containerPort) with
+//     portmap; the programs run only once both the sandbox and the attach
+//     have succeeded, and a failed attach fails the start like any other
+//     step, leaving nothing. Cleanup (Remove, a failed start, a pod that
+//     cannot be adopted) runs DEL and unpins the namespace after the
+//     sandbox is gone, so DEL finds the pod's interface even when its
+//     processes died long before. New detaches pinned namespaces of pods
+//     whose state directory is gone. network.json records the pod's
+//     address (PodIP).
+//
+// A pod inside a capbox shares the capbox's network namespace, and so its
+// network, whatever its own mode; it maps no ports of its own (a spec that
+// asks is refused).
+//
 // Not yet supported: SharePID inside a capbox (rejected as a bad spec),
-// ports beyond the pod's loopback, seccomp, pod-level cgroup limits (but a capbox's),
-// garbage collection of the image cache.
+// ports of a pod inside a capbox, seccomp, pod-level cgroup limits (but a
+// capbox's), garbage collection of the image cache.
 package container

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluicehq/sluice/nodelet/runtime"
+	"github.com/sluicehq/sluice/nodelet/runtime/container/cni"
 	"github.com/sluicehq/sluice/nodelet/runtime/container/shim"
 )
 
@@ -60,6 +61,11 @@ type Config struct {
 	// Logger receives what the runtime does in the background. Default:
 	// discarded.
 	Logger *slog.Logger
+	// Network, when set, configures the node's pod network, which
+	// bridge-mode pods (runtime.NetworkBridge) are attached to through
+	// the CNI plugins (package cni); nil: bridge-mode pods are refused
+	// as a bad spec. Default nil.
+	Network *cni.Config
 	// Shim is the sluice-shim binary (cmd/sluice-shim) that creates each
 	// container, so that the container's init, which re-executes the
 	// binary that created it, boots that small program instead of this
@@ -113,7 +119,8 @@ type Runtime struct {
 	cfg     Config
 	images  *imageCache
 	cpusets *cpusetParents
-	mkfs    string // mkfs.ext4, "" if the host has none
+	mkfs    string       // mkfs.ext4, "" if the host has none
+	net     *cni.Network // nil without Config.Network
 	shimMu  sync.Mutex
 	shim    *shimClient   // guarded by shimMu; nil: containers are created in this process
 	stop    chan struct{} // closed by Close
@@ -147,6 +154,13 @@ func New(cfg Config) (*Runtime, error) {
 			"state_dir", cfg.StateDir, "binary", exe)
 	}
 	r := &Runtime{cfg: cfg, stop: make(chan struct{}), images: &imageCache{root: cfg.ImageDir}, cpusets: newCpusetParents(), mkfs: findMkfs()}
+	if cfg.Network != nil {
+		n, err := cni.New(*cfg.Network)
+		if err != nil {
+			return nil, fmt.Errorf("container runtime: %w", err)
+		}
+		r.net = n
+	}
 	if cfg.Shim != "" {
 		sh, err := startShim(cfg.Shim)
 		if err != nil {
@@ -175,6 +189,7 @@ func New(cfg Config) (*Runtime, error) {
 		r.mu.pods[p.id] = p
 	}
 	r.removeOrphanScratch(r.mu.pods)
+	r.detachOrphans()
 	r.wg.Add(1)
 	go r.janitor()
 	return r, nil
@@ -308,6 +323,14 @@ func (r *Runtime) validate(spec *runtime.PodSpec) ([]string, error) {
 		// The namespace's holder is the pod's sandbox, and a pod inside a
 		// capbox has none: it uses the capbox's.
 		e.Add("share_pid", "a shared PID namespace is not supported for a pod inside a capbox")
+	}
+	switch {
+	case spec.InPod != "" && len(spec.Ports) > 0:
+		// The capbox's network namespace was attached, with its ports,
+		// when it started.
+		e.Add("ports", "a pod inside a capbox shares the capbox's network, whose ports are mapped when it starts: it maps none of its own")
+	case spec.InPod == "" && spec.Network == runtime.NetworkBridge && r.net == nil:
+		e.Add("network", "bridge mode needs the node's pod network, and this runtime has none configured")
 	}
 	if d := spec.ResourceDir; d != "" {
 		if st, err := os.Stat(d); err != nil {
@@ -458,7 +481,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.PodSpec) (err error) {
 			}
 		}
 	}
-	if err := r.startContainers(p, host, rootfs); err != nil {
+	if err := r.startContainers(ctx, p, host, rootfs); err != nil {
 		return err
 	}
 	if spec.Placeholder {
@@ -519,7 +542,7 @@ func (r *Runtime) abort(p *pod) {
 //
 // A pod inside a capbox (host not nil) has no sandbox of its own: its
 // containers join host's.
-func (r *Runtime) startContainers(p *pod, host *pod, rootfs []string) error {
+func (r *Runtime) startContainers(ctx context.Context, p *pod, host *pod, rootfs []string) error {
 	var ready <-chan error
 	if host != nil {
 		p.nsPid = host.sandbox.pid
@@ -532,6 +555,9 @@ func (r *Runtime) startContainers(p *pod, host *pod, rootfs []string) error {
 			return fmt.Errorf("sandbox: %w", err)
 		}
 		p.nsPid = p.sandbox.pid
+		if p.rec.Spec.Network == runtime.NetworkBridge {
+			ready = r.attach(ctx, p, ready)
+		}
 	}
 	specs := podContainers(&p.rec.Spec)
 	cts := make([]*ctr, len(specs))
@@ -548,9 +574,9 @@ func (r *Runtime) startContainers(p *pod, host *pod, rootfs []string) error {
 		}
 	}
 	if sbErr != nil {
-		// Containers may have failed too, for want of the sandbox; its
-		// error is the cause.
-		return fmt.Errorf("sandbox: %w", sbErr)
+		// Containers may have failed too, for want of the sandbox (or its
+		// network); its error is the cause.
+		return sbErr
 	}
 	for i, err := range errs {
 		if err != nil {

@@ -16,14 +16,16 @@ import (
 	"github.com/opencontainers/cgroups/manager"
 	"golang.org/x/sys/unix"
 
+	"github.com/sluicehq/sluice/nodelet/runtime"
 	"github.com/sluicehq/sluice/nodelet/runtime/container/shim"
 )
 
 // sandboxTimeout bounds how long the pause process may take to report.
 const sandboxTimeout = 10 * time.Second
 
-// startSandbox starts p's pause process in new network, IPC and UTS
-// namespaces, and a new PID namespace for a pod that shares one (whose
+// startSandbox starts p's pause process in new IPC and UTS namespaces, a
+// new network namespace unless the pod's network is the host's, and a new
+// PID namespace for a pod that shares one (whose
 // PID 1 it is, so the namespace lives as long as the pod), and sets
 // p.sandbox. It returns once the process exists, so
 // that its namespaces can be joined; the rest (the pause reporting that
@@ -40,7 +42,10 @@ func (r *Runtime) startSandbox(p *pod) (ready <-chan error, err error) {
 	cmd.Args[0] = os.Args[0]
 	cmd.Stdout = pw
 	cmd.Env = []string{}
-	flags := uintptr(unix.CLONE_NEWNET | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
+	flags := uintptr(unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
+	if p.rec.Spec.Network != runtime.NetworkHost {
+		flags |= unix.CLONE_NEWNET
+	}
 	if p.rec.Spec.SharePID {
 		flags |= unix.CLONE_NEWPID
 	}
@@ -64,7 +69,11 @@ func (r *Runtime) startSandbox(p *pod) (ready <-chan error, err error) {
 	done := make(chan error, 1)
 	go func() {
 		defer pr.Close()
-		done <- r.sandboxReady(p, pr, pid)
+		if err := r.sandboxReady(p, pr, pid); err != nil {
+			done <- fmt.Errorf("sandbox: %w", err)
+			return
+		}
+		done <- nil
 	}()
 	return done, nil
 }
@@ -162,9 +171,9 @@ func limitPod(p *pod) error {
 func (r *Runtime) cleanup(id, parent string) error {
 	dir := r.podDir(id)
 	var errs []error
-	if parent == "" {
-		var rec record
-		if err := readJSON(filepath.Join(dir, recordFile), &rec); err == nil {
+	var rec record
+	if parent == "" || r.net != nil {
+		if err := readJSON(filepath.Join(dir, recordFile), &rec); err == nil && parent == "" {
 			parent = rec.CgroupParent
 		}
 	}
@@ -187,6 +196,13 @@ func (r *Runtime) cleanup(id, parent string) error {
 			_ = w.wait()
 			shim.Reap(sb.Pid)
 			w.close()
+		}
+	}
+	if attached(&rec.Spec) && r.net != nil {
+		// After the sandbox: the pod's namespace stays pinned, and its
+		// veth in it, until the plugins have let go of both.
+		if err := r.detach(id, rec.Spec.Ports); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if parent != "" {

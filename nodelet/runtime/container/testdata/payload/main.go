@@ -10,6 +10,10 @@
 //	spin SECONDS    burn CPU on all threads for SECONDS
 //	listen PORT     accept one TCP connection on 127.0.0.1:PORT, print the line it sends
 //	dial PORT TEXT  connect to 127.0.0.1:PORT (retrying for 10s), send TEXT
+//	listenon ADDR   accept one TCP connection on ADDR (host:port), print the line it sends
+//	dialto ADDR TEXT  connect to ADDR (host:port, retrying for 10s), send TEXT
+//	get URL         HTTP GET URL (retrying for 10s), print the body
+//	ifaces          print each network interface's name and addresses
 //	ignoreterm      ignore SIGTERM from now on
 //	status          print the CapEff, NoNewPrivs and Uid lines of /proc/self/status
 //	cat FILE        copy FILE to stdout
@@ -33,7 +37,9 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -129,6 +135,55 @@ func main() {
 			_, err = fmt.Fprintln(c, text)
 			check(err)
 			c.Close()
+		case "listenon":
+			ln, err := net.Listen("tcp", arg())
+			check(err)
+			c, err := ln.Accept()
+			check(err)
+			line, err := bufio.NewReader(c).ReadString('\n')
+			check(err)
+			fmt.Print("got: " + line)
+			c.Close()
+			ln.Close()
+		case "dialto":
+			addr, text := arg(), arg()
+			var c net.Conn
+			var err error
+			for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+				if c, err = net.Dial("tcp", addr); err == nil {
+					break
+				}
+			}
+			check(err)
+			_, err = fmt.Fprintln(c, text)
+			check(err)
+			c.Close()
+		case "get":
+			url := arg()
+			var resp *http.Response
+			var err error
+			for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+				if resp, err = http.Get(url); err == nil {
+					break
+				}
+			}
+			check(err)
+			b, err := io.ReadAll(resp.Body)
+			check(err)
+			resp.Body.Close()
+			fmt.Printf("%s\n", b)
+		case "ifaces":
+			ifs, err := net.Interfaces()
+			check(err)
+			for _, i := range ifs {
+				addrs, err := i.Addrs()
+				check(err)
+				fmt.Print(i.Name)
+				for _, a := range addrs {
+					fmt.Print(" ", a)
+				}
+				fmt.Println()
+			}
 		case "ignoreterm":
 			ignoreTerm.Store(true)
 		case "status":

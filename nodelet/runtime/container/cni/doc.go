@@ -1,0 +1,39 @@
+// Package cni attaches pods' network namespaces to the node's pod network
+// through the standard CNI plugins (Debian's containernetworking-plugins),
+// driven by libcni: bridge-mode pods of the container runtime.
+//
+// # Configuration
+//
+// The network is the first configuration list (*.conflist) in
+// Config.ConfDir, used as it is. When there is none, New writes ConfFile
+// there (DefaultConfList): a bridge Config.Bridge that is the pods'
+// gateway at the first address of Config.PodCIDR, masquerades their
+// traffic leaving the subnet and hairpins (a pod reaches itself through a
+// mapped port); host-local addresses from the subnet, reserved in
+// Config.StateDir/ipam; portmap for the pods' ports (the portMappings
+// capability); loopback. New checks that every plugin the list names is
+// installed in Config.BinDirs, and that the pod subnet overlaps no route
+// or address of the host other than the bridge's own: two networks over
+// one subnet would each lose traffic to the other.
+//
+// # Pods
+//
+// Attach pins the pod's network namespace (that of its sandbox process)
+// by a bind mount on Config.StateDir/netns/<pod ID>, as `ip netns` does,
+// and runs ADD on that path. The pin keeps the namespace, and so the pod's
+// veth, until Detach, even after every process of the pod has ended, so
+// that DEL always finds the interface and its addresses: the bridge plugin
+// derives the masquerade rules it removes from them, and without the
+// namespace they would stay. Detach runs DEL (releasing the address, the
+// masquerade and port rules and the veth) and removes the pin. A failed
+// Attach undoes itself. Pinned lists the pins, so that a runtime restarted
+// after a crash finds pods whose state is gone and detaches them
+// (CachedPorts gives the ports to remove from the plugins' cache).
+//
+// # Invariants
+//
+//   - After Detach of every attached pod, the network holds no veth on the
+//     bridge, no address reservation, no iptables rule naming a pod, and
+//     no pinned namespace.
+//   - Detach is idempotent.
+package cni

@@ -1,0 +1,160 @@
+package cni
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"strconv"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// pin bind-mounts the network namespace of process pid on path, as `ip
+// netns` does, so that the namespace outlives the process and has a name
+// the plugins can enter, for DEL too.
+func pin(pid int, path string) error {
+	pinned, err := isPinned(path)
+	if err != nil {
+		return err
+	}
+	if pinned {
+		return fmt.Errorf("%s: %w", path, os.ErrExist)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	src := "/proc/" + strconv.Itoa(pid) + "/ns/net"
+	if err := unix.Mount(src, path, "", unix.MS_BIND, ""); err != nil {
+		os.Remove(path)
+		return fmt.Errorf("bind %s on %s: %w", src, path, err)
+	}
+	return nil
+}
+
+// unpin undoes pin; a path not pinned, or missing, is fine.
+func unpin(path string) error {
+	pinned, err := isPinned(path)
+	if err != nil {
+		return err
+	}
+	if pinned {
+		if err := unix.Unmount(path, unix.MNT_DETACH); err != nil {
+			return fmt.Errorf("unmount %s: %w", path, err)
+		}
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// isPinned reports whether a network namespace is mounted on path.
+func isPinned(path string) (bool, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return false, nil
+		}
+		return false, fmt.Errorf("statfs %s: %w", path, err)
+	}
+	return st.Type == unix.NSFS_MAGIC, nil
+}
+
+// checkFree reports a route or address of the host that overlaps subnet,
+// other than those on the interface named bridge (the pod bridge itself,
+// left by an earlier run). Default routes overlap everything and are
+// skipped.
+func checkFree(subnet netip.Prefix, bridge string) error {
+	name := func(index int) string {
+		if l, err := netlink.LinkByIndex(index); err == nil {
+			return l.Attrs().Name
+		}
+		return "interface " + strconv.Itoa(index)
+	}
+	routes, err := netlink.RouteList(nil, netlink.FAMILY_V4)
+	if err != nil {
+		return fmt.Errorf("list routes: %w", err)
+	}
+	for _, r := range routes {
+		p, ok := prefix(r.Dst)
+		if !ok || p.Bits() == 0 || !p.Overlaps(subnet) {
+			continue
+		}
+		if dev := name(r.LinkIndex); dev != bridge {
+			return fmt.Errorf("route %s dev %s", p, dev)
+		}
+	}
+	addrs, err := netlink.AddrList(nil, netlink.FAMILY_V4)
+	if err != nil {
+		return fmt.Errorf("list addresses: %w", err)
+	}
+	for _, a := range addrs {
+		p, ok := prefix(a.IPNet)
+		if !ok || !p.Overlaps(subnet) {
+			continue
+		}
+		if dev := name(a.LinkIndex); dev != bridge {
+			return fmt.Errorf("address %s dev %s", a.IPNet, dev)
+		}
+	}
+	return nil
+}
+
+// prefix converts n to a masked netip.Prefix.
+func prefix(n *net.IPNet) (netip.Prefix, bool) {
+	if n == nil {
+		return netip.Prefix{}, false
+	}
+	addr, ok := netip.AddrFromSlice(n.IP)
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	ones, _ := n.Mask.Size()
+	return netip.PrefixFrom(addr.Unmap(), ones).Masked(), true
+}
+
+// ensureBridge makes the bridge named name, up, with the address gw (the
+// pods' gateway) where it lacks them; the bridge plugin then takes it as
+// it is.
+func ensureBridge(name string, gw netip.Prefix) error {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		if _, ok := err.(netlink.LinkNotFoundError); !ok {
+			return err
+		}
+		br := &netlink.Bridge{LinkAttrs: netlink.NewLinkAttrs()}
+		br.Name = name
+		if err := netlink.LinkAdd(br); err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("add: %w", err)
+		}
+		if l, err = netlink.LinkByName(name); err != nil {
+			return err
+		}
+	}
+	if _, ok := l.(*netlink.Bridge); !ok {
+		return fmt.Errorf("%s is a %s, not a bridge", name, l.Type())
+	}
+	addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(addrs, func(a netlink.Addr) bool {
+		p, ok := prefix(a.IPNet)
+		return ok && a.IP.Equal(gw.Addr().AsSlice()) && p.Bits() == gw.Bits()
+	}) {
+		a := &netlink.Addr{IPNet: &net.IPNet{IP: gw.Addr().AsSlice(), Mask: net.CIDRMask(gw.Bits(), 32)}}
+		if err := netlink.AddrAdd(l, a); err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("address %s: %w", gw, err)
+		}
+	}
+	if err := netlink.LinkSetUp(l); err != nil {
+		return fmt.Errorf("up: %w", err)
+	}
+	return nil
+}
