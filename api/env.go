@@ -34,6 +34,8 @@ const (
 	// EnvNode is the name of the node the pod runs on.
 	EnvNode = "SLUICE_NODE"
 	// EnvAddr is the dispatcher base URLs the node uses, comma-separated.
+	// In a bridge-mode pod a URL whose host is loopback has it replaced
+	// by EnvHostIP's address: loopback in a pod is the pod itself.
 	EnvAddr = "SLUICE_ADDR"
 	// EnvToken is, in the containers of an appmaster job's own task
 	// groups only (not in capboxes or their tasks), the job's token
@@ -41,6 +43,9 @@ const (
 	// release its capboxes and start and stop tasks in them, and nothing
 	// else, until the job ends. Treat it as a secret.
 	EnvToken = "SLUICE_TOKEN"
+	// EnvHostIP is the node's address as other hosts and the node's pods
+	// reach it; never a loopback address.
+	EnvHostIP = "SLUICE_HOST_IP"
 )
 
 // ResourceMountDir is the directory where an offline pod's containers read

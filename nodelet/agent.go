@@ -20,6 +20,10 @@ var (
 	ErrNotRunning = errors.New("nodelet: agent is not running")
 	// ErrAlreadyRun: Run was called twice.
 	ErrAlreadyRun = errors.New("nodelet: Run called more than once")
+	// ErrNetworkDenied: a pod asks for a network mode the node does not
+	// allow (host, without Config.AllowHostNetwork). Its task fails with
+	// api.ReasonNetworkDenied.
+	ErrNetworkDenied = errors.New("nodelet: network mode denied")
 )
 
 // Agent converges its host to the dispatcher's target. Create it with New

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"path"
 	"strings"
 	"time"
@@ -25,6 +26,19 @@ type Config struct {
 	// which every container gets as api.EnvAddr. Default "": the
 	// variable is not set.
 	Addr string
+	// DefaultNetwork is the network mode (runtime.NetworkBridge, Host or
+	// None) of a pod whose spec names none. Default runtime.NetworkBridge.
+	DefaultNetwork string
+	// AllowHostNetwork lets pods run in the host's network namespace;
+	// without it a pod in host mode (asked for, or by DefaultNetwork)
+	// fails at once with api.ReasonNetworkDenied. Default false.
+	AllowHostNetwork bool
+	// HostIP is the node's address as other hosts and the node's pods
+	// reach it, an IP address that is not loopback: every container gets
+	// it as api.EnvHostIP, and in a bridge-mode pod's api.EnvAddr it
+	// replaces each loopback host (loopback in a pod is the pod itself).
+	// Default "": neither.
+	HostIP string
 	// CgroupRoot is the cgroup, relative to each hierarchy's root, that
 	// holds the tiers: a pod goes under CgroupRoot/<tier>/<pod ID>. It
 	// matches nodelet/cgroup's Config.Root without the leading slash.
@@ -117,6 +131,18 @@ func (c *Config) Validate() error {
 	if strings.ContainsAny(c.Addr, "\x00\n") {
 		add("Addr %q must not contain NUL or newlines", c.Addr)
 	}
+	switch c.DefaultNetwork {
+	case "", runtime.NetworkBridge, runtime.NetworkHost, runtime.NetworkNone:
+	default:
+		add("DefaultNetwork %q: want %q, %q or %q", c.DefaultNetwork, runtime.NetworkBridge, runtime.NetworkHost, runtime.NetworkNone)
+	}
+	if c.HostIP != "" {
+		if ip, err := netip.ParseAddr(c.HostIP); err != nil || ip.Zone() != "" {
+			add("HostIP %q is not an IP address", c.HostIP)
+		} else if ip.IsLoopback() || ip.IsUnspecified() {
+			add("HostIP %s must be an address pods and other hosts reach, not loopback or unspecified", c.HostIP)
+		}
+	}
 	if r := c.CgroupRoot; r != "" {
 		if strings.HasPrefix(r, "/") || path.Clean(r) != r || r == "." || strings.Contains(r, "..") {
 			add("CgroupRoot %q must be a clean relative cgroup path such as %q", r, DefaultCgroupRoot)
@@ -163,6 +189,9 @@ func (c *Config) Validate() error {
 func (c *Config) setDefaults() {
 	if c.CgroupRoot == "" {
 		c.CgroupRoot = DefaultCgroupRoot
+	}
+	if c.DefaultNetwork == "" {
+		c.DefaultNetwork = runtime.NetworkBridge
 	}
 	if c.StopGrace == 0 {
 		c.StopGrace = DefaultStopGrace

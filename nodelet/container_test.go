@@ -101,7 +101,7 @@ func childAgent(dir, rootfs string) int {
 	}
 	d := newFakeDispatcher()
 	d.setTarget(1, sleeper(rootfs, "rec-a"), sleeper(rootfs, "rec-b"))
-	a, err := nodelet.New(nodelet.Config{Node: "child", Runtime: rt, Dispatcher: d, CgroupRoot: testCgroupRoot})
+	a, err := nodelet.New(nodelet.Config{Node: "child", Runtime: rt, Dispatcher: d, DefaultNetwork: runtime.NetworkNone, CgroupRoot: testCgroupRoot})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -173,7 +173,7 @@ func TestContainerRecovery(t *testing.T) {
 	crt := newCounting(rt)
 	d := newFakeDispatcher()
 	d.setTarget(1, sleeper(rootfs, "rec-a"), sleeper(rootfs, "rec-b"))
-	a, err := nodelet.New(nodelet.Config{Node: "n1", Runtime: crt, Dispatcher: d, CgroupRoot: testCgroupRoot, StopGrace: time.Second})
+	a, err := nodelet.New(nodelet.Config{Node: "n1", Runtime: crt, Dispatcher: d, DefaultNetwork: runtime.NetworkNone, CgroupRoot: testCgroupRoot, StopGrace: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func benchAgentRSS(b *testing.B, shim string) {
 		pods = append(pods, sleeper(rootfs, fmt.Sprintf("rss-%03d", i)))
 	}
 	d.setTarget(1, pods...)
-	a, err := nodelet.New(nodelet.Config{Node: "n1", Runtime: rt, Dispatcher: d, CgroupRoot: testCgroupRoot, StopGrace: time.Second})
+	a, err := nodelet.New(nodelet.Config{Node: "n1", Runtime: rt, Dispatcher: d, DefaultNetwork: runtime.NetworkNone, CgroupRoot: testCgroupRoot, StopGrace: time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -355,7 +355,7 @@ func TestContainerImageDenied(t *testing.T) {
 	crt := newCounting(rt)
 	d := newFakeDispatcher()
 	d.setTarget(1, sleeper(rootfs, "allowed"), sleeper(outside, "outside"), sleeper(escape, "escape"))
-	a, err := nodelet.New(nodelet.Config{Node: "n1", Runtime: crt, Dispatcher: d, CgroupRoot: testCgroupRoot, StopGrace: time.Second})
+	a, err := nodelet.New(nodelet.Config{Node: "n1", Runtime: crt, Dispatcher: d, DefaultNetwork: runtime.NetworkNone, CgroupRoot: testCgroupRoot, StopGrace: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,7 +421,7 @@ func TestContainerIdentityEnv(t *testing.T) {
 	d := newFakeDispatcher()
 	d.setTarget(1, pod)
 	const addr = "http://127.0.0.1:7001"
-	a, err := nodelet.New(nodelet.Config{Node: "n1", Runtime: rt, Dispatcher: d, Addr: addr, CgroupRoot: testCgroupRoot,
+	a, err := nodelet.New(nodelet.Config{Node: "n1", Runtime: rt, Dispatcher: d, DefaultNetwork: runtime.NetworkNone, Addr: addr, CgroupRoot: testCgroupRoot,
 		StopGrace: time.Second, RetainExited: time.Minute})
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,9 @@
 package nodelet
 
 import (
+	"net"
+	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -18,7 +21,7 @@ import (
 // with a Token (an appmaster job's, not a capbox task) gets api.EnvToken.
 //
 // The variables share one string: a pod start costs two allocations.
-func identityEnv(node, addr string, d *DesiredPod) []string {
+func identityEnv(node, addr, hostIP string, d *DesiredPod) []string {
 	if d.Capbox {
 		return nil
 	}
@@ -47,10 +50,10 @@ func identityEnv(node, addr string, d *DesiredPod) []string {
 	}
 	var (
 		b    strings.Builder
-		ends [12]int
+		ends [13]int
 		k    int
 	)
-	b.Grow(160 + 2*len(task) + len(g.Job) + len(g.JobName) + len(g.Name) + len(node) + len(addr) + len(g.Token))
+	b.Grow(180 + 2*len(task) + len(g.Job) + len(g.JobName) + len(g.Name) + len(node) + len(addr) + len(hostIP) + len(g.Token))
 	add := func(name, value string) {
 		b.WriteString(name)
 		b.WriteByte('=')
@@ -83,6 +86,9 @@ func identityEnv(node, addr string, d *DesiredPod) []string {
 	if addr != "" {
 		add(api.EnvAddr, addr)
 	}
+	if hostIP != "" {
+		add(api.EnvHostIP, hostIP)
+	}
 	if g.Token != "" && n != 5 {
 		add(api.EnvToken, g.Token)
 	}
@@ -104,4 +110,40 @@ func digits(s string) bool {
 		}
 	}
 	return s != ""
+}
+
+// podAddr is addr, dispatcher base URLs separated by commas, as a pod in
+// its own network namespace reaches them: each URL whose host is loopback
+// (a loopback IP or "localhost") has hostIP as its host instead, keeping
+// its port. Without hostIP, or with no such URL, it is addr.
+func podAddr(addr, hostIP string) string {
+	if hostIP == "" || addr == "" {
+		return addr
+	}
+	urls := strings.Split(addr, ",")
+	changed := false
+	for i, raw := range urls {
+		u, err := url.Parse(strings.TrimSpace(raw))
+		if err != nil || u.Host == "" {
+			continue
+		}
+		h := u.Hostname()
+		ip, err := netip.ParseAddr(h)
+		if h != "localhost" && (err != nil || !ip.IsLoopback()) {
+			continue
+		}
+		if p := u.Port(); p != "" {
+			u.Host = net.JoinHostPort(hostIP, p)
+		} else if strings.Contains(hostIP, ":") {
+			u.Host = "[" + hostIP + "]"
+		} else {
+			u.Host = hostIP
+		}
+		urls[i] = u.String()
+		changed = true
+	}
+	if !changed {
+		return addr
+	}
+	return strings.Join(urls, ",")
 }

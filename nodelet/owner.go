@@ -158,9 +158,14 @@ type owner struct {
 	// offlineParent and onlineParent are the tiers' cgroups, joined once
 	// rather than for every pod started.
 	offlineParent, onlineParent string
-	// node and addr are Config.Node and Config.Addr, which every pod's
-	// identity names (identityEnv).
-	node, addr string
+	// node, addr and hostIP are Config.Node, Config.Addr and
+	// Config.HostIP, which every pod's identity names (identityEnv);
+	// bridgeAddr is addr as bridge-mode pods reach it (podAddr).
+	node, addr, hostIP, bridgeAddr string
+	// defaultNetwork and allowHostNetwork are Config.DefaultNetwork and
+	// Config.AllowHostNetwork.
+	defaultNetwork   string
+	allowHostNetwork bool
 	// lastSpec is the last pod spec spec derived, which the next pod of
 	// the same api spec shares.
 	lastSpec specMemo
@@ -211,6 +216,11 @@ func newOwner(a *Agent, ctx context.Context) *owner {
 		onlineParent:  path.Join(a.cfg.CgroupRoot, string(cgroup.Online)),
 		node:          a.cfg.Node,
 		addr:          a.cfg.Addr,
+		hostIP:        a.cfg.HostIP,
+		bridgeAddr:    podAddr(a.cfg.Addr, a.cfg.HostIP),
+
+		defaultNetwork:   a.cfg.DefaultNetwork,
+		allowHostNetwork: a.cfg.AllowHostNetwork,
 	}
 }
 
@@ -575,7 +585,8 @@ func (o *owner) spec(d DesiredPod) runtime.PodSpec {
 		s := m.spec
 		s.ID, s.Generation, s.CgroupParent, s.SharePID = d.ID, d.Generation, parent, d.Pod.SharePID
 		s.Placeholder, s.InPod = d.Capbox, d.InCapbox
-		s.Env = identityEnv(o.node, o.addr, &d)
+		s.Network = o.network(&d)
+		s.Env = identityEnv(o.node, o.podAddr(s.Network), o.hostIP, &d)
 		if len(d.Pod.Volumes) > 0 || len(s.Volumes) > 0 {
 			s.Volumes = runtime.VolumesFromAPI(d.Pod.Volumes)
 		}
@@ -583,7 +594,8 @@ func (o *owner) spec(d DesiredPod) runtime.PodSpec {
 	}
 	s := runtime.FromAPI(d.ID, d.Generation, parent, d.Pod)
 	s.Placeholder, s.InPod = d.Capbox, d.InCapbox
-	s.Env = identityEnv(o.node, o.addr, &d)
+	s.Network = o.network(&d)
+	s.Env = identityEnv(o.node, o.podAddr(s.Network), o.hostIP, &d)
 	if d.Tier == cgroup.Offline {
 		for i := range s.Containers {
 			s.Containers[i].Resources.MilliCPU = 0
@@ -593,6 +605,32 @@ func (o *owner) spec(d DesiredPod) runtime.PodSpec {
 		o.lastSpec = specMemo{containers: &d.Pod.Containers[0], sim: d.Pod.Sim, n: len(d.Pod.Containers), tier: d.Tier, spec: s}
 	}
 	return s
+}
+
+// network is d's network mode: its spec's, else the node's default.
+func (o *owner) network(d *DesiredPod) string {
+	if m := d.Pod.Network.Mode; m != "" {
+		return m
+	}
+	return o.defaultNetwork
+}
+
+// podAddr is the dispatcher URLs as a pod of network mode reaches them.
+func (o *owner) podAddr(mode string) string {
+	if mode == runtime.NetworkBridge {
+		return o.bridgeAddr
+	}
+	return o.addr
+}
+
+// checkNetwork refuses a pod in host mode on a node that does not allow
+// it, with an ErrNetworkDenied error saying so.
+func (o *owner) checkNetwork(s *runtime.PodSpec) error {
+	if s.Network == runtime.NetworkHost && !o.allowHostNetwork {
+		return fmt.Errorf("%w: the pod asks for the host's network, and node %s does not allow it (its nodelet runs without --allow-host-network)",
+			ErrNetworkDenied, o.node)
+	}
+	return nil
 }
 
 // put makes p the pod of slot s and marks it.
@@ -609,6 +647,9 @@ func (o *owner) start(s *slot, d DesiredPod) {
 	err := o.check(d)
 	if err == nil {
 		spec = o.spec(d)
+		err = o.checkNetwork(&spec)
+	}
+	if err == nil {
 		err = spec.ResolveHostPaths(o.a.cfg.VolumeRoots)
 	}
 	if err == nil {
@@ -859,7 +900,9 @@ func (o *owner) handle(ev event) {
 // reportStartFailed queues the report of a pod that could not start:
 // failed with api.ReasonImageDenied when the runtime refused an image of
 // it (runtime.ErrImageDenied), api.ReasonVolumeDenied when the node or the
-// runtime refused a host path (runtime.ErrVolumeDenied), else with
+// runtime refused a host path (runtime.ErrVolumeDenied),
+// api.ReasonNetworkDenied when the node refused its network mode
+// (ErrNetworkDenied), else with
 // api.ReasonStartFailed.
 func (o *owner) reportStartFailed(d DesiredPod, err error) {
 	p := &pod{want: d}
@@ -869,6 +912,8 @@ func (o *owner) reportStartFailed(d DesiredPod, err error) {
 		reason = api.ReasonImageDenied
 	case errors.Is(err, runtime.ErrVolumeDenied):
 		reason = api.ReasonVolumeDenied
+	case errors.Is(err, ErrNetworkDenied):
+		reason = api.ReasonNetworkDenied
 	}
 	o.report(p, api.TaskFailed, reason, 0, err.Error())
 }

@@ -59,7 +59,7 @@ func TestContainerResourceFile(t *testing.T) {
 	d.setTarget(1, pod)
 	oc := fakeOvercommit(t, cg.fakeCgroups)
 	oc.Cgroups = cg
-	a, err := nodelet.New(nodelet.Config{Node: "n1", Runtime: rt, Dispatcher: d, CgroupRoot: testCgroupRoot, StopGrace: time.Second,
+	a, err := nodelet.New(nodelet.Config{Node: "n1", Runtime: rt, Dispatcher: d, DefaultNetwork: runtime.NetworkNone, CgroupRoot: testCgroupRoot, StopGrace: time.Second,
 		RetainExited: time.Minute, ResourceDir: resDir, Overcommit: oc})
 	if err != nil {
 		t.Fatal(err)

@@ -205,7 +205,7 @@ type Resources struct {
 // the caller resolves them against its volume roots (ResolveHostPath)
 // before a runtime sees them, and Validate refuses them until then.
 func FromAPI(id string, generation int64, cgroupParent string, p *api.PodSpec) PodSpec {
-	s := PodSpec{ID: id, Generation: generation, CgroupParent: cgroupParent, SharePID: p.SharePID}
+	s := PodSpec{ID: id, Generation: generation, CgroupParent: cgroupParent, SharePID: p.SharePID, Network: p.Network.Mode}
 	if p.Sim != nil {
 		s.Sim = &SimSpec{RunTime: p.Sim.RunTime.Std(), ExitCode: int(p.Sim.ExitCode)}
 	}
