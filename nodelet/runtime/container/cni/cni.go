@@ -76,6 +76,7 @@ type Network struct {
 	cfg     Config
 	cni     *libcni.CNIConfig
 	list    *libcni.NetworkConfigList
+	noPorts *libcni.NetworkConfigList // list for pods without ports (lean)
 	file    string
 	subnet  netip.Prefix // invalid when the configuration does not say
 	gateway netip.Addr   // invalid when the configuration does not say
@@ -118,6 +119,7 @@ func New(cfg Config) (*Network, error) {
 	if n.list, err = libcni.NetworkConfFromFile(n.file); err != nil {
 		return nil, fmt.Errorf("cni: %s: %w", n.file, err)
 	}
+	n.noPorts = lean(n.list)
 	bridge := ""
 	for _, p := range n.list.Plugins {
 		if _, err := invoke.FindInPath(p.Network.Type, cfg.BinDirs); err != nil {
@@ -137,9 +139,12 @@ func New(cfg Config) (*Network, error) {
 		// The bridge of the configuration New writes exists, with the
 		// gateway's address, from the start rather than from the first
 		// pod's ADD, so that the host can serve pods there before any
-		// pod runs.
+		// pod runs; its pods' traffic leaving the subnet is masqueraded.
 		if err := ensureBridge(bridge, netip.PrefixFrom(n.gateway, n.subnet.Bits())); err != nil {
 			return nil, fmt.Errorf("cni: bridge %s: %w", bridge, err)
+		}
+		if err := Masquerade(n.list.Name, n.subnet, true); err != nil {
+			return nil, err
 		}
 	}
 	return n, nil
@@ -187,10 +192,12 @@ func CheckPodCIDR(p netip.Prefix) error {
 }
 
 // DefaultConfList is the configuration list New writes: a bridge (the
-// pods' gateway, masquerading their traffic out of the subnet, with hairpin
-// mode so a pod reaches itself through a mapped port) with host-local
-// addresses from subnet kept in ipamDir, portmap for the pods' ports, and
-// loopback.
+// pods' gateway, with hairpin mode so a pod reaches itself through a
+// mapped port) with host-local addresses from subnet kept in ipamDir,
+// portmap for the pods' ports, and loopback. The bridge plugin's ipMasq is
+// off: New masquerades the whole subnet with one rule instead (see
+// Masquerade), which a pod's start and removal then need not touch.
+
 func DefaultConfList(bridge string, subnet netip.Prefix, ipamDir string) ([]byte, error) {
 	if err := CheckPodCIDR(subnet); err != nil {
 		return nil, err
@@ -204,7 +211,7 @@ func DefaultConfList(bridge string, subnet netip.Prefix, ipamDir string) ([]byte
 				"type":        "bridge",
 				"bridge":      bridge,
 				"isGateway":   true,
-				"ipMasq":      true,
+				"ipMasq":      false,
 				"hairpinMode": true,
 				"ipam": map[string]any{
 					"type":    "host-local",
@@ -304,7 +311,7 @@ func (n *Network) Attach(ctx context.Context, id string, pid int, ports []runtim
 	if err := pin(pid, path); err != nil {
 		return Attachment{}, fmt.Errorf("cni: pin network namespace: %w", err)
 	}
-	res, err := n.cni.AddNetworkList(ctx, n.list, n.rt(id, path, ports))
+	res, err := n.cni.AddNetworkList(ctx, n.listFor(ports), n.rt(id, path, ports))
 	if err != nil {
 		err = fmt.Errorf("cni: attach pod %q to network %s: %w", id, n.list.Name, err)
 		if derr := n.Detach(context.WithoutCancel(ctx), id, ports); derr != nil {
@@ -338,7 +345,7 @@ func (n *Network) Detach(ctx context.Context, id string, ports []runtime.PortMap
 	if !pinned {
 		netns = "" // the plugins then release what is not in the namespace
 	}
-	if err := n.cni.DelNetworkList(ctx, n.list, n.rt(id, netns, ports)); err != nil {
+	if err := n.cni.DelNetworkList(ctx, n.listFor(ports), n.rt(id, netns, ports)); err != nil {
 		return fmt.Errorf("cni: detach pod %q from network %s: %w", id, n.list.Name, err)
 	}
 	if err := unpin(path); err != nil {
@@ -382,6 +389,35 @@ func (n *Network) CachedPorts(id string) []runtime.PortMapping {
 		out = append(out, runtime.PortMapping{Port: uint16(pm.HostPort), Protocol: pm.Protocol})
 	}
 	return out
+}
+
+// listFor is the configuration list run for a pod with ports.
+func (n *Network) listFor(ports []runtime.PortMapping) *libcni.NetworkConfigList {
+	if len(ports) == 0 {
+		return n.noPorts
+	}
+	return n.list
+}
+
+// lean is list without the plugins that have nothing to do for a pod
+// without ports, since each is a process started for every ADD and DEL:
+// those whose only capability is portMappings (portmap, which maps none),
+// and loopback (the pod's sandbox brings lo up itself; with a prevResult
+// loopback only passes it on).
+func lean(list *libcni.NetworkConfigList) *libcni.NetworkConfigList {
+	out := *list
+	out.Plugins = nil
+	for _, p := range list.Plugins {
+		caps := p.Network.Capabilities
+		if p.Network.Type == "loopback" || len(caps) == 1 && caps["portMappings"] {
+			continue
+		}
+		out.Plugins = append(out.Plugins, p)
+	}
+	if len(out.Plugins) == 0 {
+		return list
+	}
+	return &out
 }
 
 // portMapping is an entry of the portMappings capability.

@@ -105,7 +105,7 @@ func TestDefaultConfList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`"type": "bridge"`, `"isGateway": true`, `"ipMasq": true`, `"hairpinMode": true`,
+	for _, want := range []string{`"type": "bridge"`, `"isGateway": true`, `"ipMasq": false`, `"hairpinMode": true`,
 		`"type": "host-local"`, `"subnet": "10.9.8.0/24"`, `"gateway": "10.9.8.1"`, `"dataDir": "/x/ipam"`,
 		`"type": "portmap"`, `"portMappings": true`, `"type": "loopback"`, `"cniVersion": "1.0.0"`} {
 		if !strings.Contains(string(b), want) {

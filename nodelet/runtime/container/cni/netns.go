@@ -6,8 +6,10 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -155,6 +157,58 @@ func ensureBridge(name string, gw netip.Prefix) error {
 	}
 	if err := netlink.LinkSetUp(l); err != nil {
 		return fmt.Errorf("up: %w", err)
+	}
+	return nil
+}
+
+// RemoveNetwork undoes what New made on the host for the configuration
+// it writes: the bridge named bridge (with its address and route), if
+// there is one, and the masquerade rule of subnet. It is for a pod
+// network that goes away for good (a temporary cluster at its end), once
+// no pod is attached to it.
+func RemoveNetwork(bridge string, subnet netip.Prefix) error {
+	var errs []error
+	l, err := netlink.LinkByName(bridge)
+	switch {
+	case err == nil:
+		if _, ok := l.(*netlink.Bridge); !ok {
+			errs = append(errs, fmt.Errorf("cni: %s is a %s, not a bridge", bridge, l.Type()))
+		} else if err := netlink.LinkDel(l); err != nil {
+			errs = append(errs, fmt.Errorf("cni: delete bridge %s: %w", bridge, err))
+		}
+	case !errors.As(err, new(netlink.LinkNotFoundError)):
+		errs = append(errs, fmt.Errorf("cni: bridge %s: %w", bridge, err))
+	}
+	if err := Masquerade(bridge, subnet, false); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Masquerade adds (on) or removes the rule of network name that
+// masquerades the traffic of subnet's pods leaving the subnet, as the
+// bridge plugin's ipMasq does per pod: one rule in the nat table's
+// POSTROUTING chain, commented with the network's name. Adding a rule
+// there already, or removing one that is not, is fine.
+func Masquerade(name string, subnet netip.Prefix, on bool) error {
+	rule := []string{"-s", subnet.String(), "!", "-d", subnet.String(), "-m", "comment", "--comment", "sluice pod network " + name, "-j", "MASQUERADE"}
+	ipt := func(op string) error {
+		out, err := exec.Command("iptables", append([]string{"-w", "-t", "nat", op, "POSTROUTING"}, rule...)...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, strings.TrimSpace(string(out)))
+		}
+		return nil
+	}
+	exists := ipt("-C") == nil
+	switch {
+	case on && !exists:
+		if err := ipt("-A"); err != nil {
+			return fmt.Errorf("cni: masquerade %s: %w", subnet, err)
+		}
+	case !on && exists:
+		if err := ipt("-D"); err != nil {
+			return fmt.Errorf("cni: remove the masquerade of %s: %w", subnet, err)
+		}
 	}
 	return nil
 }
