@@ -58,8 +58,14 @@ func newNetEnv(t testing.TB, bits int) *netEnv {
 	t.Logf("subnet seed %d", seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 	t.Cleanup(func() {
-		if l, err := netlink.LinkByName(e.bridge); err == nil {
-			_ = netlink.LinkDel(l)
+		if err := cni.RemoveNetwork(e.bridge, e.cidr); err != nil {
+			t.Errorf("RemoveNetwork: %v", err)
+		}
+		if r := masqueradeRules(t, e.bridge); len(r) > 0 {
+			t.Errorf("masquerade rules after RemoveNetwork: %q", r)
+		}
+		if _, err := netlink.LinkByName(e.bridge); err == nil {
+			t.Errorf("bridge %s after RemoveNetwork", e.bridge)
 		}
 	})
 	for range 20 {
@@ -174,6 +180,23 @@ func (e *netEnv) rules(t *testing.T, ids []string) []string {
 			out = append(out, "chain "+l)
 		case len(f) > 1 && f[0] == "-A" && chains[f[1]]:
 			out = append(out, "rule "+l)
+		}
+	}
+	return out
+}
+
+// masqueradeRules are the iptables lines of the masquerade rule of the
+// pod network named name.
+func masqueradeRules(t testing.TB, name string) []string {
+	t.Helper()
+	b, err := exec.Command("iptables-save", "-t", "nat").Output()
+	if err != nil {
+		t.Fatalf("iptables-save: %v", err)
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, `"sluice pod network `+name+`"`) {
+			out = append(out, l)
 		}
 	}
 	return out
@@ -434,6 +457,9 @@ func TestBridgeNoLeaks(t *testing.T) {
 	base := e.leaks(t, nil)
 	if len(base) > 0 {
 		t.Fatalf("a new network holds %q", base)
+	}
+	if r := masqueradeRules(t, e.bridge); len(r) != 1 {
+		t.Fatalf("masquerade rules of the network: %q, want one", r)
 	}
 	const lanes = 4
 	ids := make([]string, n)
