@@ -54,7 +54,7 @@ func TestContainerCapboxes(t *testing.T) {
 	ctx, srv, logger := startE2EDispatcher(t)
 	state := t.TempDir()
 	stop, err := startNodelet(ctx, nodeletConfig{
-		dispatchers: []string{srv.Addr()}, name: "node-cb", runtime: "container", stateDir: state, imageRoots: []string{filepath.Dir(image)},
+		dispatchers: []string{srv.Addr()}, name: "node-cb", runtime: "container", noPodNetwork: true, stateDir: state, imageRoots: []string{filepath.Dir(image)},
 		cpu: 2000, memory: 1 << 30, removePods: true, retainExited: time.Minute,
 	}, logger.With("node", "node-cb"))
 	if err != nil {

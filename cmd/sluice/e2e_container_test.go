@@ -45,7 +45,7 @@ func TestContainerEndToEnd(t *testing.T) {
 	mainState, cancelState := t.TempDir(), t.TempDir()
 	startNode := func(name, pool, stateDir string, retain time.Duration) {
 		stop, err := startNodelet(ctx, nodeletConfig{
-			dispatchers: []string{srv.Addr()}, name: name, runtime: "container", pool: pool,
+			dispatchers: []string{srv.Addr()}, name: name, runtime: "container", pool: pool, noPodNetwork: true,
 			stateDir: stateDir, imageRoots: []string{filepath.Dir(image)}, cpu: 2000, memory: 1 << 30, removePods: true, retainExited: retain,
 		}, logger.With("node", name))
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"github.com/sluicehq/sluice/nodelet/remote"
 	"github.com/sluicehq/sluice/nodelet/runtime"
 	"github.com/sluicehq/sluice/nodelet/runtime/container"
+	"github.com/sluicehq/sluice/nodelet/runtime/container/cni"
 	"github.com/sluicehq/sluice/nodelet/runtime/sim"
 )
 
@@ -98,6 +100,33 @@ type nodeletConfig struct {
 	// watermark, memory lending, the memory-pressure killer) on the
 	// tiers. Container runtime only.
 	overcommit bool
+	// noPodNetwork runs the container runtime without a pod network:
+	// pods default to the none network mode, and bridge-mode pods fail
+	// to start. Default false: bridge-mode pods, the default, are
+	// attached to the pod network.
+	noPodNetwork bool
+	// podCIDR is the node's pod subnet, which must be free on the host.
+	// Container runtime only. Default cni.DefaultPodCIDR.
+	podCIDR string
+	// podBridge is the pod network's bridge. Default cni.DefaultBridge.
+	podBridge string
+	// cniConfDir holds the pod network's CNI configuration list: the
+	// first *.conflist there, or one the nodelet writes from podCIDR and
+	// podBridge. Default stateDir/cni/net.d.
+	cniConfDir string
+	// cniBinDirs are searched for the CNI plugins. Default
+	// cni.DefaultBinDirs.
+	cniBinDirs []string
+	// allowHostNetwork lets pods run in the host's network namespace;
+	// without it they fail as network_denied.
+	allowHostNetwork bool
+	// hostIP is the node's address as other hosts and its pods reach it
+	// (SLUICE_HOST_IP, and the host of a bridge-mode pod's SLUICE_ADDR
+	// instead of loopback). Default: the advertised address's IP when it
+	// is not loopback, else the pod network's gateway, else none.
+	hostIP string
+	// podPrefix is podCIDR parsed, set by resolve.
+	podPrefix netip.Prefix
 }
 
 // Defaults of nodeletConfig.
@@ -196,6 +225,7 @@ func (c *nodeletConfig) resolve() error {
 			bad("shim: %w", err)
 		}
 	}
+	c.resolveNetwork(bad)
 	if c.retainExited < 0 {
 		bad("retain exited: must not be negative, got %v", c.retainExited)
 	}
@@ -218,6 +248,67 @@ func (c *nodeletConfig) resolve() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// resolveNetwork fills the defaults of the pod network's settings and
+// reports their problems to bad.
+func (c *nodeletConfig) resolveNetwork(bad func(string, ...any)) {
+	if c.hostIP != "" {
+		if ip, err := netip.ParseAddr(c.hostIP); err != nil || ip.IsLoopback() || ip.IsUnspecified() {
+			bad("host ip: want an IP address pods and other hosts reach (not loopback), got %q", c.hostIP)
+		}
+	}
+	if c.runtime != "container" || c.noPodNetwork {
+		if c.podCIDR != "" || c.podBridge != "" || c.cniConfDir != "" || len(c.cniBinDirs) > 0 {
+			bad("pod network (pod cidr, pod bridge, cni dirs): needs the container runtime with its pod network")
+		}
+		return
+	}
+	c.podPrefix = cni.DefaultPodCIDR
+	if c.podCIDR != "" {
+		p, err := netip.ParsePrefix(c.podCIDR)
+		if err != nil {
+			bad("pod cidr: want a subnet such as %s, got %q", cni.DefaultPodCIDR, c.podCIDR)
+		} else if err := cni.CheckPodCIDR(p); err != nil {
+			bad("pod cidr: %w", err)
+		}
+		c.podPrefix = p
+	}
+	if c.podBridge == "" {
+		c.podBridge = cni.DefaultBridge
+	}
+	if c.cniConfDir == "" {
+		c.cniConfDir = filepath.Join(c.stateDir, "cni", "net.d")
+	}
+	if len(c.cniBinDirs) == 0 {
+		c.cniBinDirs = cni.DefaultBinDirs
+	}
+}
+
+// defaultNetwork is the network mode of pods whose spec names none.
+func (c *nodeletConfig) defaultNetwork() string {
+	if c.runtime == "container" && c.noPodNetwork {
+		return runtime.NetworkNone
+	}
+	return runtime.NetworkBridge
+}
+
+// nodeHostIP is nodelet.Config.HostIP: the configured one, else the
+// advertised address's IP when it is one and not loopback, else the
+// gateway of the runtime's pod network, else "".
+func (c *nodeletConfig) nodeHostIP(advertised string, rt runtime.Runtime) string {
+	if c.hostIP != "" {
+		return c.hostIP
+	}
+	if host, _, err := net.SplitHostPort(advertised); err == nil {
+		if ip, err := netip.ParseAddr(host); err == nil && !ip.IsLoopback() && !ip.IsUnspecified() {
+			return ip.String()
+		}
+	}
+	if crt, ok := rt.(*container.Runtime); ok && crt.Network() != nil && crt.Network().Gateway().IsValid() {
+		return crt.Network().Gateway().String()
+	}
+	return ""
 }
 
 // spec is the NodeSpec the nodelet registers, advertising addr.
@@ -278,11 +369,19 @@ func (c *nodeletConfig) newRuntime(logger *slog.Logger) (rt runtime.Runtime, clo
 		h := sim.NewHost()
 		return sim.New(h), h.Close, nil
 	}
+	var network *cni.Config
+	if !c.noPodNetwork {
+		network = &cni.Config{
+			ConfDir: c.cniConfDir, BinDirs: c.cniBinDirs, StateDir: filepath.Join(c.stateDir, "cni"),
+			PodCIDR: c.podPrefix, Bridge: c.podBridge,
+		}
+	}
 	crt, err := container.New(container.Config{
 		StateDir:   filepath.Join(c.stateDir, "pods"),
 		ImageDir:   filepath.Join(c.stateDir, "images"),
 		ImageRoots: c.imageRoots,
 		ScratchDir: filepath.Join(c.stateDir, "scratch"),
+		Network:    network,
 		Logger:     logger,
 		Shim:       c.shim,
 	})
@@ -375,6 +474,7 @@ func startNodelet(ctx context.Context, cfg nodeletConfig, logger *slog.Logger) (
 	}
 	agent, err := nodelet.New(nodelet.Config{
 		Node: cfg.name, Runtime: rt, Dispatcher: d, Addr: strings.Join(cfg.dispatchers, ","),
+		DefaultNetwork: cfg.defaultNetwork(), AllowHostNetwork: cfg.allowHostNetwork, HostIP: cfg.nodeHostIP(spec.Address, rt),
 		MaxConcurrentStarts: cfg.maxStarts, RetainExited: cfg.retainExited,
 		CgroupRoot: cfg.cgroupRoot, Overcommit: oc, ResourceDir: cfg.resourceDir(), VolumeRoots: cfg.roots, Logger: logger,
 	})
@@ -479,6 +579,7 @@ func removeAllPods(rt runtime.Runtime) error {
 // nodeletConfig.
 type nodeletFlags struct {
 	cfg               nodeletConfig
+	podNetwork        bool
 	cpu, memory, disk string
 	logLevel          string
 }
@@ -503,6 +604,18 @@ Pods mount host paths only from below --volume-roots (none by default),
 read-only unless the root is given as PATH:rw; any other host path fails
 its task as volume_denied. Scratch volumes are filesystem images in
 --state-dir, placed against --disk (default: the free space there).
+
+Pods run in the network mode their spec names, bridge by default: with the
+container runtime each bridge-mode pod gets its own network namespace on the
+node's pod bridge (--pod-bridge) with an address of --pod-cidr (which must
+be free on the host: the nodelet refuses to start otherwise), through the
+CNI plugins in --cni-bin-dir and the first *.conflist in --cni-conf-dir (the
+nodelet writes one when there is none); its ports are mapped from the host.
+Mode none is loopback only; mode host is the host's network, only with
+--allow-host-network (else the task fails as network_denied). Every
+container gets SLUICE_HOST_IP (--host-ip), and a bridge-mode pod's
+SLUICE_ADDR names it instead of loopback.
+
 It runs until interrupted; pods of the container runtime keep running for
 the next nodelet to adopt.
 
@@ -511,6 +624,7 @@ Every flag can also be set by its SLUICE_* environment variable
 		Example: `  sluice nodelet --dispatcher http://10.0.0.1:8080 --listen :7070 --pool batch
   sluice nodelet --image-roots /srv/images,/var/lib/sluice/images
   sluice nodelet --volume-roots /srv/data,/srv/out:rw --disk 500Gi
+  sluice nodelet --pod-cidr 10.213.7.0/24 --allow-host-network
   sluice nodelet --runtime sim --name sim-1 --cpu 64 --memory 256Gi`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -545,6 +659,13 @@ Every flag can also be set by its SLUICE_* environment variable
 	fl.DurationVar(&f.cfg.retainExited, "retain-exited", 10*time.Minute, "keep ended pods and their logs this long")
 	fl.StringVar(&f.cfg.cgroupRoot, "cgroup-root", nodelet.DefaultCgroupRoot, "cgroup holding the online and offline tiers")
 	fl.BoolVar(&f.cfg.overcommit, "overcommit", true, "run the overcommit controller: lend idle online CPU and memory to offline pods under watermarks, kill offline pods when memory runs short (container runtime)")
+	fl.BoolVar(&f.podNetwork, "pod-network", true, "attach bridge-mode pods (the default mode) to the node's pod network through the CNI plugins; when false, pods default to none and bridge-mode pods fail to start (container runtime)")
+	fl.StringVar(&f.cfg.podCIDR, "pod-cidr", "", "the node's pod subnet, free on the host (checked at start) (default "+cni.DefaultPodCIDR.String()+"; container runtime)")
+	fl.StringVar(&f.cfg.podBridge, "pod-bridge", "", "the pod network's bridge (default "+cni.DefaultBridge+"; container runtime)")
+	fl.StringVar(&f.cfg.cniConfDir, "cni-conf-dir", "", "directory of the pod network's CNI configuration: its first *.conflist, or one the nodelet writes there from --pod-cidr (default: --state-dir's cni/net.d)")
+	fl.StringSliceVar(&f.cfg.cniBinDirs, "cni-bin-dir", nil, "directories searched for the CNI plugins, comma-separated (default "+strings.Join(cni.DefaultBinDirs, ",")+")")
+	fl.BoolVar(&f.cfg.allowHostNetwork, "allow-host-network", false, "let pods run in the host's network namespace (network mode host); without it they fail as network_denied")
+	fl.StringVar(&f.cfg.hostIP, "host-ip", "", "the node's address as other hosts and its pods reach it, given to pods as SLUICE_HOST_IP (default: --advertise's IP if not loopback, else the pod bridge's gateway)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	return c
 }
@@ -552,6 +673,7 @@ Every flag can also be set by its SLUICE_* environment variable
 // parse turns the quantity flags into f.cfg.
 func (f *nodeletFlags) parse() error {
 	var errs []error
+	f.cfg.noPodNetwork = !f.podNetwork
 	var err error
 	if f.cpu != "" {
 		if f.cfg.cpu, err = api.ParseCPU(f.cpu); err != nil || f.cfg.cpu == 0 {

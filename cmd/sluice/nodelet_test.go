@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/nodelet/remote/remotetest"
+	"github.com/sluicehq/sluice/nodelet/runtime/container/cni"
 )
 
 const nodeletWait = 20 * time.Second
@@ -186,7 +187,7 @@ func TestStartNodeletOvercommit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), nodeletWait)
 	defer cancel()
 	stop, err := startNodelet(ctx, nodeletConfig{
-		dispatchers: []string{stub.URL}, name: "oc", runtime: "container", stateDir: t.TempDir(),
+		dispatchers: []string{stub.URL}, name: "oc", runtime: "container", noPodNetwork: true, stateDir: t.TempDir(),
 		cpu: 2000, memory: 1 << 30, cgroupRoot: root, overcommit: true, removePods: true,
 	}, nil)
 	if err != nil {
@@ -322,5 +323,46 @@ func TestNodeletDiskDefault(t *testing.T) {
 	cfg = nodeletConfig{runtime: "sim", stateDir: dir, cpu: 1000, memory: 1 << 30, disk: -1}
 	if err := cfg.resolve(); err == nil || !strings.Contains(err.Error(), "disk: must not be negative") {
 		t.Errorf("negative disk: %v", err)
+	}
+}
+
+func TestNodeletNetworkFlagsChecked(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--runtime", "container", "--pod-cidr", "10.0.0.0/33"}, "pod cidr: want a subnet"},
+		{[]string{"--runtime", "container", "--pod-cidr", "10.1.2.3/24"}, "give the subnet's network address, 10.1.2.0/24"},
+		{[]string{"--runtime", "container", "--pod-cidr", "fd00::/64"}, "want an IPv4 subnet"},
+		{[]string{"--runtime", "container", "--pod-network=false", "--pod-cidr", "10.1.2.0/24"}, "pod network (pod cidr, pod bridge, cni dirs): needs the container runtime"},
+		{[]string{"--runtime", "sim", "--overcommit=false", "--cni-conf-dir", "/etc/cni/net.d"}, "pod network (pod cidr, pod bridge, cni dirs): needs the container runtime"},
+		{[]string{"--runtime", "sim", "--overcommit=false", "--host-ip", "127.0.0.1"}, "host ip: want an IP address pods and other hosts reach"},
+	} {
+		var out bytes.Buffer
+		args := append([]string{"nodelet", "--dispatcher", "http://127.0.0.1:1", "--cpu", "1", "--memory", "1Gi"}, tc.args...)
+		err := run(context.Background(), args, &out, &out)
+		if code := exitCode(context.Background(), err); code != exitUsage || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v = %v (exit %d); want a usage error containing %q", tc.args, err, code, tc.want)
+		}
+	}
+	cfg := nodeletConfig{runtime: "container", stateDir: "/var/lib/sluice/n1", cpu: 1000, memory: 1 << 30}
+	if err := cfg.resolve(); err != nil || cfg.podPrefix != cni.DefaultPodCIDR || cfg.podBridge != cni.DefaultBridge ||
+		cfg.cniConfDir != "/var/lib/sluice/n1/cni/net.d" || !slices.Equal(cfg.cniBinDirs, cni.DefaultBinDirs) || cfg.defaultNetwork() != "bridge" {
+		t.Errorf("network defaults: %+v (%v)", cfg, err)
+	}
+	cfg = nodeletConfig{runtime: "container", noPodNetwork: true, stateDir: "/var/lib/sluice/n1", cpu: 1000, memory: 1 << 30}
+	if err := cfg.resolve(); err != nil || cfg.defaultNetwork() != "none" {
+		t.Errorf("without a pod network: default mode %q (%v), want none", cfg.defaultNetwork(), err)
+	}
+	for _, tc := range []struct{ flag, advertised, want string }{
+		{"10.9.9.9", "127.0.0.1:7070", "10.9.9.9"},
+		{"", "192.0.2.7:7070", "192.0.2.7"},
+		{"", "127.0.0.1:7070", ""},
+		{"", "node-1:7070", ""},
+	} {
+		c := nodeletConfig{hostIP: tc.flag}
+		if got := c.nodeHostIP(tc.advertised, nil); got != tc.want {
+			t.Errorf("host IP with --host-ip %q advertising %s = %q, want %q", tc.flag, tc.advertised, got, tc.want)
+		}
 	}
 }
