@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/dispatcher/server"
+	"github.com/sluicehq/sluice/nodelet/runtime/container/cni"
 )
 
 // devImageRoot is the default image root of `sluice dev`'s container
@@ -41,6 +43,8 @@ type devFlags struct {
 	exit               bool
 	appmasterTasks     int
 	logLevel           string
+	podCIDR            string
+	allowHostNetwork   bool
 }
 
 func newDevCmd() *cobra.Command {
@@ -55,7 +59,13 @@ pool and --sim-nodes simulated nodelets in the pool "sim". The nodes of the
 default pool run real containers when --runtime is container (the default
 as root) and are simulated otherwise; they run images only from below
 --image-roots (where 'make demo' builds the examples' image), and mount
-host paths only from below --volume-roots.
+host paths only from below --volume-roots. Each container
+node has a pod network of its own: bridge sluicedevN with the N-th /24 of
+--pod-cidr, removed at exit. The API listens on --http (loopback by
+default); each container node's bridge-mode pods reach it at their
+gateway, on the same port, where the cluster forwards it to the API, so
+their SLUICE_ADDR works and the API is exposed no further than the host and
+its pods. --allow-host-network lets pods use the host's network.
 
 With --submit it submits the job files given (files, or directories whose
 *.json and *.ndjson files are taken) through the HTTP API and shows their
@@ -96,6 +106,8 @@ submitted job has ended. That is what 'make demo' runs.`,
 	fl.StringSliceVar(&f.submit, "submit", nil, "job files or directories to submit once the cluster runs")
 	fl.BoolVar(&f.exit, "exit", false, "with --submit: print a summary and stop when every submitted job has ended")
 	fl.IntVar(&f.appmasterTasks, "appmaster", 0, "with --submit --exit: also run an appmaster that leases two capboxes and runs this many tasks in them")
+	fl.StringVar(&f.podCIDR, "pod-cidr", defaultDevPodCIDR.String(), "with --runtime container: a /16 to /23 whose n-th /24 is the pod subnet of node n, each free on the host")
+	fl.BoolVar(&f.allowHostNetwork, "allow-host-network", false, "let pods run in the host's network namespace (network mode host); without it they fail as network_denied")
 	gc.addFlag(c)
 	fl.StringVar(&f.logLevel, "log-level", "warn", "debug, info, warn or error")
 	return c
@@ -464,21 +476,43 @@ func startDevNodes(ctx context.Context, f devFlags, dir, addr string, logger *sl
 	for i := range f.simNodes {
 		nodes = append(nodes, node{fmt.Sprintf("sim-%d", i+1), "sim", "sim", simCPU, simMem, 0, nil})
 	}
-	for _, n := range nodes {
-		var roots []string
-		if n.runtime == "container" {
-			roots = f.imageRoots
-		}
-		s, err := startNodelet(ctx, nodeletConfig{
+	podCIDR, err := netip.ParsePrefix(f.podCIDR)
+	if err != nil {
+		return stop, usageError{fmt.Errorf("--pod-cidr: want a subnet such as %s, got %q", defaultDevPodCIDR, f.podCIDR)}
+	}
+	for i, n := range nodes {
+		cfg := nodeletConfig{
 			dispatchers: []string{addr}, name: n.name, runtime: n.runtime, pool: n.pool,
-			stateDir: filepath.Join(dir, n.name), imageRoots: roots, volumeRoots: n.volumeRoots,
+			stateDir: filepath.Join(dir, n.name), volumeRoots: n.volumeRoots,
 			cpu: n.cpu, memory: n.mem, disk: n.disk, removePods: true,
-			retainExited: 10 * time.Minute,
-		}, logger)
+			retainExited: 10 * time.Minute, allowHostNetwork: f.allowHostNetwork,
+		}
+		var gateway netip.Addr
+		if n.runtime == "container" {
+			cfg.imageRoots = f.imageRoots
+			sub, bridge, err := devPodNetwork(podCIDR, i)
+			if err != nil {
+				return stop, usageError{err}
+			}
+			cfg.podCIDR, cfg.podBridge, gateway = sub.String(), bridge, sub.Addr().Next()
+			// The cluster's bridges go with it, after their nodes (stops
+			// run last first) have removed their pods.
+			stops = append(stops, func() error { return cni.RemoveNetwork(bridge, sub) })
+		}
+		s, err := startNodelet(ctx, cfg, logger)
 		if err != nil {
 			return stop, fmt.Errorf("dev: node %s: %w", n.name, err)
 		}
 		stops = append(stops, s)
+		if gateway.IsValid() {
+			// The node's bridge-mode pods reach the API at their gateway
+			// (SLUICE_HOST_IP); the API itself stays on loopback.
+			fw, err := forwardAPI(gateway, addr, logger)
+			if err != nil {
+				return stop, fmt.Errorf("dev: node %s: %w", n.name, err)
+			}
+			stops = append(stops, fw.close)
+		}
 	}
 	return stop, nil
 }
