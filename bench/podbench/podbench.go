@@ -18,6 +18,16 @@
 // libcontainer then copies the binary for every container start, which
 // measures that copy, not the runtime.
 //
+// With Network "bridge" the pods run in bridge mode, attached through the
+// CNI plugins (Debian's, in /usr/lib/cni) to a bridge and subnet of the
+// run's own, and the same run also measures the same pods in none mode
+// (Result.SluiceNone, loopback only, as without Network) and runc into a
+// network namespace the same plugins set up: for each runc pod the
+// namespace is made (unshare on a locked thread), pinned and attached by
+// ADD (package cni, as the runtime does), and `runc run -d` joins it; its
+// latency is all three, as `ip netns add`, `cnitool add` and `runc run`
+// in a row would be.
+//
 // Both runtimes keep their state (Sluice's state directory with the pods'
 // records and logs, runc's --root) on a tmpfs mounted for the run, as
 // their defaults put it on a host: /run/sluice/containers and /run/runc,
@@ -43,6 +53,7 @@ import (
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/nodelet/runtime"
 	"github.com/sluicehq/sluice/nodelet/runtime/container"
+	"github.com/sluicehq/sluice/nodelet/runtime/container/cni"
 	"golang.org/x/sys/unix"
 )
 
@@ -63,6 +74,9 @@ type Config struct {
 	// MilliCPU, MemoryBytes and Pids are each pod's limits. Defaults 500,
 	// 64 MiB and 64.
 	MilliCPU, MemoryBytes, Pids int64
+	// Network is the pods' network mode: "none" or "bridge" (see the
+	// package comment). Default "none".
+	Network string
 }
 
 // Stats are one runtime's numbers.
@@ -74,10 +88,15 @@ type Stats struct {
 
 // Result is a run's report.
 type Result struct {
-	Pods        int    `json:"pods"`
-	Concurrency int    `json:"concurrency"`
-	Sluice      Stats  `json:"sluice"`
-	Runc        *Stats `json:"runc,omitempty"`
+	Pods        int `json:"pods"`
+	Concurrency int `json:"concurrency"`
+	// Network is the mode of the Sluice pods, and of runc's when it is
+	// "bridge" (attached by the same plugins).
+	Network string `json:"network,omitempty"`
+	Sluice  Stats  `json:"sluice"`
+	// SluiceNone is, in a bridge run, the same pods in none mode.
+	SluiceNone *Stats `json:"sluice_none,omitempty"`
+	Runc       *Stats `json:"runc,omitempty"`
 	// RuncSkipped says why there are no runc numbers.
 	RuncSkipped string `json:"runc_skipped,omitempty"`
 }
@@ -103,6 +122,9 @@ func (c *Config) setDefaults() {
 	if c.Pids == 0 {
 		c.Pids = 64
 	}
+	if c.Network == "" {
+		c.Network = runtime.NetworkNone
+	}
 }
 
 // Validate reports every problem of c.
@@ -116,6 +138,9 @@ func (c Config) Validate() error {
 	}
 	if c.MilliCPU < 0 || c.MemoryBytes < 0 || c.Pids < 0 {
 		errs = append(errs, errors.New("podbench: limits must not be negative"))
+	}
+	if c.Network != "" && c.Network != runtime.NetworkNone && c.Network != runtime.NetworkBridge {
+		errs = append(errs, fmt.Errorf("podbench: network %q: want none or bridge", c.Network))
 	}
 	return errors.Join(errs...)
 }
@@ -149,11 +174,28 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	defer unmount()
 	res := Result{Pods: cfg.Pods, Concurrency: cfg.Concurrency}
-	s, err := runSluice(ctx, cfg, work, run, rootfs)
+	var net *cni.Config
+	if cfg.Network == runtime.NetworkBridge {
+		res.Network = cfg.Network
+		if net, err = benchNetwork(work, cfg.Pods); err != nil {
+			return res, err
+		}
+		defer func() { _ = cni.RemoveNetwork(net.Bridge, net.PodCIDR) }()
+	}
+	s, err := runSluice(ctx, cfg, work, run, rootfs, net)
 	if err != nil {
 		return res, err
 	}
 	res.Sluice = s
+	if net != nil {
+		none := cfg
+		none.Network = runtime.NetworkNone
+		s, err := runSluice(ctx, none, work, run, rootfs, nil)
+		if err != nil {
+			return res, err
+		}
+		res.SluiceNone = &s
+	}
 	runc := cfg.Runc
 	switch {
 	case cfg.NoRunc:
@@ -167,7 +209,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		runc = p
 	}
 	if runc != "" && !cfg.NoRunc {
-		r, err := runRunc(ctx, cfg, runc, work, run, rootfs)
+		r, err := runRunc(ctx, cfg, runc, work, run, rootfs, net)
 		if err != nil {
 			return res, err
 		}
@@ -289,17 +331,17 @@ func stats(lats []time.Duration, wall time.Duration) Stats {
 	return Stats{P50Ms: ms(lats[len(lats)/2]), P99Ms: ms(lats[p99]), StartsPerSec: float64(len(lats)) / wall.Seconds()}
 }
 
-func runSluice(ctx context.Context, cfg Config, work, run, rootfs string) (Stats, error) {
-	state := filepath.Join(run, "sluice-state")
+func runSluice(ctx context.Context, cfg Config, work, run, rootfs string, net *cni.Config) (Stats, error) {
+	state := filepath.Join(run, "sluice-state-"+cfg.Network)
 	rt, err := container.New(container.Config{StateDir: state, CgroupParent: cgroupParent, ImageDir: filepath.Join(work, "images"),
-		ImageRoots: []string{filepath.Dir(rootfs)}})
+		ImageRoots: []string{filepath.Dir(rootfs)}, Network: net})
 	if err != nil {
 		return Stats{}, fmt.Errorf("podbench: sluice: %w", err)
 	}
 	defer rt.Close()
 	ids := make([]string, cfg.Pods)
 	spec := func(i int) runtime.PodSpec {
-		return runtime.PodSpec{ID: ids[i], Generation: 1, CgroupParent: cgroupParent, Containers: []runtime.ContainerSpec{{
+		return runtime.PodSpec{ID: ids[i], Generation: 1, CgroupParent: cgroupParent, Network: cfg.Network, Containers: []runtime.ContainerSpec{{
 			Name: "main", Image: api.Image{Rootfs: rootfs}, Args: []string{"/sleeper"}, ReadOnlyRootfs: true,
 			Resources: runtime.Resources{MilliCPU: cfg.MilliCPU, MemoryBytes: cfg.MemoryBytes, Pids: cfg.Pids},
 		}}}
@@ -347,7 +389,14 @@ func runcSpec(cfg Config, raw []byte, rootfs string) ([]byte, error) {
 	return json.MarshalIndent(s, "", "\t")
 }
 
-func runRunc(ctx context.Context, cfg Config, runc, work, run, rootfs string) (Stats, error) {
+func runRunc(ctx context.Context, cfg Config, runc, work, run, rootfs string, netCfg *cni.Config) (Stats, error) {
+	var network *cni.Network
+	if netCfg != nil {
+		var err error
+		if network, err = cni.New(*netCfg); err != nil {
+			return Stats{}, fmt.Errorf("podbench: runc: %w", err)
+		}
+	}
 	tmpl := filepath.Join(work, "runc-template")
 	if err := os.MkdirAll(tmpl, 0o755); err != nil {
 		return Stats{}, fmt.Errorf("podbench: runc: %w", err)
@@ -374,13 +423,22 @@ func runRunc(ctx context.Context, cfg Config, runc, work, run, rootfs string) (S
 		// Same cgroup layout as Sluice: <parent>/<id>.
 		var m map[string]any
 		_ = json.Unmarshal(edited, &m)
-		m["linux"].(map[string]any)["cgroupsPath"] = "/" + cgroupParent + "-runc/" + ids[i]
+		linux := m["linux"].(map[string]any)
+		linux["cgroupsPath"] = "/" + cgroupParent + "-runc/" + ids[i]
+		if network != nil {
+			joinNetns(linux, network.NetnsPath(ids[i]))
+		}
 		edited, _ = json.Marshal(m)
 		if err := os.WriteFile(filepath.Join(b, "config.json"), edited, 0o644); err != nil {
 			return Stats{}, fmt.Errorf("podbench: runc: %w", err)
 		}
 	}
 	lats, wall, err := measure(ctx, cfg.Pods, cfg.Concurrency, func(i int) error {
+		if network != nil {
+			if err := attachNewNetns(ctx, network, ids[i]); err != nil {
+				return err
+			}
+		}
 		// runc run -d hands its stdio to the container, so it must not be
 		// a pipe we wait on: errors go to a file.
 		errf, err := os.CreateTemp(work, "runc-stderr-")
@@ -400,6 +458,9 @@ func runRunc(ctx context.Context, cfg Config, runc, work, run, rootfs string) (S
 	cleanupCtx := context.WithoutCancel(ctx)
 	for _, id := range ids {
 		_ = exec.CommandContext(cleanupCtx, runc, "--root", root, "delete", "--force", id).Run()
+		if network != nil {
+			_ = network.Detach(cleanupCtx, id, nil)
+		}
 	}
 	removeCgroup(cgroupParent + "-runc")
 	if err != nil {
