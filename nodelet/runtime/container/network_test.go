@@ -507,3 +507,50 @@ func TestBridgeNoLeaks(t *testing.T) {
 		t.Errorf("left after %d pods: %d items, first %q", n, len(l), l[:min(len(l), 10)])
 	}
 }
+
+// TestBridgeOrphanDetachedAtRestart loses a bridge-mode pod's state
+// directory while no runtime runs (as a crash in its removal would): the
+// next runtime finds its pinned namespace with no pod and detaches it.
+func TestBridgeOrphanDetachedAtRestart(t *testing.T) {
+	e := newNetEnv(t, 24)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	spec := netPod("orphan", runtime.NetworkBridge, []string{"/payload", "exit", "0"})
+	spec.Ports = []runtime.PortMapping{{Name: "p", Port: freePort(t)}}
+	if err := e.rt.Start(ctx, spec); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if _, err := e.rt.Wait(ctx, "orphan"); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	if err := e.rt.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	cgroups := leftovers(e.cfg.StateDir, "orphan")
+	defer func() {
+		// The pod's cgroups, which only its removal would have taken:
+		// the deepest first.
+		slices.SortFunc(cgroups, func(a, b string) int { return len(b) - len(a) })
+		for _, d := range cgroups {
+			sub, _ := filepath.Glob(filepath.Join(d, "*", ""))
+			for _, s := range sub {
+				_ = os.Remove(s)
+			}
+			_ = os.Remove(d)
+		}
+	}()
+	if err := os.RemoveAll(filepath.Join(e.cfg.StateDir, "orphan")); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.leaks(t, []string{"orphan"})) == 0 {
+		t.Fatal("the lost pod shows nothing on the network: the leak count sees nothing")
+	}
+	rt, err := container.New(e.cfg)
+	if err != nil {
+		t.Fatalf("New again: %v", err)
+	}
+	e.rt = rt
+	if l := e.leaks(t, []string{"orphan"}); len(l) > 0 {
+		t.Errorf("left after the restart: %q", l)
+	}
+}
