@@ -2,6 +2,7 @@ package cni_test
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -111,5 +112,31 @@ func TestDefaultConfList(t *testing.T) {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("conflist lacks %s:\n%s", want, b)
 		}
+	}
+}
+
+// TestNewRefusesAnotherNetworksBridge: a bridge of the configured name
+// that carries another subnet's address is another network's; New does
+// not take it.
+func TestNewRefusesAnotherNetworksBridge(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	name := fmt.Sprintf("sltb%d", os.Getpid()%10000000)
+	br := &netlink.Bridge{LinkAttrs: netlink.NewLinkAttrs()}
+	br.Name = name
+	if err := netlink.LinkAdd(br); err != nil {
+		t.Fatalf("add bridge: %v", err)
+	}
+	defer func() { _ = cni.RemoveNetwork(name, netip.MustParsePrefix("10.253.254.0/24")) }()
+	other := &netlink.Addr{IPNet: &net.IPNet{IP: net.IPv4(10, 253, 253, 1), Mask: net.CIDRMask(24, 32)}}
+	if err := netlink.AddrAdd(br, other); err != nil {
+		t.Fatalf("address the bridge: %v", err)
+	}
+	dir := t.TempDir()
+	_, err := cni.New(cni.Config{ConfDir: filepath.Join(dir, "conf"), StateDir: filepath.Join(dir, "state"),
+		PodCIDR: netip.MustParsePrefix("10.253.254.0/24"), Bridge: name})
+	if err == nil || !strings.Contains(err.Error(), "of another subnet") {
+		t.Fatalf("New over another network's bridge = %v, want a refusal", err)
 	}
 }

@@ -146,6 +146,13 @@ func ensureBridge(name string, gw netip.Prefix) error {
 	if err != nil {
 		return err
 	}
+	for _, a := range addrs {
+		// Another network's bridge of the same name: taking it would
+		// join the two networks, and removing it would end the other.
+		if p, ok := prefix(a.IPNet); ok && p != gw.Masked() {
+			return fmt.Errorf("%s exists with the address %s, of another subnet than %s; choose another bridge name", name, a.IPNet, gw.Masked())
+		}
+	}
 	if !slices.ContainsFunc(addrs, func(a netlink.Addr) bool {
 		p, ok := prefix(a.IPNet)
 		return ok && a.IP.Equal(gw.Addr().AsSlice()) && p.Bits() == gw.Bits()
