@@ -59,9 +59,9 @@ pool and --sim-nodes simulated nodelets in the pool "sim". The nodes of the
 default pool run real containers when --runtime is container (the default
 as root) and are simulated otherwise; they run images only from below
 --image-roots (where 'make demo' builds the examples' image), and mount
-host paths only from below --volume-roots. Each container
-node has a pod network of its own: bridge sluicedevN with the N-th /24 of
---pod-cidr, removed at exit. The API listens on --http (loopback by
+host paths only from below --volume-roots. Each container node has a pod
+network of its own: a bridge with the N-th /24 of --pod-cidr for node N
+(from 0), removed at exit. The API listens on --http (loopback by
 default); each container node's bridge-mode pods reach it at their
 gateway, on the same port, where the cluster forwards it to the API, so
 their SLUICE_ADDR works and the API is exposed no further than the host and

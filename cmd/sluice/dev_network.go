@@ -9,7 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
-	"strconv"
+	"os"
 	"sync"
 	"time"
 
@@ -22,7 +22,8 @@ var defaultDevPodCIDR = netip.MustParsePrefix("10.214.0.0/16")
 
 // devPodNetwork is the pod subnet and bridge of the n-th (from 0)
 // container node of `sluice dev`: the n-th /24 of cidr (a /16 to /23),
-// and a bridge named after it.
+// and a bridge named after this process and n, so that two clusters on
+// one host never take each other's bridge.
 func devPodNetwork(cidr netip.Prefix, n int) (netip.Prefix, string, error) {
 	if err := cni.CheckPodCIDR(cidr); err != nil {
 		return netip.Prefix{}, "", err
@@ -33,7 +34,7 @@ func devPodNetwork(cidr netip.Prefix, n int) (netip.Prefix, string, error) {
 	a := cidr.Addr().As4()
 	v := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 + uint32(n)<<8
 	sub := netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), 0}), 24)
-	return sub, "sluicedev" + strconv.Itoa(n), nil
+	return sub, fmt.Sprintf("sdev%d-%d", os.Getpid()%10000000, n), nil
 }
 
 // apiForwarder makes the dev dispatcher's API, which listens on loopback,

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 )
@@ -14,7 +15,7 @@ func TestDevPodNetwork(t *testing.T) {
 	cidr := netip.MustParsePrefix("10.214.0.0/16")
 	for n, want := range map[int]string{0: "10.214.0.0/24", 1: "10.214.1.0/24", 255: "10.214.255.0/24"} {
 		sub, bridge, err := devPodNetwork(cidr, n)
-		if err != nil || sub.String() != want || bridge != fmt.Sprintf("sluicedev%d", n) {
+		if err != nil || sub.String() != want || bridge != fmt.Sprintf("sdev%d-%d", os.Getpid()%10000000, n) || len(bridge) > 15 {
 			t.Errorf("node %d: %v %s %v, want %s", n, sub, bridge, err, want)
 		}
 	}
