@@ -39,9 +39,14 @@
 //     "time_limit".
 //   - Every container of a pod gets the node's identity of it in its
 //     environment (api.EnvJobID and the others: job, group, task, index,
-//     count, attempt, node, dispatcher URLs), after its own Env; the
-//     containers of an appmaster job's own pods also get its job token
-//     (api.EnvToken, from the target), never logged.
+//     count, attempt, node, dispatcher URLs, the node's HostIP), after its
+//     own Env; the containers of an appmaster job's own pods also get its
+//     job token (api.EnvToken, from the target), never logged. In a
+//     bridge-mode pod the dispatcher URLs name HostIP instead of loopback,
+//     which in the pod is the pod itself.
+//   - A pod runs in its spec's network mode, else DefaultNetwork (bridge);
+//     one in host mode on a node without AllowHostNetwork fails at once
+//     with reason "network_denied" and never starts.
 //   - A pod that ended, or failed to start, is not started again while the
 //     target keeps it: the dispatcher retries tasks, not the agent.
 //   - Host path volumes are resolved against Config.VolumeRoots before the
@@ -56,7 +61,8 @@
 //     (reason "image_denied" when the runtime refused an image outside the
 //     host's image roots, runtime.ErrImageDenied; "volume_denied" when the
 //     node or the runtime refused a host path, runtime.ErrVolumeDenied;
-//     else "start_failed"); lost when the exit status is unknown. They are
+//     "network_denied" when the node refused the pod's network mode; else
+//     "start_failed"); lost when the exit status is unknown. They are
 //     delivered at least once and in order; an ended pod is removed from
 //     the runtime only after its final report is acknowledged, so a crash
 //     loses nothing.
