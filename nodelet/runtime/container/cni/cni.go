@@ -14,6 +14,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/invoke"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/sluicehq/sluice/nodelet/runtime"
 )
@@ -93,7 +94,10 @@ func New(cfg Config) (*Network, error) {
 			return nil, fmt.Errorf("cni: %w", err)
 		}
 	}
-	n := &Network{cfg: cfg, cni: libcni.NewCNIConfigWithCacheDir(cfg.BinDirs, filepath.Join(cfg.StateDir, "cache"), nil)}
+	// The runner is given rather than left for libcni to make on first
+	// use, which it does without a lock: Attach and Detach run at once.
+	exec := &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: os.Stderr}, PluginDecoder: version.PluginDecoder{}}
+	n := &Network{cfg: cfg, cni: libcni.NewCNIConfigWithCacheDir(cfg.BinDirs, filepath.Join(cfg.StateDir, "cache"), exec)}
 	files, err := libcni.ConfFiles(cfg.ConfDir, []string{".conflist"})
 	if err != nil {
 		return nil, fmt.Errorf("cni: %w", err)
