@@ -53,7 +53,7 @@ func TestContainerAppmasterClusterMode(t *testing.T) {
 	ctx, srv, logger := startE2EDispatcherWith(t, func(c *server.Config) { c.JobKeys = keys })
 	state := t.TempDir()
 	stop, err := startNodelet(ctx, nodeletConfig{
-		dispatchers: []string{srv.Addr()}, name: "node-am", runtime: "container", stateDir: state, imageRoots: []string{filepath.Dir(image)},
+		dispatchers: []string{srv.Addr()}, name: "node-am", runtime: "container", noPodNetwork: true, stateDir: state, imageRoots: []string{filepath.Dir(image)},
 		cpu: 2000, memory: 1 << 30, removePods: true, retainExited: time.Minute,
 	}, logger.With("node", "node-am"))
 	if err != nil {

@@ -71,7 +71,7 @@ func TestContainerVolumesEndToEnd(t *testing.T) {
 	}
 	state := t.TempDir()
 	stop, err := startNodelet(ctx, nodeletConfig{
-		dispatchers: []string{srv.Addr()}, name: "node-vol", runtime: "container", stateDir: state,
+		dispatchers: []string{srv.Addr()}, name: "node-vol", runtime: "container", noPodNetwork: true, stateDir: state,
 		imageRoots: []string{filepath.Dir(image)}, volumeRoots: []string{input, results + ":rw"},
 		cpu: 2000, memory: 1 << 30, disk: 1 << 30, removePods: true, retainExited: time.Minute,
 	}, logger.With("node", "node-vol"))
