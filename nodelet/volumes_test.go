@@ -202,7 +202,7 @@ func TestContainerVolumes(t *testing.T) {
 
 	d := newFakeDispatcher()
 	d.setTarget(1, target...)
-	a, err := nodelet.New(nodelet.Config{Node: "n1", Runtime: crt, Dispatcher: d, CgroupRoot: testCgroupRoot,
+	a, err := nodelet.New(nodelet.Config{Node: "n1", Runtime: crt, Dispatcher: d, DefaultNetwork: runtime.NetworkNone, CgroupRoot: testCgroupRoot,
 		StopGrace: time.Second, VolumeRoots: roots})
 	if err != nil {
 		t.Fatal(err)
