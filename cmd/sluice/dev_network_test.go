@@ -2,13 +2,19 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestDevPodNetwork(t *testing.T) {
@@ -78,5 +84,63 @@ func TestForwardAPI(t *testing.T) {
 	}
 	if _, err := forwardAPI(gw, "no-port", slog.New(slog.DiscardHandler)); err == nil {
 		t.Error("forwardAPI to an address without a port succeeded")
+	}
+}
+
+// TestDevBridgePodsReachTheAPI runs `sluice dev` with a container node and
+// a cluster-mode appmaster in a bridge-mode pod: it reaches the API, which
+// listens on loopback, at its gateway (its SLUICE_ADDR), leases capboxes
+// and runs tasks in them, and the job succeeds; a pod asking for the
+// host's network fails as network_denied. The cluster's bridge and
+// masquerade rule are gone after it.
+func TestDevBridgePodsReachTheAPI(t *testing.T) {
+	needContainers(t)
+	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
+		t.Skip("needs the CNI plugins in /usr/lib/cni (scripts/install-cni.sh)")
+	}
+	image := demoImage(t)
+	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(image, "appmaster"), "./examples/appmaster")
+	build.Dir = "../.."
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the appmaster into the image: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	jobs := filepath.Join(dir, "jobs.ndjson")
+	body := fmt.Sprintf(`{"name":"am","appmaster":true,"retry":{"max_attempts":1},"tasks":[{"name":"master","count":1,"pod":{"containers":[{"image":{"rootfs":%[1]q},"command":["/appmaster","-image",%[1]q,"-capboxes","1","-tasks","2","--","/workload","primes","1000"],"resources":{"cpu":"100m","memory":"64Mi"}}]}}]}
+{"name":"on-host","retry":{"max_attempts":1},"tasks":[{"count":1,"pod":{"network":{"mode":"host"},"containers":[{"image":{"rootfs":%[1]q},"command":["/workload","env"],"resources":{"cpu":"100m","memory":"32Mi"}}]}}]}
+`, image)
+	if err := os.WriteFile(jobs, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A /23 of 10.128.0.0/9 at random (the seed is logged), so that runs
+	// at once on one host do not share subnets.
+	seed := time.Now().UnixNano()
+	t.Logf("subnet seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	cidr := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(128 + rng.IntN(127)), byte(rng.IntN(128) * 2), 0}), 23)
+	bridge := fmt.Sprintf("sdev%d-0", os.Getpid()%10000000)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	err := run(ctx, []string{"dev", "--runtime", "container", "--http", "127.0.0.1:0", "--nodes", "1", "--sim-nodes", "0",
+		"--image-roots", filepath.Dir(image), "--pod-cidr", cidr.String(), "--submit", jobs, "--exit"}, &out, &errOut)
+	if err != nil {
+		t.Fatalf("dev: %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), errOut.String())
+	}
+	for _, want := range []string{
+		"j1   am       offline  succeeded  1",
+		"j2   on-host  offline  failed     1",
+		"leased 1 capboxes on node-1 (1) and ran 2 tasks in them: 2 succeeded",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s\nstderr:\n%s", want, out.String(), errOut.String())
+		}
+	}
+	if _, err := net.InterfaceByName(bridge); err == nil {
+		t.Errorf("bridge %s is left after dev", bridge)
+	}
+	if b, err := exec.Command("iptables-save", "-t", "nat").Output(); err != nil || strings.Contains(string(b), "sluice pod network "+bridge) {
+		t.Errorf("masquerade rule of %s after dev (%v)", bridge, err)
 	}
 }
