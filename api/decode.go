@@ -1028,6 +1028,10 @@ func decodeTargetPod(d *decoder, p *TargetPod) {
 			if d.field(&seen, 11) {
 				p.Token = d.str()
 			}
+		case "ports":
+			if d.field(&seen, 12) {
+				p.Ports = objects(d, p.Ports, decodePort)
+			}
 		default:
 			d.unknown()
 		}
@@ -1428,6 +1432,14 @@ func decodeTaskStatus(d *decoder, t *TaskStatus) {
 		case "node":
 			if d.field(&seen, 5) {
 				t.Node = d.str()
+			}
+		case "host":
+			if d.field(&seen, 9) {
+				t.Host = d.str()
+			}
+		case "ports":
+			if d.field(&seen, 10) {
+				t.Ports = objects(d, t.Ports, decodePort)
 			}
 		case "reason":
 			if d.field(&seen, 6) {

@@ -21,7 +21,7 @@ func AppendNodeTarget(dst []byte, t *NodeTarget) []byte {
 }
 
 // AppendNodeTargetBare is AppendNodeTarget without the pods' JobName,
-// Count and Token, for a node that did not ask for them (identity=1): the nodelets
+// Count, Token and Ports, for a node that did not ask for them (identity=1): the nodelets
 // of the release before refuse a target with members they do not know.
 func AppendNodeTargetBare(dst []byte, t *NodeTarget) []byte {
 	return appendNodeTarget(dst, t, false)
@@ -127,6 +127,10 @@ func appendTargetPod(dst []byte, p *TargetPod, last *specText, identity bool) []
 	if identity && p.Token != "" {
 		dst = append(dst, `,"token":`...)
 		dst = appendJSONString(dst, p.Token)
+	}
+	if identity && len(p.Ports) > 0 {
+		dst = append(dst, `,"ports":`...)
+		dst = appendArray(dst, p.Ports, appendPort)
 	}
 	return append(dst, '}')
 }
@@ -703,6 +707,14 @@ func appendTaskStatus(dst []byte, t *TaskStatus) ([]byte, error) {
 	}
 	dst = append(dst, `,"node":`...)
 	dst = appendJSONString(dst, t.Node)
+	if t.Host != "" {
+		dst = append(dst, `,"host":`...)
+		dst = appendJSONString(dst, t.Host)
+	}
+	if len(t.Ports) > 0 {
+		dst = append(dst, `,"ports":`...)
+		dst = appendArray(dst, t.Ports, appendPort)
+	}
 	if t.Reason != "" {
 		dst = append(dst, `,"reason":`...)
 		dst = appendJSONString(dst, string(t.Reason))

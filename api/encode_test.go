@@ -40,7 +40,7 @@ func TestAppendNodeTarget(t *testing.T) {
 }
 
 // TestAppendNodeTargetBare: the bare encoding is the full one of the
-// target without its pods' JobName, Count and Token, and reads back as
+// target without its pods' JobName, Count, Token and Ports, and reads back as
 // that.
 func TestAppendNodeTargetBare(t *testing.T) {
 	g := gen{seedtest.Rand(t)}
@@ -49,13 +49,14 @@ func TestAppendNodeTargetBare(t *testing.T) {
 		bare := full
 		bare.Pods = slices.Clone(full.Pods)
 		for j := range bare.Pods {
-			bare.Pods[j].JobName, bare.Pods[j].Count, bare.Pods[j].Token = "", 0, ""
+			bare.Pods[j].JobName, bare.Pods[j].Count, bare.Pods[j].Token, bare.Pods[j].Ports = "", 0, "", nil
 		}
 		got := api.AppendNodeTargetBare(nil, &full)
 		if want := api.AppendNodeTarget(nil, &bare); !bytes.Equal(got, want) {
 			t.Fatalf("target %d:\n got %s\nwant %s", i, got, want)
 		}
-		if bytes.Contains(got, []byte(`"job_name":`)) || bytes.Contains(got, []byte(`"count":`)) || bytes.Contains(got, []byte(`"token":`)) {
+		if bytes.Contains(got, []byte(`"job_name":`)) || bytes.Contains(got, []byte(`"count":`)) || bytes.Contains(got, []byte(`"token":`)) ||
+			bytes.Contains(got, []byte(`},"ports":`)) {
 			t.Fatalf("target %d: bare encoding has identity members: %s", i, got)
 		}
 		if back, err := api.DecodeNodeTarget(got); err != nil || !reflect.DeepEqual(back, bare) {

@@ -46,9 +46,35 @@ const (
 	// EnvHostIP is the node's address as other hosts and the node's pods
 	// reach it; never a loopback address.
 	EnvHostIP = "SLUICE_HOST_IP"
+	// EnvPortPrefix starts the name of the variable, one per port of the
+	// pod, that holds the port's number on the node (PortEnvName): every
+	// container of a pod sees every port of the pod, its own and its
+	// neighbours', since they share the pod's network. Port names are
+	// required, so every port has one.
+	EnvPortPrefix = "SLUICE_PORT_"
 )
 
 // ResourceMountDir is the directory where an offline pod's containers read
 // the node's resource file about the pod; no volume may be mounted on or
 // below it.
 const ResourceMountDir = "/run/sluice"
+
+// PortEnvName returns the variable that holds the number of the pod's
+// port named name: EnvPortPrefix and the name upper-cased, '-' and '.'
+// made '_' ("http-alt" is SLUICE_PORT_HTTP_ALT). Submit refuses a pod
+// two of whose ports have one variable name.
+func PortEnvName(name string) string {
+	b := make([]byte, 0, len(EnvPortPrefix)+len(name))
+	b = append(b, EnvPortPrefix...)
+	for i := range len(name) {
+		switch c := name[i]; {
+		case c >= 'a' && c <= 'z':
+			b = append(b, c-'a'+'A')
+		case c == '-' || c == '.':
+			b = append(b, '_')
+		default:
+			b = append(b, c)
+		}
+	}
+	return string(b)
+}

@@ -224,7 +224,10 @@ type Resources struct {
 type Port struct {
 	// Name identifies the port within the container.
 	Name string `json:"name"`
-	// Port is the fixed port number, or 0 for one the node assigns.
+	// Port is the fixed (static) port number, 1 to 65535, or 0 for one
+	// the dispatcher assigns from the node's range when it places the
+	// task (dynamic). Either way the container listens on the number its
+	// SLUICE_PORT_<NAME> says (PortEnvName).
 	Port int32 `json:"port,omitempty"`
 	// Protocol is "tcp" (the default) or "udp".
 	Protocol string `json:"protocol,omitempty"`
@@ -285,6 +288,10 @@ const (
 	FilterLabels        = "labels"
 	FilterPool          = "pool"
 	FilterDistinctNodes = "distinct_nodes"
+	// FilterPorts admits a node with a port range (NodeSpec.Ports) on
+	// which the pod's static ports are free, when the pod asks for ports.
+	// Like resource fit, it is always enforced, listed or not.
+	FilterPorts = "ports"
 )
 
 // Scorer names: the soft preferences a policy can choose.
@@ -298,7 +305,7 @@ const (
 // FilterNames and ScorerNames list every name a policy may use, in the order
 // the documentation gives them.
 var (
-	FilterNames = []string{FilterResources, FilterLabels, FilterPool, FilterDistinctNodes}
+	FilterNames = []string{FilterResources, FilterPorts, FilterLabels, FilterPool, FilterDistinctNodes}
 	ScorerNames = []string{ScorerBinpack, ScorerSpread, ScorerLocality, ScorerSlotReuse}
 )
 

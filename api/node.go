@@ -35,7 +35,10 @@ type Capacity struct {
 	GPUs int64 `json:"gpus,omitempty"`
 	// Disk in bytes.
 	Disk int64 `json:"disk,omitempty"`
-	// Ports is the number of ports the node can hand out.
+	// Ports is the number of ports the node can hand out: the size of
+	// its NodeSpec.Ports range. A task's demand counts its dynamic ports
+	// (Port 0) here; its static ports are checked one by one against
+	// the ports in use on the node.
 	Ports int64 `json:"ports,omitempty"`
 }
 
@@ -88,6 +91,61 @@ type NodeSpec struct {
 	Capacity Capacity `json:"capacity"`
 	// Allocatable is what the host offers to each tier.
 	Allocatable Allocatable `json:"allocatable"`
+	// Ports is the range the node assigns dynamic ports from. A node
+	// without one (the zero range) takes no pod that asks for a port,
+	// static or dynamic; a node with one takes static ports anywhere in
+	// 1..65535 that are free on it, within its range or not.
+	Ports PortRange `json:"ports,omitzero"`
+}
+
+// PortRange is a range of ports, Lo to Hi inclusive; the zero range is
+// empty.
+type PortRange struct {
+	Lo uint16 `json:"lo"`
+	Hi uint16 `json:"hi"`
+}
+
+// DefaultPortRange is the range a nodelet offers unless told otherwise.
+var DefaultPortRange = PortRange{Lo: 20000, Hi: 32767}
+
+// Size is the number of ports in r.
+func (r PortRange) Size() int64 {
+	if r.Lo == 0 || r.Hi < r.Lo {
+		return 0
+	}
+	return int64(r.Hi) - int64(r.Lo) + 1
+}
+
+// Contains reports whether port p is in r.
+func (r PortRange) Contains(p int32) bool {
+	return r.Lo != 0 && p >= int32(r.Lo) && p <= int32(r.Hi)
+}
+
+func (r PortRange) String() string {
+	return strconv.Itoa(int(r.Lo)) + "-" + strconv.Itoa(int(r.Hi))
+}
+
+// ParsePortRange reads "LO-HI", 1 <= LO <= HI <= 65535.
+func ParsePortRange(s string) (PortRange, error) {
+	lo, hi, ok := strings.Cut(s, "-")
+	if !ok {
+		return PortRange{}, fmt.Errorf("port range %q: want LO-HI", clipName(s))
+	}
+	var r PortRange
+	for _, x := range []struct {
+		s string
+		p *uint16
+	}{{lo, &r.Lo}, {hi, &r.Hi}} {
+		if err := checkPort(x.s); err != nil {
+			return PortRange{}, fmt.Errorf("port range %q: %w", clipName(s), err)
+		}
+		n, _ := strconv.ParseUint(x.s, 10, 16)
+		*x.p = uint16(n)
+	}
+	if r.Hi < r.Lo {
+		return PortRange{}, fmt.Errorf("port range %q: %d is below %d", clipName(s), r.Hi, r.Lo)
+	}
+	return r, nil
 }
 
 // Usage is what a node, tier or pod uses right now.

@@ -40,6 +40,9 @@ func TestNodeSpecValidate(t *testing.T) {
 		{func(n *api.NodeSpec) { n.Allocatable.Online.Memory = 33 << 30 }, "allocatable.online.memory: 35433480192 is more than the capacity 34359738368"},
 		{func(n *api.NodeSpec) { n.Allocatable.Offline.CPU = 40000 }, "allocatable.offline.cpu: 40000 is more than 4 times the capacity 8000"},
 		{func(n *api.NodeSpec) { n.Labels = map[string]string{"bad key": ""} }, `labels["bad key"]: label key must be`},
+		{func(n *api.NodeSpec) { n.Ports = api.PortRange{Lo: 0, Hi: 10} }, "ports: range 0-10: want 1 <= lo <= hi <= 65535"},
+		{func(n *api.NodeSpec) { n.Ports = api.PortRange{Lo: 30, Hi: 20} }, "ports: range 30-20"},
+		{func(n *api.NodeSpec) { n.Ports = api.PortRange{Lo: 20000, Hi: 20099} }, "capacity.ports: 1000 is more than the port range 20000-20099 holds (100)"},
 	} {
 		n := validNode()
 		tc.edit(&n)

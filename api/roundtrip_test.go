@@ -73,6 +73,14 @@ func (g gen) container(i int) api.ContainerSpec {
 		Command:   []string{"/bin/" + g.name("tool"), g.text()},
 		Resources: g.resources(),
 	}
+	// The ports of a pod have distinct names and static numbers.
+	for k := range c.Resources.Ports {
+		p := &c.Resources.Ports[k]
+		p.Name = fmt.Sprintf("c%dp%d", i, k)
+		if p.Port != 0 {
+			p.Port = int32(1 + i*3 + k + 256*g.r.IntN(256))
+		}
+	}
 	if g.r.IntN(2) == 0 {
 		c.Image.Rootfs = "/images/" + g.name("root")
 	} else {
@@ -318,6 +326,7 @@ func (g gen) target() api.NodeTarget {
 		t.Pods = append(t.Pods, api.TargetPod{
 			TaskID: g.name("j") + "/0/1/1", Job: g.name("j"), JobName: j.Name, Count: tg.Count, Group: tg.Name, QoS: j.QoS, Priority: j.Priority,
 			Pod: tg.Pod, MaxRunTime: j.MaxRunTime, Capbox: g.r.IntN(2) == 0, InCapbox: g.name("box"), Token: g.name("sjt1."),
+			Ports: g.assignedPorts(),
 		})
 	}
 	t.Removed = []string{g.name("gone"), g.name("gone")}
@@ -689,6 +698,16 @@ func TestDecodeWatchEvent(t *testing.T) {
 	}
 }
 
+// assignedPorts returns one to three ports as the dispatcher assigns
+// them: named, numbered, with a protocol.
+func (g gen) assignedPorts() []api.Port {
+	ps := make([]api.Port, g.r.IntN(3)+1)
+	for i := range ps {
+		ps[i] = api.Port{Name: g.name("p"), Port: int32(g.r.IntN(65535) + 1), Protocol: []string{"tcp", "udp"}[g.r.IntN(2)]}
+	}
+	return ps
+}
+
 // taskList returns a random page of up to 300 tasks that set every field,
 // with a next cursor at times; IDs and nodes now and then need escapes.
 func (g gen) taskList() api.TaskList {
@@ -696,6 +715,7 @@ func (g gen) taskList() api.TaskList {
 	for range g.r.IntN(300) {
 		l.Tasks = append(l.Tasks, api.TaskStatus{ID: g.name("j") + "/0/1/1", Group: g.name("g"), Index: g.r.Int64N(1 << 40),
 			Attempt: g.r.Int64N(100) + 1, State: api.TaskState(g.r.IntN(int(api.TaskLost)) + 1), Node: g.name("n"),
+			Host: g.name("h"), Ports: g.assignedPorts(),
 			Reason: api.TaskReason(g.name("r")), ExitCode: g.r.Int32() - 1<<30, Updated: time.Unix(g.r.Int64N(1<<32), g.r.Int64N(1e9)).UTC()})
 	}
 	if len(l.Tasks) > 0 && g.r.IntN(3) == 0 {

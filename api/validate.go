@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"path"
@@ -65,6 +66,13 @@ func (n *NodeSpec) Validate() error {
 	c.within(n.Allocatable.Offline, n.Capacity, MaxOvercommit)
 	c.pop()
 	c.pop()
+	switch r := n.Ports; {
+	case r == PortRange{}:
+	case r.Lo == 0 || r.Hi < r.Lo:
+		c.badAtf("ports", "range %d-%d: want 1 <= lo <= hi <= 65535", r.Lo, r.Hi)
+	case n.Capacity.Ports > r.Size():
+		c.badAtf("capacity.ports", "%d is more than the port range %s holds (%d)", n.Capacity.Ports, r, r.Size())
+	}
 	return c.err()
 }
 
@@ -289,6 +297,7 @@ func (c *checker) pod(p *PodSpec) {
 		}
 	}
 	c.pop()
+	c.podPorts(p)
 	if p.Sim != nil {
 		c.push("sim")
 		if p.Sim.RunTime < 0 {
@@ -299,6 +308,57 @@ func (c *checker) pod(p *PodSpec) {
 		}
 		c.pop()
 	}
+}
+
+// podPorts checks what the containers of p ask for together: the
+// containers share the pod's network, and each sees every port of the pod
+// as SLUICE_PORT_<NAME> (PortEnvName), so no two ports may have one
+// environment name, nor two static ports one number and protocol.
+func (c *checker) podPorts(p *PodSpec) {
+	type at struct {
+		ct, port int
+		name     string
+	}
+	var names map[string]at
+	var static map[Port]at
+	for ci := range p.Containers {
+		for pi, pt := range p.Containers[ci].Resources.Ports {
+			if names == nil {
+				names, static = map[string]at{}, map[Port]at{}
+			}
+			here := at{ci, pi, pt.Name}
+			env := PortEnvName(pt.Name)
+			switch o, dup := names[env]; {
+			case pt.Name == "":
+			case !dup:
+				names[env] = here
+			case o.ct != ci || o.name != pt.Name: // one container's duplicate names are resources' to report
+				c.portProblem(ci, pi, "name", fmt.Sprintf("%q has the environment name %s of port %q (containers[%d].resources.ports[%d])",
+					pt.Name, env, o.name, o.ct, o.port))
+			}
+			if pt.Port == 0 {
+				continue
+			}
+			k := Port{Port: pt.Port, Protocol: cmp.Or(pt.Protocol, ProtocolTCP)}
+			if o, dup := static[k]; dup {
+				c.portProblem(ci, pi, "port", fmt.Sprintf("%d/%s is asked for twice in the pod (and by containers[%d].resources.ports[%d])",
+					k.Port, k.Protocol, o.ct, o.port))
+			} else {
+				static[k] = here
+			}
+		}
+	}
+}
+
+// portProblem reports msg about field of port pi of container ci.
+func (c *checker) portProblem(ci, pi int, field, msg string) {
+	c.push("containers")
+	c.pushIndex(ci)
+	c.push("resources")
+	c.push("ports")
+	c.pushIndex(pi)
+	c.badAt(field, msg)
+	c.path = c.path[:len(c.path)-5]
 }
 
 func (c *checker) container(ct *ContainerSpec) {
@@ -462,7 +522,7 @@ func (c *checker) resources(r *Resources) {
 			c.badAtf("name", "duplicate port name %q", p.Name)
 		}
 		if p.Port < 0 || p.Port > 65535 {
-			c.badAt("port", "must be 0 (any) to 65535")
+			c.badAt("port", "must be 0 (assigned by the node) or a port from 1 to 65535")
 		}
 		if p.Protocol != ProtocolTCP && p.Protocol != ProtocolUDP && p.Protocol != "" {
 			c.badAtf("protocol", "must be %q or %q", ProtocolTCP, ProtocolUDP)

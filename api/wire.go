@@ -178,12 +178,21 @@ type CancelResponse struct {
 
 // TaskStatus is a task that has been placed at least once.
 type TaskStatus struct {
-	ID       string     `json:"id"` // the current attempt's task ID
-	Group    string     `json:"group"`
-	Index    int64      `json:"index"`
-	Attempt  int64      `json:"attempt"`
-	State    TaskState  `json:"state"`
-	Node     string     `json:"node"`
+	ID      string    `json:"id"` // the current attempt's task ID
+	Group   string    `json:"group"`
+	Index   int64     `json:"index"`
+	Attempt int64     `json:"attempt"`
+	State   TaskState `json:"state"`
+	Node    string    `json:"node"`
+	// Host is the host of the node's address (NodeSpec.Address), where a
+	// client reaches the task's Ports; empty when the node advertises
+	// none.
+	Host string `json:"host,omitempty"`
+	// Ports are the pod's ports, in the order its containers list them,
+	// each with the number the attempt has on its node (static, or
+	// assigned by the dispatcher from the node's range when the task was
+	// placed) and its protocol.
+	Ports    []Port     `json:"ports,omitempty"`
 	Reason   TaskReason `json:"reason,omitempty"`
 	ExitCode int32      `json:"exit_code,omitempty"`
 	Updated  time.Time  `json:"updated"`
@@ -273,6 +282,12 @@ type TargetPod struct {
 	// It is a secret, sent only in its node's target, and only to a node
 	// that asks for the pods' identity (identity=1).
 	Token string `json:"token,omitempty"`
+	// Ports are the pod's ports as the dispatcher placed them, in the
+	// order its containers list them: each with its number on the node
+	// (static, or assigned from the node's range) and its protocol. Like
+	// JobName, written only for a node that asks for the identity
+	// (identity=1).
+	Ports []Port `json:"ports,omitempty"`
 }
 
 // ReportRequest carries a node's task state changes, oldest first, and
