@@ -141,7 +141,8 @@ func judge(c *class, n *Node) verdict {
 		}
 	}
 	d := verdict{admitted: true, cost: c.cost(n), fit: fits(pool(n.Free, c.QoS), c.Demand), slots: matchingSlots(&c.Class, n)}
-	if c.DistinctNodes {
+	if c.DistinctNodes || len(c.StaticPorts) > 0 {
+		// One task a node: a job's, or one that holds a port by number.
 		d.fit, d.slots = min(d.fit, 1), min(d.slots, max(1-d.fit, 0))
 	}
 	return d

@@ -38,6 +38,14 @@ type Node struct {
 	// Place ignores them, and they may be left out when no preemption is
 	// wanted.
 	Victims []Victim
+	// PortRange is the range the node assigns dynamic ports from; a node
+	// without one takes no task that asks for ports. How many of its
+	// ports are free for dynamic assignment is in Free (Ports, the same
+	// in both tiers: ports are the node's, not a tier's).
+	PortRange api.PortRange
+	// PortsInUse are the ports the node's active tasks hold (static and
+	// assigned), sorted; a task's static ports must not be among them.
+	PortsInUse []PortKey
 }
 
 // Slot is a cached resource slot.
@@ -61,12 +69,17 @@ type Group struct {
 	Key GroupKey
 	// Pending is how many of the group's tasks are to be placed.
 	Pending int64
-	// Demand is what one task needs (the sum of its pod's containers).
-	Demand   api.Capacity
-	QoS      api.QoS
-	Priority int32
-	Queue    string
-	Pool     string
+	// Demand is what one task needs (the sum of its pod's containers;
+	// Ports counts its dynamic ports).
+	Demand api.Capacity
+	// StaticPorts are the ports one task needs by number, sorted
+	// (StaticPorts): a node holds at most one task of the group, and only
+	// where all of them are free.
+	StaticPorts []PortKey
+	QoS         api.QoS
+	Priority    int32
+	Queue       string
+	Pool        string
 	// Constraints are hard requirements on node labels.
 	Constraints []api.Constraint
 	// DistinctNodes allows at most one task of the job per node.
@@ -115,8 +128,10 @@ type Input struct {
 }
 
 // Demand returns what one task of pod needs: the sum of its containers'
-// resources, each fixed or named port counting one port, and its scratch
-// volumes' sizes counting as disk.
+// resources, each dynamic port (number 0) counting one port, and its
+// scratch volumes' sizes counting as disk. Its static ports are not
+// counted (StaticPorts): they need their number free, not room in the
+// node's range.
 func Demand(pod api.PodSpec) api.Capacity {
 	var d api.Capacity
 	for _, c := range pod.Containers {
@@ -124,7 +139,11 @@ func Demand(pod api.PodSpec) api.Capacity {
 		d.Memory += c.Resources.Memory
 		d.GPUs += c.Resources.GPUs
 		d.Disk += c.Resources.Disk
-		d.Ports += int64(len(c.Resources.Ports))
+		for _, p := range c.Resources.Ports {
+			if p.Port == 0 {
+				d.Ports++
+			}
+		}
 	}
 	for _, v := range pod.Volumes {
 		if v.Scratch != nil {

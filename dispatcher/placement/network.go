@@ -30,6 +30,7 @@ type classKey struct {
 	cons     string
 	policy   string
 	distinct string
+	ports    string // portsKey of the static ports
 }
 
 // netNode identifies a network node across rounds.

@@ -344,7 +344,8 @@ func (p *Placer) classes(in *Input) ([]class, []int) {
 	groupClass := make([]int, len(in.Groups))
 	for gi := range in.Groups {
 		g := &in.Groups[gi]
-		k := classKey{demand: g.Demand, qos: g.QoS, pool: g.Pool, cons: constraintKey(g.Constraints), policy: policyKey(g.Policy)}
+		k := classKey{demand: g.Demand, qos: g.QoS, pool: g.Pool, cons: constraintKey(g.Constraints), policy: policyKey(g.Policy),
+			ports: portsKey(g.StaticPorts)}
 		if g.DistinctNodes {
 			k.distinct = g.Key.Job
 		}
@@ -358,7 +359,7 @@ func (p *Placer) classes(in *Input) ([]class, []int) {
 			// and equal strings that share their bytes compare without
 			// reading them (the FSM makes nodes' pools canonical too).
 			c := class{Class: Class{Demand: g.Demand, QoS: canonicalQoS(g.QoS), Pool: unique.Make(g.Pool).Value(), Constraints: g.Constraints,
-				DistinctNodes: g.DistinctNodes, Filters: filters, Scorers: scorers}, key: k, rejected: map[string]int{}}
+				DistinctNodes: g.DistinctNodes, StaticPorts: g.StaticPorts, Filters: filters, Scorers: scorers}, key: k, rejected: map[string]int{}}
 			if g.DistinctNodes {
 				c.Job = g.Key.Job
 			}
@@ -631,6 +632,9 @@ func (p *Placer) fit(in *Input, tent []tentative, dropped map[int]bool) ([]int64
 	free, seen := p.scratch.free, p.scratch.seen
 	usedSlot := map[string]bool{}
 	distinct := map[[2]string]bool{}
+	// ports are the static ports this round's assignments so far take,
+	// by node (made when a group has static ports).
+	var ports map[int][]PortKey
 	placed := make([]int64, len(in.Groups))
 	var out []Assignment
 	var conflicts int64
@@ -647,6 +651,12 @@ func (p *Placer) fit(in *Input, tent []tentative, dropped map[int]bool) ([]int64
 		want := min(t.count, gr.Pending-placed[t.group])
 		if gr.DistinctNodes {
 			if distinct[[2]string{gr.Key.Job, n.ID}] || n.Jobs[gr.Key.Job] {
+				want = 0
+			}
+			want = min(want, 1)
+		}
+		if len(gr.StaticPorts) > 0 {
+			if !portsFree(gr.StaticPorts, n) || slices.ContainsFunc(gr.StaticPorts, func(k PortKey) bool { return slices.Contains(ports[t.node], k) }) {
 				want = 0
 			}
 			want = min(want, 1)
@@ -688,6 +698,12 @@ func (p *Placer) fit(in *Input, tent []tentative, dropped map[int]bool) ([]int64
 		placed[t.group] += a.Count
 		if gr.DistinctNodes {
 			distinct[[2]string{gr.Key.Job, n.ID}] = true
+		}
+		if len(gr.StaticPorts) > 0 {
+			if ports == nil {
+				ports = map[int][]PortKey{}
+			}
+			ports[t.node] = append(ports[t.node], gr.StaticPorts...)
 		}
 		out = append(out, a)
 	}

@@ -18,6 +18,8 @@ type Class struct {
 	Pool          string
 	Constraints   []api.Constraint
 	DistinctNodes bool
+	// StaticPorts are the ports a task needs by number (Group's).
+	StaticPorts []PortKey
 	// Job is set only for distinct-node classes.
 	Job     string
 	Filters []Filter
@@ -74,8 +76,10 @@ func NewRegistry(filters []Filter, scorers []Scorer, def api.Policy) (*Registry,
 		}
 		r.scorers[s.Name()] = s
 	}
-	if _, ok := r.filters[api.FilterResources]; !ok {
-		return nil, fmt.Errorf("placement registry: the %q filter is required", api.FilterResources)
+	for _, name := range []string{api.FilterResources, api.FilterPorts} {
+		if _, ok := r.filters[name]; !ok {
+			return nil, fmt.Errorf("placement registry: the %q filter is required", name)
+		}
 	}
 	if err := r.check(&def); err != nil {
 		return nil, fmt.Errorf("placement registry: default policy: %w", err)
@@ -88,7 +92,7 @@ func NewRegistry(filters []Filter, scorers []Scorer, def api.Policy) (*Registry,
 // 1.
 func DefaultRegistry() *Registry {
 	r, err := NewRegistry(
-		[]Filter{resourceFilter{}, labelFilter{}, poolFilter{}, distinctFilter{}},
+		[]Filter{resourceFilter{}, portFilter{}, labelFilter{}, poolFilter{}, distinctFilter{}},
 		[]Scorer{binpackScorer{}, spreadScorer{}, localityScorer{}, slotScorer{}},
 		api.Policy{
 			Filters: slices.Clone(api.FilterNames),
@@ -123,7 +127,7 @@ func (r *Registry) check(p *api.Policy) error {
 }
 
 // resolve returns the filters and weighted scorers of policy p (nil: the
-// default); the resource filter always comes first.
+// default); the resource and port filters always come first.
 func (r *Registry) resolve(p *api.Policy) ([]Filter, []WeightedScorer) {
 	if p == nil {
 		p = &r.def
@@ -132,9 +136,9 @@ func (r *Registry) resolve(p *api.Policy) ([]Filter, []WeightedScorer) {
 	if len(names) == 0 {
 		names = r.def.Filters
 	}
-	filters := []Filter{r.filters[api.FilterResources]}
+	filters := []Filter{r.filters[api.FilterResources], r.filters[api.FilterPorts]}
 	for _, name := range names {
-		if name != api.FilterResources {
+		if name != api.FilterResources && name != api.FilterPorts {
 			filters = append(filters, r.filters[name])
 		}
 	}
