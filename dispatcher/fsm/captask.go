@@ -145,6 +145,9 @@ func (f *FSM) startCapTasksLocked(w writer, now int64, d *dec) ([]byte, error) {
 				}
 			}
 		}
+		if err := checkCapTaskPorts(&sp.Pod); err != nil {
+			return nil, fmt.Errorf("fsm: start capbox tasks: tasks[%d]: %s: %w", i, sp.Capbox, err)
+		}
 		demand := placement.Demand(sp.Pod)
 		if why := shortfall(s.groups[0].demand.Plus(h, -1), demand, 1); why != "" {
 			return nil, fmt.Errorf("fsm: start capbox tasks: tasks[%d]: %w: %s: %s", i, ErrNoRoom, sp.Capbox, why)

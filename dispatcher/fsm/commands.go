@@ -303,11 +303,12 @@ const (
 	RejectTaskNotFound                        // preemption: no such task attempt on the node
 	RejectNotActive                           // preemption: the task is not running or already stopping
 	RejectPriority                            // preemption: the task is online or not of a lower priority
+	RejectPorts                               // the node has no port range, a static port is in use, or too few dynamic ports are free
 )
 
 var rejectNames = []string{"", "job not found", "job cancelled", "group not found", "bad count",
 	"not enough pending tasks", "node not found", "node not ready", "does not fit", "constraint",
-	"distinct nodes", "slot not found", "task not found", "task not active", "priority"}
+	"distinct nodes", "slot not found", "task not found", "task not active", "priority", "ports"}
 
 func (c RejectCode) String() string {
 	if int(c) < len(rejectNames) && c > 0 {

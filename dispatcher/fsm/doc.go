@@ -66,10 +66,13 @@
 // and the markers (f/) starts with a version byte: 1, 4 for job
 // records (binary spec since 2, appmaster since 3, pod networks and
 // volumes since 4), 3 for submit records (a block of specs since 2, pod
-// networks and volumes since 3), 2 for node records (no generation), 3
-// for task records (up to 64 tasks); Load reads the job and submit records
-// of the version before too (their specs decode alike), and rejects any
-// other version with ErrCorrupt.
+// networks and volumes since 3), 2 for node records (no generation), 4
+// for task records (up to 64 tasks since 2, their nodes named once since
+// 3, each task's ports since 4); Load reads the job, submit and task
+// records of the version before too (their specs decode alike; a task
+// record of 3 as tasks without ports), and rejects any other version with
+// ErrCorrupt. A node spec is JSON, so a node record of the release before
+// (without a port range) reads as a node without one.
 //
 // # In memory
 //
@@ -158,9 +161,11 @@
 //	                cancelled, group has that many eligible pending tasks, node
 //	                exists, is ready and matches pool and constraints, distinct
 //	                nodes, every resource dimension fits the node's free
-//	                capacity for the job's QoS tier) and applied, or rejected
-//	                alone with a RejectCode (Nomad's plan applier). A plan from
-//	                a term older than a committed plan's is rejected whole.
+//	                capacity for the job's QoS tier, the pod's ports fit:
+//	                ports.go) and applied, or rejected alone with a
+//	                RejectCode (Nomad's plan applier); a task's dynamic
+//	                ports are assigned as it is applied. A plan from a term
+//	                older than a committed plan's is rejected whole.
 //	UpdateTasks     nodelet reports (UpdateTasksCaching: a task that ends on its
 //	                own leaves its resources cached on its node as a slot for
 //	                the command's TTL; a plan's assignment may name slots of

@@ -720,6 +720,9 @@ func (f *FSM) finishLocked(w writer, t *task, to api.TaskState, reason api.TaskR
 	if t.active() {
 		n := f.mu.nodes[t.node]
 		f.holdLocked(n, j, g, -1)
+		if t.ports != nil {
+			n.releasePorts(g, t)
+		}
 		if t.stop {
 			n.release(j.qos, g.demand, -1)
 		}
@@ -1011,6 +1014,11 @@ func (f *FSM) placeLocked(w writer, now int64, a *planAssignment) (RejectCode, s
 	if why := shortfall(n.free(j.qos), g.demand, a.count-int64(len(slots))); why != "" {
 		return RejectNoFit, fmt.Sprintf("node %s, %s tier: %s", a.node, j.qos, why)
 	}
+	if g.ports != nil {
+		if why := n.portsShortfall(g, a.count); why != "" {
+			return RejectPorts, why
+		}
+	}
 
 	// Apply: the slots give their resources to the tasks; retries first
 	// (those due), then never-placed tasks.
@@ -1150,6 +1158,9 @@ func (f *FSM) assignLocked(now int64, n *node, j *job, t *task) {
 	t.attempt++
 	t.state, t.node, t.stop, t.closed, t.preempted = api.TaskAssigned, n.spec.Name, false, false, false
 	t.exitCode, t.reason, t.updated = 0, "", now
+	if g := j.groups[t.key.group]; g.ports != nil {
+		t.ports = n.takePorts(g)
+	}
 	n.addTask(t)
 	f.noteTargetLocked(n, j, t)
 	f.writeTask(t)

@@ -234,6 +234,11 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 			n.addTask(t)
 			n.addJobTasks(j, 1)
 			f.holdLocked(n, j, g, 1)
+			if t.ports != nil {
+				if err := n.holdPorts(g, t); err != nil {
+					return err
+				}
+			}
 			if t.stop {
 				n.release(j.qos, g.demand, 1)
 			}
@@ -499,12 +504,18 @@ func (f *FSM) AppendNodeStates(dst []NodeState) []NodeState {
 
 // TaskInfo is a task placed at least once, as of its current attempt.
 type TaskInfo struct {
-	ID       string // the current attempt's task ID
-	Group    string
-	Index    int64
-	Attempt  int64
-	State    api.TaskState
-	Node     string
+	ID      string // the current attempt's task ID
+	Group   string
+	Index   int64
+	Attempt int64
+	State   api.TaskState
+	Node    string
+	// Host is the host of the node's address, where the task's Ports are
+	// reached ("" when the node has none, or is gone); set by JobTasks.
+	Host string
+	// Ports are the attempt's ports as placed, in its pod's order; set
+	// by JobTasks.
+	Ports    []api.Port
 	Reason   api.TaskReason
 	ExitCode int32
 	Updated  time.Time
@@ -544,11 +555,21 @@ func (f *FSM) JobTasks(id, after string, limit int) (tasks []TaskInfo, ok bool) 
 		ts = append(ts, gt...)
 	}
 	tasks = make([]TaskInfo, len(ts))
+	var lastNode, lastHost string
 	for i, t := range ts {
+		if t.node != lastNode {
+			lastNode, lastHost = t.node, ""
+			if n := f.mu.nodes[t.node]; n != nil {
+				lastHost = addressHost(n.spec.Address)
+			}
+		}
 		tasks[i] = TaskInfo{
 			ID: taskID(t.key, t.attempt), Group: j.groups[t.key.group].name, Index: int64(t.key.index),
-			Attempt: int64(t.attempt), State: t.state, Node: t.node, Reason: t.reason, ExitCode: t.exitCode,
+			Attempt: int64(t.attempt), State: t.state, Node: t.node, Host: lastHost, Reason: t.reason, ExitCode: t.exitCode,
 			Updated: time.Unix(0, t.updated).UTC(),
+		}
+		if t.ports != nil {
+			tasks[i].Ports = apiPorts(&j.specOf().Tasks[t.key.group].Pod, t.ports)
 		}
 	}
 	return tasks, true
@@ -645,7 +666,7 @@ func (f *FSM) appendPodsLocked(pods []api.TargetPod, t *task) []api.TargetPod {
 	g := &s.Tasks[t.key.group]
 	id := taskID(t.key, t.attempt)
 	pods = append(pods, api.TargetPod{TaskID: id, Job: j.id, JobName: s.Name, Count: g.Count, Group: g.Name, QoS: j.qos, Priority: j.priority,
-		MaxRunTime: s.MaxRunTime, Capbox: j.owner() != nil, Pod: g.Pod})
+		MaxRunTime: s.MaxRunTime, Capbox: j.owner() != nil, Pod: g.Pod, Ports: apiPorts(&g.Pod, t.ports)})
 	if j.owner() == nil {
 		return pods // only capboxes have tasks in them
 	}
@@ -872,7 +893,7 @@ func (f *FSM) readGroupsLocked(in *placement.Input, nowNS int64, limit int64) {
 			jobRunning[g.job] = running
 		}
 		in.Groups = append(in.Groups, placement.Group{
-			Key: g.key(), Pending: e, Demand: g.demand, QoS: s.QoS, Priority: s.Priority,
+			Key: g.key(), Pending: e, Demand: g.demand, StaticPorts: g.static, QoS: s.QoS, Priority: s.Priority,
 			Queue: s.Queue, Pool: s.Pool, Constraints: s.Constraints, DistinctNodes: s.DistinctNodes,
 			Preferred: s.Tasks[g.idx].PreferredNodes, Policy: s.Policy, Gang: g.job.gang,
 			Waited:     max(0, time.Duration(nowNS-g.job.submitted)),
@@ -903,6 +924,14 @@ func (f *FSM) readNodeLocked(pn *placement.Node, n *node, nowNS int64) {
 		Free:      api.Allocatable{Online: clampZero(free.Online), Offline: clampZero(free.Offline)},
 		Releasing: n.releasing,
 		Slots:     slots,
+		PortRange: n.spec.Ports,
+	}
+	// Ports are the node's, not a tier's: what either tier may still
+	// assign is at most what the range has free.
+	if pn.PortRange.Size() > 0 {
+		free := n.portsFree()
+		pn.Free.Online.Ports, pn.Free.Offline.Ports = min(pn.Free.Online.Ports, free), min(pn.Free.Offline.Ports, free)
+		pn.PortsInUse = n.portsInUse()
 	}
 	if n.distinctJobs == 0 {
 		return
@@ -980,8 +1009,8 @@ func (f *FSM) dump() string {
 		}
 	}
 	f.eachTaskLocked(func(t *task) {
-		fmt.Fprintf(&b, "task %s %v node=%s stop=%v preempted=%v closed=%v exit=%d reason=%s updated=%d\n",
-			taskID(t.key, t.attempt), t.state, t.node, t.stop, t.preempted, t.closed, t.exitCode, t.reason, t.updated)
+		fmt.Fprintf(&b, "task %s %v node=%s stop=%v preempted=%v closed=%v exit=%d reason=%s updated=%d ports=%v\n",
+			taskID(t.key, t.attempt), t.state, t.node, t.stop, t.preempted, t.closed, t.exitCode, t.reason, t.updated, t.ports)
 		for _, c := range f.mu.captasks[t.key] {
 			fmt.Fprintf(&b, "  captask %s %v stop=%v exit=%d reason=%s updated=%d demand=%+v\n",
 				c.id(), c.state, c.stop, c.exitCode, c.reason, c.updated, c.demand)
@@ -1004,6 +1033,9 @@ func (f *FSM) dump() string {
 		}
 		for _, num := range jobs {
 			fmt.Fprintf(&b, " j%d:%d", num, n.jobs[num])
+		}
+		if n.ports != nil {
+			fmt.Fprintf(&b, " ports=%v inRange=%d", n.portsInUse(), n.ports.inRange)
 		}
 		b.WriteByte('\n')
 	}

@@ -7,6 +7,7 @@ import (
 	"math/bits"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/dispatcher/placement"
 )
 
 // skimSpec reads the encoding of one spec (spec_codec.go), s, as
@@ -79,7 +80,11 @@ func skimSpec(s string, groups []group) (f jobFields, idem string, _ []group, ok
 		g.name, i = readStr(s, i)
 		g.count, i = readVarint(s, i)
 		i = skipStrs(s, i) // preferred nodes
-		g.demand, i = skimPod(s, i)
+		var ports []placement.PortKey
+		g.demand, ports, i = skimPod(s, i)
+		if ports != nil {
+			g.setPorts(ports)
+		}
 	}
 	if i != len(s) { // malformed (-1), or trailing bytes
 		return jobFields{}, "", groups, false
@@ -111,9 +116,11 @@ func specError(s string) error {
 	return fmt.Errorf("%w: spec (rejected by the skim, accepted by the decoder)", ErrCorrupt)
 }
 
-// skimPod reads a task group's pod at s[i:] and returns its demand.
-func skimPod(s string, i int) (api.Capacity, int) {
+// skimPod reads a task group's pod at s[i:] and returns its demand and
+// its ports in order (nil for none: podPorts).
+func skimPod(s string, i int) (api.Capacity, []placement.PortKey, int) {
 	var c api.Capacity
+	var all []placement.PortKey
 	n, i := readCount(s, i, minContainerBytes)
 	for range n {
 		for range 4 { // name, image rootfs, OCI layout, ref
@@ -136,13 +143,18 @@ func skimPod(s string, i int) (api.Capacity, int) {
 		ports, i = readCount(s, i, 3)
 		for range ports {
 			i = skipStr(s, i)
-			_, i = readInt32(s, i)
-			i = skipStr(s, i)
+			var p int32
+			var proto string
+			p, i = readInt32(s, i)
+			proto, i = readStr(s, i)
+			all = append(all, placement.MakePortKey(p, proto))
+			if p == 0 {
+				c.Ports++
+			}
 		}
-		c.Ports += int64(ports)
 	}
 	if uint(i) >= uint(len(s)) || s[i]&^(podSharePID|podStorage) != 0 {
-		return c, -1
+		return c, nil, -1
 	}
 	storage := s[i]&podStorage != 0
 	i++
@@ -156,7 +168,7 @@ func skimPod(s string, i int) (api.Capacity, int) {
 		_, i = readVarint(s, i)
 		_, i = readInt32(s, i)
 	}
-	return c, i
+	return c, all, i
 }
 
 // skimStorage reads a pod's storage (appendPodStorage) at s[i:], for a pod

@@ -366,8 +366,13 @@ func (g specGen) container(i int) api.ContainerSpec {
 	if g.maybe() {
 		c.Resources.Ports = []api.Port{}
 	}
-	for i := range g.r.IntN(3) {
-		c.Resources.Ports = append(c.Resources.Ports, api.Port{Name: fmt.Sprintf("p%d", i), Port: int32(g.r.IntN(65536)), Protocol: []string{"", "tcp", "udp"}[g.r.IntN(3)]})
+	// A pod's ports have distinct names and static numbers.
+	for k := range g.r.IntN(3) {
+		p := api.Port{Name: fmt.Sprintf("c%dp%d", i, k), Protocol: []string{"", "tcp", "udp"}[g.r.IntN(3)]}
+		if g.maybe() {
+			p.Port = int32(1 + i*3 + k + 256*g.r.IntN(256))
+		}
+		c.Resources.Ports = append(c.Resources.Ports, p)
 	}
 	return c
 }

@@ -180,9 +180,12 @@ type group struct {
 	// there.
 	pendingAt int
 	demand    api.Capacity
-	count     int64
-	next      int64
-	requeue   []requeued
+	// ports are the pod's ports in order (a dynamic one numbered 0),
+	// static its static ones sorted; nil without ports (ports.go).
+	ports, static []placement.PortKey
+	count         int64
+	next          int64
+	requeue       []requeued
 	// tasks are the group's tasks placed at least once, by index: tasks
 	// are first placed in index order, so they are always indexes
 	// [0, len(tasks)).
@@ -239,6 +242,9 @@ type task struct {
 	// the reports so far leave it in.
 	overlaid bool
 	overlay  api.TaskState
+	// ports are the numbers the current attempt has on its node, in its
+	// group's port order; nil for a group without ports.
+	ports []uint16
 	// at is the task's place in its node's tasks while it is active.
 	at       int32
 	exitCode int32
@@ -305,6 +311,9 @@ type node struct {
 	// round.
 	inputChanged, inputTimed bool
 	inputPos                 int32
+	// ports are the ports in use on the node; nil while none is
+	// (ports.go).
+	ports *nodePorts
 	// pool is the spec's pool made canonical (setSpec): a round's filters
 	// compare it with every class's, and equal strings that share their
 	// bytes compare without reading them. The handle keeps the canonical
@@ -317,6 +326,7 @@ func (n *node) setSpec(spec api.NodeSpec) {
 	n.pool = unique.Make(spec.Pool)
 	spec.Pool = n.pool.Value()
 	n.spec = spec
+	n.recountPorts()
 }
 
 // targetChange says that the presence of a task's attempt in its node's
@@ -589,6 +599,7 @@ func initGroups(j *job) {
 	for i := range s.Tasks {
 		t := &s.Tasks[i]
 		j.groups[i] = &group{job: j, idx: uint16(i), name: t.Name, count: t.Count, demand: placement.Demand(t.Pod)}
+		j.groups[i].ports, j.groups[i].static = podPorts(&t.Pod)
 	}
 }
 
@@ -689,6 +700,10 @@ func encodeTasks(buf []byte, ts []*task) []byte {
 		e.str(string(t.reason))
 		e.varint(t.updated - prev)
 		prev = t.updated
+		e.uvarint(uint64(len(t.ports)))
+		for _, p := range t.ports {
+			e.uvarint(uint64(p))
+		}
 	}
 	return e.b
 }
@@ -700,7 +715,8 @@ const minTaskBytes = 7
 // its tasks.
 func decodeTasks(k taskKey, b []byte) ([]*task, error) {
 	d := sharedDec(b)
-	if v := d.byte(); v != taskRecordVersion {
+	v := d.byte()
+	if v != taskRecordVersion && v != taskRecordVersion-1 {
 		return nil, fmt.Errorf("%w: task record j%d/%d/%d: version %d", ErrCorrupt, k.job, k.group, k.index, v)
 	}
 	n := d.count(minTaskBytes)
@@ -726,6 +742,18 @@ func decodeTasks(k taskKey, b []byte) ([]*task, error) {
 		t.reason = api.TaskReason(d.str())
 		t.updated = prev + d.varint()
 		prev = t.updated
+		if v == taskRecordVersion {
+			if np := d.count(1); np > 0 {
+				t.ports = make([]uint16, np)
+				for i := range t.ports {
+					p := d.uvarint()
+					if p > 65535 {
+						return nil, fmt.Errorf("%w: task %s: port %d", ErrCorrupt, taskID(t.key, t.attempt), p)
+					}
+					t.ports[i] = uint16(p)
+				}
+			}
+		}
 		if d.err != nil {
 			break
 		}

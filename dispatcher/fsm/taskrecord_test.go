@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -194,13 +195,16 @@ func TestTaskRecordRoundTrip(t *testing.T) {
 				reason:    reasons[r.IntN(len(reasons))],
 				updated:   1_800_000_000_000_000_000 + r.Int64N(1e12) - 5e11,
 			}
+			for range r.IntN(3) {
+				ts[i].ports = append(ts[i].ports, uint16(1+r.IntN(65535)))
+			}
 		}
 		got, err := decodeTasks(taskKey{job: 7, group: 1}, encodeTasks(nil, ts))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i := range ts {
-			if *got[i] != *ts[i] {
+			if !reflect.DeepEqual(got[i], ts[i]) {
 				t.Fatalf("task %d of %d read back as %+v, want %+v", i, n, *got[i], *ts[i])
 			}
 		}

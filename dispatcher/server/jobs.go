@@ -413,7 +413,7 @@ func (h *Handler) listTasks(ctx *fasthttp.RequestCtx, p Principal, args []string
 	}
 	for _, t := range found {
 		out.Tasks = append(out.Tasks, api.TaskStatus{ID: t.ID, Group: t.Group, Index: t.Index, Attempt: t.Attempt,
-			State: t.State, Node: t.Node, Reason: t.Reason, ExitCode: t.ExitCode, Updated: t.Updated})
+			State: t.State, Node: t.Node, Host: t.Host, Ports: t.Ports, Reason: t.Reason, ExitCode: t.ExitCode, Updated: t.Updated})
 	}
 	// Encoded by hand (as encoding/json would): pages are read in bulk,
 	// by clients following many jobs' tasks.

@@ -1,0 +1,191 @@
+package fsm
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/dispatcher/placement"
+)
+
+// portSeq is a seq with node n1 of a port range of 10 ports.
+func portSeq(t *testing.T) (*seq, time.Time) {
+	q := newSeq(t)
+	now := time.Unix(1_800_000_000, 0)
+	c := api.Capacity{CPU: 64000, Memory: 64 << 30, Ports: 10}
+	cmd, err := RegisterNode(now, api.NodeSpec{Name: "n1", Address: "10.0.0.7:7070", Capacity: c, Allocatable: api.Allocatable{Online: c, Offline: c},
+		Ports: api.PortRange{Lo: 20000, Hi: 20009}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.apply(cmd)
+	return q, now
+}
+
+// portJob is a job of count tasks whose one container asks for ports.
+func portJob(name string, count int64, ports ...api.Port) api.JobSpec {
+	return api.JobSpec{Name: name, Tasks: []api.TaskGroupSpec{{Name: "g", Count: count, Pod: api.PodSpec{Containers: []api.ContainerSpec{{
+		Image: api.Image{Rootfs: "/r"}, Command: []string{"x"}, Resources: api.Resources{CPU: 100, Memory: 1 << 20, Ports: ports}}}}}}}
+}
+
+func (q *seq) submit(now time.Time, specs ...api.JobSpec) {
+	q.t.Helper()
+	for i := range specs {
+		specs[i].SetDefaults()
+	}
+	cmd, err := SubmitJobs(now, specs)
+	if err != nil {
+		q.t.Fatal(err)
+	}
+	q.apply(cmd)
+}
+
+func (q *seq) plan(now time.Time, as ...placement.Assignment) PlanResult {
+	q.t.Helper()
+	res, err := DecodePlanResult(q.apply(CommitPlan(&Plan{Term: 1, Index: q.index, Now: now, Assignments: as})))
+	if err != nil {
+		q.t.Fatal(err)
+	}
+	return res
+}
+
+func assign(job string, count int64) placement.Assignment {
+	return placement.Assignment{Group: placement.GroupKey{Job: job, Group: "g"}, Node: "n1", Count: count}
+}
+
+// targetPorts returns the ports of each pod of n1's target, by task ID.
+func targetPorts(t *testing.T, f *FSM) map[string][]api.Port {
+	_, pods, ok := f.NodeTarget("n1")
+	if !ok {
+		t.Fatal("no node n1")
+	}
+	m := map[string][]api.Port{}
+	for _, p := range pods {
+		m[p.TaskID] = p.Ports
+	}
+	return m
+}
+
+// TestPortsStaticConflictInOneRound: a plan that puts two pods asking for
+// static port 8080 on one node, as two groups or two tasks of one, has
+// the second refused (RejectPorts) and left pending; 8080/udp is another
+// port.
+func TestPortsStaticConflictInOneRound(t *testing.T) {
+	q, now := portSeq(t)
+	http := api.Port{Name: "http", Port: 8080}
+	q.submit(now, portJob("a", 1, http), portJob("b", 1, http), portJob("c", 2, http), portJob("d", 1, api.Port{Name: "dns", Port: 8080, Protocol: "udp"}))
+	res := q.plan(now, assign("j1", 1), assign("j2", 1), assign("j3", 2), assign("j4", 1))
+	var codes []RejectCode
+	for _, r := range res.Rejected {
+		codes = append(codes, r.Code)
+		if r.Code == RejectPorts && !strings.Contains(r.Detail, "8080/tcp in use on node n1") && !strings.Contains(r.Detail, "2 tasks with static ports") {
+			t.Errorf("rejection %+v does not say why", r)
+		}
+	}
+	if res.Placed != 2 || !slices.Equal(codes, []RejectCode{RejectPorts, RejectPorts}) {
+		t.Fatalf("plan result %+v; want j1 and j4 placed, j2 and j3 refused for their ports", res)
+	}
+	got := targetPorts(t, q.f)
+	if p := got["j1/0/0/1"]; len(p) != 1 || p[0] != (api.Port{Name: "http", Port: 8080, Protocol: "tcp"}) {
+		t.Errorf("j1's pod has ports %+v", p)
+	}
+	if p := got["j4/0/0/1"]; len(p) != 1 || p[0] != (api.Port{Name: "dns", Port: 8080, Protocol: "udp"}) {
+		t.Errorf("j4's pod has ports %+v", p)
+	}
+	if in := q.f.PlacementInput(now, 100); len(in.Groups) != 2 {
+		t.Errorf("pending groups %+v; want j2's and j3's", in.Groups)
+	} else if n := in.Nodes[0]; !slices.Equal(n.PortsInUse, []placement.PortKey{placement.MakePortKey(8080, "tcp"), placement.MakePortKey(8080, "udp")}) ||
+		n.PortRange != (api.PortRange{Lo: 20000, Hi: 20009}) || n.Free.Offline.Ports != 10 {
+		t.Errorf("round input node %+v", n)
+	}
+}
+
+// TestPortsDynamicAssignedAndReleased: dynamic ports are the lowest free
+// of the node's range for their protocol, kept with the task, shown in
+// the target and the task listing, released when the task ends, and
+// counted again by Load; a node with too few left refuses.
+func TestPortsDynamicAssignedAndReleased(t *testing.T) {
+	q, now := portSeq(t)
+	q.submit(now, portJob("a", 6, api.Port{Name: "http"}, api.Port{Name: "dns", Protocol: "udp"}), portJob("s", 1, api.Port{Name: "admin", Port: 20004}))
+	if res := q.plan(now, assign("j2", 1), assign("j1", 3)); res.Placed != 4 {
+		t.Fatalf("plan: %+v", res)
+	}
+	got := targetPorts(t, q.f)
+	for i, want := range []int32{20000, 20001, 20002} {
+		id := taskID(taskKey{1, 0, uint32(i)}, 1)
+		if w := []api.Port{{Name: "http", Port: want, Protocol: "tcp"}, {Name: "dns", Port: want, Protocol: "udp"}}; !slices.Equal(got[id], w) {
+			t.Errorf("%s: ports %+v, want %+v", id, got[id], w)
+		}
+	}
+	// 7 of the range's 10 are in use (3 tcp, 3 udp, 20004): one more
+	// task needs 2.
+	if res := q.plan(now, assign("j1", 2)); res.Placed != 0 || len(res.Rejected) != 1 || res.Rejected[0].Code != RejectPorts {
+		t.Fatalf("plan beyond the range: %+v; want refused for its ports", res)
+	}
+	if res := q.plan(now, assign("j1", 1)); res.Placed != 1 {
+		t.Fatalf("plan: %+v", res)
+	}
+	if p := targetPorts(t, q.f)["j1/0/3/1"]; len(p) != 2 || p[0].Port != 20003 || p[1].Port != 20003 {
+		t.Errorf("task 3: ports %+v, want 20003 twice (20004/tcp is taken, not 20004/udp, but the range is counted whole)", p)
+	}
+	tasks, _ := q.f.JobTasks("j1", "", 0)
+	if tk := tasks[1]; tk.Host != "10.0.0.7" || !slices.Equal(tk.Ports, []api.Port{{Name: "http", Port: 20001, Protocol: "tcp"}, {Name: "dns", Port: 20001, Protocol: "udp"}}) {
+		t.Errorf("listing: task %+v; want host 10.0.0.7 and ports 20001", tk)
+	}
+	// Task 1 ends: its ports are free again, and the next task gets them.
+	q.apply(UpdateTasks(now.Add(time.Second), []Report{{Node: "n1", TaskReport: &api.TaskReport{TaskID: "j1/0/1/1", State: api.TaskFailed, Reason: api.ReasonExited, ExitCode: 1, Time: now}}}))
+	if p := targetPorts(t, q.f)["j1/0/1/1"]; p != nil {
+		t.Errorf("an ended task is still in the target with %+v", p)
+	}
+	// A restart counts the ports of the active tasks again.
+	q.s.store(q.f)
+	q.s.commit()
+	g := New()
+	if err := g.Load(q.s); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := q.f.dump(), g.dump(); a != b {
+		t.Fatalf("loaded state differs:\nlive:\n%s\nloaded:\n%s", a, b)
+	}
+	if res := q.plan(now.Add(time.Minute), assign("j1", 1)); res.Placed != 1 {
+		t.Fatalf("plan: %+v", res)
+	}
+	// The retry (j1/0/1/2, due at once or not) or task 4 took 20001.
+	var took []string
+	for id, p := range targetPorts(t, q.f) {
+		if len(p) == 2 && p[0].Port == 20001 {
+			took = append(took, id)
+		}
+	}
+	if len(took) != 1 {
+		t.Errorf("after the release, pods with port 20001: %v; want one", took)
+	}
+}
+
+// TestPortsNodeWithoutRange: a node that advertises no range takes no
+// pod with ports, static or dynamic.
+func TestPortsNodeWithoutRange(t *testing.T) {
+	q := newSeq(t)
+	now := time.Unix(1_800_000_000, 0)
+	q.node(now, api.Capacity{CPU: 4000, Memory: 4 << 30, Ports: 10})
+	q.submit(now, portJob("a", 1, api.Port{Name: "http", Port: 8080}), portJob("b", 1, api.Port{Name: "http"}), portJob("c", 1))
+	res := q.plan(now, assign("j1", 1), assign("j2", 1), assign("j3", 1))
+	if res.Placed != 1 || len(res.Rejected) != 2 || res.Rejected[0].Code != RejectPorts || !strings.Contains(res.Rejected[0].Detail, "no port range") {
+		t.Fatalf("plan: %+v; want only the job without ports placed", res)
+	}
+}
+
+// TestPortsCapTaskRefused: a capbox task may not ask for ports of its
+// own.
+func TestPortsCapTaskRefused(t *testing.T) {
+	err := checkCapTaskPorts(&api.PodSpec{Containers: []api.ContainerSpec{{}, {Resources: api.Resources{Ports: []api.Port{{Name: "p"}}}}}})
+	if !errors.Is(err, ErrNoRoom) || !strings.Contains(err.Error(), "ports") {
+		t.Fatalf("got %v, want ErrNoRoom about ports", err)
+	}
+	if err := checkCapTaskPorts(&api.PodSpec{Containers: []api.ContainerSpec{{}}}); err != nil {
+		t.Fatal(err)
+	}
+}
