@@ -91,13 +91,18 @@ func (n *node) portsShortfall(g *group, k int64) string {
 	case len(g.static) > 0 && k > 1:
 		return fmt.Sprintf("%d tasks with static ports on node %s", k, n.spec.Name)
 	}
+	// The task's static ports in the range take room there too.
+	need := k * int64(len(g.ports)-len(g.static))
 	for _, p := range g.static {
 		if n.portInUse(p) {
 			return fmt.Sprintf("port %s in use on node %s", p, n.spec.Name)
 		}
+		if r.Contains(p.Port()) {
+			need++
+		}
 	}
-	if need := k * int64(len(g.ports)-len(g.static)); need > n.portsFree() {
-		return fmt.Sprintf("node %s: %d ports of range %s free, %d tasks need %d", n.spec.Name, n.portsFree(), r, k, need)
+	if need > n.portsFree() {
+		return fmt.Sprintf("node %s: %d ports of range %s free, %d tasks need %d of it", n.spec.Name, n.portsFree(), r, k, need)
 	}
 	return ""
 }
@@ -110,18 +115,26 @@ func (n *node) takePorts(g *group) []uint16 {
 		n.ports = &nodePorts{used: make(map[placement.PortKey]struct{}, len(g.ports))}
 	}
 	out := make([]uint16, len(g.ports))
+	// Static ports first, so that no dynamic one takes the number of a
+	// static one of the same pod.
+	for i, k := range g.ports {
+		if k.Port() != 0 {
+			out[i] = uint16(k.Port())
+			n.usePort(k)
+		}
+	}
 	r := n.spec.Ports
 	for i, k := range g.ports {
-		if k.Port() == 0 {
-			for p := int32(r.Lo); p <= int32(r.Hi); p++ {
-				if c := placement.MakePortKey(p, k.Protocol()); !n.portInUse(c) {
-					k = c
-					break
-				}
+		if k.Port() != 0 {
+			continue
+		}
+		for p := int32(r.Lo); p <= int32(r.Hi); p++ {
+			if c := placement.MakePortKey(p, k.Protocol()); !n.portInUse(c) {
+				out[i] = uint16(p)
+				n.usePort(c)
+				break
 			}
 		}
-		out[i] = uint16(k.Port())
-		n.usePort(k)
 	}
 	return out
 }

@@ -189,3 +189,51 @@ func TestPortsCapTaskRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// oldLog is a log the release before wrote (task records of version 3,
+// node specs without a port range): a node, a job of 3 tasks, a plan of
+// 2 and a report; oldStore is the store it left.
+var oldLog = []string{
+	"\x02\a\x80\x80\xa0\xbb\u049d\xf1\xfa1\xd9\x01{\"name\":\"n1\",\"address\":\"10.0.0.7:7070\",\"capacity\":{\"cpu\":4000,\"memory\":4294967296,\"ports\":10},\"allocatable\":{\"online\":{\"cpu\":4000,\"memory\":4294967296,\"ports\":10},\"offline\":{\"cpu\":4000,\"memory\":4294967296,\"ports\":10}}}",
+	"\x01\a\x80\x80\xa0\xbb\u049d\xf1\xfa1\x01\x00L\x03old\adefault\x00\x00\aoffline\x00\x00\x00\x00\x06\x80\xa8\u05b9\a\x80\u0e84\xbf\x03\x00\x00\x00\x01\x04work\x06\x00\x01\x02c0\x02/r\x00\x00\x01\x01x\x00\x00\x01/\xc8\x01\x80\x80\x80\x01\x00\x00\x00\x00\x00",
+	"\x04\a\x80\x80\xa0\xbb\u049d\xf1\xfa1\x01\x02\x01\x02j1\x04work\x02n1\x04\x00",
+	"\x05\a\x80\xa8\xf6\xf4\u065d\xf1\xfa1\x01\x03n1\bj1/0/0/1\x03\x01\x00\x00",
+}
+
+var oldStore = map[string]string{
+	"J/\x00\x00\x00\x00\x00\x00\x00\x01": "\x03\x80\x80\xa0\xbb\u049d\xf1\xfa1\x01\x00L\x03old\adefault\x00\x00\aoffline\x00\x00\x00\x00\x06\x80\xa8\u05b9\a\x80\u0e84\xbf\x03\x00\x00\x00\x01\x04work\x06\x00\x01\x02c0\x02/r\x00\x00\x01\x01x\x00\x00\x01/\xc8\x01\x80\x80\x80\x01\x00\x00\x00\x00\x00",
+	"N/n1":                               "\x00\x00\x00\x00\x00\x00\x00\x01",
+	"g/\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00": "\x01\x02\x00\x00\x00\x00",
+	"m/applied":  "\x00\x00\x00\x00\x00\x00\x00\x04",
+	"m/planterm": "\x00\x00\x00\x00\x00\x00\x00\x01",
+	"n/n1":       "\x02\x05ready\xd9\x01{\"name\":\"n1\",\"address\":\"10.0.0.7:7070\",\"capacity\":{\"cpu\":4000,\"memory\":4294967296,\"ports\":10},\"allocatable\":{\"online\":{\"cpu\":4000,\"memory\":4294967296,\"ports\":10},\"offline\":{\"cpu\":4000,\"memory\":4294967296,\"ports\":10}}}",
+	"s/job":      "\x00\x00\x00\x00\x00\x00\x00\x02",
+	"t/\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00": "\x03\x02\x01\x02n1\x01\x03\x00\x00\x00\astarted\x80\xa8\xf6\xf4\u065d\xf1\xfa1\x01\x01\x00\x00\x00\x00\xff\xa7\u05b9\a",
+}
+
+// TestPortsReadsTheReleaseBefore: a store and a log written by the
+// release before load and replay to the same state, whose tasks hold no
+// ports, and the state takes new commands.
+func TestPortsReadsTheReleaseBefore(t *testing.T) {
+	q := newSeq(t)
+	for _, c := range oldLog {
+		q.apply([]byte(c))
+	}
+	s := newMemStore()
+	for k, v := range oldStore {
+		s.m[k] = []byte(v)
+	}
+	g := New()
+	if err := g.Load(s); err != nil {
+		t.Fatalf("load the store of the release before: %v", err)
+	}
+	if a, b := q.f.dump(), g.dump(); a != b {
+		t.Fatalf("replayed and loaded states differ:\nreplayed:\n%s\nloaded:\n%s", a, b)
+	}
+	if !strings.Contains(g.dump(), "task j1/0/0/1 running node=n1") || strings.Contains(g.dump(), "inRange") {
+		t.Fatalf("loaded state:\n%s", g.dump())
+	}
+	if res := q.plan(time.Unix(1_800_000_010, 0), placement.Assignment{Group: placement.GroupKey{Job: "j1", Group: "work"}, Node: "n1", Count: 1}); res.Placed != 1 {
+		t.Fatalf("plan after the replay: %+v", res)
+	}
+}
