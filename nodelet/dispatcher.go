@@ -97,6 +97,11 @@ type DesiredPod struct {
 	// InCapbox is, for a task an appmaster runs in a capbox, the ID of
 	// the capbox's placeholder pod (runtime.PodSpec's InPod).
 	InCapbox string
+	// Ports are the pod's ports as the dispatcher placed them (numbered
+	// on the node, in the order its containers list them): each becomes
+	// a runtime.PortMapping and its api.PortEnvName variable. Nil for
+	// none.
+	Ports []api.Port
 }
 
 // Group is what the pods of one task group share: their job and group,

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/nodelet/runtime"
 )
 
 // identityEnv returns the environment the node gives every container of d
@@ -19,6 +20,9 @@ import (
 // ID has another shape (not a dispatcher's) gets what its Group says. A
 // capbox's placeholder runs no program and gets none. A pod of a group
 // with a Token (an appmaster job's, not a capbox task) gets api.EnvToken.
+//
+// Each of d's Ports adds its api.PortEnvName variable, with its number on
+// the node.
 //
 // The variables share one string: a pod start costs two allocations.
 func identityEnv(node, addr, hostIP string, d *DesiredPod) []string {
@@ -53,7 +57,7 @@ func identityEnv(node, addr, hostIP string, d *DesiredPod) []string {
 		ends [13]int
 		k    int
 	)
-	b.Grow(180 + 2*len(task) + len(g.Job) + len(g.JobName) + len(g.Name) + len(node) + len(addr) + len(hostIP) + len(g.Token))
+	b.Grow(180 + 2*len(task) + len(g.Job) + len(g.JobName) + len(g.Name) + len(node) + len(addr) + len(hostIP) + len(g.Token) + 32*len(d.Ports))
 	add := func(name, value string) {
 		b.WriteString(name)
 		b.WriteByte('=')
@@ -92,10 +96,17 @@ func identityEnv(node, addr, hostIP string, d *DesiredPod) []string {
 	if g.Token != "" && n != 5 {
 		add(api.EnvToken, g.Token)
 	}
+	var portEnds []int
+	for _, p := range d.Ports {
+		b.WriteString(api.PortEnvName(p.Name))
+		b.WriteByte('=')
+		b.WriteString(strconv.Itoa(int(p.Port)))
+		portEnds = append(portEnds, b.Len())
+	}
 	all := b.String()
-	env := make([]string, k)
+	env := make([]string, k+len(portEnds))
 	start := 0
-	for i, end := range ends[:k] {
+	for i, end := range append(ends[:k], portEnds...) {
 		env[i] = all[start:end]
 		start = end
 	}
@@ -146,4 +157,17 @@ func podAddr(addr, hostIP string) string {
 		return addr
 	}
 	return strings.Join(urls, ",")
+}
+
+// portMappings returns the runtime's mappings of a pod's ports, nil for
+// none. The dispatcher numbered them in 1..65535.
+func portMappings(ports []api.Port) []runtime.PortMapping {
+	if len(ports) == 0 {
+		return nil
+	}
+	out := make([]runtime.PortMapping, len(ports))
+	for i, p := range ports {
+		out[i] = runtime.PortMapping{Name: p.Name, Port: uint16(p.Port), Protocol: p.Protocol}
+	}
+	return out
 }

@@ -590,12 +590,14 @@ func (o *owner) spec(d DesiredPod) runtime.PodSpec {
 		if len(d.Pod.Volumes) > 0 || len(s.Volumes) > 0 {
 			s.Volumes = runtime.VolumesFromAPI(d.Pod.Volumes)
 		}
+		s.Ports = portMappings(d.Ports)
 		return s
 	}
 	s := runtime.FromAPI(d.ID, d.Generation, parent, d.Pod)
 	s.Placeholder, s.InPod = d.Capbox, d.InCapbox
 	s.Network = o.network(&d)
 	s.Env = identityEnv(o.node, o.podAddr(s.Network), o.hostIP, &d)
+	s.Ports = portMappings(d.Ports)
 	if d.Tier == cgroup.Offline {
 		for i := range s.Containers {
 			s.Containers[i].Resources.MilliCPU = 0

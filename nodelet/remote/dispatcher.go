@@ -382,6 +382,7 @@ func desiredPod(p *api.TargetPod, group **nodelet.Group, spec **api.PodSpec) nod
 		Group:      *group,
 		Capbox:     p.Capbox,
 		InCapbox:   inCapbox(p.InCapbox),
+		Ports:      p.Ports,
 	}
 }
 

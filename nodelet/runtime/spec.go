@@ -64,10 +64,12 @@ type PodSpec struct {
 	// empty as NetworkNone, the mode that grants nothing. A pod inside a
 	// capbox (InPod) shares the capbox's network whatever its own mode.
 	Network string
-	// Ports are mapped from the host to the pod: in bridge mode each
+	// Ports are the pod's ports on the node, as the dispatcher placed
+	// them, in the order its containers list them: in bridge mode each
 	// host port Port is forwarded to the pod's address on the same port;
 	// in host mode the pod listens on the host's ports itself and nothing
-	// is mapped; in none mode nothing reaches them.
+	// is mapped; in none mode nothing reaches them. Every container's Env
+	// names each (api.PortEnvName). Empty for none.
 	Ports []PortMapping
 	// Sim drives the simulated runtime; real runtimes ignore it.
 	Sim *SimSpec
