@@ -38,6 +38,7 @@ type devFlags struct {
 	disk               string
 	nodes, simNodes    int
 	nodeCPU, nodeMem   string
+	ports              string
 	simCPU, simMem     string
 	submit             []string
 	exit               bool
@@ -101,6 +102,7 @@ submitted job has ended. That is what 'make demo' runs.`,
 	fl.IntVar(&f.simNodes, "sim-nodes", 4, "simulated nodes in the pool \"sim\"")
 	fl.StringVar(&f.nodeCPU, "node-cpu", "2", "CPU of each default-pool node")
 	fl.StringVar(&f.nodeMem, "node-memory", "2Gi", "memory of each default-pool node")
+	fl.StringVar(&f.ports, "ports", api.DefaultPortRange.String(), "range LO-HI each default-pool node assigns pods' dynamic ports from")
 	fl.StringVar(&f.simCPU, "sim-cpu", "64", "CPU of each simulated node")
 	fl.StringVar(&f.simMem, "sim-memory", "256Gi", "memory of each simulated node")
 	fl.StringSliceVar(&f.submit, "submit", nil, "job files or directories to submit once the cluster runs")
@@ -464,17 +466,22 @@ func startDevNodes(ctx context.Context, f devFlags, dir, addr string, logger *sl
 			return stop, usageError{fmt.Errorf("--disk: %q is not a positive byte quantity", f.disk)}
 		}
 	}
+	ports, err := api.ParsePortRange(f.ports)
+	if err != nil {
+		return stop, usageError{fmt.Errorf("--ports: %w", err)}
+	}
 	type node struct {
 		name, runtime, pool string
 		cpu, mem, disk      int64
 		volumeRoots         []string
+		ports               api.PortRange // zero: the default
 	}
 	var nodes []node
 	for i := range f.nodes {
-		nodes = append(nodes, node{fmt.Sprintf("node-%d", i+1), f.runtime, "", cpu, mem, disk, f.volumeRoots})
+		nodes = append(nodes, node{fmt.Sprintf("node-%d", i+1), f.runtime, "", cpu, mem, disk, f.volumeRoots, ports})
 	}
 	for i := range f.simNodes {
-		nodes = append(nodes, node{fmt.Sprintf("sim-%d", i+1), "sim", "sim", simCPU, simMem, 0, nil})
+		nodes = append(nodes, node{fmt.Sprintf("sim-%d", i+1), "sim", "sim", simCPU, simMem, 0, nil, api.PortRange{}})
 	}
 	podCIDR, err := netip.ParsePrefix(f.podCIDR)
 	if err != nil {
@@ -484,7 +491,7 @@ func startDevNodes(ctx context.Context, f devFlags, dir, addr string, logger *sl
 		cfg := nodeletConfig{
 			dispatchers: []string{addr}, name: n.name, runtime: n.runtime, pool: n.pool,
 			stateDir: filepath.Join(dir, n.name), volumeRoots: n.volumeRoots,
-			cpu: n.cpu, memory: n.mem, disk: n.disk, removePods: true,
+			cpu: n.cpu, memory: n.mem, disk: n.disk, ports: n.ports, removePods: true,
 			retainExited: 10 * time.Minute, allowHostNetwork: f.allowHostNetwork,
 		}
 		var gateway netip.Addr

@@ -191,17 +191,30 @@ func showJob(ctx context.Context, cl *api.Client, id string, tasks, asJSON bool,
 	}
 	if tasks {
 		fmt.Fprintln(w)
-		t := newTable(w, "TASK", "GROUP", "INDEX", "ATTEMPT", "STATE", "NODE", "REASON", "EXIT", "UPDATED")
+		t := newTable(w, "TASK", "GROUP", "INDEX", "ATTEMPT", "STATE", "NODE", "HOST", "PORTS", "REASON", "EXIT", "UPDATED")
 		for _, s := range ts {
 			exit := "-"
 			if s.State.Done() && s.Reason == api.ReasonExited {
 				exit = itoa(s.ExitCode)
 			}
-			t.row(s.ID, s.Group, itoa(s.Index), itoa(s.Attempt), s.State.String(), orDash(s.Node), orDash(string(s.Reason)), exit, age(now, s.Updated))
+			t.row(s.ID, s.Group, itoa(s.Index), itoa(s.Attempt), s.State.String(), orDash(s.Node), orDash(s.Host), orDash(portList(s.Ports)),
+				orDash(string(s.Reason)), exit, age(now, s.Updated))
 		}
 		return t.flush()
 	}
 	return nil
+}
+
+// portList shows a task's ports as name=port/protocol, comma-separated.
+func portList(ps []api.Port) string {
+	var b strings.Builder
+	for i, p := range ps {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%s=%d/%s", p.Name, p.Port, p.Protocol)
+	}
+	return b.String()
 }
 
 func orDash(s string) string {

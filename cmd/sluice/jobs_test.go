@@ -66,7 +66,8 @@ func TestJobsShowOne(t *testing.T) {
 	}
 	tasks := []api.TaskStatus{
 		{ID: "j/7/g0/0/1", Group: "g0", Index: 0, Attempt: 1, State: api.TaskSucceeded, Node: "n1", Reason: api.ReasonExited, Updated: time.Now()},
-		{ID: "j/7/g0/1/1", Group: "g0", Index: 1, Attempt: 1, State: api.TaskRunning, Node: "n2", Reason: api.ReasonStarted, Updated: time.Now()},
+		{ID: "j/7/g0/1/1", Group: "g0", Index: 1, Attempt: 1, State: api.TaskRunning, Node: "n2", Reason: api.ReasonStarted, Updated: time.Now(),
+			Host: "10.0.0.2", Ports: []api.Port{{Name: "http", Port: 20000, Protocol: "tcp"}, {Name: "dns", Port: 53, Protocol: "udp"}}},
 	}
 	s := startStub(t, func(ctx *fasthttp.RequestCtx, r stubReq) {
 		switch r.path {
@@ -91,9 +92,9 @@ func TestJobsShowOne(t *testing.T) {
 		"Tasks:      3 total, 1 pending (1 retrying), 1 active, 1 succeeded, 0 failed, 0 killed\n",
 		"GROUP  TASKS  PENDING", "g0     3      1",
 		"Not placed:\n  g0: 1 tasks: no node has 64 GPUs free\n",
-		"TASK        GROUP  INDEX  ATTEMPT  STATE      NODE  REASON   EXIT  UPDATED\n",
-		"j/7/g0/0/1  g0     0      1        succeeded  n1    exited   0     0s\n",
-		"j/7/g0/1/1  g0     1      1        running    n2    started  -     0s\n",
+		"TASK        GROUP  INDEX  ATTEMPT  STATE      NODE  HOST      PORTS                      REASON   EXIT  UPDATED\n",
+		"j/7/g0/0/1  g0     0      1        succeeded  n1    -         -                          exited   0     0s\n",
+		"j/7/g0/1/1  g0     1      1        running    n2    10.0.0.2  http=20000/tcp,dns=53/udp  started  -     0s\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -108,7 +109,8 @@ func TestJobsShowOne(t *testing.T) {
 		Job   api.JobStatus    `json:"job"`
 		Tasks []api.TaskStatus `json:"tasks"`
 	}
-	if err := json.Unmarshal([]byte(out), &got); err != nil || got.Job.ID != "j/7" || len(got.Tasks) != 2 || got.Tasks[1].State != api.TaskRunning {
+	if err := json.Unmarshal([]byte(out), &got); err != nil || got.Job.ID != "j/7" || len(got.Tasks) != 2 || got.Tasks[1].State != api.TaskRunning ||
+		got.Tasks[1].Host != "10.0.0.2" || len(got.Tasks[1].Ports) != 2 || got.Tasks[1].Ports[1].Port != 53 {
 		t.Errorf("json %s: %v", out, err)
 	}
 }

@@ -78,6 +78,10 @@ type nodeletConfig struct {
 	// cpu (millicores) and memory (bytes) are the node's capacity.
 	// Default: remote.HostCapacity's.
 	cpu, memory int64
+	// ports is the range the node assigns pods' dynamic ports from,
+	// advertised as NodeSpec.Ports (and its size as the ports of its
+	// capacity and both tiers). Default api.DefaultPortRange, 20000-32767.
+	ports api.PortRange
 	// offlineOvercommit is the offline tier's allocatable as a multiple
 	// of the capacity, at most api.MaxOvercommit. Default 1.
 	offlineOvercommit float64
@@ -209,6 +213,12 @@ func (c *nodeletConfig) resolve() error {
 	if c.offlineOvercommit == 0 {
 		c.offlineOvercommit = 1
 	}
+	if c.ports == (api.PortRange{}) {
+		c.ports = api.DefaultPortRange
+	}
+	if c.ports.Size() == 0 {
+		bad("ports: want a range LO-HI within 1-65535, got %d-%d", c.ports.Lo, c.ports.Hi)
+	}
 	if r := c.offlineOvercommit; r < 0 || r > api.MaxOvercommit || math.IsNaN(r) {
 		bad("offline overcommit: want a ratio above 0 and at most %d, got %v", api.MaxOvercommit, r)
 	}
@@ -313,7 +323,10 @@ func (c *nodeletConfig) nodeHostIP(advertised string, rt runtime.Runtime) string
 
 // spec is the NodeSpec the nodelet registers, advertising addr.
 func (c *nodeletConfig) spec(addr string) api.NodeSpec {
-	capacity := api.Capacity{CPU: c.cpu, Memory: c.memory, Disk: c.disk}
+	// Ports are the node's, not a tier's: each tier may use the whole
+	// range, and the dispatcher counts what both use against it.
+	ports := c.ports.Size()
+	capacity := api.Capacity{CPU: c.cpu, Memory: c.memory, Disk: c.disk, Ports: ports}
 	scale := func(v int64) int64 { return int64(float64(v) * c.offlineOvercommit) }
 	// Disk is not overcommitted: what a pod writes stays until it ends.
 	return api.NodeSpec{
@@ -321,8 +334,9 @@ func (c *nodeletConfig) spec(addr string) api.NodeSpec {
 		Capacity: capacity,
 		Allocatable: api.Allocatable{
 			Online:  capacity,
-			Offline: api.Capacity{CPU: scale(c.cpu), Memory: scale(c.memory), Disk: c.disk},
+			Offline: api.Capacity{CPU: scale(c.cpu), Memory: scale(c.memory), Disk: c.disk, Ports: ports},
 		},
+		Ports: c.ports,
 	}
 }
 
@@ -581,6 +595,7 @@ type nodeletFlags struct {
 	cfg               nodeletConfig
 	podNetwork        bool
 	cpu, memory, disk string
+	ports             string
 	logLevel          string
 }
 
@@ -655,6 +670,7 @@ Every flag can also be set by its SLUICE_* environment variable
 	fl.StringVar(&f.cpu, "cpu", "", `CPU capacity such as "4" or "3500m" (default: the host's)`)
 	fl.StringVar(&f.memory, "memory", "", `memory capacity such as "8Gi" (default: the host's)`)
 	fl.Float64Var(&f.cfg.offlineOvercommit, "offline-overcommit", 1, "offline allocatable as a multiple of the capacity")
+	fl.StringVar(&f.ports, "ports", api.DefaultPortRange.String(), "range LO-HI the node assigns pods' dynamic ports from; static ports may lie outside it")
 	fl.IntVar(&f.cfg.maxStarts, "max-starts", nodelet.DefaultMaxConcurrentStarts, "most pod starts in flight")
 	fl.DurationVar(&f.cfg.retainExited, "retain-exited", 10*time.Minute, "keep ended pods and their logs this long")
 	fl.StringVar(&f.cfg.cgroupRoot, "cgroup-root", nodelet.DefaultCgroupRoot, "cgroup holding the online and offline tiers")
@@ -692,6 +708,11 @@ func (f *nodeletFlags) parse() error {
 	}
 	if f.cfg.offlineOvercommit <= 0 {
 		errs = append(errs, fmt.Errorf("--offline-overcommit: want a positive ratio, got %v", f.cfg.offlineOvercommit))
+	}
+	if f.ports != "" {
+		if f.cfg.ports, err = api.ParsePortRange(f.ports); err != nil {
+			errs = append(errs, fmt.Errorf("--ports: %w", err))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return usageError{err}

@@ -51,9 +51,10 @@ func TestStartNodeletSim(t *testing.T) {
 	if !ok || regs != 1 {
 		t.Fatalf("node registered %d times (%v), want once", regs, ok)
 	}
-	want := api.Capacity{CPU: 2000, Memory: 1 << 30, Disk: 10 << 30}
+	want := api.Capacity{CPU: 2000, Memory: 1 << 30, Disk: 10 << 30, Ports: 12768}
 	if spec.Pool != "p" || spec.Labels["zone"] != "a" || spec.Capacity != want || spec.Allocatable.Online != want ||
-		spec.Allocatable.Offline != (api.Capacity{CPU: 4000, Memory: 2 << 30, Disk: 10 << 30}) || !strings.HasPrefix(spec.Address, "127.0.0.1:") {
+		spec.Allocatable.Offline != (api.Capacity{CPU: 4000, Memory: 2 << 30, Disk: 10 << 30, Ports: 12768}) || !strings.HasPrefix(spec.Address, "127.0.0.1:") ||
+		spec.Ports != api.DefaultPortRange {
 		t.Errorf("registered %+v", spec)
 	}
 
@@ -266,7 +267,7 @@ func TestNodeletImageRootsChecked(t *testing.T) {
 		}
 	}
 	cfg := nodeletConfig{runtime: "container", stateDir: "/var/lib/sluice/n1", cpu: 1000, memory: 1 << 30}
-	if err := cfg.resolve(); err != nil || !slices.Equal(cfg.imageRoots, []string{"/var/lib/sluice/n1/images"}) {
+	if err := cfg.resolve(); err != nil || !slices.Equal(cfg.imageRoots, []string{"/var/lib/sluice/n1/images"}) || cfg.ports != api.DefaultPortRange {
 		t.Errorf("default image roots %v (%v), want the state directory's images", cfg.imageRoots, err)
 	}
 	cfg = nodeletConfig{runtime: "sim", stateDir: "/var/lib/sluice/n1", cpu: 1000, memory: 1 << 30}
@@ -364,5 +365,37 @@ func TestNodeletNetworkFlagsChecked(t *testing.T) {
 		if got := c.nodeHostIP(tc.advertised, nil); got != tc.want {
 			t.Errorf("host IP with --host-ip %q advertising %s = %q, want %q", tc.flag, tc.advertised, got, tc.want)
 		}
+	}
+}
+
+// TestNodeletPorts: --ports gives the range the node advertises, its
+// size the ports of its capacity and tiers; a bad range is a usage error.
+func TestNodeletPorts(t *testing.T) {
+	for _, tc := range []struct{ arg, want string }{
+		{"20000", "--ports: port range \"20000\": want LO-HI"},
+		{"30000-20000", "--ports: port range \"30000-20000\": 20000 is below 30000"},
+		{"0-100", "--ports: port range \"0-100\""},
+		{"1-70000", "--ports: port range \"1-70000\""},
+	} {
+		var out bytes.Buffer
+		err := run(context.Background(), []string{"nodelet", "--dispatcher", "http://127.0.0.1:1", "--cpu", "1", "--memory", "1Gi", "--ports", tc.arg}, &out, &out)
+		if code := exitCode(context.Background(), err); code != exitUsage || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("--ports %s = %v (exit %d); want a usage error containing %q", tc.arg, err, code, tc.want)
+		}
+	}
+	cfg := nodeletConfig{runtime: "sim", name: "n1", cpu: 1000, memory: 1 << 30, ports: api.PortRange{Lo: 9000, Hi: 9099}}
+	if err := cfg.resolve(); err != nil {
+		t.Fatal(err)
+	}
+	spec := cfg.spec("127.0.0.1:7070")
+	if spec.Ports != cfg.ports || spec.Capacity.Ports != 100 || spec.Allocatable.Online.Ports != 100 || spec.Allocatable.Offline.Ports != 100 {
+		t.Errorf("spec %+v; want the range 9000-9099 and 100 ports everywhere", spec)
+	}
+	if err := spec.Validate(); err != nil {
+		t.Errorf("the node's spec is invalid: %v", err)
+	}
+	bad := nodeletConfig{runtime: "sim", name: "n1", cpu: 1000, memory: 1 << 30, ports: api.PortRange{Lo: 10, Hi: 5}}
+	if err := bad.resolve(); err == nil || !strings.Contains(err.Error(), "ports: want a range") {
+		t.Errorf("resolve of range 10-5: %v", err)
 	}
 }
