@@ -139,7 +139,9 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	f := &Fleet{cfg: cfg, cancel: cancel, nodes: make([]*node, cfg.Nodes)}
-	capacity := api.Capacity{CPU: cfg.CPU, Memory: cfg.Memory}
+	// Every node offers the nodelet's default port range, as a real
+	// nodelet does: jobs with ports run in the simulation too.
+	capacity := api.Capacity{CPU: cfg.CPU, Memory: cfg.Memory, Ports: api.DefaultPortRange.Size()}
 	for i := range f.nodes {
 		name := fmt.Sprintf("%s%d%s", cfg.NamePrefix, i+1, cfg.NameSuffix)
 		c, err := api.NewClient(api.ClientConfig{Addrs: cfg.Addrs, Token: cfg.Token, Timeout: cfg.Timeout})
@@ -152,7 +154,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		n.rt = sim.New(n.host)
 		d, err := remote.New(remote.Config{Client: c, Logger: cfg.Logger, PollWait: cfg.PollWait, Node: api.NodeSpec{
 			Name: name, Pool: cfg.Pool, Labels: cfg.Labels, Capacity: capacity,
-			Allocatable: api.Allocatable{Online: capacity, Offline: capacity},
+			Allocatable: api.Allocatable{Online: capacity, Offline: capacity}, Ports: api.DefaultPortRange,
 		}})
 		if err != nil {
 			f.Close()

@@ -177,7 +177,8 @@ func register(ctx context.Context, d *dispatcher.Dispatcher, nodes int) error {
 			defer wg.Done()
 			defer func() { <-sem }()
 			capacity := api.Capacity{CPU: 64_000, Memory: 64_000 << 20, Disk: 1 << 40, Ports: 1000}
-			spec := api.NodeSpec{Name: fmt.Sprintf("n%05d", i), Capacity: capacity, Allocatable: api.Allocatable{Online: capacity, Offline: capacity}}
+			spec := api.NodeSpec{Name: fmt.Sprintf("n%05d", i), Capacity: capacity, Allocatable: api.Allocatable{Online: capacity, Offline: capacity},
+				Ports: api.PortRange{Lo: 20000, Hi: 20999}}
 			if err := d.Register(ctx, spec); err != nil {
 				select {
 				case errc <- fmt.Errorf("register %s: %w", spec.Name, err):
