@@ -353,7 +353,7 @@ func (p *Placer) classes(in *Input) ([]class, []int) {
 		if !ok {
 			ci = len(classes)
 			index[k] = ci
-			filters, scorers := p.reg.resolve(g.Policy)
+			filters, scorers := p.reg.resolve(g.Policy, g.wantsPorts())
 			// The QoS and pool are made canonical: the filters and
 			// scorers compare them with constants and with every node's,
 			// and equal strings that share their bytes compare without

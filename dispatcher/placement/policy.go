@@ -127,8 +127,11 @@ func (r *Registry) check(p *api.Policy) error {
 }
 
 // resolve returns the filters and weighted scorers of policy p (nil: the
-// default); the resource and port filters always come first.
-func (r *Registry) resolve(p *api.Policy) ([]Filter, []WeightedScorer) {
+// default) for a class that asks for ports or not (ports); the resource
+// filter always comes first, the port filter next for a class with ports
+// (for one without, it would admit every node: it is left out, and costs
+// no call per node).
+func (r *Registry) resolve(p *api.Policy, ports bool) ([]Filter, []WeightedScorer) {
 	if p == nil {
 		p = &r.def
 	}
@@ -136,7 +139,10 @@ func (r *Registry) resolve(p *api.Policy) ([]Filter, []WeightedScorer) {
 	if len(names) == 0 {
 		names = r.def.Filters
 	}
-	filters := []Filter{r.filters[api.FilterResources], r.filters[api.FilterPorts]}
+	filters := []Filter{r.filters[api.FilterResources]}
+	if ports {
+		filters = append(filters, r.filters[api.FilterPorts])
+	}
 	for _, name := range names {
 		if name != api.FilterResources && name != api.FilterPorts {
 			filters = append(filters, r.filters[name])

@@ -71,6 +71,9 @@ func portsKey(ks []PortKey) string {
 // wantsPorts reports whether a task of c asks for any port.
 func (c *Class) wantsPorts() bool { return c.Demand.Ports > 0 || len(c.StaticPorts) > 0 }
 
+// wantsPorts reports whether a task of g asks for any port.
+func (g *Group) wantsPorts() bool { return g.Demand.Ports > 0 || len(g.StaticPorts) > 0 }
+
 // portsFree reports whether none of ks is in use on n.
 func portsFree(ks []PortKey, n *Node) bool {
 	for _, k := range ks {

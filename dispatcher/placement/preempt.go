@@ -84,8 +84,9 @@ func (p *Placer) Preempt(in *Input, plan *Plan, limit int) []Preemption {
 
 	var out []Preemption
 	for _, g := range wants {
-		filters, _ := p.reg.resolve(g.Policy)
-		c := Class{Demand: g.Demand, QoS: g.QoS, Pool: g.Pool, Constraints: g.Constraints, DistinctNodes: g.DistinctNodes, Filters: filters[1:]}
+		filters, _ := p.reg.resolve(g.Policy, g.wantsPorts())
+		c := Class{Demand: g.Demand, QoS: g.QoS, Pool: g.Pool, Constraints: g.Constraints, DistinctNodes: g.DistinctNodes, StaticPorts: g.StaticPorts,
+			Filters: filters[1:]}
 		if g.DistinctNodes {
 			c.Job = g.Key.Job
 		}
