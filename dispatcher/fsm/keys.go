@@ -46,8 +46,8 @@ const recordVersion = 1
 // taskRecordVersion is the first byte of a task record. 2: a record holds
 // up to taskChunk tasks of a group (1 held one task). 3: it names each of
 // its tasks' nodes once, and a task's update time is the difference from
-// the previous task's. 4: each task ends with its ports (a count and the
-// numbers); Load reads 3 too, as tasks without ports.
+// the previous task's. 4: a task with ports (flagPorts) ends with them, a
+// count and the numbers; Load reads 3 too, as tasks without ports.
 const taskRecordVersion = 4
 
 // taskChunk is how many tasks of a group one task record holds at most:

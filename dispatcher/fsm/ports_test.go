@@ -237,3 +237,18 @@ func TestPortsReadsTheReleaseBefore(t *testing.T) {
 		t.Fatalf("plan after the replay: %+v", res)
 	}
 }
+
+// TestTaskRecordPortsRefused: a task record whose task holds port 0 is
+// corrupt; one without ports spends no byte on them.
+func TestTaskRecordPortsRefused(t *testing.T) {
+	k := taskKey{job: 1}
+	bad := encodeTasks(nil, []*task{{key: k, attempt: 1, state: api.TaskRunning, node: "n1", ports: []uint16{20000, 0}}})
+	if _, err := decodeTasks(k, bad); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "port 0") {
+		t.Errorf("decode a task holding port 0: %v; want ErrCorrupt", err)
+	}
+	with := encodeTasks(nil, []*task{{key: k, attempt: 1, state: api.TaskRunning, node: "n1", ports: []uint16{20000}}})
+	without := encodeTasks(nil, []*task{{key: k, attempt: 1, state: api.TaskRunning, node: "n1"}})
+	if len(with) != len(without)+4 { // a count byte and a 3-byte varint
+		t.Errorf("a task with one port takes %d bytes more than one without; want 4", len(with)-len(without))
+	}
+}

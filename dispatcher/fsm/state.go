@@ -639,6 +639,9 @@ const (
 	flagStop      = 1 << 0
 	flagClosed    = 1 << 1
 	flagPreempted = 1 << 2
+	// flagPorts: the task's ports follow its other fields (a count and
+	// the numbers); a task without ports costs no byte for them.
+	flagPorts = 1 << 3
 )
 
 // encodeTasks writes the record of ts, consecutive tasks of one group
@@ -694,15 +697,20 @@ func encodeTasks(buf []byte, ts []*task) []byte {
 		if t.preempted {
 			flags |= flagPreempted
 		}
+		if len(t.ports) > 0 {
+			flags |= flagPorts
+		}
 		e.byte(flags)
 		e.uvarint(uint64(idx[i]))
 		e.varint(int64(t.exitCode))
 		e.str(string(t.reason))
 		e.varint(t.updated - prev)
 		prev = t.updated
-		e.uvarint(uint64(len(t.ports)))
-		for _, p := range t.ports {
-			e.uvarint(uint64(p))
+		if len(t.ports) > 0 {
+			e.uvarint(uint64(len(t.ports)))
+			for _, p := range t.ports {
+				e.uvarint(uint64(p))
+			}
 		}
 	}
 	return e.b
@@ -742,16 +750,18 @@ func decodeTasks(k taskKey, b []byte) ([]*task, error) {
 		t.reason = api.TaskReason(d.str())
 		t.updated = prev + d.varint()
 		prev = t.updated
-		if v == taskRecordVersion {
-			if np := d.count(1); np > 0 {
-				t.ports = make([]uint16, np)
-				for i := range t.ports {
-					p := d.uvarint()
-					if p > 65535 {
-						return nil, fmt.Errorf("%w: task %s: port %d", ErrCorrupt, taskID(t.key, t.attempt), p)
-					}
-					t.ports[i] = uint16(p)
+		if flags&flagPorts != 0 && v == taskRecordVersion {
+			np := d.count(1)
+			if np == 0 && d.err == nil {
+				return nil, fmt.Errorf("%w: task %s: ports flagged, none given", ErrCorrupt, taskID(t.key, t.attempt))
+			}
+			t.ports = make([]uint16, np)
+			for i := range t.ports {
+				p := d.uvarint()
+				if p == 0 || p > 65535 {
+					return nil, fmt.Errorf("%w: task %s: port %d", ErrCorrupt, taskID(t.key, t.attempt), p)
 				}
+				t.ports[i] = uint16(p)
 			}
 		}
 		if d.err != nil {
