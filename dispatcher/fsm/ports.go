@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"slices"
@@ -24,26 +25,18 @@ import (
 // (StartCapTasks refuses one that does).
 
 // podPorts returns the ports of pod in order (static and, with number 0,
-// dynamic) and its static ones sorted; nil and nil for a pod without any.
-func podPorts(pod *api.PodSpec) (all, static []placement.PortKey) {
+// dynamic); nil for a pod without any.
+func podPorts(pod *api.PodSpec) []placement.PortKey {
+	var all []placement.PortKey
 	for i := range pod.Containers {
 		for _, p := range pod.Containers[i].Resources.Ports {
 			all = append(all, placement.MakePortKey(p.Port, p.Protocol))
 		}
 	}
-	if all == nil {
-		return nil, nil
-	}
-	for _, k := range all {
-		if k.Port() != 0 {
-			static = append(static, k)
-		}
-	}
-	slices.Sort(static)
-	return all, static
+	return all
 }
 
-// setPorts sets g's ports from its pod's list in order.
+// setPorts sets g's ports from its pod's list in order (podPorts).
 func (g *group) setPorts(all []placement.PortKey) {
 	g.ports, g.static = all, nil
 	for _, k := range all {
@@ -218,17 +211,10 @@ func apiPorts(pod *api.PodSpec, ports []uint16) []api.Port {
 			if len(out) == len(ports) {
 				return out
 			}
-			out = append(out, api.Port{Name: p.Name, Port: int32(ports[len(out)]), Protocol: cmpProtocol(p.Protocol)})
+			out = append(out, api.Port{Name: p.Name, Port: int32(ports[len(out)]), Protocol: cmp.Or(p.Protocol, api.ProtocolTCP)})
 		}
 	}
 	return out
-}
-
-func cmpProtocol(p string) string {
-	if p == "" {
-		return api.ProtocolTCP
-	}
-	return p
 }
 
 // addressHost returns the host of a node's address (host:port; an IPv6
@@ -245,7 +231,7 @@ func addressHost(addr string) string {
 // capbox holds those of its request's resources, and its tasks none of
 // their own.
 func checkCapTaskPorts(pod *api.PodSpec) error {
-	if all, _ := podPorts(pod); all != nil {
+	if podPorts(pod) != nil {
 		return fmt.Errorf("%w: a capbox task cannot ask for ports of its own (ask for them in the capbox request's resources)", ErrNoRoom)
 	}
 	return nil

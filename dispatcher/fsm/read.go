@@ -1004,8 +1004,8 @@ func (f *FSM) dump() string {
 		b.WriteByte('\n')
 		for _, g := range j.groups {
 			pend := g.pendingAt != 0
-			fmt.Fprintf(&b, "  group %d count=%d next=%d requeue=%v active=%d ok=%d failed=%d killed=%d demand=%+v pendingIndex=%v\n",
-				g.idx, g.count, g.next, g.requeue, g.active, g.succeeded, g.failed, g.killed, g.demand, pend)
+			fmt.Fprintf(&b, "  group %d count=%d next=%d requeue=%v active=%d ok=%d failed=%d killed=%d demand=%+v ports=%v static=%v pendingIndex=%v\n",
+				g.idx, g.count, g.next, g.requeue, g.active, g.succeeded, g.failed, g.killed, g.demand, g.ports, g.static, pend)
 		}
 	}
 	f.eachTaskLocked(func(t *task) {

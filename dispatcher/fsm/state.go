@@ -599,7 +599,7 @@ func initGroups(j *job) {
 	for i := range s.Tasks {
 		t := &s.Tasks[i]
 		j.groups[i] = &group{job: j, idx: uint16(i), name: t.Name, count: t.Count, demand: placement.Demand(t.Pod)}
-		j.groups[i].ports, j.groups[i].static = podPorts(&t.Pod)
+		j.groups[i].setPorts(podPorts(&t.Pod))
 	}
 }
 
