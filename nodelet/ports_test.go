@@ -75,7 +75,7 @@ func TestPortMappingValidate(t *testing.T) {
 	}{
 		{[]runtime.PortMapping{{Name: "a", Port: 0, Protocol: "tcp"}}, "ports[0].port"},
 		{[]runtime.PortMapping{{Name: "a", Port: 80, Protocol: "sctp"}}, "ports[0].protocol"},
-		{[]runtime.PortMapping{{Name: "a", Port: 80, Protocol: "tcp"}, {Name: "b", Port: 80, Protocol: "udp"}, {Name: "c", Port: 80, Protocol: "tcp"}}, "ports[2]: 80/tcp is mapped twice"},
+		{[]runtime.PortMapping{{Name: "a", Port: 80, Protocol: "tcp"}, {Name: "b", Port: 80, Protocol: "udp"}, {Name: "c", Port: 80, Protocol: "tcp"}}, "ports[2].port: tcp port 80 is mapped twice"},
 	} {
 		s := base
 		s.Ports = tc.ports
