@@ -3,23 +3,21 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"io"
+	"math/rand/v2"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/dispatcher/server"
+	"github.com/sluicehq/sluice/nodelet/runtime/container/cni"
 )
 
 // TestContainerAppmasterClusterMode runs an appmaster in the cluster with
@@ -30,14 +28,15 @@ import (
 // why and exits 1, and its job fails. The token is in the appmaster's
 // environment and in no reply of the API, and dies with its job.
 //
-// The pod has a network namespace of its own with loopback alone, so the
-// test lets it reach the dispatcher, which listens on the host's
-// loopback, through podLoopbackProxy: a listener on the dispatcher's
-// address inside the pod's namespace that relays to the dispatcher. With
-// bridge networking (SLUICE_ADDR rewritten to the node's address) the
-// proxy goes, and the dispatcher listens where pods reach it.
+// The pods are on a bridge network of the test's own: the appmaster's
+// SLUICE_ADDR names the bridge's gateway for the dispatcher's loopback
+// address, and the test forwards the gateway's port to the dispatcher, as
+// `sluice dev` does.
 func TestContainerAppmasterClusterMode(t *testing.T) {
 	needContainers(t)
+	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
+		t.Skip("needs the CNI plugins in /usr/lib/cni (scripts/install-cni.sh)")
+	}
 	image := demoImage(t)
 	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(image, "appmaster"), "./examples/appmaster")
 	build.Dir = "../.."
@@ -52,16 +51,35 @@ func TestContainerAppmasterClusterMode(t *testing.T) {
 	// The API asks for no token, but the job token is held to its job.
 	ctx, srv, logger := startE2EDispatcherWith(t, func(c *server.Config) { c.JobKeys = keys })
 	state := t.TempDir()
+	sub, bridge := testPodNetwork(t)
+	gateway := sub.Addr().Next()
 	stop, err := startNodelet(ctx, nodeletConfig{
-		dispatchers: []string{srv.Addr()}, name: "node-am", runtime: "container", noPodNetwork: true, stateDir: state, imageRoots: []string{filepath.Dir(image)},
+		dispatchers: []string{srv.Addr()}, name: "node-am", runtime: "container", podCIDR: sub.String(), podBridge: bridge,
+		stateDir: state, imageRoots: []string{filepath.Dir(image)},
 		cpu: 2000, memory: 1 << 30, removePods: true, retainExited: time.Minute,
 	}, logger.With("node", "node-am"))
 	if err != nil {
 		t.Fatalf("start the nodelet: %v", err)
 	}
+	fw, err := forwardAPI(gateway, srv.Addr(), logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = net.JoinHostPort(gateway.String(), u.Port())
+	podAddr := u.String() // the pods' SLUICE_ADDR: loopback is the pod itself
 	t.Cleanup(func() {
+		if err := fw.close(); err != nil {
+			t.Errorf("stop the forwarder: %v", err)
+		}
 		if err := stop(); err != nil {
 			t.Errorf("stop the nodelet: %v", err)
+		}
+		if err := cni.RemoveNetwork(bridge, sub); err != nil {
+			t.Errorf("remove the pod network: %v", err)
 		}
 		if ents, err := os.ReadDir(filepath.Join(state, "pods")); err != nil || len(ents) != 0 {
 			t.Errorf("the nodelet left pods behind: %v, %v", entryNames(ents), err)
@@ -97,7 +115,7 @@ func TestContainerAppmasterClusterMode(t *testing.T) {
 
 	var token string
 	for _, id := range res.Jobs {
-		pid, env := findPodProcess(t, 60*time.Second, api.EnvTaskID+"="+id+"/0/0/1", api.EnvAddr+"="+srv.Addr())
+		_, env := findPodProcess(t, 60*time.Second, api.EnvTaskID+"="+id+"/0/0/1", api.EnvAddr+"="+podAddr)
 		tok := envValue(env, api.EnvToken)
 		if !strings.HasPrefix(tok, server.JobTokenPrefix) || !strings.Contains(tok, "."+id+".") {
 			t.Fatalf("the appmaster's environment has %s=%q, want %s's job token", api.EnvToken, tok, id)
@@ -105,7 +123,6 @@ func TestContainerAppmasterClusterMode(t *testing.T) {
 		if id == job {
 			token = tok
 		}
-		podLoopbackProxy(t, pid, srv.Addr())
 	}
 
 	w.waitFor(t, 90*time.Second, "the appmaster job to succeed", func(last map[string]api.JobStatus) (bool, error) {
@@ -132,10 +149,20 @@ func TestContainerAppmasterClusterMode(t *testing.T) {
 	if err != nil || len(tasks.Tasks) != 1 || tasks.Tasks[0].State != api.TaskSucceeded || tasks.Tasks[0].ExitCode != 0 {
 		t.Fatalf("the appmaster's task: %+v, %v; want it succeeded with exit code 0", tasks, err)
 	}
-	boxes, err := client.Capboxes(ctx, job)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A capbox is released once its node has stopped it, which may come
+	// after the appmaster, having asked for it, has ended its job.
+	var boxes api.CapboxList
+	pollUntil(t, 30*time.Second, "the capboxes released", func() (bool, string) {
+		if boxes, err = client.Capboxes(ctx, job); err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range boxes.Capboxes {
+			if b.State != api.CapboxReleased {
+				return false, fmt.Sprintf("capbox %s %s", b.ID, b.State)
+			}
+		}
+		return true, ""
+	})
 	ran := 0
 	for _, b := range boxes.Capboxes {
 		if b.State != api.CapboxReleased || b.Node != "node-am" {
@@ -230,110 +257,14 @@ func envValue(env []string, name string) string {
 	return ""
 }
 
-// podLoopbackProxy listens on base's host and port (a loopback address)
-// inside the network namespace of process pid, and relays every
-// connection to base on the host's loopback, until the test ends. It is
-// the test's stand-in for a pod network: the listening socket is made on
-// a thread that enters the pod's namespace and returns to its own; the
-// runtime starts no thread from a locked one, so no other goroutine ever
-// runs in the pod's namespace.
-func podLoopbackProxy(t *testing.T, pid int, base string) {
+// testPodNetwork returns a pod subnet, a /24 of 10.128.0.0/9 at random
+// (the seed is logged), and a bridge name of the test's own, so that runs
+// at once on one host share neither.
+func testPodNetwork(t *testing.T) (netip.Prefix, string) {
 	t.Helper()
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := u.Host
-	type result struct {
-		ln  net.Listener
-		err error
-	}
-	got := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread() // not unlocked unless the thread is back in its own namespace
-		own, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
-		if err != nil {
-			got <- result{err: err}
-			return
-		}
-		defer own.Close()
-		pod, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
-		if err != nil {
-			got <- result{err: err}
-			return
-		}
-		defer pod.Close()
-		if err := unix.Setns(int(pod.Fd()), unix.CLONE_NEWNET); err != nil {
-			got <- result{err: fmt.Errorf("enter the pod's network namespace: %w", err)}
-			return
-		}
-		ln, lerr := net.Listen("tcp", addr)
-		if err := unix.Setns(int(own.Fd()), unix.CLONE_NEWNET); err != nil {
-			got <- result{err: fmt.Errorf("return to the test's network namespace: %w", err)}
-			return // the thread ends with its goroutine
-		}
-		runtime.UnlockOSThread()
-		got <- result{ln, lerr}
-	}()
-	r := <-got
-	if r.err != nil {
-		t.Fatalf("listen on %s in the pod: %v", addr, r.err)
-	}
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		conns = map[net.Conn]bool{} // open, closed at the end
-	)
-	track := func(c net.Conn) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		if conns == nil {
-			c.Close()
-			return false
-		}
-		conns[c] = true
-		return true
-	}
-	t.Cleanup(func() {
-		r.ln.Close()
-		mu.Lock()
-		for c := range conns {
-			c.Close()
-		}
-		conns = nil
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			in, err := r.ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if !track(in) {
-					return
-				}
-				defer in.Close()
-				out, err := net.DialTimeout("tcp", addr, 5*time.Second)
-				if err != nil || !track(out) {
-					return
-				}
-				defer out.Close()
-				done := make(chan struct{})
-				go func() {
-					_, _ = io.Copy(out, in)
-					out.(*net.TCPConn).CloseWrite()
-					close(done)
-				}()
-				_, _ = io.Copy(in, out)
-				in.(*net.TCPConn).CloseWrite()
-				<-done
-			}()
-		}
-	}()
+	seed := time.Now().UnixNano()
+	t.Logf("pod subnet seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	sub := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(128 + rng.IntN(128)), byte(rng.IntN(256)), 0}), 24)
+	return sub, fmt.Sprintf("stest%d", rng.IntN(1e9))
 }
