@@ -78,6 +78,13 @@ type NodeSpec struct {
 	// the dispatcher builds every request to the node from its parts, and
 	// nothing else of it.
 	Address string `json:"address,omitempty"`
+	// HostIP is the node's IP address as other hosts and the node's own
+	// pods reach it, where a client finds a task's Ports: the task
+	// listing's host (TaskStatus.Host) when set, in place of Address's
+	// host, which may be loopback (a pod's own, inside a bridge-mode pod).
+	// It is never loopback or unspecified. Empty: the listing shows
+	// Address's host, as for a node registered before the field was.
+	HostIP string `json:"host_ip,omitempty"`
 	// LogToken is the bearer token the node's log server requires of the
 	// dispatcher, a secret the nodelet makes for itself (NewLogToken): one
 	// node's logs are no other node's to read. The dispatcher keeps it and

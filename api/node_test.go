@@ -26,6 +26,11 @@ func TestNodeSpecValidate(t *testing.T) {
 	if n.LogToken = api.NewLogToken(); n.Validate() != nil || n.LogToken == api.NewLogToken() {
 		t.Fatalf("NewLogToken %q: %v, or not fresh", n.LogToken, n.Validate())
 	}
+	for _, ip := range []string{"10.1.2.3", "192.0.2.1", "2001:db8::1"} {
+		if n.HostIP = ip; n.Validate() != nil {
+			t.Errorf("host IP %s: %v", ip, n.Validate())
+		}
+	}
 	for _, tc := range []struct {
 		edit func(*api.NodeSpec)
 		want string
@@ -35,6 +40,14 @@ func TestNodeSpecValidate(t *testing.T) {
 		{func(n *api.NodeSpec) { n.Address = "h:80/logs?x=1#" }, `address: port "80/logs?x=1#"`},
 		{func(n *api.NodeSpec) { n.LogToken = "short" }, "log_token: must be 16 to 128 bytes"},
 		{func(n *api.NodeSpec) { n.LogToken = strings.Repeat("x", 20) + "\r\n" }, "log_token"},
+		{func(n *api.NodeSpec) { n.HostIP = "node-1" }, `host_ip: "node-1" is not an IP address`},
+		{func(n *api.NodeSpec) { n.HostIP = "10.1.2.3:80" }, `host_ip: "10.1.2.3:80" is not an IP address`},
+		{func(n *api.NodeSpec) { n.HostIP = "fe80::1%eth0" }, `host_ip: "fe80::1%eth0" is not an IP address (without a zone)`},
+		{func(n *api.NodeSpec) { n.HostIP = "127.0.0.1" }, "host_ip: 127.0.0.1 must be an address other hosts and the node's pods reach, not loopback"},
+		{func(n *api.NodeSpec) { n.HostIP = "127.8.9.10" }, "host_ip: 127.8.9.10 must be"},
+		{func(n *api.NodeSpec) { n.HostIP = "::1" }, "host_ip: ::1 must be"},
+		{func(n *api.NodeSpec) { n.HostIP = "::ffff:127.0.0.1" }, "host_ip: ::ffff:127.0.0.1 must be"},
+		{func(n *api.NodeSpec) { n.HostIP = "0.0.0.0" }, "host_ip: 0.0.0.0 must be"},
 		{func(n *api.NodeSpec) { n.Capacity.CPU = 0 }, "capacity.cpu: must be positive"},
 		{func(n *api.NodeSpec) { n.Capacity.GPUs = -1 }, "capacity.gpus: must not be negative"},
 		{func(n *api.NodeSpec) { n.Allocatable.Online.Memory = 33 << 30 }, "allocatable.online.memory: 35433480192 is more than the capacity 34359738368"},

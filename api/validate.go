@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"net/netip"
 	"path"
 	"slices"
 	"strconv"
@@ -46,6 +47,13 @@ func (n *NodeSpec) Validate() error {
 	if n.Address != "" {
 		if err := CheckAddress(n.Address); err != nil {
 			c.badAt("address", err.Error())
+		}
+	}
+	if n.HostIP != "" {
+		if ip, err := netip.ParseAddr(n.HostIP); err != nil || ip.Zone() != "" {
+			c.badAtf("host_ip", "%q is not an IP address (without a zone)", clipName(n.HostIP))
+		} else if ip.IsLoopback() || ip.IsUnspecified() {
+			c.badAtf("host_ip", "%s must be an address other hosts and the node's pods reach, not loopback or unspecified", n.HostIP)
 		}
 	}
 	if n.LogToken != "" && !validLogToken(n.LogToken) {

@@ -184,9 +184,9 @@ type TaskStatus struct {
 	Attempt int64     `json:"attempt"`
 	State   TaskState `json:"state"`
 	Node    string    `json:"node"`
-	// Host is the host of the node's address (NodeSpec.Address), where a
-	// client reaches the task's Ports; empty when the node advertises
-	// none.
+	// Host is where a client reaches the task's Ports: the node's
+	// NodeSpec.HostIP, or when the node has none the host of its address
+	// (NodeSpec.Address); empty when it has neither.
 	Host string `json:"host,omitempty"`
 	// Ports are the pod's ports, in the order its containers list them,
 	// each with the number the attempt has on its node (static, or
