@@ -217,6 +217,15 @@ func apiPorts(pod *api.PodSpec, ports []uint16) []api.Port {
 	return out
 }
 
+// listingHost is where a client reaches the ports of a task on node n
+// (api.TaskStatus.Host): its host IP, else its address's host.
+func listingHost(n *api.NodeSpec) string {
+	if n.HostIP != "" {
+		return n.HostIP
+	}
+	return addressHost(n.Address)
+}
+
 // addressHost returns the host of a node's address (host:port; an IPv6
 // host without its brackets), or "".
 func addressHost(addr string) string {

@@ -233,8 +233,77 @@ func TestPortsReadsTheReleaseBefore(t *testing.T) {
 	if !strings.Contains(g.dump(), "task j1/0/0/1 running node=n1") || strings.Contains(g.dump(), "inRange") {
 		t.Fatalf("loaded state:\n%s", g.dump())
 	}
+	// Its node has no host IP: the listing shows its address's host.
+	tasks, _ := g.JobTasks("j1", "", 0)
+	for _, tk := range tasks {
+		if tk.Host != "10.0.0.7" {
+			t.Errorf("listing of the loaded state: task %+v; want host 10.0.0.7", tk)
+		}
+	}
+	if len(tasks) != 2 {
+		t.Errorf("listing of the loaded state: %d tasks, want 2", len(tasks))
+	}
 	if res := q.plan(time.Unix(1_800_000_010, 0), placement.Assignment{Group: placement.GroupKey{Job: "j1", Group: "work"}, Node: "n1", Count: 1}); res.Placed != 1 {
 		t.Fatalf("plan after the replay: %+v", res)
+	}
+}
+
+// TestPortsListingHostIP: the task listing's host is the node's host IP
+// when it registered one (its address may be loopback, a pod's own), else
+// its address's host; a node that registers again with one shows it, and
+// a reload keeps both.
+func TestPortsListingHostIP(t *testing.T) {
+	q, now := portSeq(t) // n1: 10.0.0.7:7070, no host IP
+	c := api.Capacity{CPU: 64000, Memory: 64 << 30, Ports: 10}
+	n2 := api.NodeSpec{Name: "n2", Address: "127.0.0.1:7071", HostIP: "192.0.2.10", Capacity: c, Allocatable: api.Allocatable{Online: c, Offline: c},
+		Ports: api.PortRange{Lo: 20000, Hi: 20009}}
+	cmd, err := RegisterNode(now, n2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.apply(cmd)
+	q.submit(now, portJob("a", 2, api.Port{Name: "http"}))
+	a2 := assign("j1", 1)
+	a2.Node = "n2"
+	if res := q.plan(now, assign("j1", 1), a2); res.Placed != 2 {
+		t.Fatalf("plan: %+v", res)
+	}
+	hosts := func(f *FSM) []string {
+		tasks, _ := f.JobTasks("j1", "", 0)
+		var h []string
+		for _, tk := range tasks {
+			h = append(h, tk.Node+"="+tk.Host)
+		}
+		return h
+	}
+	if got, want := hosts(q.f), []string{"n1=10.0.0.7", "n2=192.0.2.10"}; !slices.Equal(got, want) {
+		t.Errorf("listing hosts %v, want %v", got, want)
+	}
+	q.s.store(q.f)
+	q.s.commit()
+	g := New()
+	if err := g.Load(q.s); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := hosts(g), []string{"n1=10.0.0.7", "n2=192.0.2.10"}; !slices.Equal(got, want) {
+		t.Errorf("after a reload, listing hosts %v, want %v", got, want)
+	}
+	n1 := api.NodeSpec{Name: "n1", Address: "10.0.0.7:7070", HostIP: "10.0.1.7", Capacity: c, Allocatable: api.Allocatable{Online: c, Offline: c},
+		Ports: api.PortRange{Lo: 20000, Hi: 20009}}
+	if cmd, err = RegisterNode(now, n1); err != nil {
+		t.Fatal(err)
+	}
+	q.apply(cmd)
+	if got, want := hosts(q.f), []string{"n1=10.0.1.7", "n2=192.0.2.10"}; !slices.Equal(got, want) {
+		t.Errorf("after n1 registered a host IP, listing hosts %v, want %v", got, want)
+	}
+	// A loopback host IP is refused: no listing would show it.
+	n1.HostIP = "127.0.0.1"
+	if cmd, err = RegisterNode(now, n1); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := q.s.apply(q.f, q.index+1, cmd); err == nil || !strings.Contains(err.Error(), "host_ip") {
+		t.Errorf("register with a loopback host IP: %v, want refused for host_ip", err)
 	}
 }
 

@@ -560,7 +560,7 @@ func (f *FSM) JobTasks(id, after string, limit int) (tasks []TaskInfo, ok bool) 
 		if t.node != lastNode {
 			lastNode, lastHost = t.node, ""
 			if n := f.mu.nodes[t.node]; n != nil {
-				lastHost = addressHost(n.spec.Address)
+				lastHost = listingHost(&n.spec)
 			}
 		}
 		tasks[i] = TaskInfo{

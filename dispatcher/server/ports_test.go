@@ -102,3 +102,31 @@ func TestPortsEndToEnd(t *testing.T) {
 		errorReply(t, r, 400, api.CodeInvalid, tc.want)
 	}
 }
+
+// TestPortsListingShowsHostIP: a node that registers a host IP (its
+// address being loopback, a pod's own) has its tasks listed at that IP;
+// a loopback or malformed host IP is a 400 naming host_ip.
+func TestPortsListingShowsHostIP(t *testing.T) {
+	s := openOne(t, nil)
+	base := s.Addr()
+	node := func(hostIP string) []byte {
+		return fmt.Appendf(nil, `{"name":"n1","address":"127.0.0.1:7070","host_ip":%q,"capacity":{"cpu":8000,"memory":8589934592,"ports":100},`+
+			`"allocatable":{"online":{"cpu":8000,"memory":8589934592,"ports":100},"offline":{"cpu":8000,"memory":8589934592,"ports":100}},"ports":{"lo":20000,"hi":20099}}`, hostIP)
+	}
+	for hostIP, want := range map[string]string{
+		"127.0.0.1": "host_ip: 127.0.0.1 must be an address other hosts and the node's pods reach, not loopback",
+		"node-1":    `host_ip: "node-1" is not an IP address`,
+	} {
+		errorReply(t, do(t, req{method: "POST", url: base + api.PathNodes, body: node(hostIP)}), 400, api.CodeInvalid, want)
+	}
+	decode[api.RegisterResponse](t, do(t, req{method: "POST", url: base + api.PathNodes, body: node("192.0.2.7")}), 200)
+	id := submit(t, base, "", `{"name":"srv","tasks":[{"name":"server","count":1,"pod":{"sim":{"run_time":"1h"},"containers":[{"image":{"rootfs":"/r"},"command":["x"],"resources":{"cpu":100,"memory":"1Mi","ports":[{"name":"http"}]}}]}}]}`, nil).Jobs[0]
+	var list api.TaskList
+	waitFor(t, 20*time.Second, "the task placed", func() bool {
+		list = decode[api.TaskList](t, do(t, req{method: "GET", url: base + api.PathJob + id + "/tasks"}), 200)
+		return len(list.Tasks) == 1
+	})
+	if tk := list.Tasks[0]; tk.Host != "192.0.2.7" || len(tk.Ports) != 1 || tk.Ports[0].Port != 20000 {
+		t.Errorf("listed task %+v; want host 192.0.2.7 and port 20000", tk)
+	}
+}
