@@ -462,6 +462,9 @@ func startNodelet(ctx context.Context, cfg nodeletConfig, logger *slog.Logger) (
 	// from the node's registration.
 	spec := cfg.spec(cfg.advertised(ln.Addr().String()))
 	spec.LogToken = api.NewLogToken()
+	// The task listing shows clients the host IP, which its pods get as
+	// SLUICE_HOST_IP, rather than an advertised loopback address.
+	spec.HostIP = cfg.nodeHostIP(spec.Address, rt)
 	d, err := remote.New(remote.Config{Client: client, Node: spec, Logger: logger})
 	if err != nil {
 		_ = ln.Close()
@@ -488,7 +491,7 @@ func startNodelet(ctx context.Context, cfg nodeletConfig, logger *slog.Logger) (
 	}
 	agent, err := nodelet.New(nodelet.Config{
 		Node: cfg.name, Runtime: rt, Dispatcher: d, Addr: strings.Join(cfg.dispatchers, ","),
-		DefaultNetwork: cfg.defaultNetwork(), AllowHostNetwork: cfg.allowHostNetwork, HostIP: cfg.nodeHostIP(spec.Address, rt),
+		DefaultNetwork: cfg.defaultNetwork(), AllowHostNetwork: cfg.allowHostNetwork, HostIP: spec.HostIP,
 		MaxConcurrentStarts: cfg.maxStarts, RetainExited: cfg.retainExited,
 		CgroupRoot: cfg.cgroupRoot, Overcommit: oc, ResourceDir: cfg.resourceDir(), VolumeRoots: cfg.roots, Logger: logger,
 	})
