@@ -6,6 +6,23 @@
 //	workload serve PORT COUNT  answer COUNT requests on 127.0.0.1:PORT, then exit
 //	workload ask PORT N        ask the server on 127.0.0.1:PORT to count the
 //	                           primes up to N (retrying the connection for 10s)
+//	workload http-serve [-port NAME] [-requests N] [-timeout D]
+//	                           serve HTTP on 0.0.0.0 at the pod's port NAME
+//	                           (SLUICE_PORT_<NAME>, default http), answering
+//	                           each GET with the task's ID and the request's
+//	                           number; exit 0 after N requests (default 1),
+//	                           fail if D (default 1m) passes first
+//	workload fetch [-group G] [-port NAME] [-path P] [-wait D] [-token-file F]
+//	                           find the running task of group G (default
+//	                           server) of this task's job (SLUICE_JOB_ID) in
+//	                           the dispatcher's task listing (SLUICE_ADDR),
+//	                           GET P (default /) at its host and its port
+//	                           NAME (default http) and print the answer;
+//	                           try again until D (default 1m) passes. The
+//	                           token is file F's, else SLUICE_TOKEN's, else
+//	                           none (where the dispatcher takes requests
+//	                           without one); with authentication on it must
+//	                           be a reader's
 //	workload shard N           count the primes in this task's shard of 0..N:
 //	                           shard SLUICE_TASK_INDEX of SLUICE_TASK_COUNT
 //	workload tally IN OUT      count the primes up to each number of file IN
@@ -21,6 +38,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -48,7 +66,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: workload primes N | shard N | serve PORT COUNT | ask PORT N | tally IN OUT | sleep DURATION | env")
+		return errors.New("usage: workload primes N | shard N | serve PORT COUNT | ask PORT N | http-serve [FLAGS] | fetch [FLAGS] | tally IN OUT | sleep DURATION | env")
 	}
 	switch cmd, rest := args[0], args[1:]; {
 	case cmd == "primes" && len(rest) == 1:
@@ -79,6 +97,10 @@ func run(args []string) error {
 		return serve(rest[0], count)
 	case cmd == "ask" && len(rest) == 2:
 		return ask(rest[0], rest[1])
+	case cmd == "http-serve":
+		return httpServeCmd(rest, os.Stdout)
+	case cmd == "fetch":
+		return fetchCmd(context.Background(), rest, os.Stdout)
 	case cmd == "env" && len(rest) == 0:
 		var env []string
 		for _, kv := range os.Environ() {
