@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -183,12 +184,15 @@ func fetch(ctx context.Context, c fetchConfig, stdout io.Writer) error {
 	defer hc.CloseIdleConnections()
 	var last error
 	for {
-		url, task, err := findServer(ctx, client, c)
+		url, task, host, err := findServer(ctx, client, c)
 		if err == nil {
 			var body string
 			if body, err = get(ctx, hc, url); err == nil {
 				fmt.Fprintf(stdout, "fetched %s from task %s: %s\n", url, task, strings.TrimSpace(body))
 				return nil
+			}
+			if ip, perr := netip.ParseAddr(host); perr == nil && ip.IsLoopback() {
+				err = fmt.Errorf("%w (the listing's host %s is loopback, which in a bridge-mode pod is the pod itself: the server's node registered no host IP)", err, host)
 			}
 		}
 		if pe := (permanentError{}); errors.As(err, &pe) {
@@ -206,18 +210,18 @@ func fetch(ctx context.Context, c fetchConfig, stdout io.Writer) error {
 }
 
 // findServer returns the URL of c.path on the running task of c.group,
-// and the task's ID.
-func findServer(ctx context.Context, client *api.Client, c fetchConfig) (url, task string, err error) {
+// the task's ID and its listed host.
+func findServer(ctx context.Context, client *api.Client, c fetchConfig) (url, task, host string, err error) {
 	var seen []string
 	for after := ""; ; {
 		list, err := client.Tasks(ctx, c.job, after, 0)
 		switch code := api.ErrorCode(err); {
 		case code == api.CodeUnauthorized || code == api.CodeForbidden:
-			return "", "", permanentError{fmt.Errorf("fetch: the dispatcher refused to list job %s's tasks: %w (with authentication on, fetch needs a reader token: -token-file)", c.job, err)}
+			return "", "", "", permanentError{fmt.Errorf("fetch: the dispatcher refused to list job %s's tasks: %w (with authentication on, fetch needs a reader token: -token-file)", c.job, err)}
 		case code == api.CodeNotFound:
-			return "", "", permanentError{fmt.Errorf("fetch: job %s: %w", c.job, err)}
+			return "", "", "", permanentError{fmt.Errorf("fetch: job %s: %w", c.job, err)}
 		case err != nil:
-			return "", "", fmt.Errorf("fetch: list job %s's tasks: %w", c.job, err)
+			return "", "", "", fmt.Errorf("fetch: list job %s's tasks: %w", c.job, err)
 		}
 		for _, t := range list.Tasks {
 			if t.Group != c.group {
@@ -235,12 +239,12 @@ func findServer(ctx context.Context, client *api.Client, c fetchConfig) (url, ta
 			}
 			switch {
 			case i < 0:
-				return "", "", permanentError{fmt.Errorf("fetch: task %s of group %s has no port named %q", t.ID, c.group, c.port)}
+				return "", "", "", permanentError{fmt.Errorf("fetch: task %s of group %s has no port named %q", t.ID, c.group, c.port)}
 			case t.Host == "":
 				seen = append(seen, t.ID+" running on node "+t.Node+", which gives no host")
 				continue
 			}
-			return "http://" + net.JoinHostPort(t.Host, strconv.Itoa(int(t.Ports[i].Port))) + c.path, t.ID, nil
+			return "http://" + net.JoinHostPort(t.Host, strconv.Itoa(int(t.Ports[i].Port))) + c.path, t.ID, t.Host, nil
 		}
 		if list.Next == "" {
 			break
@@ -248,9 +252,9 @@ func findServer(ctx context.Context, client *api.Client, c fetchConfig) (url, ta
 		after = list.Next
 	}
 	if len(seen) == 0 {
-		return "", "", fmt.Errorf("fetch: job %s has no placed task of group %q yet", c.job, c.group)
+		return "", "", "", fmt.Errorf("fetch: job %s has no placed task of group %q yet", c.job, c.group)
 	}
-	return "", "", fmt.Errorf("fetch: no task of group %q of job %s runs yet: %s", c.group, c.job, strings.Join(seen, ", "))
+	return "", "", "", fmt.Errorf("fetch: no task of group %q of job %s runs yet: %s", c.group, c.job, strings.Join(seen, ", "))
 }
 
 // get GETs url and returns its body, read up to 64 KiB, when it answers

@@ -220,7 +220,8 @@ func TestFetchFindsTheServer(t *testing.T) {
 
 // TestFetchRetriesAServerNotListening: a server listed as running whose
 // port refuses connections is tried again until the deadline, and the
-// error says what the last try met.
+// error says what the last try met, and that a loopback host is the
+// pod's own.
 func TestFetchRetriesAServerNotListening(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -232,8 +233,9 @@ func TestFetchRetriesAServerNotListening(t *testing.T) {
 		return 200, api.TaskList{Tasks: []api.TaskStatus{serverTask(api.TaskRunning, int32(port))}}
 	})
 	err = fetch(context.Background(), fetchCfg(addr, 300*time.Millisecond), io.Discard)
-	if err == nil || !strings.Contains(err.Error(), "gave up after 300ms") || !strings.Contains(err.Error(), "connection refused") {
-		t.Errorf("got %v, want a give-up after connections refused", err)
+	if err == nil || !strings.Contains(err.Error(), "gave up after 300ms") || !strings.Contains(err.Error(), "connection refused") ||
+		!strings.Contains(err.Error(), "the listing's host 127.0.0.1 is loopback, which in a bridge-mode pod is the pod itself") {
+		t.Errorf("got %v, want a give-up after connections refused, with the loopback host pointed out", err)
 	}
 	if calls.Load() < 2 {
 		t.Errorf("%d listings, want tries again", calls.Load())
