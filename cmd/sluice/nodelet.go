@@ -684,7 +684,7 @@ Every flag can also be set by its SLUICE_* environment variable
 	fl.StringVar(&f.cfg.cniConfDir, "cni-conf-dir", "", "directory of the pod network's CNI configuration: its first *.conflist, or one the nodelet writes there from --pod-cidr (default: --state-dir's cni/net.d)")
 	fl.StringSliceVar(&f.cfg.cniBinDirs, "cni-bin-dir", nil, "directories searched for the CNI plugins, comma-separated (default "+strings.Join(cni.DefaultBinDirs, ",")+")")
 	fl.BoolVar(&f.cfg.allowHostNetwork, "allow-host-network", false, "let pods run in the host's network namespace (network mode host); without it they fail as network_denied")
-	fl.StringVar(&f.cfg.hostIP, "host-ip", "", "the node's address as other hosts and its pods reach it, given to pods as SLUICE_HOST_IP (default: --advertise's IP if not loopback, else the pod bridge's gateway)")
+	fl.StringVar(&f.cfg.hostIP, "host-ip", "", "the node's address as other hosts and its pods reach it, given to pods as SLUICE_HOST_IP and registered as the host the job task listing shows for the node's tasks (default: --advertise's IP if not loopback, else the pod bridge's gateway)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	return c
 }

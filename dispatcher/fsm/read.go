@@ -510,8 +510,9 @@ type TaskInfo struct {
 	Attempt int64
 	State   api.TaskState
 	Node    string
-	// Host is the host of the node's address, where the task's Ports are
-	// reached ("" when the node has none, or is gone); set by JobTasks.
+	// Host is where the task's Ports are reached: the node's host IP, or
+	// when it registered none the host of its address ("" when it has
+	// neither, or is gone); set by JobTasks.
 	Host string
 	// Ports are the attempt's ports as placed, in its pod's order; set
 	// by JobTasks.
