@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -56,10 +58,14 @@ func readServerClientExample(t *testing.T) []api.JobSpec {
 }
 
 // TestDevServerClientOverTheBridge runs examples/server-client.json on
-// `sluice dev` with a container node: each client pod finds the server in
-// the task listing (the node's host IP, since the node advertises
-// loopback, and the server's assigned port) and fetches from it across
-// the bridge, so every task and the job succeed.
+// `sluice dev` with container nodes: each client pod finds the server in
+// the task listing (its node's host IP, the gateway of the node's pod
+// subnet, since the node advertises loopback; and the server's assigned
+// port) and fetches from it across the bridge, so every task and the job
+// succeed. On one node the clients run beside the server; on three, with
+// a server and a client too big to share a node (600m and 450m of 1 CPU),
+// each client runs on another node than the server's, whose host IP it
+// reaches through its own node's bridge.
 func TestDevServerClientOverTheBridge(t *testing.T) {
 	needContainers(t)
 	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
@@ -70,42 +76,69 @@ func TestDevServerClientOverTheBridge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := strings.ReplaceAll(string(b), "/var/lib/sluice/images/demo", image)
-	body = strings.ReplaceAll(body, `"-wait", "1m"`, `"-wait", "30s"`)
-	body = strings.ReplaceAll(body, `"-timeout", "2m"`, `"-timeout", "30s"`)
-	jobs := filepath.Join(t.TempDir(), "jobs.json")
-	if err := os.WriteFile(jobs, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// A /23 of 10.128.0.0/9 and ten ports of 40000-59999 at random (the
-	// seed is logged), so that runs at once on one host share neither.
-	seed := time.Now().UnixNano()
-	t.Logf("subnet and ports seed %d", seed)
-	rng := rand.New(rand.NewPCG(uint64(seed), 1))
-	cidr := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(128 + rng.IntN(127)), byte(rng.IntN(128) * 2), 0}), 23)
-	lo := 40000 + 10*rng.IntN(2000)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var out, errOut bytes.Buffer
-	err = run(ctx, []string{"dev", "--runtime", "container", "--http", "127.0.0.1:0", "--nodes", "1", "--sim-nodes", "0",
-		"--image-roots", filepath.Dir(image), "--pod-cidr", cidr.String(), "--ports", fmt.Sprintf("%d-%d", lo, lo+9),
-		"--submit", jobs, "--exit"}, &out, &errOut)
-	if err != nil {
-		t.Fatalf("dev: %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), errOut.String())
-	}
-	// The listing's host is the node's host IP, the gateway of its pod
-	// subnet, where the client reached the server's port.
-	sub, _, err := devPodNetwork(cidr, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{
-		"server-client  offline  succeeded  3",
-		fmt.Sprintf("j1/1/0/1/c0: fetched http://%s:", sub.Addr().Next()),
-		"from task j1/0/0/1: task j1/0/0/1 answered request",
-	} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q:\n%s\nstderr:\n%s", want, out.String(), errOut.String())
-		}
+	example := strings.ReplaceAll(string(b), "/var/lib/sluice/images/demo", image)
+	example = strings.ReplaceAll(example, `"-wait", "1m"`, `"-wait", "30s"`)
+	example = strings.ReplaceAll(example, `"-timeout", "2m"`, `"-timeout", "30s"`)
+	for _, tc := range []struct {
+		name  string
+		nodes int
+		apart bool // a server and a client cannot share a node
+	}{{"one node", 1, false}, {"three nodes", 3, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			body, cpu := example, "2"
+			if tc.apart {
+				server, client := `"cpu": "250m", "memory": "32Mi", "ports"`, `"cpu": "250m", "memory": "32Mi"}`
+				if strings.Count(body, server) != 1 || strings.Count(body, client) != 1 {
+					t.Fatalf("the example's resources are not as this test expects:\n%s", body)
+				}
+				body = strings.Replace(body, server, `"cpu": "600m", "memory": "32Mi", "ports"`, 1)
+				body = strings.Replace(body, client, `"cpu": "450m", "memory": "32Mi"}`, 1)
+				cpu = "1"
+			}
+			jobs := filepath.Join(t.TempDir(), "jobs.json")
+			if err := os.WriteFile(jobs, []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			// A /22 of 10.128.0.0/9 and ten ports of 40000-59999 at
+			// random (the seed is logged), so that runs at once on one
+			// host share neither.
+			seed := time.Now().UnixNano()
+			t.Logf("subnet and ports seed %d", seed)
+			rng := rand.New(rand.NewPCG(uint64(seed), 1))
+			cidr := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(128 + rng.IntN(127)), byte(rng.IntN(64) * 4), 0}), 22)
+			lo := 40000 + 10*rng.IntN(2000)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			var out, errOut bytes.Buffer
+			err = run(ctx, []string{"dev", "--runtime", "container", "--http", "127.0.0.1:0", "--nodes", strconv.Itoa(tc.nodes), "--sim-nodes", "0",
+				"--node-cpu", cpu, "--image-roots", filepath.Dir(image), "--pod-cidr", cidr.String(), "--ports", fmt.Sprintf("%d-%d", lo, lo+9),
+				"--submit", jobs, "--exit"}, &out, &errOut)
+			if err != nil {
+				t.Fatalf("dev: %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), errOut.String())
+			}
+			for _, want := range []string{
+				"server-client  offline  succeeded  3",
+				"j1/1/0/1/c0: fetched http://",
+				"from task j1/0/0/1: task j1/0/0/1 answered request",
+			} {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("output lacks %q:\n%s\nstderr:\n%s", want, out.String(), errOut.String())
+				}
+			}
+			// The client fetched from a node's host IP: a gateway.
+			var gateways []string
+			for n := range tc.nodes {
+				sub, _, err := devPodNetwork(cidr, n)
+				if err != nil {
+					t.Fatal(err)
+				}
+				gateways = append(gateways, sub.Addr().Next().String())
+			}
+			if !slices.ContainsFunc(gateways, func(gw string) bool {
+				return strings.Contains(out.String(), "j1/1/0/1/c0: fetched http://"+gw+":")
+			}) {
+				t.Errorf("the client fetched from none of the nodes' host IPs %v:\n%s", gateways, out.String())
+			}
+		})
 	}
 }
