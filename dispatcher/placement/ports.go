@@ -68,9 +68,6 @@ func portsKey(ks []PortKey) string {
 	return b.String()
 }
 
-// wantsPorts reports whether a task of c asks for any port.
-func (c *Class) wantsPorts() bool { return c.Demand.Ports > 0 || len(c.StaticPorts) > 0 }
-
 // wantsPorts reports whether a task of g asks for any port.
 func (g *Group) wantsPorts() bool { return g.Demand.Ports > 0 || len(g.StaticPorts) > 0 }
 
@@ -84,16 +81,13 @@ func portsFree(ks []PortKey, n *Node) bool {
 	return true
 }
 
-// portFilter admits, for a class that asks for ports, the nodes with a
-// port range on which the class's static ports are free. The number of
-// dynamic ports is a resource dimension (Capacity.Ports), which the
-// resource filter checks.
+// portFilter admits the nodes with a port range on which the class's
+// static ports are free. Registry.resolve gives it only to a class that
+// asks for ports. The number of dynamic ports is a resource dimension
+// (Capacity.Ports), which the resource filter checks.
 type portFilter struct{}
 
 func (portFilter) Name() string { return api.FilterPorts }
 func (portFilter) Admit(c *Class, n *Node) bool {
-	if !c.wantsPorts() {
-		return true
-	}
 	return n.PortRange.Size() > 0 && portsFree(c.StaticPorts, n)
 }
