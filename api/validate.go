@@ -464,18 +464,15 @@ func (c *checker) mounts(ms []Mount, vs []Volume) {
 		case !slices.ContainsFunc(vs, func(v Volume) bool { return v.Name == m.Volume }):
 			c.badAtf("volume", "names no volume of the pod: %q", m.Volume)
 		}
-		switch {
-		case m.Path == "":
+		if m.Path == "" {
 			c.badAt("path", "is required")
-		case m.Path[0] == '/' && hostPathProblem(m.Path) == "" && !hasControl(m.Path) && len(m.Path) <= MaxStringLen:
+		} else if c.hostPath("path", m.Path) {
 			if r := reservedDir(m.Path); r != "" {
 				c.badAtf("path", "%q is on or below %s, which the node provides", m.Path, r)
 			}
 			if slices.ContainsFunc(ms[:i], func(o Mount) bool { return o.Path == m.Path }) {
 				c.badAtf("path", "two mounts on %q", m.Path)
 			}
-		default:
-			c.hostPath("path", m.Path)
 		}
 		c.pop()
 	}
@@ -843,13 +840,18 @@ func (c *checker) absPath(field, p string) {
 // absolute, as absPath, and also clean (no empty, "." or ".." element, no
 // trailing slash), so that it names what it spells, and not the host's
 // root "/". A node confines such paths to its own roots besides; a path
-// that could climb out of one is refused here, at submit.
-func (c *checker) hostPath(field, p string) {
+// that could climb out of one is refused here, at submit. It reports
+// whether p passed.
+func (c *checker) hostPath(field, p string) bool {
 	if p == "" || p[0] != '/' || len(p) > MaxStringLen || hasControl(p) {
 		c.absPath(field, p)
-	} else if msg := hostPathProblem(p); msg != "" {
-		c.badAt(field, msg)
+		return p == ""
 	}
+	if msg := hostPathProblem(p); msg != "" {
+		c.badAt(field, msg)
+		return false
+	}
+	return true
 }
 
 // hostPathProblem says what is wrong with absolute path p as a host path,
