@@ -368,3 +368,35 @@ func heapInUse() int64 {
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapAlloc)
 }
+
+// BenchmarkPlaceDynamicPorts measures a plan that places tasks of one
+// dynamic port each on one node of the default port range, as many as
+// fit in it: each task's port is assigned as the plan is applied.
+func BenchmarkPlaceDynamicPorts(b *testing.B) {
+	for _, tasks := range []int64{100, 2_000} {
+		b.Run(fmt.Sprintf("tasks=%d", tasks), func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				f, w, now := New(), &discard{}, time.Unix(1_800_000_000, 0)
+				must := func(cmd []byte, err error) {
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := f.apply(w, 1, cmd); err != nil {
+						b.Fatal(err)
+					}
+				}
+				c := api.Capacity{CPU: 1 << 40, Memory: 1 << 50, Ports: api.DefaultPortRange.Size()}
+				must(RegisterNode(now, api.NodeSpec{Name: "n1", Capacity: c, Allocatable: api.Allocatable{Online: c, Offline: c}, Ports: api.DefaultPortRange}))
+				spec := api.JobSpec{Name: "ports", Tasks: []api.TaskGroupSpec{{Name: "g", Count: tasks, Pod: api.PodSpec{Containers: []api.ContainerSpec{{
+					Image: api.Image{Rootfs: "/img"}, Command: []string{"/bin/work"},
+					Resources: api.Resources{CPU: 1, Memory: 1, Ports: []api.Port{{Name: "http"}}}}}}}}}
+				spec.SetDefaults()
+				must(SubmitJobs(now, []api.JobSpec{spec}))
+				plan := &Plan{Term: 1, Now: now, Assignments: []placement.Assignment{{Group: placement.GroupKey{Job: jobID(1), Group: "g"}, Node: "n1", Count: tasks}}}
+				b.StartTimer()
+				must(CommitPlan(plan), nil)
+			}
+		})
+	}
+}

@@ -167,6 +167,16 @@ func checkPorts(f *FSM) error {
 		if got := n.portsInUse(); !slices.Equal(got, counted) || (n.ports != nil && n.ports.inRange != inRange) {
 			return fmt.Errorf("node %s counts %v in use, its tasks hold %v (%d in range)", n.spec.Name, got, counted, inRange)
 		}
+		if n.ports != nil {
+			for _, proto := range []string{api.ProtocolTCP, api.ProtocolUDP} {
+				k := placement.MakePortKey(0, proto)
+				for p := int32(n.spec.Ports.Lo); p < n.ports.low[lowIndex(k)] && p <= int32(n.spec.Ports.Hi); p++ {
+					if !held[placement.MakePortKey(p, proto)] {
+						return fmt.Errorf("node %s: port %d/%s is free, below where the search for a free one starts", n.spec.Name, p, proto)
+					}
+				}
+			}
+		}
 		for _, c := range []api.Capacity{n.free(api.QoSOnline), n.free(api.QoSOffline)} {
 			if c.CPU < 0 || c.Memory < 0 || c.Ports < 0 {
 				return fmt.Errorf("node %s over capacity: free %+v", n.spec.Name, c)
