@@ -184,11 +184,10 @@ type Server struct {
 
 	// cancel ends the base context of long-polls and streams.
 	cancel context.CancelFunc
-	// stopWatch, closed by Close, ends watchReplica; watchDone is closed
-	// when it has returned.
-	stopWatch, watchDone chan struct{}
-	serveDone            chan struct{} // closed when the HTTP server's Serve returned
-	serveErr             error         // Serve's error, read after serveDone
+	// watchDone is closed when watchReplica has returned.
+	watchDone chan struct{}
+	serveDone chan struct{} // closed when the HTTP server's Serve returned
+	serveErr  error         // Serve's error, read after serveDone
 
 	closeOnce sync.Once
 	closeErr  error
@@ -289,24 +288,25 @@ func Open(cfg Config) (_ *Server, err error) {
 			s.log.Error("server: HTTP serving ended", "replica", cfg.ID, "err", s.serveErr)
 		}
 	}()
-	s.stopWatch, s.watchDone = make(chan struct{}), make(chan struct{})
-	go s.watchReplica()
+	s.watchDone = make(chan struct{})
+	go s.watchReplica(base)
 	s.log.Info("server: serving", "replica", cfg.ID, "addr", s.addr)
 	return s, nil
 }
 
-// watchReplica waits until the raft replica fails or Close is called.
+// watchReplica waits until the raft replica fails or base, the base
+// context of long-polls and streams, ends (Close ends it).
 // When the replica fails it ends every long-poll and stream at once: a
 // watch stream would otherwise stay open on a replica that has nothing
 // new to send, its keep-alives hiding that from its client.
-func (s *Server) watchReplica() {
+func (s *Server) watchReplica(base context.Context) {
 	defer close(s.watchDone)
 	select {
 	case <-s.raft.Failed():
 		s.log.Error("server: the replica stopped on an error; it serves nothing until it is restarted",
 			"replica", s.cfg.ID, "err", s.raft.Err())
 		s.cancel()
-	case <-s.stopWatch:
+	case <-base.Done():
 	}
 }
 
@@ -435,9 +435,8 @@ func (s *Server) Err() error { return s.raft.Err() }
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		var errs []error
-		close(s.stopWatch)
-		<-s.watchDone
 		s.cancel()
+		<-s.watchDone
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 		if err := s.http.ShutdownWithContext(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("server: HTTP shutdown: %w", err))
