@@ -105,6 +105,15 @@ func putZstd(d *zstd.Decoder) {
 // bodies and of replies encoded by hand (writeEncoded).
 var bodyBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
+// putBuffer gives bp, emptied, back to bodyBuffers, unless it holds more
+// than maxPooledBuffer bytes: that one is left to the collector.
+func putBuffer(bp *[]byte) {
+	if cap(*bp) <= maxPooledBuffer {
+		*bp = (*bp)[:0]
+		bodyBuffers.Put(bp)
+	}
+}
+
 // bodyMemory counts the bytes of request bodies a Handler's requests
 // hold, against a limit. It never blocks.
 type bodyMemory struct {
@@ -198,9 +207,9 @@ func (b *heldBody) full() *httpError {
 func (b *heldBody) grow(buf []byte, n int) []byte {
 	grown := make([]byte, len(buf), n)
 	copy(grown, buf)
-	if c := cap(buf); c > 0 && c <= maxPooledBuffer {
-		old := buf[:0]
-		bodyBuffers.Put(&old)
+	if cap(buf) > 0 {
+		old := buf
+		putBuffer(&old)
 	}
 	*b.buf = grown
 	return grown
@@ -209,9 +218,8 @@ func (b *heldBody) grow(buf []byte, n int) []byte {
 // release gives back what b holds and b itself.
 func (b *heldBody) release() {
 	b.mem.give(b.n + b.dec)
-	if b.buf != nil && cap(*b.buf) <= maxPooledBuffer {
-		*b.buf = (*b.buf)[:0]
-		bodyBuffers.Put(b.buf)
+	if b.buf != nil {
+		putBuffer(b.buf)
 	}
 	*b = heldBody{}
 	heldBodies.Put(b)
@@ -457,10 +465,8 @@ func (b *heldBody) join(chunks [][]byte, last []byte, total int) []byte {
 		body = append(body, c...)
 	}
 	body = append(body, last...)
-	if first := chunks[0]; cap(first) <= maxPooledBuffer {
-		*b.buf = first[:0]
-		bodyBuffers.Put(b.buf)
-	}
+	*b.buf = chunks[0]
+	putBuffer(b.buf)
 	b.buf = &body
 	return body
 }

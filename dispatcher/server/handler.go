@@ -549,11 +549,7 @@ func writeJSONBody(ctx *fasthttp.RequestCtx, status int, b []byte) {
 // memory each time were a tenth of what a busy dispatcher allocated.
 func writeEncoded(ctx *fasthttp.RequestCtx, status int, enc func([]byte) ([]byte, error)) {
 	bp := bodyBuffers.Get().(*[]byte)
-	defer func() {
-		if cap(*bp) <= maxPooledBuffer {
-			bodyBuffers.Put(bp)
-		}
-	}()
+	defer putBuffer(bp)
 	b, err := enc((*bp)[:0])
 	if err != nil {
 		writeJSONBody(ctx, fasthttp.StatusInternalServerError, []byte(errEncoding))
