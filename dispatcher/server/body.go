@@ -297,10 +297,7 @@ func (h *Handler) readBody(ctx *fasthttp.RequestCtx) ([]byte, *httpError) {
 		return nil, errorf(fasthttp.StatusUnsupportedMediaType, api.CodeUnsupportedMedia,
 			"Content-Encoding %q is not supported: want identity, gzip or zstd", clip(enc, 100))
 	}
-	declared := ctx.Request.Header.ContentLength() // -1: chunked
-	if declared > limit {
-		return nil, tooLarge(declared, limit)
-	}
+	declared := ctx.Request.Header.ContentLength() // -1: chunked; at most limit (route's checkDeclaredLength)
 	if _, ok := ctx.UserValue(heldBodyKey{}).(*heldBody); ok {
 		return nil, errorf(fasthttp.StatusInternalServerError, api.CodeInternal, "internal error: the body was read twice")
 	}
