@@ -491,32 +491,33 @@ func (h *Handler) authenticate(ctx *fasthttp.RequestCtx) (Principal, *httpError)
 	}
 	p, found := h.cfg.Tokens.Lookup(tok)
 	if !found {
-		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="sluice", error="invalid_token"`)
-		return Principal{}, errorf(fasthttp.StatusUnauthorized, api.CodeUnauthorized, "unknown token")
+		return Principal{}, invalidToken(ctx, "unknown token")
 	}
 	return p, nil
+}
+
+// invalidToken is the 401 for a bearer token that does not check.
+func invalidToken(ctx *fasthttp.RequestCtx, format string, args ...any) *httpError {
+	ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="sluice", error="invalid_token"`)
+	return errorf(fasthttp.StatusUnauthorized, api.CodeUnauthorized, format, args...)
 }
 
 // authenticateJob checks a job token: its MAC under the key it names, for
 // the submit time of the job it names, which must be an appmaster that
 // has not ended (401 otherwise, as for an unknown token).
 func (h *Handler) authenticateJob(ctx *fasthttp.RequestCtx, tok string) (Principal, *httpError) {
-	invalidToken := func(why string, args ...any) (Principal, *httpError) {
-		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="sluice", error="invalid_token"`)
-		return Principal{}, errorf(fasthttp.StatusUnauthorized, api.CodeUnauthorized, why, args...)
-	}
 	keyID, job, mac, ok := parseJobToken(tok)
 	if !ok {
-		return invalidToken("unknown token")
+		return Principal{}, invalidToken(ctx, "unknown token")
 	}
 	facts, found := h.cfg.FSM.JobFacts(job)
 	if !found || !facts.Appmaster || !h.cfg.JobKeys.check(keyID, job, mac, facts.Submitted) {
 		// The same answer whatever failed: it says nothing of which jobs
 		// exist.
-		return invalidToken("unknown token")
+		return Principal{}, invalidToken(ctx, "unknown token")
 	}
 	if facts.Ended {
-		return invalidToken("the job token of %s expired: the job has ended", job)
+		return Principal{}, invalidToken(ctx, "the job token of %s expired: the job has ended", job)
 	}
 	return Principal{Role: RoleJob, Job: job}, nil
 }
