@@ -182,21 +182,15 @@ func (h *Handler) target(ctx *fasthttp.RequestCtx, _ Principal, args []string) *
 	if e := checkQuery(ctx, "generation", "wait", "diff", "identity"); e != nil {
 		return e
 	}
-	diff := false
-	if v := ctx.QueryArgs().Peek("diff"); v != nil {
-		if string(v) != "1" {
-			return badParam("diff", "want 1, got %q", clip(string(v), 40))
-		}
-		diff = true
+	diff, e := flagParam(ctx, "diff")
+	if e != nil {
+		return e
 	}
 	// A node that does not ask for the pods' identity (a nodelet of the
 	// release before, which refuses members it does not know) gets none.
-	identity := false
-	if v := ctx.QueryArgs().Peek("identity"); v != nil {
-		if string(v) != "1" {
-			return badParam("identity", "want 1, got %q", clip(string(v), 40))
-		}
-		identity = true
+	identity, e := flagParam(ctx, "identity")
+	if e != nil {
+		return e
 	}
 	var gen uint64
 	if v := ctx.QueryArgs().Peek("generation"); v != nil {
@@ -245,6 +239,19 @@ func (h *Handler) target(ctx *fasthttp.RequestCtx, _ Principal, args []string) *
 	}
 	writeEncoded(ctx, fasthttp.StatusOK, func(b []byte) ([]byte, error) { return appendTarget(b, &answer), nil })
 	return nil
+}
+
+// flagParam reads the query parameter name, a flag that is either absent
+// (false) or 1 (true).
+func flagParam(ctx *fasthttp.RequestCtx, name string) (bool, *httpError) {
+	v := ctx.QueryArgs().Peek(name)
+	if v == nil {
+		return false, nil
+	}
+	if string(v) != "1" {
+		return false, badParam(name, "want 1, got %q", clip(string(v), 40))
+	}
+	return true, nil
 }
 
 // reports serves POST /v1/nodes/{name}/reports.
