@@ -188,31 +188,30 @@ func TestConformanceShim(t *testing.T) {
 	runtimetest.Run(t, func(t *testing.T) runtimetest.Harness { return factoryWith(t, shimBin) })
 }
 
+// startRuntime starts a Runtime with the given shim binary ("": none) in
+// a fresh state directory, for a test that needs root, and returns it, its
+// directory and a context of 60s; the test's cleanup cancels the context
+// and closes the Runtime.
+func startRuntime(t *testing.T, shim string) (*container.Runtime, string, context.Context) {
+	t.Helper()
+	needRoot(t)
+	dir := t.TempDir()
+	rt := newRuntimeWith(t, dir, shim)
+	t.Cleanup(func() { rt.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return rt, dir, ctx
+}
+
 // runPod starts spec, waits for it and returns its exit and the logs of
 // each container; it removes the pod and checks nothing is left.
 func runPod(t *testing.T, spec runtime.PodSpec) (runtime.Exit, []string) {
 	t.Helper()
-	needRoot(t)
-	dir := t.TempDir()
-	rt := newRuntime(t, dir)
-	defer rt.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := rt.Start(ctx, spec); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	e, err := rt.Wait(ctx, spec.ID)
-	if err != nil {
-		t.Fatalf("Wait: %v", err)
-	}
+	rt, dir, ctx := startRuntime(t, "")
+	e := startWait(ctx, t, rt, spec)
 	var logs []string
 	for _, c := range spec.Containers {
-		rc, err := rt.Logs(ctx, spec.ID, c.Name, runtime.LogOptions{})
-		if err != nil {
-			t.Fatalf("Logs: %v", err)
-		}
-		b, _ := readAll(rc)
-		logs = append(logs, string(b))
+		logs = append(logs, logsOf(ctx, t, rt, spec.ID, c.Name))
 	}
 	if err := rt.Remove(ctx, spec.ID); err != nil {
 		t.Fatalf("Remove: %v", err)
@@ -221,6 +220,30 @@ func runPod(t *testing.T, spec runtime.PodSpec) (runtime.Exit, []string) {
 		t.Errorf("left behind: %v", l)
 	}
 	return e, logs
+}
+
+// startWait starts spec in rt and waits for its end.
+func startWait(ctx context.Context, t *testing.T, rt *container.Runtime, spec runtime.PodSpec) runtime.Exit {
+	t.Helper()
+	if err := rt.Start(ctx, spec); err != nil {
+		t.Fatalf("Start %s: %v", spec.ID, err)
+	}
+	e, err := rt.Wait(ctx, spec.ID)
+	if err != nil {
+		t.Fatalf("Wait %s: %v", spec.ID, err)
+	}
+	return e
+}
+
+// logsOf returns the whole log of container name of pod id.
+func logsOf(ctx context.Context, t *testing.T, rt *container.Runtime, id, name string) string {
+	t.Helper()
+	rc, err := rt.Logs(ctx, id, name, runtime.LogOptions{})
+	if err != nil {
+		t.Fatalf("Logs %s/%s: %v", id, name, err)
+	}
+	b, _ := readAll(rc)
+	return string(b)
 }
 
 func readAll(rc interface {
@@ -259,12 +282,7 @@ func TestMemoryLimitOOMKills(t *testing.T) {
 }
 
 func TestCPUQuotaThrottles(t *testing.T) {
-	needRoot(t)
-	dir := t.TempDir()
-	rt := newRuntime(t, dir)
-	defer rt.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	rt, _, ctx := startRuntime(t, "")
 	spec := pod("cpu", []string{"/payload", "spin", "1", "sleep", "30s"})
 	spec.Containers[0].Resources.MilliCPU = 200
 	if err := rt.Start(ctx, spec); err != nil {
@@ -498,12 +516,7 @@ func TestAdoptAcrossProcesses(t *testing.T) {
 // network namespace and sit in its cgroup; stopping the placeholder ends
 // it, and nothing is left.
 func TestCapboxPlaceholder(t *testing.T) {
-	needRoot(t)
-	dir := t.TempDir()
-	rt := newRuntime(t, dir)
-	defer rt.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	rt, dir, ctx := startRuntime(t, "")
 	box := runtime.PodSpec{ID: "cb", Placeholder: true, Containers: []runtime.ContainerSpec{
 		{Name: "capbox", Resources: runtime.Resources{MilliCPU: 500, MemoryBytes: 256 << 20}}}}
 	if err := rt.Start(ctx, box); err != nil {

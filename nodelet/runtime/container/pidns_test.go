@@ -65,12 +65,7 @@ func TestSharePID(t *testing.T) {
 }
 
 func testSharePID(t *testing.T, shim string) {
-	needRoot(t)
-	dir := t.TempDir()
-	rt := newRuntimeWith(t, dir, shim)
-	defer rt.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	rt, dir, ctx := startRuntime(t, shim)
 	// c0 leaves a process behind and ends once c1 saw it; c1 waits for
 	// that process to be killed and reaped, lists the namespace and stays.
 	spec := pod("pidns",
@@ -138,12 +133,7 @@ func testSharePID(t *testing.T, shim string) {
 // TestSharePIDStopKillsAll stops a shared-PID pod whose containers left
 // processes of their own: none survives the pod.
 func TestSharePIDStopKillsAll(t *testing.T) {
-	needRoot(t)
-	dir := t.TempDir()
-	rt := newRuntime(t, dir)
-	defer rt.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	rt, dir, ctx := startRuntime(t, "")
 	spec := pod("pidstop",
 		[]string{"/payload", "fork", "left-by-c0", "ignoreterm", "print", "c0-up", "sleep", "60s"},
 		[]string{"/payload", "fork", "left-by-c1", "print", "c1-up", "sleep", "60s"},

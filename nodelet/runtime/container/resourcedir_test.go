@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/sluice/nodelet/overcommit"
 	"github.com/sluicehq/sluice/nodelet/runtime"
@@ -18,12 +17,7 @@ import (
 // a rewrite by the overcommit loop's writer after the start is seen
 // inside.
 func TestResourceDir(t *testing.T) {
-	needRoot(t)
-	dir := t.TempDir()
-	rt := newRuntime(t, dir)
-	defer rt.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	rt, dir, ctx := startRuntime(t, "")
 	resDir := t.TempDir()
 	if err := os.Chmod(resDir, 0o755); err != nil {
 		t.Fatal(err)

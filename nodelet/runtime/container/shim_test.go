@@ -1,7 +1,6 @@
 package container_test
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -60,12 +59,7 @@ func initParent(t *testing.T, dir, id, name string) (int, string) {
 // the shim is killed they are left to the runtime's process, which still
 // learns their exit codes; the next start runs a new shim.
 func TestShimDiesExitsStillKnown(t *testing.T) {
-	needRoot(t)
-	dir := t.TempDir()
-	rt := newRuntimeWith(t, dir, shimBin)
-	defer rt.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	rt, dir, ctx := startRuntime(t, shimBin)
 	if err := rt.Start(ctx, pod("orphan", []string{"/payload", "sleep", "1s", "exit", "7"})); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -111,12 +105,7 @@ func TestShimDiesExitsStillKnown(t *testing.T) {
 // terminal's, sent to the nodelet's process group) leaves it serving, and
 // the containers it starts still have SIGINT's default action.
 func TestShimOutlivesInterrupt(t *testing.T) {
-	needRoot(t)
-	dir := t.TempDir()
-	rt := newRuntimeWith(t, dir, shimBin)
-	defer rt.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	rt, dir, ctx := startRuntime(t, shimBin)
 	if err := rt.Start(ctx, pod("first", []string{"/payload", "sleep", "30s"})); err != nil {
 		t.Fatalf("Start: %v", err)
 	}

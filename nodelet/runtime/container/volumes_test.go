@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/nodelet/runtime"
-	"github.com/sluicehq/sluice/nodelet/runtime/container"
 )
 
 // uniq is a pod ID no other test process on the host uses at once.
@@ -69,39 +68,11 @@ func mount(vol, path string, ro bool) runtime.Mount {
 	return runtime.Mount{Volume: vol, Path: path, ReadOnly: ro}
 }
 
-// startWait starts spec in rt and waits for its end.
-func startWait(ctx context.Context, t *testing.T, rt *container.Runtime, spec runtime.PodSpec) runtime.Exit {
-	t.Helper()
-	if err := rt.Start(ctx, spec); err != nil {
-		t.Fatalf("Start %s: %v", spec.ID, err)
-	}
-	e, err := rt.Wait(ctx, spec.ID)
-	if err != nil {
-		t.Fatalf("Wait %s: %v", spec.ID, err)
-	}
-	return e
-}
-
-func logsOf(ctx context.Context, t *testing.T, rt *container.Runtime, id, name string) string {
-	t.Helper()
-	rc, err := rt.Logs(ctx, id, name, runtime.LogOptions{})
-	if err != nil {
-		t.Fatalf("Logs: %v", err)
-	}
-	b, _ := readAll(rc)
-	return string(b)
-}
-
 // TestScratchShared: the containers of a pod share its scratch volume,
 // each at its own path; a read-only mount of it refuses writes; Remove
 // leaves no mount, loop device or image.
 func TestScratchShared(t *testing.T) {
-	needRoot(t)
-	dir := t.TempDir()
-	rt := newRuntime(t, dir)
-	defer rt.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	rt, dir, ctx := startRuntime(t, "")
 	spec := pod(uniq("scratch-shared"),
 		[]string{"/payload", "write", "/work/msg", "from c0", "waitfile", "/work/done", "yes", "exit", "0"},
 		[]string{"/payload", "waitfile", "/shared/msg", "from c0", "write", "/shared/done", "yes", "exit", "0"},
@@ -137,12 +108,7 @@ func TestScratchShared(t *testing.T) {
 // its exit names the full volume; a neighbour writing at the same time
 // within its own size succeeds.
 func TestScratchFull(t *testing.T) {
-	needRoot(t)
-	dir := t.TempDir()
-	rt := newRuntime(t, dir)
-	defer rt.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	rt, dir, ctx := startRuntime(t, "")
 	greedy := pod(uniq("scratch-greedy"), []string{"/payload", "fill", "/work/big", fmt.Sprint(8 << 20), "exit", "0"})
 	modest := pod(uniq("scratch-modest"), []string{"/payload", "sleep", "100ms", "fill", "/work/small", fmt.Sprint(2 << 20), "exit", "0"})
 	for _, s := range []*runtime.PodSpec{&greedy, &modest} {
@@ -229,12 +195,7 @@ func TestScratchSurvivesRestart(t *testing.T) {
 // TestScratchNoLeaks starts and removes pods with scratch volumes, some
 // failing to start, and counts what is left.
 func TestScratchNoLeaks(t *testing.T) {
-	needRoot(t)
-	dir := t.TempDir()
-	rt := newRuntime(t, dir)
-	defer rt.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	rt, dir, ctx := startRuntime(t, "")
 	for i := range 8 {
 		spec := pod(uniq(fmt.Sprintf("scratch-leak%d", i)), []string{"/payload", "exit", "0"})
 		spec.Volumes = []runtime.Volume{scratch("a", 1<<20), scratch("b", 3<<20)}
