@@ -115,12 +115,7 @@ func (e *netEnv) wait(t *testing.T, ctx context.Context, id string) (runtime.Exi
 	if err != nil {
 		t.Fatalf("Wait %s: %v", id, err)
 	}
-	rc, err := e.rt.Logs(ctx, id, "c0", runtime.LogOptions{})
-	if err != nil {
-		t.Fatalf("Logs %s: %v", id, err)
-	}
-	b, _ := readAll(rc)
-	return ex, string(b)
+	return ex, logsOf(ctx, t, e.rt, id, "c0")
 }
 
 // leaks lists what the pod network holds for pods: veths on the bridge,

@@ -39,13 +39,9 @@ func waitLog(t *testing.T, ctx context.Context, rt *container.Runtime, id, c, te
 	t.Helper()
 	end := time.Now().Add(20 * time.Second)
 	for {
-		rc, err := rt.Logs(ctx, id, c, runtime.LogOptions{})
-		if err != nil {
-			t.Fatalf("Logs: %v", err)
-		}
-		b, _ := readAll(rc)
-		if strings.Contains(string(b), text) {
-			return string(b)
+		b := logsOf(ctx, t, rt, id, c)
+		if strings.Contains(b, text) {
+			return b
 		}
 		if time.Now().After(end) {
 			t.Fatalf("log of %s never held %q: %q", c, text, b)

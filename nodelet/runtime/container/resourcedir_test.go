@@ -54,15 +54,7 @@ func TestResourceDir(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Wait: %v", err)
 	}
-	logs := make([]string, 2)
-	for i, c := range []string{"c0", "c1"} {
-		rc, err := rt.Logs(ctx, "res", c, runtime.LogOptions{})
-		if err != nil {
-			t.Fatalf("Logs: %v", err)
-		}
-		b, _ := readAll(rc)
-		logs[i] = string(b)
-	}
+	logs := []string{logsOf(ctx, t, rt, "res", "c0"), logsOf(ctx, t, rt, "res", "c1")}
 	// Both read the file and then failed (99) to write: read-only.
 	if e.Containers[0].Code != 99 || !strings.Contains(logs[0], `"limit":{"cpu_millis":900,`) || !strings.Contains(logs[0], "read-only file system") {
 		t.Errorf("c0: exit %+v, log %q; want the rewritten file read, then a refused write", e.Containers[0], logs[0])
