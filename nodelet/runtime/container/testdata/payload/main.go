@@ -112,52 +112,18 @@ func main() {
 			for range runtime.NumCPU() {
 				<-done
 			}
-		case "listen":
-			ln, err := net.Listen("tcp", "127.0.0.1:"+arg())
-			check(err)
-			c, err := ln.Accept()
-			check(err)
-			line, err := bufio.NewReader(c).ReadString('\n')
-			check(err)
-			fmt.Print("got: " + line)
-			c.Close()
-			ln.Close()
-		case "dial":
-			addr, text := "127.0.0.1:"+arg(), arg()
-			var c net.Conn
-			var err error
-			for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-				if c, err = net.Dial("tcp", addr); err == nil {
-					break
-				}
+		case "listen", "listenon":
+			addr := arg()
+			if cmd == "listen" {
+				addr = "127.0.0.1:" + addr
 			}
-			check(err)
-			_, err = fmt.Fprintln(c, text)
-			check(err)
-			c.Close()
-		case "listenon":
-			ln, err := net.Listen("tcp", arg())
-			check(err)
-			c, err := ln.Accept()
-			check(err)
-			line, err := bufio.NewReader(c).ReadString('\n')
-			check(err)
-			fmt.Print("got: " + line)
-			c.Close()
-			ln.Close()
-		case "dialto":
+			acceptLine(addr)
+		case "dial", "dialto":
 			addr, text := arg(), arg()
-			var c net.Conn
-			var err error
-			for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-				if c, err = net.Dial("tcp", addr); err == nil {
-					break
-				}
+			if cmd == "dial" {
+				addr = "127.0.0.1:" + addr
 			}
-			check(err)
-			_, err = fmt.Fprintln(c, text)
-			check(err)
-			c.Close()
+			sendLine(addr, text)
 		case "get":
 			url := arg()
 			var resp *http.Response
@@ -288,6 +254,35 @@ func main() {
 			fail("unknown step " + strconv.Quote(cmd))
 		}
 	}
+}
+
+// acceptLine accepts one TCP connection on addr and prints the line it
+// sends.
+func acceptLine(addr string) {
+	ln, err := net.Listen("tcp", addr)
+	check(err)
+	c, err := ln.Accept()
+	check(err)
+	line, err := bufio.NewReader(c).ReadString('\n')
+	check(err)
+	fmt.Print("got: " + line)
+	c.Close()
+	ln.Close()
+}
+
+// sendLine connects to addr, retrying for 10s, and sends text as a line.
+func sendLine(addr, text string) {
+	var c net.Conn
+	var err error
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if c, err = net.Dial("tcp", addr); err == nil {
+			break
+		}
+	}
+	check(err)
+	_, err = fmt.Fprintln(c, text)
+	check(err)
+	c.Close()
 }
 
 type proc struct {
