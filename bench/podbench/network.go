@@ -15,16 +15,17 @@ import (
 	"github.com/sluicehq/sluice/nodelet/runtime/container/cni"
 )
 
-// benchNetwork is the pod network of a bridge run of pods pods at once: a
-// bridge named after this process and the first subnet of 10.215.0.0/16
-// large enough and free on the host, with its configuration and state
-// in work.
-func benchNetwork(work string, pods int) (*cni.Config, error) {
+// benchNetwork makes the pod network of a bridge run of pods pods at once:
+// a bridge named after this process and the first subnet of 10.215.0.0/16
+// large enough and free on the host, with its configuration and state in
+// work. It returns the network's configuration, for the Sluice runtime,
+// and the network, which runc's pods are attached to.
+func benchNetwork(work string, pods int) (*cni.Config, *cni.Network, error) {
 	// The smallest subnet, of /24 at most, with room for the pods, the
 	// gateway, and the network and broadcast addresses.
 	size := min(24, 32-bits.Len(uint(pods+3)))
 	if size < 16 {
-		return nil, fmt.Errorf("podbench: %d pods need more addresses than a /16", pods)
+		return nil, nil, fmt.Errorf("podbench: %d pods need more addresses than a /16", pods)
 	}
 	step := 1 << (24 - size)
 	for third := 0; third < 256; third += step {
@@ -35,15 +36,16 @@ func benchNetwork(work string, pods int) (*cni.Config, error) {
 			Bridge:   fmt.Sprintf("slbench%d", os.Getpid()%100000000),
 		}
 		// New writes the configuration only for a free subnet.
-		if _, err := cni.New(*cfg); err != nil {
-			if errors.Is(err, cni.ErrOverlap) {
-				continue
-			}
-			return nil, fmt.Errorf("podbench: pod network: %w", err)
+		n, err := cni.New(*cfg)
+		if errors.Is(err, cni.ErrOverlap) {
+			continue
 		}
-		return cfg, nil
+		if err != nil {
+			return nil, nil, fmt.Errorf("podbench: pod network: %w", err)
+		}
+		return cfg, n, nil
 	}
-	return nil, errors.New("podbench: no free subnet of 10.215.0.0/16 for the pod network")
+	return nil, nil, errors.New("podbench: no free subnet of 10.215.0.0/16 for the pod network")
 }
 
 // attachNewNetns makes a network namespace, as `ip netns add` would, and

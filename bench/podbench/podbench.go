@@ -174,10 +174,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	defer unmount()
 	res := Result{Pods: cfg.Pods, Concurrency: cfg.Concurrency}
-	var net *cni.Config
+	var (
+		net     *cni.Config
+		network *cni.Network
+	)
 	if cfg.Network == runtime.NetworkBridge {
 		res.Network = cfg.Network
-		if net, err = benchNetwork(work, cfg.Pods); err != nil {
+		if net, network, err = benchNetwork(work, cfg.Pods); err != nil {
 			return res, err
 		}
 		defer func() { _ = cni.RemoveNetwork(net.Bridge, net.PodCIDR) }()
@@ -209,7 +212,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		runc = p
 	}
 	if runc != "" && !cfg.NoRunc {
-		r, err := runRunc(ctx, cfg, runc, work, run, rootfs, net)
+		r, err := runRunc(ctx, cfg, runc, work, run, rootfs, network)
 		if err != nil {
 			return res, err
 		}
@@ -389,14 +392,9 @@ func runcSpec(cfg Config, raw []byte, rootfs string) ([]byte, error) {
 	return json.MarshalIndent(s, "", "\t")
 }
 
-func runRunc(ctx context.Context, cfg Config, runc, work, run, rootfs string, netCfg *cni.Config) (Stats, error) {
-	var network *cni.Network
-	if netCfg != nil {
-		var err error
-		if network, err = cni.New(*netCfg); err != nil {
-			return Stats{}, fmt.Errorf("podbench: runc: %w", err)
-		}
-	}
+// runRunc measures runc's starts of cfg's pods, each in a network
+// namespace attached to network when it is not nil.
+func runRunc(ctx context.Context, cfg Config, runc, work, run, rootfs string, network *cni.Network) (Stats, error) {
 	tmpl := filepath.Join(work, "runc-template")
 	if err := os.MkdirAll(tmpl, 0o755); err != nil {
 		return Stats{}, fmt.Errorf("podbench: runc: %w", err)
