@@ -201,7 +201,6 @@ func CheckPodCIDR(p netip.Prefix) error {
 // portmap for the pods' ports, and loopback. The bridge plugin's ipMasq is
 // off: New masquerades the whole subnet with one rule instead (see
 // Masquerade), which a pod's start and removal then need not touch.
-
 func DefaultConfList(bridge string, subnet netip.Prefix, ipamDir string) ([]byte, error) {
 	if err := CheckPodCIDR(subnet); err != nil {
 		return nil, err
