@@ -183,7 +183,7 @@ func New(cfg Config) (*Runtime, error) {
 		p, err := r.adopt(e.Name())
 		if err != nil {
 			r.cfg.Logger.Warn("cannot adopt pod; cleaning it away", "pod", e.Name(), "err", err)
-			r.cleanup(e.Name(), "")
+			r.cleanup(e.Name(), nil)
 			continue
 		}
 		r.mu.pods[p.id] = p
@@ -527,7 +527,7 @@ func (r *Runtime) abort(p *pod) {
 		shim.Reap(p.sandbox.pid)
 		p.sandbox.close()
 	}
-	r.cleanup(p.id, p.rec.CgroupParent)
+	r.cleanup(p.id, &p.rec)
 }
 
 // startContainers starts p's sandbox and then its containers, and
@@ -1049,7 +1049,7 @@ func (r *Runtime) Remove(ctx context.Context, id string) error {
 	if p.sandbox != nil {
 		p.sandbox.close()
 	}
-	if err := r.cleanup(id, p.rec.CgroupParent); err != nil {
+	if err := r.cleanup(id, &p.rec); err != nil {
 		return fmt.Errorf("remove pod %q: %w", id, err)
 	}
 	return nil

@@ -165,16 +165,17 @@ func limitPod(p *pod) error {
 }
 
 // cleanup removes what a pod left on the host after its processes ended:
-// its containers' libcontainer state and cgroups, its pod cgroup in every
-// hierarchy, and its state directory with the logs. parent is the pod's
-// cgroup parent, or "" to read it from the pod's record.
-func (r *Runtime) cleanup(id, parent string) error {
+// its containers' libcontainer state and cgroups, its attachment to the
+// pod network, its pod cgroup in every hierarchy, and its state directory
+// with the logs. rec is the pod's record, or nil to read it from the
+// state directory (where a pod that cannot be adopted may lack it).
+func (r *Runtime) cleanup(id string, rec *record) error {
 	dir := r.podDir(id)
 	var errs []error
-	var rec record
-	if parent == "" || r.net != nil {
-		if err := readJSON(filepath.Join(dir, recordFile), &rec); err == nil && parent == "" {
-			parent = rec.CgroupParent
+	if rec == nil {
+		rec = &record{}
+		if err := readJSON(filepath.Join(dir, recordFile), rec); err != nil {
+			*rec = record{} // nothing of the pod is known
 		}
 	}
 	// Containers that still have libcontainer state.
@@ -205,7 +206,7 @@ func (r *Runtime) cleanup(id, parent string) error {
 			errs = append(errs, err)
 		}
 	}
-	if parent != "" {
+	if parent := rec.CgroupParent; parent != "" {
 		m, err := manager.New(&cgroups.Cgroup{Path: cgroupPath(parent, id, ""), Resources: &cgroups.Resources{}})
 		if err == nil {
 			err = m.Destroy()
