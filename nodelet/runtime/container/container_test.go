@@ -235,6 +235,21 @@ func startWait(ctx context.Context, t *testing.T, rt *container.Runtime, spec ru
 	return e
 }
 
+// startPod starts spec in rt and has the test's cleanup stop and remove
+// it, so that after a failure nothing is left running.
+func startPod(t *testing.T, ctx context.Context, rt *container.Runtime, spec runtime.PodSpec) {
+	t.Helper()
+	if err := rt.Start(ctx, spec); err != nil {
+		t.Fatalf("Start %s: %v", spec.ID, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = rt.Stop(ctx, spec.ID, 0)
+		_ = rt.Remove(ctx, spec.ID)
+	})
+}
+
 // logsOf returns the whole log of container name of pod id.
 func logsOf(ctx context.Context, t *testing.T, rt *container.Runtime, id, name string) string {
 	t.Helper()
@@ -285,13 +300,7 @@ func TestCPUQuotaThrottles(t *testing.T) {
 	rt, _, ctx := startRuntime(t, "")
 	spec := pod("cpu", []string{"/payload", "spin", "1", "sleep", "30s"})
 	spec.Containers[0].Resources.MilliCPU = 200
-	if err := rt.Start(ctx, spec); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	defer func() {
-		_ = rt.Stop(ctx, "cpu", 0)
-		_ = rt.Remove(ctx, "cpu")
-	}()
+	startPod(t, ctx, rt, spec)
 	cg := filepath.Join("/sys/fs/cgroup/cpu", cgroupParent, "cpu", "c0")
 	b, err := os.ReadFile(filepath.Join(cg, "cpu.cfs_quota_us"))
 	if err != nil || strings.TrimSpace(string(b)) != "20000" {

@@ -94,20 +94,6 @@ func newNetEnv(t testing.TB, bits int) *netEnv {
 
 func (e *netEnv) gateway() netip.Addr { return e.rt.Network().Gateway() }
 
-// start starts spec and registers its removal.
-func (e *netEnv) start(t *testing.T, ctx context.Context, spec runtime.PodSpec) {
-	t.Helper()
-	if err := e.rt.Start(ctx, spec); err != nil {
-		t.Fatalf("Start %s: %v", spec.ID, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = e.rt.Stop(ctx, spec.ID, 0)
-		_ = e.rt.Remove(ctx, spec.ID)
-	})
-}
-
 // wait waits for pod id and returns its exit and its first container's log.
 func (e *netEnv) wait(t *testing.T, ctx context.Context, id string) (runtime.Exit, string) {
 	t.Helper()
@@ -213,12 +199,12 @@ func TestBridgePodToPod(t *testing.T) {
 	e := newNetEnv(t, 24)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	e.start(t, ctx, netPod("server", runtime.NetworkBridge, []string{"/payload", "listenon", "0.0.0.0:7000", "exit", "0"}))
+	startPod(t, ctx, e.rt, netPod("server", runtime.NetworkBridge, []string{"/payload", "listenon", "0.0.0.0:7000", "exit", "0"}))
 	ip, ok := e.rt.PodIP("server")
 	if !ok || !e.cidr.Contains(ip) || ip == e.gateway() {
 		t.Fatalf("PodIP = %v, %v; want an address of %s other than the gateway", ip, ok, e.cidr)
 	}
-	e.start(t, ctx, netPod("client", runtime.NetworkBridge,
+	startPod(t, ctx, e.rt, netPod("client", runtime.NetworkBridge,
 		[]string{"/payload", "dialto", netip.AddrPortFrom(ip, 7000).String(), "hello from a pod", "exit", "0"}))
 	if ex, log := e.wait(t, ctx, "client"); ex.Code != 0 {
 		t.Fatalf("client exit = %+v, log %q", ex, log)
@@ -246,7 +232,7 @@ func TestBridgePodToHost(t *testing.T) {
 	})}
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
-	e.start(t, ctx, netPod("p", runtime.NetworkBridge, []string{"/payload", "get", "http://" + ln.Addr().String() + "/", "exit", "0"}))
+	startPod(t, ctx, e.rt, netPod("p", runtime.NetworkBridge, []string{"/payload", "get", "http://" + ln.Addr().String() + "/", "exit", "0"}))
 	ex, log := e.wait(t, ctx, "p")
 	ip, _ := e.rt.PodIP("p")
 	if want := "host saw " + ip.String() + "\n"; ex.Code != 0 || log != want {
@@ -261,7 +247,7 @@ func TestBridgeHostToMappedPort(t *testing.T) {
 	port := freePort(t)
 	spec := netPod("srv", runtime.NetworkBridge, []string{"/payload", "listenon", "0.0.0.0:" + strconv.Itoa(int(port)), "exit", "0"})
 	spec.Ports = []runtime.PortMapping{{Name: "http", Port: port}}
-	e.start(t, ctx, spec)
+	startPod(t, ctx, e.rt, spec)
 	if r := e.rules(t, []string{"srv"}); !slices.ContainsFunc(r, func(l string) bool { return strings.Contains(l, chainName(e.bridge, "srv", "DN-")) }) {
 		t.Fatalf("no portmap chain %s among the pod's rules %q", chainName(e.bridge, "srv", "DN-"), r)
 	}
@@ -328,7 +314,7 @@ func TestNetworkModesInterfaces(t *testing.T) {
 		if mode == "" {
 			id = "m-default"
 		}
-		e.start(t, ctx, netPod(id, mode, []string{"/payload", "ifaces", "exit", "0"}))
+		startPod(t, ctx, e.rt, netPod(id, mode, []string{"/payload", "ifaces", "exit", "0"}))
 		ex, log := e.wait(t, ctx, id)
 		if ex.Code != 0 {
 			t.Fatalf("%s: exit %+v, log %q", id, ex, log)
@@ -373,7 +359,7 @@ func TestBridgeAttachFailureLeavesNothing(t *testing.T) {
 	e := newNetEnv(t, 30)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	e.start(t, ctx, netPod("first", runtime.NetworkBridge, []string{"/payload", "sleep", "60s"}))
+	startPod(t, ctx, e.rt, netPod("first", runtime.NetworkBridge, []string{"/payload", "sleep", "60s"}))
 	before := e.leaks(t, []string{"first"})
 	spec := netPod("second", runtime.NetworkBridge, []string{"/payload", "exit", "0"})
 	spec.Ports = []runtime.PortMapping{{Name: "p", Port: freePort(t)}}

@@ -70,13 +70,7 @@ func testSharePID(t *testing.T, shim string) {
 			"waitgone", "orphan-c0 sleep", "ps", "print", "c1-alive", "sleep", "60s"},
 	)
 	spec.SharePID = true
-	if err := rt.Start(ctx, spec); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	defer func() { // after a failure: nothing is left running
-		_ = rt.Stop(ctx, "pidns", 0)
-		_ = rt.Remove(ctx, "pidns")
-	}()
+	startPod(t, ctx, rt, spec)
 	out := waitLog(t, ctx, rt, "pidns", "c1", "c1-alive")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if !strings.HasPrefix(lines[0], "1 ") || !strings.Contains(lines[0], "sluice-pause pidns") {
@@ -135,13 +129,7 @@ func TestSharePIDStopKillsAll(t *testing.T) {
 		[]string{"/payload", "fork", "left-by-c1", "print", "c1-up", "sleep", "60s"},
 	)
 	spec.SharePID = true
-	if err := rt.Start(ctx, spec); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	defer func() { // after a failure: nothing is left running
-		_ = rt.Stop(ctx, "pidstop", 0)
-		_ = rt.Remove(ctx, "pidstop")
-	}()
+	startPod(t, ctx, rt, spec)
 	waitLog(t, ctx, rt, "pidstop", "c0", "c0-up")
 	waitLog(t, ctx, rt, "pidstop", "c1", "c1-up")
 	if err := rt.Stop(ctx, "pidstop", 200*time.Millisecond); err != nil {

@@ -35,13 +35,7 @@ func TestResourceDir(t *testing.T) {
 	)
 	spec.Containers[1].User = &runtime.User{UID: 1000, GID: 1000}
 	spec.ResourceDir = resDir
-	if err := rt.Start(ctx, spec); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	defer func() { // after a failure: nothing is left running
-		_ = rt.Stop(ctx, "res", 0)
-		_ = rt.Remove(ctx, "res")
-	}()
+	startPod(t, ctx, rt, spec)
 	first := waitLog(t, ctx, rt, "res", "c0", "read-1")
 	if !strings.Contains(first, `"limit":{"cpu_millis":250,`) {
 		t.Errorf("c0 read %q at its start, want the initial file", first)
