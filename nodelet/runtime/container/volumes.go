@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -328,33 +329,36 @@ func enospcLines(p *pod) []string {
 }
 
 // mentionsMount reports whether a line names a path at or below where a
-// container mounts volume: the mount's path, not inside a longer path.
+// container mounts volume.
 func mentionsMount(lines []string, cs []runtime.ContainerSpec, volume string) bool {
-	const around = " '\"`:,()[]"
 	for _, c := range cs {
 		for _, m := range c.Mounts {
-			if m.Volume != volume {
-				continue
-			}
-			for _, l := range lines {
-				for from := 0; ; {
-					i := strings.Index(l[from:], m.Path)
-					if i < 0 {
-						break
-					}
-					i += from
-					end := i + len(m.Path)
-					before := i == 0 || strings.IndexByte(around, l[i-1]) >= 0
-					after := end == len(l) || l[end] == '/' || strings.IndexByte(around, l[end]) >= 0
-					if before && after {
-						return true
-					}
-					from = i + 1
-				}
+			if m.Volume == volume && slices.ContainsFunc(lines, func(l string) bool { return namesPath(l, m.Path) }) {
+				return true
 			}
 		}
 	}
 	return false
+}
+
+// namesPath reports whether line names path or a path below it: path
+// itself, not inside a longer path.
+func namesPath(line, path string) bool {
+	const around = " '\"`:,()[]"
+	for from := 0; ; {
+		i := strings.Index(line[from:], path)
+		if i < 0 {
+			return false
+		}
+		i += from
+		end := i + len(path)
+		before := i == 0 || strings.IndexByte(around, line[i-1]) >= 0
+		after := end == len(line) || line[end] == '/' || strings.IndexByte(around, line[end]) >= 0
+		if before && after {
+			return true
+		}
+		from = i + 1
+	}
 }
 
 // findMkfs returns the mkfs.ext4 on PATH or in /usr/sbin or /sbin, or ""
