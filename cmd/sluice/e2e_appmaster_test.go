@@ -53,46 +53,33 @@ func TestContainerAppmasterClusterMode(t *testing.T) {
 	state := t.TempDir()
 	sub, bridge := testPodNetwork(t)
 	gateway := sub.Addr().Next()
-	stop, err := startNodelet(ctx, nodeletConfig{
-		dispatchers: []string{srv.Addr()}, name: "node-am", runtime: "container", podCIDR: sub.String(), podBridge: bridge,
+	startE2ENodelet(ctx, t, srv, logger, nodeletConfig{
+		name: "node-am", runtime: "container", podCIDR: sub.String(), podBridge: bridge,
 		stateDir: state, imageRoots: []string{filepath.Dir(image)},
 		cpu: 2000, memory: 1 << 30, removePods: true, retainExited: time.Minute,
-	}, logger.With("node", "node-am"))
-	if err != nil {
-		t.Fatalf("start the nodelet: %v", err)
-	}
+	}, func() {
+		if err := cni.RemoveNetwork(bridge, sub); err != nil {
+			t.Errorf("remove the pod network: %v", err)
+		}
+		checkNoPods(t, "node-am", state)
+	})
 	fw, err := forwardAPI(gateway, srv.Addr(), logger)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Runs before the nodelet's cleanup: cleanups run last first.
+	t.Cleanup(func() {
+		if err := fw.close(); err != nil {
+			t.Errorf("stop the forwarder: %v", err)
+		}
+	})
 	u, err := url.Parse(srv.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
 	u.Host = net.JoinHostPort(gateway.String(), u.Port())
 	podAddr := u.String() // the pods' SLUICE_ADDR: loopback is the pod itself
-	t.Cleanup(func() {
-		if err := fw.close(); err != nil {
-			t.Errorf("stop the forwarder: %v", err)
-		}
-		if err := stop(); err != nil {
-			t.Errorf("stop the nodelet: %v", err)
-		}
-		if err := cni.RemoveNetwork(bridge, sub); err != nil {
-			t.Errorf("remove the pod network: %v", err)
-		}
-		if ents, err := os.ReadDir(filepath.Join(state, "pods")); err != nil || len(ents) != 0 {
-			t.Errorf("the nodelet left pods behind: %v, %v", entryNames(ents), err)
-		}
-	})
-	client, err := api.NewClient(api.ClientConfig{Addrs: []string{srv.Addr()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
-	if err := waitNodes(ctx, client, 1); err != nil {
-		t.Fatal(err)
-	}
+	client := e2eClient(ctx, t, srv, 1)
 	w := startJobWatch(ctx, t, client)
 
 	appmasterJob := func(name string, args ...string) api.JobSpec {

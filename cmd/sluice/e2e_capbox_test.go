@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -53,30 +52,12 @@ func TestContainerCapboxes(t *testing.T) {
 	image := demoImage(t)
 	ctx, srv, logger := startE2EDispatcher(t)
 	state := t.TempDir()
-	stop, err := startNodelet(ctx, nodeletConfig{
-		dispatchers: []string{srv.Addr()}, name: "node-cb", runtime: "container", noPodNetwork: true, stateDir: state, imageRoots: []string{filepath.Dir(image)},
+	// removePods: the capbox and its tasks leave nothing behind.
+	startE2ENodelet(ctx, t, srv, logger, nodeletConfig{
+		name: "node-cb", runtime: "container", noPodNetwork: true, stateDir: state, imageRoots: []string{filepath.Dir(image)},
 		cpu: 2000, memory: 1 << 30, removePods: true, retainExited: time.Minute,
-	}, logger.With("node", "node-cb"))
-	if err != nil {
-		t.Fatalf("start the nodelet: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := stop(); err != nil {
-			t.Errorf("stop the nodelet: %v", err)
-		}
-		// removePods: the capbox and its tasks leave nothing behind.
-		if ents, err := os.ReadDir(filepath.Join(state, "pods")); err != nil || len(ents) != 0 {
-			t.Errorf("the nodelet left pods behind: %v, %v", entryNames(ents), err)
-		}
-	})
-	client, err := api.NewClient(api.ClientConfig{Addrs: []string{srv.Addr()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
-	if err := waitNodes(ctx, client, 1); err != nil {
-		t.Fatal(err)
-	}
+	}, func() { checkNoPods(t, "node-cb", state) })
+	client := e2eClient(ctx, t, srv, 1)
 
 	am, err := appmaster.Register(ctx, appmaster.Config{Client: client}, api.JobSpec{Name: "am"})
 	if err != nil {

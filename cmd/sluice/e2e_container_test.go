@@ -44,34 +44,14 @@ func TestContainerEndToEnd(t *testing.T) {
 	const mainPool, cancelPool = "main", "cancel"
 	mainState, cancelState := t.TempDir(), t.TempDir()
 	startNode := func(name, pool, stateDir string, retain time.Duration) {
-		stop, err := startNodelet(ctx, nodeletConfig{
-			dispatchers: []string{srv.Addr()}, name: name, runtime: "container", pool: pool, noPodNetwork: true,
+		startE2ENodelet(ctx, t, srv, logger, nodeletConfig{
+			name: name, runtime: "container", pool: pool, noPodNetwork: true,
 			stateDir: stateDir, imageRoots: []string{filepath.Dir(image)}, cpu: 2000, memory: 1 << 30, removePods: true, retainExited: retain,
-		}, logger.With("node", name))
-		if err != nil {
-			t.Fatalf("start nodelet %s: %v", name, err)
-		}
-		t.Cleanup(func() {
-			if err := stop(); err != nil {
-				t.Errorf("stop nodelet %s: %v", name, err)
-			}
-			// removePods: nothing of the node's pods is left.
-			if ents, err := os.ReadDir(filepath.Join(stateDir, "pods")); err != nil || len(ents) != 0 {
-				t.Errorf("nodelet %s left pods behind: %v, %v", name, entryNames(ents), err)
-			}
-		})
+		}, func() { checkNoPods(t, name, stateDir) })
 	}
 	startNode("node-main", mainPool, mainState, time.Minute)
 	startNode("node-cancel", cancelPool, cancelState, 0)
-
-	client, err := api.NewClient(api.ClientConfig{Addrs: []string{srv.Addr()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
-	if err := waitNodes(ctx, client, 2); err != nil {
-		t.Fatal(err)
-	}
+	client := e2eClient(ctx, t, srv, 2)
 
 	w := startJobWatch(ctx, t, client)
 
@@ -322,6 +302,50 @@ func startE2EDispatcherWith(t *testing.T, set func(*server.Config)) (context.Con
 		}
 	})
 	return ctx, srv, logger
+}
+
+// startE2ENodelet starts a nodelet of cfg for a container test, as a
+// node of srv's, its logs tagged with its name; in a cleanup it stops it,
+// then runs after (when not nil) to check what the node left.
+func startE2ENodelet(ctx context.Context, t *testing.T, srv *server.Server, logger *slog.Logger, cfg nodeletConfig, after func()) {
+	t.Helper()
+	cfg.dispatchers = []string{srv.Addr()}
+	stop, err := startNodelet(ctx, cfg, logger.With("node", cfg.name))
+	if err != nil {
+		t.Fatalf("start nodelet %s: %v", cfg.name, err)
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("stop nodelet %s: %v", cfg.name, err)
+		}
+		if after != nil {
+			after()
+		}
+	})
+}
+
+// checkNoPods checks that a stopped nodelet with removePods left nothing
+// of its pods in its state directory.
+func checkNoPods(t *testing.T, name, stateDir string) {
+	t.Helper()
+	if ents, err := os.ReadDir(filepath.Join(stateDir, "pods")); err != nil || len(ents) != 0 {
+		t.Errorf("nodelet %s left pods behind: %v, %v", name, entryNames(ents), err)
+	}
+}
+
+// e2eClient returns a client of srv, closed in a cleanup, once n nodes
+// have registered.
+func e2eClient(ctx context.Context, t *testing.T, srv *server.Server, n int) *api.Client {
+	t.Helper()
+	client, err := api.NewClient(api.ClientConfig{Addrs: []string{srv.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	if err := waitNodes(ctx, client, n); err != nil {
+		t.Fatal(err)
+	}
+	return client
 }
 
 // needContainers skips the test unless it can run containers: as root,

@@ -70,30 +70,16 @@ func TestContainerVolumesEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	state := t.TempDir()
-	stop, err := startNodelet(ctx, nodeletConfig{
-		dispatchers: []string{srv.Addr()}, name: "node-vol", runtime: "container", noPodNetwork: true, stateDir: state,
+	startE2ENodelet(ctx, t, srv, logger, nodeletConfig{
+		name: "node-vol", runtime: "container", noPodNetwork: true, stateDir: state,
 		imageRoots: []string{filepath.Dir(image)}, volumeRoots: []string{input, results + ":rw"},
 		cpu: 2000, memory: 1 << 30, disk: 1 << 30, removePods: true, retainExited: time.Minute,
-	}, logger.With("node", "node-vol"))
-	if err != nil {
-		t.Fatalf("start nodelet: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := stop(); err != nil {
-			t.Errorf("stop nodelet: %v", err)
-		}
+	}, func() {
 		if ents, err := os.ReadDir(filepath.Join(state, "scratch")); err == nil && len(ents) != 0 {
 			t.Errorf("scratch left behind: %v", entryNames(ents))
 		}
 	})
-	client, err := api.NewClient(api.ClientConfig{Addrs: []string{srv.Addr()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
-	if err := waitNodes(ctx, client, 1); err != nil {
-		t.Fatal(err)
-	}
+	client := e2eClient(ctx, t, srv, 1)
 
 	example := readHostPathExample(t)[0]
 	pod := &example.Tasks[0].Pod
