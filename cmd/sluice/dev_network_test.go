@@ -95,16 +95,9 @@ func TestForwardAPI(t *testing.T) {
 // masquerade rule are gone after it.
 func TestDevBridgePodsReachTheAPI(t *testing.T) {
 	needContainers(t)
-	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
-		t.Skip("needs the CNI plugins in /usr/lib/cni (scripts/install-cni.sh)")
-	}
+	needCNI(t)
 	image := demoImage(t)
-	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(image, "appmaster"), "./examples/appmaster")
-	build.Dir = "../.."
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the appmaster into the image: %v\n%s", err, out)
-	}
+	buildStatic(t, filepath.Join(image, "appmaster"), "./examples/appmaster")
 	dir := t.TempDir()
 	jobs := filepath.Join(dir, "jobs.ndjson")
 	body := fmt.Sprintf(`{"name":"am","appmaster":true,"retry":{"max_attempts":1},"tasks":[{"name":"master","count":1,"pod":{"containers":[{"image":{"rootfs":%[1]q},"command":["/appmaster","-image",%[1]q,"-capboxes","1","-tasks","2","--","/workload","primes","1000"],"resources":{"cpu":"100m","memory":"64Mi"}}]}}]}

@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -34,16 +33,9 @@ import (
 // `sluice dev` does.
 func TestContainerAppmasterClusterMode(t *testing.T) {
 	needContainers(t)
-	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
-		t.Skip("needs the CNI plugins in /usr/lib/cni (scripts/install-cni.sh)")
-	}
+	needCNI(t)
 	image := demoImage(t)
-	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(image, "appmaster"), "./examples/appmaster")
-	build.Dir = "../.."
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the appmaster into the image: %v\n%s", err, out)
-	}
+	buildStatic(t, filepath.Join(image, "appmaster"), "./examples/appmaster")
 	keys, err := server.NewJobKeys([]byte(strings.Repeat("e2e-key-", 5)))
 	if err != nil {
 		t.Fatal(err)

@@ -363,6 +363,15 @@ func needContainers(t *testing.T) {
 	t.Skip("needs cgroups: neither cgroup v2 nor a v1 memory hierarchy is mounted at /sys/fs/cgroup")
 }
 
+// needCNI skips the test unless the CNI plugins a pod network needs are
+// installed.
+func needCNI(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
+		t.Skip("needs the CNI plugins in /usr/lib/cni (scripts/install-cni.sh)")
+	}
+}
+
 // demoImage builds the demo image as scripts/demo-image does, in a
 // temporary directory of its own, the image root to give nodelets
 // (filepath.Dir of the path), and returns its path.
@@ -378,13 +387,21 @@ func demoImage(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
-	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(dir, "workload"), "./examples/workload")
+	buildStatic(t, filepath.Join(dir, "workload"), "./examples/workload")
+	return dir
+}
+
+// buildStatic builds the package pkg, a path from the module's root such
+// as ./examples/workload, into the program out, static (CGO_ENABLED=0) and
+// stripped, as a container image holds it.
+func buildStatic(t *testing.T, out, pkg string) {
+	t.Helper()
+	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
 	build.Dir = "../.."
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the demo image: %v\n%s", err, out)
+	if b, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build %s into %s: %v\n%s", pkg, out, err, b)
 	}
-	return dir
 }
 
 // jobWatch follows the watch stream from index 0 and keeps every job's

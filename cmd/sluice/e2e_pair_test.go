@@ -68,9 +68,7 @@ func readServerClientExample(t *testing.T) []api.JobSpec {
 // reaches through its own node's bridge.
 func TestDevServerClientOverTheBridge(t *testing.T) {
 	needContainers(t)
-	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
-		t.Skip("needs the CNI plugins in /usr/lib/cni (scripts/install-cni.sh)")
-	}
+	needCNI(t)
 	image := demoImage(t)
 	b, err := os.ReadFile("../../examples/server-client.json")
 	if err != nil {

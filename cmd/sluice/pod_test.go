@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -61,11 +60,7 @@ func TestPodRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	build := exec.Command("go", "build", "-o", filepath.Join(rootfs, "payload"), "../../nodelet/runtime/container/testdata/payload")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build payload: %v\n%s", err, out)
-	}
+	buildStatic(t, filepath.Join(rootfs, "payload"), "./nodelet/runtime/container/testdata/payload")
 	spec := filepath.Join(t.TempDir(), "pod.json")
 	body := `{"containers":[{"image":{"rootfs":"` + rootfs + `"},"command":["/payload","print","hi there","exit","7"],"resources":{"cpu":"100m","memory":"32Mi"}}]}`
 	if err := os.WriteFile(spec, []byte(body), 0o600); err != nil {
@@ -108,11 +103,7 @@ func TestPodRunVolumes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	build := exec.Command("go", "build", "-o", filepath.Join(rootfs, "payload"), "../../nodelet/runtime/container/testdata/payload")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build payload: %v\n%s", err, out)
-	}
+	buildStatic(t, filepath.Join(rootfs, "payload"), "./nodelet/runtime/container/testdata/payload")
 	data := t.TempDir()
 	if err := os.WriteFile(filepath.Join(data, "in.txt"), []byte("from the host\n"), 0o644); err != nil {
 		t.Fatal(err)
