@@ -259,12 +259,7 @@ func TestNodeletImageRootsChecked(t *testing.T) {
 		{[]string{"--runtime", "container", "--image-roots", "/srv/../etc"}, `image root "/srv/../etc": must be a clean absolute path`},
 		{[]string{"--runtime", "sim", "--overcommit=false", "--image-roots", "/srv/images"}, "image roots: need the container runtime"},
 	} {
-		var out bytes.Buffer
-		args := append([]string{"nodelet", "--dispatcher", "http://127.0.0.1:1", "--cpu", "1", "--memory", "1Gi"}, tc.args...)
-		err := run(context.Background(), args, &out, &out)
-		if code := exitCode(context.Background(), err); code != exitUsage || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%v = %v (exit %d); want a usage error containing %q", tc.args, err, code, tc.want)
-		}
+		checkNodeletUsage(t, tc.want, tc.args...)
 	}
 	cfg := nodeletConfig{runtime: "container", stateDir: "/var/lib/sluice/n1", cpu: 1000, memory: 1 << 30}
 	if err := cfg.resolve(); err != nil || !slices.Equal(cfg.imageRoots, []string{"/var/lib/sluice/n1/images"}) || cfg.ports != api.DefaultPortRange {
@@ -286,12 +281,7 @@ func TestNodeletVolumeRootsChecked(t *testing.T) {
 		{[]string{"--volume-roots", "/srv/out:rwx"}, `volume root "/srv/out:rwx": the mode after ':' must be rw or ro`},
 		{[]string{"--volume-roots", "/srv/a,/srv/a:rw"}, `volume root "/srv/a:rw": given twice`},
 	} {
-		var out bytes.Buffer
-		args := append([]string{"nodelet", "--dispatcher", "http://127.0.0.1:1", "--runtime", "sim", "--cpu", "1", "--memory", "1Gi"}, tc.args...)
-		err := run(context.Background(), args, &out, &out)
-		if code := exitCode(context.Background(), err); code != exitUsage || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%v = %v (exit %d); want a usage error containing %q", tc.args, err, code, tc.want)
-		}
+		checkNodeletUsage(t, tc.want, append([]string{"--runtime", "sim"}, tc.args...)...)
 	}
 	cfg := nodeletConfig{runtime: "sim", stateDir: t.TempDir(), cpu: 1000, memory: 1 << 30, volumeRoots: []string{"/srv/data", "/srv/out:rw"}}
 	if err := cfg.resolve(); err != nil || len(cfg.roots) != 2 || cfg.roots[0].Writable || !cfg.roots[1].Writable {
@@ -339,12 +329,7 @@ func TestNodeletNetworkFlagsChecked(t *testing.T) {
 		{[]string{"--runtime", "sim", "--overcommit=false", "--cni-conf-dir", "/etc/cni/net.d"}, "pod network (pod cidr, pod bridge, cni dirs): needs the container runtime"},
 		{[]string{"--runtime", "sim", "--overcommit=false", "--host-ip", "127.0.0.1"}, "host ip: want an IP address pods and other hosts reach"},
 	} {
-		var out bytes.Buffer
-		args := append([]string{"nodelet", "--dispatcher", "http://127.0.0.1:1", "--cpu", "1", "--memory", "1Gi"}, tc.args...)
-		err := run(context.Background(), args, &out, &out)
-		if code := exitCode(context.Background(), err); code != exitUsage || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%v = %v (exit %d); want a usage error containing %q", tc.args, err, code, tc.want)
-		}
+		checkNodeletUsage(t, tc.want, tc.args...)
 	}
 	cfg := nodeletConfig{runtime: "container", stateDir: "/var/lib/sluice/n1", cpu: 1000, memory: 1 << 30}
 	if err := cfg.resolve(); err != nil || cfg.podPrefix != cni.DefaultPodCIDR || cfg.podBridge != cni.DefaultBridge ||
@@ -377,11 +362,7 @@ func TestNodeletPorts(t *testing.T) {
 		{"0-100", "--ports: port range \"0-100\""},
 		{"1-70000", "--ports: port range \"1-70000\""},
 	} {
-		var out bytes.Buffer
-		err := run(context.Background(), []string{"nodelet", "--dispatcher", "http://127.0.0.1:1", "--cpu", "1", "--memory", "1Gi", "--ports", tc.arg}, &out, &out)
-		if code := exitCode(context.Background(), err); code != exitUsage || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("--ports %s = %v (exit %d); want a usage error containing %q", tc.arg, err, code, tc.want)
-		}
+		checkNodeletUsage(t, tc.want, "--ports", tc.arg)
 	}
 	cfg := nodeletConfig{runtime: "sim", name: "n1", cpu: 1000, memory: 1 << 30, ports: api.PortRange{Lo: 9000, Hi: 9099}}
 	if err := cfg.resolve(); err != nil {
@@ -397,5 +378,16 @@ func TestNodeletPorts(t *testing.T) {
 	bad := nodeletConfig{runtime: "sim", name: "n1", cpu: 1000, memory: 1 << 30, ports: api.PortRange{Lo: 10, Hi: 5}}
 	if err := bad.resolve(); err == nil || !strings.Contains(err.Error(), "ports: want a range") {
 		t.Errorf("resolve of range 10-5: %v", err)
+	}
+}
+
+// checkNodeletUsage runs `sluice nodelet` with args after a dispatcher and
+// a capacity, and checks that it fails as a usage error that says want.
+func checkNodeletUsage(t *testing.T, want string, args ...string) {
+	t.Helper()
+	var out bytes.Buffer
+	err := run(context.Background(), append([]string{"nodelet", "--dispatcher", "http://127.0.0.1:1", "--cpu", "1", "--memory", "1Gi"}, args...), &out, &out)
+	if code := exitCode(context.Background(), err); code != exitUsage || !strings.Contains(err.Error(), want) {
+		t.Errorf("%v = %v (exit %d); want a usage error containing %q", args, err, code, want)
 	}
 }
