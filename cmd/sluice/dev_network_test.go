@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
@@ -106,12 +105,7 @@ func TestDevBridgePodsReachTheAPI(t *testing.T) {
 	if err := os.WriteFile(jobs, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// A /23 of 10.128.0.0/9 at random (the seed is logged), so that runs
-	// at once on one host do not share subnets.
-	seed := time.Now().UnixNano()
-	t.Logf("subnet seed %d", seed)
-	rng := rand.New(rand.NewPCG(uint64(seed), 0))
-	cidr := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(128 + rng.IntN(127)), byte(rng.IntN(128) * 2), 0}), 23)
+	cidr, _ := testPodCIDR(t, 23)
 	bridge := fmt.Sprintf("sdev%d-0", os.Getpid()%10000000)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -236,14 +236,23 @@ func envValue(env []string, name string) string {
 	return ""
 }
 
-// testPodNetwork returns a pod subnet, a /24 of 10.128.0.0/9 at random
-// (the seed is logged), and a bridge name of the test's own, so that runs
-// at once on one host share neither.
+// testPodNetwork returns a pod subnet, a /24 of testPodCIDR's, and a
+// bridge name of the test's own, so that runs at once on one host share
+// neither.
 func testPodNetwork(t *testing.T) (netip.Prefix, string) {
+	t.Helper()
+	sub, rng := testPodCIDR(t, 24)
+	return sub, fmt.Sprintf("stest%d", rng.IntN(1e9))
+}
+
+// testPodCIDR returns a /bits (9 to 24) of 10.128.0.0/9 at random, so that
+// runs at once on one host do not share subnets, and the generator it was
+// drawn from, for the test's other draws; the seed is logged.
+func testPodCIDR(t *testing.T, bits int) (netip.Prefix, *rand.Rand) {
 	t.Helper()
 	seed := time.Now().UnixNano()
 	t.Logf("pod subnet seed %d", seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
-	sub := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(128 + rng.IntN(128)), byte(rng.IntN(256)), 0}), 24)
-	return sub, fmt.Sprintf("stest%d", rng.IntN(1e9))
+	a := netip.AddrFrom4([4]byte{10, byte(128 + rng.IntN(128)), byte(rng.IntN(256)), 0})
+	return netip.PrefixFrom(a, bits).Masked(), rng
 }

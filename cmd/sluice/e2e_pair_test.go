@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -97,13 +95,9 @@ func TestDevServerClientOverTheBridge(t *testing.T) {
 			if err := os.WriteFile(jobs, []byte(body), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			// A /22 of 10.128.0.0/9 and ten ports of 40000-59999 at
-			// random (the seed is logged), so that runs at once on one
-			// host share neither.
-			seed := time.Now().UnixNano()
-			t.Logf("subnet and ports seed %d", seed)
-			rng := rand.New(rand.NewPCG(uint64(seed), 1))
-			cidr := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(128 + rng.IntN(127)), byte(rng.IntN(64) * 4), 0}), 22)
+			// Ten ports of 40000-59999 at random too, so that runs at
+			// once on one host share neither subnet nor ports.
+			cidr, rng := testPodCIDR(t, 22)
 			lo := 40000 + 10*rng.IntN(2000)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
