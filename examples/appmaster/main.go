@@ -131,14 +131,23 @@ func run(ctx context.Context, s settings) (string, error) {
 		return "", err
 	}
 	defer am.Close()
+	ev := make(events, 64)
 	runCtx, stopRun := context.WithCancel(ctx)
 	runErr := make(chan error, 1)
 	go func() { runErr <- am.Run(runCtx) }()
+	// Run calls the handlers on its own goroutine: what they send once no
+	// one reads ev (the release's capboxes, or all after an error) is
+	// drained until Run returns, or a full ev would hold Run for ever.
 	defer func() {
 		stopRun()
-		<-runErr
+		for {
+			select {
+			case <-ev:
+			case <-runErr:
+				return
+			}
+		}
 	}()
-	ev := make(events, 64)
 	if _, err := am.CreateCapboxes(ctx, api.CapboxRequest{Name: "workers", Count: int64(s.capboxes),
 		Resources: api.Resources{CPU: 500, Memory: 128 << 20}}, ev); err != nil {
 		return "", err
