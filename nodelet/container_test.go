@@ -84,6 +84,46 @@ func payloadRootfs(t testing.TB) string {
 // rootfs.
 func imageRoots(rootfs string) []string { return []string{filepath.Dir(rootfs)} }
 
+// newContainerRuntime is a container runtime with its state in dir,
+// running images below rootfs's image root, through shim when it is not
+// empty. When the test ends it is closed, and then the cgroups the tests'
+// agents made are removed (removeTestCgroups).
+func newContainerRuntime(tb testing.TB, rootfs, dir, shim string) *container.Runtime {
+	tb.Helper()
+	rt, err := container.New(container.Config{StateDir: dir, ImageDir: filepath.Join(dir, ".images"), ImageRoots: imageRoots(rootfs), Shim: shim})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(removeTestCgroups)
+	tb.Cleanup(func() { _ = rt.Close() })
+	return rt
+}
+
+// runContainerAgent runs an agent for node n1 over rt and d, with no
+// network, the tests' cgroup root, a StopGrace of a second and what tweak
+// changes. When the test ends the agent is closed and its Run checked,
+// before the cleanups registered earlier (the runtime's) run.
+func runContainerAgent(tb testing.TB, rt runtime.Runtime, d *fakeDispatcher, tweak func(*nodelet.Config)) *nodelet.Agent {
+	tb.Helper()
+	cfg := nodelet.Config{Node: "n1", Runtime: rt, Dispatcher: d, DefaultNetwork: runtime.NetworkNone, CgroupRoot: testCgroupRoot, StopGrace: time.Second}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	a, err := nodelet.New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- a.Run(context.Background()) }()
+	tb.Cleanup(func() {
+		_ = a.Close()
+		if err := <-errc; err != nil {
+			tb.Errorf("Run: %v", err)
+		}
+	})
+	return a
+}
+
 func sleeper(rootfs, id string) nodelet.DesiredPod {
 	return nodelet.DesiredPod{ID: id, Generation: 1, Tier: cgroup.Offline, Pod: &api.PodSpec{Containers: []api.ContainerSpec{{
 		Name: "main", Image: api.Image{Rootfs: rootfs}, Command: []string{"/payload", "sleep", "120s"},
@@ -145,7 +185,6 @@ func TestContainerRecovery(t *testing.T) {
 	}
 	rootfs := payloadRootfs(t) // removed by TestMain
 	dir := t.TempDir()
-	defer removeTestCgroups()
 
 	child := exec.Command(os.Args[0], "-test.run=^$")
 	child.Env = append(os.Environ(), childStateEnv+"="+dir, childRootfsEnv+"="+rootfs)
@@ -165,26 +204,11 @@ func TestContainerRecovery(t *testing.T) {
 	}
 	pids := map[string]int{"rec-a": sandboxPid(t, dir, "rec-a"), "rec-b": sandboxPid(t, dir, "rec-b")}
 
-	rt, err := container.New(container.Config{StateDir: dir, ImageDir: filepath.Join(dir, ".images"), ImageRoots: imageRoots(rootfs)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
+	rt := newContainerRuntime(t, rootfs, dir, "")
 	crt := newCounting(rt)
 	d := newFakeDispatcher()
 	d.setTarget(1, sleeper(rootfs, "rec-a"), sleeper(rootfs, "rec-b"))
-	a, err := nodelet.New(nodelet.Config{Node: "n1", Runtime: crt, Dispatcher: d, DefaultNetwork: runtime.NetworkNone, CgroupRoot: testCgroupRoot, StopGrace: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- a.Run(context.Background()) }()
-	defer func() {
-		_ = a.Close()
-		if err := <-errc; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	a := runContainerAgent(t, crt, d, nil)
 	eventually(t, 20*time.Second, "adoption reported", func() bool {
 		return len(d.find("rec-a", api.TaskRunning)) == 1 && len(d.find("rec-b", api.TaskRunning)) == 1
 	})
@@ -264,36 +288,22 @@ func shimPid(b *testing.B) string {
 func benchAgentRSS(b *testing.B, shim string) {
 	rootfs := payloadRootfs(b)
 	dir := b.TempDir()
-	rt, err := container.New(container.Config{StateDir: dir, ImageDir: filepath.Join(dir, ".images"), ImageRoots: imageRoots(rootfs), Shim: shim})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer rt.Close()
+	rt := newContainerRuntime(b, rootfs, dir, shim)
 	d := newFakeDispatcher()
 	var pods []nodelet.DesiredPod
 	for i := range 100 {
 		pods = append(pods, sleeper(rootfs, fmt.Sprintf("rss-%03d", i)))
 	}
 	d.setTarget(1, pods...)
-	a, err := nodelet.New(nodelet.Config{Node: "n1", Runtime: rt, Dispatcher: d, DefaultNetwork: runtime.NetworkNone, CgroupRoot: testCgroupRoot, StopGrace: time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- a.Run(context.Background()) }()
-	defer func() {
-		d.setTarget(2) // stop and remove every pod before the agent goes
+	a := runContainerAgent(b, rt, d, nil)
+	b.Cleanup(func() { // before the agent's: stop and remove every pod before the agent goes
+		d.setTarget(2)
 		for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 			if s := a.Stats(); s.Running == 0 && s.Removed >= 100 {
 				break
 			}
 		}
-		_ = a.Close()
-		if err := <-errc; err != nil {
-			b.Errorf("Run: %v", err)
-		}
-		removeTestCgroups()
-	}()
+	})
 	for deadline := time.Now().Add(120 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		s := a.Stats()
 		if s.Running == 100 && s.PendingReports == 0 {
@@ -343,30 +353,14 @@ func TestContainerImageDenied(t *testing.T) {
 	if err := os.Symlink(outside, escape); err != nil {
 		t.Fatal(err)
 	}
-	defer os.Remove(escape)
-	defer removeTestCgroups()
+	t.Cleanup(func() { _ = os.Remove(escape) })
 
 	dir := t.TempDir()
-	rt, err := container.New(container.Config{StateDir: dir, ImageDir: filepath.Join(dir, ".images"), ImageRoots: imageRoots(rootfs)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
+	rt := newContainerRuntime(t, rootfs, dir, "")
 	crt := newCounting(rt)
 	d := newFakeDispatcher()
 	d.setTarget(1, sleeper(rootfs, "allowed"), sleeper(outside, "outside"), sleeper(escape, "escape"))
-	a, err := nodelet.New(nodelet.Config{Node: "n1", Runtime: crt, Dispatcher: d, DefaultNetwork: runtime.NetworkNone, CgroupRoot: testCgroupRoot, StopGrace: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- a.Run(context.Background()) }()
-	defer func() {
-		_ = a.Close()
-		if err := <-errc; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	a := runContainerAgent(t, crt, d, nil)
 	eventually(t, 20*time.Second, "the allowed pod running and the others failed", func() bool {
 		return len(d.find("allowed", api.TaskRunning)) == 1 &&
 			len(d.find("outside", api.TaskFailed)) == 1 && len(d.find("escape", api.TaskFailed)) == 1
@@ -404,13 +398,7 @@ func TestContainerIdentityEnv(t *testing.T) {
 		t.Skip("needs root: the container runtime creates namespaces and cgroups")
 	}
 	rootfs := payloadRootfs(t)
-	defer removeTestCgroups()
-	dir := t.TempDir()
-	rt, err := container.New(container.Config{StateDir: dir, ImageDir: filepath.Join(dir, ".images"), ImageRoots: imageRoots(rootfs)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
+	rt := newContainerRuntime(t, rootfs, t.TempDir(), "")
 	printEnv := func(name string) api.ContainerSpec {
 		return api.ContainerSpec{Name: name, Image: api.Image{Rootfs: rootfs}, Command: []string{"/payload", "cat", "/proc/self/environ"},
 			Env: map[string]string{"OWN": name}, Resources: api.Resources{CPU: 100, Memory: 32 << 20}}
@@ -421,24 +409,14 @@ func TestContainerIdentityEnv(t *testing.T) {
 	d := newFakeDispatcher()
 	d.setTarget(1, pod)
 	const addr = "http://127.0.0.1:7001"
-	a, err := nodelet.New(nodelet.Config{Node: "n1", Runtime: rt, Dispatcher: d, DefaultNetwork: runtime.NetworkNone, Addr: addr, CgroupRoot: testCgroupRoot,
-		StopGrace: time.Second, RetainExited: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- a.Run(context.Background()) }()
-	defer func() {
-		_ = a.Close()
-		if err := <-errc; err != nil {
-			t.Errorf("Run: %v", err)
-		}
+	t.Cleanup(func() { // after the agent's
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := rt.Remove(ctx, pod.ID); err != nil {
 			t.Errorf("Remove: %v", err)
 		}
-	}()
+	})
+	runContainerAgent(t, rt, d, func(c *nodelet.Config) { c.Addr, c.RetainExited = addr, time.Minute })
 	eventually(t, 20*time.Second, "the pod succeeded", func() bool { return len(d.find(pod.ID, api.TaskSucceeded)) == 1 })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

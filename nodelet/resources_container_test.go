@@ -15,7 +15,6 @@ import (
 	"github.com/sluicehq/sluice/nodelet/cgroup"
 	"github.com/sluicehq/sluice/nodelet/overcommit"
 	"github.com/sluicehq/sluice/nodelet/runtime"
-	"github.com/sluicehq/sluice/nodelet/runtime/container"
 )
 
 // gatedCgroups is fakeCgroups whose pods have no cgroup (so the
@@ -41,13 +40,7 @@ func TestContainerResourceFile(t *testing.T) {
 		t.Skip("needs root: the container runtime creates namespaces and cgroups")
 	}
 	rootfs := payloadRootfs(t)
-	defer removeTestCgroups()
-	dir := t.TempDir()
-	rt, err := container.New(container.Config{StateDir: dir, ImageDir: filepath.Join(dir, ".images"), ImageRoots: imageRoots(rootfs)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
+	rt := newContainerRuntime(t, rootfs, t.TempDir(), "")
 	cg := &gatedCgroups{fakeCgroups: &fakeCgroups{mem: map[cgroup.Tier]uint64{cgroup.Offline: 8 << 20}}}
 	d := newFakeDispatcher()
 	resDir := filepath.Join(t.TempDir(), "resources")
@@ -59,21 +52,11 @@ func TestContainerResourceFile(t *testing.T) {
 	d.setTarget(1, pod)
 	oc := fakeOvercommit(t, cg.fakeCgroups)
 	oc.Cgroups = cg
-	a, err := nodelet.New(nodelet.Config{Node: "n1", Runtime: rt, Dispatcher: d, DefaultNetwork: runtime.NetworkNone, CgroupRoot: testCgroupRoot, StopGrace: time.Second,
-		RetainExited: time.Minute, ResourceDir: resDir, Overcommit: oc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- a.Run(context.Background()) }()
-	defer func() {
-		_ = a.Close()
-		if err := <-errc; err != nil {
-			t.Errorf("Run: %v", err)
-		}
+	t.Cleanup(func() { // after the agent's
 		_ = rt.Stop(context.Background(), "rf", 0)
 		_ = rt.Remove(context.Background(), "rf")
-	}()
+	})
+	a := runContainerAgent(t, rt, d, func(c *nodelet.Config) { c.RetainExited, c.ResourceDir, c.Overcommit = time.Minute, resDir, oc })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	logOf := func() string {

@@ -1,7 +1,6 @@
 package nodelet_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,7 +13,6 @@ import (
 	"github.com/sluicehq/sluice/nodelet"
 	"github.com/sluicehq/sluice/nodelet/cgroup"
 	"github.com/sluicehq/sluice/nodelet/runtime"
-	"github.com/sluicehq/sluice/nodelet/runtime/container"
 	"github.com/sluicehq/sluice/nodelet/runtime/sim"
 )
 
@@ -152,13 +150,8 @@ func TestContainerVolumes(t *testing.T) {
 	}
 	rootfs := payloadRootfs(t)
 	roots, top := volumeRoots(t)
-	defer removeTestCgroups()
 	dir := t.TempDir()
-	rt, err := container.New(container.Config{StateDir: dir, ImageDir: filepath.Join(dir, ".images"), ImageRoots: imageRoots(rootfs)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
+	rt := newContainerRuntime(t, rootfs, dir, "")
 	crt := newCounting(rt)
 
 	payload := func(name string, args ...string) api.ContainerSpec {
@@ -202,19 +195,7 @@ func TestContainerVolumes(t *testing.T) {
 
 	d := newFakeDispatcher()
 	d.setTarget(1, target...)
-	a, err := nodelet.New(nodelet.Config{Node: "n1", Runtime: crt, Dispatcher: d, DefaultNetwork: runtime.NetworkNone, CgroupRoot: testCgroupRoot,
-		StopGrace: time.Second, VolumeRoots: roots})
-	if err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- a.Run(context.Background()) }()
-	defer func() {
-		_ = a.Close()
-		if err := <-errc; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	a := runContainerAgent(t, crt, d, func(c *nodelet.Config) { c.VolumeRoots = roots })
 	eventually(t, 30*time.Second, "every pod ended", func() bool {
 		n := len(d.find(io.ID, api.TaskSucceeded)) + len(d.find(neighbour.ID, api.TaskSucceeded)) + len(d.find(full.ID, api.TaskFailed))
 		for _, c := range cases {
