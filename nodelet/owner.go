@@ -158,14 +158,9 @@ type owner struct {
 	// offlineParent and onlineParent are the tiers' cgroups, joined once
 	// rather than for every pod started.
 	offlineParent, onlineParent string
-	// node, addr and hostIP are Config.Node, Config.Addr and
-	// Config.HostIP, which every pod's identity names (identityEnv);
-	// bridgeAddr is addr as bridge-mode pods reach it (podAddr).
-	node, addr, hostIP, bridgeAddr string
-	// defaultNetwork and allowHostNetwork are Config.DefaultNetwork and
-	// Config.AllowHostNetwork.
-	defaultNetwork   string
-	allowHostNetwork bool
+	// bridgeAddr is Config.Addr as bridge-mode pods reach it (podAddr),
+	// derived once rather than for every pod started.
+	bridgeAddr string
 	// lastSpec is the last pod spec spec derived, which the next pod of
 	// the same api spec shares.
 	lastSpec specMemo
@@ -214,13 +209,7 @@ func newOwner(a *Agent, ctx context.Context) *owner {
 		immediate:     immediate,
 		offlineParent: path.Join(a.cfg.CgroupRoot, string(cgroup.Offline)),
 		onlineParent:  path.Join(a.cfg.CgroupRoot, string(cgroup.Online)),
-		node:          a.cfg.Node,
-		addr:          a.cfg.Addr,
-		hostIP:        a.cfg.HostIP,
 		bridgeAddr:    podAddr(a.cfg.Addr, a.cfg.HostIP),
-
-		defaultNetwork:   a.cfg.DefaultNetwork,
-		allowHostNetwork: a.cfg.AllowHostNetwork,
 	}
 }
 
@@ -586,7 +575,7 @@ func (o *owner) spec(d DesiredPod) runtime.PodSpec {
 		s.ID, s.Generation, s.CgroupParent, s.SharePID = d.ID, d.Generation, parent, d.Pod.SharePID
 		s.Placeholder, s.InPod = d.Capbox, d.InCapbox
 		s.Network = o.network(&d)
-		s.Env = identityEnv(o.node, o.podAddr(s.Network), o.hostIP, &d)
+		s.Env = identityEnv(o.a.cfg.Node, o.podAddr(s.Network), o.a.cfg.HostIP, &d)
 		if len(d.Pod.Volumes) > 0 || len(s.Volumes) > 0 {
 			s.Volumes = runtime.VolumesFromAPI(d.Pod.Volumes)
 		}
@@ -596,7 +585,7 @@ func (o *owner) spec(d DesiredPod) runtime.PodSpec {
 	s := runtime.FromAPI(d.ID, d.Generation, parent, d.Pod)
 	s.Placeholder, s.InPod = d.Capbox, d.InCapbox
 	s.Network = o.network(&d)
-	s.Env = identityEnv(o.node, o.podAddr(s.Network), o.hostIP, &d)
+	s.Env = identityEnv(o.a.cfg.Node, o.podAddr(s.Network), o.a.cfg.HostIP, &d)
 	s.Ports = portMappings(d.Ports)
 	if d.Tier == cgroup.Offline {
 		for i := range s.Containers {
@@ -614,7 +603,7 @@ func (o *owner) network(d *DesiredPod) string {
 	if m := d.Pod.Network.Mode; m != "" {
 		return m
 	}
-	return o.defaultNetwork
+	return o.a.cfg.DefaultNetwork
 }
 
 // podAddr is the dispatcher URLs as a pod of network mode reaches them.
@@ -622,15 +611,15 @@ func (o *owner) podAddr(mode string) string {
 	if mode == runtime.NetworkBridge {
 		return o.bridgeAddr
 	}
-	return o.addr
+	return o.a.cfg.Addr
 }
 
 // checkNetwork refuses a pod in host mode on a node that does not allow
 // it, with an ErrNetworkDenied error saying so.
 func (o *owner) checkNetwork(s *runtime.PodSpec) error {
-	if s.Network == runtime.NetworkHost && !o.allowHostNetwork {
+	if s.Network == runtime.NetworkHost && !o.a.cfg.AllowHostNetwork {
 		return fmt.Errorf("%w: the pod asks for the host's network, and node %s does not allow it (its nodelet runs without --allow-host-network)",
-			ErrNetworkDenied, o.node)
+			ErrNetworkDenied, o.a.cfg.Node)
 	}
 	return nil
 }

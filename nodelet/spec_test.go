@@ -16,7 +16,7 @@ import (
 // share their runtime containers; another tier, or an equal api spec at
 // another address, gets containers of its own, with its tier's CPU.
 func TestSpecSharesAGroupsContainers(t *testing.T) {
-	o := &owner{offlineParent: "sluice/offline", onlineParent: "sluice/online", node: "n1"}
+	o := &owner{a: &Agent{cfg: Config{Node: "n1"}}, offlineParent: "sluice/offline", onlineParent: "sluice/online"}
 	pod := api.PodSpec{Containers: []api.ContainerSpec{{Name: "main", Image: api.Image{Rootfs: "/img"}, Command: []string{"/bin/work"},
 		Resources: api.Resources{CPU: 500, Memory: 64 << 20}}}, Sim: &api.SimSpec{RunTime: api.Duration(time.Second)}}
 	other := api.PodSpec{Containers: slices.Clone(pod.Containers), Sim: pod.Sim}
@@ -47,7 +47,7 @@ func TestSpecSharesAGroupsContainers(t *testing.T) {
 	}
 	// A spec taken from the memo is the one derived afresh, field for field.
 	fresh := func(d DesiredPod) runtime.PodSpec {
-		return (&owner{offlineParent: o.offlineParent, onlineParent: o.onlineParent, node: o.node}).spec(d)
+		return (&owner{a: o.a, offlineParent: o.offlineParent, onlineParent: o.onlineParent}).spec(d)
 	}
 	if want := fresh(DesiredPod{ID: "b", Generation: 2, Tier: cgroup.Offline, Pod: &pod}); !reflect.DeepEqual(b, want) {
 		t.Errorf("the offline pod from the memo: %+v, derived afresh %+v", b, want)
