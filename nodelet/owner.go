@@ -545,13 +545,22 @@ func (o *owner) removable(p *pod, now time.Time) bool {
 }
 
 // specMemo is a derived pod spec and what it was derived from: the api
-// spec's containers and simulation (by address) and the tier.
+// spec's containers, volumes and simulation (by address) and the tier.
 type specMemo struct {
 	containers *api.ContainerSpec
+	volumes    *api.Volume
 	sim        *api.SimSpec
-	n          int
+	n, nvol    int
 	tier       cgroup.Tier
 	spec       runtime.PodSpec
+}
+
+// firstVolume is the address of p's first volume, nil for none.
+func firstVolume(p *api.PodSpec) *api.Volume {
+	if len(p.Volumes) == 0 {
+		return nil
+	}
+	return &p.Volumes[0]
 }
 
 // spec derives the runtime spec of d, with the identity its containers
@@ -561,40 +570,37 @@ type specMemo struct {
 //
 // The pods of a task group share their api spec's memory (api's decoder
 // reads a spec repeated in a target once), and then share their runtime
-// spec's containers and simulation too, which runtimes do not change: a
-// pod with the api spec (at the same address) and tier of the last pod
-// derived takes that one's.
+// spec's containers, volumes and simulation too, which runtimes do not
+// change (ResolveHostPaths gives a spec volumes of its own): a pod with
+// the api spec (at the same address) and tier of the last pod derived
+// takes that one's. What is the pod's own (its IDs, cgroup, capbox,
+// network, identity and ports) is set for every pod.
 func (o *owner) spec(d DesiredPod) runtime.PodSpec {
 	parent := o.offlineParent // check has let only the two tiers through
 	if d.Tier == cgroup.Online {
 		parent = o.onlineParent
 	}
-	if m := &o.lastSpec; len(d.Pod.Containers) > 0 && &d.Pod.Containers[0] == m.containers &&
-		len(d.Pod.Containers) == m.n && d.Pod.Sim == m.sim && d.Tier == m.tier {
-		s := m.spec
+	var s runtime.PodSpec
+	if m := &o.lastSpec; len(d.Pod.Containers) > 0 && &d.Pod.Containers[0] == m.containers && len(d.Pod.Containers) == m.n &&
+		firstVolume(d.Pod) == m.volumes && len(d.Pod.Volumes) == m.nvol && d.Pod.Sim == m.sim && d.Tier == m.tier {
+		s = m.spec
 		s.ID, s.Generation, s.CgroupParent, s.SharePID = d.ID, d.Generation, parent, d.Pod.SharePID
-		s.Placeholder, s.InPod = d.Capbox, d.InCapbox
-		s.Network = o.network(&d)
-		s.Env = identityEnv(o.a.cfg.Node, o.podAddr(s.Network), o.a.cfg.HostIP, &d)
-		if len(d.Pod.Volumes) > 0 || len(s.Volumes) > 0 {
-			s.Volumes = runtime.VolumesFromAPI(d.Pod.Volumes)
+	} else {
+		s = runtime.FromAPI(d.ID, d.Generation, parent, d.Pod)
+		if d.Tier == cgroup.Offline {
+			for i := range s.Containers {
+				s.Containers[i].Resources.MilliCPU = 0
+			}
 		}
-		s.Ports = portMappings(d.Ports)
-		return s
+		if len(d.Pod.Containers) > 0 {
+			o.lastSpec = specMemo{containers: &d.Pod.Containers[0], volumes: firstVolume(d.Pod), sim: d.Pod.Sim,
+				n: len(d.Pod.Containers), nvol: len(d.Pod.Volumes), tier: d.Tier, spec: s}
+		}
 	}
-	s := runtime.FromAPI(d.ID, d.Generation, parent, d.Pod)
 	s.Placeholder, s.InPod = d.Capbox, d.InCapbox
 	s.Network = o.network(&d)
 	s.Env = identityEnv(o.a.cfg.Node, o.podAddr(s.Network), o.a.cfg.HostIP, &d)
 	s.Ports = portMappings(d.Ports)
-	if d.Tier == cgroup.Offline {
-		for i := range s.Containers {
-			s.Containers[i].Resources.MilliCPU = 0
-		}
-	}
-	if len(d.Pod.Containers) > 0 {
-		o.lastSpec = specMemo{containers: &d.Pod.Containers[0], sim: d.Pod.Sim, n: len(d.Pod.Containers), tier: d.Tier, spec: s}
-	}
 	return s
 }
 

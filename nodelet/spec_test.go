@@ -52,4 +52,19 @@ func TestSpecSharesAGroupsContainers(t *testing.T) {
 	if want := fresh(DesiredPod{ID: "b", Generation: 2, Tier: cgroup.Offline, Pod: &pod}); !reflect.DeepEqual(b, want) {
 		t.Errorf("the offline pod from the memo: %+v, derived afresh %+v", b, want)
 	}
+	// Volumes are shared with the api spec's; the same containers with
+	// other volumes get their own.
+	withVols := pod
+	withVols.Volumes = []api.Volume{{Name: "work", Scratch: &api.ScratchVolume{Size: 1 << 20}}}
+	otherVols := withVols
+	otherVols.Volumes = []api.Volume{{Name: "data", HostPath: &api.HostPathVolume{Path: "/srv/data"}}}
+	v1 := o.spec(DesiredPod{ID: "v1", Generation: 1, Tier: cgroup.Offline, Pod: &withVols})
+	v2 := o.spec(DesiredPod{ID: "v2", Generation: 1, Tier: cgroup.Offline, Pod: &withVols})
+	v3 := o.spec(DesiredPod{ID: "v3", Generation: 1, Tier: cgroup.Offline, Pod: &otherVols})
+	if len(v1.Volumes) != 1 || len(v2.Volumes) != 1 || &v1.Volumes[0] != &v2.Volumes[0] {
+		t.Errorf("two pods of one api spec with volumes: %+v and %+v, want one shared volume", v1.Volumes, v2.Volumes)
+	}
+	if want := fresh(DesiredPod{ID: "v3", Generation: 1, Tier: cgroup.Offline, Pod: &otherVols}); !reflect.DeepEqual(v3, want) {
+		t.Errorf("a pod of the same containers with other volumes: %+v, derived afresh %+v", v3, want)
+	}
 }

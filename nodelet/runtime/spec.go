@@ -211,7 +211,7 @@ func FromAPI(id string, generation int64, cgroupParent string, p *api.PodSpec) P
 	if p.Sim != nil {
 		s.Sim = &SimSpec{RunTime: p.Sim.RunTime.Std(), ExitCode: int(p.Sim.ExitCode)}
 	}
-	s.Volumes = VolumesFromAPI(p.Volumes)
+	s.Volumes = volumesFromAPI(p.Volumes)
 	if len(p.Containers) > 0 {
 		s.Containers = make([]ContainerSpec, len(p.Containers))
 	}
@@ -248,9 +248,9 @@ func FromAPI(id string, generation int64, cgroupParent string, p *api.PodSpec) P
 	return s
 }
 
-// VolumesFromAPI converts a pod's api volumes, as FromAPI does; nil for
+// volumesFromAPI converts a pod's api volumes, as FromAPI does; nil for
 // none.
-func VolumesFromAPI(vols []api.Volume) []Volume {
+func volumesFromAPI(vols []api.Volume) []Volume {
 	if len(vols) == 0 {
 		return nil
 	}
