@@ -31,7 +31,7 @@ func CheckImageRoots(roots []string) error {
 	var errs []error
 	for _, r := range roots {
 		switch {
-		case !filepath.IsAbs(r) || filepath.Clean(r) != r:
+		case !cleanAbs(r):
 			errs = append(errs, fmt.Errorf("image root %q: must be a clean absolute path", r))
 		case r == "/":
 			errs = append(errs, fmt.Errorf("image root %q: must not be the host's root", r))
@@ -61,7 +61,7 @@ func ConfineImage(roots []string, p string) (string, error) {
 	denied := func(format string, args ...any) (string, error) {
 		return "", &ImageDeniedError{Path: p, Why: fmt.Sprintf(format, args...)}
 	}
-	if !filepath.IsAbs(p) || filepath.Clean(p) != p {
+	if !cleanAbs(p) {
 		return denied("is not a clean absolute path")
 	}
 	if p == "/" {
@@ -99,9 +99,4 @@ func belowAny(roots []string, p string) bool {
 
 // below reports whether clean absolute path p lies strictly below clean
 // absolute directory root.
-func below(root, p string) bool {
-	if root == "/" {
-		return p != "/"
-	}
-	return len(p) > len(root)+1 && strings.HasPrefix(p, root) && p[len(root)] == '/'
-}
+func below(root, p string) bool { return p != root && within(root, p) }

@@ -357,7 +357,7 @@ func (s *PodSpec) Validate() error {
 			e.Add("in_pod", "a placeholder is not inside another pod")
 		}
 	}
-	if d := s.ResourceDir; d != "" && (!path.IsAbs(d) || path.Clean(d) != d) {
+	if d := s.ResourceDir; d != "" && !cleanAbs(d) {
 		e.Add("resource_dir", "must be a clean absolute path, not %q", d)
 	}
 	for i, kv := range s.Env {

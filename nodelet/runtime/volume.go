@@ -68,7 +68,7 @@ func ParseVolumeRoots(specs []string) ([]VolumeRoot, error) {
 			continue
 		}
 		switch {
-		case !filepath.IsAbs(p) || filepath.Clean(p) != p:
+		case !cleanAbs(p):
 			errs = append(errs, fmt.Errorf("volume root %q: must be a clean absolute path", s))
 		case p == "/":
 			errs = append(errs, fmt.Errorf("volume root %q: must not be the host's root", s))
@@ -107,7 +107,7 @@ func ResolveHostPath(roots []VolumeRoot, name, p string, writable bool) (Volume,
 	if len(roots) == 0 {
 		return denied("is refused: this node has no volume roots, so pods mount no host paths")
 	}
-	if !filepath.IsAbs(p) || filepath.Clean(p) != p {
+	if !cleanAbs(p) {
 		return denied("is not a clean absolute path (no '..', '.' or '//')")
 	}
 	var root *VolumeRoot
