@@ -636,22 +636,31 @@ func (o *owner) put(s *slot, p *pod) {
 	o.mark(s)
 }
 
+// prepare checks d and derives its runtime spec, with its host paths
+// resolved and its resource file written; an error says why the node
+// will not start it.
+func (o *owner) prepare(d *DesiredPod) (runtime.PodSpec, error) {
+	if err := o.check(*d); err != nil {
+		return runtime.PodSpec{}, err
+	}
+	spec := o.spec(*d)
+	if err := o.checkNetwork(&spec); err != nil {
+		return runtime.PodSpec{}, err
+	}
+	if err := spec.ResolveHostPaths(o.a.cfg.VolumeRoots); err != nil {
+		return runtime.PodSpec{}, err
+	}
+	if err := o.a.prepareResources(&spec, d); err != nil {
+		return runtime.PodSpec{}, err
+	}
+	return spec, nil
+}
+
 // start starts d in a goroutine that then waits for it.
-// A pod the agent cannot start (an invalid ID or tier) is reported as
+// A pod the agent cannot start (prepare refuses it) is reported as
 // failed to start and kept as done, so it is not tried again.
 func (o *owner) start(s *slot, d DesiredPod) {
-	var spec runtime.PodSpec
-	err := o.check(d)
-	if err == nil {
-		spec = o.spec(d)
-		err = o.checkNetwork(&spec)
-	}
-	if err == nil {
-		err = spec.ResolveHostPaths(o.a.cfg.VolumeRoots)
-	}
-	if err == nil {
-		err = o.a.prepareResources(&spec, &d)
-	}
+	spec, err := o.prepare(&d)
 	if err != nil {
 		o.stats.StartFailures++
 		o.reportStartFailed(d, err)
