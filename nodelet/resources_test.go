@@ -1,13 +1,11 @@
 package nodelet_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,30 +13,8 @@ import (
 	"github.com/sluicehq/sluice/nodelet"
 	"github.com/sluicehq/sluice/nodelet/cgroup"
 	"github.com/sluicehq/sluice/nodelet/overcommit"
-	"github.com/sluicehq/sluice/nodelet/runtime"
 	"github.com/sluicehq/sluice/nodelet/runtime/sim"
 )
-
-// resourceDirs records the ResourceDir of each pod started.
-type resourceDirs struct {
-	runtime.Runtime
-	mu   sync.Mutex
-	dirs map[string]string
-}
-
-func (r *resourceDirs) Start(ctx context.Context, spec runtime.PodSpec) error {
-	r.mu.Lock()
-	r.dirs[spec.ID] = spec.ResourceDir
-	r.mu.Unlock()
-	return r.Runtime.Start(ctx, spec)
-}
-
-func (r *resourceDirs) get(id string) (string, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	d, ok := r.dirs[id]
-	return d, ok
-}
 
 // TestResourceFiles: an offline pod starts with its resource directory in
 // its spec, holding a file that says its requests, and is listed to the
@@ -49,11 +25,7 @@ func TestResourceFiles(t *testing.T) {
 	defer host.Close()
 	d := newFakeDispatcher()
 	root := filepath.Join(t.TempDir(), "resources")
-	rec := &resourceDirs{dirs: map[string]string{}}
-	h := newHarness(t, host, d, func(c *nodelet.Config) {
-		rec.Runtime = c.Runtime
-		c.Runtime, c.ResourceDir = rec, root
-	})
+	h := newHarness(t, host, d, func(c *nodelet.Config) { c.ResourceDir = root })
 	on := simPod("on", 1, 0, 0)
 	on.Tier = cgroup.Online
 	off := simPod("off", 1, 0, 0)
@@ -67,11 +39,12 @@ func TestResourceFiles(t *testing.T) {
 	if pods[0].ID != "off" || pods[0].ResourceFile != file || pods[1].ID != "on" || pods[1].ResourceFile != "" {
 		t.Errorf("Pods() = %+v; want off's resource file %s, none for on", pods, file)
 	}
-	if got, _ := rec.get("off"); got != dir {
-		t.Errorf("off started with ResourceDir %q, want %q", got, dir)
+	rt := sim.New(host)
+	if got, _ := rt.Spec("off"); got.ResourceDir != dir {
+		t.Errorf("off started with ResourceDir %q, want %q", got.ResourceDir, dir)
 	}
-	if got, ok := rec.get("on"); !ok || got != "" {
-		t.Errorf("on started with ResourceDir %q (%v), want none", got, ok)
+	if got, err := rt.Spec("on"); err != nil || got.ResourceDir != "" {
+		t.Errorf("on started with ResourceDir %q (%v), want none", got.ResourceDir, err)
 	}
 	raw, err := os.ReadFile(file)
 	var pr overcommit.PodResources
