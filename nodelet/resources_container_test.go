@@ -3,6 +3,7 @@ package nodelet_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,15 +66,8 @@ func TestContainerResourceFile(t *testing.T) {
 			return ""
 		}
 		defer rc.Close()
-		var b strings.Builder
-		buf := make([]byte, 4096)
-		for {
-			n, err := rc.Read(buf)
-			b.Write(buf[:n])
-			if err != nil {
-				return b.String()
-			}
-		}
+		out, _ := io.ReadAll(rc) // what was read before an error too
+		return string(out)
 	}
 	eventually(t, 20*time.Second, "the container read its first resource file", func() bool { return strings.Contains(logOf(), "first\n") })
 	req := overcommit.Resources{CPUMillis: 100, MemoryBytes: 32 << 20}
