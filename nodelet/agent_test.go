@@ -333,6 +333,12 @@ func TestRecoveryAdopts(t *testing.T) {
 	if s := h2.agent.Stats(); s.Adopted != 2 || s.Running != 1 {
 		t.Errorf("stats = %+v", s)
 	}
+	// The adopted pod's request comes from its target, as a started
+	// pod's does: the overcommit loop and its resource file go by it.
+	eventually(t, 5*time.Second, "keep's request known", func() bool {
+		pods := h2.agent.Pods()
+		return len(pods) == 1 && pods[0].Request.CPUMillis == 100 && pods[0].Request.MemoryBytes == 64<<20
+	})
 }
 
 // TestRandomTargetsConverge applies random target sequences and checks

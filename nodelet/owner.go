@@ -494,9 +494,14 @@ func (o *owner) reconcilePod(s *slot, now time.Time) {
 			}
 			if p.reportRunning && p.phase == phaseRunning {
 				// Adopted: its limit counts from when the runtime
-				// started it.
+				// started it, and its spec (what it requests, its
+				// ports) is the target's, which the runtime's listing
+				// does not carry.
 				p.reportRunning = false
-				p.want.Group = d.Group
+				p.want.Group, p.want.Ports = d.Group, d.Ports
+				if d.Pod != nil {
+					p.want.Pod = d.Pod
+				}
 				o.limitRunTime(s, p)
 				o.report(p, api.TaskRunning, api.ReasonStarted, 0, "adopted after a nodelet restart")
 			}
