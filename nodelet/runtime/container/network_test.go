@@ -331,6 +331,11 @@ func TestNetworkModesInterfaces(t *testing.T) {
 			if len(got) != 2 || !slices.Contains(got["lo"], "127.0.0.1/8") || !slices.Contains(got[cni.IfName], want) {
 				t.Errorf("%s: interfaces %v, want lo and %s with %s", id, got, cni.IfName, want)
 			}
+			// The pod network is IPv4: no pod interface starts IPv6,
+			// whose neighbour discovery the bridge floods to every pod.
+			if len(got[cni.IfName]) != 1 {
+				t.Errorf("%s: %s has %v, want %s alone (no IPv6)", id, cni.IfName, got[cni.IfName], want)
+			}
 		case runtime.NetworkHost:
 			hostIfs, err := net.Interfaces()
 			if err != nil {
@@ -347,6 +352,9 @@ func TestNetworkModesInterfaces(t *testing.T) {
 				t.Errorf("%s: PodIP = %v, want none", id, ip)
 			}
 		}
+	}
+	if b, err := os.ReadFile(filepath.Join("/proc/sys/net/ipv6/conf", e.bridge, "disable_ipv6")); err == nil && strings.TrimSpace(string(b)) != "1" {
+		t.Errorf("bridge %s has IPv6 on", e.bridge)
 	}
 	if pins, _ := os.ReadDir(e.rt.Network().NetnsDir()); len(pins) != 1 || pins[0].Name() != "m-bridge" {
 		t.Errorf("pinned namespaces %v, want the bridge pod's alone", pins)

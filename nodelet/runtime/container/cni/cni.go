@@ -13,6 +13,7 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/invoke"
+	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
 
@@ -81,6 +82,7 @@ type Network struct {
 	file    string
 	subnet  netip.Prefix // invalid when the configuration does not say
 	gateway netip.Addr   // invalid when the configuration does not say
+	ipv4    bool         // the configuration is New's own: pods have no IPv6
 }
 
 // New loads (or writes) the node's network configuration and checks it: the
@@ -140,6 +142,7 @@ func New(cfg Config) (*Network, error) {
 		}
 	}
 	if filepath.Base(n.file) == ConfFile && n.gateway.IsValid() {
+		n.ipv4 = true
 		// The bridge of the configuration New writes exists, with the
 		// gateway's address, from the start rather than from the first
 		// pod's ADD, so that the host can serve pods there before any
@@ -314,7 +317,14 @@ func (n *Network) Attach(ctx context.Context, id string, pid int, ports []runtim
 	if err := pin(pid, path); err != nil {
 		return Attachment{}, fmt.Errorf("cni: pin network namespace: %w", err)
 	}
-	res, err := n.cni.AddNetworkList(ctx, n.listFor(ports), n.rt(id, path, ports))
+	var err error
+	if n.ipv4 {
+		err = disableIPv6In(path)
+	}
+	var res types.Result
+	if err == nil {
+		res, err = n.cni.AddNetworkList(ctx, n.listFor(ports), n.rt(id, path, ports))
+	}
 	if err != nil {
 		err = fmt.Errorf("cni: attach pod %q to network %s: %w", id, n.list.Name, err)
 		if derr := n.Detach(context.WithoutCancel(ctx), id, ports); derr != nil {

@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -162,10 +164,66 @@ func ensureBridge(name string, gw netip.Prefix) error {
 			return fmt.Errorf("address %s: %w", gw, err)
 		}
 	}
+	// The pod network is IPv4: the bridge's own IPv6 (a link-local
+	// address, its neighbour discovery and multicast reports) would only
+	// be flooded to every pod.
+	if err := disableIPv6(filepath.Join("/proc/sys/net/ipv6/conf", name)); err != nil {
+		return err
+	}
 	if err := netlink.LinkSetUp(l); err != nil {
 		return fmt.Errorf("up: %w", err)
 	}
 	return nil
+}
+
+// disableIPv6 turns IPv6 off in the configuration directory dir (under
+// /proc/sys/net/ipv6/conf); a kernel without IPv6 is fine.
+func disableIPv6(dir string) error {
+	err := os.WriteFile(filepath.Join(dir, "disable_ipv6"), []byte("1"), 0)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("disable IPv6: %w", err)
+	}
+	return nil
+}
+
+// disableIPv6In turns IPv6 off for the interfaces made from now on in the
+// network namespace pinned at path (its default configuration; its
+// loopback keeps ::1). The pod network is IPv4, and each pod interface's
+// IPv6 start (duplicate address detection, multicast reports, router
+// solicitations) is flooded through the bridge to every other pod, which
+// made a pod's start cost grow with the pods on the node.
+func disableIPv6In(path string) error {
+	ns, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer ns.Close()
+	errc := make(chan error, 1)
+	// A goroutine of its own, whose thread ends with it should it fail to
+	// return to the host's namespace.
+	go func() {
+		goruntime.LockOSThread()
+		host, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			goruntime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		defer host.Close()
+		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+			goruntime.UnlockOSThread()
+			errc <- fmt.Errorf("enter %s: %w", path, err)
+			return
+		}
+		werr := disableIPv6("/proc/sys/net/ipv6/conf/default")
+		if err := unix.Setns(int(host.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("return from %s: %w", path, err)
+			return // the thread stays locked and ends with the goroutine
+		}
+		goruntime.UnlockOSThread()
+		errc <- werr
+	}()
+	return <-errc
 }
 
 // RemoveNetwork undoes what New made on the host for the configuration
