@@ -58,6 +58,12 @@
 //   - lag: per job, how late its request left after its arrival time: the
 //     driver's own backlog (every submitter busy).
 //
+// With DriverConfig.Interval, the same figures are also kept per interval
+// of the offered window (Result.Intervals, and OnInterval as each ends):
+// arrivals in the interval of their arrival time, everything else in the
+// interval it was seen in, so that a long run at one rate reads as a
+// series over time.
+//
 // Percentiles come from log-linear histograms (within 1% of the exact
 // value) in constant memory, whatever the number of tasks.
 //

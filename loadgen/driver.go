@@ -92,6 +92,17 @@ type DriverConfig struct {
 	Drain time.Duration
 	// Logger receives retries and watch reconnections. Default: discard.
 	Logger *slog.Logger
+	// Interval, when above 0, cuts the run's offered window (the
+	// workload's duration, or until its last job for a workload of a
+	// number of jobs) into intervals of this length, the last one shorter
+	// when it does not divide the window, and measures each on its own:
+	// Result.Intervals. Default 0: none.
+	Interval time.Duration
+	// OnInterval, when set, is called with each interval as it ends (with
+	// Interval), from the goroutine that hands the jobs to the
+	// submitters: it must return quickly, or the submits wait. Default:
+	// none.
+	OnInterval func(Interval)
 }
 
 // Defaults of DriverConfig.
@@ -138,7 +149,7 @@ func (c *DriverConfig) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"RetryBackoff", c.RetryBackoff}, {"PollInterval", c.PollInterval}, {"Drain", c.Drain}} {
+	}{{"RetryBackoff", c.RetryBackoff}, {"PollInterval", c.PollInterval}, {"Drain", c.Drain}, {"Interval", c.Interval}} {
 		if d.v < 0 {
 			add("%s %v must not be negative", d.name, d.v)
 		}
@@ -220,7 +231,17 @@ type Driver struct {
 		lastCommit, lastPlaced          time.Time
 		failedTasks                     int64 // of requests that failed for good
 		errSamples                      []string
+		// win is what was measured since the last interval ended, when
+		// DriverConfig.Interval is set.
+		win window
 	}
+}
+
+// window is what the Driver measures per interval, as it measures the
+// run's totals: latencies per task (lag per job) and failed requests.
+type window struct {
+	lag, committed, placed, running histogram
+	errors                          int64
 }
 
 // jobRec is what the tracker knows of a job in flight.
@@ -347,7 +368,8 @@ func (d *Driver) Run(ctx context.Context) (Result, error) {
 	var submit sync.WaitGroup
 	var genEnd time.Duration
 	var generated int64
-	submit.Go(func() { genEnd, generated = d.schedule(ctx, start, reqs) })
+	var ivs []Interval
+	submit.Go(func() { genEnd, generated, ivs = d.schedule(ctx, start, reqs) })
 	for range d.cfg.Submitters {
 		submit.Go(func() {
 			for batch := range reqs {
@@ -366,6 +388,7 @@ func (d *Driver) Run(ctx context.Context) (Result, error) {
 	measure.Wait()
 	end := time.Now()
 	res := d.result(start, submitEnd, end, genEnd, generated)
+	res.Intervals = ivs
 	if err := ctx.Err(); err != nil {
 		res.Interrupted = true
 		return res, err
@@ -374,9 +397,11 @@ func (d *Driver) Run(ctx context.Context) (Result, error) {
 }
 
 // schedule generates the stream and hands the jobs that are due to the
-// submitters, batched; it closes reqs at the end. It returns the offset
-// of the window the jobs were offered in, and their number.
-func (d *Driver) schedule(ctx context.Context, start time.Time, reqs chan<- []Item) (time.Duration, int64) {
+// submitters, batched; it closes reqs at the end. With
+// DriverConfig.Interval it also ends each interval as its end passes,
+// after taking the jobs that arrived before it. It returns the offset of
+// the window the jobs were offered in, their number, and the intervals.
+func (d *Driver) schedule(ctx context.Context, start time.Time, reqs chan<- []Item) (time.Duration, int64, []Interval) {
 	defer close(reqs)
 	g := newGenerator(d.cfg.Workload)
 	next, ok := g.Next()
@@ -384,16 +409,37 @@ func (d *Driver) schedule(ctx context.Context, start time.Time, reqs chan<- []It
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	var n int64
+	iv := d.newIntervals()
+	take := func() {
+		d.prepare(&next)
+		pending = append(pending, next)
+		n++
+		if iv != nil {
+			iv.offered(next.Job.Tasks[0].Count)
+		}
+		next, ok = g.Next()
+	}
 	for {
 		now := time.Since(start)
+		for iv != nil && !iv.done && iv.end <= now {
+			for ok && next.At < iv.end {
+				take()
+			}
+			iv.cut(iv.end)
+		}
 		for ok && next.At <= now {
-			d.prepare(&next)
-			pending = append(pending, next)
-			n++
-			next, ok = g.Next()
+			take()
 		}
 		if !ok && len(pending) == 0 {
-			return d.window(n), n
+			if iv == nil || iv.done {
+				return d.window(n), n, iv.list()
+			}
+			if d.cfg.Workload.Duration == 0 {
+				// A workload of a number of jobs ends with its last:
+				// so does its last interval.
+				iv.cut(now)
+				return d.window(n), n, iv.list()
+			}
 		}
 		var out chan<- []Item
 		var batch []Item
@@ -406,8 +452,8 @@ func (d *Driver) schedule(ctx context.Context, start time.Time, reqs chan<- []It
 			batch = pending[:k:k]
 		}
 		var wake <-chan time.Time
-		if ok {
-			timer.Reset(next.At - now)
+		if at, has := nextWake(ok, next.At, iv); has {
+			timer.Reset(at - now)
 			wake = timer.C
 		}
 		select {
@@ -418,9 +464,110 @@ func (d *Driver) schedule(ctx context.Context, start time.Time, reqs chan<- []It
 			}
 		case <-wake:
 		case <-ctx.Done():
-			return d.window(n), n
+			if iv != nil && !iv.done {
+				iv.cut(min(time.Since(start), iv.end))
+			}
+			return d.window(n), n, iv.list()
 		}
 	}
+}
+
+// nextWake returns when schedule must wake next: at the next job's
+// arrival (when there is one) or the current interval's end, whichever
+// comes first.
+func nextWake(haveJob bool, jobAt time.Duration, iv *intervals) (time.Duration, bool) {
+	switch {
+	case iv == nil || iv.done:
+		return jobAt, haveJob
+	case haveJob:
+		return min(jobAt, iv.end), true
+	default:
+		return iv.end, true
+	}
+}
+
+// intervals cuts a run into DriverConfig.Interval's intervals; it is
+// owned by the scheduling goroutine.
+type intervals struct {
+	d     *Driver
+	start time.Duration // of the current interval, after the run's start
+	end   time.Duration // of the current interval
+	done  bool          // the last interval was cut
+	// The current interval's arrivals.
+	jobs, tasks int64
+	retries     int64      // the run's retries when the current interval began
+	past        []Interval // cut so far
+}
+
+// newIntervals returns the cutter of d's intervals, nil without them.
+func (d *Driver) newIntervals() *intervals {
+	if d.cfg.Interval <= 0 {
+		return nil
+	}
+	iv := &intervals{d: d}
+	iv.end = iv.endOf(0)
+	return iv
+}
+
+// endOf returns the end of the interval that starts at from: an Interval
+// later, or the workload's end when that comes first.
+func (iv *intervals) endOf(from time.Duration) time.Duration {
+	end := from + iv.d.cfg.Interval
+	if w := iv.d.cfg.Workload.Duration.Std(); w > 0 {
+		end = min(end, w)
+	}
+	return end
+}
+
+// offered counts a job of tasks tasks that arrived in the current
+// interval.
+func (iv *intervals) offered(tasks int64) {
+	iv.jobs++
+	iv.tasks += tasks
+}
+
+// cut ends the current interval at at (its end, or earlier when the run
+// ends first), records it, hands it to OnInterval, and begins the next
+// one unless the workload's window is over.
+func (iv *intervals) cut(at time.Duration) {
+	d := iv.d
+	d.mu.Lock()
+	w := d.mu.win
+	d.mu.win = window{}
+	d.mu.Unlock()
+	retries := d.p.retries.Load()
+	out := Interval{
+		Index:        len(iv.past),
+		StartSeconds: iv.start.Seconds(),
+		Seconds:      (at - iv.start).Seconds(),
+		OfferedTasks: iv.tasks, CommittedTasks: w.committed.n, PlacedTasks: w.placed.n, RunningTasks: w.running.n,
+		Latency: Latencies{Lag: w.lag.stats(), Committed: w.committed.stats(), Placed: w.placed.stats(), Running: w.running.stats()},
+		Retries: retries - iv.retries,
+		Errors:  w.errors,
+	}
+	if s := out.Seconds; s > 0 {
+		out.Offered = Rate{JobsPerSec: float64(iv.jobs) / s, TasksPerSec: float64(iv.tasks) / s}
+		out.Committed = Rate{TasksPerSec: float64(w.committed.n) / s}
+		out.Placed = Rate{TasksPerSec: float64(w.placed.n) / s}
+	}
+	iv.past = append(iv.past, out)
+	iv.start, iv.jobs, iv.tasks, iv.retries = at, 0, 0, retries
+	if w := d.cfg.Workload.Duration.Std(); w > 0 && at >= w || at < iv.end {
+		iv.done = true
+	} else {
+		iv.end = iv.endOf(at)
+	}
+	if d.cfg.OnInterval != nil {
+		d.cfg.OnInterval(out)
+	}
+}
+
+// list returns the intervals cut so far; nil on a nil cutter.
+func (iv *intervals) list() []Interval {
+	if iv == nil {
+		return nil
+	}
+	return iv.past
 }
 
 // window returns the time over which n jobs were offered: the workload's
@@ -459,7 +606,11 @@ func (d *Driver) send(ctx, measureCtx context.Context, measure *sync.WaitGroup, 
 		}
 		recs[i] = rec
 		d.mu.jobs[it.Seq] = rec
-		d.mu.lag.record(sent.Sub(start.Add(it.At)), 1)
+		lag := sent.Sub(start.Add(it.At))
+		d.mu.lag.record(lag, 1)
+		if d.cfg.Interval > 0 {
+			d.mu.win.lag.record(lag, 1)
+		}
 		tasks += rec.tasks
 	}
 	d.mu.Unlock()
@@ -476,6 +627,7 @@ func (d *Driver) send(ctx, measureCtx context.Context, measure *sync.WaitGroup, 
 	if err != nil {
 		if ctx.Err() == nil {
 			d.p.errors.Add(1)
+			d.mu.win.errors++
 			d.noteErrorLocked(err)
 		}
 		for i, rec := range recs {
@@ -495,6 +647,9 @@ func (d *Driver) send(ctx, measureCtx context.Context, measure *sync.WaitGroup, 
 	for i, rec := range recs {
 		rec.committed = true
 		d.mu.committed.record(now.Sub(sent), rec.tasks)
+		if d.cfg.Interval > 0 {
+			d.mu.win.committed.record(now.Sub(sent), rec.tasks)
+		}
 		d.p.committed.Add(rec.tasks)
 		if rec.probe {
 			seq, id := batch[i].Seq, resp.Jobs[i]
@@ -620,6 +775,9 @@ func (d *Driver) placedLocked(seq int64, rec *jobRec, placed int64, now time.Tim
 	}
 	rec.placed += k
 	d.mu.placed.record(now.Sub(rec.sent), k)
+	if d.cfg.Interval > 0 {
+		d.mu.win.placed.record(now.Sub(rec.sent), k)
+	}
 	d.mu.lastPlaced = now
 	d.p.placed.Add(k)
 	d.completeLocked(seq, rec)
@@ -671,6 +829,9 @@ func (d *Driver) probe(ctx context.Context, seq int64, jobID string, rec *jobRec
 			// The watch may not have told yet: the listing counts too.
 			d.placedLocked(seq, rec, nlisted, now)
 			d.mu.running.record(now.Sub(rec.sent), k)
+			if d.cfg.Interval > 0 {
+				d.mu.win.running.record(now.Sub(rec.sent), k)
+			}
 			d.mu.Unlock()
 			d.p.running.Add(k)
 			if l.Next == "" || l.Next == after {

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -401,6 +403,108 @@ func TestDriverConfigValidate(t *testing.T) {
 	for _, want := range []string{"Client is required", "duration, jobs", "MaxBatch", "Encoding", "RunID", "PollInterval"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+}
+
+// TestDriverIntervals: with Interval, the offered window is cut into
+// intervals that each count the arrivals of their time and what was seen
+// in them; OnInterval gets each as it ends, the same as the Result's.
+func TestDriverIntervals(t *testing.T) {
+	s := newStub(t, 20*time.Millisecond, 10*time.Millisecond)
+	w := loadgen.Workload{Seed: 4, Arrival: loadgen.Arrival{Rate: 100}, Duration: api.Duration(time.Second), ArraySize: loadgen.Fixed(2)}
+	var got []loadgen.Interval
+	var mu sync.Mutex
+	d, err := loadgen.NewDriver(loadgen.DriverConfig{Client: client(t, s.addr()), Workload: w, Interval: 300 * time.Millisecond,
+		OnInterval: func(iv loadgen.Interval) {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, iv)
+		},
+		RetryBackoff: 10 * time.Millisecond, Drain: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := d.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.MarshalIndent(res.Intervals, "", "  ")
+	t.Logf("%s", b)
+	mu.Lock()
+	defer mu.Unlock()
+	if !reflect.DeepEqual(got, res.Intervals) {
+		t.Errorf("OnInterval got %+v\nthe result has %+v", got, res.Intervals)
+	}
+	// 0–300, 300–600, 600–900 and 900–1000 ms.
+	wantSeconds := []float64{0.3, 0.3, 0.3, 0.1}
+	if len(res.Intervals) != len(wantSeconds) {
+		t.Fatalf("%d intervals, want %d", len(res.Intervals), len(wantSeconds))
+	}
+	var offered, placed, running int64
+	start := 0.0
+	for i, iv := range res.Intervals {
+		if iv.Index != i || math.Abs(iv.StartSeconds-start) > 1e-9 || math.Abs(iv.Seconds-wantSeconds[i]) > 1e-9 {
+			t.Errorf("interval %d: index %d, from %v s for %v s; want from %v for %v", i, iv.Index, iv.StartSeconds, iv.Seconds, start, wantSeconds[i])
+		}
+		start += wantSeconds[i]
+		// 100 jobs a second of 2 tasks, arriving evenly.
+		if jobs := 100 * wantSeconds[i]; math.Abs(float64(iv.OfferedTasks)/2-jobs) > 1 ||
+			math.Abs(iv.Offered.TasksPerSec-float64(iv.OfferedTasks)/iv.Seconds) > 1e-6 {
+			t.Errorf("interval %d: %d tasks offered (%v/s), want %v jobs of 2", i, iv.OfferedTasks, iv.Offered.TasksPerSec, jobs)
+		}
+		if iv.Latency.Placed.Count != iv.PlacedTasks || iv.Latency.Running.Count != iv.RunningTasks ||
+			iv.Latency.Committed.Count != iv.CommittedTasks || iv.Errors != 0 {
+			t.Errorf("interval %d: counts %+v and latencies %+v disagree", i, iv, iv.Latency)
+		}
+		if iv.PlacedTasks > 0 && iv.Latency.Placed.P50Ms < 20 {
+			t.Errorf("interval %d: placed p50 %v ms, below the stub's 20 ms", i, iv.Latency.Placed.P50Ms)
+		}
+		offered, placed, running = offered+iv.OfferedTasks, placed+iv.PlacedTasks, running+iv.RunningTasks
+	}
+	if offered != res.Tasks || placed > res.PlacedTasks || placed < res.PlacedTasks-20 || running > res.RunningTasks {
+		t.Errorf("intervals: %d offered, %d placed, %d running; the run: %d tasks, %d placed, %d running (the drain's in none)",
+			offered, placed, running, res.Tasks, res.PlacedTasks, res.RunningTasks)
+	}
+	for i := range 3 {
+		if iv := res.Intervals[i]; iv.PlacedTasks < 40 || iv.Placed.TasksPerSec != float64(iv.PlacedTasks)/iv.Seconds {
+			t.Errorf("interval %d: %d placed (%v/s), want most of its 60 arrivals", i, iv.PlacedTasks, iv.Placed.TasksPerSec)
+		}
+	}
+
+	// A workload of a number of jobs ends its last interval with its last
+	// job; an interrupted run with the interruption.
+	for _, tc := range []struct {
+		name    string
+		w       loadgen.Workload
+		timeout time.Duration
+	}{
+		{"jobs", loadgen.Workload{Seed: 1, Arrival: loadgen.Arrival{Rate: 100}, Jobs: 25, ArraySize: loadgen.Fixed(1)}, time.Minute},
+		{"interrupted", loadgen.Workload{Seed: 1, Arrival: loadgen.Arrival{Rate: 100}, Duration: api.Duration(time.Hour), ArraySize: loadgen.Fixed(1)}, 350 * time.Millisecond},
+	} {
+		d, err := loadgen.NewDriver(loadgen.DriverConfig{Client: client(t, s.addr()), Workload: tc.w, Interval: 100 * time.Millisecond,
+			RetryBackoff: 10 * time.Millisecond, Drain: 20 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), tc.timeout)
+		res, _ := d.Run(ctx)
+		cancel()
+		ivs := res.Intervals
+		if len(ivs) < 2 {
+			t.Fatalf("%s: %d intervals: %+v", tc.name, len(ivs), ivs)
+		}
+		var offered int64
+		for i, iv := range ivs {
+			offered += iv.OfferedTasks
+			if i < len(ivs)-1 && math.Abs(iv.Seconds-0.1) > 1e-9 || iv.Seconds > 0.1+1e-9 || iv.Seconds <= 0 {
+				t.Errorf("%s: interval %d of %d lasts %v s", tc.name, i, len(ivs), iv.Seconds)
+			}
+		}
+		if offered != res.Tasks {
+			t.Errorf("%s: %d tasks offered in the intervals, %d in the run", tc.name, offered, res.Tasks)
 		}
 	}
 }

@@ -54,6 +54,44 @@ type Result struct {
 	ProbesSkipped int64 `json:"probes_skipped"`
 	// Interrupted is true when the run's context ended it early.
 	Interrupted bool `json:"interrupted,omitempty"`
+	// Intervals are the offered window's intervals, in order, with
+	// DriverConfig.Interval; the drain after the window is in none.
+	Intervals []Interval `json:"intervals,omitempty"`
+}
+
+// Interval is what a Driver measured over one interval of its offered
+// window (DriverConfig.Interval). Arrivals count in the interval of their
+// arrival time; everything else in the one it was seen in: a task placed
+// in an interval may have arrived in an earlier one. An interval ends
+// when the Driver's scheduling goroutine sees its end pass, late by that
+// goroutine's wake-up at most.
+type Interval struct {
+	// Index numbers the intervals from 0; StartSeconds is the interval's
+	// start after the run's, Seconds its length.
+	Index        int     `json:"index"`
+	StartSeconds float64 `json:"start_seconds"`
+	Seconds      float64 `json:"seconds"`
+	// Offered is the jobs and tasks that arrived in the interval, per
+	// second of it; Committed and Placed the tasks acknowledged and seen
+	// placed in it, per second.
+	Offered   Rate `json:"offered"`
+	Committed Rate `json:"committed"`
+	Placed    Rate `json:"placed"`
+	// OfferedTasks arrived in the interval; CommittedTasks, PlacedTasks
+	// and RunningTasks (of probed jobs) were seen committed, placed and
+	// running in it.
+	OfferedTasks   int64 `json:"offered_tasks"`
+	CommittedTasks int64 `json:"committed_tasks"`
+	PlacedTasks    int64 `json:"placed_tasks"`
+	RunningTasks   int64 `json:"running_tasks"`
+	// Latency holds the latencies of what was seen in the interval: the
+	// lag of the jobs sent, the commit of the tasks acknowledged, and so
+	// on.
+	Latency Latencies `json:"latency"`
+	// Retries counts the requests sent again in the interval, Errors those
+	// that failed for good.
+	Retries int64 `json:"retries"`
+	Errors  int64 `json:"errors"`
 }
 
 // Rate is a throughput.
