@@ -34,6 +34,24 @@
 // the first step that is not (the knee) or after Steps steps, and reports
 // every step and the highest sustained one.
 //
+// # Soak
+//
+// RunSoak holds one rate for long (`sluice bench e2e --soak 10m`): with
+// Soak set, it offers StartRate for that long in a single open-loop
+// Driver (after the warm-up, if any), the leadership moved every
+// MoveLeaderEvery from half a row in, and reads the run as rows of
+// SoakInterval (a minute): the Driver's intervals (loadgen.Interval:
+// arrivals by their arrival time, placements and latencies by when they
+// were seen) with each process's peak resident set over the row (VmRSS,
+// sampled every second: this process, holding the replicas and the load
+// generator, and each fleet process), the CPU time per task and the
+// leader moves. The soak holds when every row holds by the rule of a step
+// (below), the whole soak does as one step and leaves no task unplaced,
+// and no process's memory grows: the least-squares slope of its rows'
+// peak RSS after the first SoakSettle rows (two) is at most
+// RSSGrowthFraction (1%) of its mean a minute, at least RSSGrowthFloorMiB
+// (see there for why).
+//
 // # Invariants
 //
 //   - Each step is one Driver with its own run ID, seed Seed+step and a
@@ -43,8 +61,9 @@
 //   - A task rate is turned into a job rate with the array size's mean, so
 //     the offered task rate is the asked one on average; the comparison
 //     with the achieved rate uses the tasks actually generated.
-//   - Everything Run starts (cluster, fleet, drivers) has stopped when it
-//     returns, and a temporary Dir is removed.
+//   - Everything Run or RunSoak starts (cluster, fleet, drivers, the
+//     leader mover, the memory sampler) has stopped when it returns, and
+//     a temporary Dir is removed.
 //   - A fleet process that exits early fails the step it exits in (or
 //     the next one), with its exit as the error: without it the step's
 //     figures would not be the whole run's.
@@ -66,4 +85,8 @@
 //	res, err := e2ebench.Run(ctx, e2ebench.Config{Nodes: 2000, StartRate: 500, StepDuration: 10 * time.Second})
 //	if err != nil { ... }
 //	fmt.Println(res.MaxSustainedTasksPerSec, res.P99SubmitToPlacedMs)
+//
+//	soak, err := e2ebench.RunSoak(ctx, e2ebench.Config{StartRate: 100_000, Soak: 10 * time.Minute,
+//		MoveLeaderEvery: time.Minute, FleetProcs: 3, FleetExec: "/usr/local/bin/sluice"})
+//	for _, row := range soak.Rows { fmt.Println(row.Row, row.PlacedTasksPerSec, row.RSSMiB) }
 package e2ebench

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/api"
@@ -61,7 +62,8 @@ type Config struct {
 	// removed afterwards.
 	Dir string
 	// Timeout bounds the whole run, cluster and fleet start included.
-	// Default 30 minutes.
+	// Default 30 minutes, or the warm-up and the soak and 15 minutes more
+	// when that is longer.
 	Timeout time.Duration
 	// Logger receives the run's progress: the cluster and the fleet up,
 	// each step's outcome, the Drivers' retries. Default: discard.
@@ -96,7 +98,21 @@ type Config struct {
 	// cluster through elections under load, with every node's
 	// connections moving to the new leader while the old one, alive,
 	// still holds them. Needs Replicas of 2 or more. Default 0: never.
+	// In a soak the first move comes half a row in, so that each row of
+	// a soak whose rows are as long holds one move in its middle.
 	MoveLeaderEvery time.Duration
+	// Soak, when above 0, is the length of RunSoak's run: StartRate
+	// offered for that long in one open-loop run, judged per row of
+	// SoakInterval (see RunSoak). The steps' settings (StepFactor,
+	// StepRate, Steps, StepDuration) must then be 0, and Run refuses it.
+	// Default 0: no soak.
+	Soak time.Duration
+	// SoakInterval is the length of a soak's rows. Default 1 minute.
+	SoakInterval time.Duration
+	// SoakSettle is how many of a soak's first rows the memory trend
+	// leaves out, while the processes' heaps grow to the size of the work
+	// in flight. Default 2.
+	SoakSettle int
 }
 
 // Defaults of Config.
@@ -113,6 +129,8 @@ const (
 	DefaultP99RunningLimit = 2 * time.Second
 	DefaultJobRetention    = 10 * time.Second
 	DefaultTimeout         = 30 * time.Minute
+	DefaultSoakInterval    = time.Minute
+	DefaultSoakSettle      = 2
 )
 
 // SustainedFraction is the share of the offered task rate a step must
@@ -141,7 +159,7 @@ func (c Config) withDefaults() Config {
 	if c.StartRate == 0 {
 		c.StartRate = DefaultStartRate
 	}
-	if c.StepFactor == 0 && c.StepRate == 0 {
+	if c.StepFactor == 0 && c.StepRate == 0 && c.Soak == 0 {
 		c.StepFactor = DefaultStepFactor
 	}
 	if c.Steps == 0 {
@@ -163,7 +181,13 @@ func (c Config) withDefaults() Config {
 		c.P99RunningLimit = DefaultP99RunningLimit
 	}
 	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
+		c.Timeout = max(DefaultTimeout, c.Warmup+c.Soak+soakTimeoutMargin)
+	}
+	if c.SoakInterval == 0 {
+		c.SoakInterval = DefaultSoakInterval
+	}
+	if c.SoakSettle == 0 {
+		c.SoakSettle = DefaultSoakSettle
 	}
 	if c.JobRetention == 0 {
 		c.JobRetention = DefaultJobRetention
@@ -224,6 +248,18 @@ func (c Config) Validate() error {
 	if c.MoveLeaderEvery < 0 || c.MoveLeaderEvery > 0 && c.Replicas == 1 {
 		add("MoveLeaderEvery %v with %d replicas: want 0 (never), or a positive duration with 2 or more replicas", c.MoveLeaderEvery, c.Replicas)
 	}
+	if c.Soak < 0 || c.SoakInterval < 0 || c.SoakSettle < 0 {
+		add("Soak %v, SoakInterval %v and SoakSettle %d must not be negative", c.Soak, c.SoakInterval, c.SoakSettle)
+	}
+	if c.Soak > 0 {
+		if c.StepFactor != 0 || c.StepRate != 0 || c.Steps != 0 || c.StepDuration != 0 {
+			add("Soak %v with steps (StepFactor %v, StepRate %v, Steps %d, StepDuration %v): a soak is one rate, StartRate; leave the steps' settings 0",
+				c.Soak, c.StepFactor, c.StepRate, c.Steps, c.StepDuration)
+		}
+		if c.Timeout > 0 && c.Timeout < c.Warmup+c.Soak {
+			add("Timeout %v: shorter than the warm-up (%v) and the soak (%v)", c.Timeout, c.Warmup, c.Soak)
+		}
+	}
 	d := c.withDefaults()
 	arr, err := loadgen.ParseIntDist(d.ArraySize)
 	if err != nil {
@@ -234,6 +270,16 @@ func (c Config) Validate() error {
 		add("RunTime: %v", err)
 	}
 	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if d.Soak > 0 {
+		w := d.workload(d.Seed, d.StartRate, d.Soak, arr, rt)
+		if err := w.Validate(); err != nil {
+			add("soak (%.0f tasks/s): %v", d.StartRate, err)
+		} else if jobs := w.Arrival.Rate * d.SoakInterval.Seconds(); jobs < 1 {
+			add("a soak row offers %.2f jobs (%.0f tasks/s of mean array size %.1f for %v): want at least one",
+				jobs, d.StartRate, arr.Mean(), d.SoakInterval)
+		}
 		return errors.Join(errs...)
 	}
 	// The workloads of the first and the last step say what loadgen
@@ -380,9 +426,13 @@ type Step struct {
 // Run starts the cluster and the fleet, then offers the steps' load until
 // the knee or the last step; see the package comment. When it fails or ctx
 // ends during a step, it returns the steps measured so far with the error.
+// A Config with Soak is RunSoak's.
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
+	}
+	if cfg.Soak > 0 {
+		return Result{}, fmt.Errorf("e2e benchmark: Soak %v: a soak is RunSoak's", cfg.Soak)
 	}
 	cfg = cfg.withDefaults()
 	arr, _ := loadgen.ParseIntDist(cfg.ArraySize) // Validate parsed them
@@ -392,61 +442,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	log := cfg.Logger
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-
-	// The replicas here hold the server ends of every node's connections
-	// (and a fleet in this process the client ends), within a limit they
-	// size from the process's open-files limit (server.ConnLimitFor):
-	// raise it first. Short of descriptors, nodes past the limit wait to
-	// connect: say so.
-	simulated := 0
-	if cfg.FleetProcs == 0 {
-		simulated = cfg.Nodes
-	}
-	if err := fleet.EnsureFiles(cfg.Nodes, simulated); err != nil {
-		log.Warn("e2e: nodes may wait for connections", "err", err)
-	}
-	start := time.Now()
-	// The retention time alone bounds the finished jobs, as before
-	// JobRetentionMax was: figures stay comparable across releases.
-	cl, err := submitbench.StartCluster(ctx, cfg.Replicas, cfg.Dir, dispatcher.Config{JobRetention: cfg.JobRetention, JobRetentionMax: -1})
+	ctx, rg, err := startRig(ctx, cfg)
+	defer rg.close()
 	if err != nil {
-		return res, fmt.Errorf("e2e benchmark: %w", err)
-	}
-	defer cl.Close()
-	log.Info("e2e: cluster up", "replicas", cfg.Replicas, "took", time.Since(start).Round(time.Millisecond))
-
-	start = time.Now()
-	var replicas []*raftkv.Node
-	for _, s := range cl.Servers {
-		replicas = append(replicas, s.Raft())
-	}
-	var fleetPIDs []int
-	if cfg.FleetProcs > 0 {
-		var stop func()
-		if ctx, stop, fleetPIDs, err = startFleetProcs(ctx, cfg, cl.Addrs()); err != nil {
-			return res, err
-		}
-		defer stop()
-	} else {
-		f, err := fleet.Start(ctx, fleet.Config{Addrs: cl.Addrs(), Nodes: cfg.Nodes, Pool: Pool})
-		if err != nil {
-			return res, fmt.Errorf("e2e benchmark: %w", err)
-		}
-		defer f.Close()
-	}
-	client, err := api.NewClient(api.ClientConfig{Addrs: cl.Addrs()})
-	if err != nil {
-		return res, fmt.Errorf("e2e benchmark: %w", err)
-	}
-	defer client.Close()
-	if err := waitReady(ctx, client, cfg.Nodes, log); err != nil {
 		return res, err
 	}
-	log.Info("e2e: fleet ready", "nodes", cfg.Nodes, "took", time.Since(start).Round(time.Millisecond))
 
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	runID := "e2e-" + hex.EncodeToString(b[:])
+	runID := newRunID()
 	// Each step's watch starts where the last one's ended: replaying the
 	// earlier steps' jobs would delay the observation of its first
 	// placements.
@@ -454,7 +456,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.Warmup > 0 {
 		// Seed+Steps is no step's seed.
 		w := cfg.workload(cfg.Seed+uint64(cfg.Steps), cfg.StartRate, cfg.Warmup, arr, rt)
-		st, err := runStep(ctx, client, cfg, 0, cfg.StartRate, w, runID+"-warmup", &watchFrom, fleetPIDs, replicas)
+		st, err := runStep(ctx, rg, cfg, 0, cfg.StartRate, w, runID+"-warmup", &watchFrom)
 		res.WarmupSeconds, res.Warmup = cfg.Warmup.Seconds(), &st
 		if err != nil {
 			return res, err
@@ -463,7 +465,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	for i, rate := range cfg.Rates() {
 		w := cfg.workload(cfg.Seed+uint64(i), rate, cfg.StepDuration, arr, rt)
-		st, err := runStep(ctx, client, cfg, i+1, rate, w, fmt.Sprintf("%s-s%d", runID, i+1), &watchFrom, fleetPIDs, replicas)
+		st, err := runStep(ctx, rg, cfg, i+1, rate, w, fmt.Sprintf("%s-s%d", runID, i+1), &watchFrom)
 		res.Steps = append(res.Steps, st)
 		if err != nil {
 			return res, err
@@ -481,39 +483,122 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	return res, nil
 }
 
-// runStep offers w, step n's load of rate tasks per second, as run runID,
-// and judges it; fleet are the fleet processes' PIDs, whose CPU time it
-// counts, and replicas the replicas, whose store writes it counts.
-func runStep(ctx context.Context, client *api.Client, cfg Config, n int, rate float64, w loadgen.Workload, runID string, watchFrom *uint64, fleet []int, replicas []*raftkv.Node) (Step, error) {
-	st := Step{Step: n, TargetTasksPerSec: rate}
-	d, err := loadgen.NewDriver(loadgen.DriverConfig{
-		Client:       client,
+// rig is what a run measures: the cluster, the fleet, and a client of the
+// cluster.
+type rig struct {
+	client   *api.Client
+	replicas []*raftkv.Node
+	// fleetPIDs are the fleet processes' (none when the fleet runs in
+	// this process).
+	fleetPIDs []int
+	closers   []func()
+}
+
+// startRig starts the cluster and the fleet of cfg (with defaults) and
+// waits until every node is ready. It returns a context derived from ctx
+// that a fleet process exiting early ends; close stops everything, also
+// after an error.
+func startRig(ctx context.Context, cfg Config) (context.Context, *rig, error) {
+	log := cfg.Logger
+	rg := &rig{}
+	// The replicas here hold the server ends of every node's connections
+	// (and a fleet in this process the client ends), within a limit they
+	// size from the process's open-files limit (server.ConnLimitFor):
+	// raise it first. Short of descriptors, nodes past the limit wait to
+	// connect: say so.
+	simulated := 0
+	if cfg.FleetProcs == 0 {
+		simulated = cfg.Nodes
+	}
+	if err := fleet.EnsureFiles(cfg.Nodes, simulated); err != nil {
+		log.Warn("e2e: nodes may wait for connections", "err", err)
+	}
+	start := time.Now()
+	// The retention time alone bounds the finished jobs, as before
+	// JobRetentionMax was: figures stay comparable across releases.
+	cl, err := submitbench.StartCluster(ctx, cfg.Replicas, cfg.Dir, dispatcher.Config{JobRetention: cfg.JobRetention, JobRetentionMax: -1})
+	if err != nil {
+		return ctx, rg, fmt.Errorf("e2e benchmark: %w", err)
+	}
+	rg.closers = append(rg.closers, cl.Close)
+	log.Info("e2e: cluster up", "replicas", cfg.Replicas, "took", time.Since(start).Round(time.Millisecond))
+
+	start = time.Now()
+	for _, s := range cl.Servers {
+		rg.replicas = append(rg.replicas, s.Raft())
+	}
+	if cfg.FleetProcs > 0 {
+		var stop func()
+		if ctx, stop, rg.fleetPIDs, err = startFleetProcs(ctx, cfg, cl.Addrs()); err != nil {
+			return ctx, rg, err
+		}
+		rg.closers = append(rg.closers, stop)
+	} else {
+		f, err := fleet.Start(ctx, fleet.Config{Addrs: cl.Addrs(), Nodes: cfg.Nodes, Pool: Pool})
+		if err != nil {
+			return ctx, rg, fmt.Errorf("e2e benchmark: %w", err)
+		}
+		rg.closers = append(rg.closers, f.Close)
+	}
+	rg.client, err = api.NewClient(api.ClientConfig{Addrs: cl.Addrs()})
+	if err != nil {
+		return ctx, rg, fmt.Errorf("e2e benchmark: %w", err)
+	}
+	rg.closers = append(rg.closers, rg.client.Close)
+	if err := waitReady(ctx, rg.client, cfg.Nodes, log); err != nil {
+		return ctx, rg, err
+	}
+	log.Info("e2e: fleet ready", "nodes", cfg.Nodes, "took", time.Since(start).Round(time.Millisecond))
+	return ctx, rg, nil
+}
+
+// close stops what startRig started, the last started first.
+func (rg *rig) close() {
+	for i := len(rg.closers) - 1; i >= 0; i-- {
+		rg.closers[i]()
+	}
+}
+
+// newRunID returns a run's random ID: the Drivers' run IDs start with it.
+func newRunID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return "e2e-" + hex.EncodeToString(b[:])
+}
+
+// driverConfig is the Driver configuration of every run of cfg: w as run
+// runID, its watch from watchFrom, draining for drain.
+func (rg *rig) driverConfig(cfg Config, w loadgen.Workload, runID string, watchFrom uint64, drain time.Duration) loadgen.DriverConfig {
+	return loadgen.DriverConfig{
+		Client:       rg.client,
 		Workload:     w,
 		RunID:        runID,
 		MaxProbes:    maxProbes,
 		PollInterval: pollInterval,
-		Drain:        max(time.Duration(w.Duration), minDrain),
-		WatchFrom:    *watchFrom,
+		Drain:        drain,
+		WatchFrom:    watchFrom,
 		Logger:       cfg.Logger,
-	})
+	}
+}
+
+// runStep offers w, step n's load of rate tasks per second, as run runID,
+// and judges it.
+func runStep(ctx context.Context, rg *rig, cfg Config, n int, rate float64, w loadgen.Workload, runID string, watchFrom *uint64) (Step, error) {
+	st := Step{Step: n, TargetTasksPerSec: rate}
+	d, err := loadgen.NewDriver(rg.driverConfig(cfg, w, runID, *watchFrom, max(time.Duration(w.Duration), minDrain)))
 	if err != nil {
 		return st, fmt.Errorf("e2e benchmark: step %d: %w", st.Step, err)
 	}
-	from := readUsage(fleet, replicas)
-	moved := moveLeaders(ctx, cfg, replicas)
+	from := readUsage(rg.fleetPIDs, rg.replicas)
+	var moved atomic.Int64
+	stopMoving := moveLeaders(ctx, cfg, rg.replicas, cfg.MoveLeaderEvery, &moved)
 	r, err := d.Run(ctx)
-	st.LeaderMoves = moved()
-	to := readUsage(fleet, replicas)
+	stopMoving()
+	st.LeaderMoves = int(moved.Load())
+	to := readUsage(rg.fleetPIDs, rg.replicas)
 	st.HeapLiveMB = float64(liveHeap()) / (1 << 20)
 	*watchFrom = r.WatchIndex
-	st.OfferedTasksPerSec, st.OfferedJobsPerSec = r.Offered.TasksPerSec, r.Offered.JobsPerSec
-	st.PlacedTasksPerSec = r.Placed.TasksPerSec
-	l := r.Latency
-	st.P50SubmitToPlacedMs, st.P99SubmitToPlacedMs = l.Placed.P50Ms, l.Placed.P99Ms
-	st.P50SubmitToRunningMs, st.P99SubmitToRunningMs = l.Running.P50Ms, l.Running.P99Ms
-	st.MaxSubmitToPlacedMs, st.P99SubmitToCommittedMs, st.MaxLagMs = l.Placed.MaxMs, l.Committed.P99Ms, l.Lag.MaxMs
-	st.Tasks, st.PlacedTasks, st.UnplacedTasks, st.RunningTasks = r.Tasks, r.PlacedTasks, r.UnplacedTasks, r.RunningTasks
-	st.Errors, st.Retries, st.Seconds = r.Errors, r.Retries, r.Seconds
+	st.fill(r)
 	st.perTask(from, to)
 	if err := stepErr(ctx, err); err != nil {
 		return st, fmt.Errorf("e2e benchmark: step %d: %w", st.Step, err)
@@ -523,19 +608,33 @@ func runStep(ctx context.Context, client *api.Client, cfg Config, n int, rate fl
 	return st, nil
 }
 
-// moveLeaders moves the leadership among replicas every
-// cfg.MoveLeaderEvery, if set, until the returned function is called; it
-// returns how many moves were made.
-func moveLeaders(ctx context.Context, cfg Config, replicas []*raftkv.Node) (stop func() int) {
+// fill sets st's rates, latencies and counts from a Driver's result.
+func (st *Step) fill(r loadgen.Result) {
+	st.OfferedTasksPerSec, st.OfferedJobsPerSec = r.Offered.TasksPerSec, r.Offered.JobsPerSec
+	st.PlacedTasksPerSec = r.Placed.TasksPerSec
+	l := r.Latency
+	st.P50SubmitToPlacedMs, st.P99SubmitToPlacedMs = l.Placed.P50Ms, l.Placed.P99Ms
+	st.P50SubmitToRunningMs, st.P99SubmitToRunningMs = l.Running.P50Ms, l.Running.P99Ms
+	st.MaxSubmitToPlacedMs, st.P99SubmitToCommittedMs, st.MaxLagMs = l.Placed.MaxMs, l.Committed.P99Ms, l.Lag.MaxMs
+	st.Tasks, st.PlacedTasks, st.UnplacedTasks, st.RunningTasks = r.Tasks, r.PlacedTasks, r.UnplacedTasks, r.RunningTasks
+	st.Errors, st.Retries, st.Seconds = r.Errors, r.Retries, r.Seconds
+}
+
+// moveLeaders moves the leadership among replicas, if
+// cfg.MoveLeaderEvery is set: first after first, then every
+// cfg.MoveLeaderEvery after that (the moves keep to that beat however
+// long each takes), counting each move made in moved, until the returned
+// function is called; that function returns once the mover has stopped.
+func moveLeaders(ctx context.Context, cfg Config, replicas []*raftkv.Node, first time.Duration, moved *atomic.Int64) (stop func()) {
 	if cfg.MoveLeaderEvery <= 0 {
-		return func() int { return 0 }
+		return func() {}
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	moves := make(chan int, 1)
+	done := make(chan struct{})
 	go func() {
-		n := 0
-		defer func() { moves <- n }()
-		t := time.NewTicker(cfg.MoveLeaderEvery)
+		defer close(done)
+		next := time.Now().Add(first)
+		t := time.NewTimer(first)
 		defer t.Stop()
 		for {
 			select {
@@ -547,14 +646,20 @@ func moveLeaders(ctx context.Context, cfg Config, replicas []*raftkv.Node) (stop
 				if ctx.Err() == nil {
 					cfg.Logger.Warn("e2e: moving the leadership", "err", err)
 				}
-				continue
+			} else {
+				moved.Add(1)
 			}
-			n++
+			// A move that overran the beat skips the beats it overran.
+			next = next.Add(cfg.MoveLeaderEvery)
+			if late := time.Since(next); late > 0 {
+				next = next.Add((late/cfg.MoveLeaderEvery + 1) * cfg.MoveLeaderEvery)
+			}
+			t.Reset(time.Until(next))
 		}
 	}()
-	return func() int {
+	return func() {
 		cancel()
-		return <-moves
+		<-done
 	}
 }
 
