@@ -138,3 +138,108 @@ func benchE2E(t *testing.T, args ...string) (e2ebench.Result, string) {
 	}
 	return res, errOut.String()
 }
+
+// TestBenchE2ESoakJSON soaks one replica for three rows of a second, the
+// fleet in two child processes: each row reports the memory of this
+// process and of both fleet processes.
+func TestBenchE2ESoakJSON(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster and fleet processes")
+	}
+	t.Setenv(testAsMainEnv, "1") // for the children only: this process runs its tests
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	err := run(ctx, []string{"bench", "e2e", "--replicas", "1", "--nodes", "20", "--fleet-procs", "2", "--start-rate", "20",
+		"--soak", "3s", "--soak-interval", "1s", "--array-size", "uniform:1,3", "--run-time", "50ms",
+		"--p99-placed-limit", "20s", "--p99-running-limit", "20s", "--work-dir", t.TempDir(), "--json"}, &out, &errOut)
+	if err != nil {
+		t.Fatalf("bench e2e --soak: %v\nstderr: %s", err, errOut.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var res e2ebench.SoakResult
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+		t.Fatalf("the last line %q: %v", lines[len(lines)-1], err)
+	}
+	if res.SoakSeconds != 3 || res.RowSeconds != 1 || len(res.Rows) != 3 || strings.Join(res.Processes, ",") != "bench,fleet-1,fleet-2" {
+		t.Fatalf("result %+v", res)
+	}
+	for _, row := range res.Rows {
+		if len(row.RSSMiB) != 3 || row.RSSMiB[0] <= 0 || row.RSSMiB[1] <= 0 || row.RSSMiB[2] <= 0 || row.OfferedTasks == 0 || row.Errors != 0 {
+			t.Errorf("row %+v", row)
+		}
+	}
+	if res.Total.Tasks == 0 || res.Total.PlacedTasks != res.Total.Tasks || len(res.Memory) != 3 || res.Memory[0].Judged {
+		t.Errorf("total %+v, memory %+v (one row after the first two: not judged)", res.Total, res.Memory)
+	}
+	if !strings.Contains(errOut.String(), "e2e: soak row") {
+		t.Errorf("stderr lacks the rows' progress:\n%s", errOut.String())
+	}
+}
+
+func TestBenchE2ESoakRejectsSteps(t *testing.T) {
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{"bench", "e2e", "--soak", "1m", "--steps", "3", "--step-rate", "10"}, &out, &errOut)
+	var ue usageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--step-rate, --steps do not apply") {
+		t.Errorf("--soak with steps: err = %v, want a usage error naming them", err)
+	}
+	err = run(context.Background(), []string{"bench", "e2e", "--soak", "1h", "--timeout", "10m"}, &out, &errOut)
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "shorter than the warm-up") {
+		t.Errorf("--soak 1h --timeout 10m: err = %v, want a usage error", err)
+	}
+}
+
+func TestPrintBenchSoak(t *testing.T) {
+	res := e2ebench.SoakResult{Replicas: 3, Nodes: 10000, ArraySize: "uniform:1,40", RunTime: "fixed:1s", TargetTasksPerSec: 100000,
+		SoakSeconds: 180, RowSeconds: 60, Settle: 2, MoveLeaderEverySeconds: 60, Processes: []string{"bench", "fleet-1"},
+		Rows: []e2ebench.SoakRow{
+			{Row: 1, Seconds: 60, OfferedTasksPerSec: 100100, PlacedTasksPerSec: 99000, P99SubmitToPlacedMs: 450, P99SubmitToRunningMs: 700,
+				LeaderMoves: 1, RSSMiB: []float64{3012.4, 801}, Holds: true},
+			{Row: 2, StartSeconds: 60, Seconds: 60, OfferedTasksPerSec: 99900, PlacedTasksPerSec: 80000, Errors: 2, RSSMiB: []float64{3100, 805},
+				Reasons: []string{"placed 80000 of 99900 tasks/s offered (80%, want 90%)", "2 requests failed"}},
+		},
+		Total:  e2ebench.Step{OfferedTasksPerSec: 100000, PlacedTasksPerSec: 89500, Tasks: 12000000, Errors: 2, LeaderMoves: 2},
+		Memory: []e2ebench.MemoryTrend{{Process: "bench", FromRow: 3}, {Process: "fleet-1", FromRow: 3, Rows: 4, FirstMiB: 800, LastMiB: 900, SlopeMiBPerMin: 33.3, LimitMiBPerMin: 8.5, Judged: true}},
+		Notes:  []string{"memory of bench not judged: 0 rows after the first 2, want 3 or more"},
+		Reasons: []string{"row 2: placed 80000 of 99900 tasks/s offered (80%, want 90%)",
+			"memory of fleet-1 grows 33.3 MiB/min over rows 3 to 6 (800 to 900 MiB), above 8.5"},
+	}
+	var b bytes.Buffer
+	if err := printBenchSoak(&b, res, false); err != nil {
+		t.Fatal(err)
+	}
+	got := b.String()
+	for _, want := range []string{"100000 tasks/s for 3m0s in rows of 1m0s; the leadership moved every 1m0s",
+		"RSS MIB bench/fleet-1", "3012 / 801", "1m0s", "80%", "no: placed 80000 of 99900 tasks/s offered (80%, want 90%); 2 requests failed",
+		"whole soak: 89500 of 100000 tasks/s placed", "note: memory of bench not judged: 0 rows after the first 2",
+		"memory of fleet-1, rows 3 to 6: 800 to 900 MiB, slope +33.3 MiB/min (limit 8.5): grows",
+		"soak: did not hold: row 2: placed 80000"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, got)
+		}
+	}
+	b.Reset()
+	if err := printBenchSoak(&b, res, true); err != nil {
+		t.Fatal(err)
+	}
+	var back map[string]any
+	if err := json.Unmarshal(b.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	rows, _ := back["rows"].([]any)
+	if len(rows) != 2 {
+		t.Fatalf("JSON rows %v", back["rows"])
+	}
+	row, _ := rows[0].(map[string]any)
+	for _, k := range []string{"row", "placed_tasks_per_sec", "p99_submit_to_placed_ms", "p99_submit_to_running_ms", "errors", "rss_mib", "holds"} {
+		if _, ok := row[k]; !ok {
+			t.Errorf("a JSON row lacks %q: %v", k, row)
+		}
+	}
+	for _, k := range []string{"processes", "memory", "holds", "reasons", "total"} {
+		if _, ok := back[k]; !ok {
+			t.Errorf("JSON lacks %q", k)
+		}
+	}
+}
