@@ -244,3 +244,106 @@ func (countTicks) Ticks(lo, hi float64) []plot.Tick {
 	}
 	return ts
 }
+
+// Soak draws a soak's rows against the time at each row's end, in three
+// panels one above the other: offered and placed tasks/s; p99
+// submit→placed and submit→running with their limits; and each process's
+// peak RSS.
+func Soak(w io.Writer, r e2ebench.SoakResult) error {
+	if len(r.Rows) == 0 {
+		return errors.New("a soak without rows")
+	}
+	at := func(row e2ebench.SoakRow) float64 { return (row.StartSeconds + row.Seconds) / 60 }
+	end := at(r.Rows[len(r.Rows)-1])
+	panel := func(title, ylabel string) *plot.Plot {
+		p := plot.New()
+		p.Title.Text = title
+		p.X.Label.Text = "minutes"
+		p.Y.Label.Text = ylabel
+		p.X.Min, p.X.Max, p.Y.Min = 0, end, 0
+		p.Y.Tick.Marker = countTicks{}
+		p.Legend.Top, p.Legend.Left = false, false
+		p.Add(plotter.NewGrid())
+		return p
+	}
+	type series struct {
+		name string
+		y    func(e2ebench.SoakRow) float64
+	}
+	lines := func(p *plot.Plot, ss []series) error {
+		for i, sr := range ss {
+			pts := make(plotter.XYs, len(r.Rows))
+			for j, row := range r.Rows {
+				pts[j] = plotter.XY{X: at(row), Y: sr.y(row)}
+			}
+			l, sc, err := plotter.NewLinePoints(pts)
+			if err != nil {
+				return err
+			}
+			l.Color, sc.Color, sc.Shape = plotutil.Color(i), plotutil.Color(i), plotutil.Shape(i)
+			p.Add(l, sc)
+			p.Legend.Add(sr.name, l, sc)
+		}
+		return nil
+	}
+	limit := func(p *plot.Plot, y float64, i int, name string) {
+		if y <= 0 {
+			return
+		}
+		f := plotter.NewFunction(func(float64) float64 { return y })
+		f.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		f.Color = plotutil.Color(i)
+		p.Add(f)
+		p.Legend.Add(name, f)
+	}
+
+	rate := panel(fmt.Sprintf("soak at %s tasks/s (%d replicas, %s nodes)", suite.Count(r.TargetTasksPerSec), r.Replicas, suite.Count(float64(r.Nodes))), "tasks/s")
+	rate.Legend.Top = false
+	if err := lines(rate, []series{
+		{"offered", func(row e2ebench.SoakRow) float64 { return row.OfferedTasksPerSec }},
+		{"placed", func(row e2ebench.SoakRow) float64 { return row.PlacedTasksPerSec }},
+	}); err != nil {
+		return err
+	}
+	lat := panel("p99 latency", "ms")
+	lat.Legend.Top = true
+	if err := lines(lat, []series{
+		{"submit→placed", func(row e2ebench.SoakRow) float64 { return row.P99SubmitToPlacedMs }},
+		{"submit→running", func(row e2ebench.SoakRow) float64 { return row.P99SubmitToRunningMs }},
+	}); err != nil {
+		return err
+	}
+	limit(lat, r.P99PlacedLimitMs, 0, "placed limit")
+	limit(lat, r.P99RunningLimitMs, 1, "running limit")
+	// Room above the lines and the limits for the legend.
+	top := max(r.P99PlacedLimitMs, r.P99RunningLimitMs)
+	for _, row := range r.Rows {
+		top = max(top, row.P99SubmitToPlacedMs, row.P99SubmitToRunningMs)
+	}
+	lat.Y.Max = 2 * top
+	mem := panel("peak RSS per row", "MiB")
+	var ss []series
+	for i, name := range r.Processes {
+		ss = append(ss, series{name, func(row e2ebench.SoakRow) float64 {
+			if i < len(row.RSSMiB) {
+				return row.RSSMiB[i]
+			}
+			return 0
+		}})
+	}
+	if err := lines(mem, ss); err != nil {
+		return err
+	}
+
+	img := vgimg.New(plotWidth, 2*plotHeight)
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: 3, Cols: 1, PadX: vg.Millimeter, PadY: 2 * vg.Millimeter,
+		PadTop: vg.Points(2), PadBottom: vg.Points(2), PadLeft: vg.Points(2), PadRight: vg.Points(2)}
+	col := [][]*plot.Plot{{rate}, {lat}, {mem}}
+	canvases := plot.Align(col, tiles, dc)
+	for i := range col {
+		col[i][0].Draw(canvases[i][0])
+	}
+	_, err := vgimg.PngCanvas{Canvas: img}.WriteTo(w)
+	return err
+}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/bench/charts"
+	"github.com/sluicehq/sluice/bench/e2ebench"
 	"github.com/sluicehq/sluice/bench/storebench"
 	"github.com/sluicehq/sluice/bench/suite"
 	"github.com/sluicehq/sluice/bench/suite/suitetest"
@@ -36,6 +37,7 @@ func TestPlots(t *testing.T) {
 		{"e2e-latency", func(w io.Writer) error { return charts.E2ELatency(w, suitetest.E2E) }},
 		{"raftkv", func(w io.Writer) error { return charts.Raftkv(w, suitetest.Raftkv) }},
 		{"submit", func(w io.Writer) error { return charts.Submit(w, suitetest.Submit) }},
+		{"soak", func(w io.Writer) error { return charts.Soak(w, suitetest.Soak) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var a, b bytes.Buffer
@@ -50,6 +52,12 @@ func TestPlots(t *testing.T) {
 				t.Error("two plots of the same result differ")
 			}
 		})
+	}
+}
+
+func TestPlotSoakWithoutRows(t *testing.T) {
+	if err := charts.Soak(io.Discard, e2ebench.SoakResult{}); err == nil {
+		t.Fatal("a soak plot without rows: want an error")
 	}
 }
 

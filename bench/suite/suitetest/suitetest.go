@@ -74,3 +74,32 @@ func Suite() suite.Suite {
 	s.Podstart.Skipped = "not root: containers need namespaces and cgroups"
 	return s
 }
+
+// Soak is a soak of four rows of a minute: the third broke, and the
+// fleet process's memory grows.
+var Soak = e2ebench.SoakResult{Replicas: 3, Nodes: 1000, ArraySize: "uniform:1,40", RunTime: "fixed:1s", TargetTasksPerSec: 5000,
+	SoakSeconds: 240, RowSeconds: 60, Settle: 1, MoveLeaderEverySeconds: 60, P99PlacedLimitMs: 1000, P99RunningLimitMs: 2000,
+	Processes: []string{"bench", "fleet-1"},
+	Rows: []e2ebench.SoakRow{
+		{Row: 1, Seconds: 60, OfferedTasksPerSec: 5010, PlacedTasksPerSec: 4990, P50SubmitToPlacedMs: 60, P99SubmitToPlacedMs: 180,
+			P50SubmitToRunningMs: 120, P99SubmitToRunningMs: 310, OfferedTasks: 300600, PlacedTasks: 299400, LeaderMoves: 1,
+			RSSMiB: []float64{610.5, 120.2}, Holds: true},
+		{Row: 2, StartSeconds: 60, Seconds: 60, OfferedTasksPerSec: 4985, PlacedTasksPerSec: 4990, P50SubmitToPlacedMs: 62, P99SubmitToPlacedMs: 240,
+			P50SubmitToRunningMs: 125, P99SubmitToRunningMs: 420, OfferedTasks: 299100, PlacedTasks: 299400, LeaderMoves: 1,
+			RSSMiB: []float64{655, 131}, Holds: true},
+		{Row: 3, StartSeconds: 120, Seconds: 60, OfferedTasksPerSec: 5002, PlacedTasksPerSec: 4300, P50SubmitToPlacedMs: 380, P99SubmitToPlacedMs: 1450,
+			P50SubmitToRunningMs: 600, P99SubmitToRunningMs: 2210, OfferedTasks: 300120, PlacedTasks: 258000, Errors: 1, LeaderMoves: 1,
+			RSSMiB: []float64{660, 140}, Reasons: []string{"1 requests failed", "p99 submit→placed 1450 ms above 1000 ms", "p99 submit→running 2210 ms above 2000 ms"}},
+		{Row: 4, StartSeconds: 180, Seconds: 60, OfferedTasksPerSec: 4995, PlacedTasksPerSec: 5600, P50SubmitToPlacedMs: 70, P99SubmitToPlacedMs: 300,
+			P50SubmitToRunningMs: 130, P99SubmitToRunningMs: 500, OfferedTasks: 299700, PlacedTasks: 336000, LeaderMoves: 1,
+			RSSMiB: []float64{652, 150}, Holds: true},
+	},
+	Total: e2ebench.Step{Step: 1, TargetTasksPerSec: 5000, OfferedTasksPerSec: 4998, PlacedTasksPerSec: 4970, P99SubmitToPlacedMs: 900,
+		P99SubmitToRunningMs: 1300, Tasks: 1199520, PlacedTasks: 1199520, Errors: 1, LeaderMoves: 4,
+		Reasons: []string{"1 requests failed"}},
+	Memory: []e2ebench.MemoryTrend{
+		{Process: "bench", FromRow: 2, Rows: 3, FirstMiB: 655, LastMiB: 652, MeanMiB: 655.7, SlopeMiBPerMin: -1.5, LimitMiBPerMin: 6.6, Judged: true, Flat: true},
+		{Process: "fleet-1", FromRow: 2, Rows: 3, FirstMiB: 131, LastMiB: 150, MeanMiB: 140.3, SlopeMiBPerMin: 9.5, LimitMiBPerMin: 4, Judged: true},
+	},
+	Reasons: []string{"row 3: 1 requests failed", "row 3: p99 submit→placed 1450 ms above 1000 ms", "row 3: p99 submit→running 2210 ms above 2000 ms",
+		"whole soak: 1 requests failed", "memory of fleet-1 grows 9.5 MiB/min over rows 2 to 4 (131 to 150 MiB), above 4.0"}}
