@@ -323,6 +323,13 @@ func soakVerdict(r SoakResult) (reasons, notes []string) {
 	if n := r.Total.UnplacedTasks; n > 0 {
 		reasons = append(reasons, fmt.Sprintf("whole soak: %d tasks committed and not seen placed by the end of the drain", n))
 	}
+	behind := 0 // rows after the settling ones that placed less than they were offered
+	for _, row := range r.Rows[min(max(r.Settle, 0), len(r.Rows)):] {
+		if row.PlacedTasksPerSec < SustainedFraction*row.OfferedTasksPerSec {
+			behind++
+		}
+	}
+	grew := false
 	for _, m := range r.Memory {
 		switch {
 		case !m.Judged:
@@ -331,7 +338,12 @@ func soakVerdict(r SoakResult) (reasons, notes []string) {
 		case !m.Flat:
 			reasons = append(reasons, fmt.Sprintf("memory of %s grows %.1f MiB/min over rows %d to %d (%.0f to %.0f MiB), above %.1f",
 				m.Process, m.SlopeMiBPerMin, m.FromRow, m.FromRow+m.Rows-1, m.FirstMiB, m.LastMiB, m.LimitMiBPerMin))
+			grew = true
 		}
+	}
+	if grew && behind > 0 {
+		notes = append(notes, fmt.Sprintf("the memory grew while the cluster fell behind (%d of the rows judged placed less than %.0f%% of their offer): "+
+			"the work in flight grew with it; only rows that hold tell a leak", behind, 100*SustainedFraction))
 	}
 	return reasons, notes
 }
