@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -71,6 +72,13 @@ type SoakResult struct {
 	// generator, and the fleet when it runs in process), then "fleet-1",
 	// "fleet-2", … for the fleet processes.
 	Processes []string `json:"processes"`
+	// MemoryLimitMiB is the soft memory limit (GOMEMLIMIT) each process
+	// ran under, in the order of Processes; 0 where none was set here (a
+	// fleet process then takes its command's own). A process whose heap
+	// reaches its limit collects more often instead of growing: its RSS
+	// stays near the limit, and what grows is its CPU per task (and, for
+	// this process, the live heap in the rows).
+	MemoryLimitMiB []float64 `json:"memory_limit_mib"`
 	// Rows are the soak's rows, in order.
 	Rows []SoakRow `json:"rows"`
 	// Total is the whole soak as one step, its drain included.
@@ -187,8 +195,13 @@ func RunSoak(ctx context.Context, cfg Config) (SoakResult, error) {
 		return res, err
 	}
 	res.Processes = []string{"bench"}
+	res.MemoryLimitMiB = []float64{0}
+	if l := debug.SetMemoryLimit(-1); l > 0 && l < math.MaxInt64 {
+		res.MemoryLimitMiB[0] = roundMiB(float64(l) / (1 << 20))
+	}
 	for i := range rg.fleetPIDs {
 		res.Processes = append(res.Processes, fmt.Sprintf("fleet-%d", i+1))
+		res.MemoryLimitMiB = append(res.MemoryLimitMiB, roundMiB(float64(cfg.FleetMemoryLimit)/(1<<20)))
 	}
 
 	runID := newRunID()

@@ -114,7 +114,7 @@ func TestRunSoak(t *testing.T) {
 	t.Logf("in %v: %s", time.Since(start).Round(time.Millisecond), b)
 	if res.SoakSeconds != 5 || res.RowSeconds != 1 || res.Settle != 2 || res.TargetTasksPerSec != 40 || res.MoveLeaderEverySeconds != 2 ||
 		res.P99PlacedLimitMs != 20_000 || res.P99RunningLimitMs != 20_000 ||
-		len(res.Processes) != 1 || res.Processes[0] != "bench" {
+		len(res.Processes) != 1 || res.Processes[0] != "bench" || len(res.MemoryLimitMiB) != 1 {
 		t.Errorf("the result's settings: %+v", res)
 	}
 	if len(res.Rows) != 5 {

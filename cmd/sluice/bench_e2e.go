@@ -240,6 +240,16 @@ func printBenchSoak(w io.Writer, r e2ebench.SoakResult, asJSON bool) error {
 	fmt.Fprintf(w, "whole soak: %.0f of %.0f tasks/s placed, p99 submit→placed %.1f ms, →running %.1f ms; %d tasks, %d unplaced; %d errors, %d retries; %d leader moves\n",
 		tot.PlacedTasksPerSec, tot.OfferedTasksPerSec, tot.P99SubmitToPlacedMs, tot.P99SubmitToRunningMs, tot.Tasks, tot.UnplacedTasks,
 		tot.Errors, tot.Retries, tot.LeaderMoves)
+	if len(r.MemoryLimitMiB) == len(r.Processes) {
+		limits := make([]string, len(r.Processes))
+		for i, l := range r.MemoryLimitMiB {
+			limits[i] = r.Processes[i] + " none"
+			if l > 0 {
+				limits[i] = fmt.Sprintf("%s %.0f MiB", r.Processes[i], l)
+			}
+		}
+		fmt.Fprintf(w, "soft memory limits: %s\n", strings.Join(limits, ", "))
+	}
 	for _, m := range r.Memory {
 		if !m.Judged {
 			continue // the notes say so

@@ -161,7 +161,8 @@ func TestBenchE2ESoakJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
 		t.Fatalf("the last line %q: %v", lines[len(lines)-1], err)
 	}
-	if res.SoakSeconds != 3 || res.RowSeconds != 1 || len(res.Rows) != 3 || strings.Join(res.Processes, ",") != "bench,fleet-1,fleet-2" {
+	if res.SoakSeconds != 3 || res.RowSeconds != 1 || len(res.Rows) != 3 || strings.Join(res.Processes, ",") != "bench,fleet-1,fleet-2" ||
+		len(res.MemoryLimitMiB) != 3 || res.MemoryLimitMiB[1] != res.MemoryLimitMiB[2] {
 		t.Fatalf("result %+v", res)
 	}
 	for _, row := range res.Rows {
@@ -193,6 +194,7 @@ func TestBenchE2ESoakRejectsSteps(t *testing.T) {
 func TestPrintBenchSoak(t *testing.T) {
 	res := e2ebench.SoakResult{Replicas: 3, Nodes: 10000, ArraySize: "uniform:1,40", RunTime: "fixed:1s", TargetTasksPerSec: 100000,
 		SoakSeconds: 180, RowSeconds: 60, Settle: 2, MoveLeaderEverySeconds: 60, Processes: []string{"bench", "fleet-1"},
+		MemoryLimitMiB: []float64{4608, 0},
 		Rows: []e2ebench.SoakRow{
 			{Row: 1, Seconds: 60, OfferedTasksPerSec: 100100, PlacedTasksPerSec: 99000, P99SubmitToPlacedMs: 450, P99SubmitToRunningMs: 700,
 				LeaderMoves: 1, RSSMiB: []float64{3012.4, 801}, Holds: true},
@@ -212,7 +214,7 @@ func TestPrintBenchSoak(t *testing.T) {
 	got := b.String()
 	for _, want := range []string{"100000 tasks/s for 3m0s in rows of 1m0s; the leadership moved every 1m0s",
 		"RSS MIB bench/fleet-1", "3012 / 801", "1m0s", "80%", "no: placed 80000 of 99900 tasks/s offered (80%, want 90%); 2 requests failed",
-		"whole soak: 89500 of 100000 tasks/s placed", "note: memory of bench not judged: 0 rows after the first 2",
+		"whole soak: 89500 of 100000 tasks/s placed", "soft memory limits: bench 4608 MiB, fleet-1 none", "note: memory of bench not judged: 0 rows after the first 2",
 		"memory of fleet-1, rows 3 to 6: 800 to 900 MiB, slope +33.3 MiB/min (limit 8.5): grows",
 		"soak: did not hold: row 2: placed 80000"} {
 		if !strings.Contains(got, want) {
