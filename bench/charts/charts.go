@@ -31,6 +31,8 @@ func Draw(s suite.Suite, dir string) ([]suite.Chart, error) {
 			draw = func(w io.Writer) error { return E2EThroughput(w, s.E2E.Result) }
 		case suite.ChartE2ELatency:
 			draw = func(w io.Writer) error { return E2ELatency(w, s.E2E.Result) }
+		case suite.ChartSoak:
+			draw = func(w io.Writer) error { return Soak(w, s.Soak.Result) }
 		case suite.ChartRaftkv:
 			draw = func(w io.Writer) error { return Raftkv(w, s.Raftkv.Result) }
 		case suite.ChartSubmit:

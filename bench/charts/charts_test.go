@@ -84,14 +84,16 @@ func TestDraw(t *testing.T) {
 		}
 		decodePNG(t, c.File, b)
 	}
-	want := []string{"e2e-throughput.png", "e2e-latency.png", "raftkv.png", "submit.png"}
+	want := []string{"e2e-throughput.png", "e2e-latency.png", "soak.png", "raftkv.png", "submit.png"}
 	if !slices.Equal(files, want) {
 		t.Errorf("charts %v, want %v", files, want)
 	}
 
-	// Without etcd there is no raftkv chart; without e2e steps no e2e ones.
+	// Without etcd there is no raftkv chart; without e2e steps no e2e
+	// ones; without soak rows no soak one.
 	s.Raftkv.Result = []storebench.Comparison{{Writers: 1, ValueBytes: 256}}
 	s.E2E.Result.Steps = nil
+	s.Soak.Result.Rows = nil
 	files = files[:0]
 	for _, c := range suite.Charts(s) {
 		files = append(files, c.File)

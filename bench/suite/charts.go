@@ -23,17 +23,21 @@ const (
 	ChartE2ELatency    = "e2e-latency.png"
 	ChartRaftkv        = "raftkv.png"
 	ChartSubmit        = "submit.png"
+	ChartSoak          = "soak.png"
 )
 
 // Charts returns the plots s has data for, in a fixed order: e2e
-// throughput and latency, raftkv against etcd (only with the anchor),
-// submit by encoding.
+// throughput and latency, the soak's rows, raftkv against etcd (only with
+// the anchor), submit by encoding.
 func Charts(s Suite) []Chart {
 	var out []Chart
 	if s.E2E != nil && len(s.E2E.Result.Steps) > 0 {
 		out = append(out,
 			Chart{ChartE2EThroughput, "e2e: placed tasks/s against offered"},
 			Chart{ChartE2ELatency, "e2e: submit→placed and submit→running p50/p99 against offered tasks/s"})
+	}
+	if s.Soak != nil && len(s.Soak.Result.Rows) > 0 {
+		out = append(out, Chart{ChartSoak, "soak: offered and placed tasks/s, p99 submit→placed and →running, and each process's peak RSS, row by row"})
 	}
 	if s.Raftkv != nil && HasEtcd(s.Raftkv.Result) {
 		out = append(out, Chart{ChartRaftkv, "raftkv: writes/s, Sluice against etcd"})

@@ -16,11 +16,14 @@
 //     installed (noted in the JSON when it is not);
 //   - e2e: the stepped end-to-end benchmark, offered rate against placed
 //     rate and latencies;
+//   - soak: one rate held end to end (e2ebench.RunSoak), its rows over
+//     time: placed rate, p99s, each process's memory;
 //   - podstart: pod starts against the runc CLI, only as root with runc on
 //     PATH (otherwise the JSON says why it was skipped).
 //
 // Two sizes: QuickParams, a few minutes on two cores, and FullParams, the
-// sizes the issues ask for.
+// sizes the issues ask for (the soak alone is eleven minutes of 100k
+// tasks/s).
 //
 // # Invariants
 //

@@ -107,6 +107,10 @@ func Markdown(s Suite, charts []Chart, linkDir string) string {
 		section(&b, "e2e: stepped offered rate, submit → placed → running", s.E2E.caption(), s.E2E.Skipped, s.E2E.Notes, s.E2E.Error)
 		e2eTable(&b, s)
 	}
+	if s.Soak != nil {
+		section(&b, "soak: one rate held, row by row", s.Soak.caption(), s.Soak.Skipped, s.Soak.Notes, s.Soak.Error)
+		soakTable(&b, s.Soak.Result)
+	}
 	if s.Podstart != nil {
 		section(&b, "podstart: pod starts against runc", s.Podstart.caption(), s.Podstart.Skipped, s.Podstart.Notes, s.Podstart.Error)
 		if len(s.Podstart.Result) > 0 {
@@ -258,6 +262,64 @@ func e2eTable(b *strings.Builder, s Suite) {
 	b.WriteString(publishedAnchors)
 }
 
+func soakTable(b *strings.Builder, r e2ebench.SoakResult) {
+	if len(r.Rows) == 0 {
+		return
+	}
+	dur := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+	fmt.Fprintf(b, "%d replicas, %s simulated nodes; jobs of %s tasks running %s; %s tasks/s offered for %s, in rows of %s",
+		r.Replicas, Count(float64(r.Nodes)), r.ArraySize, strings.TrimPrefix(r.RunTime, "fixed:"), Count(r.TargetTasksPerSec),
+		dur(r.SoakSeconds), dur(r.RowSeconds))
+	if r.MoveLeaderEverySeconds > 0 {
+		fmt.Fprintf(b, "; the leadership moved every %s", dur(r.MoveLeaderEverySeconds))
+	}
+	b.WriteString(".\n\n")
+	var rows [][]string
+	for _, row := range r.Rows {
+		held := "yes"
+		if !row.Holds {
+			held = "no: " + strings.Join(row.Reasons, "; ")
+		}
+		rss := make([]string, len(row.RSSMiB))
+		for i, v := range row.RSSMiB {
+			rss[i] = Count(v)
+		}
+		rows = append(rows, []string{strconv.Itoa(row.Row), Count(row.OfferedTasksPerSec), Count(row.PlacedTasksPerSec),
+			msPair(row.P50SubmitToPlacedMs, row.P99SubmitToPlacedMs), msPair(row.P50SubmitToRunningMs, row.P99SubmitToRunningMs),
+			strconv.FormatInt(row.Errors, 10), strconv.Itoa(row.LeaderMoves), strings.Join(rss, " / "), held})
+	}
+	table(b, []string{"row", "offered tasks/s", "placed/s", "placed p50 / p99", "running p50 / p99", "errors", "leader moves",
+		"peak RSS MiB (" + strings.Join(r.Processes, " / ") + ")", "held"}, rows...)
+	t := r.Total
+	fmt.Fprintf(b, "Whole soak: %s of %s tasks/s placed, p99 submit→placed %s, submit→running %s; %s errors, %s tasks unplaced.\n\n",
+		Count(t.PlacedTasksPerSec), Count(t.OfferedTasksPerSec), ms(t.P99SubmitToPlacedMs), ms(t.P99SubmitToRunningMs),
+		Count(float64(t.Errors)), Count(float64(t.UnplacedTasks)))
+	var mem []string
+	for _, m := range r.Memory {
+		switch {
+		case !m.Judged:
+			mem = append(mem, m.Process+" not judged")
+		case m.Flat:
+			mem = append(mem, fmt.Sprintf("%s %+.1f MiB/min (limit %.1f), flat", m.Process, m.SlopeMiBPerMin, m.LimitMiBPerMin))
+		default:
+			mem = append(mem, fmt.Sprintf("%s %+.1f MiB/min (limit %.1f), **grows**", m.Process, m.SlopeMiBPerMin, m.LimitMiBPerMin))
+		}
+	}
+	if len(mem) > 0 {
+		fmt.Fprintf(b, "Memory after row %d (least-squares slope of each row's peak RSS): %s.\n\n", r.Settle, strings.Join(mem, "; "))
+	}
+	if r.Holds {
+		b.WriteString("Soak: **held**.\n\n")
+	} else {
+		fmt.Fprintf(b, "Soak: **did not hold**: %s.\n\n", strings.Join(r.Reasons, "; "))
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(b, "Note: %s.\n\n", n)
+	}
+	b.WriteString("Target (issue 41): 100,000 tasks/s for ten minutes at 10,000 nodes, the leader moved every 60 s; every minute ≥ 90% placed, " +
+		"p99 submit→placed ≤ 1 s and submit→running ≤ 2 s, no failed request, memory flat after the first two minutes.\n\n")
+}
+
 // publishedAnchors are other schedulers' published figures, for scale:
 // each measured on its own cluster of many machines, not on this host.
 const publishedAnchors = "Published anchors (each on its own cluster of many machines, not this host): " +
@@ -287,7 +349,7 @@ func table(b *strings.Builder, header []string, rows ...[]string) {
 
 func firstMachine(s Suite) (Machine, bool) {
 	for _, m := range []*Machine{machineOf(s.Submit), machineOf(s.Latency), machineOf(s.Sched), machineOf(s.Raftkv),
-		machineOf(s.E2E), machineOf(s.Podstart)} {
+		machineOf(s.E2E), machineOf(s.Soak), machineOf(s.Podstart)} {
 		if m != nil {
 			return *m, true
 		}

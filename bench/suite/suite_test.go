@@ -98,7 +98,7 @@ func TestLoadRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	s := suitetest.Suite()
 	for name, rep := range map[string]any{"submit": s.Submit, "latency": s.Latency, "sched": s.Sched,
-		"raftkv": s.Raftkv, "e2e": s.E2E, "podstart": s.Podstart} {
+		"raftkv": s.Raftkv, "e2e": s.E2E, "soak": s.Soak, "podstart": s.Podstart} {
 		b, err := json.Marshal(rep)
 		if err != nil {
 			t.Fatal(err)
@@ -146,6 +146,12 @@ func TestQuickParamsValid(t *testing.T) {
 		}
 		if err := p.E2E.Validate(); err != nil {
 			t.Error(err)
+		}
+		if p.Soak.FleetProcs > 0 {
+			p.Soak.FleetExec = "sluice"
+		}
+		if err := p.Soak.Validate(); err != nil || p.Soak.Soak <= 0 {
+			t.Errorf("the soak %+v: %v", p.Soak, err)
 		}
 		for _, c := range p.Podstart {
 			if err := c.Validate(); err != nil {

@@ -14,7 +14,7 @@ import (
 func TestRun(t *testing.T) {
 	dir := t.TempDir()
 	s := suitetest.Suite()
-	for name, r := range map[string]any{"submit": s.Submit, "raftkv": s.Raftkv, "e2e": s.E2E} {
+	for name, r := range map[string]any{"submit": s.Submit, "raftkv": s.Raftkv, "e2e": s.E2E, "soak": s.Soak} {
 		b, err := json.Marshal(r)
 		if err != nil {
 			t.Fatal(err)
@@ -27,7 +27,7 @@ func TestRun(t *testing.T) {
 	if err := run(&out, []string{"--dir", dir}); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"e2e-throughput.png", "e2e-latency.png", "raftkv.png", "submit.png"} {
+	for _, f := range []string{"e2e-throughput.png", "e2e-latency.png", "soak.png", "raftkv.png", "submit.png"} {
 		p := filepath.Join(dir, f)
 		if !strings.Contains(out.String(), p+"\n") {
 			t.Errorf("output %q does not name %s", out.String(), p)

@@ -17,6 +17,7 @@ import (
 func newBenchSuiteCmd() *cobra.Command {
 	var (
 		quick, noRun, quiet bool
+		soakRate            float64
 		out, doc            string
 		only                []string
 	)
@@ -26,36 +27,53 @@ func newBenchSuiteCmd() *cobra.Command {
 		Short: "Run every benchmark scenario, write JSON and plots, and update BENCHMARKS.md",
 		Long: `Suite runs the benchmark scenarios in order, in process: submit (once per
 body encoding), latency, sched, raftkv (with etcd as the anchor when it is
-installed), e2e (stepped offered rate) and podstart (only as root with runc
-on PATH). Each scenario's result goes to --out as <scenario>.json, with the
-time, the machine and the commit; then the plots are drawn from every JSON
-file in --out as PNG files beside them (by the benchplot binary, found
-beside this one or on PATH: make benchplot), and with --update-doc the section
-between the markers ` + suite.BeginMarker + ` and ` + suite.EndMarker + ` of that
+installed), e2e (stepped offered rate), soak (one rate held, row by row;
+--soak-rate sets its rate) and podstart (only as root with runc on PATH).
+Each scenario's result goes to --out as <scenario>.json, with the time, the
+machine and the commit; then the plots are drawn from every JSON file in
+--out as PNG files beside them (by the benchplot binary, found beside this
+one or on PATH: make benchplot), and with --update-doc the section between
+the markers ` + suite.BeginMarker + ` and ` + suite.EndMarker + ` of that
 file is replaced by tables of the results and links to the plots.
 
---quick runs small sizes (a minute or two on two cores); without it the
-sizes are the issues' (ten minutes or more, most of it the e2e steps). A
-failing scenario does not stop the others; the command fails at the end.
-Progress goes to stderr.`,
+--quick runs small sizes (a few minutes on two cores); without it the sizes
+are the issues' (half an hour or more, most of it the e2e steps and the
+ten-minute soak at 100k tasks/s). A failing scenario does not stop the
+others; the command fails at the end. Progress goes to stderr.`,
 		Example: `  sluice bench suite --quick --out docs/bench --update-doc BENCHMARKS.md
   sluice bench suite --only e2e,raftkv --update-doc BENCHMARKS.md
-  sluice bench suite --no-run --update-doc BENCHMARKS.md   # plots and tables from the JSON in --out`,
+  sluice bench suite --no-run --update-doc BENCHMARKS.md   # plots and tables from the JSON in --out
+  sluice bench suite --only soak --soak-rate 80000 --update-doc BENCHMARKS.md`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
-			if err := gc.apply(c); err != nil {
-				return err
-			}
 			mode, params := "full", suite.FullParams()
 			if quick {
 				mode, params = "quick", suite.QuickParams()
 			}
-			if params.E2E.FleetProcs > 0 {
+			if c.Flags().Changed("soak-rate") {
+				if soakRate <= 0 {
+					return usageError{fmt.Errorf("bench suite: --soak-rate %v: want tasks per second above 0", soakRate)}
+				}
+				params.Soak.StartRate = soakRate
+				if err := params.Soak.Validate(); err != nil {
+					return usageError{fmt.Errorf("bench suite: --soak-rate %v: %w", soakRate, err)}
+				}
+			}
+			// The fleet processes of e2e and the soak and this one share
+			// the host's memory: each gets its part as its soft limit,
+			// as in bench e2e.
+			fleetProcs := max(params.E2E.FleetProcs, params.Soak.FleetProcs, 0)
+			limit, err := gc.applyShared(c, 1+fleetProcs)
+			if err != nil {
+				return err
+			}
+			if fleetProcs > 0 {
 				exe, err := os.Executable()
 				if err != nil {
 					return fmt.Errorf("bench suite: find this binary for the fleet processes: %w", err)
 				}
-				params.E2E.FleetExec = exe
+				params.E2E.FleetExec, params.Soak.FleetExec = exe, exe
+				params.E2E.FleetMemoryLimit, params.Soak.FleetMemoryLimit = limit, limit
 			}
 			cfg := suite.Config{Mode: mode, Params: params, Out: out, Only: only,
 				Logger: slog.New(slog.DiscardHandler)}
@@ -86,9 +104,10 @@ Progress goes to stderr.`,
 	f.BoolVar(&quick, "quick", false, "small sizes: a few minutes on two cores")
 	f.StringVar(&out, "out", "docs/bench", "directory of the JSON results and the plots")
 	f.StringVar(&doc, "update-doc", "", "replace the generated section of this markdown file")
-	f.StringSliceVar(&only, "only", nil, "run only these scenarios (submit, latency, sched, raftkv, e2e, podstart)")
+	f.StringSliceVar(&only, "only", nil, "run only these scenarios (submit, latency, sched, raftkv, e2e, soak, podstart)")
 	f.BoolVar(&noRun, "no-run", false, "run nothing: draw the plots and tables from the JSON already in --out")
 	f.BoolVar(&quiet, "quiet", false, "do not log progress to stderr")
+	f.Float64Var(&soakRate, "soak-rate", 0, "the soak's offered tasks/s instead of its size's (full 100,000, quick 5,000)")
 	gc.addFlag(c)
 	return c
 }

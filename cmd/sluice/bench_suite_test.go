@@ -143,3 +143,14 @@ func TestBenchSuiteRejectsUnknownScenario(t *testing.T) {
 		t.Fatalf("err = %v, want a usage error naming nope", err)
 	}
 }
+
+func TestBenchSuiteSoakRate(t *testing.T) {
+	for _, rate := range []string{"-5", "0", "0.5"} {
+		var stdout, stderr bytes.Buffer
+		err := run(context.Background(), []string{"bench", "suite", "--quick", "--only", "soak", "--soak-rate", rate, "--out", t.TempDir()}, &stdout, &stderr)
+		var ue usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--soak-rate "+rate) {
+			t.Errorf("--soak-rate %s: err = %v, want a usage error naming it", rate, err)
+		}
+	}
+}

@@ -63,12 +63,15 @@ func report[R any](name string, r R) *suite.Report[R] {
 func Suite() suite.Suite {
 	e2e := E2E
 	e2e.Steps = slices.Clone(E2E.Steps)
+	soak := Soak
+	soak.Rows = slices.Clone(Soak.Rows)
 	s := suite.Suite{
 		Submit:   report("submit", slices.Clone(Submit)),
 		Latency:  report("latency", submitbench.LatencyResult{Nodes: 4, Samples: 50, P50Ms: 11.6, P99Ms: 18.3, MaxMs: 21}),
 		Sched:    report("sched", schedbench.Result{Nodes: 2000, Tasks: 20000, Jobs: 150, Replicas: 3, PlacementsPerSec: 50350, RoundP50Ms: 24, RoundP99Ms: 290, SolverShare: 0.04, BytesPerPendingTask: 5.2}),
 		Raftkv:   report("raftkv", slices.Clone(Raftkv)),
 		E2E:      report("e2e", e2e),
+		Soak:     report("soak", soak),
 		Podstart: report[[]podbench.Result]("podstart", nil),
 	}
 	s.Podstart.Skipped = "not root: containers need namespaces and cgroups"
@@ -102,4 +105,6 @@ var Soak = e2ebench.SoakResult{Replicas: 3, Nodes: 1000, ArraySize: "uniform:1,4
 		{Process: "fleet-1", FromRow: 2, Rows: 3, FirstMiB: 131, LastMiB: 150, MeanMiB: 140.3, SlopeMiBPerMin: 9.5, LimitMiBPerMin: 4, Judged: true},
 	},
 	Reasons: []string{"row 3: 1 requests failed", "row 3: p99 submit→placed 1450 ms above 1000 ms", "row 3: p99 submit→running 2210 ms above 2000 ms",
-		"whole soak: 1 requests failed", "memory of fleet-1 grows 9.5 MiB/min over rows 2 to 4 (131 to 150 MiB), above 4.0"}}
+		"whole soak: 1 requests failed", "memory of fleet-1 grows 9.5 MiB/min over rows 2 to 4 (131 to 150 MiB), above 4.0"},
+	Notes: []string{"the memory grew while the cluster fell behind (1 of the rows judged placed less than 90% of their offer): " +
+		"the work in flight grew with it; only rows that hold tell a leak"}}
