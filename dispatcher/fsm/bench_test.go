@@ -281,6 +281,29 @@ func BenchmarkPlacementInput(b *testing.B) {
 	}
 }
 
+// BenchmarkPlacementInputBacklog measures a round's read when a backlog of
+// 100,000 single-task jobs (a pending group each) waits and a round takes
+// the default 20,000 tasks: the groups are taken in order without sorting
+// them all.
+func BenchmarkPlacementInputBacklog(b *testing.B) {
+	f, must, now := benchNodes(b, 1000)
+	const jobs = 100_000
+	specs := make([]api.JobSpec, jobs)
+	for i := range specs {
+		specs[i] = api.JobSpec{Name: "one", Priority: int32(i % 5), Tasks: []api.TaskGroupSpec{{Count: 1, Pod: api.PodSpec{Containers: []api.ContainerSpec{{
+			Image: api.Image{Rootfs: "/img"}, Command: []string{"/bin/work"},
+			Resources: api.Resources{CPU: 500, Memory: 1 << 30}}}}}}}
+	}
+	must(SubmitJobs(now, specs))
+	b.ReportAllocs()
+	var r RoundInput
+	for b.Loop() {
+		if in := f.ReadRoundInput(&r, now, 20_000); len(in.Groups) != 20_000 || in.Groups[0].Priority != 4 {
+			b.Fatalf("%d groups, the first of priority %d", len(in.Groups), in.Groups[0].Priority)
+		}
+	}
+}
+
 // BenchmarkEncodeTasks measures a full task record's encoding, its tasks
 // on one node each (spread) or ten to a node (packed).
 func BenchmarkEncodeTasks(b *testing.B) {

@@ -1,6 +1,9 @@
 package fsm
 
-import "slices"
+import (
+	"iter"
+	"slices"
+)
 
 // pageLen is the elements of one page of a paged.
 const pageLen = 4096
@@ -35,6 +38,19 @@ func (p *paged[T]) appendTo(dst []T) []T {
 		dst = append(dst, page[:min(pageLen, p.n-i*pageLen)]...)
 	}
 	return dst
+}
+
+// all yields the elements in order.
+func (p *paged[T]) all() iter.Seq[T] {
+	return func(yield func(T) bool) {
+		for i, page := range p.pages {
+			for _, v := range page[:min(pageLen, p.n-i*pageLen)] {
+				if !yield(v) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // resize sets the length to n: growing adds zero elements; shrinking zeroes

@@ -865,18 +865,22 @@ func (f *FSM) readRoundNodeLocked(r *RoundInput, n *node, nowNS int64) {
 // highest priority first, then oldest job, at most limit tasks in all (0:
 // no limit).
 func (f *FSM) readGroupsLocked(in *placement.Input, nowNS int64, limit int64) {
-	gs := f.mu.pending.gs.appendTo(nil)
-	slices.SortFunc(gs, func(a, b *group) int {
-		return cmp.Or(cmp.Compare(b.job.priority, a.job.priority),
-			cmp.Compare(a.job.num, b.job.num), cmp.Compare(a.idx, b.idx))
-	})
+	// The groups are ranked on copies of their keys: comparing through
+	// each group's job, scattered in memory, made the sort most of a
+	// round's read once a backlog of small jobs (a group each) built.
+	ranks := make([]groupRank, 0, f.mu.pending.gs.len())
+	for g := range f.mu.pending.gs.all() {
+		ranks = append(ranks, groupRank{num: g.job.num, priority: g.job.priority, idx: g.idx, g: g})
+	}
+	slices.SortFunc(ranks, groupRank.compare)
 	in.Groups = in.Groups[:0]
 	left := limit
 	jobRunning := map[*job]api.Capacity{}
-	for _, g := range gs {
+	for _, r := range ranks {
 		if limit > 0 && left <= 0 {
 			break
 		}
+		g := r.g
 		e := g.eligible(nowNS)
 		if limit > 0 {
 			e = min(e, left)
@@ -904,6 +908,20 @@ func (f *FSM) readGroupsLocked(in *placement.Input, nowNS int64, limit int64) {
 	// What a longer input of an earlier round left beyond the end is not
 	// kept alive.
 	clear(in.Groups[len(in.Groups):cap(in.Groups)])
+}
+
+// groupRank is a pending group's place in the order in which a round
+// takes them (compare): higher priority first, then older jobs, then a
+// job's groups in its order. No two pending groups rank equal.
+type groupRank struct {
+	num      uint64
+	priority int32
+	idx      uint16
+	g        *group
+}
+
+func (a groupRank) compare(b groupRank) int {
+	return cmp.Or(cmp.Compare(b.priority, a.priority), cmp.Compare(a.num, b.num), cmp.Compare(a.idx, b.idx))
 }
 
 // readNodeLocked fills pn with ready node n's part of a round's input at
