@@ -29,6 +29,13 @@
 //	                           (whitespace-separated) and write a line for
 //	                           each to file OUT, whole or not at all
 //	workload sleep DURATION    sleep, then exit 0
+//	workload burn [-duty F] [-period D] [-memory BYTES] [-duration D]
+//	                           allocate BYTES (default 0, such as 256Mi) and
+//	                           touch every page, then on one thread compute
+//	                           for F (default 1) of every period D (default
+//	                           100ms) and sleep the rest, for -duration
+//	                           (default 0: until stopped): a pod that asks
+//	                           for much and uses a set share of it
 //	workload env               print the variables the node sets (SLUICE_*),
 //	                           sorted, one NAME=value a line
 //
@@ -66,7 +73,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: workload primes N | shard N | serve PORT COUNT | ask PORT N | http-serve [FLAGS] | fetch [FLAGS] | tally IN OUT | sleep DURATION | env")
+		return errors.New("usage: workload primes N | shard N | serve PORT COUNT | ask PORT N | http-serve [FLAGS] | fetch [FLAGS] | burn [FLAGS] | tally IN OUT | sleep DURATION | env")
 	}
 	switch cmd, rest := args[0], args[1:]; {
 	case cmd == "primes" && len(rest) == 1:
@@ -99,6 +106,8 @@ func run(args []string) error {
 		return ask(rest[0], rest[1])
 	case cmd == "http-serve":
 		return httpServeCmd(rest, os.Stdout)
+	case cmd == "burn":
+		return burnCmd(rest, os.Stdout)
 	case cmd == "fetch":
 		return fetchCmd(context.Background(), rest, os.Stdout)
 	case cmd == "env" && len(rest) == 0:
