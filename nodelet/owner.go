@@ -674,6 +674,7 @@ func (o *owner) start(s *slot, d DesiredPod) {
 	}
 	p := &pod{want: d, phase: phaseStarting}
 	o.put(s, p)
+	o.reserve(&d)
 	rt := o.a.cfg.Runtime
 	if o.immediate {
 		o.startNow(s, p, spec)
@@ -696,6 +697,27 @@ func (o *owner) start(s *slot, d DesiredPod) {
 		}
 		o.wait(s, p)
 	})
+}
+
+// reserve makes room for offline pod d in its tier before it starts
+// (overcommit.Loop.Reserve), when the overcommit loop runs: the pod's
+// memory request is guaranteed from its first byte, not from the loop's
+// next period.
+func (o *owner) reserve(d *DesiredPod) {
+	if o.a.loop == nil || d.Tier != cgroup.Offline {
+		return
+	}
+	if err := o.a.loop.Reserve(d.ID, podRequest(d)); err != nil {
+		o.a.cfg.Logger.Warn("nodelet: reserve offline memory", "pod", d.ID, "err", err)
+	}
+}
+
+// release drops pod d's reservation, if it has one: it failed to start
+// or ended.
+func (o *owner) release(d *DesiredPod) {
+	if o.a.loop != nil && d.Tier == cgroup.Offline {
+		o.a.loop.Release(d.ID)
+	}
 }
 
 // startNow starts pod p of slot s with an immediate runtime, in the
@@ -884,8 +906,10 @@ func (o *owner) handle(ev event) {
 		o.reportStartFailed(p.want, ev.err)
 		p.phase = phaseDone
 		o.a.dropResources(&p.want)
+		o.release(&p.want)
 	case evExited:
 		o.stats.Exits++
+		o.release(&p.want)
 		p.exit = ev.exit
 		p.phase, p.endedAt = phaseExited, o.a.cfg.Now()
 	case evStopFailed:

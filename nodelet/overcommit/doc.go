@@ -41,6 +41,11 @@
 //   - Each offline pod gets a guaranteed amount (its request, scaled down
 //     when the offline requests exceed the offline guarantee) and a limit
 //     (what the offline tier allows minus what the other offline pods use).
+//   - An offline pod about to start is reserved (Loop.Reserve): its memory
+//     request is added to the offline tier's limit at once, and it counts
+//     in the offline guarantee until the loop measures it in its cgroup,
+//     so that it never starts under a limit made for the pods before it.
+//     Its resource file keeps its requests until then.
 //   - Usage per pod and per tier is reported with an EWMA (alpha 0.3).
 //
 // Invariants: the offline quota is within [min, max] after every Step;

@@ -11,6 +11,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -136,10 +138,18 @@ type Loop struct {
 	prevHost cpuTimes
 	havePrev bool
 	prevPod  map[string]podCPU
-	applied  cgroup.Limits
 	written  map[string]PodResources
 	samples  []PodSample
+	counted  map[string]bool // the reservations the iteration's step saw
 	buf      bytes.Buffer
+
+	// lim orders the writes of the offline tier's limits between Tick and
+	// Reserve.
+	lim struct {
+		sync.Mutex
+		applied  cgroup.Limits          // as last written; zero: unknown or never
+		reserved map[string]reservation // offline pods about to start, by pod ID
+	}
 
 	mu struct {
 		sync.Mutex
@@ -149,6 +159,18 @@ type Loop struct {
 		stats    Stats
 	}
 }
+
+// reservation is an offline pod's request, counted in the offline tier's
+// guarantee from before the pod starts until it shows among the pods
+// with a cgroup.
+type reservation struct {
+	req Resources
+	at  time.Time
+}
+
+// ReservationTTL bounds how long a reservation counts when its pod never
+// shows (and its Release is missed).
+const ReservationTTL = 5 * time.Minute
 
 type podCPU struct {
 	ns   uint64
@@ -180,7 +202,46 @@ func NewLoop(cfg Config) (*Loop, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Loop{cfg: cfg, ctl: ctl, prevPod: map[string]podCPU{}, written: map[string]PodResources{}}, nil
+	l := &Loop{cfg: cfg, ctl: ctl, prevPod: map[string]podCPU{}, written: map[string]PodResources{}, counted: map[string]bool{}}
+	l.lim.reserved = map[string]reservation{}
+	return l, nil
+}
+
+// Reserve makes room in the offline tier for offline pod id, about to
+// start, asking for req: its memory request is added at once to the
+// tier's memory limit (when the loop has set one), and the pod counts in
+// the offline guarantee at every Tick until it shows among the pods with
+// a cgroup, Release is called, or ReservationTTL passes. Without it, a pod
+// that starts between two ticks runs under a limit made for the pods
+// before it, and the kernel kills offline pods at the tier's limit as soon
+// as it touches the memory it was promised. Reserving an ID again does
+// nothing. It never waits for a Tick.
+func (l *Loop) Reserve(id string, req Resources) error {
+	now := l.cfg.Now()
+	l.lim.Lock()
+	defer l.lim.Unlock()
+	if _, ok := l.lim.reserved[id]; ok {
+		return nil
+	}
+	l.lim.reserved[id] = reservation{req: req, at: now}
+	if l.lim.applied.MemoryLimit <= 0 || req.MemoryBytes <= 0 {
+		return nil // no limit set yet: the tier is not limited
+	}
+	want := l.lim.applied
+	want.MemoryLimit += req.MemoryBytes
+	if err := l.cfg.Cgroups.SetTier(cgroup.Offline, want); err != nil {
+		l.lim.applied = cgroup.Limits{} // unknown now: rewrite next time
+		return fmt.Errorf("overcommit: raise the offline memory limit for pod %s: %w", id, err)
+	}
+	l.lim.applied = want
+	return nil
+}
+
+// Release drops pod id's reservation: it will not start (or has ended).
+func (l *Loop) Release(id string) {
+	l.lim.Lock()
+	delete(l.lim.reserved, id)
+	l.lim.Unlock()
 }
 
 // Run steps every Period until ctx is done, then returns nil. Errors of one
@@ -252,6 +313,7 @@ func (l *Loop) Tick(ctx context.Context) (Decision, error) {
 		})
 	}
 	l.cfg.Cgroups.EndUsageRound()
+	l.addReserved(now)
 	for id, v := range l.prevPod { // forget pods that are gone
 		if !v.seen {
 			delete(l.prevPod, id)
@@ -270,14 +332,22 @@ func (l *Loop) Tick(ctx context.Context) (Decision, error) {
 		CPUPeriodUS: l.cfg.CPUPeriodUS,
 		MemoryLimit: d.Memory.OfflineLimitBytes,
 	}
-	if want != l.applied {
-		if err := l.cfg.Cgroups.SetTier(cgroup.Offline, want); err != nil {
-			errs = append(errs, fmt.Errorf("overcommit: apply offline limits: %w", err))
-			l.applied = cgroup.Limits{} // unknown now: rewrite next time
-		} else {
-			l.applied = want
+	l.lim.Lock()
+	// Pods reserved since the step read the reservations keep their room.
+	for id, r := range l.lim.reserved {
+		if !l.counted[id] {
+			want.MemoryLimit += max(r.req.MemoryBytes, 0)
 		}
 	}
+	if want != l.lim.applied {
+		if err := l.cfg.Cgroups.SetTier(cgroup.Offline, want); err != nil {
+			errs = append(errs, fmt.Errorf("overcommit: apply offline limits: %w", err))
+			l.lim.applied = cgroup.Limits{} // unknown now: rewrite next time
+		} else {
+			l.lim.applied = want
+		}
+	}
+	l.lim.Unlock()
 	kills := 0
 	for _, k := range d.Kills {
 		l.cfg.Logger.Warn("overcommit kill", "pod", k.ID, "reason", k.Reason)
@@ -290,7 +360,9 @@ func (l *Loop) Tick(ctx context.Context) (Decision, error) {
 	writes := 0
 	for _, pr := range d.Pods {
 		path := fileFor(pods, pr.ID)
-		if path == "" {
+		if path == "" || l.counted[pr.ID] {
+			// No file, or a reserved pod not measured yet: its file
+			// keeps its requests until the loop sees it.
 			continue
 		}
 		wrote, err := l.writeResources(path, pr)
@@ -320,6 +392,34 @@ func (l *Loop) Tick(ctx context.Context) (Decision, error) {
 	}
 	l.mu.Unlock()
 	return d, err
+}
+
+// addReserved adds to the iteration's samples, as offline pods using
+// nothing yet, the reserved pods that have none, and drops the
+// reservations of pods that have one, or that are older than
+// ReservationTTL. It records in l.counted the reservations it added.
+func (l *Loop) addReserved(now time.Time) {
+	clear(l.counted)
+	l.lim.Lock()
+	defer l.lim.Unlock()
+	if len(l.lim.reserved) == 0 {
+		return
+	}
+	sampled := make(map[string]bool, len(l.samples))
+	for _, s := range l.samples {
+		sampled[s.ID] = true
+	}
+	first := len(l.samples)
+	for id, r := range l.lim.reserved {
+		if sampled[id] || now.Sub(r.at) > ReservationTTL {
+			delete(l.lim.reserved, id)
+			continue
+		}
+		l.counted[id] = true
+		l.samples = append(l.samples, PodSample{ID: id, Tier: cgroup.Offline, StartedAt: r.at, Request: r.req})
+	}
+	// In a fixed order, as the step's other inputs.
+	slices.SortFunc(l.samples[first:], func(a, b PodSample) int { return strings.Compare(a.ID, b.ID) })
 }
 
 func (l *Loop) countError(err error) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -219,5 +220,125 @@ func TestConfigValidate(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%q does not mention %s", err, want)
 		}
+	}
+}
+
+// TestLoopReserveMakesRoomBeforeStart: an offline pod reserved before it
+// starts raises the offline tier's memory limit by its request at once,
+// keeps it raised at the ticks before its cgroup shows, is counted by its
+// own sample once it shows, and gives the room back when released.
+// Without the reservation, a pod started between two ticks ran under the
+// limit of the pods before it, and the kernel killed offline pods at the
+// tier's limit when it touched its own guaranteed memory.
+func TestLoopReserveMakesRoomBeforeStart(t *testing.T) {
+	dir := t.TempDir()
+	proc := &fakeProc{dir: dir}
+	cg := &fakeCgroups{pods: map[string]*cgroup.Usage{
+		"on":   {MemoryWorkingSet: 1 << 30},
+		"off1": {MemoryWorkingSet: 1 << 30},
+	}}
+	now := time.Unix(1000, 0)
+	var mu sync.Mutex
+	pods := []overcommit.Pod{
+		{ID: "on", Tier: cgroup.Online, Request: overcommit.Resources{CPUMillis: 1000, MemoryBytes: 4 << 30}},
+		{ID: "off1", Tier: cgroup.Offline, StartedAt: now, Request: overcommit.Resources{CPUMillis: 500, MemoryBytes: 1 << 30}},
+	}
+	loop, err := overcommit.NewLoop(overcommit.Config{
+		Cgroups:  cg,
+		Pods:     overcommit.PodSourceFunc(func() []overcommit.Pod { mu.Lock(); defer mu.Unlock(); return slices.Clone(pods) }),
+		Killer:   overcommit.KillerFunc(func(context.Context, string, string) error { return nil }),
+		ProcRoot: dir,
+		Now:      func() time.Time { return now },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lastLimit := func() int64 {
+		cg.mu.Lock()
+		defer cg.mu.Unlock()
+		return cg.sets[len(cg.sets)-1].MemoryLimit
+	}
+	tick := func() {
+		t.Helper()
+		now = now.Add(time.Second)
+		proc.advance(t, 50, 150, 8<<20)
+		if _, err := loop.Tick(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A reservation before the loop limited the tier writes nothing.
+	if err := loop.Reserve("early", overcommit.Resources{MemoryBytes: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	cg.mu.Lock()
+	if len(cg.sets) != 0 {
+		t.Fatalf("a reservation before any tick wrote %+v", cg.sets)
+	}
+	cg.mu.Unlock()
+	loop.Release("early")
+	tick()
+	base := lastLimit()
+	if base <= 1<<30 {
+		t.Fatalf("offline memory limit %d: want the guarantee (1 GiB) and lent idle memory", base)
+	}
+
+	const req = 512 << 20
+	if err := loop.Reserve("off2", overcommit.Resources{CPUMillis: 250, MemoryBytes: req}); err != nil {
+		t.Fatal(err)
+	}
+	if got := lastLimit(); got != base+req {
+		t.Fatalf("after Reserve the limit is %d, want %d (raised by the request at once)", got, base+req)
+	}
+	if err := loop.Reserve("off2", overcommit.Resources{MemoryBytes: req}); err != nil || lastLimit() != base+req {
+		t.Fatalf("reserving again: %v, limit %d; want nothing changed", err, lastLimit())
+	}
+	// Ticks before the pod's cgroup shows keep its room.
+	for range 2 {
+		tick()
+		if got := lastLimit(); got != base+req {
+			t.Fatalf("tick before the pod shows: limit %d, want %d", got, base+req)
+		}
+	}
+	// The pod shows: its own sample counts it; the reservation is gone.
+	mu.Lock()
+	pods = append(pods, overcommit.Pod{ID: "off2", Tier: cgroup.Offline, StartedAt: now, Request: overcommit.Resources{CPUMillis: 250, MemoryBytes: req}})
+	mu.Unlock()
+	cg.mu.Lock()
+	cg.pods["off2"] = &cgroup.Usage{}
+	cg.mu.Unlock()
+	tick()
+	if got := lastLimit(); got != base+req {
+		t.Fatalf("with the pod running: limit %d, want %d", got, base+req)
+	}
+	// It ends: the room goes back (no reservation lingers).
+	mu.Lock()
+	pods = pods[:2]
+	mu.Unlock()
+	tick()
+	if got := lastLimit(); got != base {
+		t.Fatalf("after the pod ended: limit %d, want %d", got, base)
+	}
+
+	// A pod that never starts gives its room back when released.
+	if err := loop.Reserve("off3", overcommit.Resources{MemoryBytes: req}); err != nil {
+		t.Fatal(err)
+	}
+	tick()
+	if got := lastLimit(); got != base+req {
+		t.Fatalf("reserved off3: limit %d, want %d", got, base+req)
+	}
+	loop.Release("off3")
+	tick()
+	if got := lastLimit(); got != base {
+		t.Fatalf("after Release: limit %d, want %d", got, base)
+	}
+	// And one never released counts no longer than ReservationTTL.
+	if err := loop.Reserve("off4", overcommit.Resources{MemoryBytes: req}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(overcommit.ReservationTTL)
+	tick()
+	if got := lastLimit(); got != base {
+		t.Fatalf("after the reservation's TTL: limit %d, want %d", got, base)
 	}
 }
