@@ -24,8 +24,9 @@ const nodeName = "ocbench"
 
 // portRange is the node's range of mapped ports: away from the nodelet's
 // default (api.DefaultPortRange), so that a run beside a dev cluster maps
-// no port of the same number.
-var portRange = api.PortRange{Lo: 36000, Hi: 36999}
+// no port of the same number, and above Linux's default ephemeral range
+// (32768-60999), whose ports the host's own connections use.
+var portRange = api.PortRange{Lo: 61000, Hi: 61999}
 
 // cniPlugins are the plugins the pod network runs.
 var cniPlugins = []string{"bridge", "host-local", "portmap", "loopback"}

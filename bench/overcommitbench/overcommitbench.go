@@ -248,6 +248,11 @@ type Result struct {
 	// UtilizationUnloaded the same in the unloaded phase.
 	Utilization         float64 `json:"utilization"`
 	UtilizationUnloaded float64 `json:"utilization_unloaded"`
+	// BackgroundCPUMillis is the host's mean CPU use in the unloaded phase
+	// outside the run's pods: this process (dispatcher, nodelet, probe
+	// client) and everything else on the host. On a shared host it says
+	// how much of the probe's tail is others' load.
+	BackgroundCPUMillis float64 `json:"background_cpu_millis"`
 	// OnlineCPUMillis and OfflineCPUMillis are the tiers' mean CPU use in
 	// the loaded phase.
 	OnlineCPUMillis  float64 `json:"online_cpu_millis"`

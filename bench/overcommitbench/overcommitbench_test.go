@@ -99,6 +99,12 @@ func TestRunShort(t *testing.T) {
 	if res.ProbeP99UnloadedMs <= 0 || res.ProbeP99Ms <= 0 || res.ProbeRequests == 0 {
 		t.Errorf("probe: %d requests, p99 %.1f ms loaded, %.1f unloaded: want both phases answered", res.ProbeRequests, res.ProbeP99Ms, res.ProbeP99UnloadedMs)
 	}
+	// Each offline pod got its request: none was killed for memory or
+	// started again (the offline tier's limit makes room for a pod before
+	// it starts).
+	if res.OfflineKilled != 0 || res.OfflineRetried != 0 {
+		t.Errorf("offline pods killed %d (%v), attempts retried %d: want none", res.OfflineKilled, res.OfflineKilledBy, res.OfflineRetried)
+	}
 	phases := map[string]bool{}
 	for _, s := range res.Series {
 		phases[s.Phase] = true

@@ -416,7 +416,7 @@ func (b *bench) killed(res *Result) {
 	for _, id := range b.offlineJobs() {
 		tasks, _ := b.srv.FSM().JobTasks(id, "", 0)
 		for _, t := range tasks {
-			res.OfflineRetried += int(t.Attempt)
+			res.OfflineRetried += int(max(t.Attempt-1, 0)) // attempts count from 1
 			if t.Reason == api.ReasonOOMKilled {
 				by[string(t.Reason)]++
 			}

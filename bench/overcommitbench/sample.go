@@ -2,6 +2,7 @@ package overcommitbench
 
 import (
 	"context"
+	goruntime "runtime"
 	"time"
 )
 
@@ -56,6 +57,7 @@ func ratio(a, b int64) float64 {
 // highest allocation of the loaded phase and the phases' mean
 // utilisation and tier use.
 func (b *bench) summarize(res *Result) {
+	hostMillis := int64(goruntime.NumCPU()) * 1000
 	b.mu.Lock()
 	res.Series = append([]Sample(nil), b.mu.series...)
 	b.mu.Unlock()
@@ -73,6 +75,7 @@ func (b *bench) summarize(res *Result) {
 		case "unloaded":
 			unloaded++
 			res.UtilizationUnloaded += s.Utilization
+			res.BackgroundCPUMillis += s.Utilization*float64(hostMillis) - float64(s.OnlineCPUMillis)
 		}
 	}
 	if loaded > 0 {
@@ -81,5 +84,6 @@ func (b *bench) summarize(res *Result) {
 	}
 	if unloaded > 0 {
 		res.UtilizationUnloaded /= float64(unloaded)
+		res.BackgroundCPUMillis = max(0, res.BackgroundCPUMillis/float64(unloaded))
 	}
 }

@@ -119,7 +119,8 @@ func printBenchOvercommit(w io.Writer, r overcommitbench.Result, asJSON bool) er
 		fmt.Fprintf(w, "%-30s %-28s %-22s %s\n", ch.Name, ch.Value, ch.Target, met)
 	}
 	fmt.Fprintf(w, "%-30s %.0f%%\n", "allocated / capacity (memory)", 100*r.MemoryAllocationRatio)
-	fmt.Fprintf(w, "%-30s %.0f%% loaded, %.0f%% unloaded\n", "host CPU utilisation", 100*r.Utilization, 100*r.UtilizationUnloaded)
+	fmt.Fprintf(w, "%-30s %.0f%% loaded, %.0f%% unloaded (%.0fm of it outside the pods)\n", "host CPU utilisation",
+		100*r.Utilization, 100*r.UtilizationUnloaded, r.BackgroundCPUMillis)
 	fmt.Fprintf(w, "%-30s online %.0fm, offline %.0fm\n", "CPU used (loaded)", r.OnlineCPUMillis, r.OfflineCPUMillis)
 	fmt.Fprintf(w, "%-30s %.1f / %.1f ms (unloaded %.1f / %.1f ms), %d requests, %d failed\n", "probe p50 / p99",
 		r.ProbeP50Ms, r.ProbeP99Ms, r.ProbeP50UnloadedMs, r.ProbeP99UnloadedMs, r.ProbeRequests, r.ProbeErrors)
