@@ -3,6 +3,7 @@ package overcommitbench_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -114,14 +115,12 @@ func TestRunShort(t *testing.T) {
 			t.Errorf("no sample of phase %s in %d samples", p, len(res.Series))
 		}
 	}
-	// Nothing left: the run's cgroup tree and bridge are gone.
-	if dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", "sluice-ocbench-*")); len(dirs) > 0 {
+	// Nothing left: the run's cgroup tree and bridge (named after this
+	// process) are gone.
+	if dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", fmt.Sprintf("sluice-ocbench-%d", os.Getpid()))); len(dirs) > 0 {
 		t.Errorf("cgroups left behind: %v", dirs)
 	}
-	ifaces, _ := net.Interfaces()
-	for _, i := range ifaces {
-		if strings.HasPrefix(i.Name, "slocb") {
-			t.Errorf("bridge %s left behind", i.Name)
-		}
+	if _, err := net.InterfaceByName(fmt.Sprintf("slocb%d", os.Getpid()%100000000)); err == nil {
+		t.Errorf("bridge slocb%d left behind", os.Getpid()%100000000)
 	}
 }
