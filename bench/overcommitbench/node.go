@@ -90,13 +90,9 @@ func startNode(ctx context.Context, cfg Config, work, imageRoot string, addrs []
 	if n.mgr, err = cgroup.New(cgroup.Config{Root: "/" + cgroupRoot()}); err != nil {
 		return nil, fmt.Errorf("overcommitbench: cgroups: %w", err)
 	}
-	// As the nodelet sets them: online work is guaranteed (a high weight,
-	// no quota); offline work has a low weight, and the loop sets its
-	// quota.
-	online := cgroup.Limits{CPUQuotaUS: -1, CPUShares: 8192, MemoryLimit: -1}
-	offline := cgroup.Limits{CPUShares: 128, MemoryLimit: -1}
-	if err := n.mgr.EnsureTiers(online, offline); err != nil {
-		return nil, fmt.Errorf("overcommitbench: cgroup tiers: %w", err)
+	// As the nodelet sets them.
+	if _, err := nodelet.EnsureTiers(n.mgr); err != nil {
+		return nil, fmt.Errorf("overcommitbench: %w", err)
 	}
 	if n.client, err = api.NewClient(api.ClientConfig{Addrs: addrs}); err != nil {
 		return nil, fmt.Errorf("overcommitbench: %w", err)

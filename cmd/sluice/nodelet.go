@@ -561,12 +561,12 @@ func (c *nodeletConfig) overcommitConfig(logger *slog.Logger) (*overcommit.Confi
 	if err != nil {
 		return nil, nil, fmt.Errorf("overcommit: cgroups: %w", err)
 	}
-	// Online work is guaranteed: a high weight and no quota. Offline work
-	// has a low weight, and the controller sets its quota.
-	online := cgroup.Limits{CPUQuotaUS: -1, CPUShares: 8192, MemoryLimit: -1}
-	offline := cgroup.Limits{CPUShares: 128, MemoryLimit: -1}
-	if err := mgr.EnsureTiers(online, offline); err != nil {
-		return nil, nil, fmt.Errorf("overcommit: cgroup tiers under %s: %w", mgr.Root(), err)
+	idle, err := nodelet.EnsureTiers(mgr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("overcommit: %w", err)
+	}
+	if !idle {
+		logger.Info("nodelet: no cpu.idle on this kernel: offline pods run at a low weight, not idle", "cgroup", mgr.Root())
 	}
 	return &overcommit.Config{Cgroups: mgr, Logger: logger}, mgr, nil
 }

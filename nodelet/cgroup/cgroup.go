@@ -83,6 +83,13 @@ type Limits struct {
 	// 1024); in v2 it is converted to cpu.weight (1..10000) with the formula
 	// runc uses.
 	CPUShares uint64
+	// CPUIdle is 1 to mark the cgroup idle (cpu.idle, Linux 5.15 and
+	// later): against its siblings its tasks run as SCHED_IDLE, so that any
+	// other task waking preempts them at once, and the group's weight is
+	// the kernel's lowest whatever CPUShares says; -1 clears the mark (read
+	// back as 0). Where the kernel has no cpu.idle, setting it fails with
+	// ErrUnsupported.
+	CPUIdle int8
 	// MemoryLimit is the hard memory limit in bytes; -1 is unlimited.
 	MemoryLimit int64
 	// PidsMax is the maximum number of tasks; -1 is unlimited.

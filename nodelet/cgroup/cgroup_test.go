@@ -332,3 +332,39 @@ func TestInvalidInput(t *testing.T) {
 		t.Errorf("Delete of a missing tree: %v", err)
 	}
 }
+
+// TestCPUIdle: a tier marked idle has cpu.idle set, reads back so, keeps
+// it through other writes, and the mark clears with -1; a kernel without
+// cpu.idle refuses it with ErrUnsupported.
+func TestCPUIdle(t *testing.T) {
+	m := cgrouptest.NewManager(t)
+	err := m.EnsureTiers(cgroup.Limits{CPUShares: 8192}, cgroup.Limits{CPUShares: 128, CPUIdle: 1})
+	if errors.Is(err, cgroup.ErrUnsupported) {
+		t.Skipf("no cpu.idle on this kernel: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := m.TierPath(cgroup.Offline)
+	if got := file(t, m, "cpu", off, "cpu.idle"); got != "1" {
+		t.Errorf("%s cpu.idle = %q, want 1", off, got)
+	}
+	if got := file(t, m, "cpu", m.TierPath(cgroup.Online), "cpu.idle"); got != "0" {
+		t.Errorf("online cpu.idle = %q, want 0", got)
+	}
+	if l, err := m.TierLimits(cgroup.Offline); err != nil || l.CPUIdle != 1 {
+		t.Errorf("TierLimits(offline) = %+v, %v; want CPUIdle 1", l, err)
+	}
+	if err := m.SetTier(cgroup.Offline, cgroup.Limits{CPUQuotaUS: 50000}); err != nil {
+		t.Fatal(err)
+	}
+	if got := file(t, m, "cpu", off, "cpu.idle"); got != "1" {
+		t.Errorf("after a quota write cpu.idle = %q, want 1", got)
+	}
+	if err := m.SetTier(cgroup.Offline, cgroup.Limits{CPUIdle: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := m.TierLimits(cgroup.Offline); err != nil || l.CPUIdle != 0 || file(t, m, "cpu", off, "cpu.idle") != "0" {
+		t.Errorf("after clearing: TierLimits %+v, %v; want CPUIdle 0", l, err)
+	}
+}

@@ -3,7 +3,9 @@ package cgroup
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -282,4 +284,27 @@ func findKey(raw []byte, key string) (uint64, error) {
 
 func parseUintBytes(b []byte) (uint64, error) {
 	return strconv.ParseUint(string(b), 10, 64)
+}
+
+// setCPUIdle writes cpu.idle in the cpu directory dir: 1 for idle > 0, 0
+// for idle < 0. A kernel without the file gives ErrUnsupported.
+func setCPUIdle(dir string, idle int8) error {
+	f := filepath.Join(dir, "cpu.idle")
+	if !fileExists(f) {
+		return fmt.Errorf("no cpu.idle in %s (Linux 5.15 or later has it): %w", dir, ErrUnsupported)
+	}
+	v := "0"
+	if idle > 0 {
+		v = "1"
+	}
+	return os.WriteFile(f, []byte(v), 0)
+}
+
+// readCPUIdle reads cpu.idle in the cpu directory dir: 1 when set, 0
+// when clear or when the kernel has no such file.
+func readCPUIdle(dir string) int8 {
+	if v, err := readInt(filepath.Join(dir, "cpu.idle")); err == nil && v != 0 {
+		return 1
+	}
+	return 0
 }

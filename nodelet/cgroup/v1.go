@@ -168,6 +168,11 @@ func (b *v1) set(op, p string, l Limits) error {
 			return &Error{Op: op, Path: p, Controller: string(cgroup1.Blkio), Err: err}
 		}
 	}
+	if l.CPUIdle != 0 {
+		if err := setCPUIdle(b.dir(cgroup1.Cpu, p), l.CPUIdle); err != nil {
+			return &Error{Op: op, Path: p, Controller: string(cgroup1.Cpu), Err: err}
+		}
+	}
 	return nil
 }
 
@@ -211,6 +216,7 @@ func (b *v1) limits(p string) (Limits, error) {
 	l.CPUQuotaUS = read(cgroup1.Cpu, "cpu.cfs_quota_us")
 	l.CPUPeriodUS = uint64(read(cgroup1.Cpu, "cpu.cfs_period_us"))
 	l.CPUShares = uint64(read(cgroup1.Cpu, "cpu.shares"))
+	l.CPUIdle = readCPUIdle(b.dir(cgroup1.Cpu, p))
 	l.MemoryLimit = read(cgroup1.Memory, "memory.limit_in_bytes")
 	if l.MemoryLimit >= 1<<62 {
 		l.MemoryLimit = -1

@@ -113,6 +113,11 @@ func (b *v2) set(op, p string, l Limits) error {
 			return err
 		}
 	}
+	if l.CPUIdle != 0 {
+		if err := setCPUIdle(d, l.CPUIdle); err != nil {
+			return &Error{Op: op, Path: p, Controller: "cpu", Err: err}
+		}
+	}
 	if l.CPUQuotaUS != 0 || l.CPUPeriodUS != 0 {
 		cur, err := b.limits(p)
 		if err != nil {
@@ -193,6 +198,7 @@ func (b *v2) limits(p string) (Limits, error) {
 	if w, err := readInt(filepath.Join(d, "cpu.weight")); err == nil {
 		l.CPUShares = weightToShares(uint64(w))
 	}
+	l.CPUIdle = readCPUIdle(d)
 	if v, err := readInt(filepath.Join(d, "memory.max")); err == nil {
 		l.MemoryLimit = v
 	}
