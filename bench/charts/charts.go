@@ -16,6 +16,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/sluicehq/sluice/bench/e2ebench"
+	"github.com/sluicehq/sluice/bench/overcommitbench"
 	"github.com/sluicehq/sluice/bench/storebench"
 	"github.com/sluicehq/sluice/bench/submitbench"
 	"github.com/sluicehq/sluice/bench/suite"
@@ -37,6 +38,8 @@ func Draw(s suite.Suite, dir string) ([]suite.Chart, error) {
 			draw = func(w io.Writer) error { return Raftkv(w, s.Raftkv.Result) }
 		case suite.ChartSubmit:
 			draw = func(w io.Writer) error { return Submit(w, s.Submit.Result) }
+		case suite.ChartOvercommit:
+			draw = func(w io.Writer) error { return Overcommit(w, s.Overcommit.Result) }
 		default:
 			return nil, fmt.Errorf("charts: no drawing for %s", c.File)
 		}
@@ -224,6 +227,55 @@ func Submit(w io.Writer, rs []submitbench.Result) error {
 	p.Add(bars, &plotter.Grid{Horizontal: plotter.NewGrid().Horizontal})
 	p.NominalX(names...)
 	barAxes(p, len(rs))
+	return savePNG(w, p)
+}
+
+// Overcommit draws, over the run's time, the CPU allocated (both tiers'
+// requests over capacity) and the host's CPU utilisation, in percent,
+// with the target and Hippo's figure as dashed lines.
+func Overcommit(w io.Writer, r overcommitbench.Result) error {
+	if len(r.Series) == 0 {
+		return errors.New("no time series")
+	}
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("overcommit (%sm CPU, online asks %.0f%%)", suite.Count(float64(r.NodeCPU)), 100*r.OnlineRequestRatio)
+	p.X.Label.Text = "s"
+	p.Y.Label.Text = "% of the node's CPU"
+	p.X.Min, p.Y.Min = 0, 0
+	p.Y.Max = 100 * max(2, r.AllocationRatio*1.1)
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Add(plotter.NewGrid())
+	for i, ref := range []struct {
+		name string
+		y    float64
+	}{{"target", 100 * overcommitbench.TargetAllocation}, {"Hippo", 100 * overcommitbench.HippoAllocation}} {
+		f := plotter.NewFunction(func(float64) float64 { return ref.y })
+		f.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		f.Color = color.Gray{Y: uint8(96 + 64*i)}
+		p.Add(f)
+		p.Legend.Add(fmt.Sprintf("%s %.0f%%", ref.name, ref.y), f)
+	}
+	series := []struct {
+		name string
+		y    func(overcommitbench.Sample) float64
+	}{
+		{"allocated", func(s overcommitbench.Sample) float64 { return 100 * s.Allocation }},
+		{"host utilisation", func(s overcommitbench.Sample) float64 { return 100 * s.Utilization }},
+	}
+	for i, sr := range series {
+		pts := make(plotter.XYs, len(r.Series))
+		for j, s := range r.Series {
+			pts[j] = plotter.XY{X: s.T, Y: sr.y(s)}
+		}
+		l, err := plotter.NewLine(pts)
+		if err != nil {
+			return err
+		}
+		l.Color = plotutil.Color(i)
+		l.Width = vg.Points(1.5)
+		p.Add(l)
+		p.Legend.Add(sr.name, l)
+	}
 	return savePNG(w, p)
 }
 

@@ -38,6 +38,7 @@ func TestPlots(t *testing.T) {
 		{"raftkv", func(w io.Writer) error { return charts.Raftkv(w, suitetest.Raftkv) }},
 		{"submit", func(w io.Writer) error { return charts.Submit(w, suitetest.Submit) }},
 		{"soak", func(w io.Writer) error { return charts.Soak(w, suitetest.Soak) }},
+		{"overcommit", func(w io.Writer) error { return charts.Overcommit(w, suitetest.Overcommit) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var a, b bytes.Buffer
@@ -84,16 +85,18 @@ func TestDraw(t *testing.T) {
 		}
 		decodePNG(t, c.File, b)
 	}
-	want := []string{"e2e-throughput.png", "e2e-latency.png", "soak.png", "raftkv.png", "submit.png"}
+	want := []string{"e2e-throughput.png", "e2e-latency.png", "soak.png", "raftkv.png", "submit.png", "overcommit.png"}
 	if !slices.Equal(files, want) {
 		t.Errorf("charts %v, want %v", files, want)
 	}
 
 	// Without etcd there is no raftkv chart; without e2e steps no e2e
-	// ones; without soak rows no soak one.
+	// ones; without soak rows no soak one; without a time series no
+	// overcommit one.
 	s.Raftkv.Result = []storebench.Comparison{{Writers: 1, ValueBytes: 256}}
 	s.E2E.Result.Steps = nil
 	s.Soak.Result.Rows = nil
+	s.Overcommit.Result.Series = nil
 	files = files[:0]
 	for _, c := range suite.Charts(s) {
 		files = append(files, c.File)

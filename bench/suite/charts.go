@@ -24,11 +24,13 @@ const (
 	ChartRaftkv        = "raftkv.png"
 	ChartSubmit        = "submit.png"
 	ChartSoak          = "soak.png"
+	ChartOvercommit    = "overcommit.png"
 )
 
 // Charts returns the plots s has data for, in a fixed order: e2e
 // throughput and latency, the soak's rows, raftkv against etcd (only with
-// the anchor), submit by encoding.
+// the anchor), submit by encoding, overcommit's allocation and
+// utilisation over time.
 func Charts(s Suite) []Chart {
 	var out []Chart
 	if s.E2E != nil && len(s.E2E.Result.Steps) > 0 {
@@ -44,6 +46,9 @@ func Charts(s Suite) []Chart {
 	}
 	if s.Submit != nil && len(s.Submit.Result) > 0 {
 		out = append(out, Chart{ChartSubmit, "submit: jobs committed/s by body encoding"})
+	}
+	if s.Overcommit != nil && len(s.Overcommit.Result.Series) > 0 {
+		out = append(out, Chart{ChartOvercommit, "overcommit: CPU allocated and host utilisation over time"})
 	}
 	return out
 }

@@ -1,7 +1,8 @@
 // Package suite is `make bench`: it runs Sluice's benchmark scenarios in
 // order through their packages (bench/submitbench, bench/schedbench,
-// bench/storebench, bench/e2ebench, bench/podbench), writes each one's
-// result as DIR/<scenario>.json with the time, the machine and the commit,
+// bench/storebench, bench/e2ebench, bench/podbench,
+// bench/overcommitbench), writes each one's result as DIR/<scenario>.json
+// with the time, the machine and the commit,
 // has them drawn as PNG plots (by the benchplot binary: bench/charts, kept
 // out of the sluice binary) and renders them as markdown tables for
 // BENCHMARKS.md.
@@ -19,7 +20,12 @@
 //   - soak: one rate held end to end (e2ebench.RunSoak), its rows over
 //     time: placed rate, p99s, each process's memory;
 //   - podstart: pod starts against the runc CLI, only as root with runc on
-//     PATH (otherwise the JSON says why it was skipped).
+//     PATH (otherwise the JSON says why it was skipped);
+//   - overcommit: online pods that ask for much and use little, a probe
+//     server, and offline pods until placement refuses, on real
+//     containers: CPU allocated over capacity, the probe's p99 against its
+//     unloaded anchor, online throttling, over time (only as root with the
+//     CNI plugins; otherwise the JSON says why it was skipped).
 //
 // Two sizes: QuickParams, a few minutes on two cores, and FullParams, the
 // sizes the issues ask for (the soak alone is eleven minutes of 100k

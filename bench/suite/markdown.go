@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/sluicehq/sluice/bench/e2ebench"
+	"github.com/sluicehq/sluice/bench/overcommitbench"
 	"math"
 	"os"
 	"path"
@@ -126,6 +127,10 @@ func Markdown(s Suite, charts []Chart, linkDir string) string {
 			table(&b, []string{"concurrency", "pods", "sluice p50 / p99", "runc p50 / p99", "sluice starts/s", "runc starts/s"}, rows...)
 		}
 	}
+	if s.Overcommit != nil {
+		section(&b, "overcommit: online and offline pods on real containers", s.Overcommit.caption(), s.Overcommit.Skipped, s.Overcommit.Notes, s.Overcommit.Error)
+		overcommitTable(&b, s.Overcommit.Result)
+	}
 	if len(charts) > 0 {
 		b.WriteString("#### Plots\n\n")
 		for _, c := range charts {
@@ -220,6 +225,30 @@ func raftkvTable(b *strings.Builder, cs []storebench.Comparison) {
 			}
 		}
 	}
+}
+
+func overcommitTable(b *strings.Builder, r overcommitbench.Result) {
+	if r.ProbeRequests == 0 {
+		return
+	}
+	fmt.Fprintf(b, "One node of %s millicores and %s; %d online pods and a probe server asking %.0f%% of its CPU and using a tenth of it; "+
+		"offline pods burning a CPU each submitted until placement refused (%d placed, %d pending: %s).\n\n",
+		Count(float64(r.NodeCPU)), ByteSize(int(r.NodeMemory)), r.OnlinePods, 100*r.OnlineRequestRatio,
+		r.OfflinePlaced, r.OfflinePending, orUnknown(r.RefusedReason))
+	var rows [][]string
+	for _, c := range r.Checks() {
+		met := "yes"
+		if !c.Met {
+			met = "**no**"
+		}
+		rows = append(rows, []string{c.Name, "**" + c.Value + "**", c.Target, met})
+	}
+	rows = append(rows,
+		[]string{"allocated / capacity (memory)", fmt.Sprintf("%.0f%%", 100*r.MemoryAllocationRatio), "—", "—"},
+		[]string{"host CPU utilisation", fmt.Sprintf("%.0f%% (unloaded %.0f%%)", 100*r.Utilization, 100*r.UtilizationUnloaded), "—", "—"},
+		[]string{"probe p50 loaded / unloaded", msPair(r.ProbeP50Ms, r.ProbeP50UnloadedMs), "—", "—"},
+		[]string{"offline pods killed for memory", strconv.Itoa(r.OfflineKilled), "—", "—"})
+	table(b, []string{"measure", "value", "target", "met"}, rows...)
 }
 
 // cpuPerTask is a step's CPU time per task placed: the bench process's,
@@ -349,7 +378,7 @@ func table(b *strings.Builder, header []string, rows ...[]string) {
 
 func firstMachine(s Suite) (Machine, bool) {
 	for _, m := range []*Machine{machineOf(s.Submit), machineOf(s.Latency), machineOf(s.Sched), machineOf(s.Raftkv),
-		machineOf(s.E2E), machineOf(s.Soak), machineOf(s.Podstart)} {
+		machineOf(s.E2E), machineOf(s.Soak), machineOf(s.Podstart), machineOf(s.Overcommit)} {
 		if m != nil {
 			return *m, true
 		}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/bench/e2ebench"
+	"github.com/sluicehq/sluice/bench/overcommitbench"
 	"github.com/sluicehq/sluice/bench/podbench"
 	"github.com/sluicehq/sluice/bench/schedbench"
 	"github.com/sluicehq/sluice/bench/storebench"
@@ -26,7 +27,7 @@ import (
 
 // Scenarios are the scenarios' names, in the order Run runs them; each
 // one's result is the file <name>.json.
-var Scenarios = []string{"submit", "latency", "sched", "raftkv", "e2e", "soak", "podstart"}
+var Scenarios = []string{"submit", "latency", "sched", "raftkv", "e2e", "soak", "podstart", "overcommit"}
 
 // Params are the scenarios' sizes.
 type Params struct {
@@ -44,6 +45,9 @@ type Params struct {
 	Soak e2ebench.Config
 	// Podstart is run once per config, as root with runc on PATH only.
 	Podstart []podbench.Config
+	// Overcommit runs as root with the CNI plugins only; its Logger is
+	// Config.Logger when nil.
+	Overcommit overcommitbench.Config
 }
 
 // encodings are the submit benchmark's body encodings, in the plots'
@@ -82,7 +86,8 @@ func QuickParams() Params {
 		// after a minute; only long soaks tell a trend.
 		Soak: e2ebench.Config{Replicas: 3, Nodes: 1000, StartRate: 5000, Soak: time.Minute, SoakInterval: 10 * time.Second,
 			SoakSettle: 6, MoveLeaderEvery: 20 * time.Second, Seed: 1, Timeout: 5 * time.Minute},
-		Podstart: []podbench.Config{{Pods: 20, Concurrency: 1}, {Pods: 20, Concurrency: 4}},
+		Podstart:   []podbench.Config{{Pods: 20, Concurrency: 1}, {Pods: 20, Concurrency: 4}},
+		Overcommit: overcommitbench.Config{Unloaded: 5 * time.Second, Loaded: 10 * time.Second},
 	}
 }
 
@@ -107,7 +112,8 @@ func FullParams() Params {
 		// moved every minute, after a minute's warm-up at that rate.
 		Soak: e2ebench.Config{Replicas: 3, Nodes: e2ebench.DefaultNodes, StartRate: 100_000, Soak: 10 * time.Minute,
 			SoakInterval: time.Minute, MoveLeaderEvery: time.Minute, Warmup: time.Minute, Seed: 1, FleetProcs: 3},
-		Podstart: []podbench.Config{{Pods: 50, Concurrency: 1}, {Pods: 50, Concurrency: 4}},
+		Podstart:   []podbench.Config{{Pods: 50, Concurrency: 1}, {Pods: 50, Concurrency: 4}},
+		Overcommit: overcommitbench.Config{Unloaded: 20 * time.Second, Loaded: 40 * time.Second},
 	}
 }
 
@@ -179,13 +185,14 @@ type Report[R any] struct {
 // Suite is the scenarios' reports; a nil one did not run (or has no
 // file).
 type Suite struct {
-	Submit   *Report[[]submitbench.Result]
-	Latency  *Report[submitbench.LatencyResult]
-	Sched    *Report[schedbench.Result]
-	Raftkv   *Report[[]storebench.Comparison]
-	E2E      *Report[e2ebench.Result]
-	Soak     *Report[e2ebench.SoakResult]
-	Podstart *Report[[]podbench.Result]
+	Submit     *Report[[]submitbench.Result]
+	Latency    *Report[submitbench.LatencyResult]
+	Sched      *Report[schedbench.Result]
+	Raftkv     *Report[[]storebench.Comparison]
+	E2E        *Report[e2ebench.Result]
+	Soak       *Report[e2ebench.SoakResult]
+	Podstart   *Report[[]podbench.Result]
+	Overcommit *Report[overcommitbench.Result]
 }
 
 // Run runs the scenarios of cfg in order, writing each one's report to
@@ -291,7 +298,33 @@ func Run(ctx context.Context, cfg Config) (Suite, error) {
 			return nil
 		})
 	}
+	if r.want("overcommit") {
+		s.Overcommit = run(ctx, &r, "overcommit", func(ctx context.Context, rep *Report[overcommitbench.Result]) (err error) {
+			c := p.Overcommit
+			if c.Logger == nil {
+				c.Logger = cfg.Logger
+			}
+			rep.Result, err = overcommitbench.Run(ctx, c)
+			if why := overcommitSkip(err); why != "" {
+				rep.Skipped = why
+				return nil
+			}
+			return err
+		})
+	}
 	return s, errors.Join(r.errs...)
+}
+
+// overcommitSkip says why the overcommit benchmark could not run here
+// (err, what it returned, is one of its sentinels for a missing part), or
+// "".
+func overcommitSkip(err error) string {
+	for _, e := range []error{overcommitbench.ErrNotRoot, overcommitbench.ErrNoCNI, overcommitbench.ErrNoImage} {
+		if errors.Is(err, e) {
+			return strings.TrimPrefix(err.Error(), "overcommitbench: ")
+		}
+	}
+	return ""
 }
 
 // podstartSkip says why the pod start benchmark cannot run here, or "".
@@ -356,6 +389,7 @@ func Load(dir string) (Suite, error) {
 		load(dir, "e2e", &s.E2E),
 		load(dir, "soak", &s.Soak),
 		load(dir, "podstart", &s.Podstart),
+		load(dir, "overcommit", &s.Overcommit),
 	}
 	return s, errors.Join(errs...)
 }
@@ -463,6 +497,9 @@ func (s Suite) Outcomes() []Outcome {
 		add(r.Scenario, r.Seconds, r.Skipped, r.Error)
 	}
 	if r := s.Podstart; r != nil {
+		add(r.Scenario, r.Seconds, r.Skipped, r.Error)
+	}
+	if r := s.Overcommit; r != nil {
 		add(r.Scenario, r.Seconds, r.Skipped, r.Error)
 	}
 	return out

@@ -98,7 +98,7 @@ func TestLoadRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	s := suitetest.Suite()
 	for name, rep := range map[string]any{"submit": s.Submit, "latency": s.Latency, "sched": s.Sched,
-		"raftkv": s.Raftkv, "e2e": s.E2E, "soak": s.Soak, "podstart": s.Podstart} {
+		"raftkv": s.Raftkv, "e2e": s.E2E, "soak": s.Soak, "podstart": s.Podstart, "overcommit": s.Overcommit} {
 		b, err := json.Marshal(rep)
 		if err != nil {
 			t.Fatal(err)
@@ -157,6 +157,9 @@ func TestQuickParamsValid(t *testing.T) {
 			if err := c.Validate(); err != nil {
 				t.Error(err)
 			}
+		}
+		if err := p.Overcommit.Validate(); err != nil {
+			t.Error(err)
 		}
 	}
 }

@@ -28,12 +28,12 @@ func newBenchSuiteCmd() *cobra.Command {
 		Long: `Suite runs the benchmark scenarios in order, in process: submit (once per
 body encoding), latency, sched, raftkv (with etcd as the anchor when it is
 installed), e2e (stepped offered rate), soak (one rate held, row by row;
---soak-rate sets its rate) and podstart (only as root with runc on PATH).
-Each scenario's result goes to --out as <scenario>.json, with the time, the
-machine and the commit; then the plots are drawn from every JSON file in
---out as PNG files beside them (by the benchplot binary, found beside this
-one or on PATH: make benchplot), and with --update-doc the section between
-the markers ` + suite.BeginMarker + ` and ` + suite.EndMarker + ` of that
+--soak-rate sets its rate), podstart (only as root with runc on PATH) and
+overcommit (only as root with the CNI plugins). Each scenario's result goes
+to --out as <scenario>.json, with the time, the machine and the commit;
+then the plots are drawn from every JSON file in --out as PNG files beside
+them (by the benchplot binary, found beside this one or on PATH: make
+benchplot), and with --update-doc the section between the markers ` + suite.BeginMarker + ` and ` + suite.EndMarker + ` of that
 file is replaced by tables of the results and links to the plots.
 
 --quick runs small sizes (a few minutes on two cores); without it the sizes
@@ -104,7 +104,7 @@ others; the command fails at the end. Progress goes to stderr.`,
 	f.BoolVar(&quick, "quick", false, "small sizes: a few minutes on two cores")
 	f.StringVar(&out, "out", "docs/bench", "directory of the JSON results and the plots")
 	f.StringVar(&doc, "update-doc", "", "replace the generated section of this markdown file")
-	f.StringSliceVar(&only, "only", nil, "run only these scenarios (submit, latency, sched, raftkv, e2e, soak, podstart)")
+	f.StringSliceVar(&only, "only", nil, "run only these scenarios (submit, latency, sched, raftkv, e2e, soak, podstart, overcommit)")
 	f.BoolVar(&noRun, "no-run", false, "run nothing: draw the plots and tables from the JSON already in --out")
 	f.BoolVar(&quiet, "quiet", false, "do not log progress to stderr")
 	f.Float64Var(&soakRate, "soak-rate", 0, "the soak's offered tasks/s instead of its size's (full 100,000, quick 5,000)")

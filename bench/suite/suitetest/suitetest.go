@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/bench/e2ebench"
+	"github.com/sluicehq/sluice/bench/overcommitbench"
 	"github.com/sluicehq/sluice/bench/podbench"
 	"github.com/sluicehq/sluice/bench/schedbench"
 	"github.com/sluicehq/sluice/bench/storebench"
@@ -53,6 +54,19 @@ var Submit = []submitbench.Result{
 	{Replicas: 3, Clients: 8, JobsPerRequest: 1000, Encoding: "zstd", Jobs: 40000, JobsPerSec: 67684, P50Ms: 96, P99Ms: 280, BodyBytes: 15360},
 }
 
+// Overcommit is an overcommit run: allocation met, the probe's p99 not.
+var Overcommit = overcommitbench.Result{Mode: "containers", NodeCPU: 2000, NodeMemory: 4 << 30, OnlinePods: 2, OnlineRequestRatio: 0.8,
+	OfflinePlaced: 7, OfflinePending: 3, RefusedReason: "no node passes the filters", AllocationRatio: 1.675,
+	MemoryAllocationRatio: 0.753, Utilization: 0.81, UtilizationUnloaded: 0.38, OnlineCPUMillis: 158, OfflineCPUMillis: 245,
+	ProbeP50Ms: 0.53, ProbeP99Ms: 6.75, ProbeP50UnloadedMs: 0.6, ProbeP99UnloadedMs: 2.07, ProbeRequests: 1499,
+	Series: []overcommitbench.Sample{
+		{T: 1, Phase: "online", Allocation: 0.8, MemoryAllocation: 0.32, Utilization: 0.44},
+		{T: 5, Phase: "unloaded", Allocation: 0.8, MemoryAllocation: 0.32, Utilization: 0.37},
+		{T: 15, Phase: "fill", Allocation: 1.675, MemoryAllocation: 0.75, Utilization: 0.37, OfflineRunning: 7, OfflinePending: 1},
+		{T: 20, Phase: "loaded", Allocation: 1.675, MemoryAllocation: 0.75, Utilization: 0.95, OfflineRunning: 7, OfflinePending: 3},
+		{T: 30, Phase: "loaded", Allocation: 1.675, MemoryAllocation: 0.75, Utilization: 0.83, OfflineRunning: 7, OfflinePending: 3},
+	}}
+
 func report[R any](name string, r R) *suite.Report[R] {
 	return &suite.Report[R]{Scenario: name, Mode: "quick", Time: Time, Seconds: 12.5, Machine: Machine, Result: r}
 }
@@ -65,14 +79,17 @@ func Suite() suite.Suite {
 	e2e.Steps = slices.Clone(E2E.Steps)
 	soak := Soak
 	soak.Rows = slices.Clone(Soak.Rows)
+	oc := Overcommit
+	oc.Series = slices.Clone(Overcommit.Series)
 	s := suite.Suite{
-		Submit:   report("submit", slices.Clone(Submit)),
-		Latency:  report("latency", submitbench.LatencyResult{Nodes: 4, Samples: 50, P50Ms: 11.6, P99Ms: 18.3, MaxMs: 21}),
-		Sched:    report("sched", schedbench.Result{Nodes: 2000, Tasks: 20000, Jobs: 150, Replicas: 3, PlacementsPerSec: 50350, RoundP50Ms: 24, RoundP99Ms: 290, SolverShare: 0.04, BytesPerPendingTask: 5.2}),
-		Raftkv:   report("raftkv", slices.Clone(Raftkv)),
-		E2E:      report("e2e", e2e),
-		Soak:     report("soak", soak),
-		Podstart: report[[]podbench.Result]("podstart", nil),
+		Submit:     report("submit", slices.Clone(Submit)),
+		Latency:    report("latency", submitbench.LatencyResult{Nodes: 4, Samples: 50, P50Ms: 11.6, P99Ms: 18.3, MaxMs: 21}),
+		Sched:      report("sched", schedbench.Result{Nodes: 2000, Tasks: 20000, Jobs: 150, Replicas: 3, PlacementsPerSec: 50350, RoundP50Ms: 24, RoundP99Ms: 290, SolverShare: 0.04, BytesPerPendingTask: 5.2}),
+		Raftkv:     report("raftkv", slices.Clone(Raftkv)),
+		E2E:        report("e2e", e2e),
+		Soak:       report("soak", soak),
+		Podstart:   report[[]podbench.Result]("podstart", nil),
+		Overcommit: report("overcommit", oc),
 	}
 	s.Podstart.Skipped = "not root: containers need namespaces and cgroups"
 	return s
