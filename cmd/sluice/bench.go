@@ -15,7 +15,7 @@ func newBenchCmd() *cobra.Command {
 		Args:  usageArgs(cobra.NoArgs),
 		RunE:  func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
-	c.AddCommand(newBenchPodstartCmd(), newBenchRaftkvCmd(), newBenchSchedCmd(), newBenchSubmitCmd(), newBenchLatencyCmd(), newBenchE2ECmd(), newBenchSuiteCmd(), newBenchBodiesCmd(), newBenchOvercommitCmd())
+	c.AddCommand(newBenchPodstartCmd(), newBenchRaftkvCmd(), newBenchSchedCmd(), newBenchSubmitCmd(), newBenchLatencyCmd(), newBenchE2ECmd(), newBenchSuiteCmd(), newBenchBodiesCmd(), newBenchOvercommitCmd(), newBenchChaosCmd())
 	return c
 }
 

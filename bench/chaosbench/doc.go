@@ -1,0 +1,53 @@
+// Package chaosbench runs a cluster of real `sluice dispatcher` processes
+// and simulated-node fleet processes through a seeded schedule of faults
+// (kill -9 of replicas, a full disk, raft partitions, a fleet process
+// killed) while a client submits, reads and cancels keyed jobs, and then
+// checks what the cluster promised: every acknowledged job exists once,
+// every task reached a final state, and the history of operations is
+// linearizable.
+//
+// # Files and what each owns
+//
+//   - chaos.go: Config, Result and Run, which owns every process, proxy
+//     and goroutine it starts and stops them all before it returns.
+//   - procs.go: the replica and fleet processes: start, kill -9,
+//     restart on the same data directory, the leader's identity, the
+//     tmpfs a replica's data directory lives on and filling it.
+//   - proxy.go: the fault-injecting TCP proxy that carries the raft
+//     traffic of one direction between two replicas (pass, drop, delay).
+//   - schedule.go: the fault kinds and the seeded schedule.
+//   - workload.go: the client that submits, reads and cancels jobs and
+//     records each operation with its call and return times, and the
+//     prober, whose one-task jobs (one every 50 ms, each followed until
+//     placed) time each fault's unavailability: from the injection to
+//     the first placement of a probe submitted after it.
+//   - checks.go: the checks after a schedule, among them porcupine's
+//     linearizability check over the recorded history.
+//
+// # Invariants
+//
+//   - Replica i reaches replica j only through the proxy (i→j) the bench
+//     owns: each replica is started with its own --peers in which every
+//     other replica's address is that of a proxy, so cutting or delaying
+//     the proxies of a replica partitions its raft traffic and nothing
+//     else (clients and nodes reach every replica directly).
+//   - The schedule is a function of the seed and the configuration
+//     alone: the same Config gives the same faults in the same order with
+//     the same holds; which replica a fault hits is resolved when it is
+//     injected (the leader then) and printed with it.
+//   - Faults are injected one at a time: each is healed (processes
+//     restarted, proxies passing again) and the cluster seen ready
+//     (a leader agreed by every replica) before the next.
+//   - Every submit carries an idempotency key and is resent with the same
+//     key until acknowledged or the run ends; an operation whose outcome
+//     is unknown is recorded as such (porcupine then lets it take effect
+//     at any time after its call, or never).
+//   - Reads in the history are consistent reads (?consistent=1, a raft
+//     ReadIndex), so linearizability is what the API promises of them.
+//
+// # Limits
+//
+// The fleet's pods are simulated: a fleet process killed loses its pods
+// (the dispatcher fails them over to other nodes), it does not adopt them
+// as a nodelet with a container runtime does.
+package chaosbench

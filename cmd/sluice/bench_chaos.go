@@ -1,0 +1,133 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/bench/chaosbench"
+)
+
+// errChaosBroken is returned when a chaos run broke a promise it checks.
+var errChaosBroken = errors.New("bench chaos: a checked promise was broken")
+
+func newBenchChaosCmd() *cobra.Command {
+	var (
+		cfg    chaosbench.Config
+		faults string
+		asJSON bool
+		quiet  bool
+	)
+	c := &cobra.Command{
+		Use:   "chaos",
+		Short: "Inject faults into a cluster of real processes and check nothing acknowledged is lost",
+		Long: `Chaos starts three 'sluice dispatcher' processes (this binary), each of
+whose raft traffic to the others goes through a fault-injecting proxy of
+this process, and --fleet-procs 'sluice loadgen fleet' processes running
+--nodes simulated nodes between them. A client submits keyed jobs (resent
+with the same idempotency key until acknowledged), reads them with
+consistent reads and cancels some, at --rate operations per second, while
+a schedule of faults drawn from --seed is injected one at a time:
+
+  kill-leader, kill-follower   SIGKILL, restarted after the hold
+  kill-all                     the three replicas at once, restarted after the hold
+  disk-full                    the leader's tmpfs filled (root only)
+  partition-follower           a follower's raft traffic dropped (minority side)
+  partition-leader             the leader's raft traffic dropped (old leader's side)
+  delay-follower               a follower's raft traffic delayed by --delay
+  kill-fleet                   a fleet process SIGKILLed and restarted
+
+The schedule is printed before the load starts; the same --seed with the
+same sizes replays it. After it, every long job is cancelled, every key
+read, and the run checked: every acknowledged job exists once per key
+(lost, duplicates), every job reached a final state, and the history of
+submits, reads and cancels is linearizable (porcupine). Each fault's
+unavailability is the time from its injection to the next pod started on
+any node. A run that breaks a promise exits non-zero.`,
+		Example: `  sluice bench chaos
+  sluice bench chaos --seed 7 --rounds 3 --faults kill-leader,partition-leader --json`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(c *cobra.Command, _ []string) error {
+			kinds, err := chaosbench.ParseKinds(faults)
+			if err != nil {
+				return usageError{err}
+			}
+			cfg.Kinds = kinds
+			if cfg.Exe, err = os.Executable(); err != nil {
+				return fmt.Errorf("bench chaos: find this binary for the child processes: %w", err)
+			}
+			if err := cfg.Validate(); err != nil {
+				return usageError{err}
+			}
+			if !quiet {
+				cfg.Log = c.ErrOrStderr()
+			}
+			res, err := chaosbench.Run(c.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			if err := printBenchChaos(c.OutOrStdout(), res, asJSON); err != nil {
+				return err
+			}
+			if !res.OK() {
+				return errChaosBroken
+			}
+			return nil
+		},
+	}
+	fs := c.Flags()
+	fs.Uint64Var(&cfg.Seed, "seed", chaosbench.DefaultSeed, "seed of the schedule and the workload: the same seed and sizes replay a run")
+	fs.StringVar(&faults, "faults", "all", "fault kinds, comma-separated, each once a round (all: every kind)")
+	fs.IntVar(&cfg.Rounds, "rounds", chaosbench.DefaultRounds, "rounds of the schedule")
+	fs.DurationVar(&cfg.Gap, "gap", chaosbench.DefaultGap, "least calm before each fault (up to twice it)")
+	fs.DurationVar(&cfg.Hold, "hold", chaosbench.DefaultHold, "least time each fault lasts before it is healed (up to twice it)")
+	fs.DurationVar(&cfg.Delay, "delay", chaosbench.DefaultDelay, "latency added by delay-follower")
+	fs.IntVar(&cfg.FleetProcs, "fleet-procs", chaosbench.DefaultFleetProcs, "fleet processes")
+	fs.IntVar(&cfg.Nodes, "nodes", chaosbench.DefaultNodes, "simulated nodes, split between the fleet processes")
+	fs.Float64Var(&cfg.Rate, "rate", chaosbench.DefaultRate, "operations per second of the client (submits, reads, cancels)")
+	fs.IntVar(&cfg.Clients, "clients", chaosbench.DefaultClients, "concurrent clients sharing the rate")
+	fs.Int64Var(&cfg.MaxTasks, "max-tasks", chaosbench.DefaultMaxTasks, "most tasks of a short job")
+	fs.DurationVar(&cfg.RunTime, "run-time", chaosbench.DefaultRunTime, "mean simulated run time of a short job's tasks")
+	fs.DurationVar(&cfg.Drain, "drain", chaosbench.DefaultDrain, "after the load, how long every job may take to reach a final state")
+	fs.StringVar(&cfg.Dir, "dir", "", "directory of the data and logs (default a temporary one, removed after)")
+	fs.BoolVar(&cfg.KeepDir, "keep", false, "keep the temporary directory of the data and logs")
+	fs.BoolVar(&asJSON, "json", false, "print the result as one JSON object on the last line")
+	fs.BoolVar(&quiet, "quiet", false, "do not print the schedule and progress on stderr")
+	return c
+}
+
+// printBenchChaos prints the faults and the verdict, or with asJSON the
+// result as one JSON line.
+func printBenchChaos(w io.Writer, r chaosbench.Result, asJSON bool) error {
+	if asJSON {
+		return printJSON(w, r)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "#\tfault\tvictim\tat (s)\theld (s)\tunavailable (ms)\trecovered (ms)\t\n")
+	for i, f := range r.Sched {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%.1f\t%.1f\t%d\t%d\t%s%s\n", i+1, f.Kind, f.Victim, float64(f.AtMs)/1000, f.Hold.Seconds(), f.UnavailableMs, f.RecoverMs, f.Skipped, f.Note)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "faults\tacked\tlost\tduplicates\tnot final\tworst unavailability (ms)\tlinearizable\t\n")
+	fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", r.Faults, r.Acked, r.Lost, r.Duplicates, r.NotFinal, r.MaxUnavailableMs, r.Linearizable)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "seed %d, run %s: %d operations, %d unknown submits, %d failed requests (retried), %.0f s\n",
+		r.Seed, r.RunID, r.Ops, r.Unknown, r.FailedRequests, r.DurationS)
+	for _, s := range r.Skipped {
+		fmt.Fprintf(w, "skipped %s\n", s)
+	}
+	for _, e := range r.Examples {
+		fmt.Fprintf(w, "problem: %s\n", e)
+	}
+	return nil
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/bench/chaosbench"
+)
+
+// TestBenchChaosShort runs a short schedule against three dispatcher
+// processes and two fleet processes, all this test binary acting as
+// sluice: a leader killed, a follower killed, the leader partitioned, the
+// leader's disk filled (as root) and a fleet process killed. Nothing
+// acknowledged may be lost or doubled, every job must end, and the
+// history must be linearizable.
+func TestBenchChaosShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts five processes and injects faults for about 20s")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Skipf("cannot find the test binary to run as sluice: %v", err)
+	}
+	const seed = 5
+	t.Logf("seed %d", seed)
+	env := append(childEnvForTest(), testAsMainEnv+"=1")
+	var log bytes.Buffer
+	cfg := chaosbench.Config{
+		Exe: exe, Env: env, Seed: seed, Log: &log,
+		Kinds: []chaosbench.Kind{chaosbench.KillLeader, chaosbench.KillFollower, chaosbench.PartitionLeader, chaosbench.DiskFull, chaosbench.KillFleet},
+		Gap:   500 * time.Millisecond, Hold: time.Second, Nodes: 10, Rate: 20, Drain: 30 * time.Second, ReadyTimeout: 30 * time.Second,
+		TmpfsSize: 64 << 20,
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	res, err := chaosbench.Run(ctx, cfg)
+	t.Logf("progress:\n%s", log.String())
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	var out bytes.Buffer
+	if err := printBenchChaos(&out, res, false); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("result:\n%s", out.String())
+	wantFaults := len(cfg.Kinds) - len(res.Skipped)
+	if res.Faults != wantFaults || len(res.Sched) != wantFaults {
+		t.Errorf("%d faults injected (%d in the schedule), want %d", res.Faults, len(res.Sched), wantFaults)
+	}
+	if !res.OK() || res.Acked == 0 || res.Jobs < res.Acked {
+		t.Errorf("promises broken or nothing done: %+v", res)
+	}
+	for _, f := range res.Sched {
+		if f.UnavailableMs < 0 || f.Victim == "" {
+			t.Errorf("fault %+v: no victim or no placement after it", f)
+		}
+	}
+	if res.MaxUnavailableMs <= 0 || res.MaxUnavailableMs > 30_000 {
+		t.Errorf("worst unavailability %d ms, want between 0 and 30 s", res.MaxUnavailableMs)
+	}
+	out.Reset()
+	if err := printBenchChaos(&out, res, true); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var m map[string]any
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &m); err != nil {
+		t.Fatalf("last line is not JSON: %v\n%s", err, out.String())
+	}
+	for _, k := range []string{"acked", "lost", "duplicates", "linearizable", "max_unavailable_ms", "faults"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("JSON lacks %q: %s", k, lines[len(lines)-1])
+		}
+	}
+}
+
+// childEnvForTest is this process's environment less SLUICE_* settings.
+func childEnvForTest() []string {
+	return slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, envPrefix) })
+}
+
+func TestBenchChaosRejectsBadFlags(t *testing.T) {
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{"bench", "chaos", "--faults", "kill-leader,unplug"}, &out, &errOut)
+	var ue usageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), `"unplug"`) {
+		t.Errorf("--faults with an unknown kind: err = %v, want a usage error naming it", err)
+	}
+	err = run(context.Background(), []string{"bench", "chaos", "--hold", "-1s", "--nodes", "1", "--fleet-procs", "2"}, &out, &errOut)
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "Hold -1s") || !strings.Contains(err.Error(), "FleetProcs 2 above Nodes 1") {
+		t.Errorf("bad sizes: err = %v, want a usage error naming each", err)
+	}
+}
