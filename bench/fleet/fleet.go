@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/nodelet"
 	"github.com/sluicehq/sluice/nodelet/remote"
+	"github.com/sluicehq/sluice/nodelet/runtime"
 	"github.com/sluicehq/sluice/nodelet/runtime/sim"
 )
 
@@ -47,6 +49,9 @@ type Config struct {
 	Timeout time.Duration
 	// Logger receives the agents' logs. Default: discard.
 	Logger *slog.Logger
+	// PodLog, when set, receives a line per pod start and end (see the
+	// PodLog constant), each in one Write. Default: none.
+	PodLog io.Writer
 }
 
 // Defaults of Config.
@@ -119,7 +124,7 @@ type node struct {
 	name   string
 	client *api.Client
 	host   *sim.Host
-	rt     *sim.Runtime
+	rt     runtime.Runtime
 	remote *remote.Dispatcher
 	agent  *nodelet.Agent
 	joined atomic.Bool // Join succeeded
@@ -142,6 +147,10 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	// Every node offers the nodelet's default port range, as a real
 	// nodelet does: jobs with ports run in the simulation too.
 	capacity := api.Capacity{CPU: cfg.CPU, Memory: cfg.Memory, Ports: api.DefaultPortRange.Size()}
+	var podLog *podWriter
+	if cfg.PodLog != nil {
+		podLog = &podWriter{w: cfg.PodLog}
+	}
 	for i := range f.nodes {
 		name := fmt.Sprintf("%s%d%s", cfg.NamePrefix, i+1, cfg.NameSuffix)
 		c, err := api.NewClient(api.ClientConfig{Addrs: cfg.Addrs, Token: cfg.Token, Timeout: cfg.Timeout})
@@ -151,7 +160,11 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		}
 		n := &node{name: name, client: c, host: sim.NewHost()}
 		f.nodes[i] = n
-		n.rt = sim.New(n.host)
+		if podLog != nil {
+			n.rt = &loggedRuntime{Runtime: sim.New(n.host), node: name, log: podLog}
+		} else {
+			n.rt = sim.New(n.host)
+		}
 		d, err := remote.New(remote.Config{Client: c, Logger: cfg.Logger, PollWait: cfg.PollWait, Node: api.NodeSpec{
 			Name: name, Pool: cfg.Pool, Labels: cfg.Labels, Capacity: capacity,
 			Allocatable: api.Allocatable{Online: capacity, Offline: capacity}, Ports: api.DefaultPortRange,

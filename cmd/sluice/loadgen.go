@@ -323,6 +323,7 @@ func newLoadgenFleetCmd() *cobra.Command {
 		cfg         fleet.Config
 		cpu, memory string
 		every       time.Duration
+		podLog      string
 	)
 	cf := &clientFlags{output: outputTable}
 	var gc gcSetting
@@ -354,6 +355,14 @@ fleet's counters every --every.`,
 					return err
 				}
 			}
+			if podLog != "" {
+				f, err := os.OpenFile(podLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+				if err != nil {
+					return fmt.Errorf("--pod-log: %w", err)
+				}
+				defer f.Close()
+				cfg.PodLog = f
+			}
 			return runFleet(c.Context(), cfg, every, c.OutOrStdout())
 		},
 	}
@@ -372,6 +381,7 @@ fleet's counters every --every.`,
 	gc.addFlag(c)
 	fs.DurationVar(&cfg.PollWait, "poll-wait", 0, "longest target long-poll of a node (default 30s)")
 	fs.DurationVar(&every, "every", 10*time.Second, "print the fleet's counters this often")
+	fs.StringVar(&podLog, "pod-log", "", "append a line per pod start and end to this file: "+fleet.PodLog+" (default none)")
 	return c
 }
 
