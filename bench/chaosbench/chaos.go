@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/dispatcher"
 )
 
 // Replicas is the size of the cluster the bench runs.
@@ -23,6 +24,10 @@ const Replicas = 3
 
 // Pool is the pool of the simulated nodes and of the jobs.
 const Pool = "chaos"
+
+// returnSlack is how long a node back from a cut-off may take to stop
+// its stale pods: part of the double-run bound.
+const returnSlack = 3 * time.Second
 
 // probeInterval is how often a probe job is submitted: the resolution of
 // the unavailability measured.
@@ -204,6 +209,9 @@ type FaultResult struct {
 	// placement of a probe job submitted after it; -1 when none was
 	// placed before the end of the load.
 	UnavailableMs int64 `json:"unavailable_ms"`
+	// HeldMs is how long the fault was held: Hold, plus the node TTL for
+	// FreezeFleet.
+	HeldMs int64 `json:"held_ms"`
 	// RecoverMs is the time from the heal to a leader agreed by all.
 	RecoverMs int64 `json:"recover_ms"`
 	// Skipped says why the fault was not injected.
@@ -227,14 +235,27 @@ type Result struct {
 	Ops              int          `json:"ops"`
 	FailedRequests   int          `json:"failed_requests"` // answered errors, each attempt; the client retried them
 	MaxUnavailableMs int64        `json:"max_unavailable_ms"`
-	DurationS        float64      `json:"duration_s"`
+	// DoubleRun is how long tasks ran on two nodes (or as two attempts)
+	// at once, from the fleets' pod logs.
+	DoubleRun DoubleRun `json:"double_run"`
+	// DoubleRunBoundMs is the bound DoubleRun.MaxMs is held to: the
+	// longest time a fleet was cut off beyond the node TTL, plus 3 s for
+	// the node, back, to stop its stale pods. A node does not stop its
+	// pods when it loses contact: while it is cut off past the TTL, its
+	// tasks run twice.
+	DoubleRunBoundMs int64 `json:"double_run_bound_ms"`
+	// StalePods lists pods still running after the drain whose jobs
+	// ended: stale pods a node never stopped.
+	StalePods []string `json:"stale_pods,omitempty"`
+	DurationS float64  `json:"duration_s"`
 	// Skipped lists fault kinds left out of the schedule and why.
 	Skipped []string `json:"skipped,omitempty"`
 }
 
 // OK reports whether the run kept every promise checked.
 func (r Result) OK() bool {
-	return r.Lost == 0 && r.Duplicates == 0 && r.NotFinal == 0 && r.Linearizable == LinOK
+	return r.Lost == 0 && r.Duplicates == 0 && r.NotFinal == 0 && r.Linearizable == LinOK && len(r.StalePods) == 0 &&
+		r.DoubleRun.MaxMs <= r.DoubleRunBoundMs
 }
 
 // cluster is what Run owns: the replicas, their proxies and the fleets.
@@ -386,6 +407,16 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	ops, keys, fails := w.history()
 	res.Tally = tally(keys, jobs)
+	if res.DoubleRun, res.StalePods, err = cl.doubleRuns(jobs, time.Now()); err != nil {
+		return res, err
+	}
+	cutOff := time.Duration(0)
+	for _, fr := range res.Sched {
+		if fr.Kind == FreezeFleet {
+			cutOff = max(cutOff, time.Duration(fr.HeldMs)*time.Millisecond-cl.nodeTTL())
+		}
+	}
+	res.DoubleRunBoundMs = (cutOff + returnSlack).Milliseconds()
 	res.Ops, res.FailedRequests = len(ops), fails
 	fmt.Fprintf(cfg.Log, "checking %d operations for linearizability\n", len(ops))
 	res.Linearizable = checkLinearizable(ops, cfg.CheckTimeout)
@@ -495,9 +526,12 @@ func (cl *cluster) startFleets(ctx context.Context) error {
 		if i < cl.cfg.Nodes%cl.cfg.FleetProcs {
 			n++
 		}
-		f := &fleetProc{idx: i + 1, args: []string{"loadgen", "fleet", "--nodes", itoa(n),
+		podLog := filepath.Join(cl.dir, fmt.Sprintf("fleet-%d-pods.log", i+1))
+		f := &fleetProc{idx: i + 1, podLog: podLog, args: []string{"loadgen", "fleet", "--nodes", itoa(n),
 			"--addr", strings.Join(addrs, ","), "--pool", Pool, "--name-prefix", "chaos-",
-			"--name-suffix", fmt.Sprintf("-f%d", i+1), "--every", "1h"}}
+			"--name-suffix", fmt.Sprintf("-f%d", i+1), "--every", "1h", "--pod-log", podLog,
+			// Small nodes, so that the pods spread over both fleets.
+			"--cpu", "2", "--memory", "16Gi"}}
 		cl.fleets = append(cl.fleets, f)
 		if err := cl.startFleet(ctx, f); err != nil {
 			return err
@@ -526,6 +560,65 @@ func (cl *cluster) startFleet(ctx context.Context, f *fleetProc) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// nodeTTL is how long the dispatcher lets a node go without contact
+// before it marks it down, with every node of the run registered.
+func (cl *cluster) nodeTTL() time.Duration {
+	return dispatcher.DefaultNodeTTL + time.Duration(cl.cfg.Nodes)*dispatcher.DefaultNodeTTLPerNode
+}
+
+// doubleRuns reads every fleet's pod log: how long tasks ran twice at
+// once, and the pods still running at now of jobs already ended (stale
+// pods that were never stopped).
+func (cl *cluster) doubleRuns(jobs []api.JobStatus, now time.Time) (DoubleRun, []string, error) {
+	var runs []podRun
+	for _, f := range cl.fleets {
+		rs, err := readPodLog(f.podLog, now)
+		if err != nil {
+			return DoubleRun{}, nil, err
+		}
+		runs = append(runs, rs...)
+	}
+	ended := map[string]bool{}
+	for _, j := range jobs {
+		ended[j.ID] = terminal(j.State)
+	}
+	var stale []string
+	for _, r := range runs {
+		job, _, _ := strings.Cut(r.pod, ".")
+		if r.end == now.UnixNano() && ended[job] {
+			stale = append(stale, r.node+" "+r.pod)
+		}
+	}
+	return doubleRuns(runs), stale, nil
+}
+
+// busiestFleet returns the fleet process running the most pods now, as
+// their pod logs say; among equals, the one at pick modulo their number.
+func (cl *cluster) busiestFleet(pick int) (*fleetProc, error) {
+	now := time.Now()
+	var best []*fleetProc
+	most := -1
+	for _, f := range cl.fleets {
+		runs, err := readPodLog(f.podLog, now)
+		if err != nil {
+			return nil, err
+		}
+		n := 0
+		for _, r := range runs {
+			if r.end == now.UnixNano() {
+				n++
+			}
+		}
+		switch {
+		case n > most:
+			best, most = []*fleetProc{f}, n
+		case n == most:
+			best = append(best, f)
+		}
+	}
+	return best[pick%len(best)], nil
 }
 
 // pickFollower returns the follower at pick modulo their number, in ID
@@ -566,6 +659,7 @@ func (cl *cluster) inject(ctx context.Context, w *workload, f Fault) (FaultResul
 		fr.AtMs = fr.at.Sub(w.start).Milliseconds()
 	}
 	var heal func() error
+	hold := f.Hold
 	switch f.Kind {
 	case KillLeader, KillFollower:
 		v := leader
@@ -625,15 +719,39 @@ func (cl *cluster) inject(ctx context.Context, w *workload, f Fault) (FaultResul
 		cl.partition(v, mode)
 		heal = func() error { cl.partition(v, Pass); return nil }
 	case KillFleet:
-		fl := cl.fleets[f.Pick%len(cl.fleets)]
+		fl, err := cl.busiestFleet(f.Pick)
+		if err != nil {
+			return fr, err
+		}
 		fr.Victim = fmt.Sprintf("fleet %d", fl.idx)
 		mark()
 		fl.p.kill()
+		if err := markKilled(fl.podLog, time.Now()); err != nil {
+			return fr, err
+		}
 		heal = func() error { return cl.startFleet(ctx, fl) }
+	case FreezeFleet:
+		fl, err := cl.busiestFleet(f.Pick)
+		if err != nil {
+			return fr, err
+		}
+		fr.Victim = fmt.Sprintf("fleet %d", fl.idx)
+		hold = cl.nodeTTL() + f.Hold
+		mark()
+		if err := fl.p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			return fr, fmt.Errorf("chaosbench: freeze fleet %d: %w", fl.idx, err)
+		}
+		heal = func() error {
+			if err := fl.p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+				return fmt.Errorf("chaosbench: thaw fleet %d: %w", fl.idx, err)
+			}
+			return nil
+		}
 	default:
 		return fr, fmt.Errorf("chaosbench: unknown fault %q", f.Kind)
 	}
-	sleepCtx(ctx, f.Hold)
+	sleepCtx(ctx, hold)
+	fr.HeldMs = hold.Milliseconds()
 	if err := heal(); err != nil {
 		return fr, fmt.Errorf("chaosbench: heal %s: %w", f.Kind, err)
 	}
@@ -653,6 +771,11 @@ func (cl *cluster) inject(ctx context.Context, w *workload, f Fault) (FaultResul
 // close stops the fleets, the replicas and the proxies, and unmounts the
 // tmpfs mounts.
 func (cl *cluster) close() {
+	for _, f := range cl.fleets {
+		if f.p != nil && !f.p.exited() {
+			_ = f.p.cmd.Process.Signal(syscall.SIGCONT) // a frozen one hears no SIGINT
+		}
+	}
 	for _, f := range cl.fleets {
 		if f.p != nil && !f.p.exited() {
 			f.p.stop(10 * time.Second)

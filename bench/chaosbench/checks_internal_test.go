@@ -1,6 +1,7 @@
 package chaosbench
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -97,5 +98,45 @@ func TestTally(t *testing.T) {
 	}
 	if len(got.Examples) != 4 {
 		t.Errorf("examples %q, want one per problem", got.Examples)
+	}
+}
+
+func TestDoubleRuns(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/pods.log"
+	const s = int64(time.Second)
+	log := "start 1000000000 n1 j1.0.0.1\n" + // ends at the kill, 5 s
+		"start 1000000000 n1 j1.0.1.1\nend 2000000000 n1 j1.0.1.1 0\n" +
+		"killed 5000000000\n" +
+		"start 3000000000 n2 j1.0.0.2\nend 9000000000 n2 j1.0.0.2 0\n" + // overlaps attempt 1 by 2 s
+		"start 6000000000 n2 j2.0.0.1\n" // still open: ends at now
+	if err := os.WriteFile(path, []byte(log), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := readPodLog(path, time.Unix(0, 10*s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 4 || runs[0].end != 5*s || runs[1].end != 2*s || runs[3].end != 10*s {
+		t.Fatalf("runs %+v", runs)
+	}
+	d := doubleRuns(runs)
+	if d.Tasks != 1 || d.MaxMs != 2000 || d.MaxTask != "j1.0.0" {
+		t.Errorf("double runs %+v, want task j1.0.0 twice for 2000 ms", d)
+	}
+	if err := markKilled(path, time.Unix(0, 11*s)); err != nil {
+		t.Fatal(err)
+	}
+	if runs, err = readPodLog(path, time.Unix(0, 20*s)); err != nil || runs[3].end != 11*s {
+		t.Errorf("after a second mark: %+v, %v", runs, err)
+	}
+	if _, err := readPodLog(dir+"/none", time.Now()); err == nil {
+		t.Error("a missing log read without an error")
+	}
+	if err := os.WriteFile(path, []byte("start x n1 p\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readPodLog(path, time.Now()); err == nil {
+		t.Error("a malformed time read without an error")
 	}
 }

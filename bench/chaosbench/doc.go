@@ -23,6 +23,9 @@
 //     the first placement of a probe submitted after it.
 //   - checks.go: the checks after a schedule, among them porcupine's
 //     linearizability check over the recorded history.
+//   - overlap.go: the fleets' pod logs (bench/fleet's PodLog, and the
+//     bench's mark when it killed a fleet process): how long a task ran
+//     on two nodes at once.
 //
 // # Invariants
 //
@@ -42,6 +45,11 @@
 //     key until acknowledged or the run ends; an operation whose outcome
 //     is unknown is recorded as such (porcupine then lets it take effect
 //     at any time after its call, or never).
+//   - A task may run on two nodes at once only while a node is cut off
+//     past the node TTL (a node does not stop its pods when it loses
+//     contact; the dispatcher runs them again elsewhere) and until the
+//     node, back, stops them: the run checks the longest double run
+//     against the longest cut-off beyond the TTL plus 3 s.
 //   - Reads in the history are consistent reads (?consistent=1, a raft
 //     ReadIndex), so linearizability is what the API promises of them.
 //

@@ -279,9 +279,10 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 
 // fleetProc is one `sluice loadgen fleet` process.
 type fleetProc struct {
-	idx  int
-	args []string
-	p    *proc
+	idx    int
+	args   []string
+	podLog string // the pod log's path (bench/fleet's PodLog)
+	p      *proc
 }
 
 // readRegistered reads a fleet process's stdout to its end and closes

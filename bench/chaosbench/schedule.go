@@ -36,14 +36,21 @@ const (
 	// DelayFollower delays the raft traffic between a follower and the
 	// others by the configured delay for the hold.
 	DelayFollower Kind = "delay-follower"
-	// KillFleet kills one fleet process with SIGKILL (its simulated pods
+	// KillFleet kills the fleet process running the most pods with SIGKILL (its simulated pods
 	// die with it) and restarts it after the hold: its nodes register
 	// again under the same names.
 	KillFleet Kind = "kill-fleet"
+	// FreezeFleet stops the fleet process running the most pods (SIGSTOP) for the node TTL
+	// plus the hold, then lets it go on (SIGCONT): its nodes are cut off
+	// from the dispatchers for longer than the TTL, marked down, their
+	// tasks run again elsewhere, and the nodes, back, must stop their
+	// stale pods. Frozen, the nodes do nothing meanwhile; their pods are
+	// counted as running throughout.
+	FreezeFleet Kind = "freeze-fleet"
 )
 
 // Kinds lists every fault kind, in the order a schedule draws from.
-var Kinds = []Kind{KillLeader, KillFollower, KillAll, DiskFull, PartitionFollower, PartitionLeader, DelayFollower, KillFleet}
+var Kinds = []Kind{KillLeader, KillFollower, KillAll, DiskFull, PartitionFollower, PartitionLeader, DelayFollower, KillFleet, FreezeFleet}
 
 // ParseKinds parses a comma-separated list of kinds; "all" is every kind.
 func ParseKinds(s string) ([]Kind, error) {
@@ -77,9 +84,9 @@ func joinKinds(ks []Kind) string {
 
 // Fault is one planned fault: after Gap of calm (from the previous fault's
 // heal, or the start of the load), Kind is injected and held for Hold,
-// then healed. Pick chooses among candidates (followers, fleet
-// processes) when the fault is injected: the candidate at Pick modulo
-// their number, in ID order.
+// then healed. Pick chooses among equal candidates (followers, the
+// fleet processes running the most pods) when the fault is injected: the
+// candidate at Pick modulo their number, in ID order.
 type Fault struct {
 	Kind Kind          `json:"kind"`
 	Gap  time.Duration `json:"gap_ns"`

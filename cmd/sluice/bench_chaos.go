@@ -40,14 +40,19 @@ a schedule of faults drawn from --seed is injected one at a time:
   partition-leader             the leader's raft traffic dropped (old leader's side)
   delay-follower               a follower's raft traffic delayed by --delay
   kill-fleet                   a fleet process SIGKILLed and restarted
+  freeze-fleet                 a fleet process stopped (SIGSTOP) for longer
+                               than the node TTL, then let go on
 
 The schedule is printed before the load starts; the same --seed with the
 same sizes replays it. After it, every long job is cancelled, every key
 read, and the run checked: every acknowledged job exists once per key
-(lost, duplicates), every job reached a final state, and the history of
-submits, reads and cancels is linearizable (porcupine). Each fault's
-unavailability is the time from its injection to the next pod started on
-any node. A run that breaks a promise exits non-zero.`,
+(lost, duplicates), every job reached a final state, no pod of an ended
+job still runs (stale pods), and the history of submits, reads and
+cancels is linearizable (porcupine). Each fault's unavailability is the
+time from its injection to the first placement of a probe job (one every
+50 ms) submitted after it. The fleets log every pod's start and end: the
+longest time a task ran on two nodes at once is reported. A run that
+breaks a promise exits non-zero.`,
 		Example: `  sluice bench chaos
   sluice bench chaos --seed 7 --rounds 3 --faults kill-leader,partition-leader --json`,
 		Args: usageArgs(cobra.NoArgs),
@@ -109,18 +114,21 @@ func printBenchChaos(w io.Writer, r chaosbench.Result, asJSON bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "#\tfault\tvictim\tat (s)\theld (s)\tunavailable (ms)\trecovered (ms)\t\n")
 	for i, f := range r.Sched {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%.1f\t%.1f\t%d\t%d\t%s%s\n", i+1, f.Kind, f.Victim, float64(f.AtMs)/1000, f.Hold.Seconds(), f.UnavailableMs, f.RecoverMs, f.Skipped, f.Note)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%.1f\t%.1f\t%d\t%d\t%s%s\n", i+1, f.Kind, f.Victim, float64(f.AtMs)/1000, float64(f.HeldMs)/1000, f.UnavailableMs, f.RecoverMs, f.Skipped, f.Note)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "faults\tacked\tlost\tduplicates\tnot final\tworst unavailability (ms)\tlinearizable\t\n")
-	fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", r.Faults, r.Acked, r.Lost, r.Duplicates, r.NotFinal, r.MaxUnavailableMs, r.Linearizable)
+	fmt.Fprintf(tw, "faults\tacked\tlost\tduplicates\tnot final\tworst unavailability (ms)\tlinearizable\tran twice (tasks)\tlongest twice (ms)\tstale pods\t\n")
+	fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t\n", r.Faults, r.Acked, r.Lost, r.Duplicates, r.NotFinal, r.MaxUnavailableMs, r.Linearizable,
+		r.DoubleRun.Tasks, r.DoubleRun.MaxMs, len(r.StalePods))
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintf(w, "a task ran on two nodes at once for at most %d ms (bound %d ms: the longest cut-off past the node TTL, plus 3 s)\n",
+		r.DoubleRun.MaxMs, r.DoubleRunBoundMs)
 	fmt.Fprintf(w, "seed %d, run %s: %d operations, %d unknown submits, %d failed requests (retried), %.0f s\n",
 		r.Seed, r.RunID, r.Ops, r.Unknown, r.FailedRequests, r.DurationS)
 	for _, s := range r.Skipped {
@@ -128,6 +136,13 @@ func printBenchChaos(w io.Writer, r chaosbench.Result, asJSON bool) error {
 	}
 	for _, e := range r.Examples {
 		fmt.Fprintf(w, "problem: %s\n", e)
+	}
+	for i, p := range r.StalePods {
+		if i == 10 {
+			fmt.Fprintf(w, "problem: %d more stale pods\n", len(r.StalePods)-i)
+			break
+		}
+		fmt.Fprintf(w, "problem: stale pod %s still runs\n", p)
 	}
 	return nil
 }

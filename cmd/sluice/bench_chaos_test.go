@@ -17,12 +17,13 @@ import (
 // TestBenchChaosShort runs a short schedule against three dispatcher
 // processes and two fleet processes, all this test binary acting as
 // sluice: a leader killed, a follower killed, the leader partitioned, the
-// leader's disk filled (as root) and a fleet process killed. Nothing
-// acknowledged may be lost or doubled, every job must end, and the
-// history must be linearizable.
+// leader's disk filled (as root), a fleet process killed and one frozen
+// past the node TTL. Nothing acknowledged may be lost or doubled, every
+// job must end, no stale pod may run on, no task run twice beyond the
+// bound, and the history must be linearizable.
 func TestBenchChaosShort(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts five processes and injects faults for about 20s")
+		t.Skip("starts five processes and injects faults for about 35s")
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -34,7 +35,7 @@ func TestBenchChaosShort(t *testing.T) {
 	var log bytes.Buffer
 	cfg := chaosbench.Config{
 		Exe: exe, Env: env, Seed: seed, Log: &log,
-		Kinds: []chaosbench.Kind{chaosbench.KillLeader, chaosbench.KillFollower, chaosbench.PartitionLeader, chaosbench.DiskFull, chaosbench.KillFleet},
+		Kinds: []chaosbench.Kind{chaosbench.KillLeader, chaosbench.KillFollower, chaosbench.PartitionLeader, chaosbench.DiskFull, chaosbench.KillFleet, chaosbench.FreezeFleet},
 		Gap:   500 * time.Millisecond, Hold: time.Second, Nodes: 10, Rate: 20, Drain: 30 * time.Second, ReadyTimeout: 30 * time.Second,
 		TmpfsSize: 64 << 20,
 	}
@@ -61,6 +62,9 @@ func TestBenchChaosShort(t *testing.T) {
 		if f.UnavailableMs < 0 || f.Victim == "" {
 			t.Errorf("fault %+v: no victim or no placement after it", f)
 		}
+	}
+	if res.DoubleRunBoundMs < 3000 || res.DoubleRun.MaxMs > res.DoubleRunBoundMs {
+		t.Errorf("a task ran twice for %d ms, bound %d ms", res.DoubleRun.MaxMs, res.DoubleRunBoundMs)
 	}
 	if res.MaxUnavailableMs <= 0 || res.MaxUnavailableMs > 30_000 {
 		t.Errorf("worst unavailability %d ms, want between 0 and 30 s", res.MaxUnavailableMs)
