@@ -40,6 +40,7 @@ const (
 	DefaultGap          = 2 * time.Second
 	DefaultHold         = 2 * time.Second
 	DefaultDelay        = 200 * time.Millisecond
+	DefaultSyncDelay    = 100 * time.Millisecond
 	DefaultFleetProcs   = 2
 	DefaultNodes        = 20
 	DefaultRate         = 40
@@ -79,6 +80,8 @@ type Config struct {
 	Gap, Hold time.Duration
 	// Delay is the latency DelayFollower adds. Default 200ms.
 	Delay time.Duration
+	// SyncDelay is the wait SlowDisk adds to each sync. Default 100ms.
+	SyncDelay time.Duration
 	// FleetProcs processes run Nodes simulated nodes between them.
 	// Defaults 2 and 20.
 	FleetProcs, Nodes int
@@ -118,7 +121,7 @@ func (c *Config) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"Gap", c.Gap}, {"Hold", c.Hold}, {"Delay", c.Delay}, {"RunTime", c.RunTime}, {"AckTry", c.AckTry},
+	}{{"Gap", c.Gap}, {"Hold", c.Hold}, {"Delay", c.Delay}, {"SyncDelay", c.SyncDelay}, {"RunTime", c.RunTime}, {"AckTry", c.AckTry},
 		{"Drain", c.Drain}, {"ReadyTimeout", c.ReadyTimeout}, {"CheckTimeout", c.CheckTimeout}} {
 		if d.v < 0 {
 			add("%s %v: want 0 (the default) or more", d.name, d.v)
@@ -174,6 +177,7 @@ func (c Config) withDefaults() Config {
 	setD(&c.Gap, DefaultGap)
 	setD(&c.Hold, DefaultHold)
 	setD(&c.Delay, DefaultDelay)
+	setD(&c.SyncDelay, DefaultSyncDelay)
 	setI(&c.FleetProcs, DefaultFleetProcs)
 	setI(&c.Nodes, DefaultNodes)
 	if c.Rate == 0 {
@@ -460,6 +464,7 @@ func (cl *cluster) startReplicas(tmpfs bool) error {
 		r := &replica{id: i + 1, raftAddr: fmt.Sprintf("127.0.0.1:%d", ports[i]), httpAddr: fmt.Sprintf("127.0.0.1:%d", ports[Replicas+i])}
 		r.base = "http://" + r.httpAddr
 		r.dir = filepath.Join(cl.dir, fmt.Sprintf("replica-%d", r.id))
+		r.syncFile = filepath.Join(cl.dir, fmt.Sprintf("replica-%d.sync-delay", r.id))
 		if err := os.MkdirAll(r.dir, 0o755); err != nil {
 			return fmt.Errorf("chaosbench: %w", err)
 		}
@@ -497,7 +502,8 @@ func (cl *cluster) startReplicas(tmpfs bool) error {
 			peers = append(peers, fmt.Sprintf("%d=%s", o.id, addr))
 		}
 		r.args = []string{"dispatcher", "--id", itoa(r.id), "--peers", strings.Join(peers, ","),
-			"--peer-http", strings.Join(peerHTTP, ","), "--data", r.dir, "--http-addr", r.httpAddr, "--log-level", "warn"}
+			"--peer-http", strings.Join(peerHTTP, ","), "--data", r.dir, "--http-addr", r.httpAddr, "--log-level", "warn",
+			"--fault-sync-delay-file", r.syncFile}
 		if err := cl.startReplica(r); err != nil {
 			return err
 		}
@@ -704,6 +710,19 @@ func (cl *cluster) inject(ctx context.Context, w *workload, f Fault) (FaultResul
 				v.p.kill()
 			}
 			return cl.startReplica(v)
+		}
+	case SlowDisk:
+		v := leader
+		fr.Victim = fmt.Sprintf("replica %d (leader)", v.id)
+		mark()
+		if err := os.WriteFile(v.syncFile, []byte(cl.cfg.SyncDelay.String()), 0o644); err != nil {
+			return fr, fmt.Errorf("chaosbench: slow disk: %w", err)
+		}
+		heal = func() error {
+			if err := os.Remove(v.syncFile); err != nil {
+				return fmt.Errorf("chaosbench: slow disk: %w", err)
+			}
+			return nil
 		}
 	case PartitionFollower, PartitionLeader, DelayFollower:
 		v, role := leader, "leader"

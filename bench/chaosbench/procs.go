@@ -103,6 +103,7 @@ type replica struct {
 	base     string // "http://" + httpAddr
 	dir      string // data directory
 	tmpfs    bool   // dir is a tmpfs this package mounted
+	syncFile string // its --fault-sync-delay-file
 	args     []string
 	p        *proc
 }

@@ -26,6 +26,10 @@ const (
 	// store fails and the process exits. After the hold the filler is
 	// removed and the replica restarted. Needs root (to mount the tmpfs).
 	DiskFull Kind = "disk-full"
+	// SlowDisk makes every sync of the leader's store wait SyncDelay for
+	// the hold (the replicas run with sluice dispatcher's hidden
+	// --fault-sync-delay-file).
+	SlowDisk Kind = "slow-disk"
 	// PartitionFollower drops the raft traffic between a follower and
 	// the others for the hold: the minority side.
 	PartitionFollower Kind = "partition-follower"
@@ -50,7 +54,7 @@ const (
 )
 
 // Kinds lists every fault kind, in the order a schedule draws from.
-var Kinds = []Kind{KillLeader, KillFollower, KillAll, DiskFull, PartitionFollower, PartitionLeader, DelayFollower, KillFleet, FreezeFleet}
+var Kinds = []Kind{KillLeader, KillFollower, KillAll, DiskFull, SlowDisk, PartitionFollower, PartitionLeader, DelayFollower, KillFleet, FreezeFleet}
 
 // ParseKinds parses a comma-separated list of kinds; "all" is every kind.
 func ParseKinds(s string) ([]Kind, error) {

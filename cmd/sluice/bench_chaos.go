@@ -36,6 +36,7 @@ a schedule of faults drawn from --seed is injected one at a time:
   kill-leader, kill-follower   SIGKILL, restarted after the hold
   kill-all                     the three replicas at once, restarted after the hold
   disk-full                    the leader's tmpfs filled (root only)
+  slow-disk                    every sync of the leader's store waits --sync-delay
   partition-follower           a follower's raft traffic dropped (minority side)
   partition-leader             the leader's raft traffic dropped (old leader's side)
   delay-follower               a follower's raft traffic delayed by --delay
@@ -91,6 +92,7 @@ breaks a promise exits non-zero.`,
 	fs.DurationVar(&cfg.Gap, "gap", chaosbench.DefaultGap, "least calm before each fault (up to twice it)")
 	fs.DurationVar(&cfg.Hold, "hold", chaosbench.DefaultHold, "least time each fault lasts before it is healed (up to twice it)")
 	fs.DurationVar(&cfg.Delay, "delay", chaosbench.DefaultDelay, "latency added by delay-follower")
+	fs.DurationVar(&cfg.SyncDelay, "sync-delay", chaosbench.DefaultSyncDelay, "wait added to each sync of the store by slow-disk")
 	fs.IntVar(&cfg.FleetProcs, "fleet-procs", chaosbench.DefaultFleetProcs, "fleet processes")
 	fs.IntVar(&cfg.Nodes, "nodes", chaosbench.DefaultNodes, "simulated nodes, split between the fleet processes")
 	fs.Float64Var(&cfg.Rate, "rate", chaosbench.DefaultRate, "operations per second of the client (submits, reads, cancels)")

@@ -17,13 +17,13 @@ import (
 // TestBenchChaosShort runs a short schedule against three dispatcher
 // processes and two fleet processes, all this test binary acting as
 // sluice: a leader killed, a follower killed, the leader partitioned, the
-// leader's disk filled (as root), a fleet process killed and one frozen
+// leader's disk filled (as root) or slowed, a fleet process killed and one frozen
 // past the node TTL. Nothing acknowledged may be lost or doubled, every
 // job must end, no stale pod may run on, no task run twice beyond the
 // bound, and the history must be linearizable.
 func TestBenchChaosShort(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts five processes and injects faults for about 35s")
+		t.Skip("starts five processes and injects faults for about 40s")
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -35,7 +35,7 @@ func TestBenchChaosShort(t *testing.T) {
 	var log bytes.Buffer
 	cfg := chaosbench.Config{
 		Exe: exe, Env: env, Seed: seed, Log: &log,
-		Kinds: []chaosbench.Kind{chaosbench.KillLeader, chaosbench.KillFollower, chaosbench.PartitionLeader, chaosbench.DiskFull, chaosbench.KillFleet, chaosbench.FreezeFleet},
+		Kinds: []chaosbench.Kind{chaosbench.KillLeader, chaosbench.KillFollower, chaosbench.PartitionLeader, chaosbench.DiskFull, chaosbench.SlowDisk, chaosbench.KillFleet, chaosbench.FreezeFleet},
 		Gap:   500 * time.Millisecond, Hold: time.Second, Nodes: 10, Rate: 20, Drain: 30 * time.Second, ReadyTimeout: 30 * time.Second,
 		TmpfsSize: 64 << 20,
 	}

@@ -12,9 +12,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/bench/chaosbench"
 	"github.com/sluicehq/sluice/dispatcher"
 	"github.com/sluicehq/sluice/dispatcher/server"
 	"github.com/sluicehq/sluice/raftkv"
@@ -40,6 +42,9 @@ type dispatcherFlags struct {
 	maxConns         int
 	bodyMemory       int64
 	gc               gcSetting
+	// faultSyncDelayFile is for fault-injection benchmarks only (sluice
+	// bench chaos): the store's syncs wait for the duration in this file.
+	faultSyncDelayFile string
 }
 
 func newDispatcherCmd() *cobra.Command {
@@ -100,6 +105,8 @@ command line wins over the environment, which wins over the file.`,
 	fl.Int64Var(&f.bodyMemory, "body-memory", 0, fmt.Sprintf("most bytes of request bodies held at once, as read and decompressed: a body past it is answered 503 (0: %d; at least %d)", server.DefaultBodyMemory, server.MinBodyMemory))
 	fl.IntVar(&f.maxConns, "max-conns", 0, "most HTTP connections open at once: a new one then replaces the one idle longest or waits to be accepted, so the store and raft keep their file descriptors (0: the open-files limit less 1200)")
 	f.gc.addFlag(c)
+	fl.StringVar(&f.faultSyncDelayFile, "fault-sync-delay-file", "", "for fault-injection benchmarks only: before each sync of the store, wait for the duration written in this file (absent or empty: no wait)")
+	_ = fl.MarkHidden("fault-sync-delay-file")
 	fl.StringVar(&f.queueWeights, "queue-weights", "", "fair-share weights of queues, queue=weight,... (1 to 1000; a queue not named weighs 1)")
 	return c
 }
@@ -120,6 +127,9 @@ func jobRetention(flag time.Duration) (time.Duration, error) {
 // serverConfig turns the flags into the server's configuration.
 func (f dispatcherFlags) serverConfig(logger *slog.Logger) (server.Config, error) {
 	cfg := server.Config{ID: f.id, Dir: f.data, HTTPAddr: f.httpAddr, Logger: logger}
+	if f.faultSyncDelayFile != "" {
+		cfg.FS = chaosbench.SlowSyncFS(vfs.Default, chaosbench.DelayFromFile(f.faultSyncDelayFile))
+	}
 	if f.slotTTL < 0 {
 		return cfg, usageError{fmt.Errorf("--slot-ttl %v: want 0 or more", f.slotTTL)}
 	}

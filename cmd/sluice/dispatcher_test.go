@@ -224,3 +224,22 @@ func TestDispatcherPeerTLSFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestFaultSyncDelayFlag: the fault-injection flag wraps the store's file
+// system only when given, and --help does not show it.
+func TestFaultSyncDelayFlag(t *testing.T) {
+	if cfg, err := (dispatcherFlags{id: 1}).serverConfig(nil); err != nil || cfg.FS != nil {
+		t.Errorf("without the flag: FS %v, err %v; want the default", cfg.FS, err)
+	}
+	cfg, err := dispatcherFlags{id: 1, faultSyncDelayFile: t.TempDir() + "/delay"}.serverConfig(nil)
+	if err != nil || cfg.FS == nil {
+		t.Errorf("with the flag: FS %v, err %v; want a slow-sync FS", cfg.FS, err)
+	}
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"dispatcher", "--help"}, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String()+errOut.String(), "fault-sync-delay-file") {
+		t.Error("--help shows the hidden fault-injection flag")
+	}
+}
