@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -35,6 +36,7 @@ const probeInterval = 50 * time.Millisecond
 
 // Defaults of Config.
 const (
+	DefaultHost         = "127.0.0.1"
 	DefaultSeed         = 1
 	DefaultRounds       = 1
 	DefaultGap          = 2 * time.Second
@@ -69,6 +71,9 @@ type Config struct {
 	// directory, removed after the run unless KeepDir.
 	Dir     string
 	KeepDir bool
+	// Host is the loopback address the replicas and the proxies listen
+	// on. Default 127.0.0.1.
+	Host string
 	// Seed draws the schedule and the workload. Default 1.
 	Seed uint64
 	// Kinds are the fault kinds each round has once. Default all.
@@ -136,6 +141,9 @@ func (c *Config) Validate() error {
 			add("%s %d: want 0 (the default) or more", n.name, n.v)
 		}
 	}
+	if ip := net.ParseIP(c.Host); c.Host != "" && (ip == nil || !ip.IsLoopback()) {
+		add("Host %q: want a loopback IP address", c.Host)
+	}
 	if c.Rate < 0 {
 		add("Rate %g: want 0 (the default) or more", c.Rate)
 	}
@@ -166,6 +174,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Env == nil {
 		c.Env = childEnv(os.Environ())
+	}
+	if c.Host == "" {
+		c.Host = DefaultHost
 	}
 	if c.Seed == 0 {
 		c.Seed = DefaultSeed
@@ -456,12 +467,12 @@ func (e tmpfsError) Unwrap() error { return e.error }
 // startReplicas makes the proxies and starts the replicas, each on a tmpfs
 // of its own when tmpfs is set.
 func (cl *cluster) startReplicas(tmpfs bool) error {
-	ports, err := freePorts(2 * Replicas)
+	ports, err := freePorts(cl.cfg.Host, 2*Replicas)
 	if err != nil {
 		return err
 	}
 	for i := range Replicas {
-		r := &replica{id: i + 1, raftAddr: fmt.Sprintf("127.0.0.1:%d", ports[i]), httpAddr: fmt.Sprintf("127.0.0.1:%d", ports[Replicas+i])}
+		r := &replica{id: i + 1, raftAddr: net.JoinHostPort(cl.cfg.Host, itoa(ports[i])), httpAddr: net.JoinHostPort(cl.cfg.Host, itoa(ports[Replicas+i]))}
 		r.base = "http://" + r.httpAddr
 		r.dir = filepath.Join(cl.dir, fmt.Sprintf("replica-%d", r.id))
 		r.syncFile = filepath.Join(cl.dir, fmt.Sprintf("replica-%d.sync-delay", r.id))

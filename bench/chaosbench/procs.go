@@ -110,8 +110,8 @@ type replica struct {
 
 func (r *replica) up() bool { return r.p != nil && !r.p.exited() }
 
-// freePorts returns n distinct free loopback ports.
-func freePorts(n int) ([]int, error) {
+// freePorts returns n distinct free ports of host.
+func freePorts(host string, n int) ([]int, error) {
 	var lns []net.Listener
 	defer func() {
 		for _, l := range lns {
@@ -120,7 +120,7 @@ func freePorts(n int) ([]int, error) {
 	}()
 	out := make([]int, n)
 	for i := range out {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 		if err != nil {
 			return nil, fmt.Errorf("chaosbench: free port: %w", err)
 		}

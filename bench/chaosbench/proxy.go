@@ -50,9 +50,14 @@ type Proxy struct {
 	closed bool
 }
 
-// NewProxy listens on a free loopback port and forwards to target.
+// NewProxy listens on a free port of target's host and forwards to
+// target.
 func NewProxy(target string) (*Proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	host, _, err := net.SplitHostPort(target)
+	if err != nil {
+		return nil, fmt.Errorf("chaosbench: proxy to %s: %w", target, err)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return nil, fmt.Errorf("chaosbench: proxy to %s: %w", target, err)
 	}

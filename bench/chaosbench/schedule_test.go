@@ -59,12 +59,12 @@ func TestParseKinds(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	bad := chaosbench.Config{Hold: -time.Second, Nodes: 2, FleetProcs: 3, Rate: -1, Kinds: []chaosbench.Kind{"nope"}}
+	bad := chaosbench.Config{Hold: -time.Second, Nodes: 2, FleetProcs: 3, Rate: -1, Kinds: []chaosbench.Kind{"nope"}, Host: "10.0.0.1"}
 	err := bad.Validate()
 	if !errors.Is(err, chaosbench.ErrConfig) {
 		t.Fatalf("Validate = %v, want ErrConfig", err)
 	}
-	for _, want := range []string{"Exe is required", "Hold -1s", "FleetProcs 3 above Nodes 2", "Rate -1", `unknown "nope"`} {
+	for _, want := range []string{"Exe is required", "Hold -1s", "FleetProcs 3 above Nodes 2", "Rate -1", `unknown "nope"`, `Host "10.0.0.1"`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate = %v\nwant it to name %q", err, want)
 		}

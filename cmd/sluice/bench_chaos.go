@@ -100,6 +100,7 @@ breaks a promise exits non-zero.`,
 	fs.Int64Var(&cfg.MaxTasks, "max-tasks", chaosbench.DefaultMaxTasks, "most tasks of a short job")
 	fs.DurationVar(&cfg.RunTime, "run-time", chaosbench.DefaultRunTime, "mean simulated run time of a short job's tasks")
 	fs.DurationVar(&cfg.Drain, "drain", chaosbench.DefaultDrain, "after the load, how long every job may take to reach a final state")
+	fs.StringVar(&cfg.Host, "host", chaosbench.DefaultHost, "loopback address the replicas and proxies listen on (another, such as 127.0.0.2, when the ports of 127.0.0.1 run short)")
 	fs.StringVar(&cfg.Dir, "dir", "", "directory of the data and logs (default a temporary one, removed after)")
 	fs.BoolVar(&cfg.KeepDir, "keep", false, "keep the temporary directory of the data and logs")
 	fs.BoolVar(&asJSON, "json", false, "print the result as one JSON object on the last line")
