@@ -30,6 +30,9 @@ const Pool = "chaos"
 // its stale pods: part of the double-run bound.
 const returnSlack = 3 * time.Second
 
+// finalReads is the most keys read after the load (see workload.finish).
+const finalReads = 500
+
 // probeInterval is how often a probe job is submitted: the resolution of
 // the unavailability measured.
 const probeInterval = 50 * time.Millisecond
@@ -101,8 +104,9 @@ type Config struct {
 	// AckTry is how long a submit is resent before its outcome counts as
 	// unknown. Default 30s.
 	AckTry time.Duration
-	// Drain is how long after the load every job may take to reach a
-	// final state. Default 1m.
+	// Drain bounds each of the two phases after the load: cancelling the
+	// long jobs and the final reads, then every job reaching a final
+	// state. Default 1m.
 	Drain time.Duration
 	// ReadyTimeout is how long the cluster may take to agree on a leader
 	// after a fault is healed. Default 1m.
@@ -395,10 +399,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if runErr != nil {
 		return res, runErr
 	}
-	fmt.Fprintf(cfg.Log, "load stopped; cancelling the long jobs and reading every key\n")
+	fmt.Fprintf(cfg.Log, "load stopped; cancelling the long jobs and reading up to %d keys\n", finalReads)
+	finCtx, cancelFin := context.WithTimeout(ctx, cfg.Drain)
+	w.finish(finCtx, cfg.Clients+1, finalReads)
+	cancelFin()
 	fctx, cancel := context.WithTimeout(ctx, cfg.Drain)
 	defer cancel()
-	w.finish(fctx, cfg.Clients+1)
 
 	// Every job must reach a final state within the drain.
 	var jobs []api.JobStatus
@@ -514,7 +520,10 @@ func (cl *cluster) startReplicas(tmpfs bool) error {
 		}
 		r.args = []string{"dispatcher", "--id", itoa(r.id), "--peers", strings.Join(peers, ","),
 			"--peer-http", strings.Join(peerHTTP, ","), "--data", r.dir, "--http-addr", r.httpAddr, "--log-level", "warn",
-			"--fault-sync-delay-file", r.syncFile}
+			"--fault-sync-delay-file", r.syncFile,
+			// Finished jobs are kept: a job missing at the end is lost,
+			// not forgotten.
+			"--job-retention", "0", "--job-retention-max", "0"}
 		if err := cl.startReplica(r); err != nil {
 			return err
 		}

@@ -50,6 +50,9 @@
 //     contact; the dispatcher runs them again elsewhere) and until the
 //     node, back, stops them: the run checks the longest double run
 //     against the longest cut-off beyond the TTL plus 3 s.
+//   - The replicas keep every finished job (--job-retention 0,
+//     --job-retention-max 0): a job missing at the end was lost, not
+//     forgotten.
 //   - Reads in the history are consistent reads (?consistent=1, a raft
 //     ReadIndex), so linearizability is what the API promises of them.
 //

@@ -246,9 +246,12 @@ func (w *workload) run(ctx context.Context, client int, seed uint64, interval ti
 	}
 }
 
-// finish cancels every acknowledged long job not yet cancelled and reads
-// every key once, as client number client; it stops early when ctx ends.
-func (w *workload) finish(ctx context.Context, client int) {
+// finish cancels every acknowledged long job not yet cancelled, then
+// reads at most maxReads keys spread evenly over all (each read is a
+// consistent listing by label), as client number client; it stops early
+// when ctx ends. The final tally lists every key anyway: these reads put
+// the end state into the history that is checked for linearizability.
+func (w *workload) finish(ctx context.Context, client, maxReads int) {
 	w.mu.Lock()
 	keys := append([]*submitted(nil), w.keys...)
 	w.mu.Unlock()
@@ -266,11 +269,9 @@ func (w *workload) finish(ctx context.Context, client int) {
 			}
 		}
 	}
-	for _, s := range keys {
-		if ctx.Err() != nil {
-			return
-		}
-		w.get(ctx, client, s.key)
+	step := max(1, len(keys)/max(1, maxReads))
+	for i := 0; i < len(keys) && ctx.Err() == nil; i += step {
+		w.get(ctx, client, keys[i].key)
 	}
 }
 

@@ -38,6 +38,10 @@ func TestBenchChaosShort(t *testing.T) {
 		Kinds: []chaosbench.Kind{chaosbench.KillLeader, chaosbench.KillFollower, chaosbench.PartitionLeader, chaosbench.DiskFull, chaosbench.SlowDisk, chaosbench.KillFleet, chaosbench.FreezeFleet},
 		Gap:   500 * time.Millisecond, Hold: time.Second, Nodes: 10, Rate: 20, Drain: 30 * time.Second, ReadyTimeout: 30 * time.Second,
 		TmpfsSize: 64 << 20,
+		// An address of its own: a port the bench found free on
+		// 127.0.0.1 may be taken by another test's connection before the
+		// replica binds it, when many run on this host.
+		Host: "127.0.0.2",
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
