@@ -228,6 +228,11 @@ type FaultResult struct {
 	// placement of a probe job submitted after it; -1 when none was
 	// placed before the end of the load.
 	UnavailableMs int64 `json:"unavailable_ms"`
+	// WorstWaitMs is the longest submit→placed of a probe submitted
+	// between the injection and the cluster's recovery after the heal:
+	// what the fault cost a request sent while it lasted, also when it
+	// took effect after its injection (a disk filling up).
+	WorstWaitMs int64 `json:"worst_wait_ms"`
 	// HeldMs is how long the fault was held: Hold, plus the node TTL for
 	// FreezeFleet.
 	HeldMs int64 `json:"held_ms"`
@@ -239,7 +244,7 @@ type FaultResult struct {
 	// did not exit on a full disk).
 	Note string `json:"note,omitempty"`
 
-	at time.Time
+	at, recovered time.Time
 }
 
 // Result is a run's outcome. Acked, Lost, Duplicates, Linearizable,
@@ -254,6 +259,8 @@ type Result struct {
 	Ops              int          `json:"ops"`
 	FailedRequests   int          `json:"failed_requests"` // answered errors, each attempt; the client retried them
 	MaxUnavailableMs int64        `json:"max_unavailable_ms"`
+	// MaxWaitMs is the largest WorstWaitMs of the faults.
+	MaxWaitMs int64 `json:"max_wait_ms"`
 	// DoubleRun is how long tasks ran on two nodes (or as two attempts)
 	// at once, from the fleets' pod logs.
 	DoubleRun DoubleRun `json:"double_run"`
@@ -385,7 +392,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}
 		fr, err := cl.inject(ctx, w, f)
 		res.Sched = append(res.Sched, fr)
-		fmt.Fprintf(cfg.Log, "%3d  %-18s %-24s at %6.1fs  recovered %5d ms after the heal %s%s\n",
+		fmt.Fprintf(cfg.Log, "%3d  %-18s %-22s at %6.1fs  recovered %5d ms after the heal %s%s\n",
 			i+1, f.Kind, fr.Victim, float64(fr.AtMs)/1000, fr.RecoverMs, fr.Skipped, fr.Note)
 		if err != nil {
 			runErr = err
@@ -454,6 +461,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		default:
 			fr.UnavailableMs = -1
 			fr.Note += "no probe submitted after the fault was placed before the end of the load; "
+		}
+		if wait, ok := pr.longestWait(fr.at, fr.recovered, loadEnd); ok {
+			fr.WorstWaitMs = wait.Milliseconds()
+			res.MaxWaitMs = max(res.MaxWaitMs, fr.WorstWaitMs)
 		}
 		if u := fr.UnavailableMs; u < 0 {
 			res.MaxUnavailableMs = max(res.MaxUnavailableMs, loadEnd.Sub(fr.at).Milliseconds())
@@ -804,6 +815,7 @@ func (cl *cluster) inject(ctx context.Context, w *workload, f Fault) (FaultResul
 		return fr, fmt.Errorf("chaosbench: after %s: %w", f.Kind, err)
 	}
 	fr.RecoverMs = time.Since(healed).Milliseconds()
+	fr.recovered = time.Now()
 	return fr, nil
 }
 

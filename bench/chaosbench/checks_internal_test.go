@@ -140,3 +140,30 @@ func TestDoubleRuns(t *testing.T) {
 		t.Error("a malformed time read without an error")
 	}
 }
+
+func TestProberWaits(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	p := &prober{probes: []*probe{
+		{call: at(0), placed: at(100)},
+		{call: at(1000), placed: at(2500)}, // during the fault, waits 1.5 s
+		{call: at(1200), placed: at(1300)},
+		{call: at(1900)},                   // never placed: waits until the end
+		{call: at(5000), placed: at(5050)}, // after the recovery
+	}}
+	if w, ok := p.longestWait(at(900), at(1500), at(6000)); !ok || w != 1500*time.Millisecond {
+		t.Errorf("longest wait in [0.9 s, 1.5 s] = %v, %v; want 1.5s", w, ok)
+	}
+	if w, ok := p.longestWait(at(1800), at(2000), at(6000)); !ok || w != 4100*time.Millisecond {
+		t.Errorf("longest wait of the unplaced probe = %v, %v; want 4.1s (until the end)", w, ok)
+	}
+	if _, ok := p.longestWait(at(3000), at(4000), at(6000)); ok {
+		t.Error("a wait found where no probe was called")
+	}
+	if first, ok := p.firstPlacedAfter(at(900)); !ok || !first.Equal(at(1300)) {
+		t.Errorf("first placed after 0.9 s = %v, %v; want 1.3 s", first.Sub(t0), ok)
+	}
+	if _, ok := p.firstPlacedAfter(at(5001)); ok {
+		t.Error("a placement found after the last probe")
+	}
+}

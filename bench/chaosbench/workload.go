@@ -358,6 +358,27 @@ func (p *prober) follow1(ctx context.Context, pr *probe) {
 	}
 }
 
+// longestWait returns the longest time from submit to placement of the
+// probes called within [from, to]; a probe never placed counts as
+// waiting until end. ok is false when no probe was called then.
+func (p *prober) longestWait(from, to, end time.Time) (time.Duration, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var longest time.Duration
+	ok := false
+	for _, pr := range p.probes {
+		if pr.call.Before(from) || pr.call.After(to) {
+			continue
+		}
+		placed := pr.placed
+		if placed.IsZero() {
+			placed = end
+		}
+		longest, ok = max(longest, placed.Sub(pr.call)), true
+	}
+	return longest, ok
+}
+
 // firstPlacedAfter returns the earliest placement of a probe called at or
 // after t, if any.
 func (p *prober) firstPlacedAfter(t time.Time) (time.Time, bool) {

@@ -51,7 +51,9 @@ read, and the run checked: every acknowledged job exists once per key
 job still runs (stale pods), and the history of submits, reads and
 cancels is linearizable (porcupine). Each fault's unavailability is the
 time from its injection to the first placement of a probe job (one every
-50 ms) submitted after it. The fleets log every pod's start and end: the
+50 ms) submitted after it; its worst wait, the longest submit to placement
+of a probe submitted between the injection and the recovery after the
+heal. The fleets log every pod's start and end: the
 longest time a task ran on two nodes at once is reported. A run that
 breaks a promise exits non-zero.`,
 		Example: `  sluice bench chaos
@@ -115,9 +117,10 @@ func printBenchChaos(w io.Writer, r chaosbench.Result, asJSON bool) error {
 		return printJSON(w, r)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "#\tfault\tvictim\tat (s)\theld (s)\tunavailable (ms)\trecovered (ms)\t\n")
+	fmt.Fprintf(tw, "#\tfault\tvictim\tat (s)\theld (s)\tunavailable (ms)\tworst wait (ms)\trecovered (ms)\t\n")
 	for i, f := range r.Sched {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%.1f\t%.1f\t%d\t%d\t%s%s\n", i+1, f.Kind, f.Victim, float64(f.AtMs)/1000, float64(f.HeldMs)/1000, f.UnavailableMs, f.RecoverMs, f.Skipped, f.Note)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%.1f\t%.1f\t%d\t%d\t%d\t%s%s\n", i+1, f.Kind, f.Victim, float64(f.AtMs)/1000, float64(f.HeldMs)/1000,
+			f.UnavailableMs, f.WorstWaitMs, f.RecoverMs, f.Skipped, f.Note)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -130,6 +133,7 @@ func printBenchChaos(w io.Writer, r chaosbench.Result, asJSON bool) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintf(w, "worst wait of a probe submitted during a fault: %d ms\n", r.MaxWaitMs)
 	fmt.Fprintf(w, "a task ran on two nodes at once for at most %d ms (bound %d ms: the longest cut-off past the node TTL, plus 3 s)\n",
 		r.DoubleRun.MaxMs, r.DoubleRunBoundMs)
 	fmt.Fprintf(w, "seed %d, run %s: %d operations, %d unknown submits, %d failed requests (retried), %.0f s\n",

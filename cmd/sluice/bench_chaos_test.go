@@ -67,6 +67,9 @@ func TestBenchChaosShort(t *testing.T) {
 			t.Errorf("fault %+v: no victim or no placement after it", f)
 		}
 	}
+	if res.MaxWaitMs <= 0 {
+		t.Errorf("worst wait %d ms: no probe measured during the faults", res.MaxWaitMs)
+	}
 	if res.DoubleRunBoundMs < 3000 || res.DoubleRun.MaxMs > res.DoubleRunBoundMs {
 		t.Errorf("a task ran twice for %d ms, bound %d ms", res.DoubleRun.MaxMs, res.DoubleRunBoundMs)
 	}
