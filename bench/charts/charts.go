@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 
@@ -15,6 +16,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
+	"github.com/sluicehq/sluice/bench/chaosbench"
 	"github.com/sluicehq/sluice/bench/e2ebench"
 	"github.com/sluicehq/sluice/bench/overcommitbench"
 	"github.com/sluicehq/sluice/bench/storebench"
@@ -40,6 +42,8 @@ func Draw(s suite.Suite, dir string) ([]suite.Chart, error) {
 			draw = func(w io.Writer) error { return Submit(w, s.Submit.Result) }
 		case suite.ChartOvercommit:
 			draw = func(w io.Writer) error { return Overcommit(w, s.Overcommit.Result) }
+		case suite.ChartChaos:
+			draw = func(w io.Writer) error { return Chaos(w, s.Chaos.Result) }
 		default:
 			return nil, fmt.Errorf("charts: no drawing for %s", c.File)
 		}
@@ -276,6 +280,51 @@ func Overcommit(w io.Writer, r overcommitbench.Result) error {
 		p.Add(l)
 		p.Legend.Add(sr.name, l)
 	}
+	return savePNG(w, p)
+}
+
+// Chaos draws, for each fault in schedule order, its unavailability
+// (injection to the next probe placed) and its worst wait (the longest
+// submit→placed of a probe sent during the fault), side by side.
+func Chaos(w io.Writer, r chaosbench.Result) error {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("chaos, seed %d: %d faults, %d lost, %d duplicates, linearizable %s",
+		r.Seed, r.Faults, r.Lost, r.Duplicates, r.Linearizable)
+	p.Y.Label.Text = "ms"
+	p.Y.Min = 0
+	unavail := make(plotter.Values, len(r.Sched))
+	wait := make(plotter.Values, len(r.Sched))
+	names := make([]string, len(r.Sched))
+	for i, f := range r.Sched {
+		unavail[i], wait[i] = float64(max(f.UnavailableMs, 0)), float64(f.WorstWaitMs)
+		names[i] = fmt.Sprintf("%d %s", i+1, f.Kind)
+	}
+	const width = 0.25 * vg.Centimeter
+	for i, series := range []struct {
+		name string
+		vals plotter.Values
+	}{{"unavailable: fault → next probe placed", unavail}, {"worst wait of a probe sent during it", wait}} {
+		bars, err := plotter.NewBarChart(series.vals, width)
+		if err != nil {
+			return err
+		}
+		bars.Color = plotutil.Color(i + 1)
+		bars.Offset = vg.Length(2*i-1) * width / 2
+		p.Add(bars)
+		p.Legend.Add(series.name, bars)
+	}
+	p.Add(&plotter.Grid{Horizontal: plotter.NewGrid().Horizontal})
+	p.Legend.Top = true
+	// Headroom above the tallest bar for the legend.
+	tallest := 1.0
+	for i := range unavail {
+		tallest = max(tallest, unavail[i], wait[i])
+	}
+	p.Y.Max = 1.3 * tallest
+	p.NominalX(names...)
+	p.X.Tick.Label.Rotation = math.Pi / 2
+	p.X.Tick.Label.XAlign, p.X.Tick.Label.YAlign = draw.XRight, draw.YCenter
+	barAxes(p, len(r.Sched))
 	return savePNG(w, p)
 }
 

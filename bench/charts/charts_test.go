@@ -39,6 +39,7 @@ func TestPlots(t *testing.T) {
 		{"submit", func(w io.Writer) error { return charts.Submit(w, suitetest.Submit) }},
 		{"soak", func(w io.Writer) error { return charts.Soak(w, suitetest.Soak) }},
 		{"overcommit", func(w io.Writer) error { return charts.Overcommit(w, suitetest.Overcommit) }},
+		{"chaos", func(w io.Writer) error { return charts.Chaos(w, suitetest.Chaos) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var a, b bytes.Buffer
@@ -85,7 +86,7 @@ func TestDraw(t *testing.T) {
 		}
 		decodePNG(t, c.File, b)
 	}
-	want := []string{"e2e-throughput.png", "e2e-latency.png", "soak.png", "raftkv.png", "submit.png", "overcommit.png"}
+	want := []string{"e2e-throughput.png", "e2e-latency.png", "soak.png", "raftkv.png", "submit.png", "overcommit.png", "chaos.png"}
 	if !slices.Equal(files, want) {
 		t.Errorf("charts %v, want %v", files, want)
 	}
@@ -97,6 +98,7 @@ func TestDraw(t *testing.T) {
 	s.E2E.Result.Steps = nil
 	s.Soak.Result.Rows = nil
 	s.Overcommit.Result.Series = nil
+	s.Chaos.Result.Sched = nil
 	files = files[:0]
 	for _, c := range suite.Charts(s) {
 		files = append(files, c.File)

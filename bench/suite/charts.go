@@ -25,12 +25,13 @@ const (
 	ChartSubmit        = "submit.png"
 	ChartSoak          = "soak.png"
 	ChartOvercommit    = "overcommit.png"
+	ChartChaos         = "chaos.png"
 )
 
 // Charts returns the plots s has data for, in a fixed order: e2e
 // throughput and latency, the soak's rows, raftkv against etcd (only with
 // the anchor), submit by encoding, overcommit's allocation and
-// utilisation over time.
+// utilisation over time, chaos unavailability and wait by fault.
 func Charts(s Suite) []Chart {
 	var out []Chart
 	if s.E2E != nil && len(s.E2E.Result.Steps) > 0 {
@@ -49,6 +50,9 @@ func Charts(s Suite) []Chart {
 	}
 	if s.Overcommit != nil && len(s.Overcommit.Result.Series) > 0 {
 		out = append(out, Chart{ChartOvercommit, "overcommit: CPU allocated and host utilisation over time"})
+	}
+	if s.Chaos != nil && len(s.Chaos.Result.Sched) > 0 {
+		out = append(out, Chart{ChartChaos, "chaos: unavailability and worst wait of each fault, in schedule order"})
 	}
 	return out
 }

@@ -1,8 +1,8 @@
 // Package suite is `make bench`: it runs Sluice's benchmark scenarios in
 // order through their packages (bench/submitbench, bench/schedbench,
 // bench/storebench, bench/e2ebench, bench/podbench,
-// bench/overcommitbench), writes each one's result as DIR/<scenario>.json
-// with the time, the machine and the commit,
+// bench/overcommitbench, bench/chaosbench), writes each one's result as
+// DIR/<scenario>.json with the time, the machine and the commit,
 // has them drawn as PNG plots (by the benchplot binary: bench/charts, kept
 // out of the sluice binary) and renders them as markdown tables for
 // BENCHMARKS.md.
@@ -26,6 +26,9 @@
 //     containers: CPU allocated over capacity, the probe's p99 against its
 //     unloaded anchor, online throttling, over time (only as root with the
 //     CNI plugins; otherwise the JSON says why it was skipped).
+//   - chaos: a seeded schedule of faults against three dispatcher
+//     processes and fleet processes (bench/chaosbench): lost and
+//     duplicated jobs, linearizability, each fault's unavailability.
 //
 // Two sizes: QuickParams, a few minutes on two cores, and FullParams, the
 // sizes the issues ask for (the soak alone is eleven minutes of 100k

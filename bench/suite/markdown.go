@@ -4,16 +4,18 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/sluicehq/sluice/bench/e2ebench"
-	"github.com/sluicehq/sluice/bench/overcommitbench"
 	"math"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/bench/chaosbench"
+	"github.com/sluicehq/sluice/bench/e2ebench"
+	"github.com/sluicehq/sluice/bench/overcommitbench"
 	"github.com/sluicehq/sluice/bench/storebench"
 	"github.com/sluicehq/sluice/bench/submitbench"
 )
@@ -130,6 +132,12 @@ func Markdown(s Suite, charts []Chart, linkDir string) string {
 	if s.Overcommit != nil {
 		section(&b, "overcommit: online and offline pods on real containers", s.Overcommit.caption(), s.Overcommit.Skipped, s.Overcommit.Notes, s.Overcommit.Error)
 		overcommitTable(&b, s.Overcommit.Result)
+	}
+	if s.Chaos != nil {
+		section(&b, "chaos: faults across real processes", s.Chaos.caption(), s.Chaos.Skipped, s.Chaos.Notes, s.Chaos.Error)
+		if r := s.Chaos.Result; r.Faults > 0 {
+			chaosTable(&b, r)
+		}
 	}
 	if len(charts) > 0 {
 		b.WriteString("#### Plots\n\n")
@@ -376,9 +384,44 @@ func table(b *strings.Builder, header []string, rows ...[]string) {
 	b.WriteString("\n")
 }
 
+// chaosTable renders a chaos run: the verdict, then the worst
+// unavailability of each fault kind.
+func chaosTable(b *strings.Builder, r chaosbench.Result) {
+	yes := func(ok bool) string {
+		if ok {
+			return "yes"
+		}
+		return "**NO**"
+	}
+	fmt.Fprintf(b, "Seed %d, %s operations (submits, consistent reads, cancels), %s failed requests retried.\n\n", r.Seed, Count(float64(r.Ops)), Count(float64(r.FailedRequests)))
+	table(b, []string{"faults", "acked", "lost", "duplicates", "not final", "worst unavailability", "worst wait", "linearizable", "longest double run (bound)", "stale pods", "all kept"},
+		[]string{strconv.Itoa(r.Faults), Count(float64(r.Acked)), strconv.Itoa(r.Lost), strconv.Itoa(r.Duplicates), strconv.Itoa(r.NotFinal),
+			Count(float64(r.MaxUnavailableMs)) + " ms", Count(float64(r.MaxWaitMs)) + " ms", string(r.Linearizable),
+			fmt.Sprintf("%s ms (%s ms)", Count(float64(r.DoubleRun.MaxMs)), Count(float64(r.DoubleRunBoundMs))),
+			strconv.Itoa(len(r.StalePods)), yes(r.OK())})
+	var kinds []string
+	worst, wait := map[string]int64{}, map[string]int64{}
+	count := map[string]int{}
+	for _, f := range r.Sched {
+		k := string(f.Kind)
+		if count[k] == 0 {
+			kinds = append(kinds, k)
+		}
+		count[k]++
+		worst[k] = max(worst[k], f.UnavailableMs)
+		wait[k] = max(wait[k], f.WorstWaitMs)
+	}
+	slices.Sort(kinds)
+	var rows [][]string
+	for _, k := range kinds {
+		rows = append(rows, []string{k, strconv.Itoa(count[k]), Count(float64(worst[k])) + " ms", Count(float64(wait[k])) + " ms"})
+	}
+	table(b, []string{"fault", "injected", "worst unavailability (fault → next probe placed)", "worst wait (a probe sent during the fault)"}, rows...)
+}
+
 func firstMachine(s Suite) (Machine, bool) {
 	for _, m := range []*Machine{machineOf(s.Submit), machineOf(s.Latency), machineOf(s.Sched), machineOf(s.Raftkv),
-		machineOf(s.E2E), machineOf(s.Soak), machineOf(s.Podstart), machineOf(s.Overcommit)} {
+		machineOf(s.E2E), machineOf(s.Soak), machineOf(s.Podstart), machineOf(s.Overcommit), machineOf(s.Chaos)} {
 		if m != nil {
 			return *m, true
 		}

@@ -115,6 +115,11 @@ func TestMarkdown(t *testing.T) {
 		"| online throttled | **0.0 ms** | 0 ms | yes |",
 		"| host CPU utilisation | 81% (unloaded 38%) | — | — |",
 		"![overcommit: CPU allocated and host utilisation over time](docs/bench/overcommit.png)",
+		"Seed 1, 3,456 operations (submits, consistent reads, cancels), 7 failed requests retried.",
+		"| 3 | 1,234 | 0 | 0 | 0 | 1,720 ms | 2,350 ms | yes | 640 ms (4,200 ms) | 0 | yes |",
+		"| kill-leader | 2 | 1,720 ms | 2,350 ms |",
+		"| partition-follower | 1 | 60 ms | 90 ms |",
+		"![chaos: unavailability and worst wait of each fault, in schedule order](docs/bench/chaos.png)",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/bench/chaosbench"
 	"github.com/sluicehq/sluice/bench/e2ebench"
 	"github.com/sluicehq/sluice/bench/overcommitbench"
 	"github.com/sluicehq/sluice/bench/podbench"
@@ -27,7 +28,7 @@ import (
 
 // Scenarios are the scenarios' names, in the order Run runs them; each
 // one's result is the file <name>.json.
-var Scenarios = []string{"submit", "latency", "sched", "raftkv", "e2e", "soak", "podstart", "overcommit"}
+var Scenarios = []string{"submit", "latency", "sched", "raftkv", "e2e", "soak", "podstart", "overcommit", "chaos"}
 
 // Params are the scenarios' sizes.
 type Params struct {
@@ -48,6 +49,10 @@ type Params struct {
 	// Overcommit runs as root with the CNI plugins only; its Logger is
 	// Config.Logger when nil.
 	Overcommit overcommitbench.Config
+	// Chaos is the fault schedule against real processes; its Exe (the
+	// sluice binary) is filled by the CLI, and without one the scenario
+	// is skipped.
+	Chaos chaosbench.Config
 }
 
 // encodings are the submit benchmark's body encodings, in the plots'
@@ -88,6 +93,7 @@ func QuickParams() Params {
 			SoakSettle: 6, MoveLeaderEvery: 20 * time.Second, Seed: 1, Timeout: 5 * time.Minute},
 		Podstart:   []podbench.Config{{Pods: 20, Concurrency: 1}, {Pods: 20, Concurrency: 4}},
 		Overcommit: overcommitbench.Config{Unloaded: 5 * time.Second, Loaded: 10 * time.Second},
+		Chaos:      chaosbench.Config{Seed: 1, Rounds: 1, Gap: time.Second, Hold: time.Second, Nodes: 20},
 	}
 }
 
@@ -114,6 +120,7 @@ func FullParams() Params {
 			SoakInterval: time.Minute, MoveLeaderEvery: time.Minute, Warmup: time.Minute, Seed: 1, FleetProcs: 3},
 		Podstart:   []podbench.Config{{Pods: 50, Concurrency: 1}, {Pods: 50, Concurrency: 4}},
 		Overcommit: overcommitbench.Config{Unloaded: 20 * time.Second, Loaded: 40 * time.Second},
+		Chaos:      chaosbench.Config{Seed: 1, Rounds: 3, Nodes: 100},
 	}
 }
 
@@ -193,6 +200,7 @@ type Suite struct {
 	Soak       *Report[e2ebench.SoakResult]
 	Podstart   *Report[[]podbench.Result]
 	Overcommit *Report[overcommitbench.Result]
+	Chaos      *Report[chaosbench.Result]
 }
 
 // Run runs the scenarios of cfg in order, writing each one's report to
@@ -312,6 +320,23 @@ func Run(ctx context.Context, cfg Config) (Suite, error) {
 			return err
 		})
 	}
+	if r.want("chaos") {
+		s.Chaos = run(ctx, &r, "chaos", func(ctx context.Context, rep *Report[chaosbench.Result]) (err error) {
+			if p.Chaos.Exe == "" {
+				rep.Skipped = "no sluice binary to run the replicas and fleets (Params.Chaos.Exe)"
+				return nil
+			}
+			rep.Result, err = chaosbench.Run(ctx, p.Chaos)
+			if err != nil {
+				return err
+			}
+			rep.Notes = append(rep.Notes, rep.Result.Skipped...)
+			if !rep.Result.OK() {
+				return ErrChaosBroken
+			}
+			return nil
+		})
+	}
 	return s, errors.Join(r.errs...)
 }
 
@@ -326,6 +351,10 @@ func overcommitSkip(err error) string {
 	}
 	return ""
 }
+
+// ErrChaosBroken is the chaos scenario's error when the run broke a
+// promise it checks (its Result says which).
+var ErrChaosBroken = errors.New("a checked promise was broken: lost, duplicated or unfinished jobs, stale pods, a double run past the bound, or a history that is not linearizable")
 
 // podstartSkip says why the pod start benchmark cannot run here, or "".
 func podstartSkip() string {
@@ -390,6 +419,7 @@ func Load(dir string) (Suite, error) {
 		load(dir, "soak", &s.Soak),
 		load(dir, "podstart", &s.Podstart),
 		load(dir, "overcommit", &s.Overcommit),
+		load(dir, "chaos", &s.Chaos),
 	}
 	return s, errors.Join(errs...)
 }
@@ -500,6 +530,9 @@ func (s Suite) Outcomes() []Outcome {
 		add(r.Scenario, r.Seconds, r.Skipped, r.Error)
 	}
 	if r := s.Overcommit; r != nil {
+		add(r.Scenario, r.Seconds, r.Skipped, r.Error)
+	}
+	if r := s.Chaos; r != nil {
 		add(r.Scenario, r.Seconds, r.Skipped, r.Error)
 	}
 	return out

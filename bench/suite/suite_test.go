@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,7 +99,7 @@ func TestLoadRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	s := suitetest.Suite()
 	for name, rep := range map[string]any{"submit": s.Submit, "latency": s.Latency, "sched": s.Sched,
-		"raftkv": s.Raftkv, "e2e": s.E2E, "soak": s.Soak, "podstart": s.Podstart, "overcommit": s.Overcommit} {
+		"raftkv": s.Raftkv, "e2e": s.E2E, "soak": s.Soak, "podstart": s.Podstart, "overcommit": s.Overcommit, "chaos": s.Chaos} {
 		b, err := json.Marshal(rep)
 		if err != nil {
 			t.Fatal(err)
@@ -161,5 +162,25 @@ func TestQuickParamsValid(t *testing.T) {
 		if err := p.Overcommit.Validate(); err != nil {
 			t.Error(err)
 		}
+		p.Chaos.Exe = "sluice" // what the CLI fills in: its own binary
+		if err := p.Chaos.Validate(); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestChaosSkippedWithoutBinary: without the sluice binary to run the
+// replicas, the chaos scenario writes a report that says so.
+func TestChaosSkippedWithoutBinary(t *testing.T) {
+	out := t.TempDir()
+	s, err := suite.Run(context.Background(), suite.Config{Mode: "test", Out: out, Only: []string{"chaos"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Chaos == nil || !strings.Contains(s.Chaos.Skipped, "no sluice binary") {
+		t.Fatalf("chaos report %+v: want it skipped for want of the binary", s.Chaos)
+	}
+	if _, err := os.Stat(filepath.Join(out, "chaos.json")); err != nil {
+		t.Errorf("no chaos.json: %v", err)
 	}
 }

@@ -28,12 +28,13 @@ func newBenchSuiteCmd() *cobra.Command {
 		Long: `Suite runs the benchmark scenarios in order, in process: submit (once per
 body encoding), latency, sched, raftkv (with etcd as the anchor when it is
 installed), e2e (stepped offered rate), soak (one rate held, row by row;
---soak-rate sets its rate), podstart (only as root with runc on PATH) and
-overcommit (only as root with the CNI plugins). Each scenario's result goes
-to --out as <scenario>.json, with the time, the machine and the commit;
-then the plots are drawn from every JSON file in --out as PNG files beside
-them (by the benchplot binary, found beside this one or on PATH: make
-benchplot), and with --update-doc the section between the markers ` + suite.BeginMarker + ` and ` + suite.EndMarker + ` of that
+--soak-rate sets its rate), podstart (only as root with runc on PATH),
+overcommit (only as root with the CNI plugins) and chaos (faults across
+replica and fleet processes of this binary, as 'sluice bench chaos').
+Each scenario's result goes to --out as <scenario>.json, with the time,
+the machine and the commit; then the plots are drawn from every JSON file
+in --out as PNG files beside them (by the benchplot binary, found beside
+this one or on PATH: make benchplot), and with --update-doc the section between the markers ` + suite.BeginMarker + ` and ` + suite.EndMarker + ` of that
 file is replaced by tables of the results and links to the plots.
 
 --quick runs small sizes (a few minutes on two cores); without it the sizes
@@ -67,14 +68,15 @@ others; the command fails at the end. Progress goes to stderr.`,
 			if err != nil {
 				return err
 			}
+			exe, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("bench suite: find this binary for the fleet and replica processes: %w", err)
+			}
 			if fleetProcs > 0 {
-				exe, err := os.Executable()
-				if err != nil {
-					return fmt.Errorf("bench suite: find this binary for the fleet processes: %w", err)
-				}
 				params.E2E.FleetExec, params.Soak.FleetExec = exe, exe
 				params.E2E.FleetMemoryLimit, params.Soak.FleetMemoryLimit = limit, limit
 			}
+			params.Chaos.Exe = exe
 			cfg := suite.Config{Mode: mode, Params: params, Out: out, Only: only,
 				Logger: slog.New(slog.DiscardHandler)}
 			if err := cfg.Validate(); err != nil {
@@ -104,7 +106,7 @@ others; the command fails at the end. Progress goes to stderr.`,
 	f.BoolVar(&quick, "quick", false, "small sizes: a few minutes on two cores")
 	f.StringVar(&out, "out", "docs/bench", "directory of the JSON results and the plots")
 	f.StringVar(&doc, "update-doc", "", "replace the generated section of this markdown file")
-	f.StringSliceVar(&only, "only", nil, "run only these scenarios (submit, latency, sched, raftkv, e2e, soak, podstart, overcommit)")
+	f.StringSliceVar(&only, "only", nil, "run only these scenarios (submit, latency, sched, raftkv, e2e, soak, podstart, overcommit, chaos)")
 	f.BoolVar(&noRun, "no-run", false, "run nothing: draw the plots and tables from the JSON already in --out")
 	f.BoolVar(&quiet, "quiet", false, "do not log progress to stderr")
 	f.Float64Var(&soakRate, "soak-rate", 0, "the soak's offered tasks/s instead of its size's (full 100,000, quick 5,000)")

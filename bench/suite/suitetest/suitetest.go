@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sluicehq/sluice/bench/chaosbench"
 	"github.com/sluicehq/sluice/bench/e2ebench"
 	"github.com/sluicehq/sluice/bench/overcommitbench"
 	"github.com/sluicehq/sluice/bench/podbench"
@@ -67,6 +68,17 @@ var Overcommit = overcommitbench.Result{Mode: "containers", NodeCPU: 2000, NodeM
 		{T: 30, Phase: "loaded", Allocation: 1.675, MemoryAllocation: 0.75, Utilization: 0.83, OfflineRunning: 7, OfflinePending: 3},
 	}}
 
+// Chaos is a chaos run of three faults that kept every promise.
+var Chaos = chaosbench.Result{Seed: 1, RunID: "chaos-0a1b2c3d", Faults: 3,
+	Sched: []chaosbench.FaultResult{
+		{Fault: chaosbench.Fault{Kind: chaosbench.KillLeader, Gap: time.Second, Hold: time.Second}, Victim: "replica 1 (leader)", AtMs: 1000, HeldMs: 1000, UnavailableMs: 1480, WorstWaitMs: 2100, RecoverMs: 400},
+		{Fault: chaosbench.Fault{Kind: chaosbench.PartitionFollower, Gap: time.Second, Hold: time.Second}, Victim: "replica 3 (follower)", AtMs: 4000, HeldMs: 1000, UnavailableMs: 60, WorstWaitMs: 90, RecoverMs: 700},
+		{Fault: chaosbench.Fault{Kind: chaosbench.KillLeader, Gap: time.Second, Hold: time.Second}, Victim: "replica 2 (leader)", AtMs: 7000, HeldMs: 1000, UnavailableMs: 1720, WorstWaitMs: 2350, RecoverMs: 500},
+	},
+	Tally:        chaosbench.Tally{Acked: 1234, Jobs: 1234},
+	Linearizable: chaosbench.LinOK, Ops: 3456, FailedRequests: 7, MaxUnavailableMs: 1720, MaxWaitMs: 2350,
+	DoubleRun: chaosbench.DoubleRun{Tasks: 2, MaxMs: 640, MaxTask: "j5.0.0"}, DoubleRunBoundMs: 4200, DurationS: 30}
+
 func report[R any](name string, r R) *suite.Report[R] {
 	return &suite.Report[R]{Scenario: name, Mode: "quick", Time: Time, Seconds: 12.5, Machine: Machine, Result: r}
 }
@@ -81,6 +93,8 @@ func Suite() suite.Suite {
 	soak.Rows = slices.Clone(Soak.Rows)
 	oc := Overcommit
 	oc.Series = slices.Clone(Overcommit.Series)
+	chaos := Chaos
+	chaos.Sched = slices.Clone(Chaos.Sched)
 	s := suite.Suite{
 		Submit:     report("submit", slices.Clone(Submit)),
 		Latency:    report("latency", submitbench.LatencyResult{Nodes: 4, Samples: 50, P50Ms: 11.6, P99Ms: 18.3, MaxMs: 21}),
@@ -90,6 +104,7 @@ func Suite() suite.Suite {
 		Soak:       report("soak", soak),
 		Podstart:   report[[]podbench.Result]("podstart", nil),
 		Overcommit: report("overcommit", oc),
+		Chaos:      report("chaos", chaos),
 	}
 	s.Podstart.Skipped = "not root: containers need namespaces and cgroups"
 	return s
