@@ -426,11 +426,73 @@ func decodeSim(d *decoder) *SimSpec {
 			if d.field(&seen, 1) {
 				s.ExitCode = d.int32()
 			}
+		case "usage":
+			if d.field(&seen, 2) {
+				s.Usage = decodeSimUsage(d)
+			}
 		default:
 			d.unknown()
 		}
 	}
 	return s
+}
+
+func decodeSimUsage(d *decoder) *SimUsage {
+	if !d.openObject() {
+		return nil
+	}
+	u := &SimUsage{}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "cpu":
+			if d.field(&seen, 0) {
+				u.CPU = d.quantity(ParseCPU)
+			}
+		case "memory":
+			if d.field(&seen, 1) {
+				u.Memory = d.quantity(ParseBytes)
+			}
+		case "peak":
+			if d.field(&seen, 2) {
+				u.Peak = decodeSimPeak(d)
+			}
+		default:
+			d.unknown()
+		}
+	}
+	return u
+}
+
+func decodeSimPeak(d *decoder) *SimPeak {
+	if !d.openObject() {
+		return nil
+	}
+	p := &SimPeak{}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "cpu":
+			if d.field(&seen, 0) {
+				p.CPU = d.quantity(ParseCPU)
+			}
+		case "memory":
+			if d.field(&seen, 1) {
+				p.Memory = d.quantity(ParseBytes)
+			}
+		case "period":
+			if d.field(&seen, 2) {
+				p.Period = d.duration()
+			}
+		case "length":
+			if d.field(&seen, 3) {
+				p.Length = d.duration()
+			}
+		default:
+			d.unknown()
+		}
+	}
+	return p
 }
 
 func decodeContainer(d *decoder, c *ContainerSpec) {

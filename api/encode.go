@@ -162,7 +162,49 @@ func appendPod(dst []byte, p *PodSpec) []byte {
 			dst = append(dst, sep...)
 			dst = append(dst, `"exit_code":`...)
 			dst = strconv.AppendInt(dst, int64(s.ExitCode), 10)
+			sep = ","
 		}
+		if u := s.Usage; u != nil {
+			dst = append(dst, sep...)
+			dst = appendSimUsage(dst, u)
+		}
+		dst = append(dst, '}')
+	}
+	return append(dst, '}')
+}
+
+// appendSimUsage appends u as the member "usage" of a sim object.
+func appendSimUsage(dst []byte, u *SimUsage) []byte {
+	dst = append(dst, `"usage":{`...)
+	sep := ""
+	if u.CPU != 0 {
+		dst = append(dst, `"cpu":`...)
+		dst = strconv.AppendInt(dst, u.CPU, 10)
+		sep = ","
+	}
+	if u.Memory != 0 {
+		dst = append(dst, sep...)
+		dst = append(dst, `"memory":`...)
+		dst = strconv.AppendInt(dst, u.Memory, 10)
+		sep = ","
+	}
+	if p := u.Peak; p != nil {
+		dst = append(dst, sep...)
+		dst = append(dst, `"peak":{`...)
+		if p.CPU != 0 {
+			dst = append(dst, `"cpu":`...)
+			dst = strconv.AppendInt(dst, p.CPU, 10)
+			dst = append(dst, ',')
+		}
+		if p.Memory != 0 {
+			dst = append(dst, `"memory":`...)
+			dst = strconv.AppendInt(dst, p.Memory, 10)
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `"period":`...)
+		dst = appendDuration(dst, p.Period)
+		dst = append(dst, `,"length":`...)
+		dst = appendDuration(dst, p.Length)
 		dst = append(dst, '}')
 	}
 	return append(dst, '}')

@@ -17,7 +17,7 @@ import (
 func FuzzDecodeJobs(f *testing.F) {
 	f.Add([]byte(typicalJob(1)))
 	f.Add(ndjson(3))
-	f.Add([]byte(`[{"name":"a","labels":{"k":"v"},"tasks":[{"count":2,"pod":{"sim":{"run_time":"1s"},"containers":[{"image":{"oci_layout":"/l"},"command":["x"],"env":{"A":"\u00e9"},"resources":{"cpu":"1.5","memory":"1Gi","ports":[{"name":"p"}]}}]}}],"policy":{"scorers":[{"name":"spread"}]}}]`))
+	f.Add([]byte(`[{"name":"a","labels":{"k":"v"},"tasks":[{"count":2,"pod":{"sim":{"run_time":"1s","usage":{"cpu":"200m","memory":"1Gi","peak":{"cpu":2,"period":"1m","length":"10s"}}},"containers":[{"image":{"oci_layout":"/l"},"command":["x"],"env":{"A":"\u00e9"},"resources":{"cpu":"1.5","memory":"1Gi","ports":[{"name":"p"}]}}]}}],"policy":{"scorers":[{"name":"spread"}]}}]`))
 	f.Add([]byte(`{"name":"a\ud83d\ude00","tasks":[{"count":1e3}]}`))
 	f.Add([]byte(`[1,{"x":[[[{}]]]},null]`))
 	f.Fuzz(func(t *testing.T, body []byte) {

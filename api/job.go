@@ -1,5 +1,7 @@
 package api
 
+import "time"
+
 // QoS is a job's quality-of-service class. It chooses the node's cgroup tier
 // and whether the job may run on resources borrowed from idle online work.
 type QoS string
@@ -157,12 +159,65 @@ type Mount struct {
 }
 
 // SimSpec describes a simulated pod: it runs for RunTime, then exits with
-// ExitCode.
+// ExitCode; while it runs it uses Usage.
 type SimSpec struct {
-	// RunTime is how long the simulated pod runs.
+	// RunTime is how long the simulated pod runs: zero ends it at once,
+	// so a pod meant to run until it is stopped takes a long one.
 	RunTime Duration `json:"run_time,omitzero"`
 	// ExitCode is the code it exits with, 0 to 255.
 	ExitCode int32 `json:"exit_code,omitempty"`
+	// Usage, when set, is what the pod uses while it runs: a node that
+	// reports its simulated pods' usage reports it in its heartbeats as
+	// it does a real pod's measured usage. Default nil: the pod uses
+	// nothing.
+	Usage *SimUsage `json:"usage,omitempty"`
+}
+
+// SimUsage is what a simulated pod uses, in the units of Resources (in
+// JSON, CPU may be "500m" and Memory "128Mi"): CPU and Memory all the
+// time or, with a Peak, Peak's values during the first Peak.Length of
+// every Peak.Period and CPU and Memory for the rest of it.
+type SimUsage struct {
+	// CPU in millicores, not negative.
+	CPU int64 `json:"cpu,omitempty"`
+	// Memory in bytes, not negative.
+	Memory int64 `json:"memory,omitempty"`
+	// Peak, when set, shifts the usage periodically.
+	Peak *SimPeak `json:"peak,omitempty"`
+}
+
+// SimPeak is a simulated pod's periodic peak usage. Periods are counted
+// from the Unix epoch, not from the pod's start, so that every pod with
+// the same Period and Length shifts at the same moment across a fleet, as
+// a daily load does: the peak holds from each multiple of Period to Length
+// after it.
+type SimPeak struct {
+	// CPU in millicores, not negative.
+	CPU int64 `json:"cpu,omitempty"`
+	// Memory in bytes, not negative.
+	Memory int64 `json:"memory,omitempty"`
+	// Period is how often the peak comes: positive.
+	Period Duration `json:"period"`
+	// Length is how long it holds: positive and shorter than Period.
+	Length Duration `json:"length"`
+}
+
+// At returns what u uses at time t: the peak's values during a peak, the
+// base's otherwise. A nil u uses nothing.
+func (u *SimUsage) At(t time.Time) Usage {
+	if u == nil {
+		return Usage{}
+	}
+	if p := u.Peak; p != nil && p.Period > 0 {
+		ns := t.UnixNano() % int64(p.Period)
+		if ns < 0 {
+			ns += int64(p.Period)
+		}
+		if ns < int64(p.Length) {
+			return Usage{CPU: p.CPU, Memory: p.Memory}
+		}
+	}
+	return Usage{CPU: u.CPU, Memory: u.Memory}
 }
 
 // ContainerSpec is one process tree of a pod, with its own root filesystem.

@@ -131,7 +131,7 @@ func (g gen) job() api.JobSpec {
 		}
 		tg.Pod.SharePID = g.r.IntN(2) == 0
 		if g.r.IntN(2) == 0 {
-			tg.Pod.Sim = &api.SimSpec{RunTime: api.Duration(g.r.Int64N(int64(time.Hour))), ExitCode: int32(g.r.IntN(256))}
+			tg.Pod.Sim = &api.SimSpec{RunTime: api.Duration(g.r.Int64N(int64(time.Hour))), ExitCode: int32(g.r.IntN(256)), Usage: g.simUsage()}
 		}
 		g.storage(&tg.Pod)
 		j.Tasks = append(j.Tasks, tg)
@@ -180,6 +180,21 @@ func (g gen) capbox() api.CapboxRequest {
 	return r
 }
 
+// simUsage returns nil or a simulated pod's usage, with a peak half the
+// time.
+func (g gen) simUsage() *api.SimUsage {
+	if g.r.IntN(3) == 0 {
+		return nil
+	}
+	u := &api.SimUsage{CPU: g.r.Int64N(64_000), Memory: g.r.Int64N(1 << 40)}
+	if g.r.IntN(2) == 0 {
+		period := g.r.Int64N(int64(time.Hour)) + 2
+		u.Peak = &api.SimPeak{CPU: g.r.Int64N(64_000), Memory: g.r.Int64N(1 << 40),
+			Period: api.Duration(period), Length: api.Duration(g.r.Int64N(period-1) + 1)}
+	}
+	return u
+}
+
 func (g gen) captask() api.CapTaskSpec {
 	t := api.CapTaskSpec{Capbox: fmt.Sprintf("j%d/0/%d/1", g.r.IntN(1000)+1, g.r.IntN(100)), Name: g.name("t")}
 	for k := range g.r.IntN(3) + 1 {
@@ -187,7 +202,7 @@ func (g gen) captask() api.CapTaskSpec {
 	}
 	t.Pod.SharePID = g.r.IntN(2) == 0
 	if g.r.IntN(2) == 0 {
-		t.Pod.Sim = &api.SimSpec{RunTime: api.Duration(g.r.Int64N(int64(time.Hour))), ExitCode: int32(g.r.IntN(256))}
+		t.Pod.Sim = &api.SimSpec{RunTime: api.Duration(g.r.Int64N(int64(time.Hour))), ExitCode: int32(g.r.IntN(256)), Usage: g.simUsage()}
 	}
 	g.storage(&t.Pod)
 	t.SetDefaults()

@@ -314,6 +314,11 @@ func (c *checker) pod(p *PodSpec) {
 		if p.Sim.ExitCode < 0 || p.Sim.ExitCode > 255 {
 			c.badAt("exit_code", "must be 0 to 255")
 		}
+		if u := p.Sim.Usage; u != nil {
+			c.push("usage")
+			c.simUsage(u)
+			c.pop()
+		}
 		c.pop()
 	}
 }
@@ -940,3 +945,27 @@ func (c *checker) bad(msg string) {
 }
 
 func (c *checker) badf(format string, args ...any) { c.bad(fmt.Sprintf(format, args...)) }
+
+// simUsage checks a simulated pod's usage: within what a node's usage
+// may report.
+func (c *checker) simUsage(u *SimUsage) {
+	c.amount("cpu", u.CPU, 0, maxUsageCPU, "millicores")
+	c.amount("memory", u.Memory, 0, maxUsageMemory, "bytes")
+	p := u.Peak
+	if p == nil {
+		return
+	}
+	c.push("peak")
+	c.amount("cpu", p.CPU, 0, maxUsageCPU, "millicores")
+	c.amount("memory", p.Memory, 0, maxUsageMemory, "bytes")
+	if p.Period <= 0 {
+		c.badAt("period", "must be positive")
+	}
+	switch {
+	case p.Length <= 0:
+		c.badAt("length", "must be positive")
+	case p.Length >= p.Period:
+		c.badAtf("length", "must be shorter than the period (%v)", p.Period)
+	}
+	c.pop()
+}

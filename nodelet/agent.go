@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/nodelet/cgroup"
 	"github.com/sluicehq/sluice/nodelet/overcommit"
+	"github.com/sluicehq/sluice/nodelet/runtime"
 )
 
 // Errors callers act on.
@@ -128,7 +129,42 @@ func New(cfg Config) (*Agent, error) {
 			return nodeUsage(r, a.mu.pods), r.Time, ok
 		}
 	}
+	if cfg.RuntimeUsage {
+		meter := cfg.Runtime.(runtime.Meter) // Validate checked
+		a.usage = func() (api.NodeUsage, time.Time, bool) {
+			now := a.cfg.Now()
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			return meteredUsage(meter, now, a.mu.pods), now, true
+		}
+	}
 	return a, nil
+}
+
+// meteredUsage is the node's usage at now as meter reports it for each of
+// the running pods, in the shape of nodeUsage's: each pod's under its
+// task's ID, each tier's sum, and their total. A pod meter does not know
+// (it ended since) is left out.
+func meteredUsage(meter runtime.Meter, now time.Time, pods map[string]runningPod) api.NodeUsage {
+	var u api.NodeUsage
+	if len(pods) > 0 {
+		u.Tasks = make([]api.TaskUsage, 0, len(pods))
+	}
+	for id, rp := range pods {
+		pu, ok := meter.Usage(id, now)
+		if !ok {
+			continue
+		}
+		tier, qos := &u.Offline, api.QoSOffline
+		if rp.Tier == cgroup.Online {
+			tier, qos = &u.Online, api.QoSOnline
+		}
+		tier.CPU += pu.CPU
+		tier.Memory += pu.Memory
+		u.Tasks = append(u.Tasks, api.TaskUsage{TaskID: rp.taskID, QoS: qos, Usage: pu})
+	}
+	u.Total = api.Usage{CPU: u.Online.CPU + u.Offline.CPU, Memory: u.Online.Memory + u.Offline.Memory}
+	return u
 }
 
 // nodeUsage converts the overcommit loop's report into the node's usage:

@@ -69,14 +69,23 @@ type Config struct {
 	// retrying what failed (a Stop, a Remove). Default 10s.
 	ResyncPeriod time.Duration
 	// HeartbeatPeriod is how often the agent sends the node's usage, as
-	// the overcommit loop last measured it, when Dispatcher implements
-	// UsageReporter. Without Overcommit there is no usage and no
-	// heartbeat is sent. Default 10s.
+	// the overcommit loop last measured it (or the Runtime reports it,
+	// with RuntimeUsage), when Dispatcher implements UsageReporter.
+	// Without either there is no usage and no heartbeat is sent. Default
+	// 10s.
 	HeartbeatPeriod time.Duration
 	// Overcommit, when set, runs the overcommit control loop inside Run
 	// with this configuration; its Pods and Killer are the Agent (any
 	// value set there is replaced). Leave nil on hosts without cgroups.
 	Overcommit *overcommit.Config
+	// RuntimeUsage, when set, has the agent send in its heartbeats the
+	// usage its Runtime reports (a runtime.Meter, such as the simulated
+	// runtime, whose pods use what their spec says) as it sends an
+	// overcommit loop's measurements on a host with cgroups: each
+	// running pod's usage under its task, each tier's sum, and their
+	// total, as of the heartbeat. Validate refuses it with Overcommit,
+	// or with a Runtime that is not a runtime.Meter. Default false.
+	RuntimeUsage bool
 	// ResourceDir, when set, holds a directory per offline pod,
 	// ResourceDir/<pod ID>, with the pod's resource file (ResourceFile):
 	// its guarantee and limit, as its requests at the start and as the
@@ -182,6 +191,14 @@ func (c *Config) Validate() error {
 	}
 	if c.Overcommit != nil && c.Overcommit.Cgroups == nil {
 		add("Overcommit.Cgroups is required when Overcommit is set")
+	}
+	if c.RuntimeUsage {
+		if c.Overcommit != nil {
+			add("RuntimeUsage and Overcommit are exclusive: the usage is one or the other's")
+		}
+		if _, ok := c.Runtime.(runtime.Meter); c.Runtime != nil && !ok {
+			add("RuntimeUsage: Runtime %T does not report usage (runtime.Meter)", c.Runtime)
+		}
 	}
 	return errors.Join(errs...)
 }

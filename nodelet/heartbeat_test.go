@@ -177,3 +177,68 @@ func TestHeartbeatPeriodValidated(t *testing.T) {
 		t.Errorf("New with a negative HeartbeatPeriod: %v", err)
 	}
 }
+
+// TestHeartbeatSendsRuntimeUsage: with RuntimeUsage and the simulated
+// runtime, the agent sends what the running pods' specs say they use, in
+// the overcommit loop's shape: each pod under its task and tier, the
+// tiers' sums and their total; a pod that ended is no longer in it.
+func TestHeartbeatSendsRuntimeUsage(t *testing.T) {
+	host := sim.NewHost()
+	defer host.Close()
+	d := &usageDispatcher{fakeDispatcher: newFakeDispatcher()}
+	newHarness(t, host, d.fakeDispatcher, func(c *nodelet.Config) {
+		c.Runtime = sim.New(host)
+		c.Dispatcher = d
+		c.RuntimeUsage = true
+		c.HeartbeatPeriod = 10 * time.Millisecond
+	})
+	withUsage := func(p nodelet.DesiredPod, u api.SimUsage) nodelet.DesiredPod {
+		p.Pod.Sim = &api.SimSpec{RunTime: api.Duration(time.Hour), Usage: &u}
+		return p
+	}
+	on := withUsage(simPod("on", 1, 0, 0), api.SimUsage{CPU: 250, Memory: 100 << 20})
+	on.Tier = cgroup.Online
+	off := withUsage(simPod("off", 1, 0, 0), api.SimUsage{CPU: 40, Memory: 30 << 20})
+	idle := simPod("idle", 1, 0, 0)
+	d.setTarget(1, on, off, idle)
+
+	want := []string{"task-idle offline 0", "task-off offline 31457280", "task-on online 104857600"}
+	eventually(t, 5*time.Second, "a heartbeat with the three pods' usage", func() bool {
+		hb := d.heartbeats()
+		return len(hb) > 0 && slices.Equal(taskUsages(hb[len(hb)-1]), want)
+	})
+	hb := d.heartbeats()
+	u := hb[len(hb)-1]
+	if err := u.Validate(); err != nil {
+		t.Fatalf("heartbeat %+v: %v", u, err)
+	}
+	wantTiers := api.NodeUsage{Online: api.Usage{CPU: 250, Memory: 100 << 20}, Offline: api.Usage{CPU: 40, Memory: 30 << 20},
+		Total: api.Usage{CPU: 290, Memory: 130 << 20}}
+	if u.Online != wantTiers.Online || u.Offline != wantTiers.Offline || u.Total != wantTiers.Total {
+		t.Errorf("tiers: total %+v, online %+v, offline %+v; want %+v", u.Total, u.Online, u.Offline, wantTiers)
+	}
+	d.setTarget(2, on)
+	eventually(t, 5*time.Second, "a heartbeat without the stopped pods", func() bool {
+		hb := d.heartbeats()
+		return len(hb) > 0 && slices.Equal(taskUsages(hb[len(hb)-1]), []string{"task-on online 104857600"})
+	})
+}
+
+// TestRuntimeUsageValidated: RuntimeUsage needs a runtime that reports
+// usage, and excludes an overcommit loop.
+func TestRuntimeUsageValidated(t *testing.T) {
+	host := sim.NewHost()
+	defer host.Close()
+	_, err := nodelet.New(nodelet.Config{Node: "n1", Runtime: newCounting(sim.New(host)), Dispatcher: newFakeDispatcher(), RuntimeUsage: true})
+	if err == nil || !strings.Contains(err.Error(), "runtime.Meter") {
+		t.Errorf("New with RuntimeUsage over a runtime without usage: %v", err)
+	}
+	_, err = nodelet.New(nodelet.Config{Node: "n1", Runtime: sim.New(host), Dispatcher: newFakeDispatcher(), RuntimeUsage: true,
+		Overcommit: fakeOvercommit(t, &fakeCgroups{})})
+	if err == nil || !strings.Contains(err.Error(), "exclusive") {
+		t.Errorf("New with RuntimeUsage and Overcommit: %v", err)
+	}
+	if _, err := nodelet.New(nodelet.Config{Node: "n1", Runtime: sim.New(host), Dispatcher: newFakeDispatcher(), RuntimeUsage: true}); err != nil {
+		t.Errorf("New with RuntimeUsage over the simulated runtime: %v", err)
+	}
+}

@@ -494,6 +494,9 @@ func startNodelet(ctx context.Context, cfg nodeletConfig, logger *slog.Logger) (
 		DefaultNetwork: cfg.defaultNetwork(), AllowHostNetwork: cfg.allowHostNetwork, HostIP: spec.HostIP,
 		MaxConcurrentStarts: cfg.maxStarts, RetainExited: cfg.retainExited,
 		CgroupRoot: cfg.cgroupRoot, Overcommit: oc, ResourceDir: cfg.resourceDir(), VolumeRoots: cfg.roots, Logger: logger,
+		// Simulated pods use what their specs say: the node reports it
+		// as a real node reports what its cgroups measure.
+		RuntimeUsage: cfg.runtime == "sim",
 	})
 	if err != nil {
 		return nil, fmt.Errorf("nodelet: %w", err)

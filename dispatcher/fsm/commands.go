@@ -28,7 +28,9 @@ const (
 	cmdStopCapTasks  byte = 11
 )
 
-// commandVersion 7: a pod's share-PID bool became a flags byte that may
+// commandVersion 8: a pod's sim bool became a flags byte that may announce
+// a simulated pod's usage (appendSim); a spec of 5 to 7 decodes as it did;
+// 7: a pod's share-PID bool became a flags byte that may
 // announce its network mode, volumes and mounts (appendPodStorage), and
 // reasons 10 to 12 have codes; a spec of 5 or 6 decodes as it did; 6: an
 // update command's reports name their node only
@@ -36,12 +38,13 @@ const (
 // nodelet's clock, which apply never read; 5: a submit command's specs are
 // one block, compressed when large (appendSpecBlock); 4: specs carry
 // JobSpec.Appmaster; 3: submit commands carry binary specs (2: NDJSON).
-const commandVersion = 7
+const commandVersion = 8
 
 // oldestCommandVersion is the oldest version Apply reads, so that a log
 // written by the releases before replays: version 5 commands differ from
-// 6's only in the update command, whose decoder reads both, and 6's from
-// 7's only in what 7's specs and reasons may hold besides.
+// 6's only in the update command, whose decoder reads both, 6's from 7's
+// only in what 7's specs and reasons may hold besides, and 7's from 8's
+// only in what 8's specs may hold besides.
 const oldestCommandVersion = 5
 
 func newCommand(tag byte, now time.Time, size int) *enc {

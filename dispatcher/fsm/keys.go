@@ -57,21 +57,28 @@ const taskRecordVersion = 4
 // each; the most one change costs is taskChunk tasks' bytes.
 const taskChunk = 64
 
-// jobRecordVersion is the first byte of a job record. 4: the spec's pods
-// may have network modes, volumes and mounts (appendPodStorage), and Load
-// reads 3's alike; 3: the spec has JobSpec.Appmaster; 2: the spec in the
+// jobRecordVersion is the first byte of a job record. 5: the spec's
+// simulated pods may have usage (appendSim), and Load reads 3's and 4's
+// alike; 4: the spec's pods may have network modes, volumes and mounts
+// (appendPodStorage); 3: the spec has JobSpec.Appmaster; 2: the spec in the
 // binary encoding of spec_codec.go (1 held it as JSON).
-const jobRecordVersion = 4
+const jobRecordVersion = 5
+
+// oldestJobRecordVersion is the oldest job record Load reads.
+const oldestJobRecordVersion = 3
 
 // nodeRecordVersion is the first byte of a node record. 2: the target
 // generation is in a record of its own (prefixGen).
 const nodeRecordVersion = 2
 
-// submitRecordVersion is the first byte of a submit record. 3: the specs'
-// pods may have network modes, volumes and mounts, and Load reads 2's
-// alike; 2: the specs are a block, compressed when large
+// submitRecordVersion is the first byte of a submit record. 4: the specs'
+// simulated pods may have usage, and Load reads 2's and 3's alike; 3: the
+// specs' pods may have network modes, volumes and mounts; 2: the specs are a block, compressed when large
 // (appendSpecBlock).
-const submitRecordVersion = 3
+const submitRecordVersion = 4
+
+// oldestSubmitRecordVersion is the oldest submit record Load reads.
+const oldestSubmitRecordVersion = 2
 
 // taskKey identifies a task: its job's number, its group's index in the job
 // and its index in the group.

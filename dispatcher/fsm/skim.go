@@ -163,10 +163,24 @@ func skimPod(s string, i int) (api.Capacity, []placement.PortKey, int) {
 		disk, i = skimStorage(s, i, n)
 		c.Disk += disk
 	}
-	var sim bool
-	if sim, i = readBool(s, i); sim {
+	if uint(i) >= uint(len(s)) || !validSimFlags(s[i]) {
+		return c, nil, -1
+	}
+	sim := s[i]
+	i++
+	if sim&simSet != 0 {
 		_, i = readVarint(s, i)
 		_, i = readInt32(s, i)
+	}
+	if sim&simUsage != 0 {
+		for range 2 { // CPU, memory
+			_, i = readVarint(s, i)
+		}
+	}
+	if sim&simPeak != 0 {
+		for range 4 { // CPU, memory, period, length
+			_, i = readVarint(s, i)
+		}
 	}
 	return c, all, i
 }

@@ -76,12 +76,60 @@ func appendSpec(e *enc, s *api.JobSpec) {
 			appendContainer(e, &g.Pod.Containers[k])
 		}
 		appendPodStorage(e, &g.Pod)
-		e.bool(g.Pod.Sim != nil)
-		if sim := g.Pod.Sim; sim != nil {
-			e.varint(int64(sim.RunTime))
-			e.varint(int64(sim.ExitCode))
+		appendSim(e, g.Pod.Sim)
+	}
+}
+
+// A pod's sim byte, where a spec written before simulated pods had usage
+// held the bool "Sim is set": such a spec decodes as it did, and a pod
+// without usage still encodes as it did.
+const (
+	simSet byte = 1 << 0
+	// simUsage says the run time and exit code are followed by the
+	// usage's CPU and memory.
+	simUsage byte = 1 << 1
+	// simPeak says the usage is followed by its peak's CPU, memory,
+	// period and length; only with simUsage.
+	simPeak byte = 1 << 2
+)
+
+// appendSim appends a pod's sim byte and what it announces.
+func appendSim(e *enc, sim *api.SimSpec) {
+	if sim == nil {
+		e.byte(0)
+		return
+	}
+	flags := simSet
+	u := sim.Usage
+	if u != nil {
+		flags |= simUsage
+		if u.Peak != nil {
+			flags |= simPeak
 		}
 	}
+	e.byte(flags)
+	e.varint(int64(sim.RunTime))
+	e.varint(int64(sim.ExitCode))
+	if u == nil {
+		return
+	}
+	e.varint(u.CPU)
+	e.varint(u.Memory)
+	if p := u.Peak; p != nil {
+		e.varint(p.CPU)
+		e.varint(p.Memory)
+		e.varint(int64(p.Period))
+		e.varint(int64(p.Length))
+	}
+}
+
+// validSimFlags reports whether a sim byte is one appendSim writes.
+func validSimFlags(f byte) bool {
+	switch f {
+	case 0, simSet, simSet | simUsage, simSet | simUsage | simPeak:
+		return true
+	}
+	return false
 }
 
 // A pod's flags byte, where a spec written before pods had networks and
@@ -387,9 +435,23 @@ func (sd *specDecoder) decodePod(d *dec, p *api.PodSpec) {
 	if flags&podStorage != 0 {
 		sd.decodeStorage(d, p)
 	}
-	if decodeBool(d) {
-		p.Sim = &api.SimSpec{RunTime: api.Duration(d.varint()), ExitCode: decodeInt32(d)}
+	flags = d.byte()
+	if !validSimFlags(flags) {
+		d.fail("sim flags")
+		return
 	}
+	if flags&simSet == 0 {
+		return
+	}
+	p.Sim = &api.SimSpec{RunTime: api.Duration(d.varint()), ExitCode: decodeInt32(d)}
+	if flags&simUsage == 0 {
+		return
+	}
+	u := &api.SimUsage{CPU: d.varint(), Memory: d.varint()}
+	if flags&simPeak != 0 {
+		u.Peak = &api.SimPeak{CPU: d.varint(), Memory: d.varint(), Period: api.Duration(d.varint()), Length: api.Duration(d.varint())}
+	}
+	p.Sim.Usage = u
 }
 
 // decodeStorage decodes what appendPodStorage wrote after a flags byte

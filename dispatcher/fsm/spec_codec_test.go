@@ -293,6 +293,14 @@ func (g specGen) job() api.JobSpec {
 			if g.maybe() {
 				*tg.Pod.Sim = api.SimSpec{RunTime: api.Duration(g.r.Int64N(int64(time.Hour))), ExitCode: int32(g.r.IntN(256))}
 			}
+			if g.maybe() {
+				u := &api.SimUsage{CPU: g.r.Int64N(64_000), Memory: g.r.Int64N(1 << 40)}
+				if g.maybe() {
+					u.Peak = &api.SimPeak{CPU: g.r.Int64N(64_000), Memory: g.r.Int64N(1 << 40),
+						Period: api.Duration(time.Minute), Length: api.Duration(g.r.Int64N(int64(time.Minute)-1) + 1)}
+				}
+				tg.Pod.Sim.Usage = u
+			}
 		}
 		j.Tasks = append(j.Tasks, tg)
 	}
@@ -591,7 +599,7 @@ func TestLoadRejectsUnknownJobRecord(t *testing.T) {
 	cases := []badRecord{
 		{"job record version 1 (JSON)", jobRec, func([]byte) []byte { return append([]byte{1, 2, 0}, `{"name":"j","tasks":[]}`...) }},
 		{"job record version 2", jobRec, func(good []byte) []byte { return append([]byte{2}, good[1:]...) }},
-		{"job record version 5", jobRec, func(good []byte) []byte { return append([]byte{5}, good[1:]...) }},
+		{"job record version 6", jobRec, func(good []byte) []byte { return append([]byte{6}, good[1:]...) }},
 		{"job record truncated", jobRec, func(good []byte) []byte { return good[:len(good)-1] }},
 		{"submit record of no jobs", plainRec, func([]byte) []byte { return []byte{submitRecordVersion, 2, 0, specsPlain} }},
 		{"submit record overlapping another", string(appendSubmitKey(nil, 2)), func([]byte) []byte { return st.m[plainRec] }},
@@ -600,7 +608,7 @@ func TestLoadRejectsUnknownJobRecord(t *testing.T) {
 	for _, sub := range []struct{ name, key string }{{"plain", plainRec}, {"compressed", s2Rec}} {
 		for _, c := range []badRecord{
 			{"version 1", sub.key, func(good []byte) []byte { return append([]byte{1}, good[1:]...) }},
-			{"version 4", sub.key, func(good []byte) []byte { return append([]byte{4}, good[1:]...) }},
+			{"version 5", sub.key, func(good []byte) []byte { return append([]byte{5}, good[1:]...) }},
 			{"truncated", sub.key, func(good []byte) []byte { return good[:len(good)-1] }},
 			{"with a byte more", sub.key, func(good []byte) []byte { return append(slices.Clone(good), 0) }},
 			{"claiming a job more than it holds", sub.key, func(good []byte) []byte {
@@ -622,17 +630,20 @@ func TestLoadRejectsUnknownJobRecord(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { st.loadRefuses(t, tc.key, tc.rec(st.m[tc.key])) })
 	}
-	// The versions before the current ones differ only in what their
-	// specs cannot hold: records written by the release before load alike.
-	for _, key := range []string{jobRec, plainRec, s2Rec} {
-		st.m[key] = append([]byte{st.m[key][0] - 1}, st.m[key][1:]...)
-	}
-	older := New()
-	if err := older.Load(st); err != nil {
-		t.Fatalf("Load of the previous record versions: %v", err)
-	}
-	if a, b := f.dump(), older.dump(); a != b {
-		t.Fatalf("state loaded from the previous record versions differs:\nlive:\n%s\nloaded:\n%s", a, b)
+	// The two versions before the current ones differ only in what their
+	// specs cannot hold: records written by the releases before load
+	// alike.
+	for back := range 2 {
+		for _, key := range []string{jobRec, plainRec, s2Rec} {
+			st.m[key] = append([]byte{st.m[key][0] - 1}, st.m[key][1:]...)
+		}
+		older := New()
+		if err := older.Load(st); err != nil {
+			t.Fatalf("Load of the record versions %d before: %v", back+1, err)
+		}
+		if a, b := f.dump(), older.dump(); a != b {
+			t.Fatalf("state loaded from the record versions %d before differs:\nlive:\n%s\nloaded:\n%s", back+1, a, b)
+		}
 	}
 }
 
@@ -925,5 +936,56 @@ func TestSpecCodecPodFlags(t *testing.T) {
 	_, _, groups, ok := skimSpec(string(e.b), nil)
 	if !ok || groups[0].demand.Disk != 6<<30 {
 		t.Fatalf("skim read disk demand %d (ok %v), want the container's and the scratch volume's, %d", groups[0].demand.Disk, ok, 6<<30)
+	}
+}
+
+// TestSpecCodecSimFlags checks that a simulated pod without usage encodes
+// its sim byte as the bool it was before pods had usage (so earlier logs
+// decode as they did), that usage and a peak round-trip, and that a sim
+// byte appendSim never writes is corrupt to the decoder and the skim
+// alike.
+func TestSpecCodecSimFlags(t *testing.T) {
+	s := api.JobSpec{Name: "j", Tasks: []api.TaskGroupSpec{{Name: "g", Count: 1, Pod: api.PodSpec{
+		Containers: []api.ContainerSpec{{Name: "c", Command: []string{"/x"}, Resources: api.Resources{CPU: 1000, Memory: 1 << 30}}},
+		Sim:        &api.SimSpec{RunTime: 5, ExitCode: 3}}}}}
+	var e enc
+	appendSpec(&e, &s)
+	b := e.b
+	if tail := b[len(b)-3:]; !bytes.Equal(tail, []byte{1, 10, 6}) {
+		t.Fatalf("sim encodes as %x at the end of %x, want 010a06 (the bool, then run time 5 and exit code 3)", tail, b)
+	}
+	checkSkim(t, b)
+	prefix := b[:len(b)-3]
+	for name, tail := range map[string][]byte{
+		"peak without usage":   {simSet | simPeak, 10, 6, 2, 2, 2, 2},
+		"usage without sim":    {simUsage, 2, 2},
+		"unknown flag":         {simSet | 1<<3, 10, 6},
+		"usage cut short":      {simSet | simUsage, 10, 6, 2},
+		"peak cut short":       {simSet | simUsage | simPeak, 10, 6, 2, 2, 2, 2, 2},
+		"exit code past int32": {simSet, 10, 0xfe, 0xff, 0xff, 0xff, 0x1f},
+	} {
+		bad := append(bytes.Clone(prefix), tail...)
+		d := dec{b: bad}
+		decodeSpec(&d)
+		if err := d.done("spec"); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: decoder: %v, want ErrCorrupt", name, err)
+		}
+		checkSkim(t, bad)
+	}
+	s.Tasks[0].Pod.Sim.Usage = &api.SimUsage{CPU: 200, Memory: 64 << 20}
+	got, enc1 := specRoundTrip(t, &s)
+	if !reflect.DeepEqual(got.Tasks[0].Pod.Sim, s.Tasks[0].Pod.Sim) {
+		t.Fatalf("usage: got %+v, want %+v", got.Tasks[0].Pod.Sim, s.Tasks[0].Pod.Sim)
+	}
+	checkSkim(t, enc1)
+	s.Tasks[0].Pod.Sim.Usage.Peak = &api.SimPeak{CPU: 900, Period: api.Duration(time.Minute), Length: api.Duration(time.Second)}
+	got, enc2 := specRoundTrip(t, &s)
+	if !reflect.DeepEqual(got.Tasks[0].Pod.Sim.Usage, s.Tasks[0].Pod.Sim.Usage) {
+		t.Fatalf("peak: got %+v, want %+v", got.Tasks[0].Pod.Sim.Usage, s.Tasks[0].Pod.Sim.Usage)
+	}
+	checkSkim(t, enc2)
+	_, _, groups, ok := skimSpec(string(enc2), nil)
+	if !ok || groups[0].demand.CPU != 1000 || groups[0].demand.Memory != 1<<30 {
+		t.Fatalf("skim of a pod with usage read demand %+v (ok %v), want the container's requests", groups[0].demand, ok)
 	}
 }

@@ -518,7 +518,7 @@ func encodeJob(buf []byte, j *job) []byte {
 // decodeJob decodes a job record, carving its spec's slices from sd's.
 func decodeJob(sd *specDecoder, num uint64, b []byte) (*job, error) {
 	d := dec{b: b}
-	if v := d.byte(); v != jobRecordVersion && v != jobRecordVersion-1 {
+	if v := d.byte(); v < oldestJobRecordVersion || v > jobRecordVersion {
 		return nil, fmt.Errorf("%w: job %d record version %d", ErrCorrupt, num, v)
 	}
 	submitted := d.varint()
@@ -546,7 +546,7 @@ func encodeSubmit(buf []byte, submitted int64, n int, block []byte) []byte {
 // fn with each of its jobs in number order.
 func decodeSubmit(sd *specDecoder, first uint64, b []byte, fn func(*job) error) error {
 	d := dec{b: b}
-	if v := d.byte(); v != submitRecordVersion && v != submitRecordVersion-1 {
+	if v := d.byte(); v < oldestSubmitRecordVersion || v > submitRecordVersion {
 		return fmt.Errorf("%w: submit record of job %d: version %d", ErrCorrupt, first, v)
 	}
 	submitted := d.varint()

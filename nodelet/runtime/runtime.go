@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"time"
+
+	"github.com/sluicehq/sluice/api"
 )
 
 // Errors callers act on. Runtimes wrap them with context; test with
@@ -83,6 +85,18 @@ type Notifier interface {
 type Immediate interface {
 	// Immediate marks the runtime; it does nothing.
 	Immediate()
+}
+
+// Meter is a Runtime that reports what its pods use by itself, where no
+// cgroup is there to measure: the simulated runtime, whose pods use what
+// their SimSpec says. The agent reports it in its heartbeats as it reports
+// an overcommit loop's measurements of real pods (nodelet.Config.
+// RuntimeUsage).
+type Meter interface {
+	// Usage returns what pod id uses at now: CPU in millicores, memory
+	// in bytes. ok is false for a pod the runtime does not have, or that
+	// has ended.
+	Usage(id string, now time.Time) (u api.Usage, ok bool)
 }
 
 // LogOptions says how Logs reads.

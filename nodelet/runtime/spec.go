@@ -150,10 +150,11 @@ func (pm PortMapping) proto() string {
 }
 
 // SimSpec is how a simulated pod behaves: it runs for RunTime and exits
-// with ExitCode.
+// with ExitCode, and uses Usage meanwhile (nil: nothing).
 type SimSpec struct {
 	RunTime  time.Duration
 	ExitCode int
+	Usage    *api.SimUsage
 }
 
 // ContainerSpec is one process tree of a pod.
@@ -209,7 +210,7 @@ type Resources struct {
 func FromAPI(id string, generation int64, cgroupParent string, p *api.PodSpec) PodSpec {
 	s := PodSpec{ID: id, Generation: generation, CgroupParent: cgroupParent, SharePID: p.SharePID, Network: p.Network.Mode}
 	if p.Sim != nil {
-		s.Sim = &SimSpec{RunTime: p.Sim.RunTime.Std(), ExitCode: int(p.Sim.ExitCode)}
+		s.Sim = &SimSpec{RunTime: p.Sim.RunTime.Std(), ExitCode: int(p.Sim.ExitCode), Usage: p.Sim.Usage}
 	}
 	s.Volumes = volumesFromAPI(p.Volumes)
 	if len(p.Containers) > 0 {
@@ -389,6 +390,15 @@ func (s *PodSpec) Validate() error {
 		}
 		if s.Sim.ExitCode < 0 || s.Sim.ExitCode > 255 {
 			e.Add("sim.exit_code", "must be 0 to 255")
+		}
+		if u := s.Sim.Usage; u != nil {
+			if u.CPU < 0 || u.Memory < 0 {
+				e.Add("sim.usage", "cpu %d and memory %d must not be negative", u.CPU, u.Memory)
+			}
+			if p := u.Peak; p != nil && (p.CPU < 0 || p.Memory < 0 || p.Period <= 0 || p.Length <= 0 || p.Length >= p.Period) {
+				e.Add("sim.usage.peak", "cpu %d and memory %d must not be negative, and length %v must be positive and shorter than period %v",
+					p.CPU, p.Memory, p.Length, p.Period)
+			}
 		}
 	}
 	for i := range s.Containers {

@@ -62,8 +62,9 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 				Resources: runtime.Resources{MilliCPU: -1, MemoryBytes: -1, Pids: -1}, User: &runtime.User{UID: -1}},
 			{Name: "c", Args: nil},
 		},
-		Env:         []string{"SLUICE_NODE=n1", "=x"},
-		Sim:         &runtime.SimSpec{RunTime: -1, ExitCode: 256},
+		Env: []string{"SLUICE_NODE=n1", "=x"},
+		Sim: &runtime.SimSpec{RunTime: -1, ExitCode: 256, Usage: &api.SimUsage{CPU: -1,
+			Peak: &api.SimPeak{Period: api.Duration(time.Second), Length: api.Duration(time.Second)}}},
 		ResourceDir: "run/x",
 		Network:     "overlay",
 		Ports: []runtime.PortMapping{
@@ -76,7 +77,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	if !errors.Is(err, runtime.ErrBadSpec) || !errors.As(err, &se) {
 		t.Fatalf("Validate = %v, want a *SpecError", err)
 	}
-	want := []string{"id", "cgroup_parent", "resource_dir", "network", "ports[0].port", "ports[1].protocol", "ports[3].port", "env[1]", "sim.run_time", "sim.exit_code", "containers[0].args[0]", "containers[0].env[0]",
+	want := []string{"id", "cgroup_parent", "resource_dir", "network", "ports[0].port", "ports[1].protocol", "ports[3].port", "env[1]", "sim.run_time", "sim.exit_code", "sim.usage", "sim.usage.peak", "containers[0].args[0]", "containers[0].env[0]",
 		"containers[0].working_dir", "containers[0].image.rootfs", "containers[0].resources.cpu", "containers[0].resources.memory",
 		"containers[0].resources.pids", "containers[0].user", "containers[1].name", "containers[1].args", "containers[1].image"}
 	var got []string

@@ -1,7 +1,9 @@
 // Package sim is a runtime.Runtime whose pods run no processes: a pod
 // "runs" for the RunTime of its SimSpec (forever without one) and then
-// exits with its ExitCode. It lets tests and benchmarks run thousands of
-// pods in one process: a pod costs a map entry and a place in its Host's
+// exits with its ExitCode, and meanwhile uses what its SimSpec's Usage
+// says at each moment, which the Runtime reports as a runtime.Meter (so
+// that a simulated node's heartbeats carry usage as a real node's do). It
+// lets tests and benchmarks run thousands of pods in one process: a pod costs a map entry and a place in its Host's
 // queue of run times, which one goroutine per Host (its clock) ends as
 // they are over (a run time of centuries, past what its clock counts,
 // never is). A timer per pod cost a goroutine at each pod's end: ending

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/nodelet/runtime"
 )
 
@@ -300,6 +301,7 @@ var (
 	_ runtime.Runtime   = (*Runtime)(nil)
 	_ runtime.Notifier  = (*Runtime)(nil)
 	_ runtime.Immediate = (*Runtime)(nil)
+	_ runtime.Meter     = (*Runtime)(nil)
 )
 
 // New returns a Runtime over h.
@@ -461,6 +463,24 @@ func (r *Runtime) List(ctx context.Context) ([]runtime.PodStatus, error) {
 		out = append(out, st)
 	}
 	return out, nil
+}
+
+// Usage implements runtime.Meter: a running pod uses what its SimSpec's
+// Usage says at now (nothing without one). A closed Runtime reports no pod.
+func (r *Runtime) Usage(id string, now time.Time) (api.Usage, bool) {
+	if r.check() != nil {
+		return api.Usage{}, false
+	}
+	r.h.mu.Lock()
+	defer r.h.mu.Unlock()
+	p, ok := r.h.mu.pods[id]
+	if !ok || p.ended {
+		return api.Usage{}, false
+	}
+	if p.spec.Sim == nil {
+		return api.Usage{}, true
+	}
+	return p.spec.Sim.Usage.At(now), true
 }
 
 // Spec returns the spec pod id was started with, as Start was given it

@@ -78,3 +78,65 @@ func BenchmarkStart(b *testing.B) {
 		}
 	}
 }
+
+// TestUsage checks what the Runtime reports as a runtime.Meter: a running
+// pod's configured usage, its peak at the peak's time, nothing for a pod
+// without usage, and no pod once it ended, was removed, never was, or the
+// Runtime closed.
+func TestUsage(t *testing.T) {
+	h := sim.NewHost()
+	defer h.Close()
+	rt := sim.New(h)
+	ctx := context.Background()
+	pod := func(id string, u *api.SimUsage) runtime.PodSpec {
+		return runtime.FromAPI(id, 1, "sluice/online", &api.PodSpec{
+			Containers: []api.ContainerSpec{{Name: "c0", Image: api.Image{Rootfs: "/x"}, Command: []string{"x"}}},
+			Sim:        &api.SimSpec{Usage: u},
+		})
+	}
+	usage := &api.SimUsage{CPU: 200, Memory: 64 << 20, Peak: &api.SimPeak{CPU: 1500, Memory: 1 << 30,
+		Period: api.Duration(time.Minute), Length: api.Duration(10 * time.Second)}}
+	for id, u := range map[string]*api.SimUsage{"used": usage, "idle": nil} {
+		if err := rt.Start(ctx, pod(id, u)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	minute := time.Unix(1_800_000_000-1_800_000_000%60, 0)
+	for _, c := range []struct {
+		id   string
+		at   time.Time
+		want api.Usage
+	}{
+		{"used", minute.Add(30 * time.Second), api.Usage{CPU: 200, Memory: 64 << 20}},
+		{"used", minute.Add(5 * time.Second), api.Usage{CPU: 1500, Memory: 1 << 30}},
+		{"idle", minute, api.Usage{}},
+	} {
+		if got, ok := rt.Usage(c.id, c.at); !ok || got != c.want {
+			t.Errorf("Usage(%s, %v) = %+v, %v; want %+v, true", c.id, c.at.UTC(), got, ok, c.want)
+		}
+	}
+	if _, ok := rt.Usage("absent", minute); ok {
+		t.Error("a pod never started reports usage")
+	}
+	if err := rt.Stop(ctx, "used", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rt.Usage("used", minute); ok {
+		t.Error("a stopped pod reports usage")
+	}
+	if err := rt.Remove(ctx, "used"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rt.Usage("used", minute); ok {
+		t.Error("a removed pod reports usage")
+	}
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rt.Usage("idle", minute); ok {
+		t.Error("a closed Runtime reports usage")
+	}
+	if _, ok := sim.New(h).Usage("idle", minute); !ok {
+		t.Error("a new Runtime over the host does not report its running pod")
+	}
+}
