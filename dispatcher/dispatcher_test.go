@@ -448,6 +448,11 @@ func TestUsageEstimates(t *testing.T) {
 	if err := r.d.Heartbeat(ctx, "n0", usage); err != nil {
 		t.Fatal(err)
 	}
+	est, ok := r.d.EstimateTotals()
+	if want := (dispatcher.EstimateTotals{Nodes: 1, OnlineUsage: usage.Online,
+		OnlineEstimate: api.Capacity{CPU: 3900, Memory: 400 << 20}, OnlineAsked: api.Capacity{CPU: 4000, Memory: 4000 << 20}}); !ok || est != want {
+		t.Errorf("EstimateTotals = %+v, %v; want %+v", est, ok, want)
+	}
 	offID := r.submit(t, ctx, jobSpec("offline", 12, 1000, 0, time.Hour))
 	waitFor(t, 5*time.Second, "offline tasks in the idle room", func() bool {
 		j, _ := r.f.Job(offID)
@@ -526,6 +531,9 @@ func TestNotLeader(t *testing.T) {
 		}
 		if _, _, ok := r.d.NodeUsage("n0"); ok {
 			t.Errorf("follower %d knows a usage", r.id)
+		}
+		if _, ok := r.d.EstimateTotals(); ok {
+			t.Errorf("follower %d has estimate totals", r.id)
 		}
 	}
 }

@@ -134,3 +134,41 @@ func (d *Dispatcher) estimateNode(n *placement.Node, b *beat, now time.Time) {
 	n.Free.Offline.CPU = max(0, min(n.Free.Offline.CPU, idle(n.Capacity.Online.CPU, b.onlineEst.CPU, unreported.CPU, usedOffline.CPU)))
 	n.Free.Offline.Memory = max(0, min(n.Free.Offline.Memory, idle(n.Capacity.Online.Memory, b.onlineEst.Memory, unreported.Memory, usedOffline.Memory)))
 }
+
+// EstimateTotals sums the usage estimates over the nodes whose offline
+// capacity they lower: those with a heartbeat of this term younger than
+// EstimateMaxAge.
+type EstimateTotals struct {
+	// Nodes is how many nodes the sums cover.
+	Nodes int
+	// OnlineUsage is what their last heartbeats said their online tiers
+	// use.
+	OnlineUsage api.Usage
+	// OnlineEstimate is what the estimates say the online tasks of those
+	// heartbeats use, before EstimateHeadroom; OnlineAsked what those
+	// tasks asked for.
+	OnlineEstimate, OnlineAsked api.Capacity
+}
+
+// EstimateTotals returns the sums of the usage estimates now; ok is false
+// unless the replica leads (only the leader keeps estimates) and
+// estimates are on (EstimateMaxAge above 0).
+func (d *Dispatcher) EstimateTotals() (t EstimateTotals, ok bool) {
+	now := d.cfg.Clock.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.mu.leading || d.cfg.EstimateMaxAge <= 0 {
+		return t, false
+	}
+	for _, b := range d.mu.beats {
+		if b.usageTerm != d.mu.term || b.usageAt.IsZero() || now.Sub(b.usageAt) > d.cfg.EstimateMaxAge {
+			continue
+		}
+		t.Nodes++
+		t.OnlineUsage.CPU += b.usage.Online.CPU
+		t.OnlineUsage.Memory += b.usage.Online.Memory
+		t.OnlineEstimate = t.OnlineEstimate.Plus(b.onlineEst, 1)
+		t.OnlineAsked = t.OnlineAsked.Plus(b.onlineAsked, 1)
+	}
+	return t, true
+}

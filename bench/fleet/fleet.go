@@ -47,6 +47,12 @@ type Config struct {
 	PollWait time.Duration
 	// Timeout bounds each request of a node. Default api's.
 	Timeout time.Duration
+	// HeartbeatPeriod, when above 0, has every node send its usage this
+	// often: what its simulated pods' specs say they use
+	// (nodelet.Config.RuntimeUsage), as a real node sends what its
+	// cgroups measure, for the dispatcher's usage estimates. Default 0:
+	// no heartbeats.
+	HeartbeatPeriod time.Duration
 	// Logger receives the agents' logs. Default: discard.
 	Logger *slog.Logger
 	// PodLog, when set, receives a line per pod start and end (see the
@@ -84,8 +90,8 @@ func (c *Config) Validate() error {
 	if c.RegisterConcurrency < 0 {
 		add("RegisterConcurrency %d must not be negative", c.RegisterConcurrency)
 	}
-	if c.PollWait < 0 || c.Timeout < 0 {
-		add("PollWait %v and Timeout %v must not be negative", c.PollWait, c.Timeout)
+	if c.PollWait < 0 || c.Timeout < 0 || c.HeartbeatPeriod < 0 {
+		add("PollWait %v, Timeout %v and HeartbeatPeriod %v must not be negative", c.PollWait, c.Timeout, c.HeartbeatPeriod)
 	}
 	return errors.Join(errs...)
 }
@@ -173,7 +179,8 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 			f.Close()
 			return nil, fmt.Errorf("fleet: node %s: %w", name, err)
 		}
-		a, err := nodelet.New(nodelet.Config{Node: name, Runtime: n.rt, Dispatcher: d, Logger: cfg.Logger})
+		a, err := nodelet.New(nodelet.Config{Node: name, Runtime: n.rt, Dispatcher: d, Logger: cfg.Logger,
+			RuntimeUsage: cfg.HeartbeatPeriod > 0, HeartbeatPeriod: cfg.HeartbeatPeriod})
 		if err != nil {
 			f.Close()
 			return nil, fmt.Errorf("fleet: node %s: %w", name, err)
@@ -270,10 +277,11 @@ type Stats struct {
 	Nodes, Registered int
 	// Running is the pods running now.
 	Running int
-	// Starts, Exits and ReportsAcked sum the agents' counters;
-	// TargetErrors and ReportErrors their failed calls.
-	Starts, Exits, ReportsAcked uint64
-	TargetErrors, ReportErrors  uint64
+	// Starts, Exits, ReportsAcked and Heartbeats sum the agents'
+	// counters; TargetErrors, ReportErrors and HeartbeatErrors their
+	// failed calls.
+	Starts, Exits, ReportsAcked, Heartbeats     uint64
+	TargetErrors, ReportErrors, HeartbeatErrors uint64
 	// PendingReports is the reports waiting to be acknowledged.
 	PendingReports int
 }
@@ -295,6 +303,8 @@ func (f *Fleet) Stats() Stats {
 		s.ReportsAcked += a.ReportsAcked
 		s.TargetErrors += a.TargetErrors
 		s.ReportErrors += a.ReportErrors
+		s.Heartbeats += a.Heartbeats
+		s.HeartbeatErrors += a.HeartbeatErrors
 		s.PendingReports += a.PendingReports
 	}
 	return s

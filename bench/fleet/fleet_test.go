@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/bench/fleet"
+	"github.com/sluicehq/sluice/dispatcher"
 	"github.com/sluicehq/sluice/dispatcher/server"
 )
 
@@ -143,5 +144,51 @@ func TestNameSuffix(t *testing.T) {
 	slices.Sort(names)
 	if want := []string{"fleet-1-p1", "fleet-1-p2", "fleet-2-p1", "fleet-2-p2"}; !slices.Equal(names, want) {
 		t.Fatalf("names %v, want %v", names, want)
+	}
+}
+
+// TestFleetHeartbeats: with a HeartbeatPeriod the nodes send what their
+// pods' sim usage says, and the dispatcher's estimates take it in; a
+// negative period is refused.
+func TestFleetHeartbeats(t *testing.T) {
+	s := openDispatcher(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := fleet.Start(ctx, fleet.Config{Addrs: []string{s.Addr()}, Nodes: 1, HeartbeatPeriod: -time.Second}); err == nil || !strings.Contains(err.Error(), "HeartbeatPeriod") {
+		t.Fatalf("Start with a negative HeartbeatPeriod: %v", err)
+	}
+	f, err := fleet.Start(ctx, fleet.Config{Addrs: []string{s.Addr()}, Nodes: 2, Pool: "sim", CPU: 4000, Memory: 8 << 30,
+		HeartbeatPeriod: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	c, err := api.NewClient(api.ClientConfig{Addrs: []string{s.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	job := api.JobSpec{Name: "online", Pool: "sim", QoS: api.QoSOnline, Tasks: []api.TaskGroupSpec{{Count: 4, Pod: api.PodSpec{
+		Containers: []api.ContainerSpec{{Image: api.Image{Rootfs: "/sim"}, Command: []string{"x"}, Resources: api.Resources{CPU: 1000, Memory: 1 << 30}}},
+		Sim:        &api.SimSpec{RunTime: api.Duration(time.Hour), Usage: &api.SimUsage{CPU: 250, Memory: 100 << 20}},
+	}}}}
+	if _, err := c.Submit(ctx, []api.JobSpec{job}, api.SubmitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := dispatcher.EstimateTotals{Nodes: 2, OnlineUsage: api.Usage{CPU: 1000, Memory: 400 << 20},
+		OnlineEstimate: api.Capacity{CPU: 1000, Memory: 400 << 20}, OnlineAsked: api.Capacity{CPU: 4000, Memory: 4 << 30}}
+	var got dispatcher.EstimateTotals
+	for ctx.Err() == nil {
+		got, _ = s.Dispatcher().EstimateTotals()
+		if got == want {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got != want {
+		t.Fatalf("estimate totals %+v, want %+v", got, want)
+	}
+	if st := f.Stats(); st.Heartbeats == 0 || st.HeartbeatErrors != 0 {
+		t.Errorf("stats: %d heartbeats, %d errors", st.Heartbeats, st.HeartbeatErrors)
 	}
 }

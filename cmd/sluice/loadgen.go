@@ -380,6 +380,7 @@ fleet's counters every --every.`,
 	fs.IntVar(&cfg.RegisterConcurrency, "register-concurrency", fleet.DefaultRegisterConcurrency, "registrations in flight at once")
 	gc.addFlag(c)
 	fs.DurationVar(&cfg.PollWait, "poll-wait", 0, "longest target long-poll of a node (default 30s)")
+	fs.DurationVar(&cfg.HeartbeatPeriod, "heartbeat", 0, "send each node's usage, what its pods' sim usage says, this often (0: never)")
 	fs.DurationVar(&every, "every", 10*time.Second, "print the fleet's counters this often")
 	fs.StringVar(&podLog, "pod-log", "", "append a line per pod start and end to this file: "+fleet.PodLog+" (default none)")
 	return c
@@ -420,8 +421,8 @@ func runFleet(ctx context.Context, cfg fleet.Config, every time.Duration, stdout
 		case <-tick.C:
 		}
 		s := f.Stats()
-		fmt.Fprintf(stdout, "%d nodes: %d pods running; %d started, %d exited; %d reports acked, %d pending; errors: %d target, %d report\n",
-			s.Registered, s.Running, s.Starts, s.Exits, s.ReportsAcked, s.PendingReports, s.TargetErrors, s.ReportErrors)
+		fmt.Fprintf(stdout, "%d nodes: %d pods running; %d started, %d exited; %d reports acked, %d pending; %d heartbeats; errors: %d target, %d report, %d heartbeat\n",
+			s.Registered, s.Running, s.Starts, s.Exits, s.ReportsAcked, s.PendingReports, s.Heartbeats, s.TargetErrors, s.ReportErrors, s.HeartbeatErrors)
 	}
 }
 
