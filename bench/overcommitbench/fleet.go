@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
@@ -98,12 +99,19 @@ type FleetConfig struct {
 	// OfflineUse is the share of its request an offline task uses, from
 	// 0 to 1. Default 0.8.
 	OfflineUse float64
-	// OfflineRunTime is how long an offline task runs. Default 30s.
+	// OfflineRunTime is how long an offline task runs on average: each
+	// job's tasks run for a time drawn uniformly from half of it to one
+	// and a half (with Seed), so that offline tasks placed together do
+	// not all end together. Default 30s.
 	OfflineRunTime time.Duration
+	// Seed seeds the offline jobs' run times. Default 0.
+	Seed uint64
 	// OfflineArray is the tasks of each offline job. Default 100.
 	OfflineArray int
 	// Backlog is how many offline tasks the submitter keeps pending.
-	// Default Nodes/10, at least OfflineArray.
+	// Default the most of Nodes/10, OfflineArray, and twice the offline
+	// tasks that end between two looks of the submitter when offline
+	// work fills every node (so that the pending work never runs out).
 	Backlog int
 	// Duration is how long offline work is offered and measured.
 	// Default 2 Periods.
@@ -209,7 +217,8 @@ func (c FleetConfig) withDefaults() FleetConfig {
 	setF(&c.OfflineUse, DefaultOfflineUse)
 	setD(&c.OfflineRunTime, DefaultOfflineRunTime)
 	setInt(&c.OfflineArray, DefaultOfflineArray)
-	setInt(&c.Backlog, max(c.Nodes/10, c.OfflineArray))
+	slots := float64(c.Nodes) * float64(c.NodeCPU) / float64(c.OfflineCPU)
+	setInt(&c.Backlog, max(c.Nodes/10, c.OfflineArray, int(2*slots*submitEvery.Seconds()/c.OfflineRunTime.Seconds())))
 	setD(&c.Duration, 2*c.Period)
 	setD(&c.Warmup, min(c.OfflineRunTime, c.Duration/2))
 	setD(&c.SampleEvery, DefaultSampleEvery)
@@ -315,7 +324,9 @@ type FleetResult struct {
 	CapacityCPU    int64 `json:"capacity_cpu"`
 	CapacityMemory int64 `json:"capacity_memory"`
 	// HeartbeatSeconds, PeriodSeconds and PeakSeconds describe the
-	// usage's reports and shifts; OnlineTasks the online work placed.
+	// usage's reports and shifts; OnlineTasks the online work placed;
+	// Seed seeded the offline run times.
+	Seed             uint64  `json:"seed"`
 	HeartbeatSeconds float64 `json:"heartbeat_seconds"`
 	PeriodSeconds    float64 `json:"period_seconds"`
 	PeakSeconds      float64 `json:"peak_seconds"`
@@ -344,8 +355,14 @@ type FleetResult struct {
 	// when there was none.
 	FollowUpSeconds   float64 `json:"follow_up_seconds"`
 	FollowDownSeconds float64 `json:"follow_down_seconds"`
+	// MinEstimatedNodes is the fewest nodes with a fresh heartbeat in a
+	// sample after the warm-up: below Nodes, the others' heartbeats were
+	// older than the dispatcher's EstimateMaxAge, and their offline
+	// capacity was the static one (here, the whole node).
+	MinEstimatedNodes int `json:"min_estimated_nodes"`
 	// OfflineSubmitted counts the offline tasks submitted, OfflinePlaced
-	// those placed; SubmitErrors the failed submit requests.
+	// their placements (a task placed again, its node lost, counts
+	// twice); SubmitErrors the failed submit requests.
 	OfflineSubmitted int64 `json:"offline_submitted"`
 	OfflinePlaced    int64 `json:"offline_placed"`
 	SubmitErrors     int64 `json:"submit_errors"`
@@ -419,7 +436,7 @@ func RunFleet(ctx context.Context, cfg FleetConfig) (FleetResult, error) {
 	}
 	cfg = cfg.withDefaults()
 	log := cfg.Logger
-	res := FleetResult{Replicas: cfg.Replicas, Nodes: cfg.Nodes, HeartbeatSeconds: cfg.HeartbeatPeriod.Seconds(),
+	res := FleetResult{Replicas: cfg.Replicas, Nodes: cfg.Nodes, Seed: cfg.Seed, HeartbeatSeconds: cfg.HeartbeatPeriod.Seconds(),
 		PeriodSeconds: cfg.Period.Seconds(), PeakSeconds: cfg.PeakLength.Seconds(), Series: []FleetSample{}, Shifts: []FleetShift{}}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
@@ -562,6 +579,7 @@ func (s *submitter) run(ctx context.Context, servers []*server.Server) {
 	t := time.NewTicker(submitEvery)
 	defer t.Stop()
 	seq := 0
+	r := rand.New(rand.NewPCG(s.cfg.Seed, 0x6f6666))
 	spec := api.JobSpec{Pool: FleetPool, QoS: api.QoSOffline, Tasks: []api.TaskGroupSpec{{Name: "batch", Count: int64(s.cfg.OfflineArray), Pod: api.PodSpec{
 		Containers: []api.ContainerSpec{{Name: "batch", Image: api.Image{Rootfs: "/sim"}, Command: []string{"batch"},
 			Resources: api.Resources{CPU: s.cfg.OfflineCPU, Memory: s.cfg.OfflineMemory}}},
@@ -580,6 +598,11 @@ func (s *submitter) run(ctx context.Context, servers []*server.Server) {
 				jobs[i] = spec
 				jobs[i].Name = "offline-" + strconv.Itoa(seq)
 				seq++
+				g := jobs[i].Tasks[0]
+				sim := *g.Pod.Sim
+				sim.RunTime = api.Duration(float64(s.cfg.OfflineRunTime) * (0.5 + r.Float64()))
+				g.Pod.Sim = &sim
+				jobs[i].Tasks = []api.TaskGroupSpec{g}
 			}
 			if _, err := s.client.Submit(ctx, jobs, api.SubmitOptions{}); err != nil {
 				if ctx.Err() != nil {
@@ -689,10 +712,12 @@ func readSample(lead *server.Server, usage *api.SimUsage, task api.Usage, now ti
 func summarize(cfg FleetConfig, from time.Time, res *FleetResult) {
 	var alloc, util float64
 	n := 0
+	res.MinEstimatedNodes = cfg.Nodes
 	for _, s := range res.Series {
 		if s.T >= cfg.Warmup.Seconds() {
 			alloc += s.AllocationRatio
 			util += s.Utilization
+			res.MinEstimatedNodes = min(res.MinEstimatedNodes, s.EstimatedNodes)
 			n++
 		}
 	}

@@ -61,11 +61,12 @@ func (f *overcommitFleetFlags) add(fs *pflag.FlagSet) {
 	fs.Float64Var(&c.OnlinePeak, "fleet-online-peak", overcommitbench.DefaultOnlinePeak, "share of its request an online task uses at its peak")
 	fs.DurationVar(&c.Period, "fleet-period", overcommitbench.DefaultPeriod, "how often the online usage peaks (counted from the Unix epoch)")
 	fs.DurationVar(&c.PeakLength, "fleet-peak", overcommitbench.DefaultPeakLength, "how long each peak holds")
-	fs.DurationVar(&c.OfflineRunTime, "fleet-offline-run-time", overcommitbench.DefaultOfflineRunTime, "how long an offline task runs")
+	fs.DurationVar(&c.OfflineRunTime, "fleet-offline-run-time", overcommitbench.DefaultOfflineRunTime, "how long an offline task runs on average (each job's from half of it to one and a half)")
 	fs.Float64Var(&c.OfflineUse, "fleet-offline-use", overcommitbench.DefaultOfflineUse, "share of its request an offline task uses")
 	fs.IntVar(&c.Backlog, "fleet-backlog", 0, "offline tasks kept pending (default a tenth of the nodes)")
 	fs.DurationVar(&c.Duration, "fleet-duration", 0, "how long offline work is offered and measured (default two periods)")
 	fs.DurationVar(&c.Warmup, "fleet-warmup", 0, "first part of the duration the means leave out (default the offline run time)")
+	fs.Uint64Var(&c.Seed, "fleet-seed", 1, "seed of the offline jobs' run times")
 	fs.StringVar(&c.Dir, "fleet-work-dir", "", "directory for the replicas' data (default: a temporary one, removed)")
 }
 
@@ -105,8 +106,8 @@ func printOvercommitFleet(w io.Writer, r overcommitbench.FleetResult, asJSON boo
 	if asJSON {
 		return printJSON(w, r)
 	}
-	fmt.Fprintf(w, "%d simulated nodes (%.0f cores), %d replica(s), heartbeats every %gs; online usage peaks %gs of every %gs; %.0f s measured, load average %.2f\n",
-		r.Nodes, float64(r.CapacityCPU)/1000, r.Replicas, r.HeartbeatSeconds, r.PeakSeconds, r.PeriodSeconds, r.Seconds, r.LoadAverage)
+	fmt.Fprintf(w, "%d simulated nodes (%.0f cores), %d replica(s), heartbeats every %gs; online usage peaks %gs of every %gs; seed %d; %.0f s measured, load average %.2f\n",
+		r.Nodes, float64(r.CapacityCPU)/1000, r.Replicas, r.HeartbeatSeconds, r.PeakSeconds, r.PeriodSeconds, r.Seed, r.Seconds, r.LoadAverage)
 	t := newTable(w, "SHIFT AT S", "ONLINE USAGE", "ALLOCATED BEFORE", "SETTLED AT", "FOLLOW S", "PHASE")
 	for _, s := range r.Shifts {
 		dir, phase, follow := "falls", "complete", fmt.Sprintf("%.1f", s.FollowSeconds)
@@ -127,6 +128,9 @@ func printOvercommitFleet(w io.Writer, r overcommitbench.FleetResult, asJSON boo
 	_, err := fmt.Fprintf(w, "allocation ratio %s (off peak %s, at peak %s), utilization %s; estimate over configured online usage %.2f off peak, %.2f at peak; follow %s up, %s down\n",
 		pct(r.AllocationRatio), pct(r.AllocationRatioOffPeak), pct(r.AllocationRatioPeak), pct(r.Utilization),
 		r.EstimateOverConfiguredOffPeak, r.EstimateOverConfiguredPeak, followText(r.FollowUpSeconds), followText(r.FollowDownSeconds))
+	if err == nil && r.MinEstimatedNodes < r.Nodes {
+		_, err = fmt.Fprintf(w, "warning: as few as %d of %d nodes had a fresh heartbeat: the others were lent their static offline capacity\n", r.MinEstimatedNodes, r.Nodes)
+	}
 	return err
 }
 

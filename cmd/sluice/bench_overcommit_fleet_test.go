@@ -58,13 +58,14 @@ func TestBenchOvercommitFleetHelp(t *testing.T) {
 func TestPrintOvercommitFleet(t *testing.T) {
 	r := overcommitbench.FleetResult{Nodes: 10000, Replicas: 1, CapacityCPU: 80_000_000, HeartbeatSeconds: 10, PeriodSeconds: 240, PeakSeconds: 120,
 		AllocationRatio: 1.25, Utilization: 0.61, AllocationRatioOffPeak: 1.31, AllocationRatioPeak: 1.06, FollowUpSeconds: 33.2, FollowDownSeconds: -1,
-		Series: []overcommitbench.FleetSample{{T: 1, AllocationRatio: 1.2}},
-		Shifts: []overcommitbench.FleetShift{{T: 100, Up: true, Before: 1.3, After: 1.06, FollowSeconds: 33.2, Complete: true}, {T: 220, Before: 1.06, After: 1.2, FollowSeconds: -1}}}
+		Series:            []overcommitbench.FleetSample{{T: 1, AllocationRatio: 1.2}},
+		Shifts:            []overcommitbench.FleetShift{{T: 100, Up: true, Before: 1.3, After: 1.06, FollowSeconds: 33.2, Complete: true}, {T: 220, Before: 1.06, After: 1.2, FollowSeconds: -1}},
+		MinEstimatedNodes: 7}
 	var out bytes.Buffer
 	if err := printOvercommitFleet(&out, r, false); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"10000 simulated nodes (80000 cores)", "rises", "106.0%", "34 s up", "did not settle", "cut by the end", "allocation ratio 125.0%"} {
+	for _, want := range []string{"as few as 7 of 10000", "10000 simulated nodes (80000 cores)", "rises", "106.0%", "34 s up", "did not settle", "cut by the end", "allocation ratio 125.0%"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}
