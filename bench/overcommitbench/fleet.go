@@ -21,49 +21,6 @@ import (
 	"github.com/sluicehq/sluice/dispatcher/server"
 )
 
-// # Fleet mode
-//
-// RunFleet (`sluice bench overcommit --fleet`) measures offline lending at
-// fleet scale, with simulated pods that use what their specs say
-// (api.SimUsage) instead of real processes. It starts a dispatcher cluster
-// in process (submitbench.StartCluster: pebble on disk, raft over loopback
-// TCP, the HTTP API) and Nodes simulated nodes (bench/fleet, in this
-// process or in FleetProcs processes of `sluice loadgen fleet`), each
-// sending its pods' usage every HeartbeatPeriod as a real node sends what
-// its cgroups measure. Every node's online and offline tiers may allocate
-// its whole capacity: what lets offline work past it is the dispatcher's
-// usage estimates alone.
-//
-// It places OnlinePerNode online tasks per node on average (spread over
-// the nodes), which ask for OnlineShare of the fleet's capacity and use
-// OnlineBase of what they ask, and OnlinePeak of it from every multiple of
-// Period (counted from the Unix epoch) for PeakLength: the whole fleet's
-// online usage shifts at once, at known times. Then it submits offline
-// jobs of OfflineArray tasks continuously, keeping about Backlog offline
-// tasks pending, each asking for OfflineCPU and OfflineMemory, using
-// OfflineUse of it and running for OfflineRunTime; and every SampleEvery
-// for Duration it reads the leader's state in process: the requests of
-// both tiers over the capacity (the allocation ratio), what the
-// heartbeats report used over the capacity (the utilization), and what
-// the online pods are configured to use, what the heartbeats report they
-// use and what the dispatcher estimates they use.
-//
-// For each shift of the online usage whose phase the run saw to its end,
-// it reports how fast offline capacity followed: the seconds from the
-// shift until the allocation ratio stays within SettleBand of the level
-// it holds at the phase's end (the mean of the phase's last fifth). A
-// rise is followed as fast as a heartbeat and the offline run time allow
-// (an estimate rises with its first larger sample, but running offline
-// tasks are not stopped for it: they end on their own); a fall as fast as
-// the estimates decay (a smaller sample lowers one by a fifth of the
-// difference: about ten heartbeats to come within a tenth).
-//
-// Invariants: everything RunFleet starts (cluster, fleet, submitter) has
-// stopped when it returns, and a temporary Dir is removed. The measured
-// figures come from the leader's memory and FSM, not from the HTTP API:
-// a list of 10,000 nodes every second would cost the cores the run is
-// measured on.
-
 // FleetConfig says what RunFleet builds and offers. Zero values mean the
 // documented defaults.
 type FleetConfig struct {

@@ -19,6 +19,7 @@ func newBenchOvercommitCmd() *cobra.Command {
 		onlineCPU, onlineMem string
 		offlineCPU, offMem   string
 		asJSON, quiet        bool
+		fl                   overcommitFleetFlags
 	)
 	c := &cobra.Command{
 		Use:   "overcommit",
@@ -47,6 +48,9 @@ to stderr.`,
   sluice bench overcommit --unloaded 5s --loaded 10s --json`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
+			if fl.fleet {
+				return runBenchOvercommitFleet(c, &fl, asJSON, quiet)
+			}
 			var errs []string
 			parse := func(name, v string, dst *int64, f func(string) (int64, error)) {
 				if v == "" {
@@ -100,6 +104,7 @@ to stderr.`,
 	f.StringVar(&cfg.WorkDir, "work-dir", "", "directory for the dispatcher's data, the pods' state and the image (default: a temporary one, removed)")
 	f.BoolVar(&asJSON, "json", false, "print the result as one line of JSON, with the time series")
 	f.BoolVar(&quiet, "quiet", false, "no progress on stderr")
+	fl.addTo(c)
 	return c
 }
 
