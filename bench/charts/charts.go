@@ -42,6 +42,8 @@ func Draw(s suite.Suite, dir string) ([]suite.Chart, error) {
 			draw = func(w io.Writer) error { return Submit(w, s.Submit.Result) }
 		case suite.ChartOvercommit:
 			draw = func(w io.Writer) error { return Overcommit(w, s.Overcommit.Result) }
+		case suite.ChartOvercommitFleet:
+			draw = func(w io.Writer) error { return OvercommitFleet(w, s.OvercommitFleet.Result) }
 		case suite.ChartChaos:
 			draw = func(w io.Writer) error { return Chaos(w, s.Chaos.Result) }
 		default:
@@ -241,12 +243,41 @@ func Overcommit(w io.Writer, r overcommitbench.Result) error {
 	if len(r.Series) == 0 {
 		return errors.New("no time series")
 	}
+	t, alloc, util := make([]float64, len(r.Series)), make([]float64, len(r.Series)), make([]float64, len(r.Series))
+	for i, s := range r.Series {
+		t[i], alloc[i], util[i] = s.T, s.Allocation, s.Utilization
+	}
+	return allocationPlot(w, fmt.Sprintf("overcommit (%sm CPU, online asks %.0f%%)", suite.Count(float64(r.NodeCPU)), 100*r.OnlineRequestRatio),
+		"% of the node's CPU", "host utilisation", r.AllocationRatio, t, alloc, util)
+}
+
+// OvercommitFleet draws, over the run's time, the fleet's CPU allocated
+// and what its heartbeats report used, in percent of its capacity, with
+// the target and Hippo's figure as dashed lines.
+func OvercommitFleet(w io.Writer, r overcommitbench.FleetResult) error {
+	if len(r.Series) == 0 {
+		return errors.New("no time series")
+	}
+	t, alloc, util := make([]float64, len(r.Series)), make([]float64, len(r.Series)), make([]float64, len(r.Series))
+	peak := 0.0
+	for i, s := range r.Series {
+		t[i], alloc[i], util[i] = s.T, s.AllocationRatio, s.Utilization
+		peak = max(peak, s.AllocationRatio)
+	}
+	return allocationPlot(w, fmt.Sprintf("overcommit, %s simulated nodes (online peaks %gs of %gs)", suite.Count(float64(r.Nodes)), r.PeakSeconds, r.PeriodSeconds),
+		"% of the fleet's CPU", "used (heartbeats)", peak, t, alloc, util)
+}
+
+// allocationPlot draws allocated and used (fractions of a capacity) over
+// t, in percent, with the overcommit target and Hippo's figure as dashed
+// lines; top is the largest allocation, for the y axis.
+func allocationPlot(w io.Writer, title, yLabel, usedName string, top float64, t, alloc, used []float64) error {
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("overcommit (%sm CPU, online asks %.0f%%)", suite.Count(float64(r.NodeCPU)), 100*r.OnlineRequestRatio)
+	p.Title.Text = title
 	p.X.Label.Text = "s"
-	p.Y.Label.Text = "% of the node's CPU"
+	p.Y.Label.Text = yLabel
 	p.X.Min, p.Y.Min = 0, 0
-	p.Y.Max = 100 * max(2, r.AllocationRatio*1.1)
+	p.Y.Max = 100 * max(2, top*1.1)
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Add(plotter.NewGrid())
 	for i, ref := range []struct {
@@ -259,17 +290,13 @@ func Overcommit(w io.Writer, r overcommitbench.Result) error {
 		p.Add(f)
 		p.Legend.Add(fmt.Sprintf("%s %.0f%%", ref.name, ref.y), f)
 	}
-	series := []struct {
+	for i, sr := range []struct {
 		name string
-		y    func(overcommitbench.Sample) float64
-	}{
-		{"allocated", func(s overcommitbench.Sample) float64 { return 100 * s.Allocation }},
-		{"host utilisation", func(s overcommitbench.Sample) float64 { return 100 * s.Utilization }},
-	}
-	for i, sr := range series {
-		pts := make(plotter.XYs, len(r.Series))
-		for j, s := range r.Series {
-			pts[j] = plotter.XY{X: s.T, Y: sr.y(s)}
+		y    []float64
+	}{{"allocated", alloc}, {usedName, used}} {
+		pts := make(plotter.XYs, len(t))
+		for j := range t {
+			pts[j] = plotter.XY{X: t[j], Y: 100 * sr.y[j]}
 		}
 		l, err := plotter.NewLine(pts)
 		if err != nil {

@@ -39,6 +39,7 @@ func TestPlots(t *testing.T) {
 		{"submit", func(w io.Writer) error { return charts.Submit(w, suitetest.Submit) }},
 		{"soak", func(w io.Writer) error { return charts.Soak(w, suitetest.Soak) }},
 		{"overcommit", func(w io.Writer) error { return charts.Overcommit(w, suitetest.Overcommit) }},
+		{"overcommit-fleet", func(w io.Writer) error { return charts.OvercommitFleet(w, suitetest.OvercommitFleet) }},
 		{"chaos", func(w io.Writer) error { return charts.Chaos(w, suitetest.Chaos) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -86,18 +87,19 @@ func TestDraw(t *testing.T) {
 		}
 		decodePNG(t, c.File, b)
 	}
-	want := []string{"e2e-throughput.png", "e2e-latency.png", "soak.png", "raftkv.png", "submit.png", "overcommit.png", "chaos.png"}
+	want := []string{"e2e-throughput.png", "e2e-latency.png", "soak.png", "raftkv.png", "submit.png", "overcommit.png", "overcommit-fleet.png", "chaos.png"}
 	if !slices.Equal(files, want) {
 		t.Errorf("charts %v, want %v", files, want)
 	}
 
 	// Without etcd there is no raftkv chart; without e2e steps no e2e
 	// ones; without soak rows no soak one; without a time series no
-	// overcommit one.
+	// overcommit ones.
 	s.Raftkv.Result = []storebench.Comparison{{Writers: 1, ValueBytes: 256}}
 	s.E2E.Result.Steps = nil
 	s.Soak.Result.Rows = nil
 	s.Overcommit.Result.Series = nil
+	s.OvercommitFleet.Result.Series = nil
 	s.Chaos.Result.Sched = nil
 	files = files[:0]
 	for _, c := range suite.Charts(s) {

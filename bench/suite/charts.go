@@ -19,19 +19,20 @@ type Chart struct {
 
 // Chart files.
 const (
-	ChartE2EThroughput = "e2e-throughput.png"
-	ChartE2ELatency    = "e2e-latency.png"
-	ChartRaftkv        = "raftkv.png"
-	ChartSubmit        = "submit.png"
-	ChartSoak          = "soak.png"
-	ChartOvercommit    = "overcommit.png"
-	ChartChaos         = "chaos.png"
+	ChartE2EThroughput   = "e2e-throughput.png"
+	ChartE2ELatency      = "e2e-latency.png"
+	ChartRaftkv          = "raftkv.png"
+	ChartSubmit          = "submit.png"
+	ChartSoak            = "soak.png"
+	ChartOvercommit      = "overcommit.png"
+	ChartOvercommitFleet = "overcommit-fleet.png"
+	ChartChaos           = "chaos.png"
 )
 
 // Charts returns the plots s has data for, in a fixed order: e2e
 // throughput and latency, the soak's rows, raftkv against etcd (only with
 // the anchor), submit by encoding, overcommit's allocation and
-// utilisation over time, chaos unavailability and wait by fault.
+// utilisation over time (on a node and across a fleet), chaos unavailability and wait by fault.
 func Charts(s Suite) []Chart {
 	var out []Chart
 	if s.E2E != nil && len(s.E2E.Result.Steps) > 0 {
@@ -50,6 +51,9 @@ func Charts(s Suite) []Chart {
 	}
 	if s.Overcommit != nil && len(s.Overcommit.Result.Series) > 0 {
 		out = append(out, Chart{ChartOvercommit, "overcommit: CPU allocated and host utilisation over time"})
+	}
+	if s.OvercommitFleet != nil && len(s.OvercommitFleet.Result.Series) > 0 {
+		out = append(out, Chart{ChartOvercommitFleet, "overcommit at fleet scale: CPU allocated and used over time as online usage shifts"})
 	}
 	if s.Chaos != nil && len(s.Chaos.Result.Sched) > 0 {
 		out = append(out, Chart{ChartChaos, "chaos: unavailability and worst wait of each fault, in schedule order"})

@@ -25,7 +25,11 @@
 //     server, and offline pods until placement refuses, on real
 //     containers: CPU allocated over capacity, the probe's p99 against its
 //     unloaded anchor, online throttling, over time (only as root with the
-//     CNI plugins; otherwise the JSON says why it was skipped).
+//     CNI plugins; otherwise the JSON says why it was skipped);
+//   - overcommit-fleet: the same at fleet scale (overcommitbench.RunFleet),
+//     simulated nodes reporting their pods' configured usage while the
+//     online usage shifts: CPU allocated and used over time, the
+//     dispatcher's estimates, how fast offline capacity follows a shift;
 //   - chaos: a seeded schedule of faults against three dispatcher
 //     processes and fleet processes (bench/chaosbench): lost and
 //     duplicated jobs, linearizability, each fault's unavailability.

@@ -133,6 +133,10 @@ func Markdown(s Suite, charts []Chart, linkDir string) string {
 		section(&b, "overcommit: online and offline pods on real containers", s.Overcommit.caption(), s.Overcommit.Skipped, s.Overcommit.Notes, s.Overcommit.Error)
 		overcommitTable(&b, s.Overcommit.Result)
 	}
+	if s.OvercommitFleet != nil {
+		section(&b, "overcommit at fleet scale: simulated nodes reporting usage", s.OvercommitFleet.caption(), s.OvercommitFleet.Skipped, s.OvercommitFleet.Notes, s.OvercommitFleet.Error)
+		overcommitFleetTable(&b, s.OvercommitFleet.Result)
+	}
 	if s.Chaos != nil {
 		section(&b, "chaos: faults across real processes", s.Chaos.caption(), s.Chaos.Skipped, s.Chaos.Notes, s.Chaos.Error)
 		if r := s.Chaos.Result; r.Faults > 0 {
@@ -257,6 +261,28 @@ func overcommitTable(b *strings.Builder, r overcommitbench.Result) {
 		[]string{"probe p50 loaded / unloaded", msPair(r.ProbeP50Ms, r.ProbeP50UnloadedMs), "—", "—"},
 		[]string{"offline pods killed for memory", strconv.Itoa(r.OfflineKilled), "—", "—"})
 	table(b, []string{"measure", "value", "target", "met"}, rows...)
+}
+
+func overcommitFleetTable(b *strings.Builder, r overcommitbench.FleetResult) {
+	if len(r.Series) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "%s simulated nodes, %d replica(s), heartbeats every %gs; online tasks ask for half the capacity and their usage peaks %gs of every %gs; load average %.1f at the end.\n\n",
+		Count(float64(r.Nodes)), r.Replicas, r.HeartbeatSeconds, r.PeakSeconds, r.PeriodSeconds, r.LoadAverage)
+	pct := func(v float64) string { return fmt.Sprintf("%.1f%%", 100*v) }
+	secs := func(v float64) string {
+		if v < 0 {
+			return "did not settle"
+		}
+		return fmt.Sprintf("%.1f s", v)
+	}
+	table(b, []string{"measure", "value"},
+		[]string{"allocated / capacity (CPU), mean", "**" + pct(r.AllocationRatio) + "**"},
+		[]string{"settled off peak / at peak", pct(r.AllocationRatioOffPeak) + " / " + pct(r.AllocationRatioPeak)},
+		[]string{"utilization, mean", pct(r.Utilization)},
+		[]string{"estimate ÷ configured online usage, off peak / at peak", fmt.Sprintf("%.2f / %.2f", r.EstimateOverConfiguredOffPeak, r.EstimateOverConfiguredPeak)},
+		[]string{"offline capacity follows a rise / a fall", secs(r.FollowUpSeconds) + " / " + secs(r.FollowDownSeconds)},
+		[]string{"fewest nodes with a fresh heartbeat", fmt.Sprintf("%s of %s", Count(float64(r.MinEstimatedNodes)), Count(float64(r.Nodes)))})
 }
 
 // cpuPerTask is a step's CPU time per task placed: the bench process's,
@@ -421,7 +447,7 @@ func chaosTable(b *strings.Builder, r chaosbench.Result) {
 
 func firstMachine(s Suite) (Machine, bool) {
 	for _, m := range []*Machine{machineOf(s.Submit), machineOf(s.Latency), machineOf(s.Sched), machineOf(s.Raftkv),
-		machineOf(s.E2E), machineOf(s.Soak), machineOf(s.Podstart), machineOf(s.Overcommit), machineOf(s.Chaos)} {
+		machineOf(s.E2E), machineOf(s.Soak), machineOf(s.Podstart), machineOf(s.Overcommit), machineOf(s.OvercommitFleet), machineOf(s.Chaos)} {
 		if m != nil {
 			return *m, true
 		}

@@ -28,7 +28,7 @@ import (
 
 // Scenarios are the scenarios' names, in the order Run runs them; each
 // one's result is the file <name>.json.
-var Scenarios = []string{"submit", "latency", "sched", "raftkv", "e2e", "soak", "podstart", "overcommit", "chaos"}
+var Scenarios = []string{"submit", "latency", "sched", "raftkv", "e2e", "soak", "podstart", "overcommit", "overcommit-fleet", "chaos"}
 
 // Params are the scenarios' sizes.
 type Params struct {
@@ -49,6 +49,10 @@ type Params struct {
 	// Overcommit runs as root with the CNI plugins only; its Logger is
 	// Config.Logger when nil.
 	Overcommit overcommitbench.Config
+	// OvercommitFleet is overcommit at fleet scale, on simulated nodes;
+	// its Logger is Config.Logger when nil, and its FleetExec (this
+	// binary) is filled by the CLI when it has fleet processes.
+	OvercommitFleet overcommitbench.FleetConfig
 	// Chaos is the fault schedule against real processes; its Exe (the
 	// sluice binary) is filled by the CLI, and without one the scenario
 	// is skipped.
@@ -93,7 +97,11 @@ func QuickParams() Params {
 			SoakSettle: 6, MoveLeaderEvery: 20 * time.Second, Seed: 1, Timeout: 5 * time.Minute},
 		Podstart:   []podbench.Config{{Pods: 20, Concurrency: 1}, {Pods: 20, Concurrency: 4}},
 		Overcommit: overcommitbench.Config{Unloaded: 5 * time.Second, Loaded: 10 * time.Second},
-		Chaos:      chaosbench.Config{Seed: 1, Rounds: 1, Gap: time.Second, Hold: time.Second, Nodes: 20},
+		// Two rises and two falls of the online usage in 40 s, on 200
+		// nodes that report every second.
+		OvercommitFleet: overcommitbench.FleetConfig{Nodes: 200, HeartbeatPeriod: time.Second, Period: 20 * time.Second,
+			PeakLength: 10 * time.Second, OfflineRunTime: 3 * time.Second, Duration: 40 * time.Second, Seed: 1},
+		Chaos: chaosbench.Config{Seed: 1, Rounds: 1, Gap: time.Second, Hold: time.Second, Nodes: 20},
 	}
 }
 
@@ -120,7 +128,10 @@ func FullParams() Params {
 			SoakInterval: time.Minute, MoveLeaderEvery: time.Minute, Warmup: time.Minute, Seed: 1, FleetProcs: 3},
 		Podstart:   []podbench.Config{{Pods: 50, Concurrency: 1}, {Pods: 50, Concurrency: 4}},
 		Overcommit: overcommitbench.Config{Unloaded: 20 * time.Second, Loaded: 40 * time.Second},
-		Chaos:      chaosbench.Config{Seed: 1, Rounds: 3, Nodes: 100},
+		// Issue 41's fleet scale: 10,000 nodes, two periods of 4 min.
+		OvercommitFleet: overcommitbench.FleetConfig{Nodes: 10_000, FleetProcs: 3, OfflineRunTime: 2 * time.Minute,
+			Duration: 8 * time.Minute, Seed: 1},
+		Chaos: chaosbench.Config{Seed: 1, Rounds: 3, Nodes: 100},
 	}
 }
 
@@ -200,7 +211,9 @@ type Suite struct {
 	Soak       *Report[e2ebench.SoakResult]
 	Podstart   *Report[[]podbench.Result]
 	Overcommit *Report[overcommitbench.Result]
-	Chaos      *Report[chaosbench.Result]
+	// OvercommitFleet is in the JSON file overcommit-fleet.json.
+	OvercommitFleet *Report[overcommitbench.FleetResult]
+	Chaos           *Report[chaosbench.Result]
 }
 
 // Run runs the scenarios of cfg in order, writing each one's report to
@@ -320,6 +333,16 @@ func Run(ctx context.Context, cfg Config) (Suite, error) {
 			return err
 		})
 	}
+	if r.want("overcommit-fleet") {
+		s.OvercommitFleet = run(ctx, &r, "overcommit-fleet", func(ctx context.Context, rep *Report[overcommitbench.FleetResult]) (err error) {
+			c := p.OvercommitFleet
+			if c.Logger == nil {
+				c.Logger = cfg.Logger
+			}
+			rep.Result, err = overcommitbench.RunFleet(ctx, c)
+			return err
+		})
+	}
 	if r.want("chaos") {
 		s.Chaos = run(ctx, &r, "chaos", func(ctx context.Context, rep *Report[chaosbench.Result]) (err error) {
 			if p.Chaos.Exe == "" {
@@ -419,6 +442,7 @@ func Load(dir string) (Suite, error) {
 		load(dir, "soak", &s.Soak),
 		load(dir, "podstart", &s.Podstart),
 		load(dir, "overcommit", &s.Overcommit),
+		load(dir, "overcommit-fleet", &s.OvercommitFleet),
 		load(dir, "chaos", &s.Chaos),
 	}
 	return s, errors.Join(errs...)
@@ -530,6 +554,9 @@ func (s Suite) Outcomes() []Outcome {
 		add(r.Scenario, r.Seconds, r.Skipped, r.Error)
 	}
 	if r := s.Overcommit; r != nil {
+		add(r.Scenario, r.Seconds, r.Skipped, r.Error)
+	}
+	if r := s.OvercommitFleet; r != nil {
 		add(r.Scenario, r.Seconds, r.Skipped, r.Error)
 	}
 	if r := s.Chaos; r != nil {

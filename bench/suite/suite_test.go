@@ -99,7 +99,8 @@ func TestLoadRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	s := suitetest.Suite()
 	for name, rep := range map[string]any{"submit": s.Submit, "latency": s.Latency, "sched": s.Sched,
-		"raftkv": s.Raftkv, "e2e": s.E2E, "soak": s.Soak, "podstart": s.Podstart, "overcommit": s.Overcommit, "chaos": s.Chaos} {
+		"raftkv": s.Raftkv, "e2e": s.E2E, "soak": s.Soak, "podstart": s.Podstart, "overcommit": s.Overcommit,
+		"overcommit-fleet": s.OvercommitFleet, "chaos": s.Chaos} {
 		b, err := json.Marshal(rep)
 		if err != nil {
 			t.Fatal(err)
@@ -160,6 +161,12 @@ func TestQuickParamsValid(t *testing.T) {
 			}
 		}
 		if err := p.Overcommit.Validate(); err != nil {
+			t.Error(err)
+		}
+		if p.OvercommitFleet.FleetProcs > 0 {
+			p.OvercommitFleet.FleetExec = "sluice"
+		}
+		if err := p.OvercommitFleet.Validate(); err != nil {
 			t.Error(err)
 		}
 		p.Chaos.Exe = "sluice" // what the CLI fills in: its own binary

@@ -29,7 +29,8 @@ func newBenchSuiteCmd() *cobra.Command {
 body encoding), latency, sched, raftkv (with etcd as the anchor when it is
 installed), e2e (stepped offered rate), soak (one rate held, row by row;
 --soak-rate sets its rate), podstart (only as root with runc on PATH),
-overcommit (only as root with the CNI plugins) and chaos (faults across
+overcommit (only as root with the CNI plugins), overcommit-fleet (the same
+at fleet scale, on simulated nodes) and chaos (faults across
 replica and fleet processes of this binary, as 'sluice bench chaos').
 Each scenario's result goes to --out as <scenario>.json, with the time,
 the machine and the commit; then the plots are drawn from every JSON file
@@ -60,10 +61,11 @@ others; the command fails at the end. Progress goes to stderr.`,
 					return usageError{fmt.Errorf("bench suite: --soak-rate %v: %w", soakRate, err)}
 				}
 			}
-			// The fleet processes of e2e and the soak and this one share
+			// The fleet processes of e2e, the soak and overcommit-fleet
+			// and this one share
 			// the host's memory: each gets its part as its soft limit,
 			// as in bench e2e.
-			fleetProcs := max(params.E2E.FleetProcs, params.Soak.FleetProcs, 0)
+			fleetProcs := max(params.E2E.FleetProcs, params.Soak.FleetProcs, params.OvercommitFleet.FleetProcs, 0)
 			limit, err := gc.applyShared(c, 1+fleetProcs)
 			if err != nil {
 				return err
@@ -73,8 +75,8 @@ others; the command fails at the end. Progress goes to stderr.`,
 				return fmt.Errorf("bench suite: find this binary for the fleet and replica processes: %w", err)
 			}
 			if fleetProcs > 0 {
-				params.E2E.FleetExec, params.Soak.FleetExec = exe, exe
-				params.E2E.FleetMemoryLimit, params.Soak.FleetMemoryLimit = limit, limit
+				params.E2E.FleetExec, params.Soak.FleetExec, params.OvercommitFleet.FleetExec = exe, exe, exe
+				params.E2E.FleetMemoryLimit, params.Soak.FleetMemoryLimit, params.OvercommitFleet.FleetMemoryLimit = limit, limit, limit
 			}
 			params.Chaos.Exe = exe
 			cfg := suite.Config{Mode: mode, Params: params, Out: out, Only: only,
@@ -106,7 +108,7 @@ others; the command fails at the end. Progress goes to stderr.`,
 	f.BoolVar(&quick, "quick", false, "small sizes: a few minutes on two cores")
 	f.StringVar(&out, "out", "docs/bench", "directory of the JSON results and the plots")
 	f.StringVar(&doc, "update-doc", "", "replace the generated section of this markdown file")
-	f.StringSliceVar(&only, "only", nil, "run only these scenarios (submit, latency, sched, raftkv, e2e, soak, podstart, overcommit, chaos)")
+	f.StringSliceVar(&only, "only", nil, "run only these scenarios (submit, latency, sched, raftkv, e2e, soak, podstart, overcommit, overcommit-fleet, chaos)")
 	f.BoolVar(&noRun, "no-run", false, "run nothing: draw the plots and tables from the JSON already in --out")
 	f.BoolVar(&quiet, "quiet", false, "do not log progress to stderr")
 	f.Float64Var(&soakRate, "soak-rate", 0, "the soak's offered tasks/s instead of its size's (full 100,000, quick 5,000)")

@@ -68,6 +68,22 @@ var Overcommit = overcommitbench.Result{Mode: "containers", NodeCPU: 2000, NodeM
 		{T: 30, Phase: "loaded", Allocation: 1.675, MemoryAllocation: 0.75, Utilization: 0.83, OfflineRunning: 7, OfflinePending: 3},
 	}}
 
+// OvercommitFleet is a fleet-scale overcommit run: a rise and a fall of
+// the online usage.
+var OvercommitFleet = overcommitbench.FleetResult{Replicas: 1, Nodes: 200, CapacityCPU: 1_600_000, Seed: 1, HeartbeatSeconds: 1,
+	PeriodSeconds: 20, PeakSeconds: 10, AllocationRatio: 1.208, Utilization: 0.812, AllocationRatioOffPeak: 1.304,
+	AllocationRatioPeak: 1.059, EstimateOverConfiguredOffPeak: 1, EstimateOverConfiguredPeak: 1, FollowUpSeconds: 4.4,
+	FollowDownSeconds: 5.4, MinEstimatedNodes: 200, Seconds: 40, LoadAverage: 0.8,
+	Series: []overcommitbench.FleetSample{
+		{T: 1, AllocationRatio: 1.1, Utilization: 0.6},
+		{T: 7, Peak: true, AllocationRatio: 1.312, Utilization: 0.95},
+		{T: 12, Peak: true, AllocationRatio: 1.058, Utilization: 0.85},
+		{T: 17, AllocationRatio: 1.059, Utilization: 0.6},
+		{T: 23, AllocationRatio: 1.304, Utilization: 0.8},
+	},
+	Shifts: []overcommitbench.FleetShift{{T: 7, Up: true, Before: 1.312, After: 1.058, FollowSeconds: 4.4, Complete: true},
+		{T: 17, Before: 1.059, After: 1.304, FollowSeconds: 5.4, Complete: true}}}
+
 // Chaos is a chaos run of three faults that kept every promise.
 var Chaos = chaosbench.Result{Seed: 1, RunID: "chaos-0a1b2c3d", Faults: 3,
 	Sched: []chaosbench.FaultResult{
@@ -93,18 +109,21 @@ func Suite() suite.Suite {
 	soak.Rows = slices.Clone(Soak.Rows)
 	oc := Overcommit
 	oc.Series = slices.Clone(Overcommit.Series)
+	ocf := OvercommitFleet
+	ocf.Series = slices.Clone(OvercommitFleet.Series)
 	chaos := Chaos
 	chaos.Sched = slices.Clone(Chaos.Sched)
 	s := suite.Suite{
-		Submit:     report("submit", slices.Clone(Submit)),
-		Latency:    report("latency", submitbench.LatencyResult{Nodes: 4, Samples: 50, P50Ms: 11.6, P99Ms: 18.3, MaxMs: 21}),
-		Sched:      report("sched", schedbench.Result{Nodes: 2000, Tasks: 20000, Jobs: 150, Replicas: 3, PlacementsPerSec: 50350, RoundP50Ms: 24, RoundP99Ms: 290, SolverShare: 0.04, BytesPerPendingTask: 5.2}),
-		Raftkv:     report("raftkv", slices.Clone(Raftkv)),
-		E2E:        report("e2e", e2e),
-		Soak:       report("soak", soak),
-		Podstart:   report[[]podbench.Result]("podstart", nil),
-		Overcommit: report("overcommit", oc),
-		Chaos:      report("chaos", chaos),
+		Submit:          report("submit", slices.Clone(Submit)),
+		Latency:         report("latency", submitbench.LatencyResult{Nodes: 4, Samples: 50, P50Ms: 11.6, P99Ms: 18.3, MaxMs: 21}),
+		Sched:           report("sched", schedbench.Result{Nodes: 2000, Tasks: 20000, Jobs: 150, Replicas: 3, PlacementsPerSec: 50350, RoundP50Ms: 24, RoundP99Ms: 290, SolverShare: 0.04, BytesPerPendingTask: 5.2}),
+		Raftkv:          report("raftkv", slices.Clone(Raftkv)),
+		E2E:             report("e2e", e2e),
+		Soak:            report("soak", soak),
+		Podstart:        report[[]podbench.Result]("podstart", nil),
+		Overcommit:      report("overcommit", oc),
+		OvercommitFleet: report("overcommit-fleet", ocf),
+		Chaos:           report("chaos", chaos),
 	}
 	s.Podstart.Skipped = "not root: containers need namespaces and cgroups"
 	return s
