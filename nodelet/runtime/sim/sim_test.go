@@ -91,7 +91,7 @@ func TestUsage(t *testing.T) {
 	pod := func(id string, u *api.SimUsage) runtime.PodSpec {
 		return runtime.FromAPI(id, 1, "sluice/online", &api.PodSpec{
 			Containers: []api.ContainerSpec{{Name: "c0", Image: api.Image{Rootfs: "/x"}, Command: []string{"x"}}},
-			Sim:        &api.SimSpec{Usage: u},
+			Sim:        &api.SimSpec{RunTime: api.Duration(time.Hour), Usage: u}, // runs until stopped
 		})
 	}
 	usage := &api.SimUsage{CPU: 200, Memory: 64 << 20, Peak: &api.SimPeak{CPU: 1500, Memory: 1 << 30,
