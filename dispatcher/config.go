@@ -19,25 +19,26 @@ import (
 
 // Defaults of Config, used where a field is zero.
 const (
-	DefaultMaxWait          = 5 * time.Millisecond
-	DefaultMaxTasks         = 20_000
-	DefaultMaxPreemptions   = 100
-	DefaultEstimateHeadroom = 0.1
-	DefaultEstimateMaxAge   = time.Minute
-	DefaultPeriod           = time.Second
-	DefaultRoundBudget      = 100 * time.Millisecond
-	DefaultProposeTimeout   = 10 * time.Second
-	DefaultLeaderPoll       = 50 * time.Millisecond
-	DefaultApplyPoll        = 2 * time.Millisecond
-	DefaultNodeTTL          = 10 * time.Second
-	DefaultNodeTTLPerNode   = time.Millisecond
-	DefaultReportWait       = 2 * time.Millisecond
-	DefaultMaxReports       = 20_000
-	DefaultStatsRounds      = 1024
-	DefaultJobRetention     = time.Hour
-	DefaultJobRetentionMax  = 100_000
-	maxForgetEvery          = 10 * time.Second
-	defaultLivenessDivisor  = 4
+	DefaultMaxWait            = 5 * time.Millisecond
+	DefaultMaxTasks           = 20_000
+	DefaultMaxPreemptions     = 100
+	DefaultEstimateHeadroom   = 0.1
+	DefaultEstimateMaxAge     = time.Minute
+	DefaultEstimateDecayEvery = 10 * time.Second
+	DefaultPeriod             = time.Second
+	DefaultRoundBudget        = 100 * time.Millisecond
+	DefaultProposeTimeout     = 10 * time.Second
+	DefaultLeaderPoll         = 50 * time.Millisecond
+	DefaultApplyPoll          = 2 * time.Millisecond
+	DefaultNodeTTL            = 10 * time.Second
+	DefaultNodeTTLPerNode     = time.Millisecond
+	DefaultReportWait         = 2 * time.Millisecond
+	DefaultMaxReports         = 20_000
+	DefaultStatsRounds        = 1024
+	DefaultJobRetention       = time.Hour
+	DefaultJobRetentionMax    = 100_000
+	maxForgetEvery            = 10 * time.Second
+	defaultLivenessDivisor    = 4
 )
 
 // Config configures a Dispatcher. The zero value of every field but Raft
@@ -86,6 +87,11 @@ type Config struct {
 	// usage estimate, count; negative turns estimates off (offline
 	// capacity is the nodes' static allocatable). Default 1m.
 	EstimateMaxAge time.Duration
+	// EstimateDecayEvery is how long smaller usage samples take to lower
+	// a group's estimate a fifth of the way to them, however many of its
+	// tasks report: the nodes' heartbeat period. Default 10s, the
+	// nodelet's default heartbeat period.
+	EstimateDecayEvery time.Duration
 	// Period runs a round even without new work (tasks whose retry
 	// backoff ended, capacity freed by reports). Default 1s.
 	Period time.Duration
@@ -173,6 +179,9 @@ func (c *Config) Validate() error {
 	if c.EstimateHeadroom < 0 || c.EstimateHeadroom > 10 {
 		add("EstimateHeadroom %v must be from 0 to 10", c.EstimateHeadroom)
 	}
+	if c.EstimateDecayEvery < 0 {
+		add("EstimateDecayEvery %v must not be negative", c.EstimateDecayEvery)
+	}
 	if c.MaxReports < 0 {
 		add("MaxReports %d must not be negative", c.MaxReports)
 	}
@@ -217,6 +226,9 @@ func (c Config) withDefaults() Config {
 		c.EstimateHeadroom = DefaultEstimateHeadroom
 	}
 	defaultOrOff(&c.EstimateMaxAge, DefaultEstimateMaxAge)
+	if c.EstimateDecayEvery == 0 {
+		c.EstimateDecayEvery = DefaultEstimateDecayEvery
+	}
 	defaultOrOff(&c.MaxPreemptions, DefaultMaxPreemptions)
 	if c.Period == 0 {
 		c.Period = DefaultPeriod

@@ -70,7 +70,9 @@
 //
 // Heartbeats carry each running task's usage. The leader keeps, per task
 // group (Hippo's app+role), an estimate of one task's usage that a larger
-// sample raises at once and a smaller one lowers a fifth of the way; it is
+// sample raises at once and smaller ones lower a fifth of the way every
+// EstimateDecayEvery (the nodes' heartbeat period), however many of its
+// tasks report; it is
 // in memory only, like the heartbeats, and a new leader starts without.
 // Each round lowers a node's free offline capacity to what its online work
 // leaves idle by the estimates: its online capacity less its reported

@@ -10,24 +10,33 @@ import (
 
 // usageEstimate is the leader's estimate of what one task of a group uses
 // (Hippo's app+role estimate), from the per-task usage of the nodes'
-// heartbeats: a larger sample raises it at once, a smaller one lowers it by
-// estimateDecay of the difference, so it follows peaks more than troughs.
+// heartbeats: a larger sample raises it at once; smaller ones lower it by
+// estimateDecay of the difference per Config.EstimateDecayEvery, so it follows
+// peaks more than troughs. The decay is by time, not by sample: a group
+// of ten thousand tasks sends ten thousand samples a heartbeat period, and
+// a decay per sample would drop its estimate to a trough within one.
 type usageEstimate struct {
 	cpu, mem float64
 	at       time.Time // the last sample
 }
 
-// estimateDecay is how far one smaller sample lowers an estimate, as a
-// share of the difference.
+// estimateDecay is how far smaller samples lower an estimate in
+// Config.EstimateDecayEvery, as a share of the difference.
 const estimateDecay = 0.2
 
-func (e *usageEstimate) add(u api.Usage, at time.Time) {
+// add folds sample u, taken at at, into e; every is
+// Config.EstimateDecayEvery.
+func (e *usageEstimate) add(u api.Usage, at time.Time, every time.Duration) {
+	w := estimateDecay
+	if !e.at.IsZero() {
+		w *= min(1, max(0, float64(at.Sub(e.at))/float64(every)))
+	}
 	follow := func(est float64, sample int64) float64 {
 		s := float64(sample)
 		if s >= est {
 			return s
 		}
-		return est - estimateDecay*(est-s)
+		return est - w*(est-s)
 	}
 	e.cpu, e.mem, e.at = follow(e.cpu, u.CPU), follow(e.mem, u.Memory), at
 }
@@ -47,7 +56,7 @@ func (d *Dispatcher) estimateLocked(b *beat, tasks []api.TaskUsage, demands []fs
 			e = &usageEstimate{}
 			d.mu.estimates[dm.Group] = e
 		}
-		e.add(t.Usage, now)
+		e.add(t.Usage, now, d.cfg.EstimateDecayEvery)
 		if dm.QoS == api.QoSOnline {
 			b.onlineEst.CPU += int64(e.cpu)
 			b.onlineEst.Memory += int64(e.mem)

@@ -69,8 +69,8 @@
 // rise is followed as fast as a heartbeat and the offline run time allow
 // (an estimate rises with its first larger sample, but running offline
 // tasks are not stopped for it: they end on their own); a fall as fast as
-// the estimates decay (a smaller sample lowers one by a fifth of the
-// difference: about ten heartbeats to come within a tenth).
+// the estimates decay (smaller samples lower one by a fifth of the
+// difference every heartbeat period: about ten to come within a tenth).
 //
 // The fleet mode's figures come from the leader's memory and FSM, not from
 // the HTTP API: a list of 10,000 nodes every second would cost the cores

@@ -408,7 +408,8 @@ func RunFleet(ctx context.Context, cfg FleetConfig) (FleetResult, error) {
 	}
 	// Finished offline jobs are kept briefly, so that the run measures
 	// the state of the work in flight.
-	cl, err := submitbench.StartCluster(ctx, cfg.Replicas, cfg.Dir, dispatcher.Config{JobRetention: 10 * time.Second, JobRetentionMax: -1})
+	cl, err := submitbench.StartCluster(ctx, cfg.Replicas, cfg.Dir, dispatcher.Config{JobRetention: 10 * time.Second, JobRetentionMax: -1,
+		EstimateDecayEvery: cfg.HeartbeatPeriod})
 	if err != nil {
 		return res, fmt.Errorf("overcommit fleet benchmark: %w", err)
 	}
