@@ -85,6 +85,11 @@ type nodeletConfig struct {
 	// offlineOvercommit is the offline tier's allocatable as a multiple
 	// of the capacity, at most api.MaxOvercommit. Default 1.
 	offlineOvercommit float64
+	// pollWait is the longest wait of one target long-poll. While one is
+	// open the leader counts the node alive, so a node cut off from the
+	// network is marked down only after up to pollWait plus the node TTL.
+	// Default remote.DefaultPollWait.
+	pollWait time.Duration
 	// maxStarts bounds the pod starts in flight. Default
 	// nodelet.DefaultMaxConcurrentStarts.
 	maxStarts int
@@ -465,7 +470,7 @@ func startNodelet(ctx context.Context, cfg nodeletConfig, logger *slog.Logger) (
 	// The task listing shows clients the host IP, which its pods get as
 	// SLUICE_HOST_IP, rather than an advertised loopback address.
 	spec.HostIP = cfg.nodeHostIP(spec.Address, rt)
-	d, err := remote.New(remote.Config{Client: client, Node: spec, Logger: logger})
+	d, err := remote.New(remote.Config{Client: client, Node: spec, Logger: logger, PollWait: cfg.pollWait})
 	if err != nil {
 		_ = ln.Close()
 		return nil, usageError{fmt.Errorf("nodelet: %w", err)}
@@ -677,6 +682,7 @@ Every flag can also be set by its SLUICE_* environment variable
 	fl.StringVar(&f.memory, "memory", "", `memory capacity such as "8Gi" (default: the host's)`)
 	fl.Float64Var(&f.cfg.offlineOvercommit, "offline-overcommit", 1, "offline allocatable as a multiple of the capacity")
 	fl.StringVar(&f.ports, "ports", api.DefaultPortRange.String(), "range LO-HI the node assigns pods' dynamic ports from; static ports may lie outside it")
+	fl.DurationVar(&f.cfg.pollWait, "poll-wait", remote.DefaultPollWait, "longest wait of one target long-poll: while one is open the dispatcher counts the node alive, so a node cut off is marked down only after up to this plus the node TTL")
 	fl.IntVar(&f.cfg.maxStarts, "max-starts", nodelet.DefaultMaxConcurrentStarts, "most pod starts in flight")
 	fl.DurationVar(&f.cfg.retainExited, "retain-exited", 10*time.Minute, "keep ended pods and their logs this long")
 	fl.StringVar(&f.cfg.cgroupRoot, "cgroup-root", nodelet.DefaultCgroupRoot, "cgroup holding the online and offline tiers")
