@@ -116,6 +116,11 @@ type Config struct {
 	TmpfsSize int64
 	// CheckTimeout bounds the linearizability check. Default 1m.
 	CheckTimeout time.Duration
+	// Shim is the sluice-shim binary the real nodelets create containers
+	// through; the run copies it and ends every process of its copy when
+	// it is done. Default: sluice-shim beside Exe, else one built from
+	// this module's source (the working directory must lie inside it).
+	Shim string
 	// Log receives the schedule and the progress. Default none.
 	Log io.Writer
 }
@@ -234,7 +239,7 @@ type FaultResult struct {
 	// took effect after its injection (a disk filling up).
 	WorstWaitMs int64 `json:"worst_wait_ms"`
 	// HeldMs is how long the fault was held: Hold, plus the node TTL for
-	// FreezeFleet.
+	// FreezeFleet and CutNodelet.
 	HeldMs int64 `json:"held_ms"`
 	// RecoverMs is the time from the heal to a leader agreed by all.
 	RecoverMs int64 `json:"recover_ms"`
@@ -245,6 +250,7 @@ type FaultResult struct {
 	Note string `json:"note,omitempty"`
 
 	at, recovered time.Time
+	node          string // the real nodelet hit, by name
 }
 
 // Result is a run's outcome. Acked, Lost, Duplicates, Linearizable,
@@ -264,8 +270,9 @@ type Result struct {
 	// DoubleRun is how long tasks ran on two nodes (or as two attempts)
 	// at once, from the fleets' pod logs.
 	DoubleRun DoubleRun `json:"double_run"`
-	// DoubleRunBoundMs is the bound DoubleRun.MaxMs is held to: the
-	// longest time a fleet was cut off beyond the node TTL, plus 3 s for
+	// DoubleRunBoundMs is the bound DoubleRun.MaxMs (and the real
+	// nodelets' Nodelets.DoubleRun.MaxMs) is held to: the longest time a
+	// fleet or a real nodelet was cut off beyond the node TTL, plus 3 s for
 	// the node, back, to stop its stale pods. A node does not stop its
 	// pods when it loses contact: while it is cut off past the TTL, its
 	// tasks run twice.
@@ -273,15 +280,23 @@ type Result struct {
 	// StalePods lists pods still running after the drain whose jobs
 	// ended: stale pods a node never stopped.
 	StalePods []string `json:"stale_pods,omitempty"`
-	DurationS float64  `json:"duration_s"`
+	// Nodelets is what the real nodelets' pods showed; nil when the run
+	// had none.
+	Nodelets  *NodeletResult `json:"nodelets,omitempty"`
+	DurationS float64        `json:"duration_s"`
 	// Skipped lists fault kinds left out of the schedule and why.
 	Skipped []string `json:"skipped,omitempty"`
 }
 
 // OK reports whether the run kept every promise checked.
 func (r Result) OK() bool {
-	return r.Lost == 0 && r.Duplicates == 0 && r.NotFinal == 0 && r.Linearizable == LinOK && len(r.StalePods) == 0 &&
+	ok := r.Lost == 0 && r.Duplicates == 0 && r.NotFinal == 0 && r.Linearizable == LinOK && len(r.StalePods) == 0 &&
 		r.DoubleRun.MaxMs <= r.DoubleRunBoundMs
+	if n := r.Nodelets; n != nil {
+		ok = ok && len(n.StartedTwice) == 0 && len(n.StalePods) == 0 && n.DoubleRun.MaxMs <= r.DoubleRunBoundMs &&
+			(n.Cuts == 0 || n.Moved > 0)
+	}
+	return ok
 }
 
 // cluster is what Run owns: the replicas, their proxies and the fleets.
@@ -291,6 +306,7 @@ type cluster struct {
 	reps    []*replica
 	proxies map[[2]int]*Proxy // [from, to] replica indexes
 	fleets  []*fleetProc
+	real    *realNodes // nil without real nodelets
 	env     []string
 }
 
@@ -341,14 +357,6 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			return res, err
 		}
 	}
-	for _, s := range res.Skipped {
-		fmt.Fprintf(cfg.Log, "skipped %s\n", s)
-	}
-	sched := Schedule(cfg.Seed, kinds, cfg.Rounds, cfg.Gap, cfg.Hold)
-	fmt.Fprintf(cfg.Log, "schedule of seed %d (replay with the same seed and sizes):\n", cfg.Seed)
-	for i, f := range sched {
-		fmt.Fprintf(cfg.Log, "  %2d  %s\n", i+1, f)
-	}
 	rctx, cancel := context.WithTimeout(ctx, cfg.ReadyTimeout)
 	err := waitReady(rctx, cl.reps)
 	if err == nil {
@@ -370,8 +378,36 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := cl.startFleets(ctx); err != nil {
 		return res, err
 	}
+	if slices.Contains(kinds, KillNodelet) || slices.Contains(kinds, CutNodelet) {
+		err := cl.startNodelets(ctx, res.RunID, client)
+		switch {
+		case errors.Is(err, errNoRealNodes):
+			if cl.real != nil {
+				cl.real.close()
+				cl.real = nil
+			}
+			for _, k := range []Kind{KillNodelet, CutNodelet} {
+				if slices.Contains(kinds, k) {
+					res.Skipped = append(res.Skipped, fmt.Sprintf("%s: %v", k, err))
+				}
+			}
+			kinds = slices.DeleteFunc(slices.Clone(kinds), func(k Kind) bool { return k == KillNodelet || k == CutNodelet })
+		case err != nil:
+			return res, err
+		default:
+			fmt.Fprintf(cfg.Log, "%d real nodelets run the %d pods of job %s\n", Nodelets, realTasks, cl.real.jobID)
+		}
+	}
 	fmt.Fprintf(cfg.Log, "cluster of %d replicas and %d nodes in %d processes up after %.1fs (logs in %s)\n",
 		Replicas, cfg.Nodes, cfg.FleetProcs, time.Since(started).Seconds(), dir)
+	for _, s := range res.Skipped {
+		fmt.Fprintf(cfg.Log, "skipped %s\n", s)
+	}
+	sched := Schedule(cfg.Seed, kinds, cfg.Rounds, cfg.Gap, cfg.Hold)
+	fmt.Fprintf(cfg.Log, "schedule of seed %d (replay with the same seed and sizes):\n", cfg.Seed)
+	for i, f := range sched {
+		fmt.Fprintf(cfg.Log, "  %2d  %s\n", i+1, f)
+	}
 
 	// The load runs from here until the schedule is done.
 	w := newWorkload(client, res.RunID, Pool, cfg.AckTry)
@@ -439,12 +475,28 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return res, err
 	}
 	cutOff := time.Duration(0)
+	var cuts [][2]time.Time
+	var cutNodes []string
 	for _, fr := range res.Sched {
-		if fr.Kind == FreezeFleet {
+		if fr.Kind == FreezeFleet || fr.Kind == CutNodelet {
 			cutOff = max(cutOff, time.Duration(fr.HeldMs)*time.Millisecond-cl.nodeTTL())
+		}
+		if fr.Kind == CutNodelet && fr.Skipped == "" {
+			cuts = append(cuts, [2]time.Time{fr.at, fr.at.Add(time.Duration(fr.HeldMs) * time.Millisecond)})
+			cutNodes = append(cutNodes, fr.node)
 		}
 	}
 	res.DoubleRunBoundMs = (cutOff + returnSlack).Milliseconds()
+	if cl.real != nil {
+		fmt.Fprintf(cfg.Log, "cancelling the real job %s and reading its pods' evidence\n", cl.real.jobID)
+		rctx, cancel := context.WithTimeout(ctx, cfg.Drain)
+		nr, err := cl.finishReal(rctx, client, cuts, cutNodes)
+		cancel()
+		if err != nil {
+			return res, err
+		}
+		res.Nodelets = &nr
+	}
 	res.Ops, res.FailedRequests = len(ops), fails
 	fmt.Fprintf(cfg.Log, "checking %d operations for linearizability\n", len(ops))
 	res.Linearizable = checkLinearizable(ops, cfg.CheckTimeout)
@@ -602,7 +654,11 @@ func (cl *cluster) startFleet(ctx context.Context, f *fleetProc) error {
 // nodeTTL is how long the dispatcher lets a node go without contact
 // before it marks it down, with every node of the run registered.
 func (cl *cluster) nodeTTL() time.Duration {
-	return dispatcher.DefaultNodeTTL + time.Duration(cl.cfg.Nodes)*dispatcher.DefaultNodeTTLPerNode
+	nodes := cl.cfg.Nodes
+	if cl.real != nil {
+		nodes += Nodelets
+	}
+	return dispatcher.DefaultNodeTTL + time.Duration(nodes)*dispatcher.DefaultNodeTTLPerNode
 }
 
 // doubleRuns reads every fleet's pod log: how long tasks ran twice at
@@ -797,6 +853,29 @@ func (cl *cluster) inject(ctx context.Context, w *workload, f Fault) (FaultResul
 			}
 			return nil
 		}
+	case KillNodelet, CutNodelet:
+		if cl.real == nil {
+			return fr, fmt.Errorf("chaosbench: %s without real nodelets", f.Kind)
+		}
+		n, err := cl.real.busiestNodelet(f.Pick)
+		if err != nil {
+			return fr, err
+		}
+		fr.Victim, fr.node = "nodelet "+itoa(n.idx), n.name
+		if f.Kind == KillNodelet {
+			mark()
+			n.p.kill()
+			heal = func() error { return cl.startNodelet(n) }
+			break
+		}
+		// Past the node's last contact (its open long-poll counts until
+		// its wait ends), the TTL and a sweep of the dispatcher's
+		// liveness check (every quarter TTL), so that the node is marked
+		// down and its tasks run elsewhere before the heal.
+		hold = nodeletPollWait + cl.nodeTTL()*5/4 + f.Hold
+		mark()
+		n.setCut(true)
+		heal = func() error { n.setCut(false); return nil }
 	default:
 		return fr, fmt.Errorf("chaosbench: unknown fault %q", f.Kind)
 	}
@@ -822,6 +901,10 @@ func (cl *cluster) inject(ctx context.Context, w *workload, f Fault) (FaultResul
 // close stops the fleets, the replicas and the proxies, and unmounts the
 // tmpfs mounts.
 func (cl *cluster) close() {
+	if cl.real != nil {
+		cl.real.close()
+		cl.real = nil
+	}
 	for _, f := range cl.fleets {
 		if f.p != nil && !f.p.exited() {
 			_ = f.p.cmd.Process.Signal(syscall.SIGCONT) // a frozen one hears no SIGINT

@@ -51,10 +51,23 @@ const (
 	// stale pods. Frozen, the nodes do nothing meanwhile; their pods are
 	// counted as running throughout.
 	FreezeFleet Kind = "freeze-fleet"
+	// KillNodelet kills the real nodelet running the most pods with
+	// SIGKILL and restarts it on its state after the hold: its pods, kept
+	// running by the shim, must be adopted, not started again. Needs root
+	// and the container runtime.
+	KillNodelet Kind = "kill-nodelet"
+	// CutNodelet cuts the real nodelet running the most pods off from
+	// every replica (the proxies it reaches them through close its
+	// connections) for the nodelets' long-poll wait (2 s), 5/4 of the
+	// node TTL (the TTL and a sweep of the dispatcher's liveness check)
+	// and the hold, then heals: its tasks
+	// run again on the other nodelet, and the node, back, must stop its
+	// stale pods. Needs root and the container runtime.
+	CutNodelet Kind = "cut-nodelet"
 )
 
 // Kinds lists every fault kind, in the order a schedule draws from.
-var Kinds = []Kind{KillLeader, KillFollower, KillAll, DiskFull, SlowDisk, PartitionFollower, PartitionLeader, DelayFollower, KillFleet, FreezeFleet}
+var Kinds = []Kind{KillLeader, KillFollower, KillAll, DiskFull, SlowDisk, PartitionFollower, PartitionLeader, DelayFollower, KillFleet, FreezeFleet, KillNodelet, CutNodelet}
 
 // ParseKinds parses a comma-separated list of kinds; "all" is every kind.
 func ParseKinds(s string) ([]Kind, error) {

@@ -43,6 +43,24 @@ a schedule of faults drawn from --seed is injected one at a time:
   kill-fleet                   a fleet process SIGKILLed and restarted
   freeze-fleet                 a fleet process stopped (SIGSTOP) for longer
                                than the node TTL, then let go on
+  kill-nodelet                 a real nodelet SIGKILLed and restarted (root)
+  cut-nodelet                  a real nodelet cut off from every replica for
+                               longer than the node TTL, then healed (root)
+
+As root, two 'sluice nodelet' processes with the container runtime (their
+containers created through a copy of sluice-shim: --shim, or the one
+beside this binary, or one built from the source tree) run the four pods
+of a job of their own, from a small static image built with the go
+command; each pod appends its start and its stop to a file on a host_path
+volume. Each nodelet reaches the replicas only through HTTP proxies of
+this process, one per replica, which rewrite the replicas' redirects to
+the leader into the proxy for it: cutting them cuts the nodelet off and
+nothing else. Afterwards the job is cancelled and the pods' own records
+checked: no pod started twice on its node (a killed nodelet adopts its
+pods), the cut node's tasks ran again on the other, and the cut node
+stopped its stale pods on its return. Where the nodelets cannot run (not
+root, no go command, the runtime failing), their faults are skipped with
+the reason.
 
 The schedule is printed before the load starts; the same --seed with the
 same sizes replays it. After it, every long job is cancelled, every key
@@ -53,8 +71,9 @@ cancels is linearizable (porcupine). Each fault's unavailability is the
 time from its injection to the first placement of a probe job (one every
 50 ms) submitted after it; its worst wait, the longest submit to placement
 of a probe submitted between the injection and the recovery after the
-heal. The fleets log every pod's start and end: the
-longest time a task ran on two nodes at once is reported. A run that
+heal. The fleets log every pod's start and end, the real pods their own:
+the longest time a task ran on two nodes at once is reported and held to
+the longest cut-off past the node TTL plus 3 s. A run that
 breaks a promise exits non-zero.`,
 		Example: `  sluice bench chaos
   sluice bench chaos --seed 7 --rounds 3 --faults kill-leader,partition-leader --json`,
@@ -103,6 +122,7 @@ breaks a promise exits non-zero.`,
 	fs.DurationVar(&cfg.RunTime, "run-time", chaosbench.DefaultRunTime, "mean simulated run time of a short job's tasks")
 	fs.DurationVar(&cfg.Drain, "drain", chaosbench.DefaultDrain, "after the load, how long every job may take to reach a final state")
 	fs.StringVar(&cfg.Host, "host", chaosbench.DefaultHost, "loopback address the replicas and proxies listen on (another, such as 127.0.0.2, when the ports of 127.0.0.1 run short)")
+	fs.StringVar(&cfg.Shim, "shim", "", "sluice-shim binary of the real nodelets (default: the one beside this binary, else one built from the source tree)")
 	fs.StringVar(&cfg.Dir, "dir", "", "directory of the data and logs (default a temporary one, removed after)")
 	fs.BoolVar(&cfg.KeepDir, "keep", false, "keep the temporary directory of the data and logs")
 	fs.BoolVar(&asJSON, "json", false, "print the result as one JSON object on the last line")
@@ -134,8 +154,25 @@ func printBenchChaos(w io.Writer, r chaosbench.Result, asJSON bool) error {
 		return err
 	}
 	fmt.Fprintf(w, "worst wait of a probe submitted during a fault: %d ms\n", r.MaxWaitMs)
-	fmt.Fprintf(w, "a task ran on two nodes at once for at most %d ms (bound %d ms: the longest cut-off past the node TTL, plus 3 s)\n",
-		r.DoubleRun.MaxMs, r.DoubleRunBoundMs)
+	if n := r.Nodelets; n == nil {
+		fmt.Fprintf(w, "a task ran on two nodes at once for at most %d ms (simulated nodes; bound %d ms: the longest cut-off past the node TTL, plus 3 s)\n",
+			r.DoubleRun.MaxMs, r.DoubleRunBoundMs)
+	} else {
+		fmt.Fprintf(w, "a task ran on two nodes at once for at most %d ms on the real nodelets, a node cut off from the network (bound %d ms: the longest cut-off past the node TTL, plus 3 s)\n",
+			n.DoubleRun.MaxMs, r.DoubleRunBoundMs)
+		fmt.Fprintf(w, "  and %d ms on the simulated nodes, a fleet process frozen\n", r.DoubleRun.MaxMs)
+		fmt.Fprintf(w, "real nodelets: %d pod runs, %d started twice on their node, %d tasks of a node cut off run again on the other (%d cuts), %d stale pods\n",
+			n.Pods, len(n.StartedTwice), n.Moved, n.Cuts, len(n.StalePods))
+		for _, p := range n.StartedTwice {
+			fmt.Fprintf(w, "problem: pod %s started twice on its node\n", p)
+		}
+		for _, p := range n.StalePods {
+			fmt.Fprintf(w, "problem: stale real pod %s still runs\n", p)
+		}
+		if n.Cuts > 0 && n.Moved == 0 {
+			fmt.Fprintf(w, "problem: no task of a node cut off ran again elsewhere\n")
+		}
+	}
 	fmt.Fprintf(w, "seed %d, run %s: %d operations, %d unknown submits, %d failed requests (retried), %.0f s\n",
 		r.Seed, r.RunID, r.Ops, r.Unknown, r.FailedRequests, r.DurationS)
 	for _, s := range r.Skipped {

@@ -109,3 +109,60 @@ func TestBenchChaosRejectsBadFlags(t *testing.T) {
 		t.Errorf("bad sizes: err = %v, want a usage error naming each", err)
 	}
 }
+
+// TestBenchChaosNodelets runs the real-nodelet faults: two `sluice
+// nodelet` processes with the container runtime run the four pods of a
+// job; one is killed with SIGKILL and restarted (its pods must be
+// adopted, not started again), and one is cut off from every replica for
+// longer than the node TTL and then healed (its tasks must run again on
+// the other, and it must stop its stale pods, a task running on both no
+// longer than the bound). Needs root and the container runtime.
+func TestBenchChaosNodelets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts six processes and real containers for about 30s")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("the container runtime of the real nodelets needs root")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Skipf("cannot find the test binary to run as sluice: %v", err)
+	}
+	const seed = 3
+	t.Logf("seed %d", seed)
+	var log bytes.Buffer
+	cfg := chaosbench.Config{
+		Exe: exe, Env: append(childEnvForTest(), testAsMainEnv+"=1"), Seed: seed, Log: &log,
+		Kinds: []chaosbench.Kind{chaosbench.KillNodelet, chaosbench.CutNodelet},
+		Gap:   500 * time.Millisecond, Hold: time.Second, FleetProcs: 1, Nodes: 2, Rate: 10,
+		Drain: 30 * time.Second, ReadyTimeout: 30 * time.Second, Host: "127.0.0.3",
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	res, err := chaosbench.Run(ctx, cfg)
+	t.Logf("progress:\n%s", log.String())
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	var out bytes.Buffer
+	if err := printBenchChaos(&out, res, false); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("result:\n%s", out.String())
+	if len(res.Skipped) > 0 {
+		t.Skipf("real nodelets cannot run here: %v", res.Skipped)
+	}
+	n := res.Nodelets
+	if n == nil || res.Faults != 2 {
+		t.Fatalf("%d faults, nodelets %+v: want both real-nodelet faults injected", res.Faults, n)
+	}
+	if !res.OK() {
+		t.Errorf("promises broken: %+v, nodelets %+v", res, *n)
+	}
+	if n.Cuts != 1 || n.Moved == 0 || n.DoubleRun.Tasks == 0 {
+		t.Errorf("the cut moved %d tasks (%d ran twice at once): want the cut node's tasks run again elsewhere", n.Moved, n.DoubleRun.Tasks)
+	}
+	if n.DoubleRun.MaxMs > res.DoubleRunBoundMs || res.DoubleRunBoundMs < 3000 {
+		t.Errorf("a task ran on both nodelets for %d ms, bound %d ms", n.DoubleRun.MaxMs, res.DoubleRunBoundMs)
+	}
+}
