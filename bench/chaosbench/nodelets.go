@@ -423,6 +423,10 @@ type NodeletResult struct {
 	// Moved counts the tasks of a node cut off that started on the other
 	// while the cut lasted.
 	Moved int `json:"moved"`
+	// StaleStopMs is the longest time from a cut's heal to its node
+	// stopping a pod it ran when it was cut off: how long a node back
+	// takes to stop its stale pods.
+	StaleStopMs int64 `json:"stale_stop_ms"`
 	// DoubleRun is how long a task ran on both nodes at once.
 	DoubleRun DoubleRun `json:"double_run"`
 	// StalePods lists the pods still running after their job was
@@ -465,6 +469,9 @@ func (cl *cluster) finishReal(ctx context.Context, client *api.Client, cuts [][2
 		for _, r := range runs {
 			if r.node == victims[i] && r.start < c[0].UnixNano() && r.end >= c[0].UnixNano() {
 				on[taskOf(r.pod)] = true
+				if r.end >= c[1].UnixNano() {
+					out.StaleStopMs = max(out.StaleStopMs, time.Duration(r.end-c[1].UnixNano()).Milliseconds())
+				}
 			}
 		}
 		for _, r := range runs {

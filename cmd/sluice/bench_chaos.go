@@ -161,8 +161,9 @@ func printBenchChaos(w io.Writer, r chaosbench.Result, asJSON bool) error {
 		fmt.Fprintf(w, "a task ran on two nodes at once for at most %d ms on the real nodelets, a node cut off from the network (bound %d ms: the longest cut-off past the node TTL, plus 3 s)\n",
 			n.DoubleRun.MaxMs, r.DoubleRunBoundMs)
 		fmt.Fprintf(w, "  and %d ms on the simulated nodes, a fleet process frozen\n", r.DoubleRun.MaxMs)
-		fmt.Fprintf(w, "real nodelets: %d pod runs, %d started twice on their node, %d tasks of a node cut off run again on the other (%d cuts), %d stale pods\n",
+		fmt.Fprintf(w, "real nodelets: %d pod runs, %d started twice on their node, %d tasks of a node cut off run again on the other (%d cuts), %d stale pods,\n",
 			n.Pods, len(n.StartedTwice), n.Moved, n.Cuts, len(n.StalePods))
+		fmt.Fprintf(w, "  stale pods stopped at most %d ms after the cut was healed\n", n.StaleStopMs)
 		for _, p := range n.StartedTwice {
 			fmt.Fprintf(w, "problem: pod %s started twice on its node\n", p)
 		}

@@ -162,6 +162,9 @@ func TestBenchChaosNodelets(t *testing.T) {
 	if n.Cuts != 1 || n.Moved == 0 || n.DoubleRun.Tasks == 0 {
 		t.Errorf("the cut moved %d tasks (%d ran twice at once): want the cut node's tasks run again elsewhere", n.Moved, n.DoubleRun.Tasks)
 	}
+	if n.StaleStopMs <= 0 || n.StaleStopMs > 3000 {
+		t.Errorf("the node back stopped its stale pods %d ms after the heal, want within 3 s", n.StaleStopMs)
+	}
 	if n.DoubleRun.MaxMs > res.DoubleRunBoundMs || res.DoubleRunBoundMs < 3000 {
 		t.Errorf("a task ran on both nodelets for %d ms, bound %d ms", n.DoubleRun.MaxMs, res.DoubleRunBoundMs)
 	}
