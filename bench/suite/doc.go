@@ -31,8 +31,9 @@
 //     online usage shifts: CPU allocated and used over time, the
 //     dispatcher's estimates, how fast offline capacity follows a shift;
 //   - chaos: a seeded schedule of faults against three dispatcher
-//     processes and fleet processes (bench/chaosbench): lost and
-//     duplicated jobs, linearizability, each fault's unavailability.
+//     processes, fleet processes and, as root, two real container
+//     nodelets (bench/chaosbench): lost and duplicated jobs,
+//     linearizability, each fault's unavailability, pods run twice.
 //
 // Two sizes: QuickParams, a few minutes on two cores, and FullParams, the
 // sizes the issues ask for (the soak alone is eleven minutes of 100k

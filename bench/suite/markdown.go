@@ -425,6 +425,11 @@ func chaosTable(b *strings.Builder, r chaosbench.Result) {
 			Count(float64(r.MaxUnavailableMs)) + " ms", Count(float64(r.MaxWaitMs)) + " ms", string(r.Linearizable),
 			fmt.Sprintf("%s ms (%s ms)", Count(float64(r.DoubleRun.MaxMs)), Count(float64(r.DoubleRunBoundMs))),
 			strconv.Itoa(len(r.StalePods)), yes(r.OK())})
+	if n := r.Nodelets; n != nil {
+		fmt.Fprintf(b, "Real nodelets (two `sluice nodelet` processes running containers), from their pods' own records: %s pod runs; %d pods started twice on their node after it was killed; "+
+			"%d tasks of a node cut off from the network ran again on the other (%d cuts); a task ran on both at once for at most %s ms (bound %s ms); %d stale pods.\n\n",
+			Count(float64(n.Pods)), len(n.StartedTwice), n.Moved, n.Cuts, Count(float64(n.DoubleRun.MaxMs)), Count(float64(r.DoubleRunBoundMs)), len(n.StalePods))
+	}
 	var kinds []string
 	worst, wait := map[string]int64{}, map[string]int64{}
 	count := map[string]int{}

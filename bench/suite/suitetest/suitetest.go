@@ -93,7 +93,8 @@ var Chaos = chaosbench.Result{Seed: 1, RunID: "chaos-0a1b2c3d", Faults: 3,
 	},
 	Tally:        chaosbench.Tally{Acked: 1234, Jobs: 1234},
 	Linearizable: chaosbench.LinOK, Ops: 3456, FailedRequests: 7, MaxUnavailableMs: 1720, MaxWaitMs: 2350,
-	DoubleRun: chaosbench.DoubleRun{Tasks: 2, MaxMs: 640, MaxTask: "j5.0.0"}, DoubleRunBoundMs: 4200, DurationS: 30}
+	DoubleRun: chaosbench.DoubleRun{Tasks: 2, MaxMs: 640, MaxTask: "j5.0.0"}, DoubleRunBoundMs: 4200, DurationS: 30,
+	Nodelets: &chaosbench.NodeletResult{Pods: 8, Cuts: 1, Moved: 4, DoubleRun: chaosbench.DoubleRun{Tasks: 4, MaxMs: 3100, MaxTask: "j1.0.2"}}}
 
 func report[R any](name string, r R) *suite.Report[R] {
 	return &suite.Report[R]{Scenario: name, Mode: "quick", Time: Time, Seconds: 12.5, Machine: Machine, Result: r}
