@@ -111,8 +111,9 @@ type Config struct {
 	ApplyPoll time.Duration
 
 	// NodeTTL is the base time a node may go without contact (a Report,
-	// a Register, or a Target long-poll open or ended) before the leader
-	// proposes it down. Default 10s.
+	// a Register, a Heartbeat, or the start of a Target long-poll, which
+	// the leader answers within half the TTL) before the leader proposes
+	// it down. Default 10s.
 	NodeTTL time.Duration
 	// NodeTTLPerNode is added to NodeTTL once per registered node, so the
 	// TTL grows with the cluster. Default 1ms (10,000 nodes: 20s); negative

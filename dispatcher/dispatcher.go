@@ -91,7 +91,6 @@ type nodeBeat struct {
 // beat is what the leader remembers of a node's contacts.
 type beat struct {
 	last    time.Time // the last contact, or the leader's start for grace
-	polls   int       // Target long-polls open now
 	contact bool      // a real contact since this replica started leading
 	// usage is the node's last heartbeat's usage, received at usageAt
 	// (zero: none) while leading in term usageTerm. It is ephemeral:
@@ -442,7 +441,7 @@ func (d *Dispatcher) Register(ctx context.Context, spec api.NodeSpec) error {
 	if _, err := d.propose(ctx, cmd); err != nil {
 		return err
 	}
-	d.touch(spec.Name, 0)
+	d.touch(spec.Name)
 	d.kick()
 	return nil
 }
@@ -468,7 +467,12 @@ type Target struct {
 // as its generation differs from knownGeneration, or blocks until it does,
 // ctx ends, or the replica stops leading (then a *raftkv.NotLeaderError).
 // Only the leader serves it, since only the leader keeps the node's
-// heartbeats: an open long-poll counts as the node being alive.
+// heartbeats. A poll's start counts as the node's contact, and after half
+// the node TTL at most it returns an error matching
+// context.DeadlineExceeded, as when ctx ends (the HTTP layer answers 304
+// Not Modified): a live node polls again within the TTL, and an open poll
+// whose node vanished (a cut network, whose connection the server does not
+// see end) does not keep the node alive.
 func (d *Dispatcher) Target(ctx context.Context, node string, knownGeneration uint64) (Target, error) {
 	return d.target(ctx, node, knownGeneration, false)
 }
@@ -483,8 +487,8 @@ func (d *Dispatcher) TargetChanges(ctx context.Context, node string, knownGenera
 }
 
 func (d *Dispatcher) target(ctx context.Context, node string, knownGeneration uint64, changes bool) (Target, error) {
-	d.touch(node, +1)
-	defer d.touch(node, -1)
+	ctx, cancel := context.WithTimeout(ctx, d.touch(node)/2)
+	defer cancel()
 	for {
 		// Take the wake-up channel first: a change after this closes it.
 		ch := d.nodeChanged(node)
@@ -525,24 +529,23 @@ func (d *Dispatcher) target(ctx context.Context, node string, knownGeneration ui
 	}
 }
 
-// touch records a contact of node; polls (+1, -1 or 0) counts the
-// long-polls open.
-func (d *Dispatcher) touch(node string, polls int) {
+// touch records a contact of node and returns the node TTL.
+func (d *Dispatcher) touch(node string) time.Duration {
 	now := d.cfg.Clock.Now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.touchLocked(node, polls, now)
+	d.touchLocked(node, now)
+	return d.ttl(len(d.mu.beats))
 }
 
 // touchLocked is touch with d.mu held; it returns the node's beat.
-func (d *Dispatcher) touchLocked(node string, polls int, now time.Time) *beat {
+func (d *Dispatcher) touchLocked(node string, now time.Time) *beat {
 	b := d.mu.beats[node]
 	if b == nil {
 		b = &beat{}
 		d.mu.beats[node] = b
 	}
 	b.last, b.contact = now, true
-	b.polls = max(0, b.polls+polls)
 	return b
 }
 

@@ -120,6 +120,70 @@ func TestTargetLongPoll(t *testing.T) {
 	}
 }
 
+// TestAbandonedPollDoesNotKeepANodeUp: a long-poll its node opened and
+// then abandoned (a cut network, whose connection the server still holds)
+// ends within half the TTL and does not keep the node up; a node that
+// polls again each time stays up with no other contact.
+func TestAbandonedPollDoesNotKeepANodeUp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const ttl = 300 * time.Millisecond
+	c := newCluster(t, 1, func(cfg *dispatcher.Config) {
+		cfg.NodeTTL, cfg.NodeTTLPerNode, cfg.LivenessEvery = ttl, -1, 20*time.Millisecond
+	})
+	r := c.leader()
+	for _, name := range []string{"cut", "polling"} {
+		if err := r.d.Register(ctx, nodeSpec(name, 2000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll := func(ctx context.Context, name string) (time.Duration, error) {
+		gen, _ := r.f.NodeGeneration(name)
+		start := time.Now()
+		_, err := r.d.Target(ctx, name, gen) // unchanged: it waits
+		return time.Since(start), err
+	}
+	// The cut node's one poll, which the server would hold for 20 s.
+	cutPoll := make(chan error, 1)
+	go func() {
+		pctx, pcancel := context.WithTimeout(ctx, 20*time.Second)
+		defer pcancel()
+		took, err := poll(pctx, "cut")
+		if err == nil || took > 5*ttl {
+			err = fmt.Errorf("after %v: %v; want it answered unchanged within half the TTL", took, err)
+		} else {
+			err = nil
+		}
+		cutPoll <- err
+	}()
+	pctx, pcancel := context.WithCancel(ctx)
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		for pctx.Err() == nil {
+			_, _ = poll(pctx, "polling")
+		}
+	}()
+	defer func() { pcancel(); <-polled }()
+	state := func(name string) api.NodeState {
+		for _, n := range r.f.Nodes() {
+			if n.Spec.Name == name {
+				return n.State
+			}
+		}
+		return ""
+	}
+	waitFor(t, 5*time.Second, "the node with an abandoned poll to go down", func() bool { return state("cut") == api.NodeDown })
+	if err := <-cutPoll; err != nil {
+		t.Errorf("the abandoned poll: %v", err)
+	}
+	for end := time.Now().Add(4 * ttl); time.Now().Before(end); time.Sleep(ttl / 10) {
+		if s := state("polling"); s != api.NodeReady {
+			t.Fatalf("the node that keeps polling is %s, want ready", s)
+		}
+	}
+}
+
 func TestNodeDownTasksRetried(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -48,9 +48,11 @@
 //
 // Register proposes fsm.RegisterNode. Report records a contact and queues
 // the node's task reports; a batcher goroutine packs the reports of many
-// nodes that arrive within ReportWait into one fsm.UpdateTasks. A Target
-// long-poll is open while the node is alive and counts as contact too, and
-// so does a Heartbeat, which also carries the node's usage (kept in memory
+// nodes that arrive within ReportWait into one fsm.UpdateTasks. The start
+// of a Target long-poll counts as contact too (the leader answers a poll,
+// unchanged, within half the node's TTL, so a live node polls again in
+// time, and an open poll of a node cut off does not keep it alive), and so
+// does a Heartbeat, which also carries the node's usage (kept in memory
 // by the leader of the term, never proposed). The
 // leader checks every LivenessEvery: a node without contact for its TTL
 // (NodeTTL + NodeTTLPerNode × nodes) is proposed down (its tasks end lost

@@ -369,7 +369,7 @@ func (d *Dispatcher) checkNodes(ctx context.Context, nodes []fsm.NodeState) {
 			b = &beat{last: now}
 			d.mu.beats[n.Name] = b
 		}
-		alive := b.polls > 0 || now.Sub(b.last) < ttl
+		alive := now.Sub(b.last) < ttl
 		switch {
 		case n.State != api.NodeDown && !alive:
 			changes = append(changes, change{n.Name, api.NodeDown})

@@ -91,7 +91,7 @@ func (d *Dispatcher) Report(ctx context.Context, node string, reports []api.Task
 	if _, ok := d.Leading(); !ok {
 		return d.notLeader()
 	}
-	d.touch(node, 0)
+	d.touch(node)
 	if len(reports) == 0 {
 		return nil
 	}
@@ -229,7 +229,7 @@ func (d *Dispatcher) Heartbeat(ctx context.Context, node string, usage api.NodeU
 	d.mu.Lock()
 	leading := d.mu.leading
 	if leading {
-		b := d.touchLocked(node, 0, now)
+		b := d.touchLocked(node, now)
 		if b.usageTerm != d.mu.term {
 			d.mu.usageBeats++
 		}
