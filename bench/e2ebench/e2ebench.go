@@ -529,7 +529,8 @@ func startRig(ctx context.Context, cfg Config) (context.Context, *rig, error) {
 	}
 	if cfg.FleetProcs > 0 {
 		var stop func()
-		if ctx, stop, rg.fleetPIDs, err = startFleetProcs(ctx, cfg, cl.Addrs()); err != nil {
+		if ctx, stop, rg.fleetPIDs, err = fleet.StartProcs(ctx, fleet.ProcsConfig{Exec: cfg.FleetExec, Procs: cfg.FleetProcs,
+			Nodes: cfg.Nodes, Addrs: cl.Addrs(), Pool: Pool, MemoryLimit: cfg.FleetMemoryLimit, Owner: "e2e benchmark"}); err != nil {
 			return ctx, rg, err
 		}
 		rg.closers = append(rg.closers, stop)

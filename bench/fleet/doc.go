@@ -4,6 +4,10 @@
 // long-poll, reports) over HTTP through nodelet/remote, with its own
 // api.Client and so its own connections, as separate hosts would.
 //
+// StartProcs runs a fleet in child processes of `sluice loadgen fleet`
+// instead (10,000 nodes' connections need more open files than one
+// process may have), for the benchmarks that share it.
+//
 // # Invariants
 //
 //   - Each node has its own sim.Host. A Host lists every pod it holds, and
@@ -17,6 +21,8 @@
 //     node has, or stops them all on failure.
 //   - Close stops every agent and waits for its goroutines, then ends the
 //     simulated pods and closes the connections; nothing outlives it.
+//   - The processes StartProcs starts die with the calling process, and
+//     its stop waits for each of them.
 //
 // # Usage
 //

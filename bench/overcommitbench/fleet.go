@@ -416,7 +416,10 @@ func RunFleet(ctx context.Context, cfg FleetConfig) (FleetResult, error) {
 	defer cl.Close()
 	log.Info("overcommit fleet: cluster up", "replicas", cfg.Replicas, "took", time.Since(start).Round(time.Millisecond))
 	if cfg.FleetProcs > 0 {
-		fctx, stop, err := startFleetProcs(ctx, cfg, cl.Addrs())
+		fctx, stop, _, err := fleet.StartProcs(ctx, fleet.ProcsConfig{Exec: cfg.FleetExec, Procs: cfg.FleetProcs, Nodes: cfg.Nodes,
+			Addrs: cl.Addrs(), Pool: FleetPool, MemoryLimit: cfg.FleetMemoryLimit, Owner: "overcommit fleet benchmark",
+			Args: []string{"--cpu", strconv.FormatInt(cfg.NodeCPU, 10) + "m", "--memory", strconv.FormatInt(cfg.NodeMemory, 10),
+				"--heartbeat", cfg.HeartbeatPeriod.String()}})
 		if err != nil {
 			return res, err
 		}
