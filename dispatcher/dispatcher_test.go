@@ -128,15 +128,7 @@ func TestAbandonedPollDoesNotKeepANodeUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const ttl = 300 * time.Millisecond
-	c := newCluster(t, 1, func(cfg *dispatcher.Config) {
-		cfg.NodeTTL, cfg.NodeTTLPerNode, cfg.LivenessEvery = ttl, -1, 20*time.Millisecond
-	})
-	r := c.leader()
-	for _, name := range []string{"cut", "polling"} {
-		if err := r.d.Register(ctx, nodeSpec(name, 2000)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r := livenessLeader(ctx, t, ttl, 20*time.Millisecond, 2000, "cut", "polling")
 	poll := func(ctx context.Context, name string) (time.Duration, error) {
 		gen, _ := r.f.NodeGeneration(name)
 		start := time.Now()
@@ -272,15 +264,7 @@ func TestHeartbeatKeepsNodeAlive(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const ttl = 200 * time.Millisecond
-	c := newCluster(t, 1, func(cfg *dispatcher.Config) {
-		cfg.NodeTTL, cfg.NodeTTLPerNode, cfg.LivenessEvery = ttl, -1, 10*time.Millisecond
-	})
-	r := c.leader()
-	for _, n := range []string{"beating", "silent"} {
-		if err := r.d.Register(ctx, nodeSpec(n, 1000)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r := livenessLeader(ctx, t, ttl, 10*time.Millisecond, 1000, "beating", "silent")
 	if err := r.d.Heartbeat(ctx, "nobody", api.NodeUsage{}); !errors.Is(err, dispatcher.ErrUnknownNode) {
 		t.Errorf("Heartbeat of an unknown node: %v, want ErrUnknownNode", err)
 	}
@@ -801,4 +785,21 @@ func TestFinishedJobsBeyondMaxForgotten(t *testing.T) {
 			}
 		}
 	}
+}
+
+// livenessLeader starts a one-replica cluster whose nodes live for a flat
+// ttl (no per-node share), checked every livenessEvery, registers the named
+// nodes with cpu millicores each, and returns its leader.
+func livenessLeader(ctx context.Context, t *testing.T, ttl, livenessEvery time.Duration, cpu int64, names ...string) *replica {
+	t.Helper()
+	c := newCluster(t, 1, func(cfg *dispatcher.Config) {
+		cfg.NodeTTL, cfg.NodeTTLPerNode, cfg.LivenessEvery = ttl, -1, livenessEvery
+	})
+	r := c.leader()
+	for _, name := range names {
+		if err := r.d.Register(ctx, nodeSpec(name, cpu)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
 }
