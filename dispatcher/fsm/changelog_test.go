@@ -100,7 +100,7 @@ func TestPendingSetAgreesWithAMap(t *testing.T) {
 			delete(model, g)
 		}
 	}
-	all := s.gs.appendTo(nil)
+	all := slices.Collect(s.gs.all())
 	if len(all) != len(model) || s.gs.len() != len(model) {
 		t.Fatalf("%d groups (len %d), want %d", len(all), s.gs.len(), len(model))
 	}

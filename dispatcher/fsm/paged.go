@@ -1,9 +1,6 @@
 package fsm
 
-import (
-	"iter"
-	"slices"
-)
+import "iter"
 
 // pageLen is the elements of one page of a paged.
 const pageLen = 4096
@@ -29,15 +26,6 @@ func (p *paged[T]) push(v T) {
 	}
 	p.pages[uint(p.n)/pageLen][uint(p.n)%pageLen] = v
 	p.n++
-}
-
-// appendTo appends the elements to dst, in order.
-func (p *paged[T]) appendTo(dst []T) []T {
-	dst = slices.Grow(dst, p.n)
-	for i, page := range p.pages {
-		dst = append(dst, page[:min(pageLen, p.n-i*pageLen)]...)
-	}
-	return dst
 }
 
 // all yields the elements in order.

@@ -648,7 +648,7 @@ func (h *propHarness) check() error {
 		}
 	}
 	checkForgotten(f, h.s, bad)
-	for i, g := range f.mu.pending.gs.appendTo(nil) {
+	for i, g := range slices.Collect(f.mu.pending.gs.all()) {
 		if g.pendingAt != i+1 || f.mu.jobs.get(g.job.num) != g.job {
 			bad("pending set: entry %d is group %s of place %d, or of no job", i, g.key(), g.pendingAt)
 		}
