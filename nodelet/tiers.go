@@ -22,18 +22,15 @@ var (
 // OfflineTierLimits. On a kernel without cpu.idle the offline tier keeps
 // only its low weight, and idle is false.
 func EnsureTiers(mgr *cgroup.Manager) (idle bool, err error) {
+	idle = true
 	err = mgr.EnsureTiers(OnlineTierLimits, OfflineTierLimits)
 	if errors.Is(err, cgroup.ErrUnsupported) {
 		offline := OfflineTierLimits
 		offline.CPUIdle = 0
-		err = mgr.EnsureTiers(OnlineTierLimits, offline)
-		if err != nil {
-			return false, fmt.Errorf("nodelet: cgroup tiers under %s: %w", mgr.Root(), err)
-		}
-		return false, nil
+		idle, err = false, mgr.EnsureTiers(OnlineTierLimits, offline)
 	}
 	if err != nil {
 		return false, fmt.Errorf("nodelet: cgroup tiers under %s: %w", mgr.Root(), err)
 	}
-	return true, nil
+	return idle, nil
 }
