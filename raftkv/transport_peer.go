@@ -270,7 +270,10 @@ func (t *TCPTransport) dial(ctx context.Context, id uint64, addr string, kind ui
 	if err != nil {
 		return nil, fmt.Errorf("raftkv: dial peer %d at %s: %w", id, addr, err)
 	}
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	// The raw connection, not conn, which the TLS handshake replaces: the
+	// callback may run while it does.
+	raw := conn
+	stop := context.AfterFunc(ctx, func() { raw.Close() })
 	defer stop()
 	fail := func(err error) (net.Conn, error) {
 		conn.Close()
