@@ -69,7 +69,7 @@ type Config struct {
 	// The records it defers that change many times in between reach the
 	// store once. Default 3s: a dispatcher's task (placed, running and
 	// ended within two seconds) then mostly reaches the store once, where
-	// 1s wrote it twice or more (`sluice bench e2e` at 30k tasks/s: 230
+	// 1s writes it twice or more (`sluice bench e2e` at 30k tasks/s: 230
 	// store bytes a task against 300). Negative: the writes of each Ready
 	// are stored with it, as they always are for a state machine that
 	// defers nothing.
@@ -77,7 +77,7 @@ type Config struct {
 	// ApplyWriteBytes stores the applied writes early once the writes not
 	// deferred (a dispatcher's submitted jobs) hold this many bytes.
 	// Default 16 MiB, so that the interval, not the bytes, decides under
-	// load: a dispatcher's submissions filled 1 MiB in about a second at
+	// load: a dispatcher's submissions fill 1 MiB in about a second at
 	// 30k tasks/s, and 16 MiB holds 3 s of them at 100k.
 	ApplyWriteBytes int
 	// SyncInterval is the least time between two syncs of the log (pebble's
@@ -129,7 +129,7 @@ type Config struct {
 	// machine whose records die young (the dispatcher's tasks, forgotten
 	// soon after they end) then mostly writes and deletes them in memory,
 	// and flushes and compactions are fewer; `sluice bench e2e` at 20k
-	// tasks/s gave p99 submit→placed 0.2–0.45 s against 0.74–1.26 s at 64
+	// tasks/s gives p99 submit→placed 0.2–0.45 s against 0.74–1.26 s at 64
 	// MiB, and 3–5% less CPU a task.
 	PebbleMemTableBytes uint64
 

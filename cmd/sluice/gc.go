@@ -17,11 +17,11 @@ import (
 // defaultGCPercent is the garbage collector's target heap growth in the
 // processes that run a dispatcher, or a fleet of simulated nodes. The
 // dispatcher keeps the cluster's state in memory and allocates per job and
-// per report; at Go's default of 100 the collector took about 12% of a
-// loaded dispatcher's CPU, at 400 about 4%, and submits went 12–15% faster
+// per report; at Go's default of 100 the collector takes about 12% of a
+// loaded dispatcher's CPU, at 400 about 4%, and submits are 12–15% faster
 // (BENCHMARKS.md, "GC"). A fleet holds thousands of nodelet agents, and at
-// 100 its collections held their reconciles back: at 10,000 nodes and
-// 18,000 tasks/s, 400 halved the p50 submit→running. The cost is memory:
+// 100 its collections hold their reconciles back: at 10,000 nodes and
+// 18,000 tasks/s, the p50 submit→running at 400 is half that at 100. The cost is memory:
 // the heap may grow to five times what is live, which the soft memory limit
 // (memoryLimitShare of the host's memory) bounds.
 const defaultGCPercent = 400

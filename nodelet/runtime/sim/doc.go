@@ -3,13 +3,12 @@
 // exits with its ExitCode, and meanwhile uses what its SimSpec's Usage
 // says at each moment, which the Runtime reports as a runtime.Meter (so
 // that a simulated node's heartbeats carry usage as a real node's do). It
-// lets tests and benchmarks run thousands of pods in one process: a pod costs a map entry and a place in its Host's
-// queue of run times, which one goroutine per Host (its clock) ends as
+// lets tests and benchmarks run thousands of pods in one process: a pod
+// costs a map entry and a place in its Host's queue of run times, which one goroutine per Host (its clock) ends as
 // they are over (a run time of centuries, past what its clock counts,
-// never is). A timer per pod cost a goroutine at each pod's end: ending
-// pods without them took 7–10% off a simulated fleet's CPU per task
-// (goroutines made and scheduled, and the collector work their first
-// allocations owed).
+// never is). A timer per pod would cost a goroutine at each pod's end, and
+// 7–10% more of a simulated fleet's CPU per task (goroutines made and
+// scheduled, and the collector work their first allocations owe).
 //
 // A Host stands for the machine: pods belong to it and outlive the
 // Runtime values over it, so a new Runtime over the same Host adopts them
