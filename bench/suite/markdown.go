@@ -16,6 +16,8 @@ import (
 	"github.com/sluicehq/sluice/bench/chaosbench"
 	"github.com/sluicehq/sluice/bench/e2ebench"
 	"github.com/sluicehq/sluice/bench/overcommitbench"
+	"github.com/sluicehq/sluice/bench/podbench"
+	"github.com/sluicehq/sluice/bench/schedbench"
 	"github.com/sluicehq/sluice/bench/storebench"
 	"github.com/sluicehq/sluice/bench/submitbench"
 )
@@ -77,45 +79,53 @@ func ReplaceSection(doc []byte, generated string) ([]byte, error) {
 }
 
 // Markdown renders s as the generated section: a caption for the machine,
-// a table per scenario with a line saying when and how it ran, and the
-// charts as images under linkDir (a path relative to the document).
+// a table of the sizes each scenario ran at, a table per scenario with a
+// line saying at which sizes, when and how it ran, and the charts as
+// images under linkDir (a path relative to the document). The sizes are
+// stated everywhere because a quick run's figures (make bench) are far
+// below the full sizes' and must not be read as them.
 func Markdown(s Suite, charts []Chart, linkDir string) string {
 	var b strings.Builder
 	if m, ok := firstMachine(s); ok {
 		fmt.Fprintf(&b, "_Machine of the last run: %d × %s, Linux %s, %s._\n\n", m.CPUs, orUnknown(m.CPUModel), orUnknown(m.Kernel), m.GoVersion)
 	}
+	sizesTable(&b, s)
 	if s.Submit != nil {
-		section(&b, "submit: jobs committed/s through the HTTP API", s.Submit.caption(), s.Submit.Skipped, s.Submit.Notes, s.Submit.Error)
+		section(&b, "submit: jobs committed/s through the HTTP API", s.Submit.caption(submitSizes(s.Submit.Result)), s.Submit.Skipped, s.Submit.Notes, s.Submit.Error)
 		submitTable(&b, s.Submit.Result)
 	}
 	if s.Latency != nil {
-		section(&b, "latency: one task, submit → running", s.Latency.caption(), s.Latency.Skipped, s.Latency.Notes, s.Latency.Error)
+		section(&b, "latency: one task, submit → running", s.Latency.caption(latencySizes(s.Latency.Result)), s.Latency.Skipped, s.Latency.Notes, s.Latency.Error)
 		latencyTable(&b, s.Latency.Result)
 	}
 	if s.Sched != nil {
-		section(&b, "sched: the scheduling loop", s.Sched.caption(), s.Sched.Skipped, s.Sched.Notes, s.Sched.Error)
+		section(&b, "sched: the scheduling loop", s.Sched.caption(schedSizes(s.Sched.Result)), s.Sched.Skipped, s.Sched.Notes, s.Sched.Error)
 		if r := s.Sched.Result; r.Tasks > 0 {
 			table(&b, []string{"nodes", "tasks (jobs)", "placements/s", "round p50 / p99", "placement share of round", "heap per pending task"},
 				[]string{Count(float64(r.Nodes)), fmt.Sprintf("%s (%s)", Count(float64(r.Tasks)), Count(float64(r.Jobs))),
 					"**" + Count(r.PlacementsPerSec) + "**", msPair(r.RoundP50Ms, r.RoundP99Ms),
 					fmt.Sprintf("%.0f%%", 100*r.SolverShare), fmt.Sprintf("%.1f B", r.BytesPerPendingTask)})
+			if full := FullParams().Sched; r.Nodes != full.Nodes || r.Tasks != full.Tasks {
+				fmt.Fprintf(&b, "Run at %s nodes × %s tasks, not the full size's %s × %s: compare it only with runs of the same size.\n\n",
+					Count(float64(r.Nodes)), Count(float64(r.Tasks)), Count(float64(full.Nodes)), Count(float64(full.Tasks)))
+			}
 			b.WriteString(publishedAnchors)
 		}
 	}
 	if s.Raftkv != nil {
-		section(&b, "raftkv: the replicated store against etcd", s.Raftkv.caption(), s.Raftkv.Skipped, s.Raftkv.Notes, s.Raftkv.Error)
+		section(&b, "raftkv: the replicated store against etcd", s.Raftkv.caption(raftkvSizes(s.Raftkv.Result)), s.Raftkv.Skipped, s.Raftkv.Notes, s.Raftkv.Error)
 		raftkvTable(&b, s.Raftkv.Result)
 	}
 	if s.E2E != nil {
-		section(&b, "e2e: stepped offered rate, submit → placed → running", s.E2E.caption(), s.E2E.Skipped, s.E2E.Notes, s.E2E.Error)
+		section(&b, "e2e: stepped offered rate, submit → placed → running", s.E2E.caption(e2eSizes(s.E2E.Result)), s.E2E.Skipped, s.E2E.Notes, s.E2E.Error)
 		e2eTable(&b, s)
 	}
 	if s.Soak != nil {
-		section(&b, "soak: one rate held, row by row", s.Soak.caption(), s.Soak.Skipped, s.Soak.Notes, s.Soak.Error)
+		section(&b, "soak: one rate held, row by row", s.Soak.caption(soakSizes(s.Soak.Result)), s.Soak.Skipped, s.Soak.Notes, s.Soak.Error)
 		soakTable(&b, s.Soak.Result)
 	}
 	if s.Podstart != nil {
-		section(&b, "podstart: pod starts against runc", s.Podstart.caption(), s.Podstart.Skipped, s.Podstart.Notes, s.Podstart.Error)
+		section(&b, "podstart: pod starts against runc", s.Podstart.caption(podstartSizes(s.Podstart.Result)), s.Podstart.Skipped, s.Podstart.Notes, s.Podstart.Error)
 		if len(s.Podstart.Result) > 0 {
 			var rows [][]string
 			for _, r := range s.Podstart.Result {
@@ -130,15 +140,15 @@ func Markdown(s Suite, charts []Chart, linkDir string) string {
 		}
 	}
 	if s.Overcommit != nil {
-		section(&b, "overcommit: online and offline pods on real containers", s.Overcommit.caption(), s.Overcommit.Skipped, s.Overcommit.Notes, s.Overcommit.Error)
+		section(&b, "overcommit: online and offline pods on real containers", s.Overcommit.caption(overcommitSizes(s.Overcommit.Result)), s.Overcommit.Skipped, s.Overcommit.Notes, s.Overcommit.Error)
 		overcommitTable(&b, s.Overcommit.Result)
 	}
 	if s.OvercommitFleet != nil {
-		section(&b, "overcommit at fleet scale: simulated nodes reporting usage", s.OvercommitFleet.caption(), s.OvercommitFleet.Skipped, s.OvercommitFleet.Notes, s.OvercommitFleet.Error)
+		section(&b, "overcommit at fleet scale: simulated nodes reporting usage", s.OvercommitFleet.caption(overcommitFleetSizes(s.OvercommitFleet.Result)), s.OvercommitFleet.Skipped, s.OvercommitFleet.Notes, s.OvercommitFleet.Error)
 		overcommitFleetTable(&b, s.OvercommitFleet.Result)
 	}
 	if s.Chaos != nil {
-		section(&b, "chaos: faults across real processes", s.Chaos.caption(), s.Chaos.Skipped, s.Chaos.Notes, s.Chaos.Error)
+		section(&b, "chaos: faults across real processes", s.Chaos.caption(chaosSizes(s.Chaos.Result)), s.Chaos.Skipped, s.Chaos.Notes, s.Chaos.Error)
 		if r := s.Chaos.Result; r.Faults > 0 {
 			chaosTable(&b, r)
 		}
@@ -152,9 +162,14 @@ func Markdown(s Suite, charts []Chart, linkDir string) string {
 	return b.String()
 }
 
-// caption says how and when the report's scenario ran.
-func (r *Report[R]) caption() string {
-	parts := []string{r.Mode, r.Time.UTC().Format("2006-01-02 15:04 MST"), fmt.Sprintf("%s s", trim(r.Seconds))}
+// caption says at which sizes (as sizes words them), how and when the
+// report's scenario ran.
+func (r *Report[R]) caption(sizes string) string {
+	head := r.Mode + " run"
+	if r.Skipped == "" && sizes != "" {
+		head += ": " + sizes
+	}
+	parts := []string{r.Time.UTC().Format("2006-01-02 15:04 MST"), fmt.Sprintf("%s s", trim(r.Seconds))}
 	if r.Machine.LoadAvg != "" {
 		parts = append(parts, "load "+r.Machine.LoadAvg)
 	}
@@ -165,7 +180,135 @@ func (r *Report[R]) caption() string {
 		}
 		parts = append(parts, "commit "+c)
 	}
+	return head + "; " + strings.Join(parts, ", ")
+}
+
+// sizesTable writes which run (quick, full) each scenario's report comes
+// from and at which sizes it ran, then the full run's sizes of the
+// scenarios whose figures depend most on them.
+func sizesTable(b *strings.Builder, s Suite) {
+	var rows [][]string
+	add := func(name, mode, skipped, sizes string) {
+		if skipped != "" {
+			sizes = "skipped"
+		}
+		rows = append(rows, []string{name, mode, sizes})
+	}
+	if r := s.Submit; r != nil {
+		add(r.Scenario, r.Mode, r.Skipped, submitSizes(r.Result))
+	}
+	if r := s.Latency; r != nil {
+		add(r.Scenario, r.Mode, r.Skipped, latencySizes(r.Result))
+	}
+	if r := s.Sched; r != nil {
+		add(r.Scenario, r.Mode, r.Skipped, schedSizes(r.Result))
+	}
+	if r := s.Raftkv; r != nil {
+		add(r.Scenario, r.Mode, r.Skipped, raftkvSizes(r.Result))
+	}
+	if r := s.E2E; r != nil {
+		add(r.Scenario, r.Mode, r.Skipped, e2eSizes(r.Result))
+	}
+	if r := s.Soak; r != nil {
+		add(r.Scenario, r.Mode, r.Skipped, soakSizes(r.Result))
+	}
+	if r := s.Podstart; r != nil {
+		add(r.Scenario, r.Mode, r.Skipped, podstartSizes(r.Result))
+	}
+	if r := s.Overcommit; r != nil {
+		add(r.Scenario, r.Mode, r.Skipped, overcommitSizes(r.Result))
+	}
+	if r := s.OvercommitFleet; r != nil {
+		add(r.Scenario, r.Mode, r.Skipped, overcommitFleetSizes(r.Result))
+	}
+	if r := s.Chaos; r != nil {
+		add(r.Scenario, r.Mode, r.Skipped, chaosSizes(r.Result))
+	}
+	if len(rows) == 0 {
+		return
+	}
+	table(b, []string{"scenario", "run", "sizes"}, rows...)
+	full := FullParams()
+	fmt.Fprintf(b, "A quick run (`make bench`) is small and single: it shows trends and regressions of several times, not the targets' figures. "+
+		"The full run's sizes: e2e at %s simulated nodes, the soak %s tasks/s for %s at %s nodes, sched %s nodes × %s tasks.\n\n",
+		Count(float64(full.E2E.Nodes)), Count(full.Soak.StartRate), full.Soak.Soak, Count(float64(full.Soak.Nodes)),
+		Count(float64(full.Sched.Nodes)), Count(float64(full.Sched.Tasks)))
+}
+
+func submitSizes(rs []submitbench.Result) string {
+	if len(rs) == 0 {
+		return ""
+	}
+	r := rs[0]
+	return fmt.Sprintf("%s jobs an encoding in requests of %s, %d clients", Count(float64(r.Jobs)), Count(float64(r.JobsPerRequest)), r.Clients)
+}
+
+func latencySizes(r submitbench.LatencyResult) string {
+	if r.Samples == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d samples, %d simulated nodes", r.Samples, r.Nodes)
+}
+
+func schedSizes(r schedbench.Result) string {
+	if r.Tasks == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s nodes × %s tasks", Count(float64(r.Nodes)), Count(float64(r.Tasks)))
+}
+
+func raftkvSizes(cs []storebench.Comparison) string {
+	var parts []string
+	for _, c := range cs {
+		parts = append(parts, fmt.Sprintf("%d writers × %s", c.Writers, ByteSize(c.ValueBytes)))
+	}
 	return strings.Join(parts, ", ")
+}
+
+func e2eSizes(r e2ebench.Result) string {
+	if len(r.Steps) == 0 {
+		return ""
+	}
+	first, last := r.Steps[0], r.Steps[len(r.Steps)-1]
+	return fmt.Sprintf("%s simulated nodes, %d steps of %s, %s to %s tasks/s offered", Count(float64(r.Nodes)), len(r.Steps),
+		time.Duration(r.StepSeconds*float64(time.Second)), Count(first.TargetTasksPerSec), Count(last.TargetTasksPerSec))
+}
+
+func soakSizes(r e2ebench.SoakResult) string {
+	if len(r.Rows) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s simulated nodes, %s tasks/s for %s", Count(float64(r.Nodes)), Count(r.TargetTasksPerSec),
+		time.Duration(r.SoakSeconds*float64(time.Second)))
+}
+
+func podstartSizes(rs []podbench.Result) string {
+	var parts []string
+	for _, r := range rs {
+		parts = append(parts, fmt.Sprintf("%d pods at %d in flight", r.Pods, r.Concurrency))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func overcommitSizes(r overcommitbench.Result) string {
+	if r.ProbeRequests == 0 {
+		return ""
+	}
+	return fmt.Sprintf("one real node, %s probe requests", Count(float64(r.ProbeRequests)))
+}
+
+func overcommitFleetSizes(r overcommitbench.FleetResult) string {
+	if r.Nodes == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s simulated nodes", Count(float64(r.Nodes)))
+}
+
+func chaosSizes(r chaosbench.Result) string {
+	if r.Faults == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d faults, %s operations", r.Faults, Count(float64(r.Ops)))
 }
 
 func section(b *strings.Builder, title, caption, skipped string, notes []string, errText string) {
@@ -322,6 +465,10 @@ func e2eTable(b *strings.Builder, s Suite) {
 			Count(r.MaxSustainedTasksPerSec), r.SustainedStep, ms(r.P99SubmitToPlacedMs), ms(r.P99SubmitToRunningMs))
 	}
 	b.WriteString("Target (issue 8): ≥ 100,000 tasks/s sustained at 10,000 nodes, p99 submit→placed ≤ 1 s and submit→running ≤ 2 s.\n\n")
+	if full := FullParams().E2E.Nodes; r.Nodes != full {
+		fmt.Fprintf(b, "Run at %s simulated nodes, not the target's %s: its rate is not the target's figure.\n\n",
+			Count(float64(r.Nodes)), Count(float64(full)))
+	}
 	b.WriteString(publishedAnchors)
 }
 
@@ -381,6 +528,10 @@ func soakTable(b *strings.Builder, r e2ebench.SoakResult) {
 	}
 	b.WriteString("Target (issue 41): 100,000 tasks/s for ten minutes at 10,000 nodes, the leader moved every 60 s; every minute ≥ 90% placed, " +
 		"p99 submit→placed ≤ 1 s and submit→running ≤ 2 s, no failed request, memory flat after the first two minutes.\n\n")
+	if full := FullParams().Soak; r.Nodes != full.Nodes || r.TargetTasksPerSec != full.StartRate {
+		fmt.Fprintf(b, "Run at %s tasks/s on %s simulated nodes, not the target's %s on %s.\n\n",
+			Count(r.TargetTasksPerSec), Count(float64(r.Nodes)), Count(full.StartRate), Count(float64(full.Nodes)))
+	}
 }
 
 // publishedAnchors are other schedulers' published figures, for scale:

@@ -79,7 +79,22 @@ func TestMarkdown(t *testing.T) {
 	md := suite.Markdown(s, suite.Charts(s), "docs/bench")
 	for _, want := range []string{
 		"_Machine of the last run: 2 × AMD EPYC, Linux 6.18.44, go1.26.8._",
-		"_quick, 2026-12-01 10:30 UTC, 12.5 s, load 1.00 0.50 0.25, commit 9b80085aaa (modified)_",
+		"| scenario | run | sizes |",
+		"| submit | quick | 40,000 jobs an encoding in requests of 1,000, 8 clients |",
+		"| sched | quick | 2,000 nodes × 20,000 tasks |",
+		"| raftkv | quick | 256 writers × 256 B, 4 writers × 256 KiB |",
+		"| e2e | quick | 1,000 simulated nodes, 3 steps of 5s, 500 to 2,000 tasks/s offered |",
+		"| soak | quick | 1,000 simulated nodes, 5,000 tasks/s for 4m0s |",
+		"| podstart | quick | skipped |",
+		"| overcommit-fleet | quick | 200 simulated nodes |",
+		"| chaos | quick | 3 faults, 3,456 operations |",
+		"The full run's sizes: e2e at 10,000 simulated nodes, the soak 100,000 tasks/s for 10m0s at 10,000 nodes, sched 10,000 nodes × 100,000 tasks.",
+		"_quick run: 40,000 jobs an encoding in requests of 1,000, 8 clients; 2026-12-01 10:30 UTC, 12.5 s, load 1.00 0.50 0.25, commit 9b80085aaa (modified)_",
+		"_quick run: 1,000 simulated nodes, 3 steps of 5s, 500 to 2,000 tasks/s offered; 2026-12-01 10:30 UTC,",
+		"_quick run; 2026-12-01 10:30 UTC, 12.5 s,", // podstart: skipped, no sizes
+		"Run at 2,000 nodes × 20,000 tasks, not the full size's 10,000 × 100,000: compare it only with runs of the same size.",
+		"Run at 1,000 simulated nodes, not the target's 10,000: its rate is not the target's figure.",
+		"Run at 5,000 tasks/s on 1,000 simulated nodes, not the target's 100,000 on 10,000.",
 		"3 replicas, 8 clients, 1,000 jobs per request (a 205 KB JSON body;",
 		"| none | **65,012** | 97.0 / 266 ms | 40,000 |",
 		"| zstd | **67,684** | 96.0 / 280 ms | 40,000 |",
@@ -150,5 +165,32 @@ func TestMarkdownOfFailureAndNote(t *testing.T) {
 	}
 	if strings.Contains(md, "![") {
 		t.Errorf("markdown links plots it was not given:\n%s", md)
+	}
+}
+
+// TestMarkdownAtFullSizes checks that runs at the full sizes carry no
+// warning that they are smaller, and say so in their captions.
+func TestMarkdownAtFullSizes(t *testing.T) {
+	s := suitetest.Suite()
+	full := suite.FullParams()
+	s.E2E.Mode, s.Sched.Mode, s.Soak.Mode = "full", "full", "full"
+	s.E2E.Result.Nodes = full.E2E.Nodes
+	s.Sched.Result.Nodes, s.Sched.Result.Tasks = full.Sched.Nodes, full.Sched.Tasks
+	s.Soak.Result.Nodes, s.Soak.Result.TargetTasksPerSec = full.Soak.Nodes, full.Soak.StartRate
+	md := suite.Markdown(s, nil, "docs/bench")
+	for _, want := range []string{
+		"| e2e | full | 10,000 simulated nodes, 3 steps of 5s, 500 to 2,000 tasks/s offered |",
+		"| sched | full | 10,000 nodes × 100,000 tasks |",
+		"| soak | full | 10,000 simulated nodes, 100,000 tasks/s for 4m0s |",
+		"_full run: 10,000 simulated nodes, 3 steps of 5s,",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	for _, unwanted := range []string{"not the target's", "not the full size's"} {
+		if strings.Contains(md, unwanted) {
+			t.Errorf("markdown of full-size runs says %q:\n%s", unwanted, md)
+		}
 	}
 }
