@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/nodelet/cgroup"
+	"golang.org/x/sys/unix"
 )
 
 // SpinEnv, when set in a test binary's environment, makes MaybeSpin burn
@@ -40,11 +41,24 @@ func MaybeSpin() {
 // hierarchy, failing the test if anything remains.
 func NewManager(t testing.TB) *cgroup.Manager {
 	t.Helper()
+	return NewManagerMode(t, cgroup.ModeAuto)
+}
+
+// NewManagerMode is NewManager with the cgroup version forced to mode
+// (ModeAuto detects it). For ModeV2 it skips the test unless the host has
+// a cgroup2 mount (/sys/fs/cgroup itself, or /sys/fs/cgroup/unified beside
+// v1 hierarchies); on a hybrid host that mount may offer no cpu or memory
+// controller, and then only the settings it does offer can be written.
+func NewManagerMode(t testing.TB, mode cgroup.Mode) *cgroup.Manager {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("skipping: creating cgroups needs root (run the tests as root)")
 	}
+	if mode == cgroup.ModeV2 && !hasCgroup2() {
+		t.Skip("skipping: no cgroup2 mount at /sys/fs/cgroup or /sys/fs/cgroup/unified")
+	}
 	root := fmt.Sprintf("/sluice-test-%d-%08x", os.Getpid(), rand.Uint32())
-	m, err := cgroup.New(cgroup.Config{Root: root})
+	m, err := cgroup.New(cgroup.Config{Root: root, Mode: mode})
 	if err != nil {
 		t.Skipf("skipping: no usable cgroups on this host: %v", err)
 	}
@@ -79,6 +93,16 @@ func destroy(t testing.TB, m *cgroup.Manager) {
 	if left := Leftovers(m.Root()); len(left) > 0 {
 		t.Errorf("cleanup: %s still present in %v", m.Root(), left)
 	}
+}
+
+func hasCgroup2() bool {
+	for _, p := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+		var st unix.Statfs_t
+		if unix.Statfs(p, &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
+			return true
+		}
+	}
+	return false
 }
 
 // Leftovers lists the hierarchy directories under /sys/fs/cgroup in which
