@@ -28,6 +28,41 @@
 //     the Manager removes it (DeletePod, Delete), and by Close; a pod's
 //     files are never held for more than one round after it is gone.
 //
+// On cgroup2 the package goes through the cgroup2 package's Manager
+// (Load, RootControllers, ToggleControllers, Update, StatFiltered,
+// AddProc, Procs). It writes or reads by hand only what that
+// package cannot:
+//   - cpu.idle, set and read: the library has no field for it. A weight
+//     written to a group marked idle is refused by the kernel (EINVAL),
+//     so a weight for an idle group clears the mark, writes, and marks it
+//     again.
+//   - memory.max "max" (MemoryLimit -1): the library's Memory.Max is a
+//     number written in decimal, and the kernel refuses "-1".
+//   - io.weight: the library writes only io.bfq.weight; a kernel whose
+//     disks are not under BFQ offers io.weight instead.
+//   - cpu.weight's value: computed with runc's linear formula, not the
+//     library's ConvertCPUSharesToCgroupV2Value, which maps 1024 shares to
+//     weight 100 but changes the ratio between two groups (the tiers'
+//     8192:128 shares become 531:21 rather than 313:5), so the tiers would
+//     split the CPU differently under v1 and v2.
+//   - reading limits back (cpu.max, cpu.weight, memory.max, pids.max, the
+//     I/O weight): the library reads statistics, not settings. cpu.max is
+//     also read when a limit sets only its quota or only its period.
+//   - the pods of a tier: the library has no listing of child groups.
+//   - creating a group: os.MkdirAll, then ToggleControllers, then Update,
+//     rather than NewManager, which removes the directory when a write
+//     fails and so could remove a pod cgroup the container runtime had
+//     already made at the same path.
+//   - deleting a tree: the library's Delete removes one group, and lists
+//     its processes with an lstat of every file in it (three times the
+//     cost of a pod's create and delete; see v2.remove). The package
+//     walks the tree, refuses it whole if cgroup.events says a process is
+//     in it, and removes the directories deepest first, retrying on EBUSY
+//     as Delete does.
+//
+// The usage reads of the overcommit loop (PodUsage, TierUsage) read their
+// three files directly in both versions: see Usage.
+//
 // The container runtime creates pod cgroups itself (through libcontainer) at
 // the same paths; this package can create and delete them too, for tests and
 // for pods run without a container.

@@ -308,3 +308,22 @@ func readCPUIdle(dir string) int8 {
 	}
 	return 0
 }
+
+// unidleForWeight prepares the cpu directory dir for the write of l: the
+// kernel refuses a weight (EINVAL) for a group marked idle, so when l
+// sets one and the group is idle, the mark is cleared first. It returns
+// the cpu.idle value to write after the weight (0: none), which puts back
+// a mark l leaves unchanged.
+func unidleForWeight(dir string, l Limits) (int8, error) {
+	idle := l.CPUIdle
+	if l.CPUShares == 0 || readCPUIdle(dir) == 0 {
+		return idle, nil
+	}
+	if err := setCPUIdle(dir, -1); err != nil {
+		return 0, err
+	}
+	if idle == 0 {
+		idle = 1
+	}
+	return idle, nil
+}
