@@ -9,7 +9,8 @@ import (
 )
 
 // TestEnsureTiers: online work gets no quota and a high weight; offline
-// work is marked idle where the kernel has cpu.idle.
+// work is marked idle where the kernel has cpu.idle; both hold when the
+// tiers exist already.
 func TestEnsureTiers(t *testing.T) {
 	m := cgrouptest.NewManager(t)
 	idle, err := nodelet.EnsureTiers(m)
@@ -25,4 +26,10 @@ func TestEnsureTiers(t *testing.T) {
 		t.Errorf("offline tier %+v, %v; want idle %v", off, err, idle)
 	}
 	t.Logf("offline tier idle: %v", idle)
+
+	// A restart finds the tiers in place, the offline one idle.
+	again, err := nodelet.EnsureTiers(m)
+	if err != nil || again != idle {
+		t.Errorf("EnsureTiers again: idle %v, %v; want %v", again, err, idle)
+	}
 }

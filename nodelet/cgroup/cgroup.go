@@ -88,7 +88,11 @@ type Limits struct {
 	// other task waking preempts them at once, and the group's weight is
 	// the kernel's lowest whatever CPUShares says; -1 clears the mark (read
 	// back as 0). Where the kernel has no cpu.idle, setting it fails with
-	// ErrUnsupported.
+	// ErrUnsupported. The kernel refuses a weight for an idle group, so
+	// CPUShares is not written to a group that is and stays idle (its
+	// weight reads back as the kernel's idle weight); clearing the mark
+	// resets the weight to the kernel default (1024 shares) unless
+	// CPUShares is given with it.
 	CPUIdle int8
 	// MemoryLimit is the hard memory limit in bytes; -1 is unlimited.
 	MemoryLimit int64

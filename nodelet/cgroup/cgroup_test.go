@@ -334,7 +334,9 @@ func TestInvalidInput(t *testing.T) {
 }
 
 // TestCPUIdle: a tier marked idle has cpu.idle set, reads back so, keeps
-// it through other writes, and the mark clears with -1; a kernel without
+// it through other writes (a new weight included, which the kernel would
+// refuse for an idle group), and the mark clears with -1, taking a weight
+// given with it; a kernel without
 // cpu.idle refuses it with ErrUnsupported.
 func TestCPUIdle(t *testing.T) {
 	m := cgrouptest.NewManager(t)
@@ -355,16 +357,34 @@ func TestCPUIdle(t *testing.T) {
 	if l, err := m.TierLimits(cgroup.Offline); err != nil || l.CPUIdle != 1 {
 		t.Errorf("TierLimits(offline) = %+v, %v; want CPUIdle 1", l, err)
 	}
+	// The kernel refuses a weight for an idle group: set up again (as at a
+	// restart) or given a weight, the tier stays idle.
+	if err := m.EnsureTiers(cgroup.Limits{CPUShares: 8192}, cgroup.Limits{CPUShares: 128, CPUIdle: 1}); err != nil {
+		t.Fatalf("EnsureTiers over an idle offline tier: %v", err)
+	}
+	if err := m.SetTier(cgroup.Offline, cgroup.Limits{CPUShares: 256}); err != nil {
+		t.Fatalf("a weight for an idle tier: %v", err)
+	}
+	if l, err := m.TierLimits(cgroup.Offline); err != nil || l.CPUIdle != 1 {
+		t.Errorf("after a weight for the idle tier TierLimits(offline) = %+v, %v; want CPUIdle 1", l, err)
+	}
 	if err := m.SetTier(cgroup.Offline, cgroup.Limits{CPUQuotaUS: 50000}); err != nil {
 		t.Fatal(err)
 	}
 	if got := file(t, m, "cpu", off, "cpu.idle"); got != "1" {
 		t.Errorf("after a quota write cpu.idle = %q, want 1", got)
 	}
+	// Cleared with a weight, the group takes that weight.
+	if err := m.SetTier(cgroup.Offline, cgroup.Limits{CPUIdle: -1, CPUShares: 256}); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := m.TierLimits(cgroup.Offline); err != nil || l.CPUIdle != 0 || l.CPUShares != 256 || file(t, m, "cpu", off, "cpu.idle") != "0" {
+		t.Errorf("after clearing: TierLimits %+v, %v; want CPUIdle 0, CPUShares 256", l, err)
+	}
 	if err := m.SetTier(cgroup.Offline, cgroup.Limits{CPUIdle: -1}); err != nil {
 		t.Fatal(err)
 	}
-	if l, err := m.TierLimits(cgroup.Offline); err != nil || l.CPUIdle != 0 || file(t, m, "cpu", off, "cpu.idle") != "0" {
-		t.Errorf("after clearing: TierLimits %+v, %v; want CPUIdle 0", l, err)
+	if l, err := m.TierLimits(cgroup.Offline); err != nil || l.CPUIdle != 0 {
+		t.Errorf("after clearing again: TierLimits %+v, %v; want CPUIdle 0", l, err)
 	}
 }

@@ -32,10 +32,10 @@
 // (Load, RootControllers, ToggleControllers, Update, StatFiltered,
 // AddProc, Procs). It writes or reads by hand only what that
 // package cannot:
-//   - cpu.idle, set and read: the library has no field for it. A weight
-//     written to a group marked idle is refused by the kernel (EINVAL),
-//     so a weight for an idle group clears the mark, writes, and marks it
-//     again.
+//   - cpu.idle, set and read: the library has no field for it. It is
+//     cleared before and set after the library's writes, and a weight for
+//     a group that stays idle is not written: the kernel refuses it
+//     (EINVAL), in v1 as in v2 (Limits.CPUIdle).
 //   - memory.max "max" (MemoryLimit -1): the library's Memory.Max is a
 //     number written in decimal, and the kernel refuses "-1".
 //   - io.weight: the library writes only io.bfq.weight; a kernel whose

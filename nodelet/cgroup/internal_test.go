@@ -156,15 +156,19 @@ func TestV2Writes(t *testing.T) {
 	if err != nil || got != want {
 		t.Errorf("limits = %+v, %v; want %+v", got, err, want)
 	}
-	// A new weight for an idle group: the mark is kept.
+	// A weight for an idle group is not written (the kernel would refuse
+	// it); one given with the mark's clearing is.
 	if err := b.update("/r/offline", Limits{CPUShares: 1024}); err != nil {
 		t.Fatal(err)
 	}
-	if w, idle := readFake(t, b, "/r/offline", "cpu.weight"), readFake(t, b, "/r/offline", "cpu.idle"); w != "39" || idle != "1" {
-		t.Errorf("after a weight for an idle group: cpu.weight %q, cpu.idle %q; want 39, 1", w, idle)
+	if w, idle := readFake(t, b, "/r/offline", "cpu.weight"), readFake(t, b, "/r/offline", "cpu.idle"); w != "5" || idle != "1" {
+		t.Errorf("after a weight for an idle group: cpu.weight %q, cpu.idle %q; want 5, 1", w, idle)
 	}
-	if err := b.update("/r/offline", Limits{CPUIdle: -1}); err != nil || readFake(t, b, "/r/offline", "cpu.idle") != "0" {
-		t.Errorf("clearing idle: %v, cpu.idle %q", err, readFake(t, b, "/r/offline", "cpu.idle"))
+	if err := b.update("/r/offline", Limits{CPUIdle: -1, CPUShares: 1024}); err != nil {
+		t.Fatal(err)
+	}
+	if w, idle := readFake(t, b, "/r/offline", "cpu.weight"), readFake(t, b, "/r/offline", "cpu.idle"); w != "39" || idle != "0" {
+		t.Errorf("after clearing with a weight: cpu.weight %q, cpu.idle %q; want 39, 0", w, idle)
 	}
 
 	s, err := b.stat("/r/offline")

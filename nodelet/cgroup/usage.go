@@ -309,21 +309,23 @@ func readCPUIdle(dir string) int8 {
 	return 0
 }
 
-// unidleForWeight prepares the cpu directory dir for the write of l: the
-// kernel refuses a weight (EINVAL) for a group marked idle, so when l
-// sets one and the group is idle, the mark is cleared first. It returns
-// the cpu.idle value to write after the weight (0: none), which puts back
-// a mark l leaves unchanged.
-func unidleForWeight(dir string, l Limits) (int8, error) {
-	idle := l.CPUIdle
-	if l.CPUShares == 0 || readCPUIdle(dir) == 0 {
-		return idle, nil
+// prepareIdle orders l's weight and idle mark for the cpu directory dir.
+// The kernel refuses a weight for a group marked idle (EINVAL); while the
+// mark is on it uses and reports its own idle weight, and clearing the
+// mark resets the weight to the default (1024 shares, weight 100). So a
+// mark being cleared is cleared here, before the weight is written (and
+// CPUIdle is zeroed); a weight for a group that is and stays idle is
+// dropped (CPUShares is zeroed); a mark being set is left in CPUIdle, to
+// be written after the weight.
+func prepareIdle(dir string, l Limits) (Limits, error) {
+	switch {
+	case l.CPUIdle < 0:
+		if err := setCPUIdle(dir, -1); err != nil {
+			return l, err
+		}
+		l.CPUIdle = 0
+	case l.CPUShares != 0 && readCPUIdle(dir) == 1:
+		l.CPUShares = 0
 	}
-	if err := setCPUIdle(dir, -1); err != nil {
-		return 0, err
-	}
-	if idle == 0 {
-		idle = 1
-	}
-	return idle, nil
+	return l, nil
 }

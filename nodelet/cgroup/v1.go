@@ -124,6 +124,10 @@ func (b *v1) update(p string, l Limits) error {
 }
 
 func (b *v1) set(op, p string, l Limits) error {
+	l, err := prepareIdle(b.dir(cgroup1.Cpu, p), l)
+	if err != nil {
+		return &Error{Op: op, Path: p, Controller: string(cgroup1.Cpu), Err: err}
+	}
 	res := &specs.LinuxResources{}
 	if l.CPUShares != 0 || l.CPUPeriodUS != 0 || l.CPUQuotaUS != 0 {
 		res.CPU = &specs.LinuxCPU{}
@@ -168,7 +172,7 @@ func (b *v1) set(op, p string, l Limits) error {
 			return &Error{Op: op, Path: p, Controller: string(cgroup1.Blkio), Err: err}
 		}
 	}
-	if l.CPUIdle != 0 {
+	if l.CPUIdle > 0 {
 		if err := setCPUIdle(b.dir(cgroup1.Cpu, p), l.CPUIdle); err != nil {
 			return &Error{Op: op, Path: p, Controller: string(cgroup1.Cpu), Err: err}
 		}

@@ -125,6 +125,10 @@ func (b *v2) update(p string, l Limits) error {
 // io.weight.
 func (b *v2) set(op, p string, g *cgroup2.Manager, l Limits) error {
 	d := b.dir(p)
+	l, err := prepareIdle(d, l)
+	if err != nil {
+		return &Error{Op: op, Path: p, Controller: "cpu", Err: err}
+	}
 	var res cgroup2.Resources
 	if l.CPUShares != 0 || l.CPUQuotaUS != 0 || l.CPUPeriodUS != 0 {
 		res.CPU = &cgroup2.CPU{}
@@ -171,18 +175,11 @@ func (b *v2) set(op, p string, g *cgroup2.Manager, l Limits) error {
 			res.IO = &cgroup2.IO{BFQ: cgroup2.BFQ{Weight: l.IOWeight}}
 		}
 	}
-	idle, err := unidleForWeight(d, l)
-	if err != nil {
-		return &Error{Op: op, Path: p, Controller: "cpu", Err: err}
-	}
 	if err := g.Update(&res); err != nil {
-		if idle > 0 {
-			_ = setCPUIdle(d, idle) // best effort: the write's error is the one to report
-		}
 		return b.wrap(op, p, err)
 	}
-	if idle != 0 {
-		if err := setCPUIdle(d, idle); err != nil {
+	if l.CPUIdle > 0 {
+		if err := setCPUIdle(d, l.CPUIdle); err != nil {
 			return &Error{Op: op, Path: p, Controller: "cpu", Err: err}
 		}
 	}
