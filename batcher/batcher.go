@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/clock"
 )
 
 // ErrClosed is returned by Next, Add and Requeue once Close has been called.
@@ -189,7 +191,7 @@ func New[T any](cfg Config) (*Batcher[T], error) {
 		return nil, err
 	}
 	b := &Batcher[T]{cfg: cfg, clock: cfg.Clock, base: cfg.Clock.Now()}
-	if c, ok := cfg.Clock.(sinceClock); ok {
+	if c, ok := cfg.Clock.(clock.Sincer); ok {
 		b.since = c.Since
 	}
 	b.mu.buckets = make(map[int]*bucket[T])

@@ -9,19 +9,19 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/batcher"
-	"github.com/sluicehq/sluice/batcher/batchertest"
+	"github.com/sluicehq/sluice/clock"
 )
 
 // newManual returns a batcher of ints on a manual clock.
-func newManual(t *testing.T, cfg batcher.Config) (*batcher.Batcher[int], *batchertest.Clock) {
+func newManual(t *testing.T, cfg batcher.Config) (*batcher.Batcher[int], *clock.Manual) {
 	t.Helper()
-	clock := batchertest.NewClock(time.Time{})
-	cfg.Clock = clock
+	c := clock.NewManual(time.Time{})
+	cfg.Clock = c
 	b, err := batcher.New[int](cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	return b, clock
+	return b, c
 }
 
 // items returns n items of queue q with values from, from+1, ...
@@ -63,14 +63,12 @@ func await(t *testing.T, ch <-chan result) result {
 
 // waitTimers waits until the clock has n armed timers, which shows that a
 // Next call has gone to sleep.
-func waitTimers(t *testing.T, clock *batchertest.Clock, n int) {
+func waitTimers(t *testing.T, c *clock.Manual, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for clock.Timers() != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("clock has %d timers, want %d", clock.Timers(), n)
-		}
-		time.Sleep(time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.WaitTimers(ctx, n); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -83,7 +81,7 @@ func values(r batcher.Round[int]) []int {
 }
 
 func TestDefaults(t *testing.T) {
-	b, clock := newManual(t, batcher.Config{})
+	b, clk := newManual(t, batcher.Config{})
 	if err := b.Add(items("a", 0, batcher.DefaultMaxItems-1)...); err != nil {
 		t.Fatal(err)
 	}
@@ -97,11 +95,11 @@ func TestDefaults(t *testing.T) {
 	if !ok || r.Reason != batcher.ReasonSize || len(r.Items) != batcher.DefaultMaxItems {
 		t.Fatalf("got ok=%v reason=%v n=%d, want a size round of %d", ok, r.Reason, len(r.Items), batcher.DefaultMaxItems)
 	}
-	clock.Advance(batcher.DefaultMaxWait - 1)
+	clk.Advance(batcher.DefaultMaxWait - 1)
 	if _, ok := b.TryNext(); ok {
 		t.Fatal("round ready before DefaultMaxWait")
 	}
-	clock.Advance(1)
+	clk.Advance(1)
 	if r, ok := b.TryNext(); !ok || r.Reason != batcher.ReasonWait || len(r.Items) != 1 {
 		t.Fatalf("got ok=%v reason=%v n=%d, want a wait round of 1", ok, r.Reason, len(r.Items))
 	}
@@ -157,19 +155,19 @@ func TestReasonString(t *testing.T) {
 }
 
 func TestNextBlocksUntilMaxWait(t *testing.T) {
-	b, clock := newManual(t, batcher.Config{MaxItems: 10, MaxWait: 40 * time.Millisecond})
+	b, clk := newManual(t, batcher.Config{MaxItems: 10, MaxWait: 40 * time.Millisecond})
 	if err := b.Add(items("a", 0, 2)...); err != nil {
 		t.Fatal(err)
 	}
 	ch := nextAsync(context.Background(), b)
-	waitTimers(t, clock, 1)
-	clock.Advance(39 * time.Millisecond)
+	waitTimers(t, clk, 1)
+	clk.Advance(39 * time.Millisecond)
 	select {
 	case r := <-ch:
 		t.Fatalf("Next returned %v before MaxWait", r)
 	default:
 	}
-	clock.Advance(time.Millisecond)
+	clk.Advance(time.Millisecond)
 	res := await(t, ch)
 	if res.err != nil || res.round.Reason != batcher.ReasonWait || len(res.round.Items) != 2 {
 		t.Fatalf("Next = %v reason=%v n=%d, want a wait round of 2", res.err, res.round.Reason, len(res.round.Items))
@@ -177,12 +175,12 @@ func TestNextBlocksUntilMaxWait(t *testing.T) {
 }
 
 func TestNextWakesOnSize(t *testing.T) {
-	b, clock := newManual(t, batcher.Config{MaxItems: 3, MaxWait: time.Hour})
+	b, clk := newManual(t, batcher.Config{MaxItems: 3, MaxWait: time.Hour})
 	if err := b.Add(items("a", 0, 1)...); err != nil {
 		t.Fatal(err)
 	}
 	ch := nextAsync(context.Background(), b)
-	waitTimers(t, clock, 1)
+	waitTimers(t, clk, 1)
 	if err := b.Add(items("a", 1, 2)...); err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +191,7 @@ func TestNextWakesOnSize(t *testing.T) {
 }
 
 func TestNextWakesWhenBackoffEnds(t *testing.T) {
-	b, clock := newManual(t, batcher.Config{MaxItems: 2, MaxWait: time.Hour})
+	b, clk := newManual(t, batcher.Config{MaxItems: 2, MaxWait: time.Hour})
 	if err := b.Add(items("a", 0, 2)...); err != nil {
 		t.Fatal(err)
 	}
@@ -205,14 +203,14 @@ func TestNextWakesWhenBackoffEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	ch := nextAsync(context.Background(), b)
-	waitTimers(t, clock, 1)
-	clock.Advance(99 * time.Millisecond)
+	waitTimers(t, clk, 1)
+	clk.Advance(99 * time.Millisecond)
 	select {
 	case r := <-ch:
 		t.Fatalf("Next returned %v during the backoff", r)
 	default:
 	}
-	clock.Advance(time.Millisecond)
+	clk.Advance(time.Millisecond)
 	res := await(t, ch)
 	if res.err != nil || res.round.Reason != batcher.ReasonSize || fmt.Sprint(values(res.round)) != "[0 1]" {
 		t.Fatalf("Next = %v reason=%v items=%v, want a size round [0 1]", res.err, res.round.Reason, values(res.round))
@@ -220,18 +218,18 @@ func TestNextWakesWhenBackoffEnds(t *testing.T) {
 }
 
 func TestNextContextCanceled(t *testing.T) {
-	b, clock := newManual(t, batcher.Config{MaxItems: 10, MaxWait: time.Second})
+	b, clk := newManual(t, batcher.Config{MaxItems: 10, MaxWait: time.Second})
 	if err := b.Add(items("a", 0, 1)...); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := nextAsync(ctx, b)
-	waitTimers(t, clock, 1)
+	waitTimers(t, clk, 1)
 	cancel()
 	if res := await(t, ch); !errors.Is(res.err, context.Canceled) {
 		t.Fatalf("Next = %v, want context.Canceled", res.err)
 	}
-	clock.Advance(time.Second)
+	clk.Advance(time.Second)
 	if r, ok := b.TryNext(); !ok || len(r.Items) != 1 {
 		t.Fatal("item lost by a canceled Next")
 	}
@@ -253,12 +251,12 @@ func TestNextReturnsReadyRoundDespiteDoneContext(t *testing.T) {
 }
 
 func TestCloseUnblocksNext(t *testing.T) {
-	b, clock := newManual(t, batcher.Config{MaxItems: 10})
+	b, clk := newManual(t, batcher.Config{MaxItems: 10})
 	if err := b.Add(items("a", 0, 3)...); err != nil {
 		t.Fatal(err)
 	}
 	ch := nextAsync(context.Background(), b)
-	waitTimers(t, clock, 1)
+	waitTimers(t, clk, 1)
 	left := b.Close()
 	if res := await(t, ch); !errors.Is(res.err, batcher.ErrClosed) {
 		t.Fatalf("Next = %v, want ErrClosed", res.err)
@@ -266,7 +264,7 @@ func TestCloseUnblocksNext(t *testing.T) {
 	if len(left) != 3 {
 		t.Fatalf("Close returned %d items, want 3", len(left))
 	}
-	if n := clock.Timers(); n != 0 {
+	if n := clk.Timers(); n != 0 {
 		t.Fatalf("%d timers armed after Close, want 0", n)
 	}
 	if _, err := b.Next(context.Background()); !errors.Is(err, batcher.ErrClosed) {
@@ -308,7 +306,7 @@ func TestConcurrentAddNext(t *testing.T) {
 		total     = producers * perProd
 		maxItems  = 100
 	)
-	b, clock := newManual(t, batcher.Config{MaxItems: maxItems, MaxWait: time.Millisecond})
+	b, clk := newManual(t, batcher.Config{MaxItems: maxItems, MaxWait: time.Millisecond})
 	var wg sync.WaitGroup
 	for p := range producers {
 		wg.Go(func() {
@@ -329,7 +327,11 @@ func TestConcurrentAddNext(t *testing.T) {
 	}
 	seen := make([]int, total)
 	done := make(chan error, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	consuming, consumed := context.WithCancel(ctx)
 	go func() {
+		defer consumed()
 		final := 0
 		for final < total {
 			r, err := b.Next(context.Background())
@@ -359,34 +361,27 @@ func TestConcurrentAddNext(t *testing.T) {
 	}()
 	wg.Wait()
 	// The tail of fewer than maxItems items closes by wait: move the clock
-	// until the consumer is done.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if time.Now().After(deadline) {
-			t.Fatal("consumer did not finish")
+	// each time the consumer waits on it, until it is done.
+	for clk.WaitTimers(consuming, 1) == nil {
+		clk.Advance(time.Millisecond)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("consumer did not finish")
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for v, n := range seen {
+		want := 1
+		if v%7 == 0 {
+			want = 2
 		}
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatal(err)
-			}
-			for v, n := range seen {
-				want := 1
-				if v%7 == 0 {
-					want = 2
-				}
-				if n != want {
-					t.Fatalf("item %d came out %d times, want %d", v, n, want)
-				}
-			}
-			if left := b.Close(); len(left) != 0 {
-				t.Fatalf("%d items left after every item came out", len(left))
-			}
-			return
-		default:
-			clock.Advance(time.Millisecond)
-			time.Sleep(100 * time.Microsecond)
+		if n != want {
+			t.Fatalf("item %d came out %d times, want %d", v, n, want)
 		}
+	}
+	if left := b.Close(); len(left) != 0 {
+		t.Fatalf("%d items left after every item came out", len(left))
 	}
 }
 

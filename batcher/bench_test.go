@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/batcher"
-	"github.com/sluicehq/sluice/batcher/batchertest"
+	"github.com/sluicehq/sluice/clock"
 )
 
 // mix describes how benchmark items spread over queues and priorities.
@@ -150,7 +150,7 @@ func BenchmarkRound(b *testing.B) {
 	for _, size := range []int{1000, 10_000, 100_000, 1_000_000} {
 		b.Run(fmt.Sprintf("size=%s", humanSize(size)), func(b *testing.B) {
 			items, weights := benchItems(mix{queues: 16, priorities: 4}, size)
-			bt, err := batcher.New[int](batcher.Config{MaxItems: size, Weights: weights, Clock: batchertest.NewClock(time.Time{})})
+			bt, err := batcher.New[int](batcher.Config{MaxItems: size, Weights: weights, Clock: clock.NewManual(time.Time{})})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/sluicehq/sluice/clock"
 )
 
 // Defaults for the zero values of Config.
@@ -89,7 +91,7 @@ func (c Config) withDefaults() Config {
 		c.DefaultWeight = DefaultQueueWeight
 	}
 	if c.Clock == nil {
-		c.Clock = systemClock{}
+		c.Clock = clock.System{}
 	}
 	c.Weights = maps.Clone(c.Weights)
 	return c

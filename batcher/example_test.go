@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/batcher"
-	"github.com/sluicehq/sluice/batcher/batchertest"
+	"github.com/sluicehq/sluice/clock"
 )
 
 func Example() {
@@ -49,8 +49,8 @@ func Example() {
 
 // A manual clock drives wait-closed rounds and backoffs in tests.
 func ExampleBatcher_Requeue() {
-	clock := batchertest.NewClock(time.Time{})
-	b, err := batcher.New[string](batcher.Config{MaxWait: 10 * time.Millisecond, Clock: clock})
+	clk := clock.NewManual(time.Time{})
+	b, err := batcher.New[string](batcher.Config{MaxWait: 10 * time.Millisecond, Clock: clk})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -61,7 +61,7 @@ func ExampleBatcher_Requeue() {
 		fmt.Println(err)
 		return
 	}
-	clock.Advance(10 * time.Millisecond)
+	clk.Advance(10 * time.Millisecond)
 	round, _ := b.TryNext()
 	fmt.Println(round.Reason, len(round.Items))
 
@@ -70,10 +70,10 @@ func ExampleBatcher_Requeue() {
 		fmt.Println(err)
 		return
 	}
-	clock.Advance(99 * time.Millisecond)
+	clk.Advance(99 * time.Millisecond)
 	_, ok := b.TryNext()
 	fmt.Println(ok)
-	clock.Advance(time.Millisecond)
+	clk.Advance(time.Millisecond)
 	round, _ = b.TryNext()
 	fmt.Println(round.Reason, round.Items[0].Value)
 	// Output:

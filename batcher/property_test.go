@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/batcher"
-	"github.com/sluicehq/sluice/batcher/batchertest"
+	"github.com/sluicehq/sluice/clock"
 )
 
 // seedEnv names the environment variable that replays one seed of
@@ -83,8 +83,8 @@ func runRandomized(t *testing.T, seed uint64, steps int) {
 	}
 	t.Logf("config: max_items=%d max_wait=%v default_weight=%d weights=%v", cfg.MaxItems, cfg.MaxWait, cfg.DefaultWeight, cfg.Weights)
 
-	clock := batchertest.NewClock(time.Time{})
-	cfg.Clock = clock
+	clk := clock.NewManual(time.Time{})
+	cfg.Clock = clk
 	b, err := batcher.New[int](cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +99,7 @@ func runRandomized(t *testing.T, seed uint64, steps int) {
 	since := map[pq]int{}
 
 	eligibleNow := func() []int {
-		now := clock.Now()
+		now := clk.Now()
 		var ids []int
 		for id := range pending {
 			if !model[id].eligible.After(now) {
@@ -111,7 +111,7 @@ func runRandomized(t *testing.T, seed uint64, steps int) {
 	}
 
 	checkRound := func(step int) {
-		now := clock.Now()
+		now := clk.Now()
 		elig := eligibleNow()
 		want := batcher.Reason(0)
 		if len(elig) >= cfg.MaxItems {
@@ -234,7 +234,7 @@ func runRandomized(t *testing.T, seed uint64, steps int) {
 		case op < addW:
 			n := 1 + rng.IntN(8)
 			batch := make([]batcher.Item[int], n)
-			now := clock.Now()
+			now := clk.Now()
 			for i := range batch {
 				m := &mItem{prio: rng.IntN(3), queue: queues[rng.IntN(len(queues))], enq: now, eligible: now, pending: true}
 				it := batcher.Item[int]{Value: len(model), Priority: m.prio, Queue: m.queue}
@@ -251,7 +251,7 @@ func runRandomized(t *testing.T, seed uint64, steps int) {
 			}
 			added += uint64(n)
 		case op < addW+advW:
-			clock.Advance(time.Duration(rng.IntN(15)) * time.Millisecond)
+			clk.Advance(time.Duration(rng.IntN(15)) * time.Millisecond)
 		case op < addW+advW+roundW:
 			checkRound(step)
 		default:
@@ -265,7 +265,7 @@ func runRandomized(t *testing.T, seed uint64, steps int) {
 				backoff = 0
 			}
 			batch := make([]batcher.Item[int], n)
-			now := clock.Now()
+			now := clk.Now()
 			for i, id := range out[len(out)-n:] {
 				m := model[id]
 				batch[i] = batcher.Item[int]{Value: id, Priority: m.prio, Queue: m.queue, Enqueued: m.enq}
@@ -281,7 +281,7 @@ func runRandomized(t *testing.T, seed uint64, steps int) {
 		}
 
 		if step%50 == 0 {
-			now := clock.Now()
+			now := clk.Now()
 			delayed := 0
 			for id := range pending {
 				if model[id].eligible.After(now) {

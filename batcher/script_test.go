@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/batcher"
-	"github.com/sluicehq/sluice/batcher/batchertest"
+	"github.com/sluicehq/sluice/clock"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testdata/*.txt scripts")
@@ -119,7 +119,7 @@ func runScript(t *testing.T, file string) {
 // script is the state of a running script.
 type script struct {
 	t     *testing.T
-	clock *batchertest.Clock
+	clock *clock.Manual
 	start time.Time
 	b     *batcher.Batcher[string]
 	// out holds the items handed out by rounds, by value, for requeue.
@@ -187,7 +187,7 @@ func (s *script) config(args []string) (string, error) {
 			s.t.Fatalf("config: unknown argument %q", a)
 		}
 	}
-	s.clock = batchertest.NewClock(time.Time{})
+	s.clock = clock.NewManual(time.Time{})
 	s.start = s.clock.Now()
 	s.out = map[string]batcher.Item[string]{}
 	cfg.Clock = s.clock

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/batcher"
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/dispatcher/fsm"
 	"github.com/sluicehq/sluice/dispatcher/placement"
 	"github.com/sluicehq/sluice/raftkv"
@@ -153,8 +153,8 @@ type Config struct {
 	StatsRounds int
 	// Clock supplies the scheduling time (what commands carry, delay
 	// scheduling, periods and TTLs). Default the system clock; tests pass
-	// batchertest's manual clock.
-	Clock batcher.Clock
+	// clock.Manual.
+	Clock clock.Clock
 	// Logger receives the dispatcher's logs. Default: discard.
 	Logger *slog.Logger
 }
@@ -263,7 +263,7 @@ func (c Config) withDefaults() Config {
 	defaultOrOff(&c.JobRetention, DefaultJobRetention)
 	defaultOrOff(&c.JobRetentionMax, DefaultJobRetentionMax)
 	if c.Clock == nil {
-		c.Clock = systemClock{}
+		c.Clock = clock.System{}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -280,8 +280,3 @@ var (
 	// ErrUnknownNode: the node is not registered.
 	ErrUnknownNode = errors.New("dispatcher: unknown node")
 )
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time                                    { return time.Now() }
-func (systemClock) AfterFunc(d time.Duration, f func()) batcher.Timer { return time.AfterFunc(d, f) }

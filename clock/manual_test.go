@@ -1,0 +1,144 @@
+package clock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/clock"
+)
+
+var (
+	_ clock.Clock  = (*clock.Manual)(nil)
+	_ clock.Clock  = clock.System{}
+	_ clock.Sincer = clock.System{}
+)
+
+func TestNewManual(t *testing.T) {
+	if got := clock.NewManual(time.Time{}).Now(); !got.Equal(clock.Epoch()) {
+		t.Fatalf("NewManual(zero).Now() = %v, want Epoch %v", got, clock.Epoch())
+	}
+	start := time.Date(2030, 5, 6, 7, 8, 9, 0, time.UTC)
+	if got := clock.NewManual(start).Now(); !got.Equal(start) {
+		t.Fatalf("NewManual(start).Now() = %v, want %v", got, start)
+	}
+}
+
+func TestAdvanceFiresInOrder(t *testing.T) {
+	c := clock.NewManual(time.Time{})
+	start := c.Now()
+	var log []string
+	arm := func(name string, d time.Duration) clock.Timer {
+		return c.AfterFunc(d, func() { log = append(log, fmt.Sprintf("%s@%v", name, c.Now().Sub(start))) })
+	}
+	arm("c", 30*time.Millisecond)
+	arm("a", 10*time.Millisecond)
+	arm("b", 10*time.Millisecond)
+	stopped := arm("x", 20*time.Millisecond)
+	c.AfterFunc(15*time.Millisecond, func() {
+		log = append(log, "chain")
+		arm("d", 5*time.Millisecond)  // due at 20ms: fires in this Advance
+		arm("e", 50*time.Millisecond) // due at 65ms: does not
+	})
+	if !stopped.Stop() {
+		t.Fatal("Stop of an armed timer returned false")
+	}
+	if stopped.Stop() {
+		t.Fatal("second Stop returned true")
+	}
+	c.Advance(30 * time.Millisecond)
+	want := []string{"a@10ms", "b@10ms", "chain", "d@20ms", "c@30ms"}
+	if !slices.Equal(log, want) {
+		t.Fatalf("fired %v, want %v", log, want)
+	}
+	if got := c.Now().Sub(start); got != 30*time.Millisecond {
+		t.Fatalf("Now after Advance = %v, want 30ms", got)
+	}
+	if n := c.Timers(); n != 1 {
+		t.Fatalf("Timers() = %d, want 1", n)
+	}
+}
+
+func TestZeroDurationFiresOnNextAdvance(t *testing.T) {
+	c := clock.NewManual(time.Time{})
+	fired := 0
+	tm := c.AfterFunc(0, func() { fired++ })
+	if fired != 0 {
+		t.Fatal("AfterFunc called f before returning")
+	}
+	c.Advance(0)
+	if fired != 1 {
+		t.Fatalf("fired %d times, want 1", fired)
+	}
+	if tm.Stop() {
+		t.Fatal("Stop after firing returned true")
+	}
+	c.Advance(time.Hour)
+	if fired != 1 {
+		t.Fatalf("fired %d times, want 1", fired)
+	}
+}
+
+func TestAdvanceNegativePanics(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("Advance(-1) did not panic")
+		}
+	}()
+	clock.NewManual(time.Time{}).Advance(-1)
+}
+
+func TestWaitTimers(t *testing.T) {
+	c := clock.NewManual(time.Time{})
+	armed := make(chan struct{})
+	go func() {
+		defer close(armed)
+		c.AfterFunc(time.Second, func() {})
+		c.AfterFunc(time.Second, func() {})
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.WaitTimers(ctx, 2); err != nil {
+		t.Fatalf("WaitTimers(2): %v", err)
+	}
+	<-armed
+	if n := c.Timers(); n != 2 {
+		t.Fatalf("Timers() = %d after WaitTimers(2), want 2", n)
+	}
+}
+
+func TestWaitTimersGivesUp(t *testing.T) {
+	c := clock.NewManual(time.Time{})
+	c.AfterFunc(time.Second, func() {})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := c.WaitTimers(ctx, 2)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("WaitTimers(2) with one timer and a canceled context = %v, want context.Canceled", err)
+	}
+}
+
+func TestSince(t *testing.T) {
+	c := clock.NewManual(time.Time{})
+	t0 := c.Now()
+	c.Advance(3 * time.Second)
+	if got := clock.Since(c, t0); got != 3*time.Second {
+		t.Fatalf("Since on a Manual = %v, want 3s", got)
+	}
+	if got := clock.Since(clock.System{}, time.Now().Add(-time.Hour)); got < time.Hour {
+		t.Fatalf("Since on System of an hour ago = %v", got)
+	}
+}
+
+func TestOrSystem(t *testing.T) {
+	if _, ok := clock.OrSystem(nil).(clock.System); !ok {
+		t.Fatal("OrSystem(nil) is not System")
+	}
+	m := clock.NewManual(time.Time{})
+	if clock.OrSystem(m) != clock.Clock(m) {
+		t.Fatal("OrSystem(m) is not m")
+	}
+}
