@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/nodelet/cgroup"
 	"github.com/sluicehq/sluice/nodelet/overcommit"
 	"github.com/sluicehq/sluice/nodelet/runtime"
@@ -114,6 +115,9 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Overcommit != nil {
 		oc := *cfg.Overcommit
 		oc.Pods, oc.Killer = a, a
+		if oc.Clock == nil {
+			oc.Clock = cfg.Clock
+		}
 		if oc.Logger == nil {
 			oc.Logger = cfg.Logger
 		}
@@ -132,7 +136,7 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.RuntimeUsage {
 		meter := cfg.Runtime.(runtime.Meter) // Validate checked
 		a.usage = func() (api.NodeUsage, time.Time, bool) {
-			now := a.cfg.Now()
+			now := a.cfg.Clock.Now()
 			a.mu.Lock()
 			defer a.mu.Unlock()
 			return meteredUsage(meter, now, a.mu.pods), now, true
@@ -311,7 +315,7 @@ func (a *Agent) Kill(ctx context.Context, podID, reason string) error {
 // owner.
 func (a *Agent) pollTargets(ctx context.Context) {
 	var known uint64
-	b := backoff{min: a.cfg.RetryMin, max: a.cfg.RetryMax}
+	b := backoff{clock: a.cfg.Clock, min: a.cfg.RetryMin, max: a.cfg.RetryMax}
 	for ctx.Err() == nil {
 		t, err := a.cfg.Dispatcher.Target(ctx, a.cfg.Node, known)
 		if err != nil {
@@ -352,7 +356,7 @@ func (a *Agent) pollTargets(ctx context.Context) {
 
 // sendReports delivers the outbox in order, retrying until acknowledged.
 func (a *Agent) sendReports(ctx context.Context) {
-	b := backoff{min: a.cfg.RetryMin, max: a.cfg.RetryMax}
+	b := backoff{clock: a.cfg.Clock, min: a.cfg.RetryMin, max: a.cfg.RetryMax}
 	// batch is reused from call to call: Report does not keep it.
 	var batch []PodReport
 	for {
@@ -397,7 +401,7 @@ func (a *Agent) sendReports(ctx context.Context) {
 // again; a failed call is logged and counted, and the next period sends
 // what is newest then.
 func (a *Agent) sendHeartbeats(ctx context.Context, ur UsageReporter) {
-	t := time.NewTicker(a.cfg.HeartbeatPeriod)
+	t := clock.NewTicker(a.cfg.Clock, a.cfg.HeartbeatPeriod)
 	defer t.Stop()
 	var sent time.Time // the measurement time of the last usage sent
 	for {
@@ -492,8 +496,9 @@ func (o *outbox) len() int {
 	return len(o.q)
 }
 
-// backoff is an exponential backoff between min and max.
+// backoff is an exponential backoff between min and max on a Clock.
 type backoff struct {
+	clock         clock.Clock
 	min, max, cur time.Duration
 }
 
@@ -506,14 +511,7 @@ func (b *backoff) sleep(ctx context.Context) bool {
 	} else {
 		b.cur = min(2*b.cur, b.max)
 	}
-	t := time.NewTimer(b.cur)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return clock.Sleep(ctx, b.clock, b.cur) == nil
 }
 
 // tierOf maps a pod's recorded cgroup parent back to its tier.

@@ -7,11 +7,11 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/internal/seedtest"
 	"github.com/sluicehq/sluice/nodelet"
 	"github.com/sluicehq/sluice/nodelet/cgroup"
@@ -62,6 +62,18 @@ func newHarness(t *testing.T, host *sim.Host, disp *fakeDispatcher, tweak func(*
 	go func() { h.errc <- a.Run(context.Background()) }()
 	t.Cleanup(func() { h.close() })
 	return h
+}
+
+// barrier returns once the agent's loop has settled what it took before:
+// a kill of an unknown pod is answered by the loop between two of its
+// settles. It does not wait for what the loop has not taken yet.
+func (h *harness) barrier() {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.agent.Kill(ctx, "no-such-pod", "barrier"); err != nil {
+		h.t.Fatalf("barrier: %v", err)
+	}
 }
 
 func (h *harness) close() {
@@ -482,30 +494,26 @@ func TestEndedPodRetained(t *testing.T) {
 	host := sim.NewHost()
 	defer host.Close()
 	d := newFakeDispatcher()
-	var now atomicTime
-	now.set(time.Unix(1_800_000_000, 0))
+	clk := clock.NewManual(time.Time{})
 	h := newHarness(t, host, d, func(c *nodelet.Config) {
 		c.RetainExited = time.Minute
-		c.Now = now.get
+		c.Clock = clk
 	})
 	d.setTarget(1, simPod("quick", 1, time.Millisecond, 0))
 	eventually(t, 5*time.Second, "quick reported", func() bool { return len(d.find("quick", api.TaskSucceeded)) == 1 })
-	time.Sleep(60 * time.Millisecond) // a few resyncs
+	for range 3 { // a few resyncs
+		clk.Advance(20 * time.Millisecond)
+		h.barrier()
+	}
 	if _, ok := listed(t, h.rt)["quick"]; !ok {
 		t.Fatal("pod removed before RetainExited passed")
 	}
-	now.set(now.get().Add(time.Minute))
+	clk.Advance(time.Minute)
 	eventually(t, 5*time.Second, "quick removed once retained long enough", func() bool {
 		_, ok := listed(t, h.rt)["quick"]
 		return !ok
 	})
 }
-
-// atomicTime is a clock tests move by hand.
-type atomicTime struct{ v atomic.Int64 }
-
-func (a *atomicTime) set(t time.Time) { a.v.Store(t.UnixNano()) }
-func (a *atomicTime) get() time.Time  { return time.Unix(0, a.v.Load()) }
 
 // TestMaxRunTime: a pod that outlives its MaxRunTime is stopped and
 // reported killed for the time limit; one that ends in time is not; an

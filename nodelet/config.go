@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/nodelet/overcommit"
 	"github.com/sluicehq/sluice/nodelet/runtime"
 )
@@ -76,7 +77,8 @@ type Config struct {
 	HeartbeatPeriod time.Duration
 	// Overcommit, when set, runs the overcommit control loop inside Run
 	// with this configuration; its Pods and Killer are the Agent (any
-	// value set there is replaced). Leave nil on hosts without cgroups.
+	// value set there is replaced), and its Clock, when nil, is Clock.
+	// Leave nil on hosts without cgroups.
 	Overcommit *overcommit.Config
 	// RuntimeUsage, when set, has the agent send in its heartbeats the
 	// usage its Runtime reports (a runtime.Meter, such as the simulated
@@ -104,8 +106,11 @@ type Config struct {
 	VolumeRoots []runtime.VolumeRoot
 	// Logger receives what the agent does. Default: discarded.
 	Logger *slog.Logger
-	// Now is the clock of reports and start times. Default time.Now.
-	Now func() time.Time
+	// Clock times the agent's loops (resync, run-time limits, heartbeats,
+	// retries) and stamps its reports and start times; the runtime's own
+	// waits (a stop's grace, a process's exit) stay on real time. Default
+	// the system clock.
+	Clock clock.Clock
 }
 
 // Defaults of Config.
@@ -234,7 +239,5 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Clock = clock.OrSystem(c.Clock)
 }

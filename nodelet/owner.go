@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/nodelet/cgroup"
 	"github.com/sluicehq/sluice/nodelet/overcommit"
 	"github.com/sluicehq/sluice/nodelet/runtime"
@@ -245,10 +246,10 @@ func (o *owner) recover(listed []runtime.PodStatus) {
 			o.stats.Adopted++
 			o.watch(s, p)
 		case st.Exit != nil:
-			p.phase, p.endedAt = phaseExited, o.a.cfg.Now()
+			p.phase, p.endedAt = phaseExited, o.a.cfg.Clock.Now()
 			p.exit = *st.Exit
 		default:
-			p.phase, p.endedAt = phaseExited, o.a.cfg.Now()
+			p.phase, p.endedAt = phaseExited, o.a.cfg.Clock.Now()
 			p.exit = runtime.Exit{Code: -1, Err: runtime.ErrExitUnknown}
 		}
 	}
@@ -256,14 +257,20 @@ func (o *owner) recover(listed []runtime.PodStatus) {
 }
 
 func (o *owner) run(ctx context.Context) {
-	resync := time.NewTicker(o.a.cfg.ResyncPeriod)
+	resync := clock.NewTicker(o.a.cfg.Clock, o.a.cfg.ResyncPeriod)
 	defer resync.Stop()
-	limit := time.NewTimer(time.Hour)
+	// limit goes off at the earliest run-time limit, limitAt; it is set
+	// again only when that changes.
+	limit := clock.NewAlarm(o.a.cfg.Clock)
 	defer limit.Stop()
+	var limitAt time.Time
 	for {
-		if len(o.deadlines) > 0 {
-			limit.Reset(max(o.deadlines[0].at.Sub(o.a.cfg.Now()), time.Millisecond))
-		} else {
+		switch {
+		case len(o.deadlines) > 0 && !o.deadlines[0].at.Equal(limitAt):
+			limitAt = o.deadlines[0].at
+			limit.Set(max(limitAt.Sub(o.a.cfg.Clock.Now()), time.Millisecond))
+		case len(o.deadlines) == 0 && !limitAt.IsZero():
+			limitAt = time.Time{}
 			limit.Stop()
 		}
 		select {
@@ -276,6 +283,7 @@ func (o *owner) run(ctx context.Context) {
 		case k := <-o.a.kills:
 			k.reply <- o.kill(k.id, k.reason)
 		case <-limit.C:
+			limitAt = time.Time{}
 		case <-resync.C:
 			for _, s := range o.slots {
 				if s.p != nil && s.p.opFailed {
@@ -320,7 +328,7 @@ func (o *owner) limitRunTime(s *slot, p *pod) {
 
 // expire stops the running pods whose MaxRunTime has passed.
 func (o *owner) expire() {
-	now := o.a.cfg.Now()
+	now := o.a.cfg.Clock.Now()
 	for len(o.deadlines) > 0 && !o.deadlines[0].at.After(now) {
 		d := heap.Pop(&o.deadlines).(deadline)
 		s, p := d.s, d.p
@@ -437,7 +445,7 @@ func (o *owner) reconcile() {
 	}
 	slices.SortFunc(o.marked, func(a, b *slot) int { return strings.Compare(a.id, b.id) })
 	o.marked = slices.Compact(o.marked)
-	now := o.a.cfg.Now()
+	now := o.a.cfg.Clock.Now()
 	// reconcilePod marks pods again (publish sees them); the range is
 	// over the slots sorted above.
 	for _, s := range o.marked {
@@ -894,7 +902,7 @@ func (o *owner) handle(ev event) {
 	case evStarted:
 		o.stats.Starts++
 		p.phase = phaseRunning
-		p.startedAt = o.a.cfg.Now()
+		p.startedAt = o.a.cfg.Clock.Now()
 		o.limitRunTime(s, p)
 		o.report(p, api.TaskRunning, api.ReasonStarted, 0, "")
 		if p.stopReason == api.ReasonMemoryKiller {
@@ -911,7 +919,7 @@ func (o *owner) handle(ev event) {
 		o.stats.Exits++
 		o.release(&p.want)
 		p.exit = ev.exit
-		p.phase, p.endedAt = phaseExited, o.a.cfg.Now()
+		p.phase, p.endedAt = phaseExited, o.a.cfg.Clock.Now()
 	case evStopFailed:
 		o.stats.OpErrors++
 		o.a.cfg.Logger.Warn("nodelet: stop pod", "pod", s.id, "generation", p.want.Generation, "err", ev.err)
@@ -992,7 +1000,7 @@ func (o *owner) report(p *pod, state api.TaskState, reason api.TaskReason, code 
 			Reason:   reason,
 			ExitCode: code,
 			Message:  msg,
-			Time:     o.a.cfg.Now(),
+			Time:     o.a.cfg.Clock.Now(),
 		},
 	})
 }

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/nodelet/cgroup"
 )
 
@@ -88,8 +89,9 @@ type Config struct {
 	ProcRoot string
 	// Logger; default discards.
 	Logger *slog.Logger
-	// Now is the clock; default time.Now.
-	Now func() time.Time
+	// Clock times the ticks and stamps the reports and reservations.
+	// Default the system clock.
+	Clock clock.Clock
 }
 
 // Validate reports every problem with c.
@@ -195,9 +197,7 @@ func NewLoop(cfg Config) (*Loop, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Clock = clock.OrSystem(cfg.Clock)
 	ctl, err := New(cfg.Params)
 	if err != nil {
 		return nil, err
@@ -217,7 +217,7 @@ func NewLoop(cfg Config) (*Loop, error) {
 // as it touches the memory it was promised. Reserving an ID again does
 // nothing. It never waits for a Tick.
 func (l *Loop) Reserve(id string, req Resources) error {
-	now := l.cfg.Now()
+	now := l.cfg.Clock.Now()
 	l.lim.Lock()
 	defer l.lim.Unlock()
 	if _, ok := l.lim.reserved[id]; ok {
@@ -247,7 +247,7 @@ func (l *Loop) Release(id string) {
 // Run steps every Period until ctx is done, then returns nil. Errors of one
 // iteration are logged and counted, never fatal.
 func (l *Loop) Run(ctx context.Context) error {
-	t := time.NewTicker(l.cfg.Period)
+	t := clock.NewTicker(l.cfg.Clock, l.cfg.Period)
 	defer t.Stop()
 	for {
 		if _, err := l.Tick(ctx); err != nil {
@@ -288,7 +288,7 @@ func (l *Loop) Stats() Stats {
 func (l *Loop) Tick(ctx context.Context) (Decision, error) {
 	l.tick.Lock()
 	defer l.tick.Unlock()
-	now := l.cfg.Now()
+	now := l.cfg.Clock.Now()
 	var errs []error
 
 	host, err := l.sampleHost()

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/nodelet/cgroup"
 	"github.com/sluicehq/sluice/nodelet/overcommit"
 )
@@ -75,7 +76,8 @@ func TestLoopAppliesDecisions(t *testing.T) {
 		"on":  {MemoryWorkingSet: 2 << 30},
 		"off": {MemoryWorkingSet: 1 << 30},
 	}}
-	now := time.Unix(1000, 0)
+	clk := clock.NewManual(time.Unix(1000, 0))
+	now := clk.Now()
 	var kills []kill
 	resFile := filepath.Join(dir, "off-resources.json")
 	pods := []overcommit.Pod{
@@ -89,7 +91,7 @@ func TestLoopAppliesDecisions(t *testing.T) {
 		Pods:     overcommit.PodSourceFunc(func() []overcommit.Pod { return pods }),
 		Killer:   overcommit.KillerFunc(func(_ context.Context, id, reason string) error { kills = append(kills, kill{id, reason}); return nil }),
 		ProcRoot: dir,
-		Now:      func() time.Time { return now },
+		Clock:    clk,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +99,7 @@ func TestLoopAppliesDecisions(t *testing.T) {
 	ctx := context.Background()
 	tick := func(busy, idle uint64, availKB int64, onCPU, offCPU time.Duration) overcommit.Decision {
 		t.Helper()
-		now = now.Add(time.Second)
+		clk.Advance(time.Second)
 		proc.advance(t, busy, idle, availKB)
 		cg.mu.Lock()
 		cg.pods["on"].CPUUsageNS += uint64(onCPU)
@@ -180,22 +182,45 @@ func TestLoopAppliesDecisions(t *testing.T) {
 func TestLoopRunStops(t *testing.T) {
 	dir := t.TempDir()
 	(&fakeProc{dir: dir}).advance(t, 1, 1, 1<<20)
+	clk := clock.NewManual(time.Time{})
+	ticked := make(chan struct{}, 1) // a Tick asked for the pods
 	loop, err := overcommit.NewLoop(overcommit.Config{
-		Period:   5 * time.Millisecond,
-		Cgroups:  &fakeCgroups{pods: map[string]*cgroup.Usage{}},
-		Pods:     overcommit.PodSourceFunc(func() []overcommit.Pod { return nil }),
+		Period:  5 * time.Millisecond,
+		Cgroups: &fakeCgroups{pods: map[string]*cgroup.Usage{}},
+		Pods: overcommit.PodSourceFunc(func() []overcommit.Pod {
+			ticked <- struct{}{}
+			return nil
+		}),
 		Killer:   overcommit.KillerFunc(func(context.Context, string, string) error { return nil }),
 		ProcRoot: dir,
+		Clock:    clk,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- loop.Run(ctx) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for loop.Stats().Ticks < 3 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
+	wait := func(what string) {
+		t.Helper()
+		select {
+		case <-ticked:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no tick %s", what)
+		}
+	}
+	wait("at the start")
+	clk.Advance(4 * time.Millisecond)
+	select {
+	case <-ticked:
+		t.Fatal("a tick before the period passed")
+	default:
+	}
+	for range 2 {
+		clk.Advance(time.Millisecond)
+		wait("a period after the last")
+		clk.Advance(4 * time.Millisecond)
 	}
 	cancel()
 	select {
@@ -206,8 +231,8 @@ func TestLoopRunStops(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not stop")
 	}
-	if n := loop.Stats().Ticks; n < 3 {
-		t.Errorf("%d ticks", n)
+	if n := loop.Stats().Ticks; n != 3 {
+		t.Errorf("%d ticks, want 3", n)
 	}
 }
 
@@ -237,7 +262,8 @@ func TestLoopReserveMakesRoomBeforeStart(t *testing.T) {
 		"on":   {MemoryWorkingSet: 1 << 30},
 		"off1": {MemoryWorkingSet: 1 << 30},
 	}}
-	now := time.Unix(1000, 0)
+	clk := clock.NewManual(time.Unix(1000, 0))
+	now := clk.Now()
 	var mu sync.Mutex
 	pods := []overcommit.Pod{
 		{ID: "on", Tier: cgroup.Online, Request: overcommit.Resources{CPUMillis: 1000, MemoryBytes: 4 << 30}},
@@ -248,7 +274,7 @@ func TestLoopReserveMakesRoomBeforeStart(t *testing.T) {
 		Pods:     overcommit.PodSourceFunc(func() []overcommit.Pod { mu.Lock(); defer mu.Unlock(); return slices.Clone(pods) }),
 		Killer:   overcommit.KillerFunc(func(context.Context, string, string) error { return nil }),
 		ProcRoot: dir,
-		Now:      func() time.Time { return now },
+		Clock:    clk,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -260,7 +286,7 @@ func TestLoopReserveMakesRoomBeforeStart(t *testing.T) {
 	}
 	tick := func() {
 		t.Helper()
-		now = now.Add(time.Second)
+		clk.Advance(time.Second)
 		proc.advance(t, 50, 150, 8<<20)
 		if _, err := loop.Tick(context.Background()); err != nil {
 			t.Fatal(err)
@@ -301,7 +327,7 @@ func TestLoopReserveMakesRoomBeforeStart(t *testing.T) {
 	}
 	// The pod shows: its own sample counts it; the reservation is gone.
 	mu.Lock()
-	pods = append(pods, overcommit.Pod{ID: "off2", Tier: cgroup.Offline, StartedAt: now, Request: overcommit.Resources{CPUMillis: 250, MemoryBytes: req}})
+	pods = append(pods, overcommit.Pod{ID: "off2", Tier: cgroup.Offline, StartedAt: clk.Now(), Request: overcommit.Resources{CPUMillis: 250, MemoryBytes: req}})
 	mu.Unlock()
 	cg.mu.Lock()
 	cg.pods["off2"] = &cgroup.Usage{}
@@ -336,7 +362,7 @@ func TestLoopReserveMakesRoomBeforeStart(t *testing.T) {
 	if err := loop.Reserve("off4", overcommit.Resources{MemoryBytes: req}); err != nil {
 		t.Fatal(err)
 	}
-	now = now.Add(overcommit.ReservationTTL)
+	clk.Advance(overcommit.ReservationTTL)
 	tick()
 	if got := lastLimit(); got != base {
 		t.Fatalf("after the reservation's TTL: limit %d, want %d", got, base)
