@@ -138,7 +138,7 @@ func TestReconcileStartsStopsAndReports(t *testing.T) {
 		t.Errorf("b generation 1 final = %+v", r)
 	}
 	// c ended but is still desired: it must not start again.
-	time.Sleep(50 * time.Millisecond)
+	h.barrier()
 	for k, n := range h.rt.startCounts() {
 		if n != 1 {
 			t.Errorf("%s started %d times", k, n)
@@ -193,7 +193,7 @@ func TestStartFailuresReported(t *testing.T) {
 		}
 	}
 	// Failed pods are not retried while the target stays.
-	time.Sleep(50 * time.Millisecond)
+	h.barrier()
 	if n := h.rt.startCounts()["boom/1"]; n != 1 {
 		t.Errorf("boom started %d times, want 1", n)
 	}
@@ -242,7 +242,8 @@ func TestEndedPodKeptUntilReported(t *testing.T) {
 		s, ok := listed(t, h.rt)["quick"]
 		return ok && s.State == runtime.StateExited
 	})
-	time.Sleep(30 * time.Millisecond)
+	eventually(t, 5*time.Second, "reports failing", func() bool { return h.agent.Stats().ReportErrors >= 3 })
+	h.barrier()
 	if _, ok := listed(t, h.rt)["quick"]; !ok {
 		t.Fatal("pod removed before its report was acknowledged")
 	}
@@ -282,7 +283,7 @@ func TestKillAndPodSource(t *testing.T) {
 		t.Errorf("kill report = %+v", r)
 	}
 	// Still desired, but killed: not started again.
-	time.Sleep(50 * time.Millisecond)
+	h.barrier()
 	if got := running(t, h.rt); !slices.Equal(got, []string{"on/1"}) {
 		t.Errorf("running = %v", got)
 	}
@@ -318,7 +319,9 @@ func TestRecoveryAdopts(t *testing.T) {
 	d.setTarget(1, simPod("keep", 1, 0, 0), simPod("drop", 1, 0, 0), simPod("away", 1, 100*time.Millisecond, 4))
 	eventually(t, 5*time.Second, "three running", func() bool { return len(running(t, h1.rt)) == 3 })
 	h1.close()
-	time.Sleep(150 * time.Millisecond) // away ends, unobserved
+	eventually(t, 5*time.Second, "away ended, unobserved", func() bool {
+		return listed(t, sim.New(host))["away"].State == runtime.StateExited
+	})
 	before := listed(t, sim.New(host))
 
 	d.setTarget(2, simPod("keep", 1, 0, 0), simPod("away", 1, 100*time.Millisecond, 4))

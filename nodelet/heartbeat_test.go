@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/nodelet"
 	"github.com/sluicehq/sluice/nodelet/cgroup"
 	"github.com/sluicehq/sluice/nodelet/overcommit"
@@ -94,11 +95,21 @@ func TestHeartbeatSendsOvercommitUsage(t *testing.T) {
 	defer host.Close()
 	d := &usageDispatcher{fakeDispatcher: newFakeDispatcher()}
 	cg := &fakeCgroups{mem: map[cgroup.Tier]uint64{cgroup.Online: 100 << 20, cgroup.Offline: 30 << 20}}
+	clk := clock.NewManual(time.Time{})
 	h := newHarness(t, host, d.fakeDispatcher, func(c *nodelet.Config) {
 		c.Dispatcher = d
 		c.Overcommit = fakeOvercommit(t, cg)
 		c.HeartbeatPeriod = 10 * time.Millisecond
+		c.Clock = clk
 	})
+	// driven is cond, after moving the clock by an overcommit period: the
+	// loops measure and send as the test waits.
+	driven := func(cond func() bool) func() bool {
+		return func() bool {
+			clk.Advance(5 * time.Millisecond)
+			return cond()
+		}
+	}
 	on := simPod("on", 1, 0, 0)
 	on.Tier = cgroup.Online
 	d.setTarget(1, on, simPod("off", 1, 0, 0))
@@ -108,10 +119,10 @@ func TestHeartbeatSendsOvercommitUsage(t *testing.T) {
 			u.Total.Memory == u.Online.Memory+u.Offline.Memory && u.Total.CPU == u.Online.CPU+u.Offline.CPU &&
 			slices.Equal(taskUsages(u), []string{"task-off offline 31457280", "task-on online 104857600"})
 	}
-	eventually(t, 5*time.Second, "a heartbeat with both pods' usage", func() bool {
+	eventually(t, 5*time.Second, "a heartbeat with both pods' usage", driven(func() bool {
 		hb := d.heartbeats()
 		return len(hb) > 0 && want(hb[len(hb)-1])
-	})
+	}))
 	for i, u := range d.heartbeats() {
 		if err := u.Validate(); err != nil || u.Total.CPU != u.Online.CPU+u.Offline.CPU || u.Total.Memory != u.Online.Memory+u.Offline.Memory {
 			t.Errorf("heartbeat %d: %+v (%v)", i, u, err)
@@ -125,18 +136,17 @@ func TestHeartbeatSendsOvercommitUsage(t *testing.T) {
 	d.hmu.Lock()
 	d.fail = true
 	d.hmu.Unlock()
-	eventually(t, 5*time.Second, "failed heartbeats counted", func() bool { return h.agent.Stats().HeartbeatErrors >= 2 })
+	eventually(t, 5*time.Second, "failed heartbeats counted", driven(func() bool { return h.agent.Stats().HeartbeatErrors >= 2 }))
 	d.hmu.Lock()
 	d.fail, d.usages = false, nil
 	d.hmu.Unlock()
-	eventually(t, 5*time.Second, "heartbeats again", func() bool { return len(d.heartbeats()) > 0 })
+	eventually(t, 5*time.Second, "heartbeats again", driven(func() bool { return len(d.heartbeats()) > 0 }))
 
-	// Run's goroutines, the heartbeat sender among them, end with Close.
+	// Run's goroutines, the heartbeat sender and the overcommit loop among
+	// them, end with Close: none still waits on the clock.
 	h.close()
-	n := len(d.heartbeats())
-	time.Sleep(30 * time.Millisecond)
-	if m := len(d.heartbeats()); m != n {
-		t.Errorf("%d heartbeats after Close", m-n)
+	if n := clk.Timers(); n != 0 {
+		t.Errorf("%d timers armed after Close", n)
 	}
 }
 
@@ -156,15 +166,30 @@ func taskUsages(u api.NodeUsage) []string {
 func TestHeartbeatNeedsOvercommit(t *testing.T) {
 	host := sim.NewHost()
 	defer host.Close()
+	// timers is how many timers an agent on a manual clock has armed once
+	// its pod runs: a heartbeat sender would have one more.
+	timers := func(d nodelet.Dispatcher, fd *fakeDispatcher, id string) int {
+		clk := clock.NewManual(time.Time{})
+		h := newHarness(t, host, fd, func(c *nodelet.Config) {
+			c.Dispatcher = d
+			c.HeartbeatPeriod = time.Millisecond
+			c.Clock = clk
+		})
+		defer h.close()
+		fd.setTarget(1, simPod(id, 1, 0, 0))
+		eventually(t, 5*time.Second, id+" running", func() bool { return len(fd.find(id, api.TaskRunning)) == 1 })
+		h.barrier()
+		if s := h.agent.Stats(); s.Heartbeats != 0 {
+			t.Errorf("%d heartbeats without an overcommit loop", s.Heartbeats)
+		}
+		return clk.Timers()
+	}
+	plain := newFakeDispatcher()
 	d := &usageDispatcher{fakeDispatcher: newFakeDispatcher()}
-	h := newHarness(t, host, d.fakeDispatcher, func(c *nodelet.Config) {
-		c.Dispatcher = d
-		c.HeartbeatPeriod = time.Millisecond
-	})
-	d.setTarget(1, simPod("a", 1, 0, 0))
-	eventually(t, 5*time.Second, "a running", func() bool { return len(d.find("a", api.TaskRunning)) == 1 })
-	time.Sleep(20 * time.Millisecond)
-	if hb := d.heartbeats(); len(hb) != 0 || h.agent.Stats().Heartbeats != 0 {
+	if with, without := timers(d, d.fakeDispatcher, "a"), timers(plain, plain, "b"); with != without {
+		t.Errorf("an agent whose dispatcher takes heartbeats has %d timers armed, one whose does not %d: want the same, without an overcommit loop", with, without)
+	}
+	if hb := d.heartbeats(); len(hb) != 0 {
 		t.Errorf("heartbeats without an overcommit loop: %+v", hb)
 	}
 }
