@@ -24,13 +24,15 @@ func Sleep(ctx context.Context, c Clock, d time.Duration) error {
 }
 
 // Ticker delivers the time on its channel C every period of a Clock, as
-// time.Ticker does on the system clock: C holds one value, and ticks the
+// time.Ticker does on the system clock (and is, on System): ticks the
 // reader is not ready for are dropped. Create one with NewTicker; Stop it
 // when done.
 type Ticker struct {
 	// C receives the Clock's time at each tick.
 	C <-chan time.Time
 
+	// sys is the ticker on System; the fields below are for other Clocks.
+	sys    *time.Ticker
 	c      chan time.Time
 	clock  Clock
 	period time.Duration
@@ -49,6 +51,10 @@ type Ticker struct {
 func NewTicker(c Clock, period time.Duration) *Ticker {
 	if period <= 0 {
 		panic("clock: NewTicker with a non-positive period")
+	}
+	if _, ok := c.(System); ok {
+		tk := time.NewTicker(period)
+		return &Ticker{C: tk.C, sys: tk}
 	}
 	ch := make(chan time.Time, 1)
 	t := &Ticker{C: ch, c: ch, clock: c, period: period}
@@ -82,6 +88,10 @@ func (t *Ticker) tick() {
 // Stop turns the ticker off: no tick is delivered after Stop returns. A
 // tick already in C stays there. Stopping again does nothing.
 func (t *Ticker) Stop() {
+	if t.sys != nil {
+		t.sys.Stop()
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.mu.stopped = true
@@ -89,12 +99,14 @@ func (t *Ticker) Stop() {
 }
 
 // Alarm delivers the time on its channel C once, at the time it was last
-// set for, on a Clock: a time.Timer that is reset and stopped without the
-// channel's pitfalls. Create one with NewAlarm.
+// set for, on a Clock: a time.Timer (which it is, on System) that is
+// created stopped. Create one with NewAlarm.
 type Alarm struct {
 	// C receives the Clock's time when the alarm goes off.
 	C <-chan time.Time
 
+	// sys is the timer on System; the fields below are for other Clocks.
+	sys   *time.Timer
 	c     chan time.Time
 	clock Clock
 
@@ -109,6 +121,11 @@ type Alarm struct {
 
 // NewAlarm returns an Alarm on c that is not set.
 func NewAlarm(c Clock) *Alarm {
+	if _, ok := c.(System); ok {
+		t := time.NewTimer(time.Hour)
+		t.Stop()
+		return &Alarm{C: t.C, sys: t}
+	}
 	ch := make(chan time.Time, 1)
 	return &Alarm{C: ch, c: ch, clock: c}
 }
@@ -117,6 +134,10 @@ func NewAlarm(c Clock) *Alarm {
 // timer run if d <= 0), replacing any earlier setting: after Set returns,
 // C receives nothing for an earlier setting.
 func (a *Alarm) Set(d time.Duration) {
+	if a.sys != nil {
+		a.sys.Reset(d) // since Go 1.23, no value of an earlier setting is received after Reset
+		return
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	gen := a.disarmLocked()
@@ -126,6 +147,10 @@ func (a *Alarm) Set(d time.Duration) {
 // Stop disarms the alarm: after Stop returns, C receives nothing until the
 // next Set.
 func (a *Alarm) Stop() {
+	if a.sys != nil {
+		a.sys.Stop() // since Go 1.23, no value is received after Stop
+		return
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.disarmLocked()

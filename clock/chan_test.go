@@ -75,6 +75,24 @@ func TestTickerOnSystem(t *testing.T) {
 	}
 }
 
+func TestAlarmOnSystem(t *testing.T) {
+	a := clock.NewAlarm(clock.System{})
+	a.Set(time.Hour)
+	a.Set(time.Millisecond)
+	select {
+	case <-a.C:
+	case <-time.After(10 * time.Second):
+		t.Fatal("an alarm set for 1ms did not go off in 10s")
+	}
+	a.Set(time.Millisecond)
+	a.Stop()
+	a.Set(time.Hour)
+	if _, ok := recv(a.C); ok {
+		t.Fatal("C holds the value of a stopped setting")
+	}
+	a.Stop()
+}
+
 func TestAlarm(t *testing.T) {
 	c := clock.NewManual(time.Time{})
 	a := clock.NewAlarm(c)
