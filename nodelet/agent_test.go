@@ -521,9 +521,10 @@ func TestEndedPodRetained(t *testing.T) {
 // TestMaxRunTime: a pod that outlives its MaxRunTime is stopped and
 // reported killed for the time limit; one that ends in time is not; an
 // adopted pod's limit counts from when the runtime started it, not from
-// the adoption.
+// the adoption. The agents and the sim host share a manual clock.
 func TestMaxRunTime(t *testing.T) {
-	host := sim.NewHost()
+	clk := clock.NewManual(time.Time{})
+	host := sim.NewHostOn(clk)
 	defer host.Close()
 	d := newFakeDispatcher()
 	limited := func(id string, runFor, limit time.Duration) nodelet.DesiredPod {
@@ -531,15 +532,28 @@ func TestMaxRunTime(t *testing.T) {
 		p.Group = &nodelet.Group{MaxRunTime: limit}
 		return p
 	}
-	h1 := newHarness(t, host, d, nil)
+	onClock := func(c *nodelet.Config) { c.Clock = clk }
+	// driven is cond, after moving the clock by 5ms: time passes as the
+	// test waits.
+	driven := func(cond func() bool) func() bool {
+		return func() bool {
+			clk.Advance(5 * time.Millisecond)
+			return cond()
+		}
+	}
+	h1 := newHarness(t, host, d, onClock)
 	d.setTarget(1,
 		limited("slow", time.Hour, 100*time.Millisecond),
 		limited("quick", 10*time.Millisecond, time.Hour),
 		limited("adopted", time.Hour, 1500*time.Millisecond),
 		simPod("free", 1, time.Hour, 0))
-	eventually(t, 5*time.Second, "slow killed for its time limit, quick succeeded", func() bool {
-		return len(d.find("slow", api.TaskKilled)) == 1 && len(d.find("quick", api.TaskSucceeded)) == 1
+	eventually(t, 5*time.Second, "four pods running", func() bool {
+		return len(d.find("slow", api.TaskRunning)) == 1 && len(d.find("quick", api.TaskRunning)) == 1 &&
+			len(d.find("adopted", api.TaskRunning)) == 1 && len(d.find("free", api.TaskRunning)) == 1
 	})
+	eventually(t, 5*time.Second, "slow killed for its time limit, quick succeeded", driven(func() bool {
+		return len(d.find("slow", api.TaskKilled)) == 1 && len(d.find("quick", api.TaskSucceeded)) == 1
+	}))
 	r := d.find("slow", api.TaskKilled)[0]
 	if r.Reason != api.ReasonTimeLimit || !strings.Contains(r.Message, "max run time of 100ms") {
 		t.Errorf("slow's final report = %+v, want killed for time_limit naming the limit", r)
@@ -555,24 +569,21 @@ func TestMaxRunTime(t *testing.T) {
 	// The agent restarts a second into "adopted"'s run; its limit still
 	// ends 1.5s after its start, not 1.5s after the adoption.
 	adoptedStart := d.find("adopted", api.TaskRunning)[0].Time
-	time.Sleep(time.Until(adoptedStart.Add(time.Second)))
+	clk.Advance(adoptedStart.Add(time.Second).Sub(clk.Now()))
 	h1.close()
-	adoptedAt := time.Now()
-	h2 := newHarness(t, host, d, nil)
-	eventually(t, 5*time.Second, "the adopted pod killed for its time limit", func() bool {
+	adoptedAt := clk.Now()
+	h2 := newHarness(t, host, d, onClock)
+	eventually(t, 5*time.Second, "the adopted pod killed for its time limit", driven(func() bool {
 		return len(d.find("adopted", api.TaskKilled)) == 1
-	})
+	}))
 	r = d.find("adopted", api.TaskKilled)[0]
 	if r.Reason != api.ReasonTimeLimit {
 		t.Errorf("adopted's final report = %+v", r)
 	}
-	// The limit counts from the runtime's start time. The running report
-	// that adoptedStart comes from was stamped when the agent learnt of
-	// the start, a little later: ran may fall short of 1.5s by that much
-	// (once by 20µs), where a limit counted from the adoption would make
-	// it 2.5s.
-	const stamp = 50 * time.Millisecond
-	if ran, since := r.Time.Sub(adoptedStart), r.Time.Sub(adoptedAt); ran < 1500*time.Millisecond-stamp || since >= 1500*time.Millisecond {
+	// The pods started while the clock stood still: the running report's
+	// time is the runtime's start time, from which the limit counts; a
+	// limit counted from the adoption would make ran 2.5s.
+	if ran, since := r.Time.Sub(adoptedStart), r.Time.Sub(adoptedAt); ran < 1500*time.Millisecond || since >= 1500*time.Millisecond {
 		t.Errorf("adopted stopped %v after its start and %v after the adoption; want its limit counted from the start", ran, since)
 	}
 	if got := running(t, h2.rt); !slices.Equal(got, []string{"free/1"}) {

@@ -10,6 +10,10 @@
 // 7–10% more of a simulated fleet's CPU per task (goroutines made and
 // scheduled, and the collector work their first allocations owe).
 //
+// A Host's time is a clock.Clock: the system clock (NewHost), or one a
+// test drives (NewHostOn with a clock.Manual), on which pods start, run
+// their RunTime and end.
+//
 // A Host stands for the machine: pods belong to it and outlive the
 // Runtime values over it, so a new Runtime over the same Host adopts them
 // as a restarted nodelet would. Stop behaves as a process that obeys

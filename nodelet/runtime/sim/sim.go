@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/nodelet/runtime"
 )
 
@@ -35,6 +36,8 @@ type Host struct {
 	kick chan struct{}
 	// clockDone is closed when the clock goroutine has returned.
 	clockDone chan struct{}
+	// clock is the host's time: pods' start, end and run times.
+	clock clock.Clock
 	// epoch is what the queue's times count from.
 	epoch time.Time
 }
@@ -70,9 +73,12 @@ func (p *pod) doneLocked() <-chan struct{} {
 	return p.done
 }
 
-// NewHost returns an empty host.
-func NewHost() *Host {
-	h := &Host{epoch: time.Now(), kick: make(chan struct{}, 1), clockDone: make(chan struct{})}
+// NewHost returns an empty host on the system clock.
+func NewHost() *Host { return NewHostOn(clock.System{}) }
+
+// NewHostOn returns an empty host whose pods start, run and end on c.
+func NewHostOn(c clock.Clock) *Host {
+	h := &Host{clock: c, epoch: c.Now(), kick: make(chan struct{}, 1), clockDone: make(chan struct{})}
 	h.mu.pods = map[string]*pod{}
 	return h
 }
@@ -129,7 +135,7 @@ func (h *Host) addEndLocked(p *pod) {
 // timer per pod started a goroutine per pod's end.
 func (h *Host) runClock() {
 	defer close(h.clockDone)
-	timer := time.NewTimer(time.Hour)
+	timer := clock.NewAlarm(h.clock)
 	defer timer.Stop()
 	type ended struct {
 		p   *pod
@@ -142,7 +148,7 @@ func (h *Host) runClock() {
 			h.mu.Unlock()
 			return
 		}
-		now := int64(time.Since(h.epoch))
+		now := int64(clock.Since(h.clock, h.epoch))
 		for len(h.mu.ends) > 0 && h.mu.ends[0].at <= now {
 			p := h.mu.ends.pop().p
 			p.queued = false
@@ -165,7 +171,7 @@ func (h *Host) runClock() {
 		clear(due)
 		due = due[:0]
 		if next >= 0 {
-			timer.Reset(next)
+			timer.Set(next)
 		} else {
 			timer.Stop()
 		}
@@ -266,7 +272,7 @@ func (h *Host) endLocked(p *pod, code int) []func(runtime.Exit) {
 	for i, c := range p.spec.Containers {
 		p.exit.Containers[i] = runtime.ContainerExit{Name: c.Name, Code: code}
 	}
-	p.ended, p.finished = true, time.Now()
+	p.ended, p.finished = true, h.clock.Now()
 	if p.queued { // ended sooner than its run time
 		h.mu.stale++
 		if h.mu.stale > maxStale && 2*h.mu.stale > len(h.mu.ends) {
@@ -340,7 +346,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.PodSpec) error {
 	if _, ok := h.mu.pods[spec.ID]; ok {
 		return fmt.Errorf("start pod %q: %w", spec.ID, runtime.ErrExists)
 	}
-	p := &pod{spec: spec, started: time.Now()}
+	p := &pod{spec: spec, started: h.clock.Now()}
 	h.mu.pods[spec.ID] = p
 	if p.spec.Sim != nil {
 		h.addEndLocked(p)
