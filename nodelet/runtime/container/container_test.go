@@ -1,6 +1,7 @@
 package container_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/nodelet/runtime"
 	"github.com/sluicehq/sluice/nodelet/runtime/container"
 	"github.com/sluicehq/sluice/nodelet/runtime/runtimetest"
@@ -418,27 +420,60 @@ func TestBadSpecsLeaveNothing(t *testing.T) {
 	}
 }
 
+// TestLogCap: the janitor caps a log past LogMaxBytes at its rounds on
+// the runtime's clock, and only then.
 func TestLogCap(t *testing.T) {
 	needRoot(t)
 	dir := t.TempDir()
-	rt, err := container.New(container.Config{StateDir: dir, CgroupParent: cgroupParent, LogMaxBytes: 64 << 10, ImageRoots: []string{imageRoot}})
+	clk := clock.NewManual(time.Time{})
+	rt, err := container.New(container.Config{StateDir: dir, CgroupParent: cgroupParent, LogMaxBytes: 64 << 10, ImageRoots: []string{imageRoot}, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rt.Close()
-	ctx := context.Background()
-	if err := rt.Start(ctx, pod("flood", []string{"/payload", "flood", "1000000", "sleep", "2s", "print", "tail", "sleep", "1500ms", "exit", "0"})); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := rt.Start(ctx, pod("flood", []string{"/payload", "flood", "1000000", "print", "tail", "sleep", "30s"})); err != nil {
+		t.Fatal(err)
+	}
+	logs, err := rt.Logs(ctx, "flood", "c0", runtime.LogOptions{Follow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(logs)
+	for sc.Scan() && sc.Text() != "tail" {
+	}
+	logs.Close()
+	if sc.Err() != nil || sc.Text() != "tail" {
+		t.Fatalf("the flood's last line never came: %v", sc.Err())
+	}
+	logPath := filepath.Join(dir, "flood", "logs", "c0.log")
+	if st, err := os.Stat(logPath); err != nil || st.Size() <= 64<<10 {
+		t.Fatalf("log = %v, %v before any round of the janitor, want the whole flood", st, err)
+	}
+	clk.Advance(time.Second)
+	// The janitor rotates in its own time: poll, bounded, for the result.
+	for {
+		st, err := os.Stat(logPath + ".1")
+		if err == nil {
+			if st.Size() > 64<<10 {
+				t.Errorf("rotated log of %d bytes, want at most 64KiB", st.Size())
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no rotated log after a round of the janitor: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if st, err := os.Stat(logPath); err != nil || st.Size() > 64<<10 {
+		t.Errorf("log size = %v, %v; want at most 64KiB", st, err)
+	}
+	if err := rt.Stop(ctx, "flood", 0); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := rt.Wait(ctx, "flood"); err != nil {
 		t.Fatal(err)
-	}
-	st, err := os.Stat(filepath.Join(dir, "flood", "logs", "c0.log"))
-	if err != nil || st.Size() > 64<<10 {
-		t.Errorf("log size = %v, %v; want at most 64KiB", st, err)
-	}
-	if st, err := os.Stat(filepath.Join(dir, "flood", "logs", "c0.log.1")); err != nil || st.Size() > 64<<10 {
-		t.Errorf("rotated log: %v, %v", st, err)
 	}
 	if err := rt.Remove(ctx, "flood"); err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"github.com/opencontainers/runc/libcontainer"
 	"golang.org/x/sys/unix"
 
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/nodelet/runtime"
 	"github.com/sluicehq/sluice/nodelet/runtime/container/cni"
 	"github.com/sluicehq/sluice/nodelet/runtime/container/shim"
@@ -38,7 +39,8 @@ type Config struct {
 	// "sluice".
 	CgroupParent string
 	// LogMaxBytes caps each container's log file; past it the log
-	// rotates to one previous file. Default 16 MiB.
+	// rotates to one previous file, checked every second of Clock.
+	// Default 16 MiB.
 	LogMaxBytes int64
 	// DefaultPids is the pids limit of a container that asks for none.
 	// Default 4096.
@@ -73,6 +75,10 @@ type Config struct {
 	// binary if it is there, else none: containers are created in this
 	// process.
 	Shim string
+	// Clock times the log cap's rounds. The waits that stand for the
+	// processes (a stop's grace, an exit, a sandbox's answer) stay on real
+	// time. Default the system clock.
+	Clock clock.Clock
 }
 
 // Defaults.
@@ -106,6 +112,7 @@ func (c *Config) setDefaults() {
 	if len(c.ImageRoots) == 0 {
 		c.ImageRoots = []string{c.ImageDir}
 	}
+	c.Clock = clock.OrSystem(c.Clock)
 	if c.Shim == "" {
 		c.Shim = shimBesideBinary()
 	}
@@ -1146,7 +1153,7 @@ func (r *Runtime) Close() error {
 // janitor caps the log files of running pods every second until Close.
 func (r *Runtime) janitor() {
 	defer r.wg.Done()
-	t := time.NewTicker(time.Second)
+	t := clock.NewTicker(r.cfg.Clock, time.Second)
 	defer t.Stop()
 	for {
 		select {
