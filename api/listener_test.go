@@ -248,8 +248,10 @@ func TestConnLimitShedsWhatGoesIdle(t *testing.T) {
 	release := make(chan struct{})
 	var releaseOnce sync.Once
 	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	entered := make(chan struct{}, 1) // a /block request is in progress
 	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
 		if string(ctx.Path()) == "/block" {
+			entered <- struct{}{}
 			<-release
 		}
 	}, ConnState: limit.ConnState, Logger: quiet{}}
@@ -267,9 +269,15 @@ func TestConnLimitShedsWhatGoesIdle(t *testing.T) {
 		_, err := get(busy, "/block", 10*time.Second)
 		blocked <- err
 	}()
-	waitOpen := time.Now().Add(10 * time.Second)
-	for limit.Open() != 1 && time.Now().Before(waitOpen) {
-		time.Sleep(time.Millisecond)
+	select {
+	case <-entered:
+	case err := <-blocked:
+		t.Fatalf("GET /block ended before it was released: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("GET /block did not reach the handler")
+	}
+	if n := limit.Open(); n != 1 {
+		t.Fatalf("open %d with one request in progress, want 1", n)
 	}
 	second := dial(t, fl)
 	code, err := get(second, "/", 200*time.Millisecond)
