@@ -23,7 +23,7 @@ import (
 // target). ended counts the ended pods of every loopDispatcher sharing it.
 type loopDispatcher struct {
 	node  string
-	ended *atomic.Int64
+	ended *endCount
 	mu    sync.Mutex
 	// failed counts the pods that ended otherwise than succeeded; failure
 	// is the first one's report.
@@ -40,7 +40,23 @@ type loopDispatcher struct {
 	changed  chan struct{}   // closed when added or removed grows
 }
 
-func newLoopDispatcher(node string, quota, inFlight int, ended *atomic.Int64) *loopDispatcher {
+// endCount counts ended pods and closes done once they reach want.
+type endCount struct {
+	n    atomic.Int64
+	want int64
+	once sync.Once
+	done chan struct{}
+}
+
+func newEndCount(want int64) *endCount { return &endCount{want: want, done: make(chan struct{})} }
+
+func (e *endCount) add(n int64) {
+	if e.n.Add(n) >= e.want {
+		e.once.Do(func() { close(e.done) })
+	}
+}
+
+func newLoopDispatcher(node string, quota, inFlight int, ended *endCount) *loopDispatcher {
 	d := &loopDispatcher{node: node, ended: ended, quota: quota, inTarget: map[string]bool{}, changed: make(chan struct{})}
 	for range min(inFlight, quota) {
 		d.addLocked()
@@ -120,7 +136,7 @@ func (d *loopDispatcher) Report(ctx context.Context, node string, rs []nodelet.P
 	if ended > 0 {
 		close(d.changed)
 		d.changed = make(chan struct{})
-		d.ended.Add(ended)
+		d.ended.add(ended)
 	}
 	return nil
 }
@@ -143,15 +159,16 @@ func cpuTime(b *testing.B) time.Duration {
 // and B/pod the process's allocations.
 func BenchmarkAgentPods(b *testing.B) {
 	const agents, inFlight = 300, 16
-	var ended atomic.Int64
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	quota := max(b.N/agents, 1)
+	want := int64(quota * agents)
+	ended := newEndCount(want)
 	var wg sync.WaitGroup
 	var disps []*loopDispatcher
 	for i := range agents {
 		host := sim.NewHost()
-		d := newLoopDispatcher(fmt.Sprintf("n%d", i), quota, inFlight, &ended)
+		d := newLoopDispatcher(fmt.Sprintf("n%d", i), quota, inFlight, ended)
 		disps = append(disps, d)
 		a, err := nodelet.New(nodelet.Config{Node: d.node, Runtime: sim.New(host), Dispatcher: d})
 		if err != nil {
@@ -168,10 +185,7 @@ func BenchmarkAgentPods(b *testing.B) {
 	var before, after goruntime.MemStats
 	goruntime.ReadMemStats(&before)
 	cpu := cpuTime(b)
-	want := int64(quota * agents)
-	for ended.Load() < want {
-		time.Sleep(time.Millisecond)
-	}
+	<-ended.done
 	b.StopTimer()
 	cpu = cpuTime(b) - cpu
 	goruntime.ReadMemStats(&after)
