@@ -97,6 +97,18 @@ func (c *Manual) Timers() int {
 	return len(c.mu.timers)
 }
 
+// Next returns how long after Now the earliest armed timer is due, and
+// whether any is armed: what the code under test waits for.
+func (c *Manual) Next() (time.Duration, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := c.earliestLocked()
+	if i < 0 {
+		return 0, false
+	}
+	return c.mu.timers[i].when.Sub(c.mu.now), true
+}
+
 // WaitTimers waits until at least n timers are armed, so that a test
 // advances the clock only once the goroutine under test waits on it. It
 // returns an error wrapping ctx.Err() if ctx ends first.
@@ -123,11 +135,18 @@ func (c *Manual) WaitTimers(ctx context.Context, n int) error {
 
 // dueLocked returns the index of the earliest timer due by target, or -1.
 func (c *Manual) dueLocked(target time.Time) int {
+	i := c.earliestLocked()
+	if i < 0 || c.mu.timers[i].when.After(target) {
+		return -1
+	}
+	return i
+}
+
+// earliestLocked returns the index of the earliest timer (the first armed
+// among those due together), or -1 if none is armed.
+func (c *Manual) earliestLocked() int {
 	best := -1
 	for i, t := range c.mu.timers {
-		if t.when.After(target) {
-			continue
-		}
 		if best < 0 || t.when.Before(c.mu.timers[best].when) ||
 			(t.when.Equal(c.mu.timers[best].when) && t.seq < c.mu.timers[best].seq) {
 			best = i

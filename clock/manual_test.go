@@ -82,6 +82,24 @@ func TestZeroDurationFiresOnNextAdvance(t *testing.T) {
 	}
 }
 
+func TestNext(t *testing.T) {
+	c := clock.NewManual(time.Time{})
+	if d, ok := c.Next(); ok {
+		t.Fatalf("Next() = %v, true with no timer armed", d)
+	}
+	c.AfterFunc(time.Hour, func() {})
+	stopped := c.AfterFunc(time.Minute, func() {})
+	c.AfterFunc(2*time.Minute, func() {})
+	stopped.Stop()
+	if d, ok := c.Next(); !ok || d != 2*time.Minute {
+		t.Fatalf("Next() = %v, %v; want 2m, true", d, ok)
+	}
+	c.Advance(90 * time.Second)
+	if d, ok := c.Next(); !ok || d != 30*time.Second {
+		t.Fatalf("Next() after 90s = %v, %v; want 30s, true", d, ok)
+	}
+}
+
 func TestAdvanceNegativePanics(t *testing.T) {
 	defer func() {
 		if recover() == nil {
