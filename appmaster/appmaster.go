@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/clock"
 )
 
 // EnvJob is the environment variable that names the appmaster's job in
@@ -52,6 +53,8 @@ type Config struct {
 	// RetryMin and RetryMax bound the wait before Run watches again after
 	// the stream broke. Defaults 50 ms and 5 s.
 	RetryMin, RetryMax time.Duration
+	// Clock times those waits. Default the system clock.
+	Clock clock.Clock
 }
 
 // Appmaster is an appmaster's session with the dispatcher: it leases
@@ -80,6 +83,7 @@ func (c *Config) setDefaults() {
 	if c.RetryMax < c.RetryMin {
 		c.RetryMax = max(5*time.Second, c.RetryMin)
 	}
+	c.Clock = clock.OrSystem(c.Clock)
 }
 
 func newAppmaster(cfg Config, job string) *Appmaster {
@@ -347,10 +351,8 @@ func (a *Appmaster) Run(ctx context.Context) error {
 		case api.IsNotFound(err):
 			return fmt.Errorf("appmaster: %s: %w", a.job, err)
 		}
-		select {
-		case <-ctx.Done():
+		if clock.Sleep(ctx, a.cfg.Clock, retry) != nil {
 			return nil
-		case <-time.After(retry):
 		}
 		retry = min(2*retry, a.cfg.RetryMax)
 	}
