@@ -590,3 +590,69 @@ func TestMaxRunTime(t *testing.T) {
 		t.Errorf("running = %v, want only the pod without a limit", got)
 	}
 }
+
+// signalingDispatcher is a fakeDispatcher that says when a Report call
+// has returned.
+type signalingDispatcher struct {
+	*fakeDispatcher
+	reported chan error
+}
+
+func (s signalingDispatcher) Report(ctx context.Context, node string, rs []nodelet.PodReport) error {
+	err := s.fakeDispatcher.Report(ctx, node, rs)
+	s.reported <- err
+	return err
+}
+
+// TestReportBackoff: failed Report calls are retried after RetryMin, then
+// after twice the last wait up to RetryMax, on the agent's clock; a call
+// that succeeds ends the retries.
+func TestReportBackoff(t *testing.T) {
+	host := sim.NewHost()
+	defer host.Close()
+	d := signalingDispatcher{fakeDispatcher: newFakeDispatcher(), reported: make(chan error, 16)}
+	d.failNext(1 << 30)
+	clk := clock.NewManual(time.Time{})
+	newHarness(t, host, d.fakeDispatcher, func(c *nodelet.Config) {
+		c.Dispatcher = d
+		c.Clock = clk
+		c.RetryMin, c.RetryMax = 10*time.Millisecond, 50*time.Millisecond
+		c.ResyncPeriod = time.Hour // its ticker is never the earliest timer
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	next := func(what string) error {
+		t.Helper()
+		select {
+		case err := <-d.reported:
+			return err
+		case <-ctx.Done():
+			t.Fatalf("no Report call %s", what)
+			return nil
+		}
+	}
+	d.setTarget(1, simPod("a", 1, 0, 0))
+	if err := next("for a's start"); err == nil {
+		t.Fatal("the first Report call succeeded, want it to fail")
+	}
+	for i, want := range []time.Duration{10, 20, 40, 50, 50} {
+		want *= time.Millisecond
+		if err := clk.WaitTimers(ctx, 2); err != nil { // the resync ticker and the backoff
+			t.Fatal(err)
+		}
+		if got, _ := clk.Next(); got != want {
+			t.Fatalf("wait after failure %d = %v, want %v", i+1, got, want)
+		}
+		if i == 4 {
+			d.failNext(0)
+		}
+		clk.Advance(want)
+		if err := next("after the wait"); (err == nil) != (i == 4) {
+			t.Fatalf("Report call %d = %v", i+2, err)
+		}
+	}
+	eventually(t, 5*time.Second, "a's report acknowledged", func() bool { return len(d.find("a", api.TaskRunning)) == 1 })
+	if n := clk.Timers(); n != 1 {
+		t.Errorf("%d timers armed once reports went through, want only the resync ticker", n)
+	}
+}
