@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/nodelet"
 	"github.com/sluicehq/sluice/nodelet/cgroup"
 )
@@ -46,6 +47,8 @@ type Config struct {
 	// RetryMin and RetryMax bound the exponential backoff between failed
 	// registrations. Defaults 100ms and 5s.
 	RetryMin, RetryMax time.Duration
+	// Clock times that backoff. Default the system clock.
+	Clock clock.Clock
 	// Logger receives registration failures and dropped reports.
 	// Default: discarded.
 	Logger *slog.Logger
@@ -94,6 +97,7 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	c.Clock = clock.OrSystem(c.Clock)
 }
 
 // anyGeneration is the generation the first long-poll claims to have: no
@@ -212,12 +216,8 @@ func (d *Dispatcher) joinLocked(ctx context.Context) error {
 		}
 		delay = min(max(2*delay, d.cfg.RetryMin), d.cfg.RetryMax)
 		d.cfg.Logger.Warn("remote: register node", "node", d.cfg.Node.Name, "retry_in", delay, "err", err)
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("remote: register node %s: %w", d.cfg.Node.Name, ctx.Err())
+		if err := clock.Sleep(ctx, d.cfg.Clock, delay); err != nil {
+			return fmt.Errorf("remote: register node %s: %w", d.cfg.Node.Name, err)
 		}
 	}
 }

@@ -9,10 +9,12 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/nodelet"
 	"github.com/sluicehq/sluice/nodelet/remote"
 	"github.com/sluicehq/sluice/nodelet/remote/remotetest"
@@ -382,6 +384,60 @@ func TestJoinGivesUpWithContext(t *testing.T) {
 	defer cancel()
 	if err := d.Join(ctx); err == nil {
 		t.Fatal("Join succeeded without a dispatcher")
+	}
+}
+
+// refusingClient is a remote.Client whose RegisterNode fails while fail
+// is set, saying on calls when it was called.
+type refusingClient struct {
+	remote.Client
+	fail  atomic.Bool
+	calls chan struct{}
+}
+
+func (c *refusingClient) RegisterNode(ctx context.Context, spec api.NodeSpec) error {
+	c.calls <- struct{}{}
+	if c.fail.Load() {
+		return errors.New("fake: dispatcher unavailable")
+	}
+	return nil
+}
+
+// TestJoinBacksOff: failed registrations are retried after RetryMin, then
+// after twice the last wait up to RetryMax, on the Dispatcher's clock.
+func TestJoinBacksOff(t *testing.T) {
+	c := &refusingClient{calls: make(chan struct{}, 16)}
+	c.fail.Store(true)
+	clk := clock.NewManual(time.Time{})
+	d, err := remote.New(remote.Config{Client: c, Node: nodeSpec("n6"), RetryMin: 10 * time.Millisecond, RetryMax: 30 * time.Millisecond, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	joined := make(chan error, 1)
+	go func() { joined <- d.Join(ctx) }()
+	for i, want := range []time.Duration{10, 20, 30, 30} {
+		want *= time.Millisecond
+		select {
+		case <-c.calls:
+		case <-ctx.Done():
+			t.Fatalf("registration %d never came", i+1)
+		}
+		if err := clk.WaitTimers(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := clk.Next(); got != want {
+			t.Fatalf("wait after failure %d = %v, want %v", i+1, got, want)
+		}
+		if i == 3 {
+			c.fail.Store(false)
+		}
+		clk.Advance(want)
+	}
+	<-c.calls
+	if err := <-joined; err != nil {
+		t.Fatalf("Join = %v once the dispatcher took the registration", err)
 	}
 }
 
