@@ -22,10 +22,12 @@ import (
 
 // textRuntime is the sim runtime whose containers printed text: Logs
 // returns text first, then (with Follow) what the sim reader returns. It
-// counts the follow readers closed.
+// counts the follow readers closed, and says on opened, when not nil, that
+// one was opened.
 type textRuntime struct {
 	runtime.Runtime
-	text string
+	text   string
+	opened chan struct{}
 
 	mu     sync.Mutex
 	closed int
@@ -36,6 +38,12 @@ func (r *textRuntime) Logs(ctx context.Context, id, container string, opts runti
 	rc, err := r.Runtime.Logs(ctx, id, container, opts)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Follow && r.opened != nil {
+		select {
+		case r.opened <- struct{}{}:
+		default:
+		}
 	}
 	return &textReader{Reader: io.MultiReader(strings.NewReader(r.text), rc), rc: rc, rt: r, follow: opts.Follow}, nil
 }
@@ -289,6 +297,7 @@ func TestLogServerFollowEndsWhenClientGoes(t *testing.T) {
 
 func TestLogServerCloseEndsStreams(t *testing.T) {
 	f := newLogFixture(t, "")
+	f.rt.opened = make(chan struct{}, 1)
 	errc := make(chan error, 1)
 	go func() {
 		req, _ := http.NewRequest(http.MethodGet, f.base+"?follow=1&task="+url.QueryEscape(logTask), nil)
@@ -300,7 +309,13 @@ func TestLogServerCloseEndsStreams(t *testing.T) {
 		}
 		errc <- err
 	}()
-	time.Sleep(100 * time.Millisecond) // let the stream start (or not: Close must work either way)
+	select {
+	case <-f.rt.opened:
+	case err := <-errc:
+		t.Fatalf("the stream ended before it started: %v", err)
+	case <-time.After(wait):
+		t.Fatal("the stream did not start")
+	}
 	closed := make(chan error, 1)
 	go func() { closed <- f.srv.Close() }()
 	select {
@@ -316,4 +331,5 @@ func TestLogServerCloseEndsStreams(t *testing.T) {
 	case <-time.After(wait):
 		t.Fatal("the stream did not end with Close")
 	}
+	f.rt.awaitClosed(t, 1)
 }
