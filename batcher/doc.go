@@ -9,8 +9,9 @@
 //
 // The package owns the order of items and nothing else: it never looks at
 // an item's value, does no I/O and starts no goroutine of its own. Time
-// comes from an injected Clock (clock.Manual is a manual one for tests); one timer, armed only when a Next call waits, wakes it when
-// MaxWait or a backoff runs out.
+// comes from an injected Clock (tests drive a clock.Manual); one timer,
+// armed only when a Next call waits, wakes it when MaxWait or a backoff
+// runs out.
 //
 // # Order
 //
