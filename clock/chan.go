@@ -85,17 +85,21 @@ func (t *Ticker) tick() {
 	t.mu.timer = t.clock.AfterFunc(t.mu.next.Sub(now), t.tick)
 }
 
-// Stop turns the ticker off: no tick is delivered after Stop returns. A
-// tick already in C stays there. Stopping again does nothing.
+// Stop turns the ticker off: after Stop returns, C receives nothing.
+// Stopping again does nothing.
 func (t *Ticker) Stop() {
 	if t.sys != nil {
-		t.sys.Stop()
+		t.sys.Stop() // since Go 1.23, no value is received after Stop
 		return
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.mu.stopped = true
 	t.mu.timer.Stop()
+	select {
+	case <-t.c:
+	default:
+	}
 }
 
 // Alarm delivers the time on its channel C once, at the time it was last

@@ -43,6 +43,7 @@ func TestTickerOnManual(t *testing.T) {
 	if v, ok := recv(tk.C); !ok || v.Sub(start) != 50*time.Millisecond {
 		t.Fatalf("next tick = %v, %v; want at 50ms", v.Sub(start), ok)
 	}
+	c.Advance(10 * time.Millisecond) // a tick left in C
 	tk.Stop()
 	tk.Stop()
 	c.Advance(time.Second)

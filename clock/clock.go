@@ -8,7 +8,8 @@
 // sleeping. Waits that stand for the operating system's timing (a process
 // to exit, a socket deadline) stay on real time.
 //
-// The package imports nothing of Sluice's: every other package may use it.
+// The package imports nothing of Sluice's; internal/lint's layering table
+// says which packages may use it.
 package clock
 
 import "time"
