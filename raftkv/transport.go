@@ -15,6 +15,8 @@ import (
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/sluicehq/sluice/clock"
 )
 
 // Defaults of TCPConfig, used where a field is zero.
@@ -79,6 +81,10 @@ type TCPConfig struct {
 	// MaxReconnectBackoff caps ReconnectBackoff's growth. Default
 	// DefaultTCPMaxReconnectBackoff (2 s).
 	MaxReconnectBackoff time.Duration
+	// Clock times the waits between dials and between failed accepts;
+	// deadlines on connections stay on real time. Default the system
+	// clock.
+	Clock clock.Clock
 	// TLS, when set, makes every connection mutual TLS 1.3; nil (the
 	// default) speaks plaintext and accepts any dialer that knows the
 	// wire format. It holds this replica's certificate chain and key in
@@ -134,6 +140,7 @@ func (c TCPConfig) withDefaults() TCPConfig {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	c.Clock = clock.OrSystem(c.Clock)
 	return c
 }
 

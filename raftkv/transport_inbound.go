@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/sluicehq/sluice/clock"
 )
 
 // acceptLoop accepts connections until the listener is closed, serving
@@ -26,11 +28,7 @@ func (t *TCPTransport) acceptLoop(h Handler) {
 			// Out of file descriptors and the like: wait, as net/http does.
 			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
 			t.log.Error("accept failed", "err", err, "retry_in", delay)
-			tm := time.NewTimer(delay)
-			select {
-			case <-tm.C:
-			case <-t.ctx.Done():
-				tm.Stop()
+			if clock.Sleep(t.ctx, t.cfg.Clock, delay) != nil {
 				return
 			}
 			continue

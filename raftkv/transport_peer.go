@@ -12,6 +12,8 @@ import (
 
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/sluicehq/sluice/clock"
 )
 
 // tcpPeer is the outbound side of one peer: a bounded queue, drained by one
@@ -122,14 +124,7 @@ func (p *tcpPeer) run() {
 // sleep waits about d (with jitter) and reports false if the peer stopped.
 func (p *tcpPeer) sleep(d time.Duration) bool {
 	d += rand.N(d/4 + 1)
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-tm.C:
-		return true
-	case <-p.ctx.Done():
-		return false
-	}
+	return clock.Sleep(p.ctx, p.t.cfg.Clock, d) == nil
 }
 
 // discard drops every queued message.

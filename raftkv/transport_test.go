@@ -2,6 +2,7 @@ package raftkv_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/raftkv"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -378,40 +380,61 @@ func TestTCPTransportLargeMessages(t *testing.T) {
 
 func TestTCPTransportUnreachable(t *testing.T) {
 	addr := tcpFreeAddr(t)
+	clk := clock.NewManual(time.Time{})
 	a := newTCPNode(t, 1, func(c *raftkv.TCPConfig) {
 		c.Peers = map[uint64]string{2: addr}
 		c.ReconnectBackoff = 20 * time.Millisecond
 		c.MaxReconnectBackoff = 200 * time.Millisecond
 		c.DialTimeout = 500 * time.Millisecond
+		c.Clock = clk
 	})
 	a.start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 
-	const rounds, perRound = 20, 100
-	for i := range rounds {
+	// Each failed dial is counted (and reported once, however many
+	// messages wait), and the next comes after the backoff, doubling up to
+	// its cap, plus up to a quarter of jitter.
+	const perRound = 100
+	backoffs := []time.Duration{20, 40, 80, 160, 200, 200}
+	for i, b := range backoffs {
+		b *= time.Millisecond
 		batch := make([]*raftpb.Message, perRound)
 		for j := range batch {
 			batch[j] = tcpMsg(raftpb.MsgApp, 1, 2, uint64(i*perRound+j+1))
 		}
 		a.tr.Send(batch)
-		time.Sleep(20 * time.Millisecond)
+		if err := clk.WaitTimers(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		if n := a.tr.Stats().DialFailures; n != uint64(i+1) {
+			t.Fatalf("%d dial failures counted after %d failed dials", n, i+1)
+		}
+		d, _ := clk.Next()
+		if d < b || d > b+b/4 {
+			t.Fatalf("wait after failed dial %d = %v, want %v to %v", i+1, d, b, b+b/4)
+		}
+		clk.Advance(d)
 	}
-	tcpWaitFor(t, "an unreachable report", func() bool { return a.rec.unreachableCount(2) >= 1 })
-	// Dials at about 0, 20, 60, 140, 300 ms and then every 200 ms: one
-	// report per failed dial, none per message.
-	if n := a.rec.unreachableCount(2); n > 10 {
-		t.Errorf("%d unreachable reports for %d messages over %v: want one per backoff window", n, rounds*perRound, rounds*20*time.Millisecond)
+	if err := clk.WaitTimers(ctx, 1); err != nil {
+		t.Fatal(err)
 	}
+	failed := len(backoffs) + 1
+	tcpWaitFor(t, "a report of each failed dial", func() bool { return a.rec.unreachableCount(2) >= failed })
 	s := a.tr.Stats()
-	if s.DialFailures == 0 || s.MessagesDropped == 0 || s.MessagesSent != 0 {
-		t.Errorf("stats %+v: want dial failures and drops, nothing sent", s)
+	if n := a.rec.unreachableCount(2); n != failed || s.DialFailures != uint64(failed) {
+		t.Errorf("%d unreachable reports and %d dial failures after %d failed dials", n, s.DialFailures, failed)
+	}
+	if s.MessagesDropped != uint64(len(backoffs)*perRound) || s.MessagesSent != 0 {
+		t.Errorf("stats %+v: want every message dropped, nothing sent", s)
 	}
 
-	// The peer comes up: messages flow.
+	// The peer comes up: messages flow once the next dial is due.
 	b := newTCPNode(t, 2, func(c *raftkv.TCPConfig) { c.ListenAddr = addr })
 	b.start(t)
 	tcpWaitFor(t, "messages to flow once the peer is up", func() bool {
 		a.tr.Send([]*raftpb.Message{tcpMsg(raftpb.MsgHeartbeat, 1, 2, 1)})
-		time.Sleep(10 * time.Millisecond)
+		clk.Advance(250 * time.Millisecond)
 		return b.rec.count(raftpb.MsgHeartbeat) > 0
 	})
 
