@@ -12,13 +12,13 @@ func Sleep(ctx context.Context, c Clock, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	done := make(chan struct{})
-	t := c.AfterFunc(d, func() { close(done) })
+	a := NewAlarm(c)
+	defer a.Stop()
+	a.Set(d)
 	select {
-	case <-done:
+	case <-a.C:
 		return nil
 	case <-ctx.Done():
-		t.Stop()
 		return ctx.Err()
 	}
 }
