@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -654,5 +655,53 @@ func TestReportBackoff(t *testing.T) {
 	eventually(t, 5*time.Second, "a's report acknowledged", func() bool { return len(d.find("a", api.TaskRunning)) == 1 })
 	if n := clk.Timers(); n != 1 {
 		t.Errorf("%d timers armed once reports went through, want only the resync ticker", n)
+	}
+}
+
+// flakyRemove is a runtime whose first Remove calls fail.
+type flakyRemove struct {
+	runtime.Runtime
+	fails atomic.Int64 // Remove calls left to fail
+	calls atomic.Int64
+}
+
+func (f *flakyRemove) Remove(ctx context.Context, id string) error {
+	f.calls.Add(1)
+	if f.fails.Add(-1) >= 0 {
+		return errors.New("fake: device busy")
+	}
+	return f.Runtime.Remove(ctx, id)
+}
+
+// TestResyncRetriesFailedRemove: a Remove that failed is tried again at
+// the next resync, on the agent's clock, and not before.
+func TestResyncRetriesFailedRemove(t *testing.T) {
+	host := sim.NewHost()
+	defer host.Close()
+	d := newFakeDispatcher()
+	clk := clock.NewManual(time.Time{})
+	var rt *flakyRemove
+	h := newHarness(t, host, d, func(c *nodelet.Config) {
+		rt = &flakyRemove{Runtime: c.Runtime}
+		rt.fails.Store(1)
+		c.Runtime = rt
+		c.Clock = clk
+	})
+	d.setTarget(1, simPod("quick", 1, time.Millisecond, 0))
+	eventually(t, 5*time.Second, "quick's Remove failed", func() bool { return h.agent.Stats().OpErrors == 1 })
+	h.barrier()
+	if n := rt.calls.Load(); n != 1 {
+		t.Fatalf("%d Remove calls before a resync, want the one that failed", n)
+	}
+	if _, ok := listed(t, h.rt)["quick"]; !ok {
+		t.Fatal("quick is gone though its Remove failed")
+	}
+	clk.Advance(20 * time.Millisecond) // the harness's ResyncPeriod
+	eventually(t, 5*time.Second, "quick removed at the resync", func() bool {
+		_, ok := listed(t, h.rt)["quick"]
+		return !ok
+	})
+	if n, s := rt.calls.Load(), h.agent.Stats(); n != 2 || s.Removed != 1 || s.OpErrors != 1 {
+		t.Errorf("%d Remove calls, stats %+v; want 2 calls, 1 removed, 1 error", n, s)
 	}
 }
