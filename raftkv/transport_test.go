@@ -392,9 +392,10 @@ func TestTCPTransportUnreachable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	// Each failed dial is counted (and reported once, however many
-	// messages wait), and the next comes after the backoff, doubling up to
-	// its cap, plus up to a quarter of jitter.
+	// Each failed dial is counted (and reported at most once, however
+	// many messages wait: reports not yet delivered merge), and the next
+	// comes after the backoff, doubling up to its cap, plus up to a
+	// quarter of jitter.
 	const perRound = 100
 	backoffs := []time.Duration{20, 40, 80, 160, 200, 200}
 	for i, b := range backoffs {
@@ -420,10 +421,10 @@ func TestTCPTransportUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	failed := len(backoffs) + 1
-	tcpWaitFor(t, "a report of each failed dial", func() bool { return a.rec.unreachableCount(2) >= failed })
+	tcpWaitFor(t, "an unreachable report", func() bool { return a.rec.unreachableCount(2) >= 1 })
 	s := a.tr.Stats()
-	if n := a.rec.unreachableCount(2); n != failed || s.DialFailures != uint64(failed) {
-		t.Errorf("%d unreachable reports and %d dial failures after %d failed dials", n, s.DialFailures, failed)
+	if n := a.rec.unreachableCount(2); n > failed || s.DialFailures != uint64(failed) {
+		t.Errorf("%d unreachable reports and %d dial failures after %d failed dials: want at most one report a failure", n, s.DialFailures, failed)
 	}
 	if s.MessagesDropped != uint64(len(backoffs)*perRound) || s.MessagesSent != 0 {
 		t.Errorf("stats %+v: want every message dropped, nothing sent", s)
