@@ -42,9 +42,10 @@
 // submit does, before it proposes anything), into memory it reuses from
 // one body to the next.
 //
-// The decoder is written by hand for this schema (no reflection) because
-// submission throughput is bounded by it; a round-trip test against
-// encoding/json keeps it in step with the struct tags, which encoding uses.
+// The decoder is code for this schema (no reflection) because submission
+// throughput is bounded by it: for job specs and the types they contain it
+// is generated from the Go types (see Generated codecs); a round-trip test
+// against encoding/json keeps it in step with the struct tags.
 // DecodeNodeTarget reads a node's target (the reply a nodelet reads on every
 // change of its pods) and DecodeReportRequest a node's heartbeat with the
 // same decoder and the same strictness, without defaults or validation
@@ -54,9 +55,35 @@
 // with a newer server; it is about 4× encoding/json's speed there.
 // DecodeTaskList reads a page of a job's tasks (Client.Tasks) the same
 // lenient way. AppendNodeTarget, AppendReportRequest, AppendWatchEvent and
-// AppendTaskList write those bodies by hand, byte for byte as
+// AppendTaskList write those bodies without reflection, byte for byte as
 // encoding/json does (a test compares them on random values), 4–8×
 // faster.
+//
+// # Generated codecs
+//
+// The JSON decoder (decodeT) and encoder (appendT) of JobSpec, PodSpec,
+// CapTaskSpec, CapboxRequest and every struct type they reach are written
+// by internal/codecgen into spec_json_gen.go, from the fields' types and
+// tags; the go:generate directive at the end of this file runs it, and
+// TestGeneratedCodecsCurrent fails while its output differs from the file.
+// A field's json tag gives its member name, omitempty and omitzero, as
+// encoding/json reads them; a codec tag adds what the decoder does beyond
+// reading the type:
+//
+//	codec:"intern=A|B"        return the constant among A, B equal to the string read
+//	codec:"quantity=ParseCPU" an integer may also be a quantity string, parsed so
+//	codec:"slab=groups"       carve a slice's elements from the decoder's slab
+//
+// Strings, typed strings, bools, int32 and int64, []string,
+// map[string]string, structs of the package, pointers to them and slices
+// of them are read and written by kind; a named leaf type (Duration) by
+// the hooks the generator's table names for it (d.duration,
+// appendDuration). The generated decoder refuses unknown and repeated
+// members with their paths, as the hand-written ones do.
+//
+// To add a field to one of these types: declare it with its json tag (and
+// a codec tag if it needs one), validate it in validate.go, and run
+// go generate ./api.
 //
 // # Invariants
 //
@@ -79,3 +106,5 @@
 //		// 413
 //	}
 package api
+
+//go:generate go run github.com/sluicehq/sluice/internal/codecgen/cmd/codecgen -json -decode JobSpec,CapTaskSpec,CapboxRequest -encode JobSpec,PodSpec -o spec_json_gen.go

@@ -8,12 +8,13 @@ import (
 	"unicode/utf8"
 )
 
-// The busiest bodies are encoded by hand, byte for byte as encoding/json
-// writes them (a test compares the two on random values): the dispatcher
-// writes a target for every change of a node's pods and a submit reply for
-// every submission, and every nodelet writes a report request for every
-// batch of state changes. encoding/json's reflection was most of their
-// cost.
+// The busiest bodies are encoded without reflection, byte for byte as
+// encoding/json writes them (a test compares the two on random values): the
+// dispatcher writes a target for every change of a node's pods and a submit
+// reply for every submission, and every nodelet writes a report request for
+// every batch of state changes. Job specs and pods are written by the
+// generated appendJobSpec and appendPodSpec (spec_json_gen.go), the rest
+// here.
 
 // AppendNodeTarget appends the JSON of t to dst.
 func AppendNodeTarget(dst []byte, t *NodeTarget) []byte {
@@ -110,7 +111,7 @@ func appendTargetPod(dst []byte, p *TargetPod, last *specText, identity bool) []
 		dst = append(dst, dst[last.start:last.end]...)
 	} else {
 		start := len(dst)
-		dst = appendPod(dst, &p.Pod)
+		dst = appendPodSpec(dst, &p.Pod)
 		last.spec, last.start, last.end = &p.Pod, start, len(dst)
 	}
 	if p.MaxRunTime != 0 {
@@ -131,185 +132,6 @@ func appendTargetPod(dst []byte, p *TargetPod, last *specText, identity bool) []
 	if identity && len(p.Ports) > 0 {
 		dst = append(dst, `,"ports":`...)
 		dst = appendArray(dst, p.Ports, appendPort)
-	}
-	return append(dst, '}')
-}
-
-func appendPod(dst []byte, p *PodSpec) []byte {
-	dst = append(dst, `{"containers":`...)
-	dst = appendArray(dst, p.Containers, appendContainer)
-	if p.SharePID {
-		dst = append(dst, `,"share_pid":true`...)
-	}
-	if p.Network.Mode != "" {
-		dst = append(dst, `,"network":{"mode":`...)
-		dst = appendJSONString(dst, p.Network.Mode)
-		dst = append(dst, '}')
-	}
-	if len(p.Volumes) > 0 {
-		dst = append(dst, `,"volumes":`...)
-		dst = appendArray(dst, p.Volumes, appendVolume)
-	}
-	if s := p.Sim; s != nil {
-		dst = append(dst, `,"sim":{`...)
-		sep := ""
-		if s.RunTime != 0 {
-			dst = append(dst, `"run_time":`...)
-			dst = appendDuration(dst, s.RunTime)
-			sep = ","
-		}
-		if s.ExitCode != 0 {
-			dst = append(dst, sep...)
-			dst = append(dst, `"exit_code":`...)
-			dst = strconv.AppendInt(dst, int64(s.ExitCode), 10)
-			sep = ","
-		}
-		if u := s.Usage; u != nil {
-			dst = append(dst, sep...)
-			dst = appendSimUsage(dst, u)
-		}
-		dst = append(dst, '}')
-	}
-	return append(dst, '}')
-}
-
-// appendSimUsage appends u as the member "usage" of a sim object.
-func appendSimUsage(dst []byte, u *SimUsage) []byte {
-	dst = append(dst, `"usage":{`...)
-	sep := ""
-	if u.CPU != 0 {
-		dst = append(dst, `"cpu":`...)
-		dst = strconv.AppendInt(dst, u.CPU, 10)
-		sep = ","
-	}
-	if u.Memory != 0 {
-		dst = append(dst, sep...)
-		dst = append(dst, `"memory":`...)
-		dst = strconv.AppendInt(dst, u.Memory, 10)
-		sep = ","
-	}
-	if p := u.Peak; p != nil {
-		dst = append(dst, sep...)
-		dst = append(dst, `"peak":{`...)
-		if p.CPU != 0 {
-			dst = append(dst, `"cpu":`...)
-			dst = strconv.AppendInt(dst, p.CPU, 10)
-			dst = append(dst, ',')
-		}
-		if p.Memory != 0 {
-			dst = append(dst, `"memory":`...)
-			dst = strconv.AppendInt(dst, p.Memory, 10)
-			dst = append(dst, ',')
-		}
-		dst = append(dst, `"period":`...)
-		dst = appendDuration(dst, p.Period)
-		dst = append(dst, `,"length":`...)
-		dst = appendDuration(dst, p.Length)
-		dst = append(dst, '}')
-	}
-	return append(dst, '}')
-}
-
-func appendContainer(dst []byte, c *ContainerSpec) []byte {
-	dst = append(dst, '{')
-	if c.Name != "" {
-		dst = append(dst, `"name":`...)
-		dst = appendJSONString(dst, c.Name)
-		dst = append(dst, ',')
-	}
-	dst = append(dst, `"image":{`...)
-	sep := ""
-	for _, f := range [...]struct{ key, v string }{{`"rootfs":`, c.Image.Rootfs}, {`"oci_layout":`, c.Image.OCILayout}, {`"ref":`, c.Image.Ref}} {
-		if f.v != "" {
-			dst = append(dst, sep...)
-			dst = append(dst, f.key...)
-			dst = appendJSONString(dst, f.v)
-			sep = ","
-		}
-	}
-	dst = append(dst, `},"command":`...)
-	if c.Command == nil {
-		dst = append(dst, "null"...)
-	} else {
-		dst = appendStrings(dst, c.Command)
-	}
-	if len(c.Args) > 0 {
-		dst = append(dst, `,"args":`...)
-		dst = appendStrings(dst, c.Args)
-	}
-	if len(c.Env) > 0 {
-		dst = append(dst, `,"env":`...)
-		dst = appendStringMap(dst, c.Env)
-	}
-	if c.WorkingDir != "" {
-		dst = append(dst, `,"working_dir":`...)
-		dst = appendJSONString(dst, c.WorkingDir)
-	}
-	r := &c.Resources
-	dst = append(dst, `,"resources":{"cpu":`...)
-	dst = strconv.AppendInt(dst, r.CPU, 10)
-	dst = append(dst, `,"memory":`...)
-	dst = strconv.AppendInt(dst, r.Memory, 10)
-	if r.GPUs != 0 {
-		dst = append(dst, `,"gpus":`...)
-		dst = strconv.AppendInt(dst, r.GPUs, 10)
-	}
-	if r.Disk != 0 {
-		dst = append(dst, `,"disk":`...)
-		dst = strconv.AppendInt(dst, r.Disk, 10)
-	}
-	if len(r.Ports) > 0 {
-		dst = append(dst, `,"ports":`...)
-		dst = appendArray(dst, r.Ports, appendPort)
-	}
-	dst = append(dst, '}')
-	if len(c.Mounts) > 0 {
-		dst = append(dst, `,"mounts":`...)
-		dst = appendArray(dst, c.Mounts, appendMount)
-	}
-	return append(dst, '}')
-}
-
-func appendVolume(dst []byte, v *Volume) []byte {
-	dst = append(dst, `{"name":`...)
-	dst = appendJSONString(dst, v.Name)
-	if v.Scratch != nil {
-		dst = append(dst, `,"scratch":{"size":`...)
-		dst = strconv.AppendInt(dst, v.Scratch.Size, 10)
-		dst = append(dst, '}')
-	}
-	if h := v.HostPath; h != nil {
-		dst = append(dst, `,"host_path":{"path":`...)
-		dst = appendJSONString(dst, h.Path)
-		if h.ReadOnly {
-			dst = append(dst, `,"read_only":true`...)
-		}
-		dst = append(dst, '}')
-	}
-	return append(dst, '}')
-}
-
-func appendMount(dst []byte, m *Mount) []byte {
-	dst = append(dst, `{"volume":`...)
-	dst = appendJSONString(dst, m.Volume)
-	dst = append(dst, `,"path":`...)
-	dst = appendJSONString(dst, m.Path)
-	if m.ReadOnly {
-		dst = append(dst, `,"read_only":true`...)
-	}
-	return append(dst, '}')
-}
-
-func appendPort(dst []byte, p *Port) []byte {
-	dst = append(dst, `{"name":`...)
-	dst = appendJSONString(dst, p.Name)
-	if p.Port != 0 {
-		dst = append(dst, `,"port":`...)
-		dst = strconv.AppendInt(dst, int64(p.Port), 10)
-	}
-	if p.Protocol != "" {
-		dst = append(dst, `,"protocol":`...)
-		dst = appendJSONString(dst, p.Protocol)
 	}
 	return append(dst, '}')
 }
@@ -571,120 +393,6 @@ func appendTaskCounts(dst []byte, c *TaskCounts) []byte {
 	dst = strconv.AppendInt(dst, c.Failed, 10)
 	dst = append(dst, `,"killed":`...)
 	return strconv.AppendInt(dst, c.Killed, 10)
-}
-
-func appendJobSpec(dst []byte, s *JobSpec) []byte {
-	dst = append(dst, `{"name":`...)
-	dst = appendJSONString(dst, s.Name)
-	for _, f := range [...]struct{ key, v string }{{`,"queue":`, s.Queue}, {`,"pool":`, s.Pool}} {
-		if f.v != "" {
-			dst = append(dst, f.key...)
-			dst = appendJSONString(dst, f.v)
-		}
-	}
-	if s.Priority != 0 {
-		dst = append(dst, `,"priority":`...)
-		dst = strconv.AppendInt(dst, int64(s.Priority), 10)
-	}
-	if s.QoS != "" {
-		dst = append(dst, `,"qos":`...)
-		dst = appendJSONString(dst, string(s.QoS))
-	}
-	if len(s.Labels) > 0 {
-		dst = append(dst, `,"labels":`...)
-		dst = appendStringMap(dst, s.Labels)
-	}
-	if len(s.Constraints) > 0 {
-		dst = append(dst, `,"constraints":`...)
-		dst = appendArray(dst, s.Constraints, func(dst []byte, c *Constraint) []byte {
-			dst = append(dst, `{"key":`...)
-			dst = appendJSONString(dst, c.Key)
-			dst = append(dst, `,"op":`...)
-			dst = appendJSONString(dst, string(c.Op))
-			if len(c.Values) > 0 {
-				dst = append(dst, `,"values":`...)
-				dst = appendStrings(dst, c.Values)
-			}
-			return append(dst, '}')
-		})
-	}
-	if s.DistinctNodes {
-		dst = append(dst, `,"distinct_nodes":true`...)
-	}
-	if p := s.Policy; p != nil {
-		dst = append(dst, `,"policy":{`...)
-		sep := ""
-		if len(p.Filters) > 0 {
-			dst = append(dst, `"filters":`...)
-			dst = appendStrings(dst, p.Filters)
-			sep = ","
-		}
-		if len(p.Scorers) > 0 {
-			dst = append(dst, sep...)
-			dst = append(dst, `"scorers":`...)
-			dst = appendArray(dst, p.Scorers, func(dst []byte, r *ScorerRef) []byte {
-				dst = append(dst, `{"name":`...)
-				dst = appendJSONString(dst, r.Name)
-				if r.Weight != 0 {
-					dst = append(dst, `,"weight":`...)
-					dst = strconv.AppendInt(dst, int64(r.Weight), 10)
-				}
-				return append(dst, '}')
-			})
-		}
-		dst = append(dst, '}')
-	}
-	if r := s.Retry; r != (RetryPolicy{}) {
-		dst = append(dst, `,"retry":{`...)
-		sep := ""
-		if r.MaxAttempts != 0 {
-			dst = append(dst, `"max_attempts":`...)
-			dst = strconv.AppendInt(dst, int64(r.MaxAttempts), 10)
-			sep = ","
-		}
-		for _, f := range [...]struct {
-			key string
-			v   Duration
-		}{{`"backoff":`, r.Backoff}, {`"max_backoff":`, r.MaxBackoff}} {
-			if f.v != 0 {
-				dst = append(dst, sep...)
-				dst = append(dst, f.key...)
-				dst = appendDuration(dst, f.v)
-				sep = ","
-			}
-		}
-		dst = append(dst, '}')
-	}
-	if s.MaxRunTime != 0 {
-		dst = append(dst, `,"max_run_time":`...)
-		dst = appendDuration(dst, s.MaxRunTime)
-	}
-	if s.IdempotencyKey != "" {
-		dst = append(dst, `,"idempotency_key":`...)
-		dst = appendJSONString(dst, s.IdempotencyKey)
-	}
-	if s.Appmaster {
-		dst = append(dst, `,"appmaster":true`...)
-	}
-	dst = append(dst, `,"tasks":`...)
-	dst = appendArray(dst, s.Tasks, func(dst []byte, g *TaskGroupSpec) []byte {
-		dst = append(dst, '{')
-		if g.Name != "" {
-			dst = append(dst, `"name":`...)
-			dst = appendJSONString(dst, g.Name)
-			dst = append(dst, ',')
-		}
-		dst = append(dst, `"count":`...)
-		dst = strconv.AppendInt(dst, g.Count, 10)
-		if len(g.PreferredNodes) > 0 {
-			dst = append(dst, `,"preferred_nodes":`...)
-			dst = appendStrings(dst, g.PreferredNodes)
-		}
-		dst = append(dst, `,"pod":`...)
-		dst = appendPod(dst, &g.Pod)
-		return append(dst, '}')
-	})
-	return append(dst, '}')
 }
 
 // appendStringMap appends m as a JSON object, keys in order.

@@ -25,13 +25,13 @@ type JobSpec struct {
 	// Name identifies the job to people; it need not be unique.
 	Name string `json:"name"`
 	// Queue is the fair-share queue the job is charged to. Default "default".
-	Queue string `json:"queue,omitempty"`
+	Queue string `json:"queue,omitempty" codec:"intern=DefaultQueue"`
 	// Pool restricts the job to nodes of this pool. Empty means any pool.
 	Pool string `json:"pool,omitempty"`
 	// Priority orders jobs: higher first, 0 to MaxPriority. Default 0.
 	Priority int32 `json:"priority,omitempty"`
 	// QoS is the job's class. Default offline.
-	QoS QoS `json:"qos,omitempty"`
+	QoS QoS `json:"qos,omitempty" codec:"intern=QoSOffline|QoSOnline"`
 	// Labels are the user's key/value annotations of the job.
 	Labels map[string]string `json:"labels,omitempty"`
 	// Constraints are hard requirements on node labels.
@@ -59,7 +59,7 @@ type JobSpec struct {
 	Appmaster bool `json:"appmaster,omitempty"`
 	// Tasks are the job's task groups: at least one, unless the job is an
 	// appmaster.
-	Tasks []TaskGroupSpec `json:"tasks"`
+	Tasks []TaskGroupSpec `json:"tasks" codec:"slab=groups"`
 }
 
 // TaskGroupSpec is an array of identical tasks: Count copies of one pod.
@@ -79,7 +79,7 @@ type TaskGroupSpec struct {
 // its network, IPC and UTS namespaces.
 type PodSpec struct {
 	// Containers run together; at least one, at most MaxContainersPerPod.
-	Containers []ContainerSpec `json:"containers"`
+	Containers []ContainerSpec `json:"containers" codec:"slab=containers"`
 	// SharePID puts the pod's containers in one PID namespace.
 	SharePID bool `json:"share_pid,omitempty"`
 	// Network is the pod's network: its own namespace on the node's
@@ -97,7 +97,7 @@ type PodSpec struct {
 type NetworkSpec struct {
 	// Mode is one of the Network* modes; empty means the node's default
 	// (NetworkBridge on nodes that run containers).
-	Mode string `json:"mode,omitempty"`
+	Mode string `json:"mode,omitempty" codec:"intern=NetworkBridge|NetworkHost|NetworkNone"`
 }
 
 // Network modes.
@@ -134,7 +134,7 @@ type Volume struct {
 type ScratchVolume struct {
 	// Size in bytes, positive: it counts in the pod's disk demand, and
 	// writes past it fail.
-	Size int64 `json:"size"`
+	Size int64 `json:"size" codec:"quantity=ParseBytes"`
 }
 
 // HostPathVolume is a directory of the node's host. The node allows only
@@ -179,9 +179,9 @@ type SimSpec struct {
 // every Peak.Period and CPU and Memory for the rest of it.
 type SimUsage struct {
 	// CPU in millicores, not negative.
-	CPU int64 `json:"cpu,omitempty"`
+	CPU int64 `json:"cpu,omitempty" codec:"quantity=ParseCPU"`
 	// Memory in bytes, not negative.
-	Memory int64 `json:"memory,omitempty"`
+	Memory int64 `json:"memory,omitempty" codec:"quantity=ParseBytes"`
 	// Peak, when set, shifts the usage periodically.
 	Peak *SimPeak `json:"peak,omitempty"`
 }
@@ -193,9 +193,9 @@ type SimUsage struct {
 // after it.
 type SimPeak struct {
 	// CPU in millicores, not negative.
-	CPU int64 `json:"cpu,omitempty"`
+	CPU int64 `json:"cpu,omitempty" codec:"quantity=ParseCPU"`
 	// Memory in bytes, not negative.
-	Memory int64 `json:"memory,omitempty"`
+	Memory int64 `json:"memory,omitempty" codec:"quantity=ParseBytes"`
 	// Period is how often the peak comes: positive.
 	Period Duration `json:"period"`
 	// Length is how long it holds: positive and shorter than Period.
@@ -264,13 +264,13 @@ type Image struct {
 // quantities ("512Mi", "1.5Gi", "100M").
 type Resources struct {
 	// CPU in millicores: 1000 is one core. Must be positive.
-	CPU int64 `json:"cpu"`
+	CPU int64 `json:"cpu" codec:"quantity=ParseCPU"`
 	// Memory in bytes. Must be positive.
-	Memory int64 `json:"memory"`
+	Memory int64 `json:"memory" codec:"quantity=ParseBytes"`
 	// GPUs is the number of whole GPUs.
 	GPUs int64 `json:"gpus,omitempty"`
 	// Disk is scratch disk in bytes.
-	Disk int64 `json:"disk,omitempty"`
+	Disk int64 `json:"disk,omitempty" codec:"quantity=ParseBytes"`
 	// Ports are the network ports the container listens on.
 	Ports []Port `json:"ports,omitempty"`
 }

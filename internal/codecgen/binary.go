@@ -1,0 +1,286 @@
+package codecgen
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// binGen writes the binary codec of a struct type of another package
+// (prefix qualifies its names), for a package that provides: enc (byte,
+// varint, uvarint, str, bool), dec (byte, varint, str, count),
+// appendStrs, appendStrMap, decodeBool, decodeInt32, and a specDecoder
+// with decodeStrs, strMap, a mapCache per map field named after its
+// member, and the slabs the fields' slab options name. Fields are written
+// in the order the type declares them, with no tags:
+//
+//	string        uvarint length, bytes (typed strings too)
+//	int32, int64  zig-zag varint
+//	bool          byte 0 or 1
+//	*T            bool (set), then T when set
+//	[]T           uvarint count, then each T
+//	map           uvarint count, then key, value pairs in increasing key order
+//	struct        its fields, inline
+//	leaf          as its hook says (Duration: int64 nanoseconds)
+//
+// A hooked type (-hook T=N) has a layout of its own, written by hand in
+// the package as appendT(e, *T) and sd.decodeT(d, *T), at least N bytes.
+type binGen struct {
+	s      *schema
+	e      *emitter
+	prefix string
+	hooks  map[string]int  // hooked type → the fewest bytes of its encoding
+	skip   map[string]bool // "T.Field": written by a hook of an enclosing type
+	funcs  map[string]bool // the types with functions of their own
+}
+
+func (g *binGen) fields(name string) ([]field, error) {
+	fs, err := g.s.fields(name)
+	if err != nil {
+		return nil, err
+	}
+	out := fs[:0:0]
+	for _, f := range fs {
+		if !g.skip[name+"."+f.goName] {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+// minBytes is the fewest bytes an encoding of type name takes: one a
+// field, a struct's its fields', a hooked type's what its hook says.
+func (g *binGen) minBytes(name string) (int, error) {
+	if n, ok := g.hooks[name]; ok {
+		return n, nil
+	}
+	fs, err := g.fields(name)
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for _, f := range fs {
+		n := 1
+		if f.kind == kStruct {
+			if n, err = g.minBytes(f.typeName); err != nil {
+				return 0, err
+			}
+		}
+		total += n
+	}
+	return total, nil
+}
+
+func (g *binGen) typ(name string) string { return g.prefix + name }
+
+// root writes the constant min<T>Bytes, appendT and sd.decodeT of name.
+func (g *binGen) root(name string) error {
+	n, err := g.minBytes(name)
+	if err != nil {
+		return err
+	}
+	e := g.e
+	e.line("// min%sBytes is the fewest bytes the encoding of a %s takes.", name, name)
+	e.line("const min%sBytes = %d\n", name, n)
+	e.fresh = 0
+	e.line("// append%s appends the encoding of v.", name)
+	e.line("func append%s(e *enc, v *%s) {", name, g.typ(name))
+	if err := g.encFields(name, "v"); err != nil {
+		return err
+	}
+	e.line("}\n")
+	e.fresh = 0
+	e.line("// decode%s decodes what append%s wrote into *v, which is zero.", name, name)
+	e.line("// Errors stick in d.")
+	e.line("func (sd *specDecoder) decode%s(d *dec, v *%s) {", name, g.typ(name))
+	if err := g.decFields(name, "v"); err != nil {
+		return err
+	}
+	e.line("}\n")
+	return nil
+}
+
+func (g *binGen) encFields(name, x string) error {
+	fs, err := g.fields(name)
+	if err != nil {
+		return err
+	}
+	for _, f := range fs {
+		if err := g.encValue(f, x+"."+f.goName); err != nil {
+			return fmt.Errorf("codecgen: %s.%s: %w", name, f.goName, err)
+		}
+	}
+	return nil
+}
+
+// called reports whether values of struct type name are written by a
+// function (a hook's or a root's) rather than inline.
+func (g *binGen) called(name string) bool {
+	_, hooked := g.hooks[name]
+	return hooked || g.funcs[name]
+}
+
+func (g *binGen) encValue(f field, x string) error {
+	e := g.e
+	switch f.kind {
+	case kString:
+		if f.typeName != "" {
+			x = "string(" + x + ")"
+		}
+		e.line("e.str(%s)", x)
+	case kBool:
+		e.line("e.bool(%s)", x)
+	case kInt32:
+		e.line("e.varint(int64(%s))", x)
+	case kInt64:
+		e.line("e.varint(%s)", x)
+	case kLeaf:
+		e.line(leafHooks[f.typeName].binAppend, x)
+	case kStrings:
+		e.line("appendStrs(e, %s)", x)
+	case kStrMap:
+		e.line("appendStrMap(e, %s)", x)
+	case kStruct:
+		if g.called(f.typeName) {
+			e.line("append%s(e, &%s)", f.typeName, x)
+			return nil
+		}
+		return g.encFields(f.typeName, x)
+	case kPtrStruct:
+		if _, hooked := g.hooks[f.typeName]; hooked {
+			return fmt.Errorf("a pointer to hooked type %s is not supported", f.typeName)
+		}
+		e.line("e.bool(%s != nil)", x)
+		e.line("if %s != nil {", x)
+		if g.funcs[f.typeName] {
+			e.line("append%s(e, %s)", f.typeName, x)
+		} else if err := g.encFields(f.typeName, x); err != nil {
+			return err
+		}
+		e.line("}")
+	case kStructSlice:
+		e.line("e.uvarint(uint64(len(%s)))", x)
+		i, y := e.name("i"), e.name("y")
+		e.line("for %s := range %s {", i, x)
+		e.line("%s := &%s[%s]", y, x, i)
+		if g.called(f.typeName) {
+			e.line("append%s(e, %s)", f.typeName, y)
+		} else if err := g.encFields(f.typeName, y); err != nil {
+			return err
+		}
+		e.line("}")
+	}
+	return nil
+}
+
+func (g *binGen) decFields(name, x string) error {
+	fs, err := g.fields(name)
+	if err != nil {
+		return err
+	}
+	for _, f := range fs {
+		if err := g.decValue(f, x+"."+f.goName); err != nil {
+			return fmt.Errorf("codecgen: %s.%s: %w", name, f.goName, err)
+		}
+	}
+	return nil
+}
+
+func (g *binGen) decValue(f field, x string) error {
+	e := g.e
+	switch f.kind {
+	case kString:
+		if f.typeName != "" {
+			e.line("%s = %s(d.str())", x, g.typ(f.typeName))
+		} else {
+			e.line("%s = d.str()", x)
+		}
+	case kBool:
+		e.line("%s = decodeBool(d)", x)
+	case kInt32:
+		e.line("%s = decodeInt32(d)", x)
+	case kInt64:
+		e.line("%s = d.varint()", x)
+	case kLeaf:
+		e.line("%s = "+leafHooks[f.typeName].binDecode, x, g.prefix)
+	case kStrings:
+		e.line("%s = sd.decodeStrs(d)", x)
+	case kStrMap:
+		e.line("%s = sd.strMap(d, &sd.%s)", x, f.json)
+	case kStruct:
+		if g.called(f.typeName) {
+			e.line("sd.decode%s(d, &%s)", f.typeName, x)
+			return nil
+		}
+		return g.decFields(f.typeName, x)
+	case kPtrStruct:
+		p := e.name("p")
+		e.line("if decodeBool(d) {")
+		e.line("%s := &%s{}", p, g.typ(f.typeName))
+		if g.funcs[f.typeName] {
+			e.line("sd.decode%s(d, %s)", f.typeName, p)
+		} else if err := g.decFields(f.typeName, p); err != nil {
+			return err
+		}
+		e.line("%s = %s\n}", x, p)
+	case kStructSlice:
+		min := "min" + f.typeName + "Bytes"
+		if !g.funcs[f.typeName] {
+			n, err := g.minBytes(f.typeName)
+			if err != nil {
+				return err
+			}
+			min = strconv.Itoa(n)
+		}
+		n, i, y := e.name("n"), e.name("i"), e.name("y")
+		e.line("if %s := d.count(%s); %s > 0 {", n, min, n)
+		if slab := f.opts["slab"]; slab != "" {
+			e.line("%s = sd.%s.take(%s)", x, slab, n)
+		} else {
+			e.line("%s = make([]%s, %s)", x, g.typ(f.typeName), n)
+		}
+		e.line("for %s := range %s {", i, x)
+		e.line("%s := &%s[%s]", y, x, i)
+		if g.called(f.typeName) {
+			e.line("sd.decode%s(d, %s)", f.typeName, y)
+		} else if err := g.decFields(f.typeName, y); err != nil {
+			return err
+		}
+		e.line("}\n}")
+	}
+	return nil
+}
+
+func generateBinary(dir, schemaDir, importPath string, roots []string, hooks map[string]int, skip map[string]bool) ([]byte, error) {
+	pkg, err := loadSchema(dir)
+	if err != nil {
+		return nil, err
+	}
+	s, err := loadSchema(schemaDir)
+	if err != nil {
+		return nil, err
+	}
+	g := &binGen{s: s, e: newEmitter(), prefix: path.Base(importPath) + ".", hooks: hooks, skip: skip, funcs: map[string]bool{}}
+	for _, r := range roots {
+		if _, hooked := hooks[r]; hooked {
+			return nil, fmt.Errorf("codecgen: %s is both a root and hooked", r)
+		}
+		g.funcs[r] = true
+	}
+	for k := range skip {
+		t, f, ok := strings.Cut(k, ".")
+		fs, err := s.fields(t)
+		if !ok || err != nil || !slices.ContainsFunc(fs, func(x field) bool { return x.goName == f }) {
+			return nil, fmt.Errorf("codecgen: -skip %q: want Type.Field, a field of a struct type", k)
+		}
+	}
+	for _, r := range roots {
+		if err := g.root(r); err != nil {
+			return nil, err
+		}
+	}
+	g.e.imports[importPath] = true
+	return g.e.file(pkg.pkg, Command)
+}
