@@ -83,7 +83,9 @@
 //
 // To add a field to one of these types: declare it with its json tag (and
 // a codec tag if it needs one), validate it in validate.go, and run
-// go generate ./api.
+// go generate ./api ./dispatcher/fsm (the dispatcher's binary spec codec
+// is generated from the same types; its doc says what else a field there
+// asks for).
 //
 // # Invariants
 //

@@ -124,7 +124,19 @@
 // collections decoding as nil as api.DecodeJobs reads what encoding/json
 // writes; a pod's network mode, volumes and its containers' mounts follow
 // its flags byte only when one is set (appendPodStorage), so a pod without
-// them encodes as before they existed. A submit command is a count and each spec length-prefixed, with
+// them encodes as before they existed. The codec is generated from api's
+// types (spec_bin_gen.go, written by internal/codecgen through the
+// generate directive in spec_codec.go; TestGeneratedCodecsCurrent fails
+// while it is stale): appendJobSpec, appendTaskGroupSpec and
+// appendContainerSpec and their decoders, and min<T>Bytes, the fewest bytes
+// of each. The pod's layout (appendPodSpec, decodePodSpec) and the skim
+// (skimSpec) are written by hand: the one keeps the flags bytes older
+// formats announce their parts with, the other reads only what apply
+// needs. Adding a field to a spec type, after api (see its doc), is go
+// generate ./dispatcher/fsm and a bump of the formats' versions; where the
+// skim reads past the type (JobSpec, TaskGroupSpec, ContainerSpec and
+// what they hold), it skips the new field too, and FuzzSkim fails until it
+// does. A submit command is a count and each spec length-prefixed, with
 // its defaults applied: SubmitJobs validates the specs with
 // api.ValidateJobs before it encodes them, so an invalid spec is never
 // proposed, and apply trusts them (validating again on every replica cost a

@@ -73,7 +73,7 @@ func skimSpec(s string, groups []group) (f jobFields, idem string, _ []group, ok
 	_, i = readVarint(s, i) // max run time
 	idem, i = readStr(s, i)
 	f.appmaster, i = readBool(s, i)
-	n, i = readCount(s, i, minGroupBytes)
+	n, i = readCount(s, i, minTaskGroupSpecBytes)
 	for range n {
 		groups = append(groups, group{})
 		g := &groups[len(groups)-1]
@@ -121,7 +121,7 @@ func specError(s string) error {
 func skimPod(s string, i int) (api.Capacity, []placement.PortKey, int) {
 	var c api.Capacity
 	var all []placement.PortKey
-	n, i := readCount(s, i, minContainerBytes)
+	n, i := readCount(s, i, minContainerSpecBytes)
 	for range n {
 		for range 4 { // name, image rootfs, OCI layout, ref
 			i = skipStr(s, i)

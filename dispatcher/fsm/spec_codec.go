@@ -11,9 +11,13 @@ import (
 )
 
 // The binary encoding of an api.JobSpec, in submit commands and job
-// records. Fields are written in the order api declares them, with no tags:
-// a field added to api must be added here (TestSpecCodecEveryField fails
-// until it is) and the formats' versions bumped.
+// records. Fields are written in the order api declares them, with no tags;
+// the codec is generated from api's types (spec_bin_gen.go, by the
+// directive below), except a pod's (appendPodSpec, decodePodSpec), whose
+// flags bytes keep the specs of older formats readable. A field added to
+// api changes the encoding when go generate runs: the formats' versions
+// are bumped with it (TestGeneratedCodecsCurrent fails until the file is
+// generated again; TestSpecCodecEveryField until the field survives).
 //
 //	string          uvarint length, bytes (typed strings too: QoS, ConstraintOp)
 //	int32, int64    zig-zag varint; api.Duration as int64 nanoseconds
@@ -30,54 +34,20 @@ import (
 // it returns an error wrapping ErrCorrupt for anything else; it never
 // panics and allocates at most in proportion to its input.
 
-// minSpecBytes is the fewest bytes a spec's encoding takes: one for each of
-// its sixteen top-level fields (the retry policy's three).
-const minSpecBytes = 16
+//go:generate go run github.com/sluicehq/sluice/internal/codecgen/cmd/codecgen -binary -schema ../../api -import github.com/sluicehq/sluice/api -type JobSpec,TaskGroupSpec,ContainerSpec -hook PodSpec=3 -skip ContainerSpec.Mounts -o spec_bin_gen.go
 
 // appendSpec appends the encoding of s.
-func appendSpec(e *enc, s *api.JobSpec) {
-	e.str(s.Name)
-	e.str(s.Queue)
-	e.str(s.Pool)
-	e.varint(int64(s.Priority))
-	e.str(string(s.QoS))
-	appendStrMap(e, s.Labels)
-	e.uvarint(uint64(len(s.Constraints)))
-	for i := range s.Constraints {
-		c := &s.Constraints[i]
-		e.str(c.Key)
-		e.str(string(c.Op))
-		appendStrs(e, c.Values)
+func appendSpec(e *enc, s *api.JobSpec) { appendJobSpec(e, s) }
+
+// appendPodSpec appends a pod: its containers (without their mounts), its
+// flags byte and storage (appendPodStorage), and its sim byte (appendSim).
+func appendPodSpec(e *enc, p *api.PodSpec) {
+	e.uvarint(uint64(len(p.Containers)))
+	for k := range p.Containers {
+		appendContainerSpec(e, &p.Containers[k])
 	}
-	e.bool(s.DistinctNodes)
-	e.bool(s.Policy != nil)
-	if p := s.Policy; p != nil {
-		appendStrs(e, p.Filters)
-		e.uvarint(uint64(len(p.Scorers)))
-		for _, sc := range p.Scorers {
-			e.str(sc.Name)
-			e.varint(int64(sc.Weight))
-		}
-	}
-	e.varint(int64(s.Retry.MaxAttempts))
-	e.varint(int64(s.Retry.Backoff))
-	e.varint(int64(s.Retry.MaxBackoff))
-	e.varint(int64(s.MaxRunTime))
-	e.str(s.IdempotencyKey)
-	e.bool(s.Appmaster)
-	e.uvarint(uint64(len(s.Tasks)))
-	for i := range s.Tasks {
-		g := &s.Tasks[i]
-		e.str(g.Name)
-		e.varint(g.Count)
-		appendStrs(e, g.PreferredNodes)
-		e.uvarint(uint64(len(g.Pod.Containers)))
-		for k := range g.Pod.Containers {
-			appendContainer(e, &g.Pod.Containers[k])
-		}
-		appendPodStorage(e, &g.Pod)
-		appendSim(e, g.Pod.Sim)
-	}
+	appendPodStorage(e, p)
+	appendSim(e, p.Sim)
 }
 
 // A pod's sim byte, where a spec written before simulated pods had usage
@@ -205,28 +175,6 @@ func appendPodStorage(e *enc, p *api.PodSpec) {
 	}
 }
 
-func appendContainer(e *enc, c *api.ContainerSpec) {
-	e.str(c.Name)
-	e.str(c.Image.Rootfs)
-	e.str(c.Image.OCILayout)
-	e.str(c.Image.Ref)
-	appendStrs(e, c.Command)
-	appendStrs(e, c.Args)
-	appendStrMap(e, c.Env)
-	e.str(c.WorkingDir)
-	r := &c.Resources
-	e.varint(r.CPU)
-	e.varint(r.Memory)
-	e.varint(r.GPUs)
-	e.varint(r.Disk)
-	e.uvarint(uint64(len(r.Ports)))
-	for _, p := range r.Ports {
-		e.str(p.Name)
-		e.varint(int64(p.Port))
-		e.str(p.Protocol)
-	}
-}
-
 func appendStrs(e *enc, vs []string) {
 	e.uvarint(uint64(len(vs)))
 	for _, v := range vs {
@@ -323,7 +271,7 @@ func readSpecs(d *dec, what string) (n int, block, specs []byte, fresh bool, err
 			return 0, nil, nil, false, fmt.Errorf("%w: %s: compressed specs: %v", ErrCorrupt, what, err)
 		}
 	}
-	if count > uint64(len(specs)/(minSpecBytes+1)) {
+	if count > uint64(len(specs)/(minJobSpecBytes+1)) {
 		return 0, nil, nil, false, fmt.Errorf("%w: %s: %d jobs in %d bytes of specs", ErrCorrupt, what, count, len(specs))
 	}
 	return int(count), block, specs, kind == specsS2, nil
@@ -372,58 +320,14 @@ func (sd *specDecoder) decode(d *dec) api.JobSpec {
 
 // decodeInto decodes a spec into *s, which must be zero: a big struct is
 // filled in place rather than copied out.
-func (sd *specDecoder) decodeInto(d *dec, s *api.JobSpec) {
-	s.Name = d.str()
-	s.Queue = d.str()
-	s.Pool = d.str()
-	s.Priority = decodeInt32(d)
-	s.QoS = api.QoS(d.str())
-	s.Labels = sd.strMap(d, &sd.labels)
-	if n := d.count(3); n > 0 {
-		s.Constraints = make([]api.Constraint, n)
-		for i := range s.Constraints {
-			c := &s.Constraints[i]
-			c.Key = d.str()
-			c.Op = api.ConstraintOp(d.str())
-			c.Values = sd.decodeStrs(d)
-		}
-	}
-	s.DistinctNodes = decodeBool(d)
-	if decodeBool(d) {
-		p := &api.Policy{}
-		p.Filters = sd.decodeStrs(d)
-		if n := d.count(2); n > 0 {
-			p.Scorers = make([]api.ScorerRef, n)
-			for i := range p.Scorers {
-				p.Scorers[i] = api.ScorerRef{Name: d.str(), Weight: decodeInt32(d)}
-			}
-		}
-		s.Policy = p
-	}
-	s.Retry.MaxAttempts = decodeInt32(d)
-	s.Retry.Backoff = api.Duration(d.varint())
-	s.Retry.MaxBackoff = api.Duration(d.varint())
-	s.MaxRunTime = api.Duration(d.varint())
-	s.IdempotencyKey = d.str()
-	s.Appmaster = decodeBool(d)
-	if n := d.count(minGroupBytes); n > 0 {
-		s.Tasks = sd.groups.take(n)
-		for i := range s.Tasks {
-			g := &s.Tasks[i]
-			g.Name = d.str()
-			g.Count = d.varint()
-			g.PreferredNodes = sd.decodeStrs(d)
-			sd.decodePod(d, &g.Pod)
-		}
-	}
-}
+func (sd *specDecoder) decodeInto(d *dec, s *api.JobSpec) { sd.decodeJobSpec(d, s) }
 
-// decodePod decodes a task group's pod.
-func (sd *specDecoder) decodePod(d *dec, p *api.PodSpec) {
-	if n := d.count(minContainerBytes); n > 0 {
+// decodePodSpec decodes what appendPodSpec wrote.
+func (sd *specDecoder) decodePodSpec(d *dec, p *api.PodSpec) {
+	if n := d.count(minContainerSpecBytes); n > 0 {
 		p.Containers = sd.containers.take(n)
 		for k := range p.Containers {
-			sd.decodeContainer(d, &p.Containers[k])
+			sd.decodeContainerSpec(d, &p.Containers[k])
 		}
 	}
 	flags := d.byte()
@@ -498,35 +402,6 @@ func internMode(m string) string {
 		}
 	}
 	return m
-}
-
-// The fewest bytes a task group's and a container's encodings take: one for
-// each field (a container's image three, its resources five).
-const (
-	minGroupBytes     = 6
-	minContainerBytes = 13
-)
-
-func (sd *specDecoder) decodeContainer(d *dec, c *api.ContainerSpec) {
-	c.Name = d.str()
-	c.Image.Rootfs = d.str()
-	c.Image.OCILayout = d.str()
-	c.Image.Ref = d.str()
-	c.Command = sd.decodeStrs(d)
-	c.Args = sd.decodeStrs(d)
-	c.Env = sd.strMap(d, &sd.env)
-	c.WorkingDir = d.str()
-	r := &c.Resources
-	r.CPU = d.varint()
-	r.Memory = d.varint()
-	r.GPUs = d.varint()
-	r.Disk = d.varint()
-	if n := d.count(3); n > 0 {
-		r.Ports = make([]api.Port, n)
-		for i := range r.Ports {
-			r.Ports[i] = api.Port{Name: d.str(), Port: decodeInt32(d), Protocol: d.str()}
-		}
-	}
 }
 
 func (sd *specDecoder) decodeStrs(d *dec) []string {
