@@ -166,3 +166,103 @@ func (sd *specDecoder) decodeContainerSpec(d *dec, v *api.ContainerSpec) {
 		}
 	}
 }
+
+// minMountBytes is the fewest bytes the encoding of a Mount takes.
+const minMountBytes = 3
+
+// appendMount appends the encoding of v.
+func appendMount(e *enc, v *api.Mount) {
+	e.str(v.Volume)
+	e.str(v.Path)
+	e.bool(v.ReadOnly)
+}
+
+// decodeMount decodes what appendMount wrote into *v, which is zero.
+// Errors stick in d.
+func (sd *specDecoder) decodeMount(d *dec, v *api.Mount) {
+	v.Volume = d.str()
+	v.Path = d.str()
+	v.ReadOnly = decodeBool(d)
+}
+
+// minScratchVolumeBytes is the fewest bytes the encoding of a ScratchVolume takes.
+const minScratchVolumeBytes = 1
+
+// appendScratchVolume appends the encoding of v.
+func appendScratchVolume(e *enc, v *api.ScratchVolume) {
+	e.varint(v.Size)
+}
+
+// decodeScratchVolume decodes what appendScratchVolume wrote into *v, which is zero.
+// Errors stick in d.
+func (sd *specDecoder) decodeScratchVolume(d *dec, v *api.ScratchVolume) {
+	v.Size = d.varint()
+}
+
+// minHostPathVolumeBytes is the fewest bytes the encoding of a HostPathVolume takes.
+const minHostPathVolumeBytes = 2
+
+// appendHostPathVolume appends the encoding of v.
+func appendHostPathVolume(e *enc, v *api.HostPathVolume) {
+	e.str(v.Path)
+	e.bool(v.ReadOnly)
+}
+
+// decodeHostPathVolume decodes what appendHostPathVolume wrote into *v, which is zero.
+// Errors stick in d.
+func (sd *specDecoder) decodeHostPathVolume(d *dec, v *api.HostPathVolume) {
+	v.Path = d.str()
+	v.ReadOnly = decodeBool(d)
+}
+
+// minSimSpecBytes is the fewest bytes the encoding of a SimSpec takes.
+const minSimSpecBytes = 2
+
+// appendSimSpec appends the encoding of v.
+func appendSimSpec(e *enc, v *api.SimSpec) {
+	e.varint(int64(v.RunTime))
+	e.varint(int64(v.ExitCode))
+}
+
+// decodeSimSpec decodes what appendSimSpec wrote into *v, which is zero.
+// Errors stick in d.
+func (sd *specDecoder) decodeSimSpec(d *dec, v *api.SimSpec) {
+	v.RunTime = api.Duration(d.varint())
+	v.ExitCode = decodeInt32(d)
+}
+
+// minSimUsageBytes is the fewest bytes the encoding of a SimUsage takes.
+const minSimUsageBytes = 2
+
+// appendSimUsage appends the encoding of v.
+func appendSimUsage(e *enc, v *api.SimUsage) {
+	e.varint(v.CPU)
+	e.varint(v.Memory)
+}
+
+// decodeSimUsage decodes what appendSimUsage wrote into *v, which is zero.
+// Errors stick in d.
+func (sd *specDecoder) decodeSimUsage(d *dec, v *api.SimUsage) {
+	v.CPU = d.varint()
+	v.Memory = d.varint()
+}
+
+// minSimPeakBytes is the fewest bytes the encoding of a SimPeak takes.
+const minSimPeakBytes = 4
+
+// appendSimPeak appends the encoding of v.
+func appendSimPeak(e *enc, v *api.SimPeak) {
+	e.varint(v.CPU)
+	e.varint(v.Memory)
+	e.varint(int64(v.Period))
+	e.varint(int64(v.Length))
+}
+
+// decodeSimPeak decodes what appendSimPeak wrote into *v, which is zero.
+// Errors stick in d.
+func (sd *specDecoder) decodeSimPeak(d *dec, v *api.SimPeak) {
+	v.CPU = d.varint()
+	v.Memory = d.varint()
+	v.Period = api.Duration(d.varint())
+	v.Length = api.Duration(d.varint())
+}

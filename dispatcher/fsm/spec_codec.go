@@ -34,7 +34,7 @@ import (
 // it returns an error wrapping ErrCorrupt for anything else; it never
 // panics and allocates at most in proportion to its input.
 
-//go:generate go run github.com/sluicehq/sluice/internal/codecgen/cmd/codecgen -binary -schema ../../api -import github.com/sluicehq/sluice/api -type JobSpec,TaskGroupSpec,ContainerSpec -hook PodSpec=3 -skip ContainerSpec.Mounts -o spec_bin_gen.go
+//go:generate go run github.com/sluicehq/sluice/internal/codecgen/cmd/codecgen -binary -schema ../../api -import github.com/sluicehq/sluice/api -type JobSpec,TaskGroupSpec,ContainerSpec,Mount,ScratchVolume,HostPathVolume,SimSpec,SimUsage,SimPeak -hook PodSpec=3 -skip ContainerSpec.Mounts,SimSpec.Usage,SimUsage.Peak -o spec_bin_gen.go
 
 // appendSpec appends the encoding of s.
 func appendSpec(e *enc, s *api.JobSpec) { appendJobSpec(e, s) }
@@ -54,12 +54,14 @@ func appendPodSpec(e *enc, p *api.PodSpec) {
 // held the bool "Sim is set": such a spec decodes as it did, and a pod
 // without usage still encodes as it did.
 const (
+	// simSet says the byte is followed by the sim's own fields
+	// (appendSimSpec: run time, exit code).
 	simSet byte = 1 << 0
-	// simUsage says the run time and exit code are followed by the
-	// usage's CPU and memory.
+	// simUsage says they are followed by the usage's (appendSimUsage:
+	// CPU, memory).
 	simUsage byte = 1 << 1
-	// simPeak says the usage is followed by its peak's CPU, memory,
-	// period and length; only with simUsage.
+	// simPeak says the usage is followed by its peak's (appendSimPeak:
+	// CPU, memory, period, length); only with simUsage.
 	simPeak byte = 1 << 2
 )
 
@@ -78,18 +80,13 @@ func appendSim(e *enc, sim *api.SimSpec) {
 		}
 	}
 	e.byte(flags)
-	e.varint(int64(sim.RunTime))
-	e.varint(int64(sim.ExitCode))
+	appendSimSpec(e, sim)
 	if u == nil {
 		return
 	}
-	e.varint(u.CPU)
-	e.varint(u.Memory)
-	if p := u.Peak; p != nil {
-		e.varint(p.CPU)
-		e.varint(p.Memory)
-		e.varint(int64(p.Period))
-		e.varint(int64(p.Length))
+	appendSimUsage(e, u)
+	if u.Peak != nil {
+		appendSimPeak(e, u.Peak)
 	}
 }
 
@@ -157,20 +154,17 @@ func appendPodStorage(e *enc, p *api.PodSpec) {
 		}
 		e.byte(kinds)
 		if v.Scratch != nil {
-			e.varint(v.Scratch.Size)
+			appendScratchVolume(e, v.Scratch)
 		}
 		if v.HostPath != nil {
-			e.str(v.HostPath.Path)
-			e.bool(v.HostPath.ReadOnly)
+			appendHostPathVolume(e, v.HostPath)
 		}
 	}
 	for i := range p.Containers {
 		ms := p.Containers[i].Mounts
 		e.uvarint(uint64(len(ms)))
-		for _, m := range ms {
-			e.str(m.Volume)
-			e.str(m.Path)
-			e.bool(m.ReadOnly)
+		for k := range ms {
+			appendMount(e, &ms[k])
 		}
 	}
 }
@@ -347,13 +341,16 @@ func (sd *specDecoder) decodePodSpec(d *dec, p *api.PodSpec) {
 	if flags&simSet == 0 {
 		return
 	}
-	p.Sim = &api.SimSpec{RunTime: api.Duration(d.varint()), ExitCode: decodeInt32(d)}
+	p.Sim = &api.SimSpec{}
+	sd.decodeSimSpec(d, p.Sim)
 	if flags&simUsage == 0 {
 		return
 	}
-	u := &api.SimUsage{CPU: d.varint(), Memory: d.varint()}
+	u := &api.SimUsage{}
+	sd.decodeSimUsage(d, u)
 	if flags&simPeak != 0 {
-		u.Peak = &api.SimPeak{CPU: d.varint(), Memory: d.varint(), Period: api.Duration(d.varint()), Length: api.Duration(d.varint())}
+		u.Peak = &api.SimPeak{}
+		sd.decodeSimPeak(d, u.Peak)
 	}
 	p.Sim.Usage = u
 }
@@ -373,19 +370,21 @@ func (sd *specDecoder) decodeStorage(d *dec, p *api.PodSpec) {
 				return
 			}
 			if kinds&volumeScratch != 0 {
-				v.Scratch = &api.ScratchVolume{Size: d.varint()}
+				v.Scratch = &api.ScratchVolume{}
+				sd.decodeScratchVolume(d, v.Scratch)
 			}
 			if kinds&volumeHostPath != 0 {
-				v.HostPath = &api.HostPathVolume{Path: d.str(), ReadOnly: decodeBool(d)}
+				v.HostPath = &api.HostPathVolume{}
+				sd.decodeHostPathVolume(d, v.HostPath)
 			}
 		}
 	}
 	for k := range p.Containers {
-		if n := d.count(3); n > 0 {
+		if n := d.count(minMountBytes); n > 0 {
 			c := &p.Containers[k]
 			c.Mounts = make([]api.Mount, n)
 			for i := range c.Mounts {
-				c.Mounts[i] = api.Mount{Volume: d.str(), Path: d.str(), ReadOnly: decodeBool(d)}
+				sd.decodeMount(d, &c.Mounts[i])
 			}
 		}
 	}
