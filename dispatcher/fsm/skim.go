@@ -57,12 +57,7 @@ func skimSpec(s string, groups []group) (f jobFields, idem string, _ []group, ok
 	f.distinct, i = readBool(s, i)
 	var policy bool
 	if policy, i = readBool(s, i); policy {
-		i = skipStrs(s, i) // filters
-		n, i = readCount(s, i, 2)
-		for range n {
-			i = skipStr(s, i)
-			_, i = readInt32(s, i)
-		}
+		i = skipPolicy(s, i)
 	}
 	f.retry.MaxAttempts, i = readInt32(s, i)
 	var v int64
@@ -169,18 +164,13 @@ func skimPod(s string, i int) (api.Capacity, []placement.PortKey, int) {
 	sim := s[i]
 	i++
 	if sim&simSet != 0 {
-		_, i = readVarint(s, i)
-		_, i = readInt32(s, i)
+		i = skipSimSpec(s, i)
 	}
 	if sim&simUsage != 0 {
-		for range 2 { // CPU, memory
-			_, i = readVarint(s, i)
-		}
+		i = skipSimUsage(s, i)
 	}
 	if sim&simPeak != 0 {
-		for range 4 { // CPU, memory, period, length
-			_, i = readVarint(s, i)
-		}
+		i = skipSimPeak(s, i)
 	}
 	return c, all, i
 }
@@ -210,17 +200,14 @@ func skimStorage(s string, i, containers int) (int64, int) {
 			disk += v
 		}
 		if kinds&volumeHostPath != 0 {
-			i = skipStr(s, i)
-			_, i = readBool(s, i)
+			i = skipHostPathVolume(s, i)
 		}
 	}
 	for range containers {
-		n, i = readCount(s, i, 3)
+		n, i = readCount(s, i, minMountBytes)
 		empty = empty && n == 0
 		for range n {
-			i = skipStr(s, i) // volume
-			i = skipStr(s, i) // path
-			_, i = readBool(s, i)
+			i = skipMount(s, i)
 		}
 	}
 	if empty {

@@ -266,3 +266,65 @@ func (sd *specDecoder) decodeSimPeak(d *dec, v *api.SimPeak) {
 	v.Period = api.Duration(d.varint())
 	v.Length = api.Duration(d.varint())
 }
+
+// skipPolicy reads past an encoding of a Policy at s[i:], accepting
+// what the decoder accepts, and returns the index after it (-1:
+// malformed).
+func skipPolicy(s string, i int) int {
+	i = skipStrs(s, i)
+	var n1 int
+	n1, i = readCount(s, i, 2)
+	for range n1 {
+		i = skipStr(s, i)
+		_, i = readInt32(s, i)
+	}
+	return i
+}
+
+// skipMount reads past an encoding of a Mount at s[i:], accepting
+// what the decoder accepts, and returns the index after it (-1:
+// malformed).
+func skipMount(s string, i int) int {
+	i = skipStr(s, i)
+	i = skipStr(s, i)
+	_, i = readBool(s, i)
+	return i
+}
+
+// skipHostPathVolume reads past an encoding of a HostPathVolume at s[i:], accepting
+// what the decoder accepts, and returns the index after it (-1:
+// malformed).
+func skipHostPathVolume(s string, i int) int {
+	i = skipStr(s, i)
+	_, i = readBool(s, i)
+	return i
+}
+
+// skipSimSpec reads past an encoding of a SimSpec at s[i:], accepting
+// what the decoder accepts, and returns the index after it (-1:
+// malformed).
+func skipSimSpec(s string, i int) int {
+	_, i = readVarint(s, i)
+	_, i = readInt32(s, i)
+	return i
+}
+
+// skipSimUsage reads past an encoding of a SimUsage at s[i:], accepting
+// what the decoder accepts, and returns the index after it (-1:
+// malformed).
+func skipSimUsage(s string, i int) int {
+	_, i = readVarint(s, i)
+	_, i = readVarint(s, i)
+	return i
+}
+
+// skipSimPeak reads past an encoding of a SimPeak at s[i:], accepting
+// what the decoder accepts, and returns the index after it (-1:
+// malformed).
+func skipSimPeak(s string, i int) int {
+	_, i = readVarint(s, i)
+	_, i = readVarint(s, i)
+	_, i = readVarint(s, i)
+	_, i = readVarint(s, i)
+	return i
+}

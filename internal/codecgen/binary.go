@@ -253,7 +253,83 @@ func (g *binGen) decValue(f field, x string) error {
 	return nil
 }
 
-func generateBinary(dir, schemaDir, importPath string, roots []string, hooks map[string]int, skip map[string]bool) ([]byte, error) {
+// skipper writes skipT(s string, i int) int for name: it reads an
+// encoding of name at s[i:] with the skim's primitives (readVarint,
+// readInt32, readBool, readCount, skipStr, skipStrs, skipStrMap), accepting
+// exactly what sd.decodeT accepts, and returns the index after it, or -1.
+func (g *binGen) skipper(name string) error {
+	e := g.e
+	e.fresh = 0
+	e.line("// skip%s reads past an encoding of a %s at s[i:], accepting", name, name)
+	e.line("// what the decoder accepts, and returns the index after it (-1:")
+	e.line("// malformed).")
+	e.line("func skip%s(s string, i int) int {", name)
+	if err := g.skipFields(name); err != nil {
+		return err
+	}
+	e.line("return i\n}\n")
+	return nil
+}
+
+func (g *binGen) skipFields(name string) error {
+	fs, err := g.fields(name)
+	if err != nil {
+		return err
+	}
+	for _, f := range fs {
+		if err := g.skipValue(f); err != nil {
+			return fmt.Errorf("codecgen: %s.%s: %w", name, f.goName, err)
+		}
+	}
+	return nil
+}
+
+func (g *binGen) skipValue(f field) error {
+	e := g.e
+	switch f.kind {
+	case kString:
+		e.line("i = skipStr(s, i)")
+	case kBool:
+		e.line("_, i = readBool(s, i)")
+	case kInt32:
+		e.line("_, i = readInt32(s, i)")
+	case kInt64, kLeaf:
+		e.line("_, i = readVarint(s, i)")
+	case kStrings:
+		e.line("i = skipStrs(s, i)")
+	case kStrMap:
+		e.line("i = skipStrMap(s, i)")
+	case kStruct:
+		if _, hooked := g.hooks[f.typeName]; hooked {
+			return fmt.Errorf("skipping hooked type %s is not supported", f.typeName)
+		}
+		return g.skipFields(f.typeName)
+	case kPtrStruct:
+		set := e.name("set")
+		e.line("var %s bool", set)
+		e.line("if %s, i = readBool(s, i); %s {", set, set)
+		if err := g.skipFields(f.typeName); err != nil {
+			return err
+		}
+		e.line("}")
+	case kStructSlice:
+		min, err := g.minBytes(f.typeName)
+		if err != nil {
+			return err
+		}
+		n := e.name("n")
+		e.line("var %s int", n)
+		e.line("%s, i = readCount(s, i, %d)", n, min)
+		e.line("for range %s {", n)
+		if err := g.skipFields(f.typeName); err != nil {
+			return err
+		}
+		e.line("}")
+	}
+	return nil
+}
+
+func generateBinary(dir, schemaDir, importPath string, roots, skims []string, hooks map[string]int, skip map[string]bool) ([]byte, error) {
 	pkg, err := loadSchema(dir)
 	if err != nil {
 		return nil, err
@@ -278,6 +354,11 @@ func generateBinary(dir, schemaDir, importPath string, roots []string, hooks map
 	}
 	for _, r := range roots {
 		if err := g.root(r); err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range skims {
+		if err := g.skipper(t); err != nil {
 			return nil, err
 		}
 	}

@@ -169,7 +169,7 @@ type Pod struct {
 		t.Fatal(err)
 	}
 	base := []string{"-binary", "-schema", "../types", "-import", "example.com/types", "-type", "Job", "-o", "job_gen.go"}
-	files, err := codecgen.Run(user, append(base, "-hook", "Pod=2", "-skip", "Part.Hide"))
+	files, err := codecgen.Run(user, append(base, "-hook", "Pod=2", "-skip", "Part.Hide", "-skim", "Pol,Part"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,6 +182,8 @@ type Pod struct {
 		"e.bool(v.Pol != nil)", "if decodeBool(d) {",
 		"sd.parts.take(", "d.count(1)",
 		"appendPod(e, &v.Pod)", "sd.decodePod(d, &v.Pod)",
+		"func skipPol(s string, i int) int {\n\t_, i = readBool(s, i)\n\t_, i = readInt32(s, i)\n\treturn i\n}",
+		"func skipPart(s string, i int) int {\n\ti = skipStr(s, i)\n\treturn i\n}",
 	} {
 		if !strings.Contains(gen, want) {
 			t.Errorf("generated code lacks %q:\n%s", want, gen)

@@ -30,12 +30,15 @@ const Command = "github.com/sluicehq/sluice/internal/codecgen/cmd/codecgen"
 //	    of structs it reaches; struct and pointer fields are written
 //	    inline
 //	-binary -schema ../../api -import github.com/x/api -type T1,T2
-//	        -hook T3=N -skip T1.F -o name_gen.go
+//	        -hook T3=N -skip T1.F -skim T4 -o name_gen.go
 //	    the binary codec of T1 and T2, types of the package in the
 //	    directory -schema names: min<T>Bytes, appendT and sd.decodeT for
 //	    each (see binGen); T3 is written by hand-written functions of the
 //	    same names, whose encoding takes at least N bytes, and field F
 //	    of T1 by such a hook of a type enclosing it
+//	    -skim T4 adds skipT4(s string, i int) int, which reads past an
+//	    encoding of T4 accepting exactly what sd.decodeT4 accepts, with
+//	    the primitives of the package's skim
 func Run(dir string, args []string) (map[string][]byte, error) {
 	fl := flag.NewFlagSet("codecgen", flag.ContinueOnError)
 	fl.SetOutput(io.Discard)
@@ -49,6 +52,7 @@ func Run(dir string, args []string) (map[string][]byte, error) {
 		types      = fl.String("type", "", "binary: the root types, comma-separated")
 		hookList   = fl.String("hook", "", "binary: hooked types with their fewest bytes, T=N,...")
 		skipList   = fl.String("skip", "", "binary: fields a hook writes, T.Field,...")
+		skimList   = fl.String("skim", "", "binary: types to write skip functions for, comma-separated")
 		out        = fl.String("o", "", "the file to write, ending in "+genSuffix)
 	)
 	if err := fl.Parse(args); err != nil {
@@ -84,7 +88,7 @@ func Run(dir string, args []string) (map[string][]byte, error) {
 		for _, f := range split(*skipList) {
 			skip[f] = true
 		}
-		src, err = generateBinary(dir, filepath.Join(dir, *schemaDir), *importPath, split(*types), hooks, skip)
+		src, err = generateBinary(dir, filepath.Join(dir, *schemaDir), *importPath, split(*types), split(*skimList), hooks, skip)
 	}
 	if err != nil {
 		return nil, err
