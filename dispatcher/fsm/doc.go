@@ -128,15 +128,17 @@
 // types (spec_bin_gen.go, written by internal/codecgen through the
 // generate directive in spec_codec.go; TestGeneratedCodecsCurrent fails
 // while it is stale): appendJobSpec, appendTaskGroupSpec and
-// appendContainerSpec and their decoders, and min<T>Bytes, the fewest bytes
-// of each. The pod's layout (appendPodSpec, decodePodSpec) and the skim
-// (skimSpec) are written by hand: the one keeps the flags bytes older
-// formats announce their parts with, the other reads only what apply
-// needs. Adding a field to a spec type, after api (see its doc), is go
-// generate ./dispatcher/fsm and a bump of the formats' versions; where the
-// skim reads past the type (JobSpec, TaskGroupSpec, ContainerSpec and
-// what they hold), it skips the new field too, and FuzzSkim fails until it
-// does. A submit command is a count and each spec length-prefixed, with
+// appendContainerSpec and the rest of the pod's parts, their decoders,
+// min<T>Bytes (the fewest bytes of each), and the skim's walk over the
+// fields (skimJobSpec, skimTaskGroupSpec, skimContainerSpec: what apply
+// does not need is skipped, each field it takes is handed to a skimmer
+// method). The pod's structure (appendPodSpec, decodePodSpec, skimPod:
+// the flags bytes older formats announce their parts with) is written by
+// hand. Adding a field to a spec type, after api (see its doc), is go
+// generate ./dispatcher/fsm and a bump of the formats' versions (and, for
+// a field of api.PodSpec itself, its place in the pod's structure); the
+// skim skips the field unless apply needs it, when it joins the
+// directive's -read list with a skimmer method. A submit command is a count and each spec length-prefixed, with
 // its defaults applied: SubmitJobs validates the specs with
 // api.ValidateJobs before it encodes them, so an invalid spec is never
 // proposed, and apply trusts them (validating again on every replica cost a

@@ -24,67 +24,188 @@ import (
 // that moves a slice and checks a sticky error. (Most of those functions
 // are calls, not inlined: with their slow paths they cost more than the
 // inliner's budget, and moving the slow paths out of line cost more
-// instructions than it saved.)
+// instructions than it saved.) The walk over the fields is generated
+// (skimJobSpec, skimTaskGroupSpec, skimContainerSpec in spec_bin_gen.go):
+// it skips what apply does not need, and hands each field it takes (the
+// -read list of the directive in spec_codec.go) to a skimmer method below.
 func skimSpec(s string, groups []group) (f jobFields, idem string, _ []group, ok bool) {
-	i := 0
-	i = skipStr(s, i) // name
-	f.queue, i = readStr(s, i)
-	var pool string
-	pool, i = readStr(s, i)
-	f.priority, i = readInt32(s, i)
+	k := skimmer{groups: groups}
+	i := skimJobSpec(s, 0, &k)
+	if i != len(s) { // malformed (-1), or trailing bytes
+		return jobFields{}, "", k.groups, false
+	}
+	if k.pool != "" || k.constraints != nil {
+		k.f.rules = &nodeRules{pool: k.pool, constraints: k.constraints}
+	}
+	return k.f, k.idem, k.groups, true
+}
+
+// A skimmer is what skimSpec has taken of a spec so far. Its methods, one
+// per field the skim takes, read the field at s[i:] and return the index
+// after it, as the skim's primitives do.
+type skimmer struct {
+	f           jobFields
+	idem        string
+	pool        string
+	constraints []api.Constraint
+	groups      []group
+	// The demand and ports of the pod being read (skimPod).
+	demand api.Capacity
+	ports  []placement.PortKey
+}
+
+func (k *skimmer) skimJobSpecQueue(s string, i int) int {
+	k.f.queue, i = readStr(s, i)
+	return i
+}
+
+func (k *skimmer) skimJobSpecPool(s string, i int) int {
+	k.pool, i = readStr(s, i)
+	return i
+}
+
+func (k *skimmer) skimJobSpecPriority(s string, i int) int {
+	k.f.priority, i = readInt32(s, i)
+	return i
+}
+
+func (k *skimmer) skimJobSpecQoS(s string, i int) int {
 	var qos string
 	qos, i = readStr(s, i)
-	f.qos = internQoS(qos)
-	i = skipStrMap(s, i) // labels
-	var (
-		n           int
-		constraints []api.Constraint
-	)
-	if n, i = readCount(s, i, 3); n > 0 {
-		constraints = make([]api.Constraint, n)
-		for k := range constraints {
-			c := &constraints[k]
-			var op string
-			c.Key, i = readStr(s, i)
-			op, i = readStr(s, i)
-			c.Op = api.ConstraintOp(op)
-			c.Values, i = readStrs(s, i)
-		}
+	k.f.qos = internQoS(qos)
+	return i
+}
+
+func (k *skimmer) skimJobSpecConstraints(s string, i int) int {
+	n, i := readCount(s, i, 3)
+	if n == 0 {
+		return i
 	}
-	if pool != "" || constraints != nil {
-		f.rules = &nodeRules{pool: pool, constraints: constraints}
+	k.constraints = make([]api.Constraint, n)
+	for j := range k.constraints {
+		c := &k.constraints[j]
+		var op string
+		c.Key, i = readStr(s, i)
+		op, i = readStr(s, i)
+		c.Op = api.ConstraintOp(op)
+		c.Values, i = readStrs(s, i)
 	}
-	f.distinct, i = readBool(s, i)
-	var policy bool
-	if policy, i = readBool(s, i); policy {
-		i = skipPolicy(s, i)
-	}
-	f.retry.MaxAttempts, i = readInt32(s, i)
+	return i
+}
+
+func (k *skimmer) skimJobSpecDistinctNodes(s string, i int) int {
+	k.f.distinct, i = readBool(s, i)
+	return i
+}
+
+func (k *skimmer) skimJobSpecRetryMaxAttempts(s string, i int) int {
+	k.f.retry.MaxAttempts, i = readInt32(s, i)
+	return i
+}
+
+func (k *skimmer) skimJobSpecRetryBackoff(s string, i int) int {
 	var v int64
 	v, i = readVarint(s, i)
-	f.retry.Backoff = api.Duration(v)
+	k.f.retry.Backoff = api.Duration(v)
+	return i
+}
+
+func (k *skimmer) skimJobSpecRetryMaxBackoff(s string, i int) int {
+	var v int64
 	v, i = readVarint(s, i)
-	f.retry.MaxBackoff = api.Duration(v)
-	_, i = readVarint(s, i) // max run time
-	idem, i = readStr(s, i)
-	f.appmaster, i = readBool(s, i)
-	n, i = readCount(s, i, minTaskGroupSpecBytes)
+	k.f.retry.MaxBackoff = api.Duration(v)
+	return i
+}
+
+func (k *skimmer) skimJobSpecIdempotencyKey(s string, i int) int {
+	k.idem, i = readStr(s, i)
+	return i
+}
+
+func (k *skimmer) skimJobSpecAppmaster(s string, i int) int {
+	k.f.appmaster, i = readBool(s, i)
+	return i
+}
+
+// skimJobSpecTasks appends a group for each task group and reads it into
+// the group (skimTaskGroupSpec).
+func (k *skimmer) skimJobSpecTasks(s string, i int) int {
+	n, i := readCount(s, i, minTaskGroupSpecBytes)
 	for range n {
-		groups = append(groups, group{})
-		g := &groups[len(groups)-1]
-		g.name, i = readStr(s, i)
-		g.count, i = readVarint(s, i)
-		i = skipStrs(s, i) // preferred nodes
-		var ports []placement.PortKey
-		g.demand, ports, i = skimPod(s, i)
-		if ports != nil {
-			g.setPorts(ports)
+		k.groups = append(k.groups, group{})
+		i = skimTaskGroupSpec(s, i, k)
+	}
+	return i
+}
+
+func (k *skimmer) skimTaskGroupSpecName(s string, i int) int {
+	g := &k.groups[len(k.groups)-1]
+	g.name, i = readStr(s, i)
+	return i
+}
+
+func (k *skimmer) skimTaskGroupSpecCount(s string, i int) int {
+	g := &k.groups[len(k.groups)-1]
+	g.count, i = readVarint(s, i)
+	return i
+}
+
+// skimTaskGroupSpecPod sets the group's demand and ports from its pod.
+func (k *skimmer) skimTaskGroupSpecPod(s string, i int) int {
+	k.demand, k.ports = api.Capacity{}, nil
+	i = skimPod(s, i, k)
+	g := &k.groups[len(k.groups)-1]
+	g.demand = k.demand
+	if k.ports != nil {
+		g.setPorts(k.ports)
+	}
+	return i
+}
+
+func (k *skimmer) skimContainerSpecResourcesCPU(s string, i int) int {
+	var v int64
+	v, i = readVarint(s, i)
+	k.demand.CPU += v
+	return i
+}
+
+func (k *skimmer) skimContainerSpecResourcesMemory(s string, i int) int {
+	var v int64
+	v, i = readVarint(s, i)
+	k.demand.Memory += v
+	return i
+}
+
+func (k *skimmer) skimContainerSpecResourcesGPUs(s string, i int) int {
+	var v int64
+	v, i = readVarint(s, i)
+	k.demand.GPUs += v
+	return i
+}
+
+func (k *skimmer) skimContainerSpecResourcesDisk(s string, i int) int {
+	var v int64
+	v, i = readVarint(s, i)
+	k.demand.Disk += v
+	return i
+}
+
+// skimContainerSpecResourcesPorts adds each port to the pod's ports in
+// order (podPorts), and each dynamic one to its demand.
+func (k *skimmer) skimContainerSpecResourcesPorts(s string, i int) int {
+	n, i := readCount(s, i, 3)
+	for range n {
+		i = skipStr(s, i) // name
+		var p int32
+		var proto string
+		p, i = readInt32(s, i)
+		proto, i = readStr(s, i)
+		k.ports = append(k.ports, placement.MakePortKey(p, proto))
+		if p == 0 {
+			k.demand.Ports++
 		}
 	}
-	if i != len(s) { // malformed (-1), or trailing bytes
-		return jobFields{}, "", groups, false
-	}
-	return f, idem, groups, true
+	return i
 }
 
 // internQoS returns the api constant equal to q, or q: a job keeps no
@@ -111,55 +232,25 @@ func specError(s string) error {
 	return fmt.Errorf("%w: spec (rejected by the skim, accepted by the decoder)", ErrCorrupt)
 }
 
-// skimPod reads a task group's pod at s[i:] and returns its demand and
-// its ports in order (nil for none: podPorts).
-func skimPod(s string, i int) (api.Capacity, []placement.PortKey, int) {
-	var c api.Capacity
-	var all []placement.PortKey
+// skimPod reads a task group's pod at s[i:] (appendPodSpec) into k's
+// demand and ports (nil for none: podPorts).
+func skimPod(s string, i int, k *skimmer) int {
 	n, i := readCount(s, i, minContainerSpecBytes)
 	for range n {
-		for range 4 { // name, image rootfs, OCI layout, ref
-			i = skipStr(s, i)
-		}
-		i = skipStrs(s, i) // command
-		i = skipStrs(s, i) // args
-		i = skipStrMap(s, i)
-		i = skipStr(s, i) // working dir
-		var v int64
-		v, i = readVarint(s, i)
-		c.CPU += v
-		v, i = readVarint(s, i)
-		c.Memory += v
-		v, i = readVarint(s, i)
-		c.GPUs += v
-		v, i = readVarint(s, i)
-		c.Disk += v
-		var ports int
-		ports, i = readCount(s, i, 3)
-		for range ports {
-			i = skipStr(s, i)
-			var p int32
-			var proto string
-			p, i = readInt32(s, i)
-			proto, i = readStr(s, i)
-			all = append(all, placement.MakePortKey(p, proto))
-			if p == 0 {
-				c.Ports++
-			}
-		}
+		i = skimContainerSpec(s, i, k)
 	}
 	if uint(i) >= uint(len(s)) || s[i]&^(podSharePID|podStorage) != 0 {
-		return c, nil, -1
+		return -1
 	}
 	storage := s[i]&podStorage != 0
 	i++
 	if storage {
 		var disk int64
 		disk, i = skimStorage(s, i, n)
-		c.Disk += disk
+		k.demand.Disk += disk
 	}
 	if uint(i) >= uint(len(s)) || !validSimFlags(s[i]) {
-		return c, nil, -1
+		return -1
 	}
 	sim := s[i]
 	i++
@@ -172,7 +263,7 @@ func skimPod(s string, i int) (api.Capacity, []placement.PortKey, int) {
 	if sim&simPeak != 0 {
 		i = skipSimPeak(s, i)
 	}
-	return c, all, i
+	return i
 }
 
 // skimStorage reads a pod's storage (appendPodStorage) at s[i:], for a pod

@@ -267,20 +267,6 @@ func (sd *specDecoder) decodeSimPeak(d *dec, v *api.SimPeak) {
 	v.Length = api.Duration(d.varint())
 }
 
-// skipPolicy reads past an encoding of a Policy at s[i:], accepting
-// what the decoder accepts, and returns the index after it (-1:
-// malformed).
-func skipPolicy(s string, i int) int {
-	i = skipStrs(s, i)
-	var n1 int
-	n1, i = readCount(s, i, 2)
-	for range n1 {
-		i = skipStr(s, i)
-		_, i = readInt32(s, i)
-	}
-	return i
-}
-
 // skipMount reads past an encoding of a Mount at s[i:], accepting
 // what the decoder accepts, and returns the index after it (-1:
 // malformed).
@@ -326,5 +312,68 @@ func skipSimPeak(s string, i int) int {
 	_, i = readVarint(s, i)
 	_, i = readVarint(s, i)
 	_, i = readVarint(s, i)
+	return i
+}
+
+// skimJobSpec reads an encoding of a JobSpec at s[i:] as skipJobSpec would,
+// handing the fields the skim takes to k's methods, and returns the
+// index after it (-1: malformed).
+func skimJobSpec(s string, i int, k *skimmer) int {
+	i = skipStr(s, i)
+	i = k.skimJobSpecQueue(s, i)
+	i = k.skimJobSpecPool(s, i)
+	i = k.skimJobSpecPriority(s, i)
+	i = k.skimJobSpecQoS(s, i)
+	i = skipStrMap(s, i)
+	i = k.skimJobSpecConstraints(s, i)
+	i = k.skimJobSpecDistinctNodes(s, i)
+	var set1 bool
+	if set1, i = readBool(s, i); set1 {
+		i = skipStrs(s, i)
+		var n2 int
+		n2, i = readCount(s, i, 2)
+		for range n2 {
+			i = skipStr(s, i)
+			_, i = readInt32(s, i)
+		}
+	}
+	i = k.skimJobSpecRetryMaxAttempts(s, i)
+	i = k.skimJobSpecRetryBackoff(s, i)
+	i = k.skimJobSpecRetryMaxBackoff(s, i)
+	_, i = readVarint(s, i)
+	i = k.skimJobSpecIdempotencyKey(s, i)
+	i = k.skimJobSpecAppmaster(s, i)
+	i = k.skimJobSpecTasks(s, i)
+	return i
+}
+
+// skimTaskGroupSpec reads an encoding of a TaskGroupSpec at s[i:] as skipTaskGroupSpec would,
+// handing the fields the skim takes to k's methods, and returns the
+// index after it (-1: malformed).
+func skimTaskGroupSpec(s string, i int, k *skimmer) int {
+	i = k.skimTaskGroupSpecName(s, i)
+	i = k.skimTaskGroupSpecCount(s, i)
+	i = skipStrs(s, i)
+	i = k.skimTaskGroupSpecPod(s, i)
+	return i
+}
+
+// skimContainerSpec reads an encoding of a ContainerSpec at s[i:] as skipContainerSpec would,
+// handing the fields the skim takes to k's methods, and returns the
+// index after it (-1: malformed).
+func skimContainerSpec(s string, i int, k *skimmer) int {
+	i = skipStr(s, i)
+	i = skipStr(s, i)
+	i = skipStr(s, i)
+	i = skipStr(s, i)
+	i = skipStrs(s, i)
+	i = skipStrs(s, i)
+	i = skipStrMap(s, i)
+	i = skipStr(s, i)
+	i = k.skimContainerSpecResourcesCPU(s, i)
+	i = k.skimContainerSpecResourcesMemory(s, i)
+	i = k.skimContainerSpecResourcesGPUs(s, i)
+	i = k.skimContainerSpecResourcesDisk(s, i)
+	i = k.skimContainerSpecResourcesPorts(s, i)
 	return i
 }

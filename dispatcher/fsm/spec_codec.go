@@ -34,7 +34,7 @@ import (
 // it returns an error wrapping ErrCorrupt for anything else; it never
 // panics and allocates at most in proportion to its input.
 
-//go:generate go run github.com/sluicehq/sluice/internal/codecgen/cmd/codecgen -binary -schema ../../api -import github.com/sluicehq/sluice/api -type JobSpec,TaskGroupSpec,ContainerSpec,Mount,ScratchVolume,HostPathVolume,SimSpec,SimUsage,SimPeak -hook PodSpec=3 -skip ContainerSpec.Mounts,SimSpec.Usage,SimUsage.Peak -skim Policy,Mount,HostPathVolume,SimSpec,SimUsage,SimPeak -o spec_bin_gen.go
+//go:generate go run github.com/sluicehq/sluice/internal/codecgen/cmd/codecgen -binary -schema ../../api -import github.com/sluicehq/sluice/api -type JobSpec,TaskGroupSpec,ContainerSpec,Mount,ScratchVolume,HostPathVolume,SimSpec,SimUsage,SimPeak -hook PodSpec=3 -skip ContainerSpec.Mounts,SimSpec.Usage,SimUsage.Peak -skim Mount,HostPathVolume,SimSpec,SimUsage,SimPeak -skimmer JobSpec,TaskGroupSpec,ContainerSpec -read JobSpec.Queue,JobSpec.Pool,JobSpec.Priority,JobSpec.QoS,JobSpec.Constraints,JobSpec.DistinctNodes,JobSpec.Retry.MaxAttempts,JobSpec.Retry.Backoff,JobSpec.Retry.MaxBackoff,JobSpec.IdempotencyKey,JobSpec.Appmaster,JobSpec.Tasks,TaskGroupSpec.Name,TaskGroupSpec.Count,TaskGroupSpec.Pod,ContainerSpec.Resources.CPU,ContainerSpec.Resources.Memory,ContainerSpec.Resources.GPUs,ContainerSpec.Resources.Disk,ContainerSpec.Resources.Ports -o spec_bin_gen.go
 
 // appendSpec appends the encoding of s.
 func appendSpec(e *enc, s *api.JobSpec) { appendJobSpec(e, s) }

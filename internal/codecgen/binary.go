@@ -34,6 +34,8 @@ type binGen struct {
 	hooks  map[string]int  // hooked type → the fewest bytes of its encoding
 	skip   map[string]bool // "T.Field": written by a hook of an enclosing type
 	funcs  map[string]bool // the types with functions of their own
+	reads  map[string]bool // field paths skimmers hand to the package
+	used   map[string]bool // the reads written
 }
 
 func (g *binGen) fields(name string) ([]field, error) {
@@ -329,7 +331,63 @@ func (g *binGen) skipValue(f field) error {
 	return nil
 }
 
-func generateBinary(dir, schemaDir, importPath string, roots, skims []string, hooks map[string]int, skip map[string]bool) ([]byte, error) {
+// skimmer writes skimT(s string, i int, k *skimmer) int for name: it
+// reads an encoding of name at s[i:] as skipT does, except that each field
+// whose path (T.Field, T.Inline.Field) is among reads is read by the
+// package's method k.skimTField(s, i) int, which takes what it needs of
+// it. Fields added to the type are skipped without the package's help.
+func (g *binGen) skimmer(name string) error {
+	e := g.e
+	e.fresh = 0
+	e.line("// skim%s reads an encoding of a %s at s[i:] as skip%s would,", name, name, name)
+	e.line("// handing the fields the skim takes to k's methods, and returns the")
+	e.line("// index after it (-1: malformed).")
+	e.line("func skim%s(s string, i int, k *skimmer) int {", name)
+	if err := g.skimFields(name, name); err != nil {
+		return err
+	}
+	e.line("return i\n}\n")
+	return nil
+}
+
+func (g *binGen) skimFields(typeName, path string) error {
+	fs, err := g.fields(typeName)
+	if err != nil {
+		return err
+	}
+	for _, f := range fs {
+		p := path + "." + f.goName
+		switch {
+		case g.reads[p]:
+			g.used[p] = true
+			g.e.line("i = k.skim%s(s, i)", strings.ReplaceAll(p, ".", ""))
+		case f.kind == kStruct && g.readsBelow(p):
+			if err := g.skimFields(f.typeName, p); err != nil {
+				return err
+			}
+		default:
+			if g.readsBelow(p) {
+				return fmt.Errorf("codecgen: -read below %s: only fields of inline structs are read", p)
+			}
+			if err := g.skipValue(f); err != nil {
+				return fmt.Errorf("codecgen: %s: %w", p, err)
+			}
+		}
+	}
+	return nil
+}
+
+// readsBelow reports whether a read names a field below path.
+func (g *binGen) readsBelow(path string) bool {
+	for r := range g.reads {
+		if strings.HasPrefix(r, path+".") {
+			return true
+		}
+	}
+	return false
+}
+
+func generateBinary(dir, schemaDir, importPath string, roots, skims, skimmers, reads []string, hooks map[string]int, skip map[string]bool) ([]byte, error) {
 	pkg, err := loadSchema(dir)
 	if err != nil {
 		return nil, err
@@ -360,6 +418,20 @@ func generateBinary(dir, schemaDir, importPath string, roots, skims []string, ho
 	for _, t := range skims {
 		if err := g.skipper(t); err != nil {
 			return nil, err
+		}
+	}
+	g.reads, g.used = map[string]bool{}, map[string]bool{}
+	for _, r := range reads {
+		g.reads[r] = true
+	}
+	for _, t := range skimmers {
+		if err := g.skimmer(t); err != nil {
+			return nil, err
+		}
+	}
+	for r := range g.reads {
+		if !g.used[r] {
+			return nil, fmt.Errorf("codecgen: -read %s names no field a skimmer reaches", r)
 		}
 	}
 	g.e.imports[importPath] = true

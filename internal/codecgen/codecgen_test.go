@@ -192,7 +192,26 @@ type Pod struct {
 	if strings.Contains(gen, "Hide") {
 		t.Errorf("generated code writes the skipped field Part.Hide:\n%s", gen)
 	}
+	_, err = codecgen.Run(user, append(append([]string(nil), base...), "-hook", "Pod=2", "-skimmer", "Job", "-read", "Job.Name,Job.Pod,Job.Pol.N"))
+	if err == nil || !strings.Contains(err.Error(), "only fields of inline structs") {
+		t.Errorf("Run reading a field behind a pointer: %v, want a refusal", err)
+	}
+	files, err = codecgen.Run(user, append(append([]string(nil), base...), "-hook", "Pod=2", "-skimmer", "Job", "-read", "Job.Name,Job.Pod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen = string(files["job_gen.go"])
+	for _, want := range []string{
+		"func skimJob(s string, i int, k *skimmer) int {\n\ti = k.skimJobName(s, i)\n\t_, i = readVarint(s, i)\n\ti = skipStrMap(s, i)\n",
+		"i = k.skimJobPod(s, i)\n\treturn i\n}",
+	} {
+		if !strings.Contains(gen, want) {
+			t.Errorf("generated skimmer lacks %q:\n%s", want, gen)
+		}
+	}
 	for _, extra := range [][]string{
+		{"-hook", "Pod=2", "-skimmer", "Job", "-read", "Job.Name"},         // the hooked pod cannot be skipped
+		{"-hook", "Pod=2", "-skimmer", "Job", "-read", "Job.Pod,Job.Nope"}, // no such field
 		{"-skip", "Part.Nope"},
 		{"-skip", "Part"},
 		{"-hook", "Pod=0"},

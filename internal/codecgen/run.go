@@ -38,7 +38,10 @@ const Command = "github.com/sluicehq/sluice/internal/codecgen/cmd/codecgen"
 //	    of T1 by such a hook of a type enclosing it
 //	    -skim T4 adds skipT4(s string, i int) int, which reads past an
 //	    encoding of T4 accepting exactly what sd.decodeT4 accepts, with
-//	    the primitives of the package's skim
+//	    the primitives of the package's skim; -skimmer T5 -read T5.F
+//	    adds skimT5(s string, i int, k *skimmer) int, which reads as
+//	    skipT5 does but hands field F (a path: T5.F, T5.Inline.G) to the
+//	    package's method k.skimT5F(s, i) int
 func Run(dir string, args []string) (map[string][]byte, error) {
 	fl := flag.NewFlagSet("codecgen", flag.ContinueOnError)
 	fl.SetOutput(io.Discard)
@@ -53,6 +56,8 @@ func Run(dir string, args []string) (map[string][]byte, error) {
 		hookList   = fl.String("hook", "", "binary: hooked types with their fewest bytes, T=N,...")
 		skipList   = fl.String("skip", "", "binary: fields a hook writes, T.Field,...")
 		skimList   = fl.String("skim", "", "binary: types to write skip functions for, comma-separated")
+		skimmers   = fl.String("skimmer", "", "binary: types to write skim functions for, comma-separated")
+		readList   = fl.String("read", "", "binary: field paths the skimmers hand to the package, T.F,...")
 		out        = fl.String("o", "", "the file to write, ending in "+genSuffix)
 	)
 	if err := fl.Parse(args); err != nil {
@@ -88,7 +93,7 @@ func Run(dir string, args []string) (map[string][]byte, error) {
 		for _, f := range split(*skipList) {
 			skip[f] = true
 		}
-		src, err = generateBinary(dir, filepath.Join(dir, *schemaDir), *importPath, split(*types), split(*skimList), hooks, skip)
+		src, err = generateBinary(dir, filepath.Join(dir, *schemaDir), *importPath, split(*types), split(*skimList), split(*skimmers), split(*readList), hooks, skip)
 	}
 	if err != nil {
 		return nil, err
