@@ -135,9 +135,9 @@
 // method). The pod's structure (appendPodSpec, decodePodSpec, skimPod:
 // the flags bytes older formats announce their parts with) is written by
 // hand. Adding a field to a spec type, after api (see its doc), is go
-// generate ./dispatcher/fsm and a bump of the formats' versions (and, for
-// a field of api.PodSpec itself, its place in the pod's structure); the
-// skim skips the field unless apply needs it, when it joins the
+// generate ./dispatcher/fsm and a place in the encoding that the release
+// before's commands and records still decode with (spec_codec.go says
+// how); the skim skips the field unless apply needs it, when it joins the
 // directive's -read list with a skimmer method. A submit command is a count and each spec length-prefixed, with
 // its defaults applied: SubmitJobs validates the specs with
 // api.ValidateJobs before it encodes them, so an invalid spec is never

@@ -15,9 +15,13 @@ import (
 // the codec is generated from api's types (spec_bin_gen.go, by the
 // directive below), except a pod's (appendPodSpec, decodePodSpec), whose
 // flags bytes keep the specs of older formats readable. A field added to
-// api changes the encoding when go generate runs: the formats' versions
-// are bumped with it (TestGeneratedCodecsCurrent fails until the file is
-// generated again; TestSpecCodecEveryField until the field survives).
+// api changes the encoding when go generate runs (TestGeneratedCodecsCurrent
+// fails until it has run; TestSpecCodecEveryField until the field
+// survives the round trip). Commands and records of the release before
+// must still decode (TestPortsReadsTheReleaseBefore replays them): a new
+// field goes where older encodings announce its absence, behind a flags
+// bit of a hooked type as the pod's storage and usage did, or the
+// formats' versions are bumped with a reader of the old layout.
 //
 //	string          uvarint length, bytes (typed strings too: QoS, ConstraintOp)
 //	int32, int64    zig-zag varint; api.Duration as int64 nanoseconds
