@@ -61,10 +61,10 @@
 //
 // # Generated codecs
 //
-// The JSON decoder (decodeT) and encoder (appendT) of JobSpec, PodSpec,
-// CapTaskSpec, CapboxRequest and every struct type they reach are written
-// by internal/codecgen into spec_json_gen.go, from the fields' types and
-// tags; the go:generate directive at the end of this file runs it, and
+// The JSON decoders (decodeT) of JobSpec, CapTaskSpec and CapboxRequest
+// and the encoders (appendT) of JobSpec and PodSpec, with those of the
+// struct types they reach, are written by internal/codecgen into
+// spec_json_gen.go, from the fields' types and tags; the go:generate directive at the end of this file runs it, and
 // TestGeneratedCodecsCurrent fails while its output differs from the file.
 // A field's json tag gives its member name, omitempty and omitzero, as
 // encoding/json reads them; a codec tag adds what the decoder does beyond
@@ -78,14 +78,15 @@
 // map[string]string, structs of the package, pointers to them and slices
 // of them are read and written by kind; a named leaf type (Duration) by
 // the hooks the generator's table names for it (d.duration,
-// appendDuration). The generated decoder refuses unknown and repeated
-// members with their paths, as the hand-written ones do.
+// appendDuration). The generated decoders refuse unknown and repeated
+// members with their paths, as the rest of the decoder does.
 //
 // To add a field to one of these types: declare it with its json tag (and
 // a codec tag if it needs one), validate it in validate.go, and run
 // go generate ./api ./dispatcher/fsm (the dispatcher's binary spec codec
 // is generated from the same types; its doc says what else a field there
-// asks for).
+// asks for). The round-trip tests' random values set every field
+// (TestEveryFieldDecoded fails until they set the new one).
 //
 // # Invariants
 //
