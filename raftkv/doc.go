@@ -8,7 +8,8 @@
 //     replicates a command and returns the state machine's result once it is
 //     applied; ReadIndex, LinearizableGet, Get and Scan read; AddMember,
 //     PromoteMember, RemoveMember and TransferLeadership manage the cluster;
-//     Status, Metrics and Err report.
+//     Status, Metrics and Err report, and LeadershipChanged pushes each
+//     change of leadership or term to whoever waits on it;
 //   - the raft.Storage over pebble (storage.go), with the recent log cached in
 //     memory, and log truncation by range deletion;
 //   - the StateMachine seam: Apply writes through a Batch confined to the

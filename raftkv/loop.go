@@ -119,6 +119,7 @@ func (n *Node) shutdown() {
 	n.mu.status.Err = n.mu.err
 	n.mu.status.State = "StateStopped"
 	n.mu.status.IsLeader, n.mu.status.Leader, n.mu.status.LeaderAddr = false, 0, ""
+	n.announceLocked()
 	n.mu.Unlock()
 	n.leader.Store(0)
 	// Proposals and requests still queued: their callers see donec.
@@ -590,6 +591,7 @@ func (n *Node) publish() {
 	}
 	s.Err = n.mu.err
 	n.mu.status = s
+	n.announceLocked()
 }
 
 func (n *Node) memberList() []Member {

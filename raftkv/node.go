@@ -60,6 +60,13 @@ type Node struct {
 		status   Status
 		err      error // the fatal error that stopped the replica
 		failOnce bool
+		// leads and term are the leadership status last announced: leads
+		// is status.IsLeader of a replica that has not failed.
+		leads bool
+		term  uint64
+		// leadership, when not nil, is closed (and set to nil) at the next
+		// change of leads or term.
+		leadership chan struct{}
 	}
 
 	// Owned by the Ready loop.
@@ -293,7 +300,36 @@ func (n *Node) fail(err error) {
 	n.mu.failOnce = true
 	n.mu.err = err
 	n.mu.status.Err = err
+	n.announceLocked()
 	close(n.failc)
+}
+
+// LeadershipChanged returns a channel that is closed at the next change of
+// whether this replica leads, or of its term, as Status reports them (a
+// failed or closed replica leads nothing). Take the channel before reading
+// Status, so that no change is missed. It costs the Ready loop a comparison
+// per Ready: subscribers are woken, not polled.
+func (n *Node) LeadershipChanged() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.mu.leadership == nil {
+		n.mu.leadership = make(chan struct{})
+	}
+	return n.mu.leadership
+}
+
+// announceLocked wakes the LeadershipChanged subscribers if the status's
+// leadership differs from the one last announced.
+func (n *Node) announceLocked() {
+	leads := n.mu.status.IsLeader && n.mu.status.Err == nil
+	if leads == n.mu.leads && n.mu.status.Term == n.mu.term {
+		return
+	}
+	n.mu.leads, n.mu.term = leads, n.mu.status.Term
+	if n.mu.leadership != nil {
+		close(n.mu.leadership)
+		n.mu.leadership = nil
+	}
 }
 
 // Err returns the error that stopped the replica, or nil.

@@ -102,3 +102,59 @@ func TestGroupCommit(t *testing.T) {
 		t.Fatalf("reads were not batched: %d reads, %d rounds", reads, rounds)
 	}
 }
+
+// TestLeadershipChanged checks that a transfer wakes the old leader's and
+// the new leader's subscribers, whose Status then tells the change, and
+// that closing the leader wakes its own.
+func TestLeadershipChanged(t *testing.T) {
+	c := newCluster(t, 3)
+	ctx := ctxTimeout(t, 10*time.Second)
+	l := c.waitLeader(time.Second)
+	from := l.Status()
+	to := c.node(from.ID%3 + 1)
+	oldCh, newCh := l.LeadershipChanged(), to.LeadershipChanged()
+	select {
+	case <-oldCh:
+		t.Fatal("the leader's channel closed before anything changed")
+	default:
+	}
+	if err := l.TransferLeadership(ctx, to.Status().ID); err != nil {
+		t.Fatalf("transfer: %v", err)
+	}
+	for name, ch := range map[string]<-chan struct{}{"old leader": oldCh, "new leader": newCh} {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatalf("the %s's channel did not close on the transfer", name)
+		}
+	}
+	if s := l.Status(); s.IsLeader {
+		t.Fatalf("old leader still leads after its channel closed: %+v", s)
+	}
+	// The new leader's channel may close before its Status shows the term
+	// it leads in; wait for the status through the channel, not a sleep.
+	for {
+		ch := to.LeadershipChanged()
+		if s := to.Status(); s.IsLeader {
+			if s.Term <= from.Term {
+				t.Fatalf("new leader's term %d, want above %d", s.Term, from.Term)
+			}
+			break
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatal("the new leader never reported leading")
+		}
+	}
+	closing := to.LeadershipChanged()
+	c.stop(to.Status().ID)
+	select {
+	case <-closing:
+	case <-ctx.Done():
+		t.Fatal("closing the leader did not close its channel")
+	}
+	if to.Status().IsLeader {
+		t.Fatal("a closed replica reports leading")
+	}
+}
