@@ -220,6 +220,35 @@ func (b *Batcher[T]) Add(items ...Item[T]) error {
 	return nil
 }
 
+// AddN adds n copies of it, as Add would, without the caller building a
+// slice: for items that stand for units of work counted, not told apart
+// (a notification that n tasks arrived). n <= 0 adds nothing. After Close,
+// AddN adds nothing and returns ErrClosed.
+func (b *Batcher[T]) AddN(it Item[T], n int) error {
+	reading := b.read()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.mu.closed {
+		return ErrClosed
+	}
+	if n <= 0 {
+		return nil
+	}
+	now := b.nowLocked(reading)
+	enq := now
+	if !it.Enqueued.IsZero() {
+		enq = b.rel(it.Enqueued)
+	}
+	for range n {
+		b.insertLocked(it.Priority, it.Queue, slot[T]{v: it.Value, enq: enq})
+	}
+	b.mu.stats.Added += uint64(n)
+	if b.mu.wake != nil {
+		b.notifyLocked(now)
+	}
+	return nil
+}
+
 // Requeue puts back items that a round could not place. They keep a set
 // Enqueued (a zero one gets the clock's time), so once eligible they go
 // ahead of younger items of their queue, but they are not eligible, and do
@@ -313,6 +342,38 @@ func (b *Batcher[T]) TryNext() (Round[T], bool) {
 	sc := b.takeLocked(reason)
 	b.mu.Unlock()
 	return b.round(sc, reason, now), true
+}
+
+// Due returns when a round may next be ready without an Add or a Requeue:
+// now or earlier if one is ready, else the moment the oldest eligible item
+// reaches MaxWait or the first backoff ends, whichever comes first. ok is
+// false when the batcher holds nothing, or is closed. With TryNext, it lets
+// a caller that keeps its own timers (a synchronous state machine fed the
+// time as events) drive the batcher without Next and without its timer.
+func (b *Batcher[T]) Due() (at time.Time, ok bool) {
+	reading := b.read()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.mu.closed {
+		return time.Time{}, false
+	}
+	now := b.nowLocked(reading)
+	if b.readyLocked(now) != reasonNone {
+		return b.base.Add(time.Duration(now)), true
+	}
+	var due int64
+	if b.mu.eligible > 0 {
+		due, ok = addSat(b.oldestLocked(), b.cfg.MaxWait), true
+	}
+	if len(b.mu.delayed.s) > 0 {
+		if d := b.mu.delayed.top().at; !ok || d < due {
+			due, ok = d, true
+		}
+	}
+	if !ok {
+		return time.Time{}, false
+	}
+	return b.base.Add(time.Duration(due)), true
 }
 
 // round turns a scratch taken by takeLocked into a Round and recycles the

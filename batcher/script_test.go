@@ -26,6 +26,9 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testda
 //	add QUEUE [p=N] [at=D] VALUE...
 //	    add values to QUEUE ("-" is the empty name) at priority N (default
 //	    0), enqueued at D after the start (default: now)
+//	addn QUEUE N VALUE [p=N]
+//	    add N copies of VALUE to QUEUE with AddN
+//	due            print when a round may next be ready (Due)
 //	advance D      move the clock forward by D
 //	next [verbose] take a round if one is ready (TryNext)
 //	requeue D VALUE...
@@ -140,6 +143,14 @@ func (s *script) run(line string) string {
 		out, err = s.config(args)
 	case "add":
 		out, err = s.add(args)
+	case "addn":
+		out, err = s.addn(args)
+	case "due":
+		if at, ok := s.b.Due(); ok {
+			out = "at " + at.Sub(s.start).String()
+		} else {
+			out = "none"
+		}
 	case "advance":
 		out, err = s.advance(args)
 	case "next":
@@ -196,6 +207,27 @@ func (s *script) config(args []string) (string, error) {
 		return "", err
 	}
 	s.b = b
+	return "ok", nil
+}
+
+func (s *script) addn(args []string) (string, error) {
+	if len(args) < 3 {
+		s.t.Fatal("addn: want QUEUE N VALUE")
+	}
+	it := batcher.Item[string]{Queue: args[0], Value: args[2]}
+	if it.Queue == "-" {
+		it.Queue = ""
+	}
+	for _, a := range args[3:] {
+		k, v, _ := strings.Cut(a, "=")
+		if k != "p" {
+			s.t.Fatalf("addn: unknown argument %q", a)
+		}
+		it.Priority = s.atoi(v)
+	}
+	if err := s.b.AddN(it, s.atoi(args[1])); err != nil {
+		return "", err
+	}
 	return "ok", nil
 }
 
