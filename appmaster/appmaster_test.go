@@ -39,7 +39,7 @@ func clusterKeys(t *testing.T, n int, keys *server.JobKeys) (*api.Client, *serve
 	s, err := server.Open(server.Config{
 		ID: 1, Peers: map[uint64]string{1: ""}, PeerHTTP: map[uint64]string{1: "http://" + addr},
 		Dir: t.TempDir(), HTTPAddr: addr, TickInterval: 20 * time.Millisecond, WatchKeepAlive: 200 * time.Millisecond,
-		Dispatcher: dispatcher.Config{MaxWait: 2 * time.Millisecond, Period: 50 * time.Millisecond, LeaderPoll: 10 * time.Millisecond},
+		Dispatcher: dispatcher.Config{MaxWait: 2 * time.Millisecond, Period: 50 * time.Millisecond},
 		JobKeys:    keys,
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})

@@ -28,7 +28,6 @@ const (
 	DefaultPeriod             = time.Second
 	DefaultRoundBudget        = 100 * time.Millisecond
 	DefaultProposeTimeout     = 10 * time.Second
-	DefaultLeaderPoll         = 50 * time.Millisecond
 	DefaultApplyPoll          = 2 * time.Millisecond
 	DefaultNodeTTL            = 10 * time.Second
 	DefaultNodeTTLPerNode     = time.Millisecond
@@ -53,10 +52,11 @@ type Config struct {
 	// placement.DefaultRegistry().
 	Registry *placement.Registry
 
-	// MaxWait is the delay-scheduling wait: after new work arrives, the
-	// loop waits this long for more before it runs a round, so that one
-	// solve and one commit carry more placements. Default 5ms; negative
-	// means no wait.
+	// MaxWait is the delay-scheduling wait, the wait bound of a round:
+	// work that arrives waits this long for more before a round places
+	// it, so that one solve and one commit carry more placements (MaxTasks
+	// tasks arrived close a round sooner). Default 5ms; negative means no
+	// wait.
 	MaxWait time.Duration
 	// MaxTasks bounds the pending tasks one round considers (highest
 	// priority first), and so the plan one commit carries: the commit is
@@ -103,9 +103,6 @@ type Config struct {
 	// registry or the report batcher. Default 10s.
 	ProposeTimeout time.Duration
 
-	// LeaderPoll is how often the replica's raft status is checked for a
-	// change of leadership. Default 50ms.
-	LeaderPoll time.Duration
 	// ApplyPoll is how often the FSM's applied index is checked to wake
 	// Target long-polls (a first step before an apply hook). Default 2ms.
 	ApplyPoll time.Duration
@@ -193,7 +190,7 @@ func (c *Config) Validate() error {
 		name string
 		v    time.Duration
 	}{{"Period", c.Period}, {"RoundBudget", c.RoundBudget}, {"ProposeTimeout", c.ProposeTimeout},
-		{"LeaderPoll", c.LeaderPoll}, {"ApplyPoll", c.ApplyPoll}, {"NodeTTL", c.NodeTTL}, {"LivenessEvery", c.LivenessEvery}, {"SlotTTL", c.SlotTTL}} {
+		{"ApplyPoll", c.ApplyPoll}, {"NodeTTL", c.NodeTTL}, {"LivenessEvery", c.LivenessEvery}, {"SlotTTL", c.SlotTTL}} {
 		if d.v < 0 {
 			add("%s %v must not be negative", d.name, d.v)
 		}
@@ -239,9 +236,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ProposeTimeout == 0 {
 		c.ProposeTimeout = DefaultProposeTimeout
-	}
-	if c.LeaderPoll == 0 {
-		c.LeaderPoll = DefaultLeaderPoll
 	}
 	if c.ApplyPoll == 0 {
 		c.ApplyPoll = DefaultApplyPoll

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/api"
@@ -32,8 +33,11 @@ type Dispatcher struct {
 	wg     sync.WaitGroup // the goroutines started by New
 
 	// work is signalled (non-blocking, capacity 1) when new work may be
-	// placeable: a submit, a registration, reports.
-	work chan struct{}
+	// placeable: a submit, a registration, reports; arrived counts the
+	// tasks (1 for a change that is not a submit) since the shell last
+	// took it.
+	work    chan struct{}
+	arrived atomic.Int64
 
 	applied struct {
 		sync.Mutex
@@ -104,8 +108,9 @@ type beat struct {
 }
 
 // New validates cfg, fills its defaults and starts the Dispatcher's
-// goroutines: the leadership watcher (which runs the scheduling loop while
-// the replica leads), the applied-index watcher and the report batcher.
+// goroutines: the scheduling shell (which runs the scheduling core and,
+// while the replica leads, its rounds and housekeeping), the applied-index
+// watcher and the report batcher.
 // Close stops them.
 func New(cfg Config) (*Dispatcher, error) {
 	if err := cfg.Validate(); err != nil {
@@ -126,7 +131,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	d.mu.rounds = make([]RoundStat, 0, cfg.StatsRounds)
 	d.reports.init()
 	d.wg.Add(3)
-	go d.watchLeadership()
+	go d.schedule()
 	go d.watchApplied()
 	go d.flushReports()
 	return d, nil
@@ -150,8 +155,12 @@ func (d *Dispatcher) Close() error {
 	return nil
 }
 
-// kick tells the scheduling loop that new work may be placeable.
-func (d *Dispatcher) kick() {
+// kick tells the scheduling core that new work may be placeable.
+func (d *Dispatcher) kick() { d.arrive(1) }
+
+// arrive tells the scheduling core that n tasks arrived.
+func (d *Dispatcher) arrive(n int64) {
+	d.arrived.Add(max(n, 1))
 	select {
 	case d.work <- struct{}{}:
 	default:
@@ -229,61 +238,6 @@ func (d *Dispatcher) watchApplied() {
 	}
 }
 
-// leaderRun is one term's scheduling loop.
-type leaderRun struct {
-	term   uint64
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-// watchLeadership starts the scheduling loop when the replica becomes the
-// leader and stops it (cancel, then wait) when it stops leading or its
-// term changes.
-func (d *Dispatcher) watchLeadership() {
-	defer d.wg.Done()
-	var cur *leaderRun
-	stop := func() {
-		if cur == nil {
-			return
-		}
-		cur.cancel()
-		<-cur.done
-		d.cfg.Logger.Info("dispatcher: scheduling loop stopped", "term", cur.term)
-		cur = nil
-		d.mu.Lock()
-		d.mu.leading = false
-		d.mu.Unlock()
-		d.broadcast()
-	}
-	t := time.NewTicker(d.cfg.LeaderPoll)
-	defer t.Stop()
-	for {
-		st := d.cfg.Raft.Status()
-		if cur != nil && (!st.IsLeader || st.Term != cur.term) {
-			stop()
-		}
-		if cur == nil && st.IsLeader {
-			ctx, cancel := context.WithCancel(context.Background())
-			cur = &leaderRun{term: st.Term, cancel: cancel, done: make(chan struct{})}
-			d.mu.Lock()
-			d.mu.leading, d.mu.term, d.mu.usageBeats = true, st.Term, 0
-			d.mu.Unlock()
-			d.cfg.Logger.Info("dispatcher: leading, scheduling loop started", "term", st.Term)
-			go func(r *leaderRun) {
-				defer close(r.done)
-				d.lead(ctx, r.term)
-			}(cur)
-			d.broadcast()
-		}
-		select {
-		case <-d.closing:
-			stop()
-			return
-		case <-t.C:
-		}
-	}
-}
-
 // Leading reports whether the scheduling loop runs here, and in which term.
 func (d *Dispatcher) Leading() (term uint64, ok bool) {
 	d.mu.Lock()
@@ -325,14 +279,21 @@ func (d *Dispatcher) Submit(ctx context.Context, specs []api.JobSpec) (ids []str
 		return nil, nil, err
 	}
 	cmd, err := fsm.SubmitJobs(d.cfg.Clock.Now(), specs)
-	return d.proposeCreate(ctx, "submit", cmd, err, true)
+	var tasks int64
+	for i := range specs {
+		for _, g := range specs[i].Tasks {
+			tasks += g.Count
+		}
+	}
+	return d.proposeCreate(ctx, "submit", cmd, err, tasks)
 }
 
 // proposeCreate proposes cmd, a command whose result decodes with
 // fsm.DecodeSubmitResult (cmdErr is the error building it), and returns
-// the IDs it answered and the indexes of those that existed before; kick
-// starts a round once it is committed.
-func (d *Dispatcher) proposeCreate(ctx context.Context, what string, cmd []byte, cmdErr error, kick bool) (ids []string, existing []int, err error) {
+// the IDs it answered and the indexes of those that existed before; once
+// it is committed, tasks (when positive) tell the scheduling core how
+// much work arrived.
+func (d *Dispatcher) proposeCreate(ctx context.Context, what string, cmd []byte, cmdErr error, tasks int64) (ids []string, existing []int, err error) {
 	if cmdErr != nil {
 		return nil, nil, fmt.Errorf("dispatcher: %s: %w", what, cmdErr)
 	}
@@ -344,8 +305,8 @@ func (d *Dispatcher) proposeCreate(ctx context.Context, what string, cmd []byte,
 	if err != nil {
 		return nil, nil, fmt.Errorf("dispatcher: %s: %w", what, err)
 	}
-	if kick {
-		d.kick()
+	if tasks > 0 {
+		d.arrive(tasks)
 	}
 	ids = make([]string, len(r.Jobs))
 	for i, j := range r.Jobs {
@@ -392,7 +353,11 @@ func (d *Dispatcher) CreateCapboxes(ctx context.Context, appmaster string, reqs 
 		return nil, nil, err
 	}
 	cmd, err := fsm.CreateCapboxes(d.cfg.Clock.Now(), appmaster, reqs)
-	return d.proposeCreate(ctx, "create capboxes", cmd, err, true)
+	var boxes int64
+	for _, r := range reqs {
+		boxes += r.Count
+	}
+	return d.proposeCreate(ctx, "create capboxes", cmd, err, boxes)
 }
 
 // ReleaseCapboxes proposes the release of appmaster's capboxes by ID.
@@ -412,7 +377,7 @@ func (d *Dispatcher) StartCapTasks(ctx context.Context, appmaster string, specs 
 		return nil, nil, err
 	}
 	cmd, err := fsm.StartCapTasks(d.cfg.Clock.Now(), appmaster, specs)
-	return d.proposeCreate(ctx, "start capbox tasks", cmd, err, false)
+	return d.proposeCreate(ctx, "start capbox tasks", cmd, err, 0)
 }
 
 // StopCapTasks proposes stopping appmaster's capbox tasks by ID, and

@@ -6,16 +6,33 @@
 // package placement decides where tasks go. HTTP comes on top of the Go API
 // here.
 //
-// # The scheduling loop
+// # The scheduling loop: a core and its shell
 //
-// A goroutine watches the replica's raft status (every LeaderPoll). When
-// the replica becomes leader it starts the loop for that term; when it
-// stops leading or the term changes, it cancels the loop and waits for it.
-// The loop first waits for a ReadIndex, so that it sees everything earlier
-// leaders committed, then runs rounds. A round is triggered by new work (a
-// submit, a registration, reports, a node state change), after a
-// delay-scheduling wait of MaxWait to gather more, or every Period. Each
-// round:
+// The loop is split in two, in the shape of etcd raft's RawNode. Package
+// sched holds the core: a synchronous state machine with no goroutine, no
+// clock and no I/O, fed events (the replica's leadership and term, work
+// arrived, the time, an action finished) and answering with actions (start
+// or stop leading, a barrier, grace beats, a round, a preemption, a
+// liveness check, a forget pass) and the time it wants to be woken at. Its
+// scripts (sched/testdata) pin the policy. The shell (shell.go) is one
+// goroutine that owns the core: it learns of leadership from
+// raftkv.Node.LeadershipChanged (pushed, not polled), of work from kick
+// (Submit counts its tasks), of time from one Clock timer armed at the
+// core's Wake, and it carries out the actions, those that wait on raft in
+// goroutines of the term that report back. Stopping leading cancels the
+// term's context and waits for them.
+//
+// A term starts with a ReadIndex barrier (retried every 20ms), so that it
+// sees everything earlier leaders committed, then grace beats. Rounds are
+// formed by a batcher inside the core: every task that arrives (a submit
+// counts its tasks; a registration, reports, a node state change count 1)
+// is an item; a round closes when MaxTasks items wait (the size bound) or
+// the oldest has waited MaxWait (the wait bound), and at the latest Period
+// after the last round. One round runs at a time; what arrives meanwhile
+// waits for it. A round that asks for another (it placed and left work,
+// its budget ran out, assignments were rejected, it preempted) is requeued
+// with a backoff of MaxWait: always while it places, IdleRounds (3) times
+// in a row while it does not. Each round:
 //
 //  1. reads fsm.ReadRoundInput(now, MaxTasks) into the last round's input,
 //     kept and read again only for the nodes that changed since, and the
@@ -25,10 +42,11 @@
 //  3. proposes ONE fsm.CommitPlan carrying the term and that index, and
 //     decodes the result. Assignments the FSM rejects as stale simply stay
 //     pending in the FSM and are retried by the next round; a plan refused
-//     as a deposed leader's (fsm.ErrStalePlan) stops the loop;
-//  4. if the plan left offline groups above priority 0 pending for lack of
-//     capacity, reads the state again with the running offline tasks of a
-//     lower priority (fsm.AddVictims), lets placement.Preempt choose at most
+//     as a deposed leader's (fsm.ErrStalePlan) stops the term's rounds
+//     (housekeeping goes on until the leadership changes);
+//  4. then, as an action of its own, if the plan left offline groups above
+//     priority 0 pending for lack of capacity, reads the state again with
+//     the running offline tasks of a lower priority (fsm.AddVictims), lets placement.Preempt choose at most
 //     MaxPreemptions of them, and proposes them in one fsm.PreemptTasks. The
 //     victims leave their nodes' targets; once the nodes report them
 //     stopped, a later round places the waiting groups in the room, and the

@@ -100,7 +100,7 @@ func newClusterTB(t testing.TB, n int, tweak func(*dispatcher.Config)) *cluster 
 		}
 		cfg := dispatcher.Config{
 			Raft: kv, FSM: f, MaxWait: 2 * time.Millisecond, Period: 100 * time.Millisecond,
-			LeaderPoll: 10 * time.Millisecond, Logger: quiet(),
+			Logger: quiet(),
 		}
 		if tweak != nil {
 			tweak(&cfg)

@@ -5,113 +5,42 @@ import (
 	"errors"
 	"maps"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/dispatcher/fsm"
 	"github.com/sluicehq/sluice/dispatcher/placement"
+	"github.com/sluicehq/sluice/dispatcher/sched"
 )
 
-// after returns a channel closed when d has passed on the Clock, and a
-// function that stops the timer.
-func (d *Dispatcher) after(dur time.Duration) (<-chan struct{}, func()) {
-	ch := make(chan struct{})
-	var once sync.Once
-	t := d.cfg.Clock.AfterFunc(dur, func() { once.Do(func() { close(ch) }) })
-	return ch, func() { t.Stop() }
-}
-
-// sleep waits dur on the Clock; false if ctx ended first.
-func (d *Dispatcher) sleep(ctx context.Context, dur time.Duration) bool {
-	if dur <= 0 {
-		return ctx.Err() == nil
-	}
-	ch, stop := d.after(dur)
-	defer stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-ch:
-		return true
-	}
-}
-
-// lead is the scheduling loop of one term. It returns when ctx ends (the
-// replica stopped leading, or Close) or when the FSM refuses its plans as a
-// deposed leader's.
-func (d *Dispatcher) lead(ctx context.Context, term uint64) {
-	// Apply everything committed before this term, so that the first round
-	// sees the state the previous leader left.
-	for {
-		rctx, cancel := context.WithTimeout(ctx, d.cfg.ProposeTimeout)
-		err := d.cfg.Raft.ReadIndex(rctx)
-		cancel()
-		if err == nil {
-			break
-		}
-		if !d.sleep(ctx, 20*time.Millisecond) {
-			return
-		}
-	}
-	d.graceBeats()
-
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		d.liveness(ctx)
-	}()
-	go func() {
-		defer wg.Done()
-		d.forget(ctx)
-	}()
-	defer wg.Wait()
-
-	d.kick()  // pending work left by the previous leader
-	idle := 0 // rounds re-run without progress
-	for {
-		period, stopPeriod := d.after(d.cfg.Period)
-		kicked := false
-		select {
-		case <-ctx.Done():
-			stopPeriod()
-			return
-		case <-d.work:
-			kicked = true
-		case <-period:
-		}
-		stopPeriod()
-		if kicked && !d.sleep(ctx, d.cfg.MaxWait) {
-			return
-		}
-		again, placed, err := d.round(ctx, term)
-		if errors.Is(err, errDeposed) {
-			d.cfg.Logger.Info("dispatcher: plan refused as stale, stepping down", "term", term)
-			return
-		}
-		if err != nil && ctx.Err() == nil {
-			d.cfg.Logger.Warn("dispatcher: round", "term", term, "err", err)
-		}
-		// Progress, or work to retry: go again soon; without progress only a
-		// few times, then wait for new work or the period.
-		switch {
-		case !again:
-			idle = 0
-		case placed > 0:
-			idle = 0
-			d.kick()
-		case idle < 3:
-			idle++
-			d.kick()
-		}
-	}
+// roundOutcome is what a round hands back to the shell.
+type roundOutcome struct {
+	sched.RoundResult
+	// plan is the round's plan while its preemption is to run.
+	plan *placement.Plan
+	// st is the round's stat, recorded once its preemption ran (nil: the
+	// round read nothing).
+	st    *RoundStat
+	start time.Time
+	err   error
 }
 
 // round runs one scheduling round: read the pending work, place it under
-// the round's budget, commit the plan as one proposal. again says whether
-// another round soon is worthwhile.
-func (d *Dispatcher) round(ctx context.Context, term uint64) (again bool, placed int64, err error) {
+// the round's budget, commit the plan as one proposal. Its result says
+// whether another round soon is worthwhile, and whether a preemption is
+// to follow.
+func (d *Dispatcher) round(ctx context.Context, term uint64) (out roundOutcome) {
+	again, placed, err := d.roundOnce(ctx, term, &out)
+	out.Again, out.Placed, out.err = again, placed, err
+	out.Deposed = errors.Is(err, errDeposed)
+	out.Preempt = !out.Deposed && out.plan != nil
+	if out.st != nil && err != nil {
+		out.st.Err = err.Error()
+	}
+	return out
+}
+
+func (d *Dispatcher) roundOnce(ctx context.Context, term uint64, out *roundOutcome) (again bool, placed int64, err error) {
 	start := time.Now()
 	now := d.cfg.Clock.Now()
 	index := d.cfg.FSM.Applied()
@@ -136,12 +65,9 @@ func (d *Dispatcher) round(ctx context.Context, term uint64) (again bool, placed
 		st.Tasks += in.Groups[i].Pending
 	}
 	st.Input = time.Since(start)
+	out.st, out.start = &st, start
 	defer func() {
 		st.Latency = time.Since(start)
-		if err != nil {
-			st.Err = err.Error()
-		}
-		d.record(st)
 		d.cfg.Logger.Debug("dispatcher: round", "term", term, "tasks", st.Tasks, "groups", st.Groups, "nodes", st.Nodes,
 			"placed", st.Placed, "rejected", st.Rejected, "unplaced", st.Unplaced, "latency", st.Latency, "again", again, "err", err)
 	}()
@@ -168,9 +94,15 @@ func (d *Dispatcher) round(ctx context.Context, term uint64) (again bool, placed
 			break
 		}
 	}
+	if d.wantsPreempt(plan) {
+		defer func() {
+			if err == nil {
+				out.plan = plan
+			}
+		}()
+	}
 	if len(plan.Assignments) == 0 {
-		st.Preempted, err = d.preempt(ctx, term, plan)
-		return retry || st.Preempted > 0, 0, err
+		return retry, 0, nil
 	}
 	cmd := fsm.CommitPlan(&fsm.Plan{Term: term, Index: index, Now: now, Assignments: plan.Assignments})
 	st.PlanBytes = len(cmd)
@@ -192,11 +124,8 @@ func (d *Dispatcher) round(ctx context.Context, term uint64) (again bool, placed
 		d.cfg.Logger.Debug("dispatcher: plan assignments rejected, retried next round",
 			"rejected", len(pr.Rejected), "first", pr.Rejected[0].String())
 	}
-	if st.Preempted, err = d.preempt(ctx, term, plan); err != nil {
-		return true, pr.Placed, err
-	}
 	truncated := st.Tasks >= d.cfg.MaxTasks
-	return retry || pr.Placed > 0 && (truncated || st.Unplaced > 0) || len(pr.Rejected) > 0 || st.Preempted > 0, pr.Placed, nil
+	return retry || pr.Placed > 0 && (truncated || st.Unplaced > 0) || len(pr.Rejected) > 0, pr.Placed, nil
 }
 
 // weigh sets the configured queue weights in a round's input.
@@ -223,16 +152,13 @@ func (d *Dispatcher) weigh(in *placement.Input) {
 // included. The groups are placed by a later round, once the nodes report
 // the victims stopped.
 func (d *Dispatcher) preempt(ctx context.Context, term uint64, plan *placement.Plan) (int64, error) {
-	if d.cfg.MaxPreemptions == 0 {
-		return 0, nil
-	}
 	var want []placement.Pending
 	for _, p := range plan.Pending {
-		if p.Reason == placement.ReasonNoCapacity || p.Reason == placement.ReasonNoCandidates {
+		if preemptFor(p) {
 			want = append(want, p)
 		}
 	}
-	if len(want) == 0 {
+	if d.cfg.MaxPreemptions == 0 || len(want) == 0 {
 		return 0, nil
 	}
 	now := d.cfg.Clock.Now()
@@ -268,6 +194,18 @@ func (d *Dispatcher) preempt(ctx context.Context, term uint64, plan *placement.P
 	return pr.Preempted, nil
 }
 
+// preemptFor reports whether a group left pending may be placed after a
+// preemption.
+func preemptFor(p placement.Pending) bool {
+	return p.Reason == placement.ReasonNoCapacity || p.Reason == placement.ReasonNoCandidates
+}
+
+// wantsPreempt reports whether a preemption may help the groups plan left
+// pending.
+func (d *Dispatcher) wantsPreempt(plan *placement.Plan) bool {
+	return d.cfg.MaxPreemptions != 0 && slices.ContainsFunc(plan.Pending, preemptFor)
+}
+
 // graceBeats gives every node the leader knows no contact of a full TTL
 // from now: a new leader has no memory of heartbeats.
 func (d *Dispatcher) graceBeats() {
@@ -287,15 +225,14 @@ func (d *Dispatcher) graceBeats() {
 	}
 }
 
-// forget proposes that the jobs finished for JobRetention be forgotten,
-// and the oldest finished jobs beyond JobRetentionMax, MaxForget jobs a
-// command: every quarter of JobRetention, at most every 10s, and every
-// second with a JobRetentionMax, so that the count is exceeded by at most
-// a second's work.
-func (d *Dispatcher) forget(ctx context.Context) {
+// forgetEvery is the cadence of forget passes (0: none): every quarter of
+// JobRetention, at most every 10s, and every second with a
+// JobRetentionMax, so that the count is exceeded by at most a second's
+// work.
+func (d *Dispatcher) forgetEvery() time.Duration {
 	keep, most := d.cfg.JobRetention, d.cfg.JobRetentionMax
 	if keep == 0 && most == 0 {
-		return
+		return 0
 	}
 	every := maxForgetEvery
 	if keep > 0 {
@@ -304,35 +241,41 @@ func (d *Dispatcher) forget(ctx context.Context) {
 	if most > 0 {
 		every = min(time.Second, every)
 	}
-	for d.sleep(ctx, every) {
-		for {
-			now := d.cfg.Clock.Now()
-			var ids []string
-			if keep > 0 {
-				ids = d.cfg.FSM.Forgettable(now.Add(-keep), fsm.MaxForget)
+	return every
+}
+
+// forget proposes that the jobs finished for JobRetention be forgotten,
+// and the oldest finished jobs beyond JobRetentionMax, MaxForget jobs a
+// command, until none is due.
+func (d *Dispatcher) forget(ctx context.Context) {
+	keep, most := d.cfg.JobRetention, d.cfg.JobRetentionMax
+	for {
+		now := d.cfg.Clock.Now()
+		var ids []string
+		if keep > 0 {
+			ids = d.cfg.FSM.Forgettable(now.Add(-keep), fsm.MaxForget)
+		}
+		if most > 0 && len(ids) < fsm.MaxForget {
+			// Both answers are prefixes of one order: the longer holds
+			// the other.
+			if over := d.cfg.FSM.ForgettableBeyond(most, fsm.MaxForget); len(over) > len(ids) {
+				ids = over
 			}
-			if most > 0 && len(ids) < fsm.MaxForget {
-				// Both answers are prefixes of one order: the longer
-				// holds the other.
-				if over := d.cfg.FSM.ForgettableBeyond(most, fsm.MaxForget); len(over) > len(ids) {
-					ids = over
-				}
+		}
+		if len(ids) == 0 {
+			return
+		}
+		res, err := d.propose(ctx, fsm.ForgetJobs(now, ids))
+		if err != nil {
+			if ctx.Err() == nil {
+				d.cfg.Logger.Warn("dispatcher: forget finished jobs", "jobs", len(ids), "err", err)
 			}
-			if len(ids) == 0 {
-				break
-			}
-			res, err := d.propose(ctx, fsm.ForgetJobs(now, ids))
-			if err != nil {
-				if ctx.Err() == nil {
-					d.cfg.Logger.Warn("dispatcher: forget finished jobs", "jobs", len(ids), "err", err)
-				}
-				break
-			}
-			r, _ := fsm.DecodeForgetResult(res)
-			d.cfg.Logger.Debug("dispatcher: forgot finished jobs", "forgotten", r.Forgotten, "kept", r.Kept)
-			if len(ids) < fsm.MaxForget || r.Forgotten == 0 {
-				break
-			}
+			return
+		}
+		r, _ := fsm.DecodeForgetResult(res)
+		d.cfg.Logger.Debug("dispatcher: forgot finished jobs", "forgotten", r.Forgotten, "kept", r.Kept)
+		if len(ids) < fsm.MaxForget || r.Forgotten == 0 {
+			return
 		}
 	}
 }
@@ -343,15 +286,13 @@ func (d *Dispatcher) ttl(n int) time.Duration {
 }
 
 // liveness proposes down the nodes that missed their TTL, and ready the
-// down nodes heard from again, every LivenessEvery. Only transitions are
-// proposed.
-func (d *Dispatcher) liveness(ctx context.Context) {
-	var nodes []fsm.NodeState // kept from check to check
-	for d.sleep(ctx, d.cfg.LivenessEvery) {
-		nodes = d.cfg.FSM.AppendNodeStates(nodes[:0])
-		d.checkNodes(ctx, nodes)
-		d.pruneEstimates(d.cfg.Clock.Now())
-	}
+// down nodes heard from again; nodes is a buffer kept from check to check.
+// Only transitions are proposed.
+func (d *Dispatcher) liveness(ctx context.Context, nodes []fsm.NodeState) []fsm.NodeState {
+	nodes = d.cfg.FSM.AppendNodeStates(nodes[:0])
+	d.checkNodes(ctx, nodes)
+	d.pruneEstimates(d.cfg.Clock.Now())
+	return nodes
 }
 
 func (d *Dispatcher) checkNodes(ctx context.Context, nodes []fsm.NodeState) {

@@ -27,7 +27,7 @@ func testLogger() *slog.Logger {
 }
 
 func testDispatcherConfig() dispatcher.Config {
-	return dispatcher.Config{MaxWait: 2 * time.Millisecond, Period: 100 * time.Millisecond, LeaderPoll: 10 * time.Millisecond}
+	return dispatcher.Config{MaxWait: 2 * time.Millisecond, Period: 100 * time.Millisecond}
 }
 
 // openOne starts a single-replica server on loopback and waits until it
