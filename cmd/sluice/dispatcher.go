@@ -37,6 +37,7 @@ type dispatcherFlags struct {
 	queueWeights     string
 	slotTTL          time.Duration
 	jobRetention     time.Duration
+	maxWait          time.Duration
 	jobRetentionMax  int
 	syncInterval     time.Duration
 	maxConns         int
@@ -99,6 +100,7 @@ command line wins over the environment, which wins over the file.`,
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.config, "config", "", "a file of 'name = value' settings")
 	fl.DurationVar(&f.slotTTL, "slot-ttl", 0, "keep an ended task's resources cached on its node this long for a task of the same shape (0: no caching)")
+	fl.DurationVar(&f.maxWait, "max-wait", dispatcher.DefaultMaxWait, "delay scheduling: how long work that arrives waits for more before a round places it, so that one solve and one commit carry more (0: a round as soon as work arrives)")
 	fl.DurationVar(&f.jobRetention, "job-retention", dispatcher.DefaultJobRetention, "how long a finished job is kept (then its records and tasks are forgotten; 0: kept for ever)")
 	fl.IntVar(&f.jobRetentionMax, "job-retention-max", dispatcher.DefaultJobRetentionMax, "most finished jobs kept, whatever their age: past it the oldest are forgotten, so their memory has a ceiling (0: no bound)")
 	fl.DurationVar(&f.syncInterval, "sync-interval", server.DefaultSyncInterval, "least time between two syncs of the raft log: writes meanwhile share one (less CPU under load, some ms more commit latency; 0: sync as soon as asked)")
@@ -151,6 +153,14 @@ func (f dispatcherFlags) serverConfig(logger *slog.Logger) (server.Config, error
 		cfg.SyncInterval = -1
 	default:
 		cfg.SyncInterval = f.syncInterval
+	}
+	switch {
+	case f.maxWait < 0:
+		return cfg, usageError{fmt.Errorf("--max-wait %v: want 0 (no wait) or more", f.maxWait)}
+	case f.maxWait == 0:
+		cfg.Dispatcher.MaxWait = -1
+	default:
+		cfg.Dispatcher.MaxWait = f.maxWait
 	}
 	var err error
 	if cfg.Dispatcher.JobRetention, err = jobRetention(f.jobRetention); err != nil {

@@ -107,6 +107,7 @@ func TestDispatcherRejectsBadSettings(t *testing.T) {
 		{[]string{"--slot-ttl", "-1s"}, "--slot-ttl -1s"},
 		{[]string{"--job-retention", "-1m"}, "--job-retention -1m"},
 		{[]string{"--sync-interval", "-1ms"}, "--sync-interval -1ms"},
+		{[]string{"--max-wait", "-1ms"}, "--max-wait -1ms"},
 		{[]string{"--max-conns", "-1"}, "--max-conns -1"},
 		{[]string{"--body-memory", "1048576"}, "--body-memory 1048576"},
 		{[]string{"--queue-weights", "a=0"}, `weight "0" of queue "a"`},
@@ -173,6 +174,10 @@ func TestDispatcherSchedulingFlags(t *testing.T) {
 		cfg, err := dispatcherFlags{id: 1, jobRetention: tc.flag}.serverConfig(nil)
 		if err != nil || cfg.Dispatcher.JobRetention != tc.want {
 			t.Errorf("--job-retention %v: JobRetention %v, %v; want %v", tc.flag, cfg.Dispatcher.JobRetention, err, tc.want)
+		}
+		cfg, err = dispatcherFlags{id: 1, maxWait: tc.flag}.serverConfig(nil)
+		if err != nil || cfg.Dispatcher.MaxWait != tc.want {
+			t.Errorf("--max-wait %v: MaxWait %v, %v; want %v", tc.flag, cfg.Dispatcher.MaxWait, err, tc.want)
 		}
 		cfg, err = dispatcherFlags{id: 1, syncInterval: tc.flag}.serverConfig(nil)
 		if err != nil || cfg.SyncInterval != tc.want {
