@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/dispatcher/fsm"
 	"github.com/sluicehq/sluice/dispatcher/placement"
+	"github.com/sluicehq/sluice/dispatcher/sched"
 	"github.com/sluicehq/sluice/raftkv"
 )
 
@@ -120,12 +121,12 @@ type Config struct {
 	// NodeTTL/4.
 	LivenessEvery time.Duration
 
-	// ReportWait is how long the report batcher waits after a first report
-	// for others to ride in the same UpdateTasks command. Default 2ms;
-	// negative means no wait.
+	// ReportWait is the wait bound of the report batcher: how long a
+	// Report call waits for others to ride in the same UpdateTasks
+	// command. Default 2ms; negative means no wait.
 	ReportWait time.Duration
-	// MaxReports bounds the task reports of one UpdateTasks command.
-	// Default 20,000.
+	// MaxReports bounds the task reports of one UpdateTasks command, and
+	// the Report calls of one round of the report batcher. Default 20,000.
 	MaxReports int
 
 	// JobRetention is how long a finished job (every task ended, nothing
@@ -154,6 +155,10 @@ type Config struct {
 	Clock clock.Clock
 	// Logger receives the dispatcher's logs. Default: discard.
 	Logger *slog.Logger
+
+	// trace, when set (by tests), is called with each action of the
+	// scheduling core as the shell carries it out.
+	trace func(sched.Action)
 }
 
 // Validate reports every problem of c at once.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/batcher"
 	"github.com/sluicehq/sluice/dispatcher/fsm"
 	"github.com/sluicehq/sluice/dispatcher/placement"
 	"github.com/sluicehq/sluice/raftkv"
@@ -81,7 +82,12 @@ type Dispatcher struct {
 		estimates map[placement.GroupKey]*usageEstimate
 	}
 
-	reports reportQueue
+	// shell runs the scheduling core (schedule).
+	shell *shell
+
+	// reports forms the rounds of Report calls that share an UpdateTasks
+	// command.
+	reports *batcher.Batcher[*reportReq]
 }
 
 // nodeBeat is a node's ID and its beat, and the free offline capacity
@@ -123,13 +129,18 @@ func New(cfg Config) (*Dispatcher, error) {
 		closing: make(chan struct{}),
 		work:    make(chan struct{}, 1),
 	}
+	d.shell = newShell(d)
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.applied.changed = make(chan struct{})
 	d.applied.nodes = map[string]chan struct{}{}
 	d.mu.beats = map[string]*beat{}
 	d.mu.estimates = map[placement.GroupKey]*usageEstimate{}
 	d.mu.rounds = make([]RoundStat, 0, cfg.StatsRounds)
-	d.reports.init()
+	reports, err := newReportBatcher(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("dispatcher: report batcher: %w", err)
+	}
+	d.reports = reports
 	d.wg.Add(3)
 	go d.schedule()
 	go d.watchApplied()
@@ -151,7 +162,7 @@ func (d *Dispatcher) Close() error {
 	close(d.closing)
 	d.cancel()
 	d.wg.Wait()
-	d.reports.failAll(ErrClosed)
+	d.failReports()
 	return nil
 }
 

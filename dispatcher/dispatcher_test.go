@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/batcher"
+	"github.com/sluicehq/sluice/batcher/batchertest"
 	"github.com/sluicehq/sluice/dispatcher"
 	"github.com/sluicehq/sluice/dispatcher/fsm"
 	"github.com/sluicehq/sluice/raftkv"
@@ -259,12 +260,22 @@ func TestNodeDownTasksRetried(t *testing.T) {
 
 // TestHeartbeatKeepsNodeAlive: a node that only heartbeats (no long-poll,
 // no report) outlives its TTL, while a silent one goes down; the leader
-// remembers the last usage and its time.
+// remembers the last usage and its time. The Dispatcher runs on a manual
+// clock: the TTLs pass in steps, each checked once the loop settled.
 func TestHeartbeatKeepsNodeAlive(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	const ttl = 200 * time.Millisecond
-	r := livenessLeader(ctx, t, ttl, 10*time.Millisecond, 1000, "beating", "silent")
+	const ttl, step = 200 * time.Millisecond, 10 * time.Millisecond
+	clock := batchertest.NewClock(time.Time{})
+	c := newCluster(t, 1, func(cfg *dispatcher.Config) {
+		cfg.NodeTTL, cfg.NodeTTLPerNode, cfg.LivenessEvery, cfg.Clock = ttl, -1, step, clock
+	})
+	r := c.leader()
+	for _, name := range []string{"beating", "silent"} {
+		if err := r.d.Register(ctx, nodeSpec(name, 1000)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := r.d.Heartbeat(ctx, "nobody", api.NodeUsage{}); !errors.Is(err, dispatcher.ErrUnknownNode) {
 		t.Errorf("Heartbeat of an unknown node: %v, want ErrUnknownNode", err)
 	}
@@ -279,27 +290,6 @@ func TestHeartbeatKeepsNodeAlive(t *testing.T) {
 		on, off := api.Usage{CPU: 100, Memory: 1 << 20}, api.Usage{CPU: int64(i), Memory: 2 << 20}
 		return api.NodeUsage{Total: api.Usage{CPU: on.CPU + off.CPU, Memory: on.Memory + off.Memory}, Online: on, Offline: off}
 	}
-	var (
-		mu   sync.Mutex
-		sent int
-	)
-	hctx, hcancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for i := 1; hctx.Err() == nil; i++ {
-			if err := r.d.Heartbeat(hctx, "beating", usage(i)); err != nil {
-				if hctx.Err() == nil {
-					t.Errorf("Heartbeat: %v", err)
-				}
-				return
-			}
-			mu.Lock()
-			sent = i
-			mu.Unlock()
-			time.Sleep(ttl / 10)
-		}
-	})
-	t.Cleanup(func() { hcancel(); wg.Wait() }) // before the cluster's, on a failure
 	state := func(name string) api.NodeState {
 		for _, n := range r.f.Nodes() {
 			if n.Spec.Name == name {
@@ -308,25 +298,34 @@ func TestHeartbeatKeepsNodeAlive(t *testing.T) {
 		}
 		return ""
 	}
-	waitFor(t, 5*time.Second, "the silent node to go down", func() bool { return state("silent") == api.NodeDown })
-	// Keep beating for two more TTLs: the node stays ready throughout.
-	for deadline := time.Now().Add(2 * ttl); time.Now().Before(deadline); time.Sleep(ttl / 10) {
+	// Beat every 5 steps for three TTLs: the beating node stays ready
+	// throughout, the silent one is down from the first check past its TTL.
+	last := 0
+	for i := 1; i <= int(3*ttl/step); i++ {
+		if i%5 == 1 {
+			if err := r.d.Heartbeat(ctx, "beating", usage(i)); err != nil {
+				t.Fatalf("Heartbeat: %v", err)
+			}
+			last = i
+		}
+		clock.Advance(step)
+		settle(t, r.d)
 		if st := state("beating"); st != api.NodeReady {
-			t.Fatalf("the heartbeating node is %s, want ready", st)
+			t.Fatalf("at %v the heartbeating node is %s, want ready", time.Duration(i)*step, st)
+		}
+		if want := api.NodeReady; time.Duration(i)*step >= ttl {
+			want = api.NodeDown
+			if st := state("silent"); st != want {
+				t.Fatalf("at %v the silent node is %s, want %s", time.Duration(i)*step, st, want)
+			}
 		}
 	}
-	hcancel()
-	wg.Wait()
-
-	mu.Lock()
-	last := sent
-	mu.Unlock()
 	u, at, ok := r.d.NodeUsage("beating")
 	if !ok || !reflect.DeepEqual(u, usage(last)) {
 		t.Errorf("NodeUsage = %+v, %v; want the last sent %+v", u, ok, usage(last))
 	}
-	if since := time.Since(at); at.IsZero() || since < 0 || since > time.Second {
-		t.Errorf("usage time %v is not recent (%v ago)", at, since)
+	if want := batchertest.Epoch().Add(time.Duration(last-1) * step); !at.Equal(want) {
+		t.Errorf("usage time %v, want %v (the last heartbeat's)", at, want)
 	}
 	if _, _, ok := r.d.NodeUsage("silent"); ok {
 		t.Error("a usage for the node that sent none")

@@ -64,9 +64,11 @@
 //
 // # Nodes
 //
-// Register proposes fsm.RegisterNode. Report records a contact and queues
-// the node's task reports; a batcher goroutine packs the reports of many
-// nodes that arrive within ReportWait into one fsm.UpdateTasks. The start
+// Register proposes fsm.RegisterNode. Report records a contact and adds
+// the call to a batcher (package batcher), which forms rounds of the calls
+// of many nodes: a round closes when MaxReports calls wait or the oldest
+// has waited ReportWait, and is committed as fsm.UpdateTasks commands of at
+// most MaxReports reports, in order, up to four rounds in flight. The start
 // of a Target long-poll counts as contact too (the leader answers a poll,
 // unchanged, within half the node's TTL, so a live node polls again in
 // time, and an open poll of a node cut off does not keep it alive), and so

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/batcher"
 	"github.com/sluicehq/sluice/dispatcher/fsm"
 )
 
@@ -18,59 +19,6 @@ type reportReq struct {
 	node    string
 	reports []api.TaskReport
 	done    chan error // buffered, receives once
-}
-
-// reportQueue gathers Report calls for the batcher goroutine.
-type reportQueue struct {
-	mu struct {
-		sync.Mutex
-		reqs []*reportReq // guarded by mu
-	}
-	signal chan struct{} // capacity 1
-}
-
-func (q *reportQueue) init() { q.signal = make(chan struct{}, 1) }
-
-func (q *reportQueue) push(r *reportReq) {
-	q.mu.Lock()
-	q.mu.reqs = append(q.mu.reqs, r)
-	q.mu.Unlock()
-	select {
-	case q.signal <- struct{}{}:
-	default:
-	}
-}
-
-// take removes requests holding at most limit reports (at least one request).
-func (q *reportQueue) take(limit int) []*reportReq {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	n, i := 0, 0
-	for ; i < len(q.mu.reqs); i++ {
-		if i > 0 && n+len(q.mu.reqs[i].reports) > limit {
-			break
-		}
-		n += len(q.mu.reqs[i].reports)
-	}
-	out := q.mu.reqs[:i:i]
-	q.mu.reqs = q.mu.reqs[i:]
-	if len(q.mu.reqs) > 0 {
-		select {
-		case q.signal <- struct{}{}:
-		default:
-		}
-	}
-	return out
-}
-
-func (q *reportQueue) failAll(err error) {
-	q.mu.Lock()
-	reqs := q.mu.reqs
-	q.mu.reqs = nil
-	q.mu.Unlock()
-	for _, r := range reqs {
-		r.done <- err
-	}
 }
 
 // Report records a contact of node and delivers its task
@@ -96,7 +44,9 @@ func (d *Dispatcher) Report(ctx context.Context, node string, reports []api.Task
 		return nil
 	}
 	req := &reportReq{node: node, reports: reports, done: make(chan error, 1)}
-	d.reports.push(req)
+	if err := d.reports.Add(batcher.Item[*reportReq]{Value: req}); err != nil {
+		return ErrClosed
+	}
 	select {
 	case err := <-req.done:
 		if err != nil {
@@ -113,12 +63,24 @@ func (d *Dispatcher) Report(ctx context.Context, node string, reports []api.Task
 
 // reportCommits is how many UpdateTasks commands may be in flight at
 // once. A node sends its next reports only once its last are committed, so
-// no node's reports are in two commands and order needs no more care;
-// commands in flight together share raft's appends and fsyncs.
+// no node's reports are in two commands in flight together and order needs
+// no more care; commands in flight together share raft's appends and
+// fsyncs.
 const reportCommits = 4
 
-// flushReports is the report batcher: it proposes the queued reports as few
-// UpdateTasks commands as MaxReports allows, up to reportCommits at a time.
+// newReportBatcher returns the batcher that forms the report rounds: a
+// Report call is an item; a round closes when MaxReports calls wait, or
+// the oldest has waited ReportWait.
+func newReportBatcher(cfg Config) (*batcher.Batcher[*reportReq], error) {
+	return batcher.New[*reportReq](batcher.Config{
+		MaxItems: cfg.MaxReports,
+		MaxWait:  max(cfg.ReportWait, time.Nanosecond),
+		Clock:    cfg.Clock,
+	})
+}
+
+// flushReports commits the report rounds the batcher forms, up to
+// reportCommits at a time.
 func (d *Dispatcher) flushReports() {
 	defer d.wg.Done()
 	ctx := d.ctx
@@ -127,37 +89,49 @@ func (d *Dispatcher) flushReports() {
 	defer inFlight.Wait()
 	for {
 		select {
-		case <-d.closing:
-			return
-		case <-d.reports.signal:
-		}
-		if !d.sleep(ctx, d.cfg.ReportWait) {
-			return
-		}
-		select {
 		case slots <- struct{}{}:
 		case <-d.closing:
 			return
 		}
-		reqs := d.reports.take(d.cfg.MaxReports)
-		if len(reqs) == 0 {
-			<-slots
-			continue
+		round, err := d.reports.Next(ctx)
+		if err != nil {
+			return // closing
 		}
 		inFlight.Go(func() {
 			defer func() { <-slots }()
-			d.commitReports(ctx, reqs)
+			d.commitReports(ctx, round.Items)
 		})
 	}
 }
 
-func (d *Dispatcher) commitReports(ctx context.Context, reqs []*reportReq) {
-	n := 0
-	for _, r := range reqs {
-		n += len(r.reports)
+// failReports fails the Report calls left when the Dispatcher closes.
+func (d *Dispatcher) failReports() {
+	for _, it := range d.reports.Close() {
+		it.Value.done <- ErrClosed
 	}
+}
+
+// commitReports proposes the reports of a round's calls, in order, as
+// UpdateTasks commands of at most MaxReports reports each, one after the
+// other, and answers each call with the error of its last command.
+func (d *Dispatcher) commitReports(ctx context.Context, items []batcher.Item[*reportReq]) {
+	for len(items) > 0 {
+		n, i := 0, 0
+		for ; i < len(items); i++ {
+			if i > 0 && n+len(items[i].Value.reports) > d.cfg.MaxReports {
+				break
+			}
+			n += len(items[i].Value.reports)
+		}
+		d.commitReportsOnce(ctx, items[:i], n)
+		items = items[i:]
+	}
+}
+
+func (d *Dispatcher) commitReportsOnce(ctx context.Context, items []batcher.Item[*reportReq], n int) {
 	all := make([]fsm.Report, 0, n)
-	for _, r := range reqs {
+	for _, it := range items {
+		r := it.Value
 		for i := range r.reports {
 			all = append(all, fsm.Report{Node: r.node, TaskReport: &r.reports[i]})
 		}
@@ -182,8 +156,8 @@ func (d *Dispatcher) commitReports(ctx context.Context, reqs []*reportReq) {
 		all = append(all[:re.Index], all[re.Index+1:]...)
 		err = nil
 	}
-	for _, r := range reqs {
-		r.done <- err
+	for _, it := range items {
+		it.Value.done <- err
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/batcher"
@@ -42,6 +43,23 @@ type shell struct {
 	tick    chan struct{}
 	timer   batcher.Timer
 	timerAt time.Time
+	// inFlight counts the action goroutines whose report is not yet fed
+	// to the core; waiting is true while schedule waits for an event.
+	// Both only tell tests when the shell has settled (Settled).
+	inFlight atomic.Int32
+	waiting  atomic.Bool
+}
+
+// newShell returns the shell of d; schedule runs it.
+func newShell(d *Dispatcher) *shell {
+	return &shell{d: d, done: make(chan done, 8), tick: make(chan struct{}, 1)}
+}
+
+// settled reports whether the shell waits for an event with no action in
+// flight and no event queued but leadership: nothing happens until the
+// time passes, work arrives or the leadership changes.
+func (s *shell) settled() bool {
+	return s.waiting.Load() && s.inFlight.Load() == 0 && len(s.d.work) == 0 && len(s.tick) == 0 && len(s.done) == 0
 }
 
 // schedConfig is the scheduling core's configuration.
@@ -67,7 +85,8 @@ func (d *Dispatcher) schedule() {
 		d.cfg.Logger.Error("dispatcher: scheduling core", "err", err)
 		return
 	}
-	s := &shell{d: d, core: core, done: make(chan done, 8), tick: make(chan struct{}, 1)}
+	s := d.shell
+	s.core = core
 	defer s.stopTimer()
 	leadership := func() <-chan struct{} {
 		ch := d.cfg.Raft.LeadershipChanged()
@@ -79,6 +98,7 @@ func (d *Dispatcher) schedule() {
 	for {
 		s.carryOut(core.Ready())
 		s.arm()
+		s.waiting.Store(true)
 		select {
 		case <-d.closing:
 			core.Leadership(d.cfg.Clock.Now(), false, 0)
@@ -92,7 +112,9 @@ func (d *Dispatcher) schedule() {
 			core.Tick(d.cfg.Clock.Now())
 		case r := <-s.done:
 			s.report(r)
+			s.inFlight.Add(-1)
 		}
+		s.waiting.Store(false)
 	}
 }
 
@@ -133,6 +155,9 @@ func (s *shell) record(preempted int64) {
 func (s *shell) carryOut(acts []sched.Action) {
 	d := s.d
 	for _, a := range acts {
+		if d.cfg.trace != nil {
+			d.cfg.trace(a)
+		}
 		switch a.Kind {
 		case sched.StartLeading:
 			s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -195,6 +220,7 @@ func (s *shell) carryOut(acts []sched.Action) {
 // done.
 func (s *shell) async(a sched.Action, f func(ctx context.Context, r *done)) {
 	ctx := s.ctx
+	s.inFlight.Add(1)
 	s.running.Add(1)
 	go func() {
 		defer s.running.Done()
@@ -209,6 +235,7 @@ func (s *shell) drain() {
 	for {
 		select {
 		case <-s.done:
+			s.inFlight.Add(-1)
 		default:
 			return
 		}

@@ -1,0 +1,11 @@
+package dispatcher
+
+import "github.com/sluicehq/sluice/dispatcher/sched"
+
+// SetTrace makes the Dispatcher of cfg call f with each action of the
+// scheduling core as its shell carries it out.
+func SetTrace(cfg *Config, f func(sched.Action)) { cfg.trace = f }
+
+// Settled reports whether d's scheduling shell waits with nothing in
+// flight and nothing queued.
+func Settled(d *Dispatcher) bool { return d.shell.settled() }
