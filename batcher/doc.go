@@ -1,5 +1,19 @@
 // Package batcher forms scheduling rounds from a stream of items.
 //
+// It is the one place in Sluice that decides when a batch closes. The
+// dispatcher's scheduling core (package dispatcher/sched) feeds it one item
+// per task arrived and takes a round when the batcher says one is ready:
+// MaxItems is the dispatcher's MaxTasks (the size bound), MaxWait its
+// MaxWait (the wait bound), and a round worth repeating is requeued with a
+// backoff. The core is a synchronous state machine with no clock of its
+// own, so it drives the batcher with TryNext and Due, and gives it a Clock
+// that reads the time of the event being handled. The dispatcher's report
+// batching uses a second Batcher, blocking in Next: a Report call is an
+// item, MaxReports and ReportWait the bounds. What a round contains is not
+// the batcher's business there: the scheduling round places whatever the
+// replicated state holds pending, and placement orders it (priority, then
+// fair share across queues).
+//
 // A Batcher holds pending items, each with a priority, a queue name and an
 // enqueue time, and hands them out in rounds. A round closes when MaxItems
 // items are eligible (ReasonSize) or when the oldest eligible item has
@@ -44,7 +58,7 @@
 //
 // # Cost
 //
-// Add is O(1) per item and takes the lock once per call, reading the clock
+// Add and AddN are O(1) per item and take the lock once per call, reading the clock
 // once per call, so callers should add in batches. A round costs O(items +
 // turns + priorities with items) under the lock, where a turn moves up to a
 // queue's weight in items with one copy; the round's []Item is built after
@@ -71,7 +85,7 @@
 //	// Producers, from any goroutine:
 //	err = b.Add(batcher.Item[Task]{Value: t, Priority: 10, Queue: "prod"})
 //
-//	// The scheduling loop:
+//	// The scheduling loop, blocking:
 //	for {
 //		round, err := b.Next(ctx)
 //		if err != nil {
@@ -81,5 +95,13 @@
 //		if err := b.Requeue(unplaced, time.Second); err != nil {
 //			return err
 //		}
+//	}
+//
+//	// Or a caller with timers of its own, never blocking:
+//	if r, ok := b.TryNext(); ok {
+//		place(r.Items)
+//	}
+//	if at, ok := b.Due(); ok {
+//		wakeAt(at) // then TryNext again
 //	}
 package batcher
