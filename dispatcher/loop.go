@@ -20,7 +20,8 @@ type roundOutcome struct {
 	plan *placement.Plan
 	// st is the round's stat, recorded once its preemption ran (nil: the
 	// round read nothing).
-	st    *RoundStat
+	st *RoundStat
+	// start is when the round started; err is what failed it.
 	start time.Time
 	err   error
 }
@@ -40,6 +41,8 @@ func (d *Dispatcher) round(ctx context.Context, term uint64) (out roundOutcome) 
 	return out
 }
 
+// roundOnce is the body of round; it sets out's plan (for a preemption)
+// and stat.
 func (d *Dispatcher) roundOnce(ctx context.Context, term uint64, out *roundOutcome) (again bool, placed int64, err error) {
 	start := time.Now()
 	now := d.cfg.Clock.Now()

@@ -127,11 +127,11 @@ func (s *shell) report(r done) {
 	case sched.Round:
 		s.last = r.round
 		if !r.round.Preempt {
-			s.record(0)
+			s.record(nil)
 		}
 		s.core.RoundDone(now, r.term, r.round.RoundResult)
 	case sched.Preempt:
-		s.record(r.preempt.Preempted)
+		s.record(&r.preempt)
 		s.core.PreemptDone(now, r.term, r.preempt)
 	case sched.Liveness:
 		s.nodes = r.nodes
@@ -141,14 +141,18 @@ func (s *shell) report(r done) {
 	}
 }
 
-// record records the last round's stat, with the tasks its preemption
-// stopped.
-func (s *shell) record(preempted int64) {
-	if st := s.last.st; st != nil {
-		st.Preempted = preempted
-		st.Latency = time.Since(s.last.start)
-		s.d.record(*st)
+// record records the last round's stat, with its preemption's (nil: none
+// ran) tasks stopped and time.
+func (s *shell) record(p *sched.PreemptResult) {
+	st := s.last.st
+	if st == nil {
+		return
 	}
+	if p != nil {
+		st.Preempted = p.Preempted
+		st.Latency = time.Since(s.last.start)
+	}
+	s.d.record(*st)
 }
 
 // carryOut does the actions, in order.

@@ -254,10 +254,11 @@ func (c *Core) stop() {
 }
 
 // Work tells the core that n tasks (or, for n = 1, a change that may make
-// work placeable: a registration, reports) arrived. A follower ignores it.
+// work placeable: a registration, reports) arrived. A follower, or a
+// deposed leader, ignores it.
 func (c *Core) Work(now time.Time, n int) {
 	c.advance(now)
-	if c.rounds != nil && n > 0 {
+	if c.rounds != nil && !c.deposed && n > 0 {
 		_ = c.rounds.AddN(c.item(), min(n, c.cfg.MaxTasks))
 	}
 	c.step()
