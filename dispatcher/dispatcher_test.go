@@ -352,7 +352,7 @@ func TestPrioritiesWhenCapacityShort(t *testing.T) {
 		j, _ := r.f.Job(ids[1])
 		return j.Groups[0].Active == 4
 	})
-	time.Sleep(100 * time.Millisecond)
+	waitRounds(t, r.d, 2) // rounds that must not place the low job
 	low, _ := r.f.Job(ids[0])
 	if low.Groups[0].Active != 0 || low.Groups[0].Pending != 4 {
 		t.Errorf("low-priority job placed while the high one needed the room: %+v", low.Groups[0])
@@ -383,7 +383,7 @@ func TestPreemption(t *testing.T) {
 		return j.Groups[0].Active == 4
 	})
 	equalID := r.submit(t, ctx, jobSpec("equal", 1, 1000, 1, time.Hour))
-	time.Sleep(300 * time.Millisecond) // rounds that must not preempt
+	waitRounds(t, r.d, 2) // rounds that must not preempt
 	if tot := r.d.Totals(); tot.Preempted != 0 {
 		t.Fatalf("an equal-priority job preempted %d tasks", tot.Preempted)
 	}
@@ -505,7 +505,7 @@ func TestUsageEstimates(t *testing.T) {
 		j, _ := r.f.Job(offID)
 		return j.Groups[0].Active == 3
 	})
-	time.Sleep(200 * time.Millisecond) // rounds that must not place more
+	waitRounds(t, r.d, 2) // rounds that must not place more
 	if j, _ := r.f.Job(offID); j.Groups[0].Active != 3 {
 		t.Fatalf("%d offline tasks placed beside the estimated online usage, want 3", j.Groups[0].Active)
 	}
@@ -789,6 +789,13 @@ func TestFinishedJobsBeyondMaxForgotten(t *testing.T) {
 // livenessLeader starts a one-replica cluster whose nodes live for a flat
 // ttl (no per-node share), checked every livenessEvery, registers the named
 // nodes with cpu millicores each, and returns its leader.
+// waitRounds waits until d has run n more rounds that read pending work.
+func waitRounds(t *testing.T, d *dispatcher.Dispatcher, n int64) {
+	t.Helper()
+	want := d.Totals().Rounds + n
+	waitFor(t, 10*time.Second, fmt.Sprintf("%d more rounds", n), func() bool { return d.Totals().Rounds >= want })
+}
+
 func livenessLeader(ctx context.Context, t *testing.T, ttl, livenessEvery time.Duration, cpu int64, names ...string) *replica {
 	t.Helper()
 	c := newCluster(t, 1, func(cfg *dispatcher.Config) {
