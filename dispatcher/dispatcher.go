@@ -129,7 +129,11 @@ func New(cfg Config) (*Dispatcher, error) {
 		closing: make(chan struct{}),
 		work:    make(chan struct{}, 1),
 	}
-	d.shell = newShell(d)
+	shell, err := newShell(d)
+	if err != nil {
+		return nil, err
+	}
+	d.shell = shell
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.applied.changed = make(chan struct{})
 	d.applied.nodes = map[string]chan struct{}{}

@@ -229,9 +229,9 @@ func (d *Dispatcher) graceBeats() {
 }
 
 // forgetEvery is the cadence of forget passes (0: none): every quarter of
-// JobRetention, at most every 10s, and every second with a
-// JobRetentionMax, so that the count is exceeded by at most a second's
-// work.
+// JobRetention (at least a millisecond), at most every 10s, and every
+// second with a JobRetentionMax, so that the count is exceeded by at most
+// a second's work.
 func (d *Dispatcher) forgetEvery() time.Duration {
 	keep, most := d.cfg.JobRetention, d.cfg.JobRetentionMax
 	if keep == 0 && most == 0 {
@@ -244,7 +244,7 @@ func (d *Dispatcher) forgetEvery() time.Duration {
 	if most > 0 {
 		every = min(time.Second, every)
 	}
-	return every
+	return max(every, time.Millisecond)
 }
 
 // forget proposes that the jobs finished for JobRetention be forgotten,

@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,9 +51,13 @@ type shell struct {
 	waiting  atomic.Bool
 }
 
-// newShell returns the shell of d; schedule runs it.
-func newShell(d *Dispatcher) *shell {
-	return &shell{d: d, done: make(chan done, 8), tick: make(chan struct{}, 1)}
+// newShell returns the shell of d and its core; schedule runs it.
+func newShell(d *Dispatcher) (*shell, error) {
+	core, err := sched.New(d.schedConfig(), d.cfg.Clock.Now())
+	if err != nil {
+		return nil, fmt.Errorf("dispatcher: scheduling core: %w", err)
+	}
+	return &shell{d: d, core: core, done: make(chan done, 8), tick: make(chan struct{}, 1)}, nil
 }
 
 // settled reports whether the shell waits for an event with no action in
@@ -79,14 +84,7 @@ func (d *Dispatcher) schedConfig() sched.Config {
 // the actions it returns. It returns on Close, having stopped leading.
 func (d *Dispatcher) schedule() {
 	defer d.wg.Done()
-	core, err := sched.New(d.schedConfig(), d.cfg.Clock.Now())
-	if err != nil {
-		// Config.Validate and withDefaults keep this from happening.
-		d.cfg.Logger.Error("dispatcher: scheduling core", "err", err)
-		return
-	}
-	s := d.shell
-	s.core = core
+	s, core := d.shell, d.shell.core
 	defer s.stopTimer()
 	leadership := func() <-chan struct{} {
 		ch := d.cfg.Raft.LeadershipChanged()
