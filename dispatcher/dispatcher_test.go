@@ -13,7 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/batcher"
-	"github.com/sluicehq/sluice/batcher/batchertest"
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/dispatcher"
 	"github.com/sluicehq/sluice/dispatcher/fsm"
 	"github.com/sluicehq/sluice/raftkv"
@@ -266,9 +266,9 @@ func TestHeartbeatKeepsNodeAlive(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const ttl, step = 200 * time.Millisecond, 10 * time.Millisecond
-	clock := batchertest.NewClock(time.Time{})
+	clk := clock.NewManual(time.Time{})
 	c := newCluster(t, 1, func(cfg *dispatcher.Config) {
-		cfg.NodeTTL, cfg.NodeTTLPerNode, cfg.LivenessEvery, cfg.Clock = ttl, -1, step, clock
+		cfg.NodeTTL, cfg.NodeTTLPerNode, cfg.LivenessEvery, cfg.Clock = ttl, -1, step, clk
 	})
 	r := c.leader()
 	for _, name := range []string{"beating", "silent"} {
@@ -308,7 +308,7 @@ func TestHeartbeatKeepsNodeAlive(t *testing.T) {
 			}
 			last = i
 		}
-		clock.Advance(step)
+		clk.Advance(step)
 		settle(t, r.d)
 		if st := state("beating"); st != api.NodeReady {
 			t.Fatalf("at %v the heartbeating node is %s, want ready", time.Duration(i)*step, st)
@@ -324,7 +324,7 @@ func TestHeartbeatKeepsNodeAlive(t *testing.T) {
 	if !ok || !reflect.DeepEqual(u, usage(last)) {
 		t.Errorf("NodeUsage = %+v, %v; want the last sent %+v", u, ok, usage(last))
 	}
-	if want := batchertest.Epoch().Add(time.Duration(last-1) * step); !at.Equal(want) {
+	if want := clock.Epoch().Add(time.Duration(last-1) * step); !at.Equal(want) {
 		t.Errorf("usage time %v, want %v (the last heartbeat's)", at, want)
 	}
 	if _, _, ok := r.d.NodeUsage("silent"); ok {

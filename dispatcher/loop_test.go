@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/batcher/batchertest"
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/dispatcher"
 	"github.com/sluicehq/sluice/dispatcher/sched"
 )
@@ -89,7 +89,7 @@ func runLoopScript(t *testing.T, file string) {
 
 type loopScript struct {
 	t     *testing.T
-	clock *batchertest.Clock
+	clock *clock.Manual
 	start time.Time
 	r     *replica
 	jobs  []string          // job names, in submit order
@@ -148,7 +148,7 @@ func (s *loopScript) run(line string) string {
 	var out []string
 	switch cmd {
 	case "start":
-		s.clock = batchertest.NewClock(time.Time{})
+		s.clock = clock.NewManual(time.Time{})
 		s.start = s.clock.Now()
 		c := newCluster(s.t, 1, func(cfg *dispatcher.Config) {
 			cfg.Clock, cfg.MaxWait, cfg.Period = s.clock, 5*time.Millisecond, time.Second

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/batcher/batchertest"
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/dispatcher"
 )
 
@@ -20,8 +20,8 @@ func TestReportsRideOneRound(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const wait = 50 * time.Millisecond
-	clock := batchertest.NewClock(time.Time{})
-	c := newCluster(t, 1, func(cfg *dispatcher.Config) { cfg.Clock, cfg.ReportWait = clock, wait })
+	clk := clock.NewManual(time.Time{})
+	c := newCluster(t, 1, func(cfg *dispatcher.Config) { cfg.Clock, cfg.ReportWait = clk, wait })
 	r := c.leader()
 	nodes := []string{"n1", "n2"}
 	for _, n := range nodes {
@@ -32,17 +32,17 @@ func TestReportsRideOneRound(t *testing.T) {
 	errs := make(chan error, len(nodes))
 	for _, n := range nodes {
 		go func() {
-			errs <- r.d.Report(ctx, n, []api.TaskReport{{TaskID: "nojob/0/0/1", State: api.TaskRunning, Time: clock.Now()}})
+			errs <- r.d.Report(ctx, n, []api.TaskReport{{TaskID: "nojob/0/0/1", State: api.TaskRunning, Time: clk.Now()}})
 		}()
 	}
 	waitFor(t, 10*time.Second, "both reports in the batcher", func() bool {
 		return dispatcher.ReportStats(r.d).Pending == len(nodes)
 	})
-	clock.Advance(wait - time.Millisecond)
+	clk.Advance(wait - time.Millisecond)
 	if st := dispatcher.ReportStats(r.d); st.Pending != len(nodes) || len(errs) != 0 {
 		t.Fatalf("before ReportWait: %+v, %d calls returned; want both held", st, len(errs))
 	}
-	clock.Advance(time.Millisecond)
+	clk.Advance(time.Millisecond)
 	for range nodes {
 		select {
 		case err := <-errs:
