@@ -64,7 +64,11 @@ func (c *Manual) AfterFunc(d time.Duration, f func()) Timer {
 // Advance moves the clock forward by d, firing due timers in deadline order
 // (ties in arming order). While a timer's function runs, Now reads that
 // timer's deadline; the function may arm and stop timers, and those falling
-// due within d fire too. Advance panics if d is negative.
+// due within d fire too. Advances that overlap (one called from a timer's
+// function, or from another goroutine) each take the clock to at least
+// their own target, and Now never goes backwards; the order above holds
+// within each, and their timers' functions may run at the same time.
+// Advance panics if d is negative.
 func (c *Manual) Advance(d time.Duration) {
 	if d < 0 {
 		panic("clock: Manual.Advance with a negative duration")
@@ -85,7 +89,9 @@ func (c *Manual) Advance(d time.Duration) {
 		t.f()
 		c.mu.Lock()
 	}
-	c.mu.now = target
+	if target.After(c.mu.now) {
+		c.mu.now = target
+	}
 	c.mu.Unlock()
 }
 

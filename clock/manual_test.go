@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -158,5 +160,94 @@ func TestOrSystem(t *testing.T) {
 	m := clock.NewManual(time.Time{})
 	if clock.OrSystem(m) != clock.Clock(m) {
 		t.Fatal("OrSystem(m) is not m")
+	}
+}
+
+// TestOverlappingAdvances: an Advance from a timer's function, or from
+// another goroutine while a timer's function runs, takes the clock past
+// the outer Advance's target, and the outer one does not take it back.
+func TestOverlappingAdvances(t *testing.T) {
+	c := clock.NewManual(time.Time{})
+	start := c.Now()
+	c.AfterFunc(8*time.Millisecond, func() { c.Advance(5 * time.Millisecond) })
+	c.Advance(10 * time.Millisecond)
+	if got := c.Now().Sub(start); got != 13*time.Millisecond {
+		t.Fatalf("Now after Advance(10ms) whose timer at 8ms advanced 5ms = %v, want 13ms", got)
+	}
+
+	start = c.Now()
+	entered, release := make(chan struct{}), make(chan struct{})
+	c.AfterFunc(8*time.Millisecond, func() {
+		close(entered)
+		<-release
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.Advance(10 * time.Millisecond)
+	}()
+	<-entered
+	c.Advance(5 * time.Millisecond)
+	close(release)
+	<-done
+	if got := c.Now().Sub(start); got != 13*time.Millisecond {
+		t.Fatalf("Now after Advance(10ms) and, from 8ms, Advance(5ms) = %v, want 13ms", got)
+	}
+}
+
+// TestManualConcurrent arms, stops and fires timers and reads the time
+// from several goroutines at once (run it with -race): Now never goes
+// backwards, a timer fires at most once and not before its deadline, and
+// one whose Stop returned true never fires.
+func TestManualConcurrent(t *testing.T) {
+	c := clock.NewManual(time.Time{})
+	const workers, rounds = 4, 200
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*(rounds+1))
+	for w := range workers {
+		wg.Go(func() {
+			last := c.Now()
+			for i := range rounds {
+				var fired atomic.Int32
+				firedOnce := make(chan struct{})
+				due := c.Now().Add(time.Duration(i%5) * time.Millisecond)
+				tm := c.AfterFunc(time.Duration(i%5)*time.Millisecond, func() {
+					if now := c.Now(); now.Before(due) {
+						errs <- fmt.Errorf("worker %d: timer due at %v fired at %v", w, due, now)
+					}
+					if fired.Add(1) == 1 {
+						close(firedOnce)
+					}
+				})
+				c.Advance(time.Duration(w) * time.Millisecond)
+				stopped := i%3 == 0 && tm.Stop()
+				c.Advance(5 * time.Millisecond)
+				if !stopped {
+					// Due now; another goroutine's Advance may be firing it.
+					select {
+					case <-firedOnce:
+					case <-time.After(10 * time.Second):
+					}
+				}
+				if n := fired.Load(); n > 1 || (stopped && n != 0) || (!stopped && n != 1) {
+					errs <- fmt.Errorf("worker %d round %d: fired %d times, Stop returned %v", w, i, n, stopped)
+					return
+				}
+				now := c.Now()
+				if now.Before(last) {
+					errs <- fmt.Errorf("worker %d: Now went from %v back to %v", w, last, now)
+					return
+				}
+				last = now
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := c.Timers(); n != 0 {
+		t.Errorf("%d timers armed after every one fired or was stopped", n)
 	}
 }
