@@ -180,3 +180,34 @@ func TestSleep(t *testing.T) {
 		t.Fatalf("%d timers armed after a canceled Sleep", n)
 	}
 }
+
+// TestStopWhileAdvancing stops tickers and alarms while another goroutine
+// fires them (run it with -race): once Stop has returned, C receives
+// nothing, however the two interleave.
+func TestStopWhileAdvancing(t *testing.T) {
+	c := clock.NewManual(time.Time{})
+	for i := range 200 {
+		tk := clock.NewTicker(c, time.Millisecond)
+		a := clock.NewAlarm(c)
+		a.Set(time.Duration(i%3) * time.Millisecond)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for range 5 {
+				c.Advance(time.Millisecond)
+			}
+		}()
+		tk.Stop()
+		a.Stop()
+		<-done
+		if v, ok := recv(tk.C); ok {
+			t.Fatalf("round %d: tick at %v after Stop", i, v)
+		}
+		if v, ok := recv(a.C); ok {
+			t.Fatalf("round %d: alarm at %v after Stop", i, v)
+		}
+	}
+	if n := c.Timers(); n != 0 {
+		t.Fatalf("%d timers armed after every ticker and alarm stopped", n)
+	}
+}
