@@ -42,6 +42,8 @@ type harness struct {
 	disp  *fakeDispatcher
 	agent *nodelet.Agent
 	errc  chan error
+	// resync is the agent's ResyncPeriod.
+	resync time.Duration
 }
 
 func newHarness(t *testing.T, host *sim.Host, disp *fakeDispatcher, tweak func(*nodelet.Config)) *harness {
@@ -59,7 +61,7 @@ func newHarness(t *testing.T, host *sim.Host, disp *fakeDispatcher, tweak func(*
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	h.agent = a
+	h.agent, h.resync = a, cfg.ResyncPeriod
 	go func() { h.errc <- a.Run(context.Background()) }()
 	t.Cleanup(func() { h.close() })
 	return h
@@ -67,13 +69,28 @@ func newHarness(t *testing.T, host *sim.Host, disp *fakeDispatcher, tweak func(*
 
 // barrier returns once the agent's loop has settled what it took before:
 // a kill of an unknown pod is answered by the loop between two of its
-// settles. It does not wait for what the loop has not taken yet.
+// settles. It does not wait for what the loop has not taken yet, nor for
+// the runtime calls the loop handed to goroutines (a non-immediate
+// runtime's Start): a check after it sees those only if they ran first.
 func (h *harness) barrier() {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := h.agent.Kill(ctx, "no-such-pod", "barrier"); err != nil {
 		h.t.Fatalf("barrier: %v", err)
+	}
+}
+
+// resyncs moves clk, the agent's Clock, through n resync periods, each
+// followed by a barrier, so that what a resync does (retry the runtime
+// calls that failed) has been done when it returns. The loop may take a
+// barrier's kill before a tick that waits beside it; the next period's
+// barrier then covers that tick.
+func (h *harness) resyncs(clk *clock.Manual, n int) {
+	h.t.Helper()
+	for range n {
+		clk.Advance(h.resync)
+		h.barrier()
 	}
 }
 
@@ -154,7 +171,8 @@ func TestStartFailuresReported(t *testing.T) {
 	host := sim.NewHost()
 	defer host.Close()
 	d := newFakeDispatcher()
-	h := newHarness(t, host, d, nil)
+	clk := clock.NewManual(time.Time{})
+	h := newHarness(t, host, d, func(c *nodelet.Config) { c.Clock = clk })
 	h.rt.mu.Lock()
 	h.rt.fail["boom"] = errors.New("disk on fire")
 	denied := &runtime.SpecError{}
@@ -193,8 +211,15 @@ func TestStartFailuresReported(t *testing.T) {
 			t.Errorf("%s: failure reports %+v, want one %s mentioning %q", id, r, reason, msg)
 		}
 	}
-	// Failed pods are not retried while the target stays.
-	h.barrier()
+	// Failed pods are not retried while the target stays, resyncs
+	// included. A retry of a pod refused before the runtime is counted in
+	// the loop, which the barriers wait for; one of boom's would be
+	// counted by a goroutine the loop starts, which they do not. The
+	// second ok is refused with the target, not counted as a start.
+	h.resyncs(clk, 3)
+	if n, wantN := h.agent.Stats().StartFailures, uint64(len(want)-1); n != wantN {
+		t.Errorf("%d start failures counted, want %d", n, wantN)
+	}
 	if n := h.rt.startCounts()["boom/1"]; n != 1 {
 		t.Errorf("boom started %d times, want 1", n)
 	}
@@ -505,10 +530,7 @@ func TestEndedPodRetained(t *testing.T) {
 	})
 	d.setTarget(1, simPod("quick", 1, time.Millisecond, 0))
 	eventually(t, 5*time.Second, "quick reported", func() bool { return len(d.find("quick", api.TaskSucceeded)) == 1 })
-	for range 3 { // a few resyncs
-		clk.Advance(20 * time.Millisecond)
-		h.barrier()
-	}
+	h.resyncs(clk, 3)
 	if _, ok := listed(t, h.rt)["quick"]; !ok {
 		t.Fatal("pod removed before RetainExited passed")
 	}
