@@ -90,9 +90,7 @@ func (c Config) withDefaults() Config {
 	if c.DefaultWeight == 0 {
 		c.DefaultWeight = DefaultQueueWeight
 	}
-	if c.Clock == nil {
-		c.Clock = clock.System{}
-	}
+	c.Clock = clock.OrSystem(c.Clock)
 	c.Weights = maps.Clone(c.Weights)
 	return c
 }

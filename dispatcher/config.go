@@ -261,9 +261,7 @@ func (c Config) withDefaults() Config {
 	}
 	defaultOrOff(&c.JobRetention, DefaultJobRetention)
 	defaultOrOff(&c.JobRetentionMax, DefaultJobRetentionMax)
-	if c.Clock == nil {
-		c.Clock = clock.System{}
-	}
+	c.Clock = clock.OrSystem(c.Clock)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

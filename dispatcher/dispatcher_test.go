@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/batcher"
 	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/dispatcher"
 	"github.com/sluicehq/sluice/dispatcher/fsm"
@@ -424,7 +423,7 @@ func TestPreemption(t *testing.T) {
 type offsetClock struct{ off atomic.Int64 }
 
 func (c *offsetClock) Now() time.Time { return time.Now().Add(time.Duration(c.off.Load())) }
-func (c *offsetClock) AfterFunc(d time.Duration, f func()) batcher.Timer {
+func (c *offsetClock) AfterFunc(d time.Duration, f func()) clock.Timer {
 	return time.AfterFunc(d, f)
 }
 

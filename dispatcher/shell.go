@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/batcher"
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/dispatcher/fsm"
 	"github.com/sluicehq/sluice/dispatcher/sched"
 )
@@ -42,7 +42,7 @@ type shell struct {
 	nodes []fsm.NodeState
 	// tick is signalled by the timer armed at the core's Wake time.
 	tick    chan struct{}
-	timer   batcher.Timer
+	timer   clock.Timer
 	timerAt time.Time
 	// inFlight counts the action goroutines whose report is not yet fed
 	// to the core; waiting is true while schedule waits for an event.

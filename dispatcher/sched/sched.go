@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/batcher"
+	"github.com/sluicehq/sluice/clock"
 )
 
 // Kind is what an Action asks the caller to do.
@@ -208,14 +209,14 @@ func New(cfg Config, now time.Time) (*Core, error) {
 	return &Core{cfg: cfg, now: now}, nil
 }
 
-// clock is the batcher's Clock: the time of the event being handled. The
+// eventClock is the batcher's Clock: the time of the event being handled. The
 // core never lets the batcher arm a timer (it asks Due and TryNext), so
 // AfterFunc is never called with effect.
-type clock struct{ c *Core }
+type eventClock struct{ c *Core }
 
-func (k clock) Now() time.Time { return k.c.now }
+func (k eventClock) Now() time.Time { return k.c.now }
 
-func (clock) AfterFunc(time.Duration, func()) batcher.Timer { return noTimer{} }
+func (eventClock) AfterFunc(time.Duration, func()) clock.Timer { return noTimer{} }
 
 type noTimer struct{}
 
@@ -289,7 +290,7 @@ func (c *Core) BarrierDone(now time.Time, term uint64, ok bool) {
 	}
 	c.ready = true
 	c.emit(GraceBeats)
-	c.rounds, _ = batcher.New[work](batcher.Config{MaxItems: c.cfg.MaxTasks, MaxWait: c.wait(), Clock: clock{c}})
+	c.rounds, _ = batcher.New[work](batcher.Config{MaxItems: c.cfg.MaxTasks, MaxWait: c.wait(), Clock: eventClock{c}})
 	// The previous leader may have left pending work.
 	_ = c.rounds.AddN(c.item(), 1)
 	c.periodAt = c.now.Add(c.cfg.Period)
