@@ -10,7 +10,7 @@ import (
 // directives would change a generated codec: a field was added, removed
 // or retagged without running go generate.
 func TestGeneratedCodecsCurrent(t *testing.T) {
-	if err := codecgen.Check(".", t.TempDir()); err != nil {
+	if err := codecgen.Check("."); err != nil {
 		t.Fatal(err)
 	}
 }

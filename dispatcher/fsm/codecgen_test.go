@@ -10,7 +10,7 @@ import (
 // directive would change the generated spec codec: a field of api's spec
 // types was added, removed or retagged without running go generate.
 func TestGeneratedCodecsCurrent(t *testing.T) {
-	if err := codecgen.Check(".", t.TempDir()); err != nil {
+	if err := codecgen.Check("."); err != nil {
 		t.Fatal(err)
 	}
 }
