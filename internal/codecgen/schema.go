@@ -5,10 +5,11 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -264,17 +265,30 @@ func (s *schema) comparable(name string) bool {
 }
 
 // closure returns roots and every struct type their fields reach, sorted,
-// roots first in the order given.
+// roots first in the order given: the types a decoder has a function for.
 func (s *schema) closure(roots []string) ([]string, error) {
-	seen := map[string]bool{}
-	var found []string
+	return s.reach(roots, func(kind) bool { return true })
+}
+
+// encoded returns the struct types an encoder of roots has a function
+// for: the roots, then the element types of the slices of structs they
+// reach, sorted. Struct and pointer fields are written inline.
+func (s *schema) encoded(roots []string) ([]string, error) {
+	return s.reach(roots, func(k kind) bool { return k == kStructSlice })
+}
+
+// reach walks the struct types the fields of roots reach and returns the
+// roots, then, sorted, the types reached through a field of a kind own
+// accepts.
+func (s *schema) reach(roots []string, own func(kind) bool) ([]string, error) {
+	walked := map[string]bool{}
+	owned := map[string]bool{}
 	var walk func(string) error
 	walk = func(name string) error {
-		if seen[name] {
+		if walked[name] {
 			return nil
 		}
-		seen[name] = true
-		found = append(found, name)
+		walked[name] = true
 		fs, err := s.fields(name)
 		if err != nil {
 			return err
@@ -282,6 +296,9 @@ func (s *schema) closure(roots []string) ([]string, error) {
 		for _, f := range fs {
 			switch f.kind {
 			case kStruct, kPtrStruct, kStructSlice:
+				if own(f.kind) && !slices.Contains(roots, f.typeName) {
+					owned[f.typeName] = true
+				}
 				if err := walk(f.typeName); err != nil {
 					return err
 				}
@@ -294,68 +311,7 @@ func (s *schema) closure(roots []string) ([]string, error) {
 			return nil, err
 		}
 	}
-	var rest []string
-	for _, n := range found {
-		if !contains(roots, n) {
-			rest = append(rest, n)
-		}
-	}
-	sort.Strings(rest)
-	return append(append([]string(nil), roots...), rest...), nil
-}
-
-// encoded returns the struct types an encoder of roots has a function
-// for: the roots, then the element types of the slices of structs they
-// reach, sorted. Struct and pointer fields are written inline.
-func (s *schema) encoded(roots []string) ([]string, error) {
-	seen := map[string]bool{}
-	var elems []string
-	var walk func(string) error
-	walk = func(name string) error {
-		fs, err := s.fields(name)
-		if err != nil {
-			return err
-		}
-		for _, f := range fs {
-			switch f.kind {
-			case kStruct, kPtrStruct:
-				if err := walk(f.typeName); err != nil {
-					return err
-				}
-			case kStructSlice:
-				if !seen[f.typeName] {
-					seen[f.typeName] = true
-					elems = append(elems, f.typeName)
-					if err := walk(f.typeName); err != nil {
-						return err
-					}
-				}
-			}
-		}
-		return nil
-	}
-	for _, r := range roots {
-		if err := walk(r); err != nil {
-			return nil, err
-		}
-	}
-	var rest []string
-	for _, n := range elems {
-		if !contains(roots, n) {
-			rest = append(rest, n)
-		}
-	}
-	sort.Strings(rest)
-	return append(append([]string(nil), roots...), rest...), nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
+	return append(slices.Clone(roots), slices.Sorted(maps.Keys(owned))...), nil
 }
 
 func exprString(e ast.Expr) string {
