@@ -199,47 +199,39 @@ func nextSep(s sepState, always bool) sepState {
 }
 
 // writeIf returns the condition under which encoding/json writes field f
-// of value x, or "" when it always does.
+// of value x, or "" when it always does. omitempty and omitzero agree but
+// on collections (omitempty leaves out empty ones, omitzero nil ones) and
+// structs (omitempty never leaves one out).
 func (g *jsonGen) writeIf(f field, x string) (string, error) {
-	var conds []string
-	if f.omitEmpty {
-		switch f.kind {
-		case kString:
-			conds = append(conds, x+` != ""`)
-		case kBool:
-			conds = append(conds, x)
-		case kInt32, kInt64:
-			conds = append(conds, x+" != 0")
-		case kStrings, kStructSlice, kStrMap:
-			conds = append(conds, "len("+x+") > 0")
-		case kPtrStruct:
-			conds = append(conds, x+" != nil")
-		case kLeaf:
-			conds = append(conds, fmt.Sprintf(leafHooks[f.typeName].nonZero, x))
-		case kStruct:
-			// encoding/json never leaves a struct out for omitempty.
-		}
+	if !f.omitEmpty && !f.omitZero {
+		return "", nil
 	}
-	if f.omitZero {
-		switch f.kind {
-		case kString:
-			conds = append(conds, x+` != ""`)
-		case kBool:
-			conds = append(conds, x)
-		case kInt32, kInt64:
-			conds = append(conds, x+" != 0")
-		case kStrings, kStructSlice, kStrMap, kPtrStruct:
-			conds = append(conds, x+" != nil")
-		case kLeaf:
-			conds = append(conds, fmt.Sprintf(leafHooks[f.typeName].nonZero, x))
-		case kStruct:
-			if !g.s.comparable(f.typeName) {
-				return "", fmt.Errorf("omitzero on %s, which does not compare with ==", f.typeName)
-			}
-			conds = append(conds, x+" != ("+f.typeName+"{})")
+	switch f.kind {
+	case kString:
+		return x + ` != ""`, nil
+	case kBool:
+		return x, nil
+	case kInt32, kInt64:
+		return x + " != 0", nil
+	case kLeaf:
+		return fmt.Sprintf(leafHooks[f.typeName].nonZero, x), nil
+	case kPtrStruct:
+		return x + " != nil", nil
+	case kStrings, kStructSlice, kStrMap:
+		if f.omitEmpty {
+			return "len(" + x + ") > 0", nil
 		}
+		return x + " != nil", nil
+	case kStruct:
+		if !f.omitZero {
+			return "", nil
+		}
+		if !g.s.comparable(f.typeName) {
+			return "", fmt.Errorf("omitzero on %s, which does not compare with ==", f.typeName)
+		}
+		return x + " != (" + f.typeName + "{})", nil
 	}
-	return strings.Join(conds, " && "), nil
+	return "", fmt.Errorf("kind %d has no zero test", f.kind)
 }
 
 // value writes the code that appends the value of field f, the
