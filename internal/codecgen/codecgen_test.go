@@ -48,14 +48,12 @@ func TestCheck(t *testing.T) {
 		if err != nil || len(args) != 1 {
 			t.Fatalf("Directives: %q, %v", args, err)
 		}
-		files, err := codecgen.Run(dir, args[0])
+		name, src, err := codecgen.Run(dir, args[0])
 		if err != nil {
 			t.Fatal(err)
 		}
-		for name, src := range files {
-			if err := os.WriteFile(filepath.Join(dir, name), src, 0o644); err != nil {
-				t.Fatal(err)
-			}
+		if err := os.WriteFile(filepath.Join(dir, name), src, 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
 	generate()
@@ -104,7 +102,7 @@ func TestRefusals(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = codecgen.Run(dir, args[0])
+			_, _, err = codecgen.Run(dir, args[0])
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Run: %v, want an error containing %q", err, tc.want)
 			}
@@ -117,7 +115,7 @@ func TestRefusals(t *testing.T) {
 		{"-json", "-o", "a_gen.go", "extra"},
 		{"-nope"},
 	} {
-		if _, err := codecgen.Run(writePkg(t, schemaA), args); err == nil {
+		if _, _, err := codecgen.Run(writePkg(t, schemaA), args); err == nil {
 			t.Errorf("Run %q: no error", args)
 		}
 	}
@@ -169,11 +167,14 @@ type Pod struct {
 		t.Fatal(err)
 	}
 	base := []string{"-binary", "-schema", "../types", "-import", "example.com/types", "-type", "Job", "-o", "job_gen.go"}
-	files, err := codecgen.Run(user, append(base, "-hook", "Pod=2", "-skip", "Part.Hide", "-skim", "Pol,Part"))
+	name, out, err := codecgen.Run(user, append(base, "-hook", "Pod=2", "-skip", "Part.Hide", "-skim", "Pol,Part"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	gen := string(files["job_gen.go"])
+	if name != "job_gen.go" {
+		t.Errorf("Run names the file %q, want job_gen.go", name)
+	}
+	gen := string(out)
 	for _, want := range []string{
 		"package user", `"example.com/types"`,
 		"const minJobBytes = 7", // name, wait, tags, pol, parts, and the hook's 2
@@ -192,15 +193,15 @@ type Pod struct {
 	if strings.Contains(gen, "Hide") {
 		t.Errorf("generated code writes the skipped field Part.Hide:\n%s", gen)
 	}
-	_, err = codecgen.Run(user, append(append([]string(nil), base...), "-hook", "Pod=2", "-skimmer", "Job", "-read", "Job.Name,Job.Pod,Job.Pol.N"))
+	_, _, err = codecgen.Run(user, append(append([]string(nil), base...), "-hook", "Pod=2", "-skimmer", "Job", "-read", "Job.Name,Job.Pod,Job.Pol.N"))
 	if err == nil || !strings.Contains(err.Error(), "only fields of inline structs") {
 		t.Errorf("Run reading a field behind a pointer: %v, want a refusal", err)
 	}
-	files, err = codecgen.Run(user, append(append([]string(nil), base...), "-hook", "Pod=2", "-skimmer", "Job", "-read", "Job.Name,Job.Pod"))
+	_, out, err = codecgen.Run(user, append(append([]string(nil), base...), "-hook", "Pod=2", "-skimmer", "Job", "-read", "Job.Name,Job.Pod"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	gen = string(files["job_gen.go"])
+	gen = string(out)
 	for _, want := range []string{
 		"func skimJob(s string, i int, k *skimmer) int {\n\ti = k.skimJobName(s, i)\n\t_, i = readVarint(s, i)\n\ti = skipStrMap(s, i)\n",
 		"i = k.skimJobPod(s, i)\n\treturn i\n}",
@@ -218,11 +219,11 @@ type Pod struct {
 		{"-hook", "Job=3"},
 		{"-hook", "Pol=1"},
 	} {
-		if _, err := codecgen.Run(user, append(append([]string(nil), base...), extra...)); err == nil {
+		if _, _, err := codecgen.Run(user, append(append([]string(nil), base...), extra...)); err == nil {
 			t.Errorf("Run with %q: no error", extra)
 		}
 	}
-	if _, err := codecgen.Run(user, []string{"-binary", "-o", "x_gen.go"}); err == nil {
+	if _, _, err := codecgen.Run(user, []string{"-binary", "-o", "x_gen.go"}); err == nil {
 		t.Error("Run -binary without -schema: no error")
 	}
 }

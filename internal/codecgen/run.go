@@ -21,8 +21,8 @@ const genSuffix = "_gen.go"
 const Command = "github.com/sluicehq/sluice/internal/codecgen/cmd/codecgen"
 
 // Run generates what args ask for from the package whose source is in dir,
-// and returns the files to write in dir, by name. Args are those of the
-// command:
+// and returns the name of the file to write in dir (-o) and its text.
+// Args are those of the command:
 //
 //	-json -decode T1,T2 -encode T3 -o name_gen.go
 //	    decoders (decodeT) for T1, T2 and every struct type they reach;
@@ -42,7 +42,7 @@ const Command = "github.com/sluicehq/sluice/internal/codecgen/cmd/codecgen"
 //	    adds skimT5(s string, i int, k *skimmer) int, which reads as
 //	    skipT5 does but hands field F (a path: T5.F, T5.Inline.G) to the
 //	    package's method k.skimT5F(s, i) int
-func Run(dir string, args []string) (map[string][]byte, error) {
+func Run(dir string, args []string) (name string, src []byte, err error) {
 	fl := flag.NewFlagSet("codecgen", flag.ContinueOnError)
 	fl.SetOutput(io.Discard)
 	var (
@@ -61,31 +61,29 @@ func Run(dir string, args []string) (map[string][]byte, error) {
 		out        = fl.String("o", "", "the file to write, ending in "+genSuffix)
 	)
 	if err := fl.Parse(args); err != nil {
-		return nil, fmt.Errorf("codecgen: %w", err)
+		return "", nil, fmt.Errorf("codecgen: %w", err)
 	}
 	if fl.NArg() != 0 {
-		return nil, fmt.Errorf("codecgen: unexpected arguments %q", fl.Args())
+		return "", nil, fmt.Errorf("codecgen: unexpected arguments %q", fl.Args())
 	}
 	if !strings.HasSuffix(*out, genSuffix) || strings.ContainsRune(*out, filepath.Separator) {
-		return nil, fmt.Errorf("codecgen: -o %q: want a file name in the package ending in %s", *out, genSuffix)
+		return "", nil, fmt.Errorf("codecgen: -o %q: want a file name in the package ending in %s", *out, genSuffix)
 	}
-	var src []byte
-	var err error
 	switch {
 	case *jsonMode == *binaryMode:
-		return nil, fmt.Errorf("codecgen: give one of -json and -binary")
+		return "", nil, fmt.Errorf("codecgen: give one of -json and -binary")
 	case *jsonMode:
 		src, err = generateJSON(dir, split(*decode), split(*encode))
 	default:
 		if *schemaDir == "" || *importPath == "" || *types == "" {
-			return nil, fmt.Errorf("codecgen: -binary needs -schema, -import and -type")
+			return "", nil, fmt.Errorf("codecgen: -binary needs -schema, -import and -type")
 		}
 		hooks := map[string]int{}
 		for _, h := range split(*hookList) {
 			t, n, _ := strings.Cut(h, "=")
 			v, err := strconv.Atoi(n)
 			if err != nil || v < 1 {
-				return nil, fmt.Errorf("codecgen: -hook %q: want Type=N, N the fewest bytes of its encoding", h)
+				return "", nil, fmt.Errorf("codecgen: -hook %q: want Type=N, N the fewest bytes of its encoding", h)
 			}
 			hooks[t] = v
 		}
@@ -96,9 +94,9 @@ func Run(dir string, args []string) (map[string][]byte, error) {
 		src, err = generateBinary(dir, filepath.Join(dir, *schemaDir), *importPath, split(*types), split(*skimList), split(*skimmers), split(*readList), hooks, skip)
 	}
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	return map[string][]byte{*out: src}, nil
+	return *out, src, nil
 }
 
 func split(list string) []string {
@@ -178,19 +176,16 @@ func Check(dir string) error {
 	}
 	var problems []string
 	for _, args := range dirs {
-		files, err := Run(dir, args)
+		name, want, err := Run(dir, args)
 		if err != nil {
 			return err
 		}
-		for name, want := range files {
-			have, err := os.ReadFile(filepath.Join(dir, name))
-			if err != nil {
-				problems = append(problems, fmt.Sprintf("%s: %v", name, err))
-				continue
-			}
-			if !bytes.Equal(have, want) {
-				problems = append(problems, fmt.Sprintf("%s is stale (run go generate): %s", name, firstDiff(have, want)))
-			}
+		have, err := os.ReadFile(filepath.Join(dir, name))
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Sprintf("%s: %v", name, err))
+		case !bytes.Equal(have, want):
+			problems = append(problems, fmt.Sprintf("%s is stale (run go generate): %s", name, firstDiff(have, want)))
 		}
 	}
 	if len(problems) > 0 {

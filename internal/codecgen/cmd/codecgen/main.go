@@ -6,21 +6,19 @@ package main
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/sluicehq/sluice/internal/codecgen"
 )
 
 func main() {
-	files, err := codecgen.Run(".", os.Args[1:])
+	name, src, err := codecgen.Run(".", os.Args[1:])
+	if err == nil {
+		if err = os.WriteFile(name, src, 0o644); err != nil {
+			err = fmt.Errorf("codecgen: %w", err)
+		}
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
-	}
-	for name, src := range files {
-		if err := os.WriteFile(filepath.Join(".", name), src, 0o644); err != nil {
-			fmt.Fprintln(os.Stderr, "codecgen:", err)
-			os.Exit(1)
-		}
 	}
 }
