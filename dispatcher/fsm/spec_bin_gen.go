@@ -315,9 +315,9 @@ func skipSimPeak(s string, i int) int {
 	return i
 }
 
-// skimJobSpec reads an encoding of a JobSpec at s[i:] as skipJobSpec would,
-// handing the fields the skim takes to k's methods, and returns the
-// index after it (-1: malformed).
+// skimJobSpec reads past an encoding of a JobSpec at s[i:], handing the
+// fields the skim takes to k's methods and skipping the rest, and
+// returns the index after it (-1: malformed).
 func skimJobSpec(s string, i int, k *skimmer) int {
 	i = skipStr(s, i)
 	i = k.skimJobSpecQueue(s, i)
@@ -347,9 +347,9 @@ func skimJobSpec(s string, i int, k *skimmer) int {
 	return i
 }
 
-// skimTaskGroupSpec reads an encoding of a TaskGroupSpec at s[i:] as skipTaskGroupSpec would,
-// handing the fields the skim takes to k's methods, and returns the
-// index after it (-1: malformed).
+// skimTaskGroupSpec reads past an encoding of a TaskGroupSpec at s[i:], handing the
+// fields the skim takes to k's methods and skipping the rest, and
+// returns the index after it (-1: malformed).
 func skimTaskGroupSpec(s string, i int, k *skimmer) int {
 	i = k.skimTaskGroupSpecName(s, i)
 	i = k.skimTaskGroupSpecCount(s, i)
@@ -358,9 +358,9 @@ func skimTaskGroupSpec(s string, i int, k *skimmer) int {
 	return i
 }
 
-// skimContainerSpec reads an encoding of a ContainerSpec at s[i:] as skipContainerSpec would,
-// handing the fields the skim takes to k's methods, and returns the
-// index after it (-1: malformed).
+// skimContainerSpec reads past an encoding of a ContainerSpec at s[i:], handing the
+// fields the skim takes to k's methods and skipping the rest, and
+// returns the index after it (-1: malformed).
 func skimContainerSpec(s string, i int, k *skimmer) int {
 	i = skipStr(s, i)
 	i = skipStr(s, i)

@@ -339,9 +339,9 @@ func (g *binGen) skipValue(f field) error {
 func (g *binGen) skimmer(name string) error {
 	e := g.e
 	e.fresh = 0
-	e.line("// skim%s reads an encoding of a %s at s[i:] as skip%s would,", name, name, name)
-	e.line("// handing the fields the skim takes to k's methods, and returns the")
-	e.line("// index after it (-1: malformed).")
+	e.line("// skim%s reads past an encoding of a %s at s[i:], handing the", name, name)
+	e.line("// fields the skim takes to k's methods and skipping the rest, and")
+	e.line("// returns the index after it (-1: malformed).")
 	e.line("func skim%s(s string, i int, k *skimmer) int {", name)
 	if err := g.skimFields(name, name); err != nil {
 		return err
