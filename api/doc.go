@@ -64,7 +64,8 @@
 // The JSON decoders (decodeT) of JobSpec, CapTaskSpec and CapboxRequest
 // and the encoders (appendT) of JobSpec and PodSpec, with those of the
 // struct types they reach, are written by internal/codecgen into
-// spec_json_gen.go, from the fields' types and tags; the go:generate directive at the end of this file runs it, and
+// spec_json_gen.go, from the fields' types and tags; the go:generate
+// directive at the end of this file runs it, and
 // TestGeneratedCodecsCurrent fails while its output differs from the file.
 // A field's json tag gives its member name, omitempty and omitzero, as
 // encoding/json reads them; a codec tag adds what the decoder does beyond
@@ -83,10 +84,12 @@
 //
 // To add a field to one of these types: declare it with its json tag (and
 // a codec tag if it needs one), validate it in validate.go, and run
-// go generate ./api ./dispatcher/fsm (the dispatcher's binary spec codec
-// is generated from the same types; its doc says what else a field there
-// asks for). The round-trip tests' random values set every field
-// (TestEveryFieldDecoded fails until they set the new one).
+// go generate ./api. The dispatcher's binary spec codec is generated from
+// the same types, and the logs of the release before must still decode: a
+// new field needs a place in that encoding before go generate
+// ./dispatcher/fsm (dispatcher/fsm/spec_codec.go says where). The
+// round-trip tests' random values set every field (TestEveryFieldDecoded
+// fails until they set the new one).
 //
 // # Invariants
 //

@@ -138,8 +138,10 @@
 // generate ./dispatcher/fsm and a place in the encoding that the release
 // before's commands and records still decode with (spec_codec.go says
 // how); the skim skips the field unless apply needs it, when it joins the
-// directive's -read list with a skimmer method. A submit command is a count and each spec length-prefixed, with
-// its defaults applied: SubmitJobs validates the specs with
+// directive's -read list with a skimmer method.
+//
+// A submit command is a count and each spec length-prefixed, with its
+// defaults applied: SubmitJobs validates the specs with
 // api.ValidateJobs before it encodes them, so an invalid spec is never
 // proposed, and apply trusts them (validating again on every replica cost a
 // fifth of the apply, and would let a replay under a version whose

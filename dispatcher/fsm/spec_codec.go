@@ -17,11 +17,17 @@ import (
 // flags bytes keep the specs of older formats readable. A field added to
 // api changes the encoding when go generate runs (TestGeneratedCodecsCurrent
 // fails until it has run; TestSpecCodecEveryField until the field
-// survives the round trip). Commands and records of the release before
-// must still decode (TestPortsReadsTheReleaseBefore replays them): a new
-// field goes where older encodings announce its absence, behind a flags
-// bit of a hooked type as the pod's storage and usage did, or the
-// formats' versions are bumped with a reader of the old layout.
+// survives the round trip): the generated codec writes it where its type
+// declares it, where the commands and records of the release before hold
+// the next field. Those must still decode (TestPortsReadsTheReleaseBefore
+// replays them), so a new field of a pod, or of a type a pod holds (then
+// in the directive's -skip list, so that the generated code leaves it
+// out), is written by hand behind a new bit of the pod's flags byte, which
+// the release before leaves clear: in appendPodSpec, decodePodSpec,
+// skimPod and their checks of the byte, as the storage bit carries the
+// containers' mounts (-skip ContainerSpec.Mounts). A new field elsewhere
+// needs the commands' and records' versions bumped, with a reader of the
+// old layout.
 //
 //	string          uvarint length, bytes (typed strings too: QoS, ConstraintOp)
 //	int32, int64    zig-zag varint; api.Duration as int64 nanoseconds
