@@ -104,18 +104,23 @@ func (g *binGen) root(name string) error {
 	return nil
 }
 
-func (g *binGen) encFields(name, x string) error {
+// forFields calls do with each field of struct type name that the codec
+// writes and the field's expression in x, in order; an error names the
+// field.
+func (g *binGen) forFields(name, x string, do func(f field, x string) error) error {
 	fs, err := g.fields(name)
 	if err != nil {
 		return err
 	}
 	for _, f := range fs {
-		if err := g.encValue(f, x+"."+f.goName); err != nil {
+		if err := do(f, x+"."+f.goName); err != nil {
 			return fmt.Errorf("codecgen: %s.%s: %w", name, f.goName, err)
 		}
 	}
 	return nil
 }
+
+func (g *binGen) encFields(name, x string) error { return g.forFields(name, x, g.encValue) }
 
 // called reports whether values of struct type name are written by a
 // function (a hook's or a root's) rather than inline.
@@ -177,18 +182,7 @@ func (g *binGen) encValue(f field, x string) error {
 	return nil
 }
 
-func (g *binGen) decFields(name, x string) error {
-	fs, err := g.fields(name)
-	if err != nil {
-		return err
-	}
-	for _, f := range fs {
-		if err := g.decValue(f, x+"."+f.goName); err != nil {
-			return fmt.Errorf("codecgen: %s.%s: %w", name, f.goName, err)
-		}
-	}
-	return nil
-}
+func (g *binGen) decFields(name, x string) error { return g.forFields(name, x, g.decValue) }
 
 func (g *binGen) decValue(f field, x string) error {
 	e := g.e
@@ -274,16 +268,7 @@ func (g *binGen) skipper(name string) error {
 }
 
 func (g *binGen) skipFields(name string) error {
-	fs, err := g.fields(name)
-	if err != nil {
-		return err
-	}
-	for _, f := range fs {
-		if err := g.skipValue(f); err != nil {
-			return fmt.Errorf("codecgen: %s.%s: %w", name, f.goName, err)
-		}
-	}
-	return nil
+	return g.forFields(name, "", func(f field, _ string) error { return g.skipValue(f) })
 }
 
 func (g *binGen) skipValue(f field) error {
