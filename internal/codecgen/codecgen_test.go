@@ -92,6 +92,7 @@ func TestRefusals(t *testing.T) {
 		"unknown option":   {"type A struct{ X string `json:\"x\" codec:\"zip=1\"` }", `codec option "zip=1" is not known`},
 		"json option":      {"type A struct{ X string `json:\"x,string\"` }", `json option "string"`},
 		"quantity misused": {"type A struct{ X string `json:\"x\" codec:\"quantity=F\"` }", "quantity is for int64"},
+		"slab misused":     {"type A struct{ X []string `json:\"x\" codec:\"slab=s\"` }", "slab is for slice of structs"},
 		"skipped member":   {"type A struct{ X string `json:\"-\"` }", "names no member"},
 		"not a struct":     {"type A int", "A is not a struct type"},
 		"omitzero, no ==":  {"type A struct{ B B `json:\"b,omitzero\"` }\ntype B struct{ S []string `json:\"s\"` }", "does not compare"},

@@ -101,12 +101,6 @@ func (g *jsonGen) scalarDecode(f field) (string, error) {
 	default:
 		return "", fmt.Errorf("kind %d has no scalar decoder", f.kind)
 	}
-	if f.opts["quantity"] != "" && f.kind != kInt64 {
-		return "", fmt.Errorf("quantity is for int64 fields")
-	}
-	if f.opts["intern"] != "" && f.kind != kString {
-		return "", fmt.Errorf("intern is for string fields")
-	}
 	return v, nil
 }
 

@@ -119,7 +119,16 @@ var leafHooks = map[string]leaf{
 //	slab=NAME    the elements of a slice of structs are carved from the
 //	             decoder's slab NAME (groups, containers) rather than
 //	             appended one allocation at a time
-var knownOpts = map[string]bool{"intern": true, "quantity": true, "slab": true}
+//
+// Each is for fields of one kind, which knownOpts gives with its name.
+var knownOpts = map[string]struct {
+	kind kind
+	what string
+}{
+	"intern":   {kString, "string"},
+	"quantity": {kInt64, "int64"},
+	"slab":     {kStructSlice, "slice of structs"},
+}
 
 // fields returns the fields of struct type name.
 func (s *schema) fields(name string) ([]field, error) {
@@ -166,7 +175,7 @@ func (s *schema) fields(name string) ([]field, error) {
 		if c := tag.Get("codec"); c != "" {
 			for _, o := range strings.Split(c, ",") {
 				k, v, _ := strings.Cut(o, "=")
-				if !knownOpts[k] || v == "" {
+				if _, ok := knownOpts[k]; !ok || v == "" {
 					return nil, fmt.Errorf("codecgen: %s.%s: codec option %q is not known", name, fl.goName, o)
 				}
 				fl.opts[k] = v
@@ -174,6 +183,11 @@ func (s *schema) fields(name string) ([]field, error) {
 		}
 		if err := s.classify(&fl, f.Type); err != nil {
 			return nil, fmt.Errorf("codecgen: %s.%s: %w", name, fl.goName, err)
+		}
+		for k := range fl.opts {
+			if o := knownOpts[k]; fl.kind != o.kind {
+				return nil, fmt.Errorf("codecgen: %s.%s: %s is for %s fields", name, fl.goName, k, o.what)
+			}
 		}
 		out = append(out, fl)
 	}
