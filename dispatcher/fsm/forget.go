@@ -194,6 +194,7 @@ func (f *FSM) forgetLocked(w writer, d *dec) ([]byte, error) {
 	f.releaseSubmitsLocked(w, gone)
 	for _, j := range gone {
 		f.dropJobLocked(w, j)
+		f.feed.c.Forgotten = append(f.feed.c.Forgotten, j.num)
 	}
 	f.mu.finished.trim()
 	return encodeUvarints(uint64(res.Forgotten), uint64(res.Kept)), nil

@@ -119,6 +119,11 @@ type FSM struct {
 	// the command changed, each once (marked dirty while listed).
 	dirtyGroups []*group
 	dirtyNodes  []*node
+	// dirtyTasks lists the tasks the command changed, each once (marked
+	// listed while in it), for its change set.
+	dirtyTasks []*task
+	// feed publishes each command's change set (changes.go).
+	feed feed
 	// unstored lists the tasks, groups and nodes whose records (task
 	// records, group records, target generations) changed since the state
 	// was last stored, each once (marked unstored while listed): they are
@@ -170,6 +175,8 @@ func (f *FSM) resetLocked() {
 
 // Apply applies one committed command (see the command constructors). It is
 // deterministic, and on error it has written nothing and changed nothing.
+// Once applied, the command's change set is published to the subscribers
+// (Subscribe), after the FSM's lock is released.
 func (f *FSM) Apply(b *raftkv.Batch, index uint64, cmd []byte) ([]byte, error) {
 	return f.apply(b, index, cmd)
 }
@@ -181,11 +188,22 @@ func (f *FSM) apply(w writer, index uint64, cmd []byte) ([]byte, error) {
 	if cmd[1] < oldestCommandVersion || cmd[1] > commandVersion {
 		return nil, fmt.Errorf("%w: command version %d, want %d to %d", ErrCorrupt, cmd[1], oldestCommandVersion, commandVersion)
 	}
+	res, err := f.applyLocking(w, index, cmd)
+	if err == nil {
+		f.publish(&f.feed.c)
+	}
+	return res, err
+}
+
+// applyLocking applies cmd under the FSM's lock and leaves its change set
+// in f.feed.c.
+func (f *FSM) applyLocking(w writer, index uint64, cmd []byte) ([]byte, error) {
 	d := &dec{b: cmd[2:]}
 	now := d.varint()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.resetDirty()
+	f.feed.c.reset(ChangeApplied, index)
 	var res []byte
 	var err error
 	switch cmd[0] {
@@ -226,12 +244,14 @@ func (f *FSM) apply(w writer, index uint64, cmd []byte) ([]byte, error) {
 	return res, nil
 }
 
-// flushLocked settles the groups and nodes the command at index changed:
-// it marks the groups' jobs changed (and finished, when they did, at now),
-// keeps the pending index in step, bumps the nodes' target generations,
-// and lists the groups' records and the generations for WriteDeferred.
+// flushLocked settles the groups, nodes and tasks the command at index
+// changed: it marks the groups' jobs changed (and finished, when they did,
+// at now), keeps the pending index in step, bumps the nodes' target
+// generations, lists the groups' records and the generations for
+// WriteDeferred, and fills the command's change set.
 func (f *FSM) flushLocked(index uint64, now int64) {
 	defer f.resetDirty()
+	c := &f.feed.c
 	slices.SortFunc(f.dirtyGroups, func(a, b *group) int {
 		return cmp.Or(cmp.Compare(a.job.num, b.job.num), cmp.Compare(a.idx, b.idx))
 	})
@@ -243,8 +263,15 @@ func (f *FSM) flushLocked(index uint64, now int64) {
 			f.unstoredGroups = append(f.unstoredGroups, g)
 		}
 		f.syncPendingLocked(g)
+		c.Groups = append(c.Groups, GroupRef{g.job.num, g.idx})
 		if i+1 == len(f.dirtyGroups) || f.dirtyGroups[i+1].job != g.job {
 			f.noteFinishedLocked(g.job, now) // once a job: its groups are together
+			if !g.job.forgotten {
+				c.Jobs = append(c.Jobs, g.job.num)
+				if g.job.owner() != nil {
+					c.Capboxes = append(c.Capboxes, g.job.num)
+				}
+			}
 		}
 	}
 	for _, n := range f.dirtyNodes {
@@ -254,6 +281,10 @@ func (f *FSM) flushLocked(index uint64, now int64) {
 			n.unstored = true
 			f.unstoredNodes = append(f.unstoredNodes, n)
 		}
+		c.Targets = append(c.Targets, n.spec.Name)
+	}
+	for _, t := range f.dirtyTasks {
+		c.Tasks = append(c.Tasks, TaskRef{t.key.job, t.key.group, t.key.index})
 	}
 }
 
@@ -328,10 +359,13 @@ func (f *FSM) recordBumpLocked(index uint64, node string) {
 
 // EntriesApplied records that every command of the raft entries up to
 // index has been applied (raftkv.EntryAware).
+// Subscribers are told (ChangeComplete).
 func (f *FSM) EntriesApplied(index uint64) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.mu.complete = max(f.mu.complete, index)
+	complete := f.mu.complete
+	f.mu.Unlock()
+	f.publishControl(ChangeComplete, complete)
 }
 
 // CompleteIndex returns the last index all of whose commands are applied:
@@ -446,9 +480,13 @@ func (f *FSM) resetDirty() {
 	for _, n := range f.dirtyNodes {
 		n.dirty = false
 	}
+	for _, t := range f.dirtyTasks {
+		t.listed = false
+	}
 	clear(f.dirtyGroups)
 	clear(f.dirtyNodes)
-	f.dirtyGroups, f.dirtyNodes = f.dirtyGroups[:0], f.dirtyNodes[:0]
+	clear(f.dirtyTasks)
+	f.dirtyGroups, f.dirtyNodes, f.dirtyTasks = f.dirtyGroups[:0], f.dirtyNodes[:0], f.dirtyTasks[:0]
 }
 
 func (f *FSM) syncPendingLocked(g *group) {
@@ -485,10 +523,15 @@ func (s *pendingSet) remove(g *group) {
 // writeTask lists t's record for writing when the state is next stored
 // (WriteDeferred): a task changes a few times within a second (placed,
 // running, ended), and its record then reaches the store once.
+// It lists t in the command's change set too.
 func (f *FSM) writeTask(t *task) {
 	if !t.unstored {
 		t.unstored = true
 		f.unstoredTasks = append(f.unstoredTasks, t)
+	}
+	if !t.listed {
+		t.listed = true
+		f.dirtyTasks = append(f.dirtyTasks, t)
 	}
 }
 

@@ -21,7 +21,14 @@ import (
 // in-memory indexes: what tasks hold on each node, active counts per group,
 // pending groups per queue. raftkv calls it at Open and after a snapshot
 // restore.
+// Subscribers are then told (ChangeReset), whether it succeeded or not.
 func (f *FSM) Load(r raftkv.Reader) error {
+	err := f.loadLocking(r)
+	f.publishControl(ChangeReset, f.Applied())
+	return err
+}
+
+func (f *FSM) loadLocking(r raftkv.Reader) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.resetLocked()

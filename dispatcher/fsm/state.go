@@ -237,6 +237,7 @@ type task struct {
 	preempted bool
 	closed    bool // the dispatcher ended the current attempt (lost, cancelled)
 	unstored  bool // listed in FSM.unstoredTasks
+	listed    bool // listed in FSM.dirtyTasks
 	// overlaid is set, during an update command's checks, once a report
 	// of the command was found to change the task: overlay is the state
 	// the reports so far leave it in.

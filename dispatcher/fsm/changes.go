@@ -1,0 +1,135 @@
+package fsm
+
+import "sync"
+
+// ChangeKind says what a Changes reports.
+type ChangeKind uint8
+
+const (
+	// ChangeApplied: the command at Index applied and changed what the
+	// lists name. A raft entry may carry several commands, each
+	// published with the entry's index.
+	ChangeApplied ChangeKind = iota + 1
+	// ChangeComplete: every command of the raft entries up to Index is
+	// applied, so no later change set has an index at most Index. The
+	// lists are empty.
+	ChangeComplete
+	// ChangeReset: the state was replaced (Load, at Open or after a
+	// snapshot restore), as of Index, or a subscriber was just added
+	// (Subscribe). What a subscriber derived from earlier change sets is
+	// void: it reads what it needs from the FSM again. The lists are
+	// empty.
+	ChangeReset
+)
+
+// GroupRef names a task group: its job's number and its index in the job.
+type GroupRef struct {
+	Job   uint64
+	Group uint16
+}
+
+// TaskRef names a task (not an attempt): its job's number, its group's
+// index in the job and its index in the group.
+type TaskRef struct {
+	Job   uint64
+	Group uint16
+	Index uint32
+}
+
+// Changes is what one applied command changed, named, not copied, in the
+// spirit of raft's Ready: a subscriber reads from the FSM what it needs of
+// the jobs, groups, tasks and nodes named. It is valid only during the
+// call that receives it: its slices are the FSM's, reused by the next
+// command.
+type Changes struct {
+	Kind ChangeKind
+	// Index is the applied command's raft index (ChangeApplied), the index
+	// every command up to which is applied (ChangeComplete), or the applied
+	// index of the state a ChangeReset starts from.
+	Index uint64
+	// Jobs are the numbers of the jobs (capbox sets included) whose
+	// counters or state the command changed, ascending; Capboxes are
+	// those of them that are capbox sets. A job forgotten by the command
+	// is in Forgotten instead (ascending), with its capbox sets.
+	Jobs, Capboxes, Forgotten []uint64
+	// Groups are the groups whose counters or pending tasks the command
+	// changed, by job number, then index.
+	Groups []GroupRef
+	// Tasks are the tasks whose state, attempt or node the command
+	// changed, each once, in the order of their first change (a capbox
+	// task started in a capbox is not a task: its capbox's set is in
+	// Capboxes).
+	Tasks []TaskRef
+	// Targets are the nodes whose target generation the command moved,
+	// by name.
+	Targets []string
+}
+
+// reset empties c's lists for the command at index, keeping their memory.
+func (c *Changes) reset(kind ChangeKind, index uint64) {
+	clear(c.Targets)
+	c.Kind, c.Index = kind, index
+	c.Jobs, c.Capboxes, c.Forgotten = c.Jobs[:0], c.Capboxes[:0], c.Forgotten[:0]
+	c.Groups, c.Tasks, c.Targets = c.Groups[:0], c.Tasks[:0], c.Targets[:0]
+}
+
+// feed is the FSM's subscribers and the change sets it publishes to them.
+type feed struct {
+	// mu is held while the subscribers are called, and to add or remove
+	// one, so that a subscriber sees every change set after its reset,
+	// in order, one at a time.
+	mu   sync.Mutex
+	subs []*subscriber
+	// c is the change set of the command being applied, and ctl the one
+	// of a completion or reset; both are used on the apply goroutine only.
+	c, ctl Changes
+}
+
+type subscriber struct{ fn func(*Changes) }
+
+// Subscribe calls fn with every change set the FSM publishes from now
+// on, until the returned function is called; that function waits for a
+// call of fn in progress to return, so fn must not call it. fn is first
+// called, before Subscribe returns, with a ChangeReset at the applied
+// index, and then, in order and one at a time, on the goroutine that
+// applies commands (raftkv's), after each command that applied (not one
+// that failed: it changed nothing), each completion of raft entries, and
+// each Load. Publishing happens outside the FSM's lock: fn may read the
+// FSM, whose state is then at least as new as the change set (a change
+// set may come after a reset whose reads already saw it, so what a
+// subscriber derives must tolerate a change named twice). fn must not
+// call Subscribe or block: the next command waits for it.
+func (f *FSM) Subscribe(fn func(*Changes)) (unsubscribe func()) {
+	s := &subscriber{fn: fn}
+	f.feed.mu.Lock()
+	defer f.feed.mu.Unlock()
+	f.feed.subs = append(f.feed.subs, s)
+	// The reset is its own value: the apply goroutine may be filling
+	// the feed's.
+	fn(&Changes{Kind: ChangeReset, Index: f.Applied()})
+	return func() {
+		f.feed.mu.Lock()
+		defer f.feed.mu.Unlock()
+		for i, x := range f.feed.subs {
+			if x == s {
+				f.feed.subs = append(f.feed.subs[:i:i], f.feed.subs[i+1:]...)
+				return
+			}
+		}
+	}
+}
+
+// publish calls the subscribers with c.
+func (f *FSM) publish(c *Changes) {
+	f.feed.mu.Lock()
+	defer f.feed.mu.Unlock()
+	for _, s := range f.feed.subs {
+		s.fn(c)
+	}
+}
+
+// publishControl publishes a completion or reset at index.
+func (f *FSM) publishControl(kind ChangeKind, index uint64) {
+	f.feed.ctl.reset(kind, index)
+	f.publish(&f.feed.ctl)
+}
