@@ -29,7 +29,6 @@ const (
 	DefaultPeriod             = time.Second
 	DefaultRoundBudget        = 100 * time.Millisecond
 	DefaultProposeTimeout     = 10 * time.Second
-	DefaultApplyPoll          = 2 * time.Millisecond
 	DefaultNodeTTL            = 10 * time.Second
 	DefaultNodeTTLPerNode     = time.Millisecond
 	DefaultReportWait         = 2 * time.Millisecond
@@ -103,10 +102,6 @@ type Config struct {
 	// ProposeTimeout bounds one raft proposal made by the loop, the node
 	// registry or the report batcher. Default 10s.
 	ProposeTimeout time.Duration
-
-	// ApplyPoll is how often the FSM's applied index is checked to wake
-	// Target long-polls (a first step before an apply hook). Default 2ms.
-	ApplyPoll time.Duration
 
 	// NodeTTL is the base time a node may go without contact (a Report,
 	// a Register, a Heartbeat, or the start of a Target long-poll, which
@@ -195,7 +190,7 @@ func (c *Config) Validate() error {
 		name string
 		v    time.Duration
 	}{{"Period", c.Period}, {"RoundBudget", c.RoundBudget}, {"ProposeTimeout", c.ProposeTimeout},
-		{"ApplyPoll", c.ApplyPoll}, {"NodeTTL", c.NodeTTL}, {"LivenessEvery", c.LivenessEvery}, {"SlotTTL", c.SlotTTL}} {
+		{"NodeTTL", c.NodeTTL}, {"LivenessEvery", c.LivenessEvery}, {"SlotTTL", c.SlotTTL}} {
 		if d.v < 0 {
 			add("%s %v must not be negative", d.name, d.v)
 		}
@@ -241,9 +236,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ProposeTimeout == 0 {
 		c.ProposeTimeout = DefaultProposeTimeout
-	}
-	if c.ApplyPoll == 0 {
-		c.ApplyPoll = DefaultApplyPoll
 	}
 	if c.NodeTTL == 0 {
 		c.NodeTTL = DefaultNodeTTL

@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/batcher"
 	"github.com/sluicehq/sluice/dispatcher/fsm"
+	"github.com/sluicehq/sluice/dispatcher/jobfeed"
 	"github.com/sluicehq/sluice/dispatcher/placement"
 	"github.com/sluicehq/sluice/raftkv"
 )
@@ -27,6 +28,14 @@ type Dispatcher struct {
 	// only).
 	input fsm.RoundInput
 
+	// feed is the watch feed, a view of the FSM's change sets.
+	feed *jobfeed.Feed
+	// unsubscribe ends the FSM's calls of consume.
+	unsubscribe func()
+	// woken is the complete index whose node changes consume last woke
+	// the long-polls for (used by consume only).
+	woken uint64
+
 	closing chan struct{}
 	// ctx is cancelled by Close; background proposals run under it.
 	ctx    context.Context
@@ -42,8 +51,9 @@ type Dispatcher struct {
 
 	applied struct {
 		sync.Mutex
-		// changed is closed (and replaced) when the FSM's applied index or
-		// the replica's leadership changes; guarded by the mutex.
+		// changed is closed (and replaced) when the FSM completes raft
+		// entries (fsm.ChangeComplete), is reset, or the replica's
+		// leadership changes; guarded by the mutex.
 		changed chan struct{}
 		// nodes holds a channel per node with a Target long-poll, closed
 		// (and removed) when that node's target generation or the
@@ -113,11 +123,11 @@ type beat struct {
 	onlineEst, onlineAsked api.Capacity
 }
 
-// New validates cfg, fills its defaults and starts the Dispatcher's
-// goroutines: the scheduling shell (which runs the scheduling core and,
-// while the replica leads, its rounds and housekeeping), the applied-index
-// watcher and the report batcher.
-// Close stops them.
+// New validates cfg, fills its defaults, subscribes to the FSM's change
+// sets and starts the Dispatcher's goroutines: the scheduling shell (which
+// runs the scheduling core and, while the replica leads, its rounds and
+// housekeeping) and the report batcher. Close stops them and ends the
+// subscription.
 func New(cfg Config) (*Dispatcher, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -145,9 +155,10 @@ func New(cfg Config) (*Dispatcher, error) {
 		return nil, fmt.Errorf("dispatcher: report batcher: %w", err)
 	}
 	d.reports = reports
-	d.wg.Add(3)
+	d.feed = jobfeed.New(cfg.FSM)
+	d.unsubscribe = cfg.FSM.Subscribe(d.consume)
+	d.wg.Add(2)
 	go d.schedule()
-	go d.watchApplied()
 	go d.flushReports()
 	return d, nil
 }
@@ -166,6 +177,8 @@ func (d *Dispatcher) Close() error {
 	close(d.closing)
 	d.cancel()
 	d.wg.Wait()
+	d.unsubscribe()
+	d.broadcast()
 	d.failReports()
 	return nil
 }
@@ -222,35 +235,42 @@ func (d *Dispatcher) nodeChanged(node string) <-chan struct{} {
 	return ch
 }
 
-// Changed returns a channel that is closed at the next change of the FSM's
-// applied index or of the replica's leadership. Take it before reading the
-// state it guards, so that no change is missed.
+// Changed returns a channel that is closed once the FSM has applied the
+// next raft entries and the views have consumed their changes (or the
+// FSM was reset), or at the next change of the replica's leadership.
+// Take it before reading the state it guards, so that no change is
+// missed.
 func (d *Dispatcher) Changed() <-chan struct{} {
 	d.applied.Lock()
 	defer d.applied.Unlock()
 	return d.applied.changed
 }
 
-// watchApplied wakes the long-polls whenever the FSM applied something.
-func (d *Dispatcher) watchApplied() {
-	defer d.wg.Done()
-	t := time.NewTicker(d.cfg.ApplyPoll)
-	defer t.Stop()
-	last := d.cfg.FSM.CompleteIndex()
-	for {
-		select {
-		case <-d.closing:
-			d.broadcast()
-			return
-		case <-t.C:
-		}
-		if d.cfg.FSM.CompleteIndex() == last {
-			continue
-		}
-		nodes, applied, complete := d.cfg.FSM.NodesChangedSince(last)
-		last = applied
+// consume is the Dispatcher's subscriber to the FSM's change sets, called
+// on the replica's apply goroutine: it feeds the views, then wakes the
+// Changed waiters and the Target long-polls of the nodes whose target
+// changed once the commands of the entries up to a completion are all
+// applied (a reset wakes every one), so that what they read is as new as
+// what woke them.
+func (d *Dispatcher) consume(c *fsm.Changes) {
+	d.feed.Consume(c)
+	switch c.Kind {
+	case fsm.ChangeComplete:
+		nodes, applied, complete := d.cfg.FSM.NodesChangedSince(d.woken)
+		d.woken = applied
 		d.wake(nodes, complete)
+	case fsm.ChangeReset:
+		d.woken = d.cfg.FSM.CompleteIndex()
+		d.broadcast()
 	}
+}
+
+// JobsChangedSince is the watch feed's answer (jobfeed.Feed): up to limit
+// (0: all) jobs changed after index from, in the order of their last
+// change, and the index the answer is current as of. Take Changed first
+// to wait for the next answer.
+func (d *Dispatcher) JobsChangedSince(from uint64, limit int) ([]fsm.ChangedJob, uint64) {
+	return d.feed.JobsChangedSince(from, limit)
 }
 
 // Leading reports whether the scheduling loop runs here, and in which term.

@@ -104,9 +104,9 @@
 // a heartbeat younger than EstimateMaxAge keep the static capacity.
 //
 // A Target long-poll wakes when its node's target generation changes (the
-// FSM lists the nodes each command changed; the applied index is checked
-// every ApplyPoll, a first step before an apply hook) or the replica's
-// leadership changes; an apply wakes no other poll. TargetChanges answers
+// Dispatcher subscribes to the FSM's change sets and, at each completion
+// of raft entries, wakes the polls of the nodes they changed) or the
+// replica's leadership changes; an apply wakes no other poll. TargetChanges answers
 // with the changes since the node's known target when the FSM still keeps
 // them (fsm.NodeTargetSince), so a change costs in proportion to itself,
 // not to the pods on the node. The node-facing types are this package's

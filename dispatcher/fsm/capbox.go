@@ -324,8 +324,10 @@ type CapboxInfo struct {
 }
 
 // Capboxes returns the capboxes of appmaster (a job ID), by set and
-// index, and an index they are current as of: a change after it is in
-// JobsChangedSince(index), so a watcher from it misses none. ok is false
+// index, and an index they are current as of (the last one all of whose
+// commands are applied): a change after it is a change of the capbox
+// set's job after it, which a watch feed (the change sets' Jobs) names, so
+// a watcher from it misses none. ok is false
 // when no such job exists.
 func (f *FSM) Capboxes(appmaster string) (boxes []CapboxInfo, index uint64, ok bool) {
 	f.mu.RLock()

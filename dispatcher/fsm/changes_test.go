@@ -12,8 +12,7 @@ import (
 // TestChangesOfOneEntry: a raft entry may carry several commands, applied
 // one by one with the entry's index. A watcher that reads between two of
 // them and resumes from the index it was given must still see the second
-// command's changes: of jobs (JobsChangedSince) and of node targets
-// (NodesChangedSince).
+// command's changes of node targets (NodesChangedSince).
 func TestChangesOfOneEntry(t *testing.T) {
 	f := New()
 	var w discard
@@ -50,15 +49,9 @@ func TestChangesOfOneEntry(t *testing.T) {
 	}
 
 	// Entry 4 carries two plans; the watcher reads between them.
-	jobsFrom, nodesFrom := uint64(3), uint64(3)
-	seenJobs := map[string]JobState{}
+	nodesFrom := uint64(3)
 	var seenNodes []string
 	read := func() {
-		jobs, next := f.JobsChangedSince(jobsFrom, 0)
-		for _, j := range jobs {
-			seenJobs[j.ID] = j.State
-		}
-		jobsFrom = next
 		nodes, nextNodes, complete := f.NodesChangedSince(nodesFrom)
 		if !complete {
 			t.Fatal("node changes incomplete")
@@ -71,14 +64,11 @@ func TestChangesOfOneEntry(t *testing.T) {
 	apply(4, place("j2", "n2"))
 	f.EntriesApplied(4)
 	read()
-	if seenJobs["j1"] != JobRunning || seenJobs["j2"] != JobRunning {
-		t.Errorf("the watcher saw %v, want both jobs running", seenJobs)
-	}
 	slices.Sort(seenNodes)
 	if !slices.Equal(slices.Compact(seenNodes), []string{"n1", "n2"}) {
 		t.Errorf("the node watcher saw %v, want n1 and n2", seenNodes)
 	}
-	if jobsFrom != 4 || nodesFrom != 4 {
-		t.Errorf("resume points %d and %d, want 4", jobsFrom, nodesFrom)
+	if nodesFrom != 4 {
+		t.Errorf("resume point %d, want 4", nodesFrom)
 	}
 }

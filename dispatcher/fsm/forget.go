@@ -272,11 +272,6 @@ func (f *FSM) dropJobLocked(w writer, j *job) {
 	for _, g := range j.groups {
 		g.tasks, g.requeue = nil, nil
 	}
-	cs := &f.mu.changes
-	cs.stale++
-	if cs.stale > cs.len()/2 && cs.stale > minStaleChanges {
-		cs.compact()
-	}
 }
 
 // lastChange returns the time of j's last change it has a record of: its

@@ -103,11 +103,6 @@ type FSM struct {
 		inputChanged []*node
 		inputEpoch   uint64
 		inputReader  *RoundInput
-		// changes lists jobs in the order of their changes, for
-		// JobsChangedSince: an entry is current while its index is the
-		// job's changed, stale once the job changed again (past half the
-		// list, the stale ones are dropped).
-		changes changeLog
 		// captasks are the capbox tasks, by their capbox's task, by name.
 		captasks map[taskKey][]*captask
 		// anySets is true once a capbox set exists.
@@ -167,7 +162,6 @@ func (f *FSM) resetLocked() {
 	f.mu.bumps, f.mu.bumpsFrom = nil, 0
 	// What was not stored belongs to the state being replaced.
 	f.unstoredTasks, f.unstoredGroups, f.unstoredNodes = nil, nil, nil
-	f.mu.changes.reset()
 	f.mu.captasks = map[taskKey][]*captask{}
 	f.mu.anySets = false
 	f.mu.finished = finishedQueue{}
@@ -369,8 +363,7 @@ func (f *FSM) EntriesApplied(index uint64) {
 }
 
 // CompleteIndex returns the last index all of whose commands are applied:
-// what the change logs (JobsChangedSince, NodesChangedSince) are current
-// as of. It may be ahead of Applied, past entries that carry no command.
+// what NodesChangedSince is current as of. It may be ahead of Applied, past entries that carry no command.
 func (f *FSM) CompleteIndex() uint64 {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
@@ -1440,22 +1433,7 @@ func progress(s api.TaskState) int {
 	}
 }
 
-// minStaleChanges is how many stale entries FSM.mu.changes may hold
-// before it drops them (a variable for tests).
-var minStaleChanges = 1024
-
 // markChangedLocked records that the command at index changed j.
 func (f *FSM) markChangedLocked(j *job, index uint64) {
-	if j.changed == index {
-		return // another group of the job, same command
-	}
-	cs := &f.mu.changes
-	if j.changed != 0 {
-		cs.stale++
-	}
 	j.changed = index
-	cs.add(jobChange{index, j})
-	if cs.stale > cs.len()/2 && cs.stale > minStaleChanges {
-		cs.compact()
-	}
 }

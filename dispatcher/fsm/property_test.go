@@ -25,9 +25,6 @@ func TestRandomCommands(t *testing.T) {
 	if testing.Short() {
 		runs = 4
 	}
-	// Drop stale job changes often, to check JobsChangedSince across it.
-	defer func(n int) { minStaleChanges = n }(minStaleChanges)
-	minStaleChanges = 2
 	// Cut the nodes' target journals often, to check NodeTargetSince
 	// across it.
 	defer func(n int) { minJournal = n }(minJournal)
@@ -41,6 +38,7 @@ func TestRandomCommands(t *testing.T) {
 	}
 	for run := 0; run < runs || run < 2*runs && !exercised(); run++ {
 		h := &propHarness{t: t, r: r, f: New(), s: newMemStore(), now: time.Unix(1_800_000_000, 0)}
+		h.f.Subscribe(h.consume)
 		h.s.keepBack = true // stored now and then, as raftkv does
 		for step := range steps {
 			desc := h.step()
@@ -91,8 +89,13 @@ type propHarness struct {
 	// boxStates the capboxes' states at the last check.
 	ams, sets []string
 	boxStates map[string]api.CapboxState
-	term      uint64
-	counts    [11]int // ok, rejected, placed tasks, reports applied, tasks preempted, slots reused, capbox sets created, releases applied, capbox task stops and starts applied, jobs forgotten
+	// changed is each job's last change as the FSM's change sets told
+	// it (the applied index for every job at a reset); changesErr is the
+	// first change set found wrong.
+	changed    map[uint64]uint64
+	changesErr error
+	term       uint64
+	counts     [11]int // ok, rejected, placed tasks, reports applied, tasks preempted, slots reused, capbox sets created, releases applied, capbox task stops and starts applied, jobs forgotten
 	// targets holds each node's targets by generation, as seen at the
 	// checks; targetDiffs counts the targets answered as changes.
 	targets     map[string]map[uint64]map[string]api.TargetPod
@@ -720,44 +723,75 @@ func inPending(f *FSM, g *group) bool {
 	return g.pendingAt > 0 && g.pendingAt <= gs.len() && *gs.at(g.pendingAt - 1) == g
 }
 
-// checkChangedSince compares JobsChangedSince, which reads the FSM's log
-// of changes, with every job sorted by its last change and number: the
-// same jobs in the same order, except that a page cut short by limit may
-// pick other jobs of its last index.
+// consume is the harness's subscriber: it follows each job's last
+// change through the change sets, checking them as they come.
+func (h *propHarness) consume(c *Changes) {
+	bad := func(format string, args ...any) {
+		if h.changesErr == nil {
+			h.changesErr = fmt.Errorf(format, args...)
+		}
+	}
+	switch c.Kind {
+	case ChangeReset:
+		h.changed = map[uint64]uint64{}
+		js, _ := h.f.AppendJobChanges(nil)
+		for _, j := range js {
+			h.changed[j.Job] = j.Index
+		}
+	case ChangeApplied:
+		if !slices.IsSorted(c.Jobs) || !slices.IsSorted(c.Forgotten) || len(slices.Compact(slices.Clone(c.Jobs))) != len(c.Jobs) {
+			bad("change set at %d: jobs %v, forgotten %v, not ascending once each", c.Index, c.Jobs, c.Forgotten)
+		}
+		if !slices.IsSortedFunc(c.Groups, func(a, b GroupRef) int { return cmp.Or(cmp.Compare(a.Job, b.Job), cmp.Compare(a.Group, b.Group)) }) {
+			bad("change set at %d: groups %v not in order", c.Index, c.Groups)
+		}
+		for _, g := range c.Groups {
+			if _, ok := slices.BinarySearch(c.Jobs, g.Job); !ok && !slices.Contains(c.Forgotten, g.Job) {
+				bad("change set at %d: group %v of a job not listed", c.Index, g)
+			}
+		}
+		for _, b := range c.Capboxes {
+			if _, ok := slices.BinarySearch(c.Jobs, b); !ok {
+				bad("change set at %d: capbox set %d not among the jobs", c.Index, b)
+			}
+		}
+		seen := map[TaskRef]bool{}
+		for _, t := range c.Tasks {
+			if seen[t] {
+				bad("change set at %d: task %v twice", c.Index, t)
+			}
+			seen[t] = true
+		}
+		for _, num := range c.Jobs {
+			h.changed[num] = c.Index
+		}
+		for _, num := range c.Forgotten {
+			delete(h.changed, num)
+		}
+	}
+}
+
+// checkChangedSince checks that the change sets named every change of a
+// job: each job's last change, as they told it, is the FSM's.
 func (h *propHarness) checkChangedSince() error {
+	if h.changesErr != nil {
+		return h.changesErr
+	}
 	f := h.f
 	f.mu.RLock()
-	all := make([]*job, 0, f.mu.jobs.len())
+	defer f.mu.RUnlock()
+	n := 0
 	for j := range f.mu.jobs.all() {
-		all = append(all, j)
+		if j.forgotten || j.changed == 0 { // 0: a job of no groups, never changed
+			continue
+		}
+		n++
+		if got := h.changed[j.num]; got != j.changed {
+			return fmt.Errorf("job %s: last change at %d by the change sets, %d by the FSM", j.id, got, j.changed)
+		}
 	}
-	f.mu.RUnlock()
-	slices.SortFunc(all, func(a, b *job) int { return cmp.Or(cmp.Compare(a.changed, b.changed), cmp.Compare(a.num, b.num)) })
-	for range 3 {
-		from := h.r.Uint64N(h.index + 2)
-		limit := h.r.IntN(4)
-		var want []ChangedJob
-		for _, j := range all {
-			if j.changed > from && (limit == 0 || len(want) < limit) {
-				want = append(want, ChangedJob{Changed: j.changed, JobStatus: JobStatus{ID: j.id}})
-			}
-		}
-		got, _ := f.JobsChangedSince(from, limit)
-		cut := limit > 0 && len(want) == limit
-		same := len(got) == len(want)
-		for i := 0; same && i < len(want); i++ {
-			lastIndex := cut && want[i].Changed == want[len(want)-1].Changed
-			same = got[i].Changed == want[i].Changed && (lastIndex || got[i].ID == want[i].ID)
-		}
-		if !same {
-			show := func(js []ChangedJob) (out []string) {
-				for _, j := range js {
-					out = append(out, fmt.Sprintf("%s@%d", j.ID, j.Changed))
-				}
-				return out
-			}
-			return fmt.Errorf("JobsChangedSince(%d, %d) = %v, want %v", from, limit, show(got), show(want))
-		}
+	if n != len(h.changed) {
+		return fmt.Errorf("the change sets name %d jobs, the FSM holds %d", len(h.changed), n)
 	}
 	return nil
 }

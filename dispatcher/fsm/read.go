@@ -291,10 +291,8 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 	if err != nil {
 		return err
 	}
-	f.mu.changes.reset()
 	for j := range f.mu.jobs.all() {
 		j.changed = f.mu.applied
-		f.mu.changes.add(jobChange{f.mu.applied, j})
 		for _, g := range j.groups {
 			f.syncPendingLocked(g)
 		}
@@ -583,38 +581,39 @@ func (f *FSM) JobTasks(id, after string, limit int) (tasks []TaskInfo, ok bool) 
 	return tasks, true
 }
 
-// JobsChangedSince returns up to limit (0: all) jobs changed by a command
-// after index from, in the order of their last change, each with the index
-// of that change, and the index they are current as of: the last one all
-// of whose commands are applied (a raft entry may carry several commands,
-// and a change by a later command of the entry being applied is in a later
-// answer). A watcher resumes with the Changed of the last job it saw, or
-// with that index once it has seen every job.
-func (f *FSM) JobsChangedSince(from uint64, limit int) (jobs []ChangedJob, applied uint64) {
+// JobChange is a job's number and the index of the command that last
+// changed its counters or state (the applied index for a job unchanged
+// since a Load).
+type JobChange struct {
+	Job, Index uint64
+}
+
+// AppendJobChanges appends every job's JobChange (capbox sets included),
+// by number, and returns them with the last index all of whose commands
+// are applied: where a view of job changes starts from.
+func (f *FSM) AppendJobChanges(dst []JobChange) ([]JobChange, uint64) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	cs := &f.mu.changes
-	through := f.mu.complete
-	var js []*job
-	for i := cs.search(from + 1); i < cs.len(); i++ {
-		c := cs.at(i)
-		if c.index > through {
-			break // more commands of this entry may come
-		}
-		if !c.current() {
-			continue // the job changed again later
-		}
-		if limit > 0 && len(js) == limit {
-			break
-		}
-		js = append(js, c.j)
+	for j := range f.mu.jobs.all() {
+		dst = append(dst, JobChange{j.num, j.changed})
 	}
-	slices.SortFunc(js, func(a, b *job) int { return cmp.Or(cmp.Compare(a.changed, b.changed), cmp.Compare(a.num, b.num)) })
-	jobs = make([]ChangedJob, len(js))
-	for i, j := range js {
-		jobs[i] = ChangedJob{Changed: j.changed, JobStatus: j.status()}
+	return dst, f.mu.complete
+}
+
+// AppendChangedJobs appends, for each job number of nums in order, that
+// job's status and the index of its last change; a job that does not
+// exist (or was forgotten) gets a zero ChangedJob.
+func (f *FSM) AppendChangedJobs(dst []ChangedJob, nums []uint64) []ChangedJob {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for _, num := range nums {
+		if j := f.mu.jobs.get(num); j != nil && !j.forgotten {
+			dst = append(dst, ChangedJob{Changed: j.changed, JobStatus: j.status()})
+		} else {
+			dst = append(dst, ChangedJob{})
+		}
 	}
-	return jobs, max(from, through)
+	return dst
 }
 
 // ChangedJob is a job's status with the index of its last change.

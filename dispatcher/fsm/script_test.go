@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/dispatcher/fsm"
+	"github.com/sluicehq/sluice/dispatcher/jobfeed"
 	"github.com/sluicehq/sluice/dispatcher/placement"
 	"github.com/sluicehq/sluice/raftkv"
 )
@@ -21,7 +22,9 @@ type replica struct {
 	dir string
 	kv  *raftkv.Node
 	f   *fsm.FSM
-	now time.Time
+	// feed is a watch feed over f's change sets.
+	feed *jobfeed.Feed
+	now  time.Time
 	// mark is an applied index the script remembered.
 	mark uint64
 	// slotTTL is what reports cache ended tasks' slots for.
@@ -39,6 +42,8 @@ func openReplica(t *testing.T, dir string) *replica {
 		t.Fatalf("open: %v", err)
 	}
 	r.kv = kv
+	r.feed = jobfeed.New(r.f)
+	t.Cleanup(r.f.Subscribe(r.feed.Consume))
 	deadline := time.Now().Add(5 * time.Second)
 	for !kv.Status().IsLeader {
 		if time.Now().After(deadline) {
@@ -337,7 +342,7 @@ func (r *replica) exec(line string) string {
 		if args[0] == "mark" {
 			from = r.mark
 		}
-		js, applied := r.f.JobsChangedSince(from, int(num(opts(args[1:])["limit"])))
+		js, applied := r.feed.JobsChangedSince(from, int(num(opts(args[1:])["limit"])))
 		var out []string
 		for _, j := range js {
 			if j.Changed <= from || j.Changed > applied {

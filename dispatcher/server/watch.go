@@ -115,7 +115,7 @@ func (h *Handler) streamWatch(w *bufio.Writer, p Principal, from uint64, brief b
 // jobs of one index: a watcher resuming from an index must have seen every
 // job of it.
 func (h *Handler) changedSince(from uint64) ([]fsm.ChangedJob, uint64) {
-	jobs, applied := h.cfg.FSM.JobsChangedSince(from, watchPage)
+	jobs, applied := h.cfg.Dispatcher.JobsChangedSince(from, watchPage)
 	if len(jobs) < watchPage {
 		return jobs, max(from, applied)
 	}
@@ -126,7 +126,7 @@ func (h *Handler) changedSince(from uint64) ([]fsm.ChangedJob, uint64) {
 	}
 	if n == 0 {
 		// One index changed more jobs than a page: take them all.
-		jobs, applied = h.cfg.FSM.JobsChangedSince(from, 0)
+		jobs, applied = h.cfg.Dispatcher.JobsChangedSince(from, 0)
 		return jobs, max(from, applied)
 	}
 	return jobs[:n], jobs[n-1].Changed
