@@ -32,9 +32,6 @@ type Dispatcher struct {
 	feed *jobfeed.Feed
 	// unsubscribe ends the FSM's calls of consume.
 	unsubscribe func()
-	// woken is the complete index whose node changes consume last woke
-	// the long-polls for (used by consume only).
-	woken uint64
 
 	closing chan struct{}
 	// ctx is cancelled by Close; background proposals run under it.
@@ -49,18 +46,9 @@ type Dispatcher struct {
 	work    chan struct{}
 	arrived atomic.Int64
 
-	applied struct {
-		sync.Mutex
-		// changed is closed (and replaced) when the FSM completes raft
-		// entries (fsm.ChangeComplete), is reset, or the replica's
-		// leadership changes; guarded by the mutex.
-		changed chan struct{}
-		// nodes holds a channel per node with a Target long-poll, closed
-		// (and removed) when that node's target generation or the
-		// replica's leadership changes, so that an apply wakes only the
-		// polls it concerns.
-		nodes map[string]chan struct{}
-	}
+	// wakeups wakes the Changed waiters and the Target long-polls, a view
+	// of the FSM's change sets.
+	wakeups *wakeups
 
 	mu struct {
 		sync.Mutex
@@ -145,8 +133,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	}
 	d.shell = shell
 	d.ctx, d.cancel = context.WithCancel(context.Background())
-	d.applied.changed = make(chan struct{})
-	d.applied.nodes = map[string]chan struct{}{}
+	d.wakeups = newWakeups()
 	d.mu.beats = map[string]*beat{}
 	d.mu.estimates = map[placement.GroupKey]*usageEstimate{}
 	d.mu.rounds = make([]RoundStat, 0, cfg.StatsRounds)
@@ -197,42 +184,13 @@ func (d *Dispatcher) arrive(n int64) {
 
 // broadcast wakes every Target long-poll and every Changed waiter.
 func (d *Dispatcher) broadcast() {
-	d.wake(nil, false)
-}
-
-// wake closes the Changed channel and the node channels of nodes (of
-// every node unless complete).
-func (d *Dispatcher) wake(nodes []string, complete bool) {
-	d.applied.Lock()
-	defer d.applied.Unlock()
-	close(d.applied.changed)
-	d.applied.changed = make(chan struct{})
-	if !complete {
-		for _, ch := range d.applied.nodes {
-			close(ch)
-		}
-		clear(d.applied.nodes)
-		return
-	}
-	for _, n := range nodes {
-		if ch, ok := d.applied.nodes[n]; ok {
-			close(ch)
-			delete(d.applied.nodes, n)
-		}
-	}
+	d.wakeups.all()
 }
 
 // nodeChanged returns a channel closed at the next change of node's target
 // generation or of the replica's leadership.
 func (d *Dispatcher) nodeChanged(node string) <-chan struct{} {
-	d.applied.Lock()
-	defer d.applied.Unlock()
-	ch, ok := d.applied.nodes[node]
-	if !ok {
-		ch = make(chan struct{})
-		d.applied.nodes[node] = ch
-	}
-	return ch
+	return d.wakeups.node(node)
 }
 
 // Changed returns a channel that is closed once the FSM has applied the
@@ -241,28 +199,15 @@ func (d *Dispatcher) nodeChanged(node string) <-chan struct{} {
 // Take it before reading the state it guards, so that no change is
 // missed.
 func (d *Dispatcher) Changed() <-chan struct{} {
-	d.applied.Lock()
-	defer d.applied.Unlock()
-	return d.applied.changed
+	return d.wakeups.next()
 }
 
 // consume is the Dispatcher's subscriber to the FSM's change sets, called
-// on the replica's apply goroutine: it feeds the views, then wakes the
-// Changed waiters and the Target long-polls of the nodes whose target
-// changed once the commands of the entries up to a completion are all
-// applied (a reset wakes every one), so that what they read is as new as
-// what woke them.
+// on the replica's apply goroutine: the watch feed, then the wake-ups, so
+// that a woken reader finds the feed as new as what woke it.
 func (d *Dispatcher) consume(c *fsm.Changes) {
 	d.feed.Consume(c)
-	switch c.Kind {
-	case fsm.ChangeComplete:
-		nodes, applied, complete := d.cfg.FSM.NodesChangedSince(d.woken)
-		d.woken = applied
-		d.wake(nodes, complete)
-	case fsm.ChangeReset:
-		d.woken = d.cfg.FSM.CompleteIndex()
-		d.broadcast()
-	}
+	d.wakeups.consume(c)
 }
 
 // JobsChangedSince is the watch feed's answer (jobfeed.Feed): up to limit

@@ -90,11 +90,6 @@ type FSM struct {
 		// they come due); nextSlot numbers the next.
 		slots    slotHeap
 		nextSlot uint64
-		// bumps lists, oldest first, the nodes whose target generation
-		// changed and the index that changed it; it is complete for every
-		// index after bumpsFrom.
-		bumps     []nodeBump
-		bumpsFrom uint64
 		// inputChanged lists the nodes whose part of a round's input
 		// (spec, resources, slots, distinct-node jobs) changed since the
 		// kept RoundInput read them, each once; inputEpoch changes when
@@ -159,7 +154,6 @@ func (f *FSM) resetLocked() {
 	f.mu.pending = pendingSet{}
 	f.mu.queueUsed = map[string]api.Capacity{}
 	f.mu.slots, f.mu.nextSlot = nil, 1
-	f.mu.bumps, f.mu.bumpsFrom = nil, 0
 	// What was not stored belongs to the state being replaced.
 	f.unstoredTasks, f.unstoredGroups, f.unstoredNodes = nil, nil, nil
 	f.mu.captasks = map[taskKey][]*captask{}
@@ -269,7 +263,6 @@ func (f *FSM) flushLocked(index uint64, now int64) {
 		}
 	}
 	for _, n := range f.dirtyNodes {
-		f.recordBumpLocked(index, n.spec.Name)
 		n.gen++
 		if !n.unstored {
 			n.unstored = true
@@ -331,26 +324,6 @@ func (f *FSM) writeDeferred(w writer) {
 	w.Set(keyApplied, binary.BigEndian.AppendUint64(f.vbuf[:0], f.mu.applied))
 }
 
-// nodeBump is a change of a node's target generation by the command at
-// index.
-type nodeBump struct {
-	index uint64
-	node  string
-}
-
-// maxBumps bounds the bumps kept; a reader further behind is told the list
-// is incomplete.
-const maxBumps = 1 << 16
-
-func (f *FSM) recordBumpLocked(index uint64, node string) {
-	if len(f.mu.bumps) == maxBumps {
-		half := maxBumps / 2
-		f.mu.bumpsFrom = f.mu.bumps[half-1].index
-		f.mu.bumps = append(f.mu.bumps[:0], f.mu.bumps[half:]...)
-	}
-	f.mu.bumps = append(f.mu.bumps, nodeBump{index, node})
-}
-
 // EntriesApplied records that every command of the raft entries up to
 // index has been applied (raftkv.EntryAware).
 // Subscribers are told (ChangeComplete).
@@ -362,38 +335,11 @@ func (f *FSM) EntriesApplied(index uint64) {
 	f.publishControl(ChangeComplete, complete)
 }
 
-// CompleteIndex returns the last index all of whose commands are applied:
-// what NodesChangedSince is current as of. It may be ahead of Applied, past entries that carry no command.
+// CompleteIndex returns the last index all of whose commands are applied. It may be ahead of Applied, past entries that carry no command.
 func (f *FSM) CompleteIndex() uint64 {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.mu.complete
-}
-
-// NodesChangedSince returns the nodes whose target generation changed by a
-// command after index from (a name may repeat), up to the last index all
-// of whose commands are applied, and that index: the answer is current as
-// of it (a later command of the entry being applied is in a later answer).
-// complete is false when from is older than the changes kept: the caller
-// must then assume every node changed.
-func (f *FSM) NodesChangedSince(from uint64) (nodes []string, applied uint64, complete bool) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	through := f.mu.complete
-	if from < f.mu.bumpsFrom {
-		return nil, max(from, through), false
-	}
-	i := len(f.mu.bumps)
-	for i > 0 && f.mu.bumps[i-1].index > from {
-		i--
-	}
-	for _, b := range f.mu.bumps[i:] {
-		if b.index > through {
-			break
-		}
-		nodes = append(nodes, b.node)
-	}
-	return nodes, max(from, through), true
 }
 
 // touchGroup and touchNode list a group or node the command changed, once,

@@ -82,8 +82,6 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 		return err
 	}
 	f.mu.complete = f.mu.applied // raftkv stores whole Readies
-	// What changed before the load is not known.
-	f.mu.bumps, f.mu.bumpsFrom = nil, f.mu.applied
 	sd := newSpecDecoder(maxSlabChunk)
 	err = r.Scan([]byte(prefixSubmit), prefixEnd(prefixSubmit), func(k, v []byte) error {
 		if len(k) != len(prefixSubmit)+8 {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,11 +25,21 @@ type replica struct {
 	f   *fsm.FSM
 	// feed is a watch feed over f's change sets.
 	feed *jobfeed.Feed
-	now  time.Time
+	// targets lists the node targets f's change sets said changed, and
+	// the index of each change.
+	targetsMu sync.Mutex
+	targets   []indexedNode
+	now       time.Time
 	// mark is an applied index the script remembered.
 	mark uint64
 	// slotTTL is what reports cache ended tasks' slots for.
 	slotTTL time.Duration
+}
+
+// indexedNode is a node named by the change set at index.
+type indexedNode struct {
+	index uint64
+	node  string
 }
 
 func openReplica(t *testing.T, dir string) *replica {
@@ -43,7 +54,14 @@ func openReplica(t *testing.T, dir string) *replica {
 	}
 	r.kv = kv
 	r.feed = jobfeed.New(r.f)
-	t.Cleanup(r.f.Subscribe(r.feed.Consume))
+	t.Cleanup(r.f.Subscribe(func(c *fsm.Changes) {
+		r.feed.Consume(c)
+		r.targetsMu.Lock()
+		defer r.targetsMu.Unlock()
+		for _, n := range c.Targets {
+			r.targets = append(r.targets, indexedNode{c.Index, n})
+		}
+	}))
 	deadline := time.Now().Add(5 * time.Second)
 	for !kv.Status().IsLeader {
 		if time.Now().After(deadline) {
@@ -352,10 +370,14 @@ func (r *replica) exec(line string) string {
 		}
 		return "[" + strings.Join(out, " ") + "]"
 	case "changednodes": // changednodes: the nodes whose target changed since the mark
-		nodes, _, complete := r.f.NodesChangedSince(r.mark)
-		if !complete {
-			return "incomplete"
+		var nodes []string
+		r.targetsMu.Lock()
+		for _, n := range r.targets {
+			if n.index > r.mark {
+				nodes = append(nodes, n.node)
+			}
 		}
+		r.targetsMu.Unlock()
 		return "[" + strings.Join(nodes, " ") + "]"
 	case "target": // target <node>: generation and pods
 		gen, pods, ok := r.f.NodeTarget(args[0])
