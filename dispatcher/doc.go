@@ -115,6 +115,32 @@
 // import nodelet, so an adapter to nodelet.Dispatcher lives with whoever
 // wires them (tests, the HTTP layer).
 //
+// # Views of the FSM's change sets
+//
+// The FSM owns the replicated state and publishes, after each command it
+// applied, the command's change set (fsm.Changes: the jobs, groups, tasks,
+// capbox sets and node targets it touched, at its index), a completion
+// when every command of the raft entries up to an index is applied, and a
+// reset when a Load replaced its state. New subscribes (fsm.FSM.Subscribe)
+// and Close ends the subscription. The views derive what their readers
+// need from the change sets, each under its own lock, and read the FSM's
+// state (under its read lock) for the rest:
+//
+//   - the watch feed (package jobfeed): the jobs in the order of their
+//     last change, for the HTTP watch (JobsChangedSince);
+//   - the wake-ups (wakeups.go): the Changed waiters wake at each
+//     completion, and a node's Target long-polls at the completion after
+//     a command moved its target generation; nothing polls the FSM.
+//
+// The change sets reach the views on the replica's apply goroutine, in
+// order, the watch feed before the wake-ups, so that a reader woken by a
+// change finds the feed as new as that change. A view may be behind the
+// FSM (it consumes a change set after the FSM's lock is released) but
+// never ahead; an answer that reads the FSM's state for what a view named
+// is cut where the FSM is found ahead of the view (jobfeed), so that a
+// reader resuming from the answer's index misses nothing. A reset voids
+// what a view derived: it reads the FSM's state again.
+//
 // # Invariants
 //
 //   - Only the leader's loop proposes plans, and only with its own term;

@@ -48,9 +48,8 @@
 //	                                      big-endian), apart: it changes with
 //	                                      nearly every command that places or
 //	                                      ends a task there, the spec hardly
-//	                                      ever (together, the node's spec made
-//	                                      three quarters of the bytes a task
-//	                                      wrote)
+//	                                      ever, and a command then writes 8
+//	                                      bytes for the node, not its spec
 //	i/<idempotency key>                   job number
 //	s/slot                                next cached slot number
 //	c/<node name>\x00<slot id>            cached slot: QoS, shape, expiry
@@ -82,8 +81,8 @@
 // sequence. The groups with tasks waiting for
 // placement form a set kept in a slice, each group knowing its place in it;
 // the groups and nodes a command changes are listed once each (a mark on
-// the element) and settled (pending set, change log, target generation)
-// when the command ends. Specs decoded from one command or one load share
+// the element) and settled (pending set, the job's last change, target
+// generation, the command's change set) when the command ends. Specs decoded from one command or one load share
 // the maps (labels, environment) that encode alike; decoded specs are
 // never changed.
 //
@@ -100,8 +99,8 @@
 // of three, and a node one generation per stored state instead of one per
 // command. A task record holds up to 64 tasks of a group, so the tasks of
 // an array that change together (placed together, running together) reach
-// the store as one write, not one each: pebble's memtable inserts were an
-// eighth of a loaded dispatcher's CPU, nearly all of them task records.
+// the store as one write, not one each: pebble's memtable inserts are a
+// large share of a loaded dispatcher's CPU, and task records most of them.
 // The records of a job forgotten in between are not written (its range
 // deletions came first). What the store holds is therefore the state as of the
 // stored applied index, which is what Load and a snapshot need; the log
@@ -116,7 +115,7 @@
 // too (oldestCommandVersion), so a log written by the release before
 // replays. Update commands carry two reports a task: a report names its
 // node only where it changes (a node's reports come together), and its
-// reason as a code, 17 bytes in all where it took 42.
+// reason as a code: 17 bytes in all.
 //
 // Job specs are binary (spec_codec.go): every field of api.JobSpec in
 // declaration order, strings length-prefixed, integers and durations as
@@ -143,9 +142,9 @@
 // A submit command is a count and each spec length-prefixed, with its
 // defaults applied: SubmitJobs validates the specs with
 // api.ValidateJobs before it encodes them, so an invalid spec is never
-// proposed, and apply trusts them (validating again on every replica cost a
-// fifth of the apply, and would let a replay under a version whose
-// validation differs diverge from the first run). Apply only skims them
+// proposed, and apply trusts them (validating again on every replica would
+// cost apply time, and would let a replay under a version whose validation
+// differs diverge from the first run). Apply only skims them
 // (skimSpec, a reader by index that builds nothing else): it copies into
 // the job the fields that applying later commands needs (queue, pool, QoS,
 // priority, distinct nodes, appmaster, retry policy, constraints; each
@@ -154,8 +153,8 @@
 // The spec stays encoded in one shared copy of the command until the
 // leader's rounds or node targets, or a read, decode it, once
 // (job.specOf), so a follower never decodes one: a decoded spec and its
-// task groups took two fifths of a submitted job's memory on every
-// replica, and the page faults and collector work that memory costs. It
+// task groups would be a large part of a submitted job's memory on every
+// replica, with the page faults and collector work that memory costs. It
 // stores the new jobs' specs' bytes, as submitted, in one submit record: a
 // submit of a thousand jobs writes one key, not a thousand, which spares
 // the store a thousand memtable inserts and their rewrites in every flush
@@ -259,7 +258,7 @@
 // the input holds may change (a node joins or changes state, a Load); a
 // read refreshes the listed nodes and those with cached slots (whose TTLs
 // run out at the read's time), or everything when the epoch moved, so a
-// round on 10,000 nodes no longer reads them all. The tests check after
+// round reads the nodes that changed, not all of them. The tests check after
 // every random command that the kept input is the one read whole.
 //
 // Each node keeps a journal of the tasks whose presence in its target may
@@ -269,16 +268,48 @@
 // cost in proportion to them and not to the node's pods: a node packed with
 // hundreds of short tasks sees its target change hundreds of times a
 // second. A task its node reports ended leaves the target without a new
-// generation (the node knows; waking its long-poll to say so was a
-// quarter of the HTTP exchanges per task): the change is journaled under
+// generation (the node knows; waking its long-poll to say so would add
+// an HTTP exchange per task): the change is journaled under
 // the next generation, which the next change of the target brings. The
 // tests check, after every random command, that the changes since each of
 // a node's recent targets, applied to it, give NodeTarget's.
+//
+// # Change sets
+//
+// The FSM owns the replicated state and what applying commands needs of
+// it (the indexes above), and, for the leader's reads, the kept round
+// input and the nodes' target journals. What readers derive from the
+// course of changes lives outside it, in views (package dispatcher and
+// those under it: the watch feed, the wake-ups of long-polls), fed by
+// change sets. After each command that applied, Apply publishes its
+// change set (Changes, ChangeApplied): the jobs (capbox sets included)
+// whose counters or state it changed, the capbox sets among them, the
+// jobs it forgot, the groups, the tasks whose state, attempt or node it
+// changed, and the nodes whose target generation it moved, at its index.
+// EntriesApplied publishes a completion (every command up to an index is
+// applied) and Load a reset (what was derived before is void). Each job
+// keeps the index of its last change (the applied index after a Load),
+// which a view compares with its own to know whether the FSM is ahead.
+//
+// Publishing is outside the FSM's lock, on the apply goroutine, to the
+// functions given to Subscribe, in order, one at a time; a subscriber
+// gets a reset first. A command's lists are gathered as it applies
+// (through the marks that list each group, node and task once) in memory
+// kept from command to command, so a change set costs no allocation once
+// the lists have grown to the largest command's. A change set names what
+// changed; a subscriber reads the FSM for the rest, and, since the FSM
+// may be ahead of it, tolerates reading a change before its change set.
+// Every job's last change is the index of the last change set that named
+// it since the last reset (or as the reset read it), and a job forgotten
+// was named in Forgotten; a
+// change set lists its jobs and groups in order and each task once (the
+// tests check these after every random command).
 //
 // # Usage
 //
 //	f := fsm.New()
 //	kv, err := raftkv.Open(raftkv.Config{ID: 1, Dir: dir, Peers: peers, StateMachine: f})
+//	unsubscribe := f.Subscribe(func(c *fsm.Changes) { ... }) // a view's consumer
 //	cmd, err := fsm.SubmitJobs(time.Now(), specs)
 //	res, err := kv.Propose(ctx, cmd)
 //	ids, err := fsm.DecodeSubmitResult(res)

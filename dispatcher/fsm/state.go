@@ -653,7 +653,8 @@ const (
 // difference from the previous task's. A group's tasks mostly share a
 // few nodes (bin-packing) and the times of the commands that placed or
 // ended them together: BenchmarkEncodeTasks, ten tasks to a node, 16
-// bytes a task where naming each task's node and time in full took 32.
+// bytes a task, half of what naming each task's node and time in full
+// takes.
 func encodeTasks(buf []byte, ts []*task) []byte {
 	e := enc{b: buf[:0]}
 	e.byte(taskRecordVersion)
