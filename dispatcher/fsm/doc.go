@@ -305,6 +305,20 @@
 // change set lists its jobs and groups in order and each task once (the
 // tests check these after every random command).
 //
+// # Files
+//
+// The tables: state.go (jobs, groups, tasks, nodes, slots), jobtable.go
+// and paged.go (the table of jobs by number), ports.go (a node's port
+// ranges). The apply machinery: fsm.go (the FSM, Apply, settling a
+// command, deferred records), changes.go (change sets and subscribers).
+// The commands, as applied: submit.go, nodes.go (register, node state),
+// plan.go and slots.go (placing tasks, cached slots), update.go (reports),
+// stop.go (tasks ending: finish, cancel, preempt), journal.go (node target
+// journals), capbox.go and captask.go, forget.go. The codec: commands.go
+// (the command constructors and results), codec.go, keys.go, spec_codec.go
+// and skim.go (job specs). Reading: load.go (Load), read.go (statuses),
+// target.go (node targets), roundinput.go (a round's input).
+//
 // # Usage
 //
 //	f := fsm.New()

@@ -1,0 +1,86 @@
+package fsm
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/sluicehq/sluice/api"
+)
+
+func (f *FSM) registerLocked(w writer, d *dec) ([]byte, error) {
+	js := d.bytes()
+	if err := d.done("register command"); err != nil {
+		return nil, err
+	}
+	var spec api.NodeSpec
+	if err := json.Unmarshal(js, &spec); err != nil {
+		return nil, fmt.Errorf("%w: register command: %v", ErrCorrupt, err)
+	}
+	if err := spec.Validate(); err != nil {
+		return nil, fmt.Errorf("fsm: register node %q: %w", spec.Name, err)
+	}
+	n, ok := f.mu.nodes[spec.Name]
+	if !ok {
+		n = &node{state: api.NodeReady, jobs: map[uint64]int{}}
+		n.setSpec(spec)
+		f.mu.nodes[spec.Name] = n
+		i, _ := slices.BinarySearchFunc(f.mu.nodeList, n, byName)
+		f.mu.nodeList = slices.Insert(f.mu.nodeList, i, n)
+		f.mu.inputEpoch++
+	}
+	n.setSpec(spec)
+	n.specJSON = bytes.Clone(js) // the command is only valid during Apply
+	f.inputChangedLocked(n)
+	if n.state == api.NodeDown {
+		n.state = api.NodeReady
+		f.mu.inputEpoch++
+	}
+	w.Set(nodeKey(spec.Name), encodeNode(n))
+	return nil, nil
+}
+
+func (f *FSM) nodeStateLocked(w writer, now int64, d *dec) ([]byte, error) {
+	name, state := d.str(), api.NodeState(d.str())
+	if err := d.done("node state command"); err != nil {
+		return nil, err
+	}
+	if !validNodeState(state) {
+		return nil, fmt.Errorf("%w: node state %q", ErrCorrupt, state)
+	}
+	n, ok := f.mu.nodes[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: node %q", ErrNotFound, name)
+	}
+	var res NodeStateResult
+	if state == api.NodeDown {
+		ts := slices.Clone(n.tasks)
+		slices.SortFunc(ts, func(a, b *task) int { return cmpKey(a.key, b.key) })
+		for _, t := range ts {
+			res.Lost++
+			if f.finishLocked(w, t, api.TaskLost, api.ReasonLost, 0, now, true) {
+				res.Requeued++
+			}
+		}
+		for len(n.slots) > 0 {
+			f.removeSlotLocked(w, n.slots[0])
+		}
+	}
+	if n.state != state {
+		n.state = state
+		f.mu.inputEpoch++
+		w.Set(nodeKey(name), encodeNode(n))
+	}
+	return encodeUvarints(uint64(res.Lost), uint64(res.Requeued)), nil
+}
+
+// byName orders nodes by name.
+func byName(a, b *node) int { return cmp.Compare(a.spec.Name, b.spec.Name) }
+
+// sortedNodeListLocked returns the nodes sorted by name. The slice is the
+// FSM's own: read it under the lock, never change it.
+func (f *FSM) sortedNodeListLocked() []*node {
+	return f.mu.nodeList
+}

@@ -1,0 +1,299 @@
+package fsm
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/dispatcher/placement"
+)
+
+// HasReadyNode reports whether some node is ready for new work.
+func (f *FSM) HasReadyNode() bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for _, n := range f.mu.nodes {
+		if n.state == api.NodeReady {
+			return true
+		}
+	}
+	return false
+}
+
+// PlacementInput builds a round's input: the ready nodes, and the groups
+// with tasks eligible at now, highest priority first, then oldest job, at
+// most limit tasks in all (0: no limit).
+func (f *FSM) PlacementInput(now time.Time, limit int64) *placement.Input {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	in := &placement.Input{}
+	nowNS := now.UnixNano()
+	f.readGroupsLocked(in, nowNS, limit)
+	for _, n := range f.sortedNodeListLocked() {
+		if n.state == api.NodeReady {
+			in.Nodes = append(in.Nodes, placement.Node{})
+			f.readNodeLocked(&in.Nodes[len(in.Nodes)-1], n, nowNS)
+		}
+	}
+	f.readQueuesLocked(in)
+	return in
+}
+
+// RoundInput is a round's placement input that one reader, the leader's
+// scheduling loop, keeps from round to round: ReadRoundInput reads again
+// only the nodes whose part changed since the last read (and those with
+// cached slots, whose TTLs run out), not every node of a large cluster
+// every round. The zero value is ready to use. A RoundInput read from
+// another FSM than before, or after another RoundInput was read, is read
+// whole.
+type RoundInput struct {
+	// Input is the input as of the last read.
+	placement.Input
+	// Modified, set by the reader, says it changed the Input's nodes'
+	// Free in place (the dispatcher's offline estimate lowers it): the
+	// next read puts back what the FSM says for every node.
+	Modified bool
+	f        *FSM
+	epoch    uint64
+	// free is each input node's Free as read.
+	free []api.Allocatable
+	// timed are the nodes with cached slots, read every round; spare is
+	// the memory of the list before.
+	timed, spare []*node
+}
+
+// ReadRoundInput brings r up to date as PlacementInput(now, limit) would
+// build it, and returns its Input. The Input is Kept (placement.Input)
+// after a read of the changed nodes that follows Placed, with their
+// positions appended to Changed, so that it lists the changes since the
+// input a Placer last saw. After a read of every node it is not Kept
+// until Placed.
+func (f *FSM) ReadRoundInput(r *RoundInput, now time.Time, limit int64) *placement.Input {
+	f.mu.Lock() // the changed nodes' marks are cleared
+	defer f.mu.Unlock()
+	in := &r.Input
+	nowNS := now.UnixNano()
+	f.readGroupsLocked(in, nowNS, limit)
+	changed := f.mu.inputChanged
+	if r.f != f || r.epoch != f.mu.inputEpoch || f.mu.inputReader != r {
+		r.f, r.epoch, f.mu.inputReader = f, f.mu.inputEpoch, r
+		clear(r.timed)
+		in.Kept, in.Changed = false, in.Changed[:0]
+		in.Nodes, r.timed = slices.Grow(in.Nodes[:0], len(f.mu.nodeList)), r.timed[:0]
+		r.free = slices.Grow(r.free[:0], len(f.mu.nodeList))
+		for _, n := range f.sortedNodeListLocked() {
+			n.inputPos, n.inputTimed = -1, false
+			if n.state != api.NodeReady {
+				continue
+			}
+			n.inputPos = int32(len(in.Nodes))
+			in.Nodes = append(in.Nodes, placement.Node{})
+			r.free = append(r.free, api.Allocatable{})
+			f.readRoundNodeLocked(r, n, nowNS)
+		}
+		// What a longer input of an earlier round left beyond the end is
+		// not kept alive.
+		clear(in.Nodes[len(in.Nodes):cap(in.Nodes)])
+	} else {
+		if r.Modified {
+			for i := range in.Nodes {
+				in.Nodes[i].Free = r.free[i]
+			}
+		}
+		// The timed nodes are read again, and listed again if they still
+		// have slots.
+		timed := r.timed
+		r.timed = r.spare[:0]
+		for _, n := range timed {
+			n.inputTimed = false
+		}
+		for _, n := range timed {
+			f.readRoundNodeLocked(r, n, nowNS)
+		}
+		clear(timed)
+		r.spare = timed[:0]
+		for _, n := range changed {
+			if n.inputPos >= 0 {
+				f.readRoundNodeLocked(r, n, nowNS)
+			}
+		}
+		if len(in.Changed) > len(in.Nodes) {
+			// Read many times since a round placed it: bound the list.
+			in.Kept, in.Changed = false, in.Changed[:0]
+		}
+	}
+	for _, n := range changed {
+		n.inputChanged = false
+	}
+	clear(changed)
+	f.mu.inputChanged = changed[:0]
+	r.Modified = false
+	f.readQueuesLocked(in)
+	return in
+}
+
+// Placed says that a Placer has seen r's Input: the next reads list
+// their changes since, and the Input is Kept.
+func (r *RoundInput) Placed() {
+	r.Kept, r.Changed = true, r.Changed[:0]
+}
+
+// readRoundNodeLocked reads n into its place in r, and keeps it among
+// the nodes read every round if it has cached slots.
+func (f *FSM) readRoundNodeLocked(r *RoundInput, n *node, nowNS int64) {
+	pn := &r.Nodes[n.inputPos]
+	f.readNodeLocked(pn, n, nowNS)
+	r.free[n.inputPos] = pn.Free
+	if r.Kept {
+		r.Changed = append(r.Changed, n.inputPos)
+	}
+	if len(n.slots) > 0 && !n.inputTimed {
+		n.inputTimed = true
+		r.timed = append(r.timed, n)
+	}
+}
+
+// readGroupsLocked sets in's groups: those with tasks eligible at nowNS,
+// highest priority first, then oldest job, at most limit tasks in all (0:
+// no limit).
+func (f *FSM) readGroupsLocked(in *placement.Input, nowNS int64, limit int64) {
+	// The groups are ranked on copies of their keys: comparing through
+	// each group's job, scattered in memory, made the sort most of a
+	// round's read once a backlog of small jobs (a group each) built.
+	ranks := make([]groupRank, 0, f.mu.pending.gs.len())
+	for g := range f.mu.pending.gs.all() {
+		ranks = append(ranks, groupRank{num: g.job.num, priority: g.job.priority, idx: g.idx, g: g})
+	}
+	slices.SortFunc(ranks, groupRank.compare)
+	in.Groups = in.Groups[:0]
+	left := limit
+	jobRunning := map[*job]api.Capacity{}
+	for _, r := range ranks {
+		if limit > 0 && left <= 0 {
+			break
+		}
+		g := r.g
+		e := g.eligible(nowNS)
+		if limit > 0 {
+			e = min(e, left)
+			left -= e
+		}
+		if e == 0 {
+			continue
+		}
+		s := g.job.specOf()
+		running, ok := jobRunning[g.job]
+		if !ok {
+			for _, jg := range g.job.groups {
+				running = running.Plus(jg.demand, jg.active)
+			}
+			jobRunning[g.job] = running
+		}
+		in.Groups = append(in.Groups, placement.Group{
+			Key: g.key(), Pending: e, Demand: g.demand, StaticPorts: g.static, QoS: s.QoS, Priority: s.Priority,
+			Queue: s.Queue, Pool: s.Pool, Constraints: s.Constraints, DistinctNodes: s.DistinctNodes,
+			Preferred: s.Tasks[g.idx].PreferredNodes, Policy: s.Policy, Gang: g.job.gang,
+			Waited:     max(0, time.Duration(nowNS-g.job.submitted)),
+			JobRunning: running,
+		})
+	}
+	// What a longer input of an earlier round left beyond the end is not
+	// kept alive.
+	clear(in.Groups[len(in.Groups):cap(in.Groups)])
+}
+
+// groupRank is a pending group's place in the order in which a round
+// takes them (compare): higher priority first, then older jobs, then a
+// job's groups in its order. No two pending groups rank equal.
+type groupRank struct {
+	num      uint64
+	priority int32
+	idx      uint16
+	g        *group
+}
+
+func (a groupRank) compare(b groupRank) int {
+	return cmp.Or(cmp.Compare(b.priority, a.priority), cmp.Compare(a.num, b.num), cmp.Compare(a.idx, b.idx))
+}
+
+// readNodeLocked fills pn with ready node n's part of a round's input at
+// nowNS.
+func (f *FSM) readNodeLocked(pn *placement.Node, n *node, nowNS int64) {
+	// Slots whose TTL ended by now count as free before the next command
+	// drops them.
+	free := api.Allocatable{Online: n.free(api.QoSOnline), Offline: n.free(api.QoSOffline)}
+	var slots []placement.Slot
+	for _, s := range n.slots {
+		if s.expires > nowNS {
+			slots = append(slots, placement.Slot{ID: s.id, QoS: s.qos, Shape: s.shape})
+		} else {
+			free.AddTier(s.qos, s.shape, 1)
+		}
+	}
+	*pn = placement.Node{
+		ID: n.spec.Name, Pool: n.spec.Pool, Labels: n.spec.Labels, Capacity: n.spec.Allocatable,
+		Free:      api.Allocatable{Online: clampZero(free.Online), Offline: clampZero(free.Offline)},
+		Releasing: n.releasing,
+		Slots:     slots,
+		PortRange: n.spec.Ports,
+	}
+	// Ports are the node's, not a tier's: what either tier may still
+	// assign is at most what the range has free.
+	if pn.PortRange.Size() > 0 {
+		free := n.portsFree()
+		pn.Free.Online.Ports, pn.Free.Offline.Ports = min(pn.Free.Online.Ports, free), min(pn.Free.Offline.Ports, free)
+		pn.PortsInUse = n.portsInUse()
+	}
+	if n.distinctJobs == 0 {
+		return
+	}
+	for num := range n.jobs {
+		if j := f.mu.jobs.get(num); j.distinct {
+			if pn.Jobs == nil {
+				pn.Jobs = map[string]bool{}
+			}
+			pn.Jobs[j.id] = true
+		}
+	}
+}
+
+// readQueuesLocked sets in's queues: what each queue's active tasks hold.
+func (f *FSM) readQueuesLocked(in *placement.Input) {
+	in.Queues = in.Queues[:0]
+	for q, used := range f.mu.queueUsed {
+		in.Queues = append(in.Queues, placement.Queue{Name: q, Running: used})
+	}
+	slices.SortFunc(in.Queues, func(a, b placement.Queue) int { return cmp.Compare(a.Name, b.Name) })
+}
+
+// AddVictims fills the Victims of in's nodes, in no order (placement.Preempt
+// orders them): their running offline tasks (active and not told to stop)
+// of jobs of a priority below below. Capboxes are never victims: their
+// appmasters decide how long they live. Nodes the FSM does not know are left
+// alone.
+func (f *FSM) AddVictims(in *placement.Input, below int32) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for i := range in.Nodes {
+		pn := &in.Nodes[i]
+		pn.Victims = pn.Victims[:0]
+		n := f.mu.nodes[pn.ID]
+		if n == nil {
+			continue
+		}
+		for _, t := range n.tasks {
+			j := f.mu.jobs.get(t.key.job)
+			if t.stop || j.owner() != nil || j.qos != api.QoSOffline || j.priority >= below {
+				continue
+			}
+			pn.Victims = append(pn.Victims, placement.Victim{Task: taskID(t.key, t.attempt), Priority: j.priority,
+				Demand: j.groups[t.key.group].demand, Since: time.Unix(0, t.updated)})
+		}
+	}
+}
+
+func clampZero(c api.Capacity) api.Capacity {
+	c.CPU, c.Memory, c.GPUs, c.Disk, c.Ports = max(c.CPU, 0), max(c.Memory, 0), max(c.GPUs, 0), max(c.Disk, 0), max(c.Ports, 0)
+	return c
+}
