@@ -24,8 +24,9 @@ type Dispatcher struct {
 	cfg    Config
 	placer *placement.Placer // used by the leader loop only
 	// input is the leader loop's rounds' input, kept from round to round
-	// and read again only where the FSM changed (used by the leader loop
-	// only).
+	// and read again only where the FSM's change sets said it changed
+	// (read by the leader loop only; it consumes the change sets through
+	// consume).
 	input fsm.RoundInput
 
 	// feed is the watch feed, a view of the FSM's change sets.
@@ -203,9 +204,11 @@ func (d *Dispatcher) Changed() <-chan struct{} {
 }
 
 // consume is the Dispatcher's subscriber to the FSM's change sets, called
-// on the replica's apply goroutine: the watch feed, then the wake-ups, so
-// that a woken reader finds the feed as new as what woke it.
+// on the replica's apply goroutine: the round input and the watch feed,
+// then the wake-ups, so that a woken reader finds the views as new as
+// what woke it.
 func (d *Dispatcher) consume(c *fsm.Changes) {
+	d.input.Consume(c)
 	d.feed.Consume(c)
 	d.wakeups.consume(c)
 }

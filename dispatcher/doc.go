@@ -35,8 +35,8 @@
 // in a row while it does not. Each round:
 //
 //  1. reads fsm.ReadRoundInput(now, MaxTasks) into the last round's input,
-//     kept and read again only for the nodes that changed since, and the
-//     applied index;
+//     kept and read again only for the nodes the FSM's change sets named
+//     since, and the applied index;
 //  2. runs placement under the RoundBudget (a solve cut short leaves the
 //     work pending);
 //  3. proposes ONE fsm.CommitPlan carrying the term and that index, and
@@ -126,6 +126,8 @@
 // need from the change sets, each under its own lock, and read the FSM's
 // state (under its read lock) for the rest:
 //
+//   - the round input (fsm.RoundInput): the scheduling loop's, read
+//     again only for the nodes changed since the last round;
 //   - the watch feed (package jobfeed): the jobs in the order of their
 //     last change, for the HTTP watch (JobsChangedSince);
 //   - the wake-ups (wakeups.go): the Changed waiters wake at each
@@ -133,8 +135,8 @@
 //     a command moved its target generation; nothing polls the FSM.
 //
 // The change sets reach the views on the replica's apply goroutine, in
-// order, the watch feed before the wake-ups, so that a reader woken by a
-// change finds the feed as new as that change. A view may be behind the
+// order, the wake-ups last, so that a reader woken by a change finds the
+// other views as new as that change. A view may be behind the
 // FSM (it consumes a change set after the FSM's lock is released) but
 // never ahead; an answer that reads the FSM's state for what a view named
 // is cut where the FSM is found ahead of the view (jobfeed), so that a

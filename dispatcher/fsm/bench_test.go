@@ -262,16 +262,18 @@ func BenchmarkPlacementInput(b *testing.B) {
 	}{{"kept/changed=0", 0}, {"kept/changed=100", 100}, {"whole", -1}} {
 		b.Run(mode.name, func(b *testing.B) {
 			b.ReportAllocs()
+			// The change sets of commands that changed mode.changed nodes.
+			c := &Changes{Kind: ChangeApplied}
+			for i := range max(mode.changed, 0) {
+				c.Nodes = append(c.Nodes, f.mu.nodeList[i*nodes/mode.changed].spec.Name)
+			}
 			var r RoundInput
+			r.Consume(&Changes{Kind: ChangeReset})
 			for b.Loop() {
 				if mode.changed < 0 {
 					r = RoundInput{}
 				}
-				f.mu.Lock()
-				for i := range mode.changed {
-					f.inputChangedLocked(f.mu.nodeList[i*nodes/mode.changed])
-				}
-				f.mu.Unlock()
+				r.Consume(c)
 				in := f.ReadRoundInput(&r, now, 20_000)
 				if len(in.Nodes) != nodes || len(in.Groups) != 20 { // 20,000 tasks of the 50 pending groups
 					b.Fatalf("%d nodes, %d groups", len(in.Nodes), len(in.Groups))
@@ -297,6 +299,7 @@ func BenchmarkPlacementInputBacklog(b *testing.B) {
 	must(SubmitJobs(now, specs))
 	b.ReportAllocs()
 	var r RoundInput
+	r.Consume(&Changes{Kind: ChangeReset})
 	for b.Loop() {
 		if in := f.ReadRoundInput(&r, now, 20_000); len(in.Groups) != 20_000 || in.Groups[0].Priority != 4 {
 			b.Fatalf("%d groups, the first of priority %d", len(in.Groups), in.Groups[0].Priority)

@@ -63,12 +63,20 @@ type Changes struct {
 	// Targets are the nodes whose target generation the command moved,
 	// by name.
 	Targets []string
+	// Nodes are the nodes whose part of a round's input (spec, state,
+	// held and releasing resources, cached slots, distinct-node jobs) the
+	// command changed, each once, in no order. NodeSet says that which
+	// nodes are ready may have changed (a node joined or changed state).
+	Nodes   []string
+	NodeSet bool
 }
 
 // reset empties c's lists for the command at index, keeping their memory.
 func (c *Changes) reset(kind ChangeKind, index uint64) {
 	clear(c.Targets)
-	c.Kind, c.Index = kind, index
+	clear(c.Nodes)
+	c.Kind, c.Index, c.NodeSet = kind, index, false
+	c.Nodes = c.Nodes[:0]
 	c.Jobs, c.Capboxes, c.Forgotten = c.Jobs[:0], c.Capboxes[:0], c.Forgotten[:0]
 	c.Groups, c.Tasks, c.Targets = c.Groups[:0], c.Tasks[:0], c.Targets[:0]
 }

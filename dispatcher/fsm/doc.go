@@ -252,13 +252,16 @@
 // these after every random command).
 //
 // The leader's scheduling loop keeps its round's input from round to
-// round (RoundInput): the FSM lists each node whose part of the input
-// (spec, held and releasing resources, cached slots, distinct-node jobs)
-// a command changed, once, and counts an epoch that moves when which nodes
-// the input holds may change (a node joins or changes state, a Load); a
-// read refreshes the listed nodes and those with cached slots (whose TTLs
-// run out at the read's time), or everything when the epoch moved, so a
-// round reads the nodes that changed, not all of them. The tests check after
+// round (RoundInput, a view of the change sets): each command's change
+// set names the nodes whose part of the input (spec, held and releasing
+// resources, cached slots, distinct-node jobs) it changed, and says when
+// which nodes are ready may have changed (a node joins or changes
+// state); a RoundInput lists what it consumed under its own lock, and a
+// read (under the FSM's read lock) refreshes the listed nodes and those
+// with cached slots (whose TTLs run out at the read's time), or
+// everything after such a change or a reset, so a round reads the nodes
+// that changed, not all of them. Each RoundInput keeps its own list, so
+// readers do not disturb each other. The tests check after
 // every random command that the kept input is the one read whole.
 //
 // Each node keeps a journal of the tasks whose presence in its target may
@@ -277,15 +280,18 @@
 // # Change sets
 //
 // The FSM owns the replicated state and what applying commands needs of
-// it (the indexes above), and, for the leader's reads, the kept round
-// input and the nodes' target journals. What readers derive from the
-// course of changes lives outside it, in views (package dispatcher and
-// those under it: the watch feed, the wake-ups of long-polls), fed by
-// change sets. After each command that applied, Apply publishes its
+// it (the indexes above), and the nodes' target journals (their
+// generations are stored). What readers derive from the course of changes
+// lives outside it, in views fed by change sets: the kept round input
+// (RoundInput, here, since it builds placement's input), and, in package
+// dispatcher and those under it, the watch feed and the wake-ups of
+// long-polls. After each command that applied, Apply publishes its
 // change set (Changes, ChangeApplied): the jobs (capbox sets included)
 // whose counters or state it changed, the capbox sets among them, the
 // jobs it forgot, the groups, the tasks whose state, attempt or node it
-// changed, and the nodes whose target generation it moved, at its index.
+// changed, the nodes whose target generation it moved, and the nodes whose
+// part of a round's input it changed (and whether which nodes are ready
+// may have), at its index.
 // EntriesApplied publishes a completion (every command up to an index is
 // applied) and Load a reset (what was derived before is void). Each job
 // keeps the index of its last change (the applied index after a Load),
@@ -329,6 +335,7 @@
 //	ids, err := fsm.DecodeSubmitResult(res)
 //	in := f.PlacementInput(time.Now(), 100_000) // for placement.Placer.Place
 //	var kept fsm.RoundInput
+//	f.Subscribe(kept.Consume)
 //	in = f.ReadRoundInput(&kept, time.Now(), 100_000) // the same, kept from round to round
 //	gen, pods, ok := f.NodeTarget("node-1")
 //	gen, added, removed, whole, ok := f.NodeTargetSince("node-1", gen)

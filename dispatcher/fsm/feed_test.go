@@ -146,3 +146,29 @@ func TestLoadResetsSubscribers(t *testing.T) {
 		t.Fatalf("change sets %q, want %q", got, want)
 	}
 }
+
+// TestChangesNameRoundInputNodes: a node's registration changes which
+// nodes are ready (NodeSet) and names it; a plan names the nodes whose
+// resources it took.
+func TestChangesNameRoundInputNodes(t *testing.T) {
+	r := openReplica(t, t.TempDir())
+	var mu sync.Mutex
+	var got []string
+	r.f.Subscribe(func(c *fsm.Changes) {
+		if c.Kind != fsm.ChangeApplied {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, fmt.Sprintf("nodes=%v set=%v", c.Nodes, c.NodeSet))
+	})
+	for _, line := range []string{"node n1 cpu=4000 mem=8Gi", "node n2 cpu=4000 mem=8Gi", "submit a count=1 cpu=1000 mem=1Gi", "plan j1/g0@n2*1", "state n1 draining"} {
+		r.exec(line)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"nodes=[n1] set=true", "nodes=[n2] set=true", "nodes=[] set=false", "nodes=[n2] set=false", "nodes=[] set=true"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("change sets\n%q\nwant\n%q", got, want)
+	}
+}

@@ -84,14 +84,6 @@ type FSM struct {
 		// they come due); nextSlot numbers the next.
 		slots    slotHeap
 		nextSlot uint64
-		// inputChanged lists the nodes whose part of a round's input
-		// (spec, resources, slots, distinct-node jobs) changed since the
-		// kept RoundInput read them, each once; inputEpoch changes when
-		// which nodes the input holds may have (a node joined or changed
-		// state, a Load), and inputReader is the RoundInput read last.
-		inputChanged []*node
-		inputEpoch   uint64
-		inputReader  *RoundInput
 		// captasks are the capbox tasks, by their capbox's task, by name.
 		captasks map[taskKey][]*captask
 		// anySets is true once a capbox set exists.
@@ -104,8 +96,10 @@ type FSM struct {
 	dirtyGroups []*group
 	dirtyNodes  []*node
 	// dirtyTasks lists the tasks the command changed, each once (marked
-	// listed while in it), for its change set.
+	// listed while in it), and inputDirty the nodes whose part of a
+	// round's input it changed (marked inputDirty), for its change set.
 	dirtyTasks []*task
+	inputDirty []*node
 	// feed publishes each command's change set (changes.go).
 	feed feed
 	// unstored lists the tasks, groups and nodes whose records (task
@@ -143,8 +137,6 @@ func (f *FSM) resetLocked() {
 	f.mu.idem = map[string]uint64{}
 	f.mu.nodes = map[string]*node{}
 	f.mu.nodeList = nil
-	f.mu.inputChanged = nil
-	f.mu.inputEpoch++
 	f.mu.pending = pendingSet{}
 	f.mu.queueUsed = map[string]api.Capacity{}
 	f.mu.slots, f.mu.nextSlot = nil, 1
@@ -237,6 +229,7 @@ func (f *FSM) flushLocked(index uint64, now int64) {
 	c := &f.feed.c
 	c.Jobs, c.Groups = slices.Grow(c.Jobs, len(f.dirtyGroups)), slices.Grow(c.Groups, len(f.dirtyGroups))
 	c.Targets, c.Tasks = slices.Grow(c.Targets, len(f.dirtyNodes)), slices.Grow(c.Tasks, len(f.dirtyTasks))
+	c.Nodes = slices.Grow(c.Nodes, len(f.inputDirty))
 	slices.SortFunc(f.dirtyGroups, func(a, b *group) int {
 		return cmp.Or(cmp.Compare(a.job.num, b.job.num), cmp.Compare(a.idx, b.idx))
 	})
@@ -269,6 +262,9 @@ func (f *FSM) flushLocked(index uint64, now int64) {
 	}
 	for _, t := range f.dirtyTasks {
 		c.Tasks = append(c.Tasks, TaskRef{t.key.job, t.key.group, t.key.index})
+	}
+	for _, n := range f.inputDirty {
+		c.Nodes = append(c.Nodes, n.spec.Name)
 	}
 }
 
@@ -366,10 +362,14 @@ func (f *FSM) resetDirty() {
 	for _, t := range f.dirtyTasks {
 		t.listed = false
 	}
+	for _, n := range f.inputDirty {
+		n.inputDirty = false
+	}
 	clear(f.dirtyGroups)
 	clear(f.dirtyNodes)
 	clear(f.dirtyTasks)
-	f.dirtyGroups, f.dirtyNodes, f.dirtyTasks = f.dirtyGroups[:0], f.dirtyNodes[:0], f.dirtyTasks[:0]
+	clear(f.inputDirty)
+	f.dirtyGroups, f.dirtyNodes, f.dirtyTasks, f.inputDirty = f.dirtyGroups[:0], f.dirtyNodes[:0], f.dirtyTasks[:0], f.inputDirty[:0]
 }
 
 func (f *FSM) syncPendingLocked(g *group) {

@@ -25,6 +25,8 @@ func (f *FSM) loadLocking(r raftkv.Reader) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.resetLocked()
+	// What loading marked belongs to no command.
+	defer f.resetDirty()
 	if err := f.loadLocked(r); err != nil {
 		f.resetLocked()
 		return fmt.Errorf("fsm: load: %w", err)

@@ -29,14 +29,14 @@ func (f *FSM) registerLocked(w writer, d *dec) ([]byte, error) {
 		f.mu.nodes[spec.Name] = n
 		i, _ := slices.BinarySearchFunc(f.mu.nodeList, n, byName)
 		f.mu.nodeList = slices.Insert(f.mu.nodeList, i, n)
-		f.mu.inputEpoch++
+		f.feed.c.NodeSet = true
 	}
 	n.setSpec(spec)
 	n.specJSON = bytes.Clone(js) // the command is only valid during Apply
 	f.inputChangedLocked(n)
 	if n.state == api.NodeDown {
 		n.state = api.NodeReady
-		f.mu.inputEpoch++
+		f.feed.c.NodeSet = true
 	}
 	w.Set(nodeKey(spec.Name), encodeNode(n))
 	return nil, nil
@@ -70,7 +70,7 @@ func (f *FSM) nodeStateLocked(w writer, now int64, d *dec) ([]byte, error) {
 	}
 	if n.state != state {
 		n.state = state
-		f.mu.inputEpoch++
+		f.feed.c.NodeSet = true
 		w.Set(nodeKey(name), encodeNode(n))
 	}
 	return encodeUvarints(uint64(res.Lost), uint64(res.Requeued)), nil

@@ -152,11 +152,11 @@ func (f *FSM) holdLocked(n *node, j *job, g *group, k int64) {
 }
 
 // inputChangedLocked notes that n's part of a round's input changed,
-// for the kept RoundInput.
+// for the command's change set.
 func (f *FSM) inputChangedLocked(n *node) {
-	if !n.inputChanged {
-		n.inputChanged = true
-		f.mu.inputChanged = append(f.mu.inputChanged, n)
+	if !n.inputDirty {
+		n.inputDirty = true
+		f.inputDirty = append(f.inputDirty, n)
 	}
 }
 

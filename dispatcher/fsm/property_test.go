@@ -38,7 +38,10 @@ func TestRandomCommands(t *testing.T) {
 	}
 	for run := 0; run < runs || run < 2*runs && !exercised(); run++ {
 		h := &propHarness{t: t, r: r, f: New(), s: newMemStore(), now: time.Unix(1_800_000_000, 0)}
-		h.f.Subscribe(h.consume)
+		h.f.Subscribe(func(c *Changes) {
+			h.consume(c)
+			h.input.Consume(c)
+		})
 		h.s.keepBack = true // stored now and then, as raftkv does
 		for step := range steps {
 			desc := h.step()
@@ -755,6 +758,9 @@ func (h *propHarness) consume(c *Changes) {
 				bad("change set at %d: capbox set %d not among the jobs", c.Index, b)
 			}
 		}
+		if len(slices.Compact(slices.Sorted(slices.Values(c.Nodes)))) != len(c.Nodes) {
+			bad("change set at %d: nodes %v, not each once", c.Index, c.Nodes)
+		}
 		seen := map[TaskRef]bool{}
 		for _, t := range c.Tasks {
 			if seen[t] {
@@ -801,8 +807,9 @@ func (h *propHarness) checkChangedSince() error {
 // time up to 10 s after the last command's (cached slots expire at a
 // read before a command drops them). As the dispatcher's offline estimate
 // does, it then lowers some nodes' free resources in the kept input, which
-// the next read must put back; now and then another input is read in
-// between, which makes the next read of the kept one whole.
+// the next read must put back; now and then another input, which follows
+// no change sets, is read in between, which must not disturb the kept
+// one.
 func (h *propHarness) checkRoundInput() error {
 	at := h.now.Add(time.Duration(h.r.IntN(10_000)) * time.Millisecond)
 	got := h.f.ReadRoundInput(&h.input, at, 0)

@@ -3,6 +3,7 @@ package fsm
 import (
 	"cmp"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/api"
@@ -40,13 +41,23 @@ func (f *FSM) PlacementInput(now time.Time, limit int64) *placement.Input {
 	return in
 }
 
-// RoundInput is a round's placement input that one reader, the leader's
-// scheduling loop, keeps from round to round: ReadRoundInput reads again
-// only the nodes whose part changed since the last read (and those with
-// cached slots, whose TTLs run out), not every node of a large cluster
-// every round. The zero value is ready to use. A RoundInput read from
-// another FSM than before, or after another RoundInput was read, is read
-// whole.
+// RoundInput is a view of the FSM's change sets: a round's placement
+// input that its reader, the leader's scheduling loop, keeps from round to
+// round. ReadRoundInput reads again only the nodes whose part the change
+// sets consumed since the last read named (and those with cached slots,
+// whose TTLs run out), not every node of a large cluster every round, or
+// every node when they said which nodes are ready may have changed (or
+// the FSM was reset).
+//
+// A RoundInput has one reader: ReadRoundInput with it and its methods
+// but Consume are called by one goroutine at a time. Consume, given the
+// FSM's change sets (FSM.Subscribe, or a subscriber passing them on), may
+// run at the same time; each RoundInput keeps its own changes, so any
+// number of them may follow one FSM. The zero value is ready to use; until
+// it consumed a reset (the first change set a subscriber gets), every read
+// reads every node. A read may see in the FSM a change whose change set
+// was not consumed yet: the read after its change set reads that node
+// again.
 type RoundInput struct {
 	// Input is the input as of the last read.
 	placement.Input
@@ -54,13 +65,68 @@ type RoundInput struct {
 	// Free in place (the dispatcher's offline estimate lowers it): the
 	// next read puts back what the FSM says for every node.
 	Modified bool
-	f        *FSM
-	epoch    uint64
-	// free is each input node's Free as read.
-	free []api.Allocatable
-	// timed are the nodes with cached slots, read every round; spare is
-	// the memory of the list before.
-	timed, spare []*node
+
+	mu sync.Mutex
+	// Guarded by mu, written by Consume: following says a reset was
+	// consumed; whole that the next read reads every node; changed the
+	// nodes named since the last read (a name possibly more than once),
+	// at most maxChanged of them, past which the read reads every node.
+	following, whole bool
+	changed          []string
+
+	// The reader's: f is the FSM read last, spare the memory of the list
+	// of changed nodes before, pos each input node's place in Nodes by
+	// name, free each input node's Free as read, and timed the nodes with
+	// cached slots, read every round (timedAt marks them there;
+	// timedSpare is the memory of the list before).
+	f                 *FSM
+	spare             []string
+	pos               map[string]int32
+	free              []api.Allocatable
+	timed, timedSpare []string
+	timedAt           map[string]bool
+}
+
+// maxChanged bounds the nodes a RoundInput lists between two reads (its
+// reader may read rarely, or never on a follower): past it, the next read
+// reads every node.
+const maxChanged = 1 << 16
+
+// Consume takes one of the FSM's change sets.
+func (r *RoundInput) Consume(c *Changes) {
+	switch c.Kind {
+	case ChangeReset:
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.following, r.whole = true, true
+		clear(r.changed)
+		r.changed = r.changed[:0]
+	case ChangeApplied:
+		if len(c.Nodes) == 0 && !c.NodeSet {
+			return
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if c.NodeSet || len(r.changed)+len(c.Nodes) > maxChanged {
+			r.whole = true
+			clear(r.changed)
+			r.changed = r.changed[:0]
+		}
+		if !r.whole {
+			r.changed = append(r.changed, c.Nodes...)
+		}
+	}
+}
+
+// takeChanges returns the nodes named since the last read, and whether
+// the read must read every node; the list is r's until the next call.
+func (r *RoundInput) takeChanges() (changed []string, whole bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	changed, whole = r.changed, r.whole || !r.following
+	clear(r.spare)
+	r.changed, r.spare, r.whole = r.spare[:0], changed, false
+	return changed, whole
 }
 
 // ReadRoundInput brings r up to date as PlacementInput(now, limit) would
@@ -68,29 +134,34 @@ type RoundInput struct {
 // after a read of the changed nodes that follows Placed, with their
 // positions appended to Changed, so that it lists the changes since the
 // input a Placer last saw. After a read of every node it is not Kept
-// until Placed.
+// until Placed. It reads the FSM under its read lock.
 func (f *FSM) ReadRoundInput(r *RoundInput, now time.Time, limit int64) *placement.Input {
-	f.mu.Lock() // the changed nodes' marks are cleared
-	defer f.mu.Unlock()
+	changed, whole := r.takeChanges()
+	f.mu.RLock()
+	defer f.mu.RUnlock()
 	in := &r.Input
 	nowNS := now.UnixNano()
 	f.readGroupsLocked(in, nowNS, limit)
-	changed := f.mu.inputChanged
-	if r.f != f || r.epoch != f.mu.inputEpoch || f.mu.inputReader != r {
-		r.f, r.epoch, f.mu.inputReader = f, f.mu.inputEpoch, r
+	if whole || r.f != f {
+		r.f = f
+		if r.pos == nil {
+			r.pos, r.timedAt = map[string]int32{}, map[string]bool{}
+		}
+		clear(r.pos)
+		clear(r.timedAt)
 		clear(r.timed)
 		in.Kept, in.Changed = false, in.Changed[:0]
 		in.Nodes, r.timed = slices.Grow(in.Nodes[:0], len(f.mu.nodeList)), r.timed[:0]
 		r.free = slices.Grow(r.free[:0], len(f.mu.nodeList))
 		for _, n := range f.sortedNodeListLocked() {
-			n.inputPos, n.inputTimed = -1, false
 			if n.state != api.NodeReady {
 				continue
 			}
-			n.inputPos = int32(len(in.Nodes))
+			i := int32(len(in.Nodes))
+			r.pos[n.spec.Name] = i
 			in.Nodes = append(in.Nodes, placement.Node{})
 			r.free = append(r.free, api.Allocatable{})
-			f.readRoundNodeLocked(r, n, nowNS)
+			f.readRoundNodeLocked(r, n, i, nowNS)
 		}
 		// What a longer input of an earlier round left beyond the end is
 		// not kept alive.
@@ -104,30 +175,21 @@ func (f *FSM) ReadRoundInput(r *RoundInput, now time.Time, limit int64) *placeme
 		// The timed nodes are read again, and listed again if they still
 		// have slots.
 		timed := r.timed
-		r.timed = r.spare[:0]
-		for _, n := range timed {
-			n.inputTimed = false
-		}
-		for _, n := range timed {
-			f.readRoundNodeLocked(r, n, nowNS)
+		r.timed = r.timedSpare[:0]
+		clear(r.timedAt)
+		for _, name := range timed {
+			f.readChangedLocked(r, name, nowNS)
 		}
 		clear(timed)
-		r.spare = timed[:0]
-		for _, n := range changed {
-			if n.inputPos >= 0 {
-				f.readRoundNodeLocked(r, n, nowNS)
-			}
+		r.timedSpare = timed[:0]
+		for _, name := range changed {
+			f.readChangedLocked(r, name, nowNS)
 		}
 		if len(in.Changed) > len(in.Nodes) {
 			// Read many times since a round placed it: bound the list.
 			in.Kept, in.Changed = false, in.Changed[:0]
 		}
 	}
-	for _, n := range changed {
-		n.inputChanged = false
-	}
-	clear(changed)
-	f.mu.inputChanged = changed[:0]
 	r.Modified = false
 	f.readQueuesLocked(in)
 	return in
@@ -139,18 +201,27 @@ func (r *RoundInput) Placed() {
 	r.Kept, r.Changed = true, r.Changed[:0]
 }
 
-// readRoundNodeLocked reads n into its place in r, and keeps it among
-// the nodes read every round if it has cached slots.
-func (f *FSM) readRoundNodeLocked(r *RoundInput, n *node, nowNS int64) {
-	pn := &r.Nodes[n.inputPos]
-	f.readNodeLocked(pn, n, nowNS)
-	r.free[n.inputPos] = pn.Free
-	if r.Kept {
-		r.Changed = append(r.Changed, n.inputPos)
+// readChangedLocked reads the node named name again into its place in
+// r, if r holds it and the FSM still does.
+func (f *FSM) readChangedLocked(r *RoundInput, name string, nowNS int64) {
+	i, ok := r.pos[name]
+	if n := f.mu.nodes[name]; ok && n != nil {
+		f.readRoundNodeLocked(r, n, i, nowNS)
 	}
-	if len(n.slots) > 0 && !n.inputTimed {
-		n.inputTimed = true
-		r.timed = append(r.timed, n)
+}
+
+// readRoundNodeLocked reads n into its place i in r, and keeps it among
+// the nodes read every round if it has cached slots.
+func (f *FSM) readRoundNodeLocked(r *RoundInput, n *node, i int32, nowNS int64) {
+	pn := &r.Nodes[i]
+	f.readNodeLocked(pn, n, nowNS)
+	r.free[i] = pn.Free
+	if r.Kept {
+		r.Changed = append(r.Changed, i)
+	}
+	if len(n.slots) > 0 && !r.timedAt[n.spec.Name] {
+		r.timedAt[n.spec.Name] = true
+		r.timed = append(r.timed, n.spec.Name)
 	}
 }
 

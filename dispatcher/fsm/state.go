@@ -305,13 +305,9 @@ type node struct {
 	// distinctJobs counts the jobs in jobs that want distinct nodes, so
 	// that a round looks for them only on the nodes that have some.
 	distinctJobs int
-	// inputChanged says the node is listed in FSM.mu.inputChanged: its
-	// part of a round's input changed since the kept input last read it.
-	// inputPos is its place in that input's nodes (-1: not there), and
-	// inputTimed says the input keeps it among the nodes it reads every
-	// round.
-	inputChanged, inputTimed bool
-	inputPos                 int32
+	// inputDirty says the node is listed in FSM.inputDirty: its part of
+	// a round's input changed with the command being applied.
+	inputDirty bool
 	// ports are the ports in use on the node; nil while none is
 	// (ports.go).
 	ports *nodePorts
