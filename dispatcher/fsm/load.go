@@ -214,6 +214,7 @@ func (f *FSM) loadNodeRecordLocked(k, v []byte) error {
 	if n.spec.Name != string(k[len(prefixNode):]) {
 		return fmt.Errorf("%w: node record %q under key %q", ErrCorrupt, n.spec.Name, k)
 	}
+	n.num = int32(len(f.mu.nodes))
 	f.mu.nodes[n.spec.Name] = n
 	f.mu.nodeList = append(f.mu.nodeList, n)
 	return nil

@@ -26,6 +26,7 @@ func (f *FSM) registerLocked(w writer, d *dec) ([]byte, error) {
 	if !ok {
 		n = &node{state: api.NodeReady, jobs: map[uint64]int{}}
 		n.setSpec(spec)
+		n.num = int32(len(f.mu.nodes))
 		f.mu.nodes[spec.Name] = n
 		i, _ := slices.BinarySearchFunc(f.mu.nodeList, n, byName)
 		f.mu.nodeList = slices.Insert(f.mu.nodeList, i, n)

@@ -75,13 +75,14 @@ type RoundInput struct {
 	changed          []string
 
 	// The reader's: f is the FSM read last, spare the memory of the list
-	// of changed nodes before, pos each input node's place in Nodes by
-	// name, free each input node's Free as read, and timed the nodes with
-	// cached slots, read every round (timedAt marks them there;
-	// timedSpare is the memory of the list before).
+	// of changed nodes before, pos each node's place in Nodes by its
+	// number (node.num; -1: not there), free each input node's Free as
+	// read, and timed the nodes with cached slots, read every round
+	// (timedAt marks them there; timedSpare is the memory of the list
+	// before).
 	f                 *FSM
 	spare             []string
-	pos               map[string]int32
+	pos               []int32
 	free              []api.Allocatable
 	timed, timedSpare []string
 	timedAt           map[string]bool
@@ -144,10 +145,13 @@ func (f *FSM) ReadRoundInput(r *RoundInput, now time.Time, limit int64) *placeme
 	f.readGroupsLocked(in, nowNS, limit)
 	if whole || r.f != f {
 		r.f = f
-		if r.pos == nil {
-			r.pos, r.timedAt = map[string]int32{}, map[string]bool{}
+		if r.timedAt == nil {
+			r.timedAt = map[string]bool{}
 		}
-		clear(r.pos)
+		r.pos = slices.Grow(r.pos[:0], len(f.mu.nodeList))[:len(f.mu.nodeList)]
+		for i := range r.pos {
+			r.pos[i] = -1
+		}
 		clear(r.timedAt)
 		clear(r.timed)
 		in.Kept, in.Changed = false, in.Changed[:0]
@@ -158,7 +162,7 @@ func (f *FSM) ReadRoundInput(r *RoundInput, now time.Time, limit int64) *placeme
 				continue
 			}
 			i := int32(len(in.Nodes))
-			r.pos[n.spec.Name] = i
+			r.pos[n.num] = i
 			in.Nodes = append(in.Nodes, placement.Node{})
 			r.free = append(r.free, api.Allocatable{})
 			f.readRoundNodeLocked(r, n, i, nowNS)
@@ -202,10 +206,15 @@ func (r *RoundInput) Placed() {
 }
 
 // readChangedLocked reads the node named name again into its place in
-// r, if r holds it and the FSM still does.
+// r, if r holds it. (A node the FSM numbers otherwise than r's last whole
+// read did, after a Load whose reset r has not consumed yet, is left for
+// the whole read that reset brings.)
 func (f *FSM) readChangedLocked(r *RoundInput, name string, nowNS int64) {
-	i, ok := r.pos[name]
-	if n := f.mu.nodes[name]; ok && n != nil {
+	n := f.mu.nodes[name]
+	if n == nil || int(n.num) >= len(r.pos) {
+		return
+	}
+	if i := r.pos[n.num]; i >= 0 && r.Nodes[i].ID == name {
 		f.readRoundNodeLocked(r, n, i, nowNS)
 	}
 }
@@ -230,8 +239,8 @@ func (f *FSM) readRoundNodeLocked(r *RoundInput, n *node, i int32, nowNS int64) 
 // no limit).
 func (f *FSM) readGroupsLocked(in *placement.Input, nowNS int64, limit int64) {
 	// The groups are ranked on copies of their keys: comparing through
-	// each group's job, scattered in memory, made the sort most of a
-	// round's read once a backlog of small jobs (a group each) built.
+	// each group's job, scattered in memory, would make the sort most of
+	// a round's read under a backlog of small jobs (a group each).
 	ranks := make([]groupRank, 0, f.mu.pending.gs.len())
 	for g := range f.mu.pending.gs.all() {
 		ranks = append(ranks, groupRank{num: g.job.num, priority: g.job.priority, idx: g.idx, g: g})

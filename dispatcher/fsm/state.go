@@ -308,6 +308,9 @@ type node struct {
 	// inputDirty says the node is listed in FSM.inputDirty: its part of
 	// a round's input changed with the command being applied.
 	inputDirty bool
+	// num numbers the node densely from 0 in the order the FSM took it in
+	// (nodes are never removed); a Load numbers them afresh.
+	num int32
 	// ports are the ports in use on the node; nil while none is
 	// (ports.go).
 	ports *nodePorts
