@@ -263,10 +263,11 @@ func BenchmarkPlacementInput(b *testing.B) {
 		b.Run(mode.name, func(b *testing.B) {
 			b.ReportAllocs()
 			// The change sets of commands that changed mode.changed nodes.
-			c := &Changes{Kind: ChangeApplied}
+			var names []string
 			for i := range max(mode.changed, 0) {
-				c.Nodes = append(c.Nodes, f.mu.nodeList[i*nodes/mode.changed].spec.Name)
+				names = append(names, f.mu.nodeList[i*nodes/mode.changed].spec.Name)
 			}
+			c := NodeChanges(f, names...)
 			var r RoundInput
 			r.Consume(&Changes{Kind: ChangeReset})
 			for b.Loop() {

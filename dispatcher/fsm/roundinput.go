@@ -69,10 +69,10 @@ type RoundInput struct {
 	mu sync.Mutex
 	// Guarded by mu, written by Consume: following says a reset was
 	// consumed; whole that the next read reads every node; changed the
-	// nodes named since the last read (a name possibly more than once),
+	// nodes named since the last read (a node possibly more than once),
 	// at most maxChanged of them, past which the read reads every node.
 	following, whole bool
-	changed          []string
+	changed          []*node
 
 	// The reader's: f is the FSM read last, spare the memory of the list
 	// of changed nodes before, pos each node's place in Nodes by its
@@ -81,7 +81,7 @@ type RoundInput struct {
 	// (timedAt marks them there; timedSpare is the memory of the list
 	// before).
 	f                 *FSM
-	spare             []string
+	spare             []*node
 	pos               []int32
 	free              []api.Allocatable
 	timed, timedSpare []string
@@ -108,20 +108,20 @@ func (r *RoundInput) Consume(c *Changes) {
 		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		if c.NodeSet || len(r.changed)+len(c.Nodes) > maxChanged {
+		if c.NodeSet || len(r.changed)+len(c.nodes) > maxChanged {
 			r.whole = true
 			clear(r.changed)
 			r.changed = r.changed[:0]
 		}
 		if !r.whole {
-			r.changed = append(r.changed, c.Nodes...)
+			r.changed = append(r.changed, c.nodes...)
 		}
 	}
 }
 
 // takeChanges returns the nodes named since the last read, and whether
 // the read must read every node; the list is r's until the next call.
-func (r *RoundInput) takeChanges() (changed []string, whole bool) {
+func (r *RoundInput) takeChanges() (changed []*node, whole bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	changed, whole = r.changed, r.whole || !r.following
@@ -182,12 +182,12 @@ func (f *FSM) ReadRoundInput(r *RoundInput, now time.Time, limit int64) *placeme
 		r.timed = r.timedSpare[:0]
 		clear(r.timedAt)
 		for _, name := range timed {
-			f.readChangedLocked(r, name, nowNS)
+			f.readChangedLocked(r, f.mu.nodes[name], nowNS)
 		}
 		clear(timed)
 		r.timedSpare = timed[:0]
-		for _, name := range changed {
-			f.readChangedLocked(r, name, nowNS)
+		for _, n := range changed {
+			f.readChangedLocked(r, n, nowNS)
 		}
 		if len(in.Changed) > len(in.Nodes) {
 			// Read many times since a round placed it: bound the list.
@@ -205,16 +205,15 @@ func (r *RoundInput) Placed() {
 	r.Kept, r.Changed = true, r.Changed[:0]
 }
 
-// readChangedLocked reads the node named name again into its place in
-// r, if r holds it. (A node the FSM numbers otherwise than r's last whole
-// read did, after a Load whose reset r has not consumed yet, is left for
-// the whole read that reset brings.)
-func (f *FSM) readChangedLocked(r *RoundInput, name string, nowNS int64) {
-	n := f.mu.nodes[name]
+// readChangedLocked reads node n again into its place in r, if r holds
+// it. (A node of the state before a Load whose reset r has not consumed
+// yet is read as it was left, or not at all, until the whole read that
+// reset brings.)
+func (f *FSM) readChangedLocked(r *RoundInput, n *node, nowNS int64) {
 	if n == nil || int(n.num) >= len(r.pos) {
 		return
 	}
-	if i := r.pos[n.num]; i >= 0 && r.Nodes[i].ID == name {
+	if i := r.pos[n.num]; i >= 0 && r.Nodes[i].ID == n.spec.Name {
 		f.readRoundNodeLocked(r, n, i, nowNS)
 	}
 }

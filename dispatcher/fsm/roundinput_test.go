@@ -82,7 +82,7 @@ func TestRoundInputBoundsItsChanges(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	r.f.ReadRoundInput(&in, now, 0)
 	in.Placed()
-	c := &fsm.Changes{Kind: fsm.ChangeApplied, Nodes: []string{"n0"}}
+	c := fsm.NodeChanges(r.f, "n0")
 	for range 1<<16 + 1 {
 		in.Consume(c)
 	}
