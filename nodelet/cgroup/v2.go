@@ -333,7 +333,7 @@ func (b *v2) children(p string) ([]string, error) {
 // subtree), so that a busy pod loses none of its cgroups. It removes the
 // directories itself rather than through the library's Delete: Delete
 // lists the group's processes by walking it with an lstat of every
-// interface file, and a pod cgroup's create and delete took 454 µs through
+// interface file, and a pod cgroup's create and delete takes 454 µs through
 // it against 142 µs this way (BenchmarkCreateDeletePod/mode=v2, medians of
 // five interleaved runs).
 func (b *v2) remove(p string) error {
