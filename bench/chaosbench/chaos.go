@@ -459,6 +459,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			if !slices.ContainsFunc(jobs, func(j api.JobStatus) bool { return !terminal(j.State) }) {
 				break
 			}
+			w.cancelUnacked(fctx, cfg.Clients+1, jobs)
 		}
 		listErr = err
 		if fctx.Err() != nil {

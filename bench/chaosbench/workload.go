@@ -172,7 +172,8 @@ func (w *workload) get(ctx context.Context, client int, key string) {
 	w.record(client, opInput{Kind: opGet, Key: key}, call, out)
 }
 
-// cancel cancels s's job (acknowledged, so its ID is known).
+// cancel cancels s's job, whose ID is known: it was acknowledged, or
+// found listed (cancelUnacked).
 func (w *workload) cancel(ctx context.Context, client int, s *submitted) {
 	w.mu.Lock()
 	id := s.id
@@ -272,6 +273,33 @@ func (w *workload) finish(ctx context.Context, client, maxReads int) {
 	step := max(1, len(keys)/max(1, maxReads))
 	for i := 0; i < len(keys) && ctx.Err() == nil; i += step {
 		w.get(ctx, client, keys[i].key)
+	}
+}
+
+// cancelUnacked cancels the unfinished long jobs of jobs that a submit
+// whose answer was lost created: finish cancels only the acknowledged
+// ones, whose IDs it knows, and such a job would otherwise run on.
+func (w *workload) cancelUnacked(ctx context.Context, client int, jobs []api.JobStatus) {
+	w.mu.Lock()
+	byKey := make(map[string]*submitted, len(w.keys))
+	for _, s := range w.keys {
+		byKey[s.key] = s
+	}
+	w.mu.Unlock()
+	for _, j := range jobs {
+		if terminal(j.State) || j.Spec.Labels[LabelKind] != kindLong {
+			continue
+		}
+		s := byKey[j.Spec.Labels[LabelKey]]
+		w.mu.Lock()
+		skip := s == nil || s.acked || s.cancelled
+		if !skip {
+			s.id = j.ID
+		}
+		w.mu.Unlock()
+		if !skip {
+			w.cancel(ctx, client, s)
+		}
 	}
 }
 
