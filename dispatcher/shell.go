@@ -57,6 +57,9 @@ func newShell(d *Dispatcher) (*shell, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dispatcher: scheduling core: %w", err)
 	}
+	// done holds a report of every action that can be in flight at once
+	// (one of each of the core's five kinds), so that no sender blocks
+	// while StopLeading waits for them before it drains.
 	return &shell{d: d, core: core, done: make(chan done, 8), tick: make(chan struct{}, 1)}, nil
 }
 
