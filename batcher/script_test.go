@@ -2,10 +2,7 @@ package batcher_test
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,9 +10,8 @@ import (
 
 	"github.com/sluicehq/sluice/batcher"
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/internal/scripttest"
 )
-
-var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testdata/*.txt scripts")
 
 // A script (testdata/*.txt) is a sequence of blocks, each a command line,
 // a "----" line and the expected output, ended by a blank line. Lines
@@ -36,87 +32,10 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testda
 //	stats          print the counters
 //	close          close the batcher and print what it still held
 func TestScripts(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "*.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 {
-		t.Fatal("no scripts in testdata")
-	}
-	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
-			runScript(t, file)
-		})
-	}
-}
-
-// block is one command of a script with what precedes it and its output.
-type block struct {
-	pre  []string
-	line int
-	cmd  string
-	want string
-}
-
-// parseScript splits a script into blocks; trailing comments go into a
-// final block without a command.
-func parseScript(t *testing.T, file string) []block {
-	t.Helper()
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	var blocks []block
-	var cur block
-	for i := 0; i < len(lines); i++ {
-		l := lines[i]
-		if strings.TrimSpace(l) == "" || strings.HasPrefix(l, "#") {
-			cur.pre = append(cur.pre, l)
-			continue
-		}
-		cur.line, cur.cmd = i+1, l
-		i++
-		if i >= len(lines) || lines[i] != "----" {
-			t.Fatalf("%s:%d: command %q not followed by ----", file, cur.line, l)
-		}
-		var out []string
-		for i+1 < len(lines) && lines[i+1] != "" {
-			i++
-			out = append(out, lines[i])
-		}
-		cur.want = strings.Join(out, "\n")
-		blocks = append(blocks, cur)
-		cur = block{}
-	}
-	if len(cur.pre) > 0 {
-		blocks = append(blocks, cur)
-	}
-	return blocks
-}
-
-func runScript(t *testing.T, file string) {
-	blocks := parseScript(t, file)
-	s := &script{t: t}
-	var buf strings.Builder
-	for _, bl := range blocks {
-		for _, p := range bl.pre {
-			buf.WriteString(p + "\n")
-		}
-		if bl.cmd == "" {
-			continue
-		}
-		got := s.run(bl.cmd)
-		if !*rewrite && got != bl.want {
-			t.Errorf("%s:%d: %s\ngot:\n%s\nwant:\n%s", file, bl.line, bl.cmd, got, bl.want)
-		}
-		fmt.Fprintf(&buf, "%s\n----\n%s\n", bl.cmd, got)
-	}
-	if *rewrite {
-		if err := os.WriteFile(file, []byte(buf.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	scripttest.Run(t, func(t *testing.T) func(string) string {
+		s := &script{t: t}
+		return s.run
+	})
 }
 
 // script is the state of a running script.

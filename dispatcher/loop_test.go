@@ -2,10 +2,7 @@ package dispatcher_test
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,9 +12,8 @@ import (
 	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/dispatcher"
 	"github.com/sluicehq/sluice/dispatcher/sched"
+	"github.com/sluicehq/sluice/internal/scripttest"
 )
-
-var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testdata/*.txt scripts")
 
 // TestLoopScripts runs the scheduling loop of one replica (raft and pebble
 // real, the Dispatcher's Clock manual) from testdata/*.txt. A script is a
@@ -38,53 +34,10 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testda
 //	jobs                        each job's pending and active tasks
 //	nodes                       each node's state
 func TestLoopScripts(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "*.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 {
-		t.Fatal("no scripts in testdata")
-	}
-	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) { runLoopScript(t, file) })
-	}
-}
-
-func runLoopScript(t *testing.T, file string) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	s := &loopScript{t: t, ids: map[string]string{}}
-	var buf strings.Builder
-	for i := 0; i < len(lines); i++ {
-		l := lines[i]
-		if strings.TrimSpace(l) == "" || strings.HasPrefix(l, "#") {
-			buf.WriteString(l + "\n")
-			continue
-		}
-		at := i + 1
-		i++
-		if i >= len(lines) || lines[i] != "----" {
-			t.Fatalf("%s:%d: command %q not followed by ----", file, at, l)
-		}
-		var want []string
-		for i+1 < len(lines) && lines[i+1] != "" {
-			i++
-			want = append(want, lines[i])
-		}
-		got := s.run(l)
-		if !*rewrite && got != strings.Join(want, "\n") {
-			t.Errorf("%s:%d: %s\ngot:\n%s\nwant:\n%s", file, at, l, got, strings.Join(want, "\n"))
-		}
-		fmt.Fprintf(&buf, "%s\n----\n%s\n", l, got)
-	}
-	if *rewrite {
-		if err := os.WriteFile(file, []byte(buf.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	scripttest.Run(t, func(t *testing.T) func(string) string {
+		s := &loopScript{t: t, ids: map[string]string{}}
+		return s.run
+	})
 }
 
 type loopScript struct {

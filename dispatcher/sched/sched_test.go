@@ -2,19 +2,15 @@ package sched_test
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/dispatcher/sched"
+	"github.com/sluicehq/sluice/internal/scripttest"
 )
-
-var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testdata/*.txt scripts")
 
 // A script (testdata/*.txt) is a sequence of blocks, each a command line,
 // a "----" line and the expected output (the actions the event produced,
@@ -32,53 +28,10 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testda
 //	preempted N [deposed] [term=T]
 //	liveness [term=T] | forget [term=T]   housekeeping finished
 func TestScripts(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "*.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 {
-		t.Fatal("no scripts in testdata")
-	}
-	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) { runScript(t, file) })
-	}
-}
-
-func runScript(t *testing.T, file string) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	s := &script{t: t, start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	var buf strings.Builder
-	for i := 0; i < len(lines); i++ {
-		l := lines[i]
-		if strings.TrimSpace(l) == "" || strings.HasPrefix(l, "#") {
-			buf.WriteString(l + "\n")
-			continue
-		}
-		at := i + 1
-		i++
-		if i >= len(lines) || lines[i] != "----" {
-			t.Fatalf("%s:%d: command %q not followed by ----", file, at, l)
-		}
-		var want []string
-		for i+1 < len(lines) && lines[i+1] != "" {
-			i++
-			want = append(want, lines[i])
-		}
-		got := s.run(l)
-		if !*rewrite && got != strings.Join(want, "\n") {
-			t.Errorf("%s:%d: %s\ngot:\n%s\nwant:\n%s", file, at, l, got, strings.Join(want, "\n"))
-		}
-		fmt.Fprintf(&buf, "%s\n----\n%s\n", l, got)
-	}
-	if *rewrite {
-		if err := os.WriteFile(file, []byte(buf.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	scripttest.Run(t, func(t *testing.T) func(string) string {
+		s := &script{t: t, start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+		return s.run
+	})
 }
 
 type script struct {
