@@ -57,13 +57,13 @@ $(STATICCHECK):
 	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 ## bench: the benchmark suite at quick sizes (a few minutes): JSON and PNG
-## plots in docs/bench, the generated section of BENCHMARKS.md
+## plots in docs/bench, docs/bench/suite.md
 bench: build etcdload benchplot anchors
-	$(BIN)/sluice bench suite --quick --out docs/bench --update-doc BENCHMARKS.md
+	$(BIN)/sluice bench suite --quick --out docs/bench --update-doc docs/bench/suite.md
 
 ## bench-full: the suite at the issues' sizes (ten minutes or more, most of it e2e)
 bench-full: build etcdload benchplot anchors
-	$(BIN)/sluice bench suite --out docs/bench --update-doc BENCHMARKS.md
+	$(BIN)/sluice bench suite --out docs/bench --update-doc docs/bench/suite.md
 
 ## anchors: the suite's anchors from Debian (etcd for raftkv, runc for
 ## podstart) when missing; where they cannot be installed (no root, no

@@ -5,7 +5,7 @@
 // DIR/<scenario>.json with the time, the machine and the commit,
 // has them drawn as PNG plots (by the benchplot binary: bench/charts, kept
 // out of the sluice binary) and renders them as markdown tables for
-// BENCHMARKS.md.
+// docs/bench/suite.md.
 //
 // The scenarios, in order (Scenarios):
 //
@@ -55,5 +55,5 @@
 //	plotter, _ := suite.FindPlotter("")
 //	err = suite.DrawCharts(ctx, plotter, "docs/bench")
 //	charts := suite.Charts(all)
-//	err = suite.UpdateDoc("BENCHMARKS.md", suite.Markdown(all, charts, "docs/bench"))
+//	err = suite.UpdateDoc("docs/bench/suite.md", suite.Markdown(all, charts, "."))
 package suite

@@ -24,7 +24,7 @@ func newBenchSuiteCmd() *cobra.Command {
 	var gc gcSetting
 	c := &cobra.Command{
 		Use:   "suite",
-		Short: "Run every benchmark scenario, write JSON and plots, and update BENCHMARKS.md",
+		Short: "Run every benchmark scenario, write JSON and plots, and update docs/bench/suite.md",
 		Long: `Suite runs the benchmark scenarios in order, in process: submit (once per
 body encoding), latency, sched, raftkv (with etcd as the anchor when it is
 installed), e2e (stepped offered rate), soak (one rate held, row by row;
@@ -42,10 +42,10 @@ file is replaced by tables of the results and links to the plots.
 are the issues' (half an hour or more, most of it the e2e steps and the
 ten-minute soak at 100k tasks/s). A failing scenario does not stop the
 others; the command fails at the end. Progress goes to stderr.`,
-		Example: `  sluice bench suite --quick --out docs/bench --update-doc BENCHMARKS.md
-  sluice bench suite --only e2e,raftkv --update-doc BENCHMARKS.md
-  sluice bench suite --no-run --update-doc BENCHMARKS.md   # plots and tables from the JSON in --out
-  sluice bench suite --only soak --soak-rate 80000 --update-doc BENCHMARKS.md`,
+		Example: `  sluice bench suite --quick --out docs/bench --update-doc docs/bench/suite.md
+  sluice bench suite --only e2e,raftkv --update-doc docs/bench/suite.md
+  sluice bench suite --no-run --update-doc docs/bench/suite.md   # plots and tables from the JSON in --out
+  sluice bench suite --only soak --soak-rate 80000 --update-doc docs/bench/suite.md`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
 			mode, params := "full", suite.FullParams()
