@@ -43,18 +43,7 @@ func TestBenchChaosShort(t *testing.T) {
 		// replica binds it, when many run on this host.
 		Host: "127.0.0.2",
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	res, err := chaosbench.Run(ctx, cfg)
-	t.Logf("progress:\n%s", log.String())
-	if err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	var out bytes.Buffer
-	if err := printBenchChaos(&out, res, false); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("result:\n%s", out.String())
+	res := runChaos(t, cfg, &log)
 	wantFaults := len(cfg.Kinds) - len(res.Skipped)
 	if res.Faults != wantFaults || len(res.Sched) != wantFaults {
 		t.Errorf("%d faults injected (%d in the schedule), want %d", res.Faults, len(res.Sched), wantFaults)
@@ -76,7 +65,7 @@ func TestBenchChaosShort(t *testing.T) {
 	if res.MaxUnavailableMs <= 0 || res.MaxUnavailableMs > 30_000 {
 		t.Errorf("worst unavailability %d ms, want between 0 and 30 s", res.MaxUnavailableMs)
 	}
-	out.Reset()
+	var out bytes.Buffer
 	if err := printBenchChaos(&out, res, true); err != nil {
 		t.Fatal(err)
 	}
@@ -137,18 +126,7 @@ func TestBenchChaosNodelets(t *testing.T) {
 		Gap:   500 * time.Millisecond, Hold: time.Second, FleetProcs: 1, Nodes: 2, Rate: 10,
 		Drain: 30 * time.Second, ReadyTimeout: 30 * time.Second, Host: "127.0.0.3",
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	res, err := chaosbench.Run(ctx, cfg)
-	t.Logf("progress:\n%s", log.String())
-	if err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	var out bytes.Buffer
-	if err := printBenchChaos(&out, res, false); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("result:\n%s", out.String())
+	res := runChaos(t, cfg, &log)
 	if len(res.Skipped) > 0 {
 		t.Skipf("real nodelets cannot run here: %v", res.Skipped)
 	}
@@ -168,4 +146,23 @@ func TestBenchChaosNodelets(t *testing.T) {
 	if n.DoubleRun.MaxMs > res.DoubleRunBoundMs || res.DoubleRunBoundMs < 3000 {
 		t.Errorf("a task ran on both nodelets for %d ms, bound %d ms", n.DoubleRun.MaxMs, res.DoubleRunBoundMs)
 	}
+}
+
+// runChaos runs cfg (its Log writing to log) within two minutes, logs its
+// progress and its printed result, and fails the test if Run fails.
+func runChaos(t *testing.T, cfg chaosbench.Config, log *bytes.Buffer) chaosbench.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	res, err := chaosbench.Run(ctx, cfg)
+	t.Logf("progress:\n%s", log.String())
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	var out bytes.Buffer
+	if err := printBenchChaos(&out, res, false); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("result:\n%s", out.String())
+	return res
 }
