@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -49,5 +50,25 @@ func TestPortEnvName(t *testing.T) {
 		if got := api.PortEnvName(in); got != want {
 			t.Errorf("PortEnvName(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestPortKeys(t *testing.T) {
+	pod := api.PodSpec{Containers: []api.ContainerSpec{
+		{Resources: api.Resources{Ports: []api.Port{{Name: "a", Port: 8080, Protocol: "tcp"}, {Name: "b"}, {Name: "c", Port: 53, Protocol: "udp"}}}},
+		{Resources: api.Resources{Ports: []api.Port{{Name: "d", Port: 53, Protocol: "tcp"}, {Name: "e", Protocol: "udp"}}}},
+	}}
+	want := []api.PortKey{api.MakePortKey(53, "tcp"), api.MakePortKey(8080, "tcp"), api.MakePortKey(53, "udp")}
+	if got := pod.StaticPorts(); !reflect.DeepEqual(got, want) {
+		t.Errorf("StaticPorts = %v, want %v", got, want)
+	}
+	if d := pod.Demand(); d.Ports != 2 {
+		t.Errorf("Demand counts %d ports, want the 2 dynamic ones", d.Ports)
+	}
+	if k := api.MakePortKey(53, "udp"); k.Port() != 53 || k.Protocol() != "udp" || k.String() != "53/udp" {
+		t.Errorf("key %d: %d %s %s", k, k.Port(), k.Protocol(), k)
+	}
+	if empty := (api.PodSpec{Containers: []api.ContainerSpec{{}}}); empty.StaticPorts() != nil {
+		t.Errorf("a pod without ports has static ports")
 	}
 }

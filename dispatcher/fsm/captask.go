@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/dispatcher/placement"
 )
 
 // Errors of the capbox task commands; each rejects its command whole.
@@ -148,7 +147,7 @@ func (f *FSM) startCapTasksLocked(w writer, now int64, d *dec) ([]byte, error) {
 		if err := checkCapTaskPorts(&sp.Pod); err != nil {
 			return nil, fmt.Errorf("fsm: start capbox tasks: tasks[%d]: %s: %w", i, sp.Capbox, err)
 		}
-		demand := placement.Demand(sp.Pod)
+		demand := sp.Pod.Demand()
 		if why := shortfall(s.groups[0].demand.Plus(h, -1), demand, 1); why != "" {
 			return nil, fmt.Errorf("fsm: start capbox tasks: tasks[%d]: %w: %s: %s", i, ErrNoRoom, sp.Capbox, why)
 		}
@@ -163,7 +162,7 @@ func (f *FSM) startCapTasksLocked(w writer, now int64, d *dec) ([]byte, error) {
 			res.Jobs[i] = SubmittedJob{ID: c.id(), Existing: true}
 			continue
 		}
-		c := &captask{box: box.key, name: sp.Name, pod: sp.Pod, demand: placement.Demand(sp.Pod), state: api.TaskAssigned, updated: now}
+		c := &captask{box: box.key, name: sp.Name, pod: sp.Pod, demand: sp.Pod.Demand(), state: api.TaskAssigned, updated: now}
 		f.addCapTaskLocked(c)
 		f.writeCapTask(w, c)
 		f.touchGroup(f.mu.jobs.get(box.key.job).groups[0])
@@ -331,7 +330,7 @@ func (f *FSM) loadCapTaskLocked(k, v []byte) error {
 	if err := json.Unmarshal(pod, &c.pod); err != nil {
 		return fmt.Errorf("%w: capbox task %s pod: %v", ErrCorrupt, c.id(), err)
 	}
-	c.demand = placement.Demand(c.pod)
+	c.demand = c.pod.Demand()
 	f.addCapTaskLocked(c)
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/dispatcher/placement"
 )
 
 // Ports. A group whose pod asks for ports lists them (group.ports, in the
@@ -26,18 +25,18 @@ import (
 
 // podPorts returns the ports of pod in order (static and, with number 0,
 // dynamic); nil for a pod without any.
-func podPorts(pod *api.PodSpec) []placement.PortKey {
-	var all []placement.PortKey
+func podPorts(pod *api.PodSpec) []api.PortKey {
+	var all []api.PortKey
 	for i := range pod.Containers {
 		for _, p := range pod.Containers[i].Resources.Ports {
-			all = append(all, placement.MakePortKey(p.Port, p.Protocol))
+			all = append(all, api.MakePortKey(p.Port, p.Protocol))
 		}
 	}
 	return all
 }
 
 // setPorts sets g's ports from its pod's list in order (podPorts).
-func (g *group) setPorts(all []placement.PortKey) {
+func (g *group) setPorts(all []api.PortKey) {
 	g.ports, g.static = all, nil
 	for _, k := range all {
 		if k.Port() != 0 {
@@ -52,7 +51,7 @@ func (g *group) setPorts(all []placement.PortKey) {
 // protocol): the range's size less inRange is how many dynamic ports the
 // node can surely still assign for each protocol.
 type nodePorts struct {
-	used    map[placement.PortKey]struct{}
+	used    map[api.PortKey]struct{}
 	inRange int64
 	// low holds, by protocol (lowIndex), a port of the node's range below
 	// which every port of the range is in use (0: its first), where the
@@ -63,7 +62,7 @@ type nodePorts struct {
 }
 
 // lowIndex is k's protocol's index in nodePorts.low.
-func lowIndex(k placement.PortKey) int {
+func lowIndex(k api.PortKey) int {
 	if k.Protocol() == api.ProtocolUDP {
 		return 1
 	}
@@ -80,7 +79,7 @@ func (n *node) portsFree() int64 {
 }
 
 // portInUse reports whether k is in use on n.
-func (n *node) portInUse(k placement.PortKey) bool {
+func (n *node) portInUse(k api.PortKey) bool {
 	if n.ports == nil {
 		return false
 	}
@@ -119,7 +118,7 @@ func (n *node) portsShortfall(g *group, k int64) string {
 // found them free.
 func (n *node) takePorts(g *group) []uint16 {
 	if n.ports == nil {
-		n.ports = &nodePorts{used: make(map[placement.PortKey]struct{}, len(g.ports))}
+		n.ports = &nodePorts{used: make(map[api.PortKey]struct{}, len(g.ports))}
 	}
 	out := make([]uint16, len(g.ports))
 	// Static ports first, so that no dynamic one takes the number of a
@@ -138,7 +137,7 @@ func (n *node) takePorts(g *group) []uint16 {
 		// The ports of the range below low are all in use.
 		low := &n.ports.low[lowIndex(k)]
 		for p := max(int32(r.Lo), *low); p <= int32(r.Hi); p++ {
-			if c := placement.MakePortKey(p, k.Protocol()); !n.portInUse(c) {
+			if c := api.MakePortKey(p, k.Protocol()); !n.portInUse(c) {
 				out[i] = uint16(p)
 				n.usePort(c)
 				*low = p + 1
@@ -150,9 +149,9 @@ func (n *node) takePorts(g *group) []uint16 {
 }
 
 // usePort counts k in use on n.
-func (n *node) usePort(k placement.PortKey) {
+func (n *node) usePort(k api.PortKey) {
 	if n.ports == nil {
-		n.ports = &nodePorts{used: map[placement.PortKey]struct{}{}}
+		n.ports = &nodePorts{used: map[api.PortKey]struct{}{}}
 	}
 	n.ports.used[k] = struct{}{}
 	if n.spec.Ports.Contains(k.Port()) {
@@ -166,7 +165,7 @@ func (n *node) holdPorts(g *group, t *task) error {
 		return fmt.Errorf("%w: task %s holds %d ports, its pod has %d", ErrCorrupt, taskID(t.key, t.attempt), len(t.ports), len(g.ports))
 	}
 	for i, p := range t.ports {
-		k := placement.MakePortKey(int32(p), g.ports[i].Protocol())
+		k := api.MakePortKey(int32(p), g.ports[i].Protocol())
 		if p == 0 || n.portInUse(k) {
 			return fmt.Errorf("%w: task %s: port %s on node %s is 0 or held twice", ErrCorrupt, taskID(t.key, t.attempt), k, n.spec.Name)
 		}
@@ -178,7 +177,7 @@ func (n *node) holdPorts(g *group, t *task) error {
 // releasePorts takes the ports of t, a task of g ending on n, out of use.
 func (n *node) releasePorts(g *group, t *task) {
 	for i, p := range t.ports {
-		k := placement.MakePortKey(int32(p), g.ports[i].Protocol())
+		k := api.MakePortKey(int32(p), g.ports[i].Protocol())
 		delete(n.ports.used, k)
 		if n.spec.Ports.Contains(k.Port()) {
 			n.ports.inRange--
@@ -206,11 +205,11 @@ func (n *node) recountPorts() {
 }
 
 // portsInUse returns the ports in use on n, sorted; nil for none.
-func (n *node) portsInUse() []placement.PortKey {
+func (n *node) portsInUse() []api.PortKey {
 	if n.ports == nil {
 		return nil
 	}
-	ks := make([]placement.PortKey, 0, len(n.ports.used))
+	ks := make([]api.PortKey, 0, len(n.ports.used))
 	for k := range n.ports.used {
 		ks = append(ks, k)
 	}

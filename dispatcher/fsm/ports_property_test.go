@@ -127,7 +127,7 @@ func checkPorts(f *FSM) error {
 	defer f.mu.RUnlock()
 	onNode := map[taskKey]string{}
 	for _, n := range f.mu.nodeList {
-		held := map[placement.PortKey]bool{}
+		held := map[api.PortKey]bool{}
 		var inRange int64
 		for _, t := range n.tasks {
 			if prev, dup := onNode[t.key]; dup {
@@ -139,7 +139,7 @@ func checkPorts(f *FSM) error {
 				return fmt.Errorf("task %v holds %d ports, its pod has %d", t.key, len(t.ports), len(g.ports))
 			}
 			for i, num := range t.ports {
-				k := placement.MakePortKey(int32(num), g.ports[i].Protocol())
+				k := api.MakePortKey(int32(num), g.ports[i].Protocol())
 				switch {
 				case num == 0:
 					return fmt.Errorf("task %v: port 0", t.key)
@@ -159,7 +159,7 @@ func checkPorts(f *FSM) error {
 		if inRange > n.spec.Ports.Size() {
 			return fmt.Errorf("node %s: %d ports in a range of %d", n.spec.Name, inRange, n.spec.Ports.Size())
 		}
-		var counted []placement.PortKey
+		var counted []api.PortKey
 		for k := range held {
 			counted = append(counted, k)
 		}
@@ -169,9 +169,9 @@ func checkPorts(f *FSM) error {
 		}
 		if n.ports != nil {
 			for _, proto := range []string{api.ProtocolTCP, api.ProtocolUDP} {
-				k := placement.MakePortKey(0, proto)
+				k := api.MakePortKey(0, proto)
 				for p := int32(n.spec.Ports.Lo); p < n.ports.low[lowIndex(k)] && p <= int32(n.spec.Ports.Hi); p++ {
-					if !held[placement.MakePortKey(p, proto)] {
+					if !held[api.MakePortKey(p, proto)] {
 						return fmt.Errorf("node %s: port %d/%s is free, below where the search for a free one starts", n.spec.Name, p, proto)
 					}
 				}

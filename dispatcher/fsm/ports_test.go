@@ -97,7 +97,7 @@ func TestPortsStaticConflictInOneRound(t *testing.T) {
 	}
 	if in := q.f.PlacementInput(now, 100); len(in.Groups) != 2 {
 		t.Errorf("pending groups %+v; want j2's and j3's", in.Groups)
-	} else if n := in.Nodes[0]; !slices.Equal(n.PortsInUse, []placement.PortKey{placement.MakePortKey(8080, "tcp"), placement.MakePortKey(8080, "udp")}) ||
+	} else if n := in.Nodes[0]; !slices.Equal(n.PortsInUse, []api.PortKey{api.MakePortKey(8080, "tcp"), api.MakePortKey(8080, "udp")}) ||
 		n.PortRange != (api.PortRange{Lo: 20000, Hi: 20009}) || n.Free.Offline.Ports != 10 {
 		t.Errorf("round input node %+v", n)
 	}

@@ -7,7 +7,6 @@ import (
 	"math/bits"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/dispatcher/placement"
 )
 
 // skimSpec reads the encoding of one spec (spec_codec.go), s, as
@@ -51,7 +50,7 @@ type skimmer struct {
 	groups      []group
 	// The demand and ports of the pod being read (skimPod).
 	demand api.Capacity
-	ports  []placement.PortKey
+	ports  []api.PortKey
 }
 
 func (k *skimmer) skimJobSpecQueue(s string, i int) int {
@@ -200,7 +199,7 @@ func (k *skimmer) skimContainerSpecResourcesPorts(s string, i int) int {
 		var proto string
 		p, i = readInt32(s, i)
 		proto, i = readStr(s, i)
-		k.ports = append(k.ports, placement.MakePortKey(p, proto))
+		k.ports = append(k.ports, api.MakePortKey(p, proto))
 		if p == 0 {
 			k.demand.Ports++
 		}

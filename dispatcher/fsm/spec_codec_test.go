@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/dispatcher/placement"
 	"github.com/sluicehq/sluice/internal/seedtest"
 )
 
@@ -751,8 +750,8 @@ func checkSkim(t *testing.T, b []byte) {
 	}
 	for i, g := range groups[1:] {
 		tg := &full.Tasks[i]
-		if g.name != tg.Name || g.count != tg.Count || g.demand != placement.Demand(tg.Pod) {
-			t.Fatalf("group %d: %q, %d, %+v; want %q, %d, %+v", i, g.name, g.count, g.demand, tg.Name, tg.Count, placement.Demand(tg.Pod))
+		if g.name != tg.Name || g.count != tg.Count || g.demand != tg.Pod.Demand() {
+			t.Fatalf("group %d: %q, %d, %+v; want %q, %d, %+v", i, g.name, g.count, g.demand, tg.Name, tg.Count, tg.Pod.Demand())
 		}
 	}
 	j := &job{specEnc: string(b)}

@@ -182,7 +182,7 @@ type group struct {
 	demand    api.Capacity
 	// ports are the pod's ports in order (a dynamic one numbered 0),
 	// static its static ones sorted; nil without ports (ports.go).
-	ports, static []placement.PortKey
+	ports, static []api.PortKey
 	count         int64
 	next          int64
 	requeue       []requeued
@@ -598,7 +598,7 @@ func initGroups(j *job) {
 	j.groups = make([]*group, len(s.Tasks))
 	for i := range s.Tasks {
 		t := &s.Tasks[i]
-		j.groups[i] = &group{job: j, idx: uint16(i), name: t.Name, count: t.Count, demand: placement.Demand(t.Pod)}
+		j.groups[i] = &group{job: j, idx: uint16(i), name: t.Name, count: t.Count, demand: t.Pod.Demand()}
 		j.groups[i].setPorts(podPorts(&t.Pod))
 	}
 }

@@ -45,7 +45,7 @@ type Node struct {
 	PortRange api.PortRange
 	// PortsInUse are the ports the node's active tasks hold (static and
 	// assigned), sorted; a task's static ports must not be among them.
-	PortsInUse []PortKey
+	PortsInUse []api.PortKey
 }
 
 // Slot is a cached resource slot.
@@ -75,7 +75,7 @@ type Group struct {
 	// StaticPorts are the ports one task needs by number, sorted
 	// (StaticPorts): a node holds at most one task of the group, and only
 	// where all of them are free.
-	StaticPorts []PortKey
+	StaticPorts []api.PortKey
 	QoS         api.QoS
 	Priority    int32
 	Queue       string
@@ -125,32 +125,6 @@ type Input struct {
 	// offline estimate, which lowers nodes' free resources in place.
 	Kept    bool
 	Changed []int32
-}
-
-// Demand returns what one task of pod needs: the sum of its containers'
-// resources, each dynamic port (number 0) counting one port, and its
-// scratch volumes' sizes counting as disk. Its static ports are not
-// counted (StaticPorts): they need their number free, not room in the
-// node's range.
-func Demand(pod api.PodSpec) api.Capacity {
-	var d api.Capacity
-	for _, c := range pod.Containers {
-		d.CPU += c.Resources.CPU
-		d.Memory += c.Resources.Memory
-		d.GPUs += c.Resources.GPUs
-		d.Disk += c.Resources.Disk
-		for _, p := range c.Resources.Ports {
-			if p.Port == 0 {
-				d.Ports++
-			}
-		}
-	}
-	for _, v := range pod.Volumes {
-		if v.Scratch != nil {
-			d.Disk += v.Scratch.Size
-		}
-	}
-	return d
 }
 
 // validate reports every problem of in, by index.

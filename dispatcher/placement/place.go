@@ -634,7 +634,7 @@ func (p *Placer) fit(in *Input, tent []tentative, dropped map[int]bool) ([]int64
 	distinct := map[[2]string]bool{}
 	// ports are the static ports this round's assignments so far take,
 	// by node (made when a group has static ports).
-	var ports map[int][]PortKey
+	var ports map[int][]api.PortKey
 	placed := make([]int64, len(in.Groups))
 	var out []Assignment
 	var conflicts int64
@@ -656,7 +656,7 @@ func (p *Placer) fit(in *Input, tent []tentative, dropped map[int]bool) ([]int64
 			want = min(want, 1)
 		}
 		if len(gr.StaticPorts) > 0 {
-			if !portsFree(gr.StaticPorts, n) || slices.ContainsFunc(gr.StaticPorts, func(k PortKey) bool { return slices.Contains(ports[t.node], k) }) {
+			if !portsFree(gr.StaticPorts, n) || slices.ContainsFunc(gr.StaticPorts, func(k api.PortKey) bool { return slices.Contains(ports[t.node], k) }) {
 				want = 0
 			}
 			want = min(want, 1)
@@ -701,7 +701,7 @@ func (p *Placer) fit(in *Input, tent []tentative, dropped map[int]bool) ([]int64
 		}
 		if len(gr.StaticPorts) > 0 {
 			if ports == nil {
-				ports = map[int][]PortKey{}
+				ports = map[int][]api.PortKey{}
 			}
 			ports[t.node] = append(ports[t.node], gr.StaticPorts...)
 		}

@@ -19,7 +19,7 @@ type Class struct {
 	Constraints   []api.Constraint
 	DistinctNodes bool
 	// StaticPorts are the ports a task needs by number (Group's).
-	StaticPorts []PortKey
+	StaticPorts []api.PortKey
 	// Job is set only for distinct-node classes.
 	Job     string
 	Filters []Filter

@@ -1,7 +1,6 @@
 package placement_test
 
 import (
-	"reflect"
 	"testing"
 
 	"github.com/sluicehq/sluice/api"
@@ -9,7 +8,7 @@ import (
 )
 
 // portNode returns a node with a port range of size free ports free.
-func portNode(id string, free int64, inUse ...placement.PortKey) placement.Node {
+func portNode(id string, free int64, inUse ...api.PortKey) placement.Node {
 	n := node(id, 8000, 32)
 	n.PortRange = api.PortRange{Lo: 20000, Hi: 20099}
 	n.Capacity.Online.Ports, n.Capacity.Offline.Ports = 100, 100
@@ -18,39 +17,19 @@ func portNode(id string, free int64, inUse ...placement.PortKey) placement.Node 
 	return n
 }
 
-func portGroup(job string, pending, dynamic int64, static ...placement.PortKey) placement.Group {
+func portGroup(job string, pending, dynamic int64, static ...api.PortKey) placement.Group {
 	g := group(job, pending, 100, 1)
 	g.Demand.Ports = dynamic
 	g.StaticPorts = static
 	return g
 }
 
-func TestPortKeys(t *testing.T) {
-	pod := api.PodSpec{Containers: []api.ContainerSpec{
-		{Resources: api.Resources{Ports: []api.Port{{Name: "a", Port: 8080, Protocol: "tcp"}, {Name: "b"}, {Name: "c", Port: 53, Protocol: "udp"}}}},
-		{Resources: api.Resources{Ports: []api.Port{{Name: "d", Port: 53, Protocol: "tcp"}, {Name: "e", Protocol: "udp"}}}},
-	}}
-	want := []placement.PortKey{placement.MakePortKey(53, "tcp"), placement.MakePortKey(8080, "tcp"), placement.MakePortKey(53, "udp")}
-	if got := placement.StaticPorts(pod); !reflect.DeepEqual(got, want) {
-		t.Errorf("StaticPorts = %v, want %v", got, want)
-	}
-	if d := placement.Demand(pod); d.Ports != 2 {
-		t.Errorf("Demand counts %d ports, want the 2 dynamic ones", d.Ports)
-	}
-	if k := placement.MakePortKey(53, "udp"); k.Port() != 53 || k.Protocol() != "udp" || k.String() != "53/udp" {
-		t.Errorf("key %d: %d %s %s", k, k.Port(), k.Protocol(), k)
-	}
-	if placement.StaticPorts(api.PodSpec{Containers: []api.ContainerSpec{{}}}) != nil {
-		t.Errorf("a pod without ports has static ports")
-	}
-}
-
 // TestPortFilter: a task with ports goes only to nodes with a port range,
 // its static ports free there and room in the range for its dynamic ones;
 // the nodes ruled out are counted under the ports filter in why pending.
 func TestPortFilter(t *testing.T) {
-	http := placement.MakePortKey(8080, "tcp")
-	dns := placement.MakePortKey(8080, "udp")
+	http := api.MakePortKey(8080, "tcp")
+	dns := api.MakePortKey(8080, "udp")
 	in := placement.Input{
 		Nodes: []placement.Node{
 			node("bare", 8000, 32),            // no range: no ports at all
@@ -99,7 +78,7 @@ func TestPortFilter(t *testing.T) {
 // TestPortsOneRound: two groups that want the same static port, placed in
 // one round, never share a node; nor do two tasks of one group.
 func TestPortsOneRound(t *testing.T) {
-	http := placement.MakePortKey(8080, "tcp")
+	http := api.MakePortKey(8080, "tcp")
 	in := placement.Input{
 		Nodes:  []placement.Node{portNode("n1", 100), portNode("n2", 100), portNode("n3", 100)},
 		Groups: []placement.Group{portGroup("a", 3, 0, http), portGroup("b", 3, 1, http)},
@@ -123,7 +102,7 @@ func TestPortsOneRound(t *testing.T) {
 // TestPortFilterAlwaysOn: a policy that lists only other filters still
 // has its static ports checked.
 func TestPortFilterAlwaysOn(t *testing.T) {
-	http := placement.MakePortKey(8080, "tcp")
+	http := api.MakePortKey(8080, "tcp")
 	g := portGroup("a", 2, 0, http)
 	g.Policy = &api.Policy{Filters: []string{api.FilterLabels}}
 	in := placement.Input{Nodes: []placement.Node{portNode("n1", 100, http), portNode("n2", 100)}, Groups: []placement.Group{g}}
