@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/dispatcher/fsm"
 	"github.com/sluicehq/sluice/dispatcher/jobfeed"
 	"github.com/sluicehq/sluice/dispatcher/placement"
+	"github.com/sluicehq/sluice/dispatcher/roundinput"
 	"github.com/sluicehq/sluice/raftkv"
 )
 
@@ -27,7 +28,10 @@ type Dispatcher struct {
 	// and read again only where the FSM's change sets said it changed
 	// (read by the leader loop only; it consumes the change sets through
 	// consume).
-	input fsm.RoundInput
+	input roundinput.Kept
+	// assign is the memory of the last plan's assignments as the FSM's
+	// command takes them (the leader loop's).
+	assign []fsm.Assignment
 
 	// feed is the watch feed, a view of the FSM's change sets.
 	feed *jobfeed.Feed

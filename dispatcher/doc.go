@@ -34,7 +34,8 @@
 // with a backoff of MaxWait: always while it places, IdleRounds (3) times
 // in a row while it does not. Each round:
 //
-//  1. reads fsm.ReadRoundInput(now, MaxTasks) into the last round's input,
+//  1. reads the round's input (roundinput.Kept.Read, at most MaxTasks
+//     tasks) into the last round's input,
 //     kept and read again only for the nodes the FSM's change sets named
 //     since, and the applied index;
 //  2. runs placement under the RoundBudget (a solve cut short leaves the
@@ -46,7 +47,7 @@
 //     (housekeeping goes on until the leadership changes);
 //  4. then, as an action of its own, if the plan left offline groups above
 //     priority 0 pending for lack of capacity, reads the state again with
-//     the running offline tasks of a lower priority (fsm.AddVictims), lets placement.Preempt choose at most
+//     the running offline tasks of a lower priority (roundinput.AddVictims), lets placement.Preempt choose at most
 //     MaxPreemptions of them, and proposes them in one fsm.PreemptTasks. The
 //     victims leave their nodes' targets; once the nodes report them
 //     stopped, a later round places the waiting groups in the room, and the
@@ -126,7 +127,7 @@
 // need from the change sets, each under its own lock, and read the FSM's
 // state (under its read lock) for the rest:
 //
-//   - the round input (fsm.RoundInput): the scheduling loop's, read
+//   - the round input (package roundinput): the scheduling loop's, read
 //     again only for the nodes changed since the last round;
 //   - the watch feed (package jobfeed): the jobs in the order of their
 //     last change, for the HTTP watch (JobsChangedSince);

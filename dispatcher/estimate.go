@@ -51,10 +51,11 @@ func (d *Dispatcher) estimateLocked(b *beat, tasks []api.TaskUsage, demands []fs
 		if !dm.OK {
 			continue
 		}
-		e := d.mu.estimates[dm.Group]
+		key := placement.GroupKey(dm.Group)
+		e := d.mu.estimates[key]
 		if e == nil {
 			e = &usageEstimate{}
-			d.mu.estimates[dm.Group] = e
+			d.mu.estimates[key] = e
 		}
 		e.add(t.Usage, now, d.cfg.EstimateDecayEvery)
 		if dm.QoS == api.QoSOnline {

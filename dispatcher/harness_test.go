@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/dispatcher"
 	"github.com/sluicehq/sluice/dispatcher/fsm"
 	"github.com/sluicehq/sluice/dispatcher/placement"
+	"github.com/sluicehq/sluice/dispatcher/roundinput"
 	"github.com/sluicehq/sluice/internal/porttest"
 	"github.com/sluicehq/sluice/raftkv"
 )
@@ -373,7 +374,7 @@ func checkInvariants(t *testing.T, f *fsm.FSM) {
 			where[k] = n.Spec.Name
 		}
 	}
-	in := f.PlacementInput(time.Now(), 0)
+	in := roundinput.Build(f, time.Now(), 0)
 	plan, err := placement.New(nil).Place(context.Background(), in)
 	if err != nil {
 		t.Fatalf("place: %v", err)

@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/dispatcher/fsm"
 	"github.com/sluicehq/sluice/dispatcher/placement"
+	"github.com/sluicehq/sluice/dispatcher/roundinput"
 	"github.com/sluicehq/sluice/dispatcher/sched"
 )
 
@@ -55,7 +56,7 @@ func (d *Dispatcher) roundOnce(ctx context.Context, term uint64, out *roundOutco
 		d.mu.Unlock()
 		return false, 0, nil
 	}
-	in := d.cfg.FSM.ReadRoundInput(&d.input, now, d.cfg.MaxTasks)
+	in := d.input.Read(d.cfg.FSM, now, d.cfg.MaxTasks)
 	if len(in.Groups) == 0 {
 		return false, 0, nil
 	}
@@ -107,7 +108,8 @@ func (d *Dispatcher) roundOnce(ctx context.Context, term uint64, out *roundOutco
 	if len(plan.Assignments) == 0 {
 		return retry, 0, nil
 	}
-	cmd := fsm.CommitPlan(&fsm.Plan{Term: term, Index: index, Now: now, Assignments: plan.Assignments})
+	d.assign = fsmAssignments(d.assign, plan.Assignments)
+	cmd := fsm.CommitPlan(&fsm.Plan{Term: term, Index: index, Now: now, Assignments: d.assign})
 	st.PlanBytes = len(cmd)
 	cstart := time.Now()
 	res, err := d.propose(ctx, cmd)
@@ -165,7 +167,7 @@ func (d *Dispatcher) preempt(ctx context.Context, term uint64, plan *placement.P
 		return 0, nil
 	}
 	now := d.cfg.Clock.Now()
-	in := d.cfg.FSM.PlacementInput(now, d.cfg.MaxTasks)
+	in := roundinput.Build(d.cfg.FSM, now, d.cfg.MaxTasks)
 	var top int32
 	for _, g := range in.Groups {
 		if g.QoS == api.QoSOffline {
@@ -176,12 +178,12 @@ func (d *Dispatcher) preempt(ctx context.Context, term uint64, plan *placement.P
 		return 0, nil // nothing offline above the lowest priority
 	}
 	d.estimateOffline(in)
-	d.cfg.FSM.AddVictims(in, top)
+	roundinput.AddVictims(d.cfg.FSM, in, top)
 	ps := d.placer.Preempt(in, &placement.Plan{Pending: want}, d.cfg.MaxPreemptions)
 	if len(ps) == 0 {
 		return 0, nil
 	}
-	res, err := d.propose(ctx, fsm.PreemptTasks(now, term, ps))
+	res, err := d.propose(ctx, fsm.PreemptTasks(now, term, fsmPreemptions(ps)))
 	if errors.Is(err, fsm.ErrStalePlan) {
 		return 0, errDeposed
 	}
@@ -334,4 +336,25 @@ func (d *Dispatcher) checkNodes(ctx context.Context, nodes []fsm.NodeState) {
 		d.cfg.Logger.Info("dispatcher: node state", "node", c.name, "state", c.state, "ttl", ttl, "lost", r.Lost, "requeued", r.Requeued)
 		d.kick()
 	}
+}
+
+// fsmAssignments returns a round's assignments as the FSM's plan command
+// takes them, in buf's memory (what an earlier, longer plan left beyond
+// the end is not kept alive).
+func fsmAssignments(buf []fsm.Assignment, as []placement.Assignment) []fsm.Assignment {
+	buf = slices.Grow(buf[:0], len(as))
+	for _, a := range as {
+		buf = append(buf, fsm.Assignment{Group: fsm.GroupKey(a.Group), Node: a.Node, Count: a.Count, Slots: a.Slots})
+	}
+	clear(buf[len(buf):cap(buf)])
+	return buf
+}
+
+// fsmPreemptions returns preemptions as the FSM's command takes them.
+func fsmPreemptions(ps []placement.Preemption) []fsm.Preemption {
+	out := make([]fsm.Preemption, len(ps))
+	for i, p := range ps {
+		out[i] = fsm.Preemption{Task: p.Task, Node: p.Node, For: fsm.GroupKey(p.For)}
+	}
+	return out
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/dispatcher/placement"
 )
 
 const benchN = 10_000
@@ -53,8 +52,8 @@ func benchState(b *testing.B, perAssignment int64) (*FSM, *Plan) {
 	must(SubmitJobs(now, specs))
 	p := &Plan{Term: 1, Now: now}
 	for i := range benchN / perAssignment {
-		p.Assignments = append(p.Assignments, placement.Assignment{
-			Group: placement.GroupKey{Job: jobID(uint64(1 + i*perAssignment/(benchN/10))), Group: "g0"},
+		p.Assignments = append(p.Assignments, Assignment{
+			Group: GroupKey{Job: jobID(uint64(1 + i*perAssignment/(benchN/10))), Group: "g0"},
 			Node:  fmt.Sprintf("node-%05d", i%nodes), Count: perAssignment,
 		})
 	}
@@ -228,86 +227,6 @@ func BenchmarkSubmitEncode(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(specs)), "ns/job")
 }
 
-// BenchmarkPlacementInput reads a round's input from 10,000 nodes holding
-// 50,000 placed tasks of 50 jobs, with 50 more jobs pending: the read
-// every scheduling round starts with: kept from round to round as the
-// scheduling loop keeps it, with no node or changed nodes changed since
-// the last read (a busy round's plan and reports touch a few hundred), or
-// read whole into a new RoundInput.
-func BenchmarkPlacementInput(b *testing.B) {
-	const nodes = 10_000
-	f, must, now := benchNodes(b, nodes)
-	var specs []api.JobSpec
-	for i := range 100 {
-		s := api.JobSpec{Name: "array", Priority: int32(i % 5), Tasks: []api.TaskGroupSpec{{Count: 1000, Pod: api.PodSpec{Containers: []api.ContainerSpec{{
-			Image: api.Image{Rootfs: "/img"}, Command: []string{"/bin/work"},
-			Resources: api.Resources{CPU: 500, Memory: 1 << 30}}}}}}}
-		if i%3 == 0 {
-			s.QoS = api.QoSOnline
-		}
-		specs = append(specs, s)
-	}
-	must(SubmitJobs(now, specs))
-	p := &Plan{Term: 1, Now: now}
-	for j := range 50 {
-		for k := range 100 {
-			p.Assignments = append(p.Assignments, placement.Assignment{Group: placement.GroupKey{Job: jobID(uint64(1 + j)), Group: "g0"},
-				Node: fmt.Sprintf("node-%05d", (j*100+k)%nodes), Count: 10})
-		}
-	}
-	must(CommitPlan(p), nil)
-	for _, mode := range []struct {
-		name    string
-		changed int // nodes changed between reads; -1: a new RoundInput each read
-	}{{"kept/changed=0", 0}, {"kept/changed=100", 100}, {"whole", -1}} {
-		b.Run(mode.name, func(b *testing.B) {
-			b.ReportAllocs()
-			// The change sets of commands that changed mode.changed nodes.
-			var names []string
-			for i := range max(mode.changed, 0) {
-				names = append(names, f.mu.nodeList[i*nodes/mode.changed].spec.Name)
-			}
-			c := NodeChanges(f, names...)
-			var r RoundInput
-			r.Consume(&Changes{Kind: ChangeReset})
-			for b.Loop() {
-				if mode.changed < 0 {
-					r = RoundInput{}
-				}
-				r.Consume(c)
-				in := f.ReadRoundInput(&r, now, 20_000)
-				if len(in.Nodes) != nodes || len(in.Groups) != 20 { // 20,000 tasks of the 50 pending groups
-					b.Fatalf("%d nodes, %d groups", len(in.Nodes), len(in.Groups))
-				}
-			}
-		})
-	}
-}
-
-// BenchmarkPlacementInputBacklog measures a round's read when a backlog of
-// 100,000 single-task jobs (a pending group each) waits and a round takes
-// the default 20,000 tasks: the groups are taken in order without sorting
-// them all.
-func BenchmarkPlacementInputBacklog(b *testing.B) {
-	f, must, now := benchNodes(b, 1000)
-	const jobs = 100_000
-	specs := make([]api.JobSpec, jobs)
-	for i := range specs {
-		specs[i] = api.JobSpec{Name: "one", Priority: int32(i % 5), Tasks: []api.TaskGroupSpec{{Count: 1, Pod: api.PodSpec{Containers: []api.ContainerSpec{{
-			Image: api.Image{Rootfs: "/img"}, Command: []string{"/bin/work"},
-			Resources: api.Resources{CPU: 500, Memory: 1 << 30}}}}}}}
-	}
-	must(SubmitJobs(now, specs))
-	b.ReportAllocs()
-	var r RoundInput
-	r.Consume(&Changes{Kind: ChangeReset})
-	for b.Loop() {
-		if in := f.ReadRoundInput(&r, now, 20_000); len(in.Groups) != 20_000 || in.Groups[0].Priority != 4 {
-			b.Fatalf("%d groups, the first of priority %d", len(in.Groups), in.Groups[0].Priority)
-		}
-	}
-}
-
 // BenchmarkEncodeTasks measures a full task record's encoding, its tasks
 // on one node each (spread) or ten to a node (packed).
 func BenchmarkEncodeTasks(b *testing.B) {
@@ -353,8 +272,8 @@ func BenchmarkRetainedJobs(b *testing.B) {
 				must(cmd, nil)
 				p := &Plan{Term: 1, Now: now}
 				for i := range c.jobs {
-					p.Assignments = append(p.Assignments, placement.Assignment{
-						Group: placement.GroupKey{Job: jobID(uint64(1 + i)), Group: specs[i].Tasks[0].Name},
+					p.Assignments = append(p.Assignments, Assignment{
+						Group: GroupKey{Job: jobID(uint64(1 + i)), Group: specs[i].Tasks[0].Name},
 						Node:  fmt.Sprintf("node-%05d", i%100), Count: c.tasks,
 					})
 				}
@@ -420,7 +339,7 @@ func BenchmarkPlaceDynamicPorts(b *testing.B) {
 					Resources: api.Resources{CPU: 1, Memory: 1, Ports: []api.Port{{Name: "http"}}}}}}}}}
 				spec.SetDefaults()
 				must(SubmitJobs(now, []api.JobSpec{spec}))
-				plan := &Plan{Term: 1, Now: now, Assignments: []placement.Assignment{{Group: placement.GroupKey{Job: jobID(1), Group: "g"}, Node: "n1", Count: tasks}}}
+				plan := &Plan{Term: 1, Now: now, Assignments: []Assignment{{Group: GroupKey{Job: jobID(1), Group: "g"}, Node: "n1", Count: tasks}}}
 				b.StartTimer()
 				must(CommitPlan(plan), nil)
 			}

@@ -69,18 +69,14 @@ type Changes struct {
 	// nodes are ready may have changed (a node joined or changed state).
 	Nodes   []string
 	NodeSet bool
-	// nodes are the nodes Nodes names, in its order, for the FSM's own
-	// views (RoundInput), which then need not look them up.
-	nodes []*node
 }
 
 // reset empties c's lists for the command at index, keeping their memory.
 func (c *Changes) reset(kind ChangeKind, index uint64) {
 	clear(c.Targets)
 	clear(c.Nodes)
-	clear(c.nodes)
 	c.Kind, c.Index, c.NodeSet = kind, index, false
-	c.Nodes, c.nodes = c.Nodes[:0], c.nodes[:0]
+	c.Nodes = c.Nodes[:0]
 	c.Jobs, c.Capboxes, c.Forgotten = c.Jobs[:0], c.Capboxes[:0], c.Forgotten[:0]
 	c.Groups, c.Tasks, c.Targets = c.Groups[:0], c.Tasks[:0], c.Targets[:0]
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/dispatcher/placement"
 )
 
 // Command tags: the first byte of every command. The second byte is the
@@ -128,6 +127,32 @@ func CancelJob(now time.Time, id string) []byte {
 	return e.b
 }
 
+// GroupKey names a task group by its job's ID and its name.
+type GroupKey struct {
+	Job   string
+	Group string
+}
+
+func (k GroupKey) String() string { return k.Job + "/" + k.Group }
+
+// Assignment places Count tasks of Group on Node; Slots are the cached
+// slots they reuse (at most Count; the rest take free resources).
+type Assignment struct {
+	Group GroupKey
+	Node  string
+	Count int64
+	Slots []string
+}
+
+// Preemption stops a running task to make room for a group's tasks.
+type Preemption struct {
+	// Task is the running task's ID (with its attempt), on Node.
+	Task string
+	Node string
+	// For is the higher-priority group it makes room for.
+	For GroupKey
+}
+
 // Plan is a scheduling round's outcome as the leader proposes it.
 type Plan struct {
 	// Term is the proposing leader's raft term. A plan from a term older
@@ -139,7 +164,7 @@ type Plan struct {
 	Now time.Time
 	// Assignments are applied in order; each is checked against the state as
 	// the ones before it left it.
-	Assignments []placement.Assignment
+	Assignments []Assignment
 }
 
 // CommitPlan returns the command that commits a plan. The result decodes with
@@ -174,7 +199,7 @@ func CommitPlan(p *Plan) []byte {
 // requeued at once whatever its attempts, with reason preempted. A command
 // from a term older than a committed plan's is rejected whole. The result
 // decodes with DecodePreemptResult.
-func PreemptTasks(now time.Time, term uint64, ps []placement.Preemption) []byte {
+func PreemptTasks(now time.Time, term uint64, ps []Preemption) []byte {
 	e := newCommand(cmdPreempt, now, 8+len(ps)*40)
 	e.uvarint(term)
 	e.uvarint(uint64(len(ps)))

@@ -251,18 +251,16 @@
 // the store holds no record numbered by a forgotten job (the tests check
 // these after every random command).
 //
-// The leader's scheduling loop keeps its round's input from round to
-// round (RoundInput, a view of the change sets): each command's change
-// set names the nodes whose part of the input (spec, held and releasing
-// resources, cached slots, distinct-node jobs) it changed, and says when
-// which nodes are ready may have changed (a node joins or changes
-// state); a RoundInput lists what it consumed under its own lock, and a
-// read (under the FSM's read lock) refreshes the listed nodes and those
-// with cached slots (whose TTLs run out at the read's time), or
-// everything after such a change or a reset, so a round reads the nodes
-// that changed, not all of them. Each RoundInput keeps its own list, so
-// readers do not disturb each other. The tests check after
-// every random command that the kept input is the one read whole.
+// A round's input is read through ReadRound (RoundRead: the nodes, the
+// pending groups and the queues' use, under the read lock, in the FSM's
+// own terms); the view that builds placement's input from it, and keeps
+// it from round to round, is package dispatcher/roundinput. Each
+// command's change set names the nodes whose part of a round's input
+// (spec, held and releasing resources, cached slots, distinct-node jobs,
+// ports) it changed, and says when which nodes are ready may have changed
+// (a node joins or changes state), which is what that view needs to read
+// again only the nodes that changed. The random-command tests check after
+// every command that an input so kept is the one read whole.
 //
 // Each node keeps a journal of the tasks whose presence in its target may
 // have changed with each generation (bounded by the node's tasks; a
@@ -282,10 +280,10 @@
 // The FSM owns the replicated state and what applying commands needs of
 // it (the indexes above), and the nodes' target journals (their
 // generations are stored). What readers derive from the course of changes
-// lives outside it, in views fed by change sets: the kept round input
-// (RoundInput, here, since it builds placement's input), and, in package
-// dispatcher and those under it, the watch feed and the wake-ups of
-// long-polls. After each command that applied, Apply publishes its
+// lives outside it, in package dispatcher and those under it, in views
+// fed by change sets: the kept round input (roundinput), the watch feed
+// (jobfeed) and the wake-ups of long-polls. It imports no package of the
+// dispatcher's (internal/lint keeps it so). After each command that applied, Apply publishes its
 // change set (Changes, ChangeApplied): the jobs (capbox sets included)
 // whose counters or state it changed, the capbox sets among them, the
 // jobs it forgot, the groups, the tasks whose state, attempt or node it
@@ -323,7 +321,8 @@
 // journals), capbox.go and captask.go, forget.go. The codec: commands.go
 // (the command constructors and results), codec.go, keys.go, spec_codec.go
 // and skim.go (job specs). Reading: load.go (Load), read.go (statuses),
-// target.go (node targets), roundinput.go (a round's input).
+// target.go (node targets), roundread.go (what a round's input is read
+// from).
 //
 // # Usage
 //
@@ -333,10 +332,7 @@
 //	cmd, err := fsm.SubmitJobs(time.Now(), specs)
 //	res, err := kv.Propose(ctx, cmd)
 //	ids, err := fsm.DecodeSubmitResult(res)
-//	in := f.PlacementInput(time.Now(), 100_000) // for placement.Placer.Place
-//	var kept fsm.RoundInput
-//	f.Subscribe(kept.Consume)
-//	in = f.ReadRoundInput(&kept, time.Now(), 100_000) // the same, kept from round to round
+//	f.ReadRound(func(r fsm.RoundRead) { for n := range r.Nodes() { ... } })
 //	gen, pods, ok := f.NodeTarget("node-1")
 //	gen, added, removed, whole, ok := f.NodeTargetSince("node-1", gen)
 package fsm

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/dispatcher/placement"
 )
 
 // TestForgetJobs runs three jobs of one submit, with idempotency keys, to
@@ -48,9 +47,9 @@ func TestForgetJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	apply(cmd)
-	var assign []placement.Assignment
+	var assign []Assignment
 	for _, id := range []string{"j1", "j2"} {
-		assign = append(assign, placement.Assignment{Group: placement.GroupKey{Job: id, Group: "work"}, Node: "n1", Count: 2})
+		assign = append(assign, Assignment{Group: GroupKey{Job: id, Group: "work"}, Node: "n1", Count: 2})
 	}
 	apply(CommitPlan(&Plan{Term: 1, Index: q.index, Now: now, Assignments: assign}))
 	if r := forget("j1", "j2", "j3"); r != (ForgetResult{Kept: 3}) {
@@ -145,9 +144,9 @@ func TestForgetUnstoredRecords(t *testing.T) {
 	}
 	q.apply(cmd)
 	q.s.store(q.f)
-	assign := []placement.Assignment{
-		{Group: placement.GroupKey{Job: "j1", Group: "work"}, Node: "n1", Count: 2},
-		{Group: placement.GroupKey{Job: "j2", Group: "work"}, Node: "n1", Count: 1},
+	assign := []Assignment{
+		{Group: GroupKey{Job: "j1", Group: "work"}, Node: "n1", Count: 2},
+		{Group: GroupKey{Job: "j2", Group: "work"}, Node: "n1", Count: 1},
 	}
 	q.apply(CommitPlan(&Plan{Term: 1, Index: q.index, Now: now, Assignments: assign}))
 	var reps []Report

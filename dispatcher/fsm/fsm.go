@@ -229,7 +229,7 @@ func (f *FSM) flushLocked(index uint64, now int64) {
 	c := &f.feed.c
 	c.Jobs, c.Groups = slices.Grow(c.Jobs, len(f.dirtyGroups)), slices.Grow(c.Groups, len(f.dirtyGroups))
 	c.Targets, c.Tasks = slices.Grow(c.Targets, len(f.dirtyNodes)), slices.Grow(c.Tasks, len(f.dirtyTasks))
-	c.Nodes, c.nodes = slices.Grow(c.Nodes, len(f.inputDirty)), slices.Grow(c.nodes, len(f.inputDirty))
+	c.Nodes = slices.Grow(c.Nodes, len(f.inputDirty))
 	slices.SortFunc(f.dirtyGroups, func(a, b *group) int {
 		return cmp.Or(cmp.Compare(a.job.num, b.job.num), cmp.Compare(a.idx, b.idx))
 	})
@@ -266,7 +266,6 @@ func (f *FSM) flushLocked(index uint64, now int64) {
 	for _, n := range f.inputDirty {
 		c.Nodes = append(c.Nodes, n.spec.Name)
 	}
-	c.nodes = append(c.nodes, f.inputDirty...)
 }
 
 // WriteDeferred writes the records changed since the state was last stored

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/dispatcher/placement"
 )
 
 // TestGroupRecordsOnlyOncePlaced checks that a submit writes no group
@@ -42,8 +41,8 @@ func TestGroupRecordsOnlyOncePlaced(t *testing.T) {
 	if keys := groupKeys(); len(keys) != 0 {
 		t.Fatalf("submit wrote group records %q; want none", keys)
 	}
-	apply(CommitPlan(&Plan{Term: 1, Index: index, Now: now, Assignments: []placement.Assignment{
-		{Group: placement.GroupKey{Job: "j1", Group: "b"}, Node: "n1", Count: 1}}}), nil)
+	apply(CommitPlan(&Plan{Term: 1, Index: index, Now: now, Assignments: []Assignment{
+		{Group: GroupKey{Job: "j1", Group: "b"}, Node: "n1", Count: 1}}}), nil)
 	if keys, want := groupKeys(), string(appendGroupKey(nil, 1, 1)); len(keys) != 1 || keys[0] != want {
 		t.Fatalf("after placing one task of group b: group records %q; want only %q", keys, want)
 	}

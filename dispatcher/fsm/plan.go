@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/dispatcher/placement"
 )
 
 // planAssignment is a decoded assignment of a plan command.
@@ -55,7 +54,7 @@ func (f *FSM) planLocked(w writer, now int64, d *dec) ([]byte, error) {
 
 // placeLocked checks one assignment and applies it, or says why not.
 func (f *FSM) placeLocked(w writer, now int64, a *planAssignment) (RejectCode, string) {
-	j, g, code, detail := f.liveGroupLocked(placement.GroupKey{Job: a.job, Group: a.group})
+	j, g, code, detail := f.liveGroupLocked(GroupKey{Job: a.job, Group: a.group})
 	if code != 0 {
 		return code, detail
 	}

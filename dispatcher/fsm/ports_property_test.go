@@ -13,18 +13,18 @@ import (
 	"github.com/sluicehq/sluice/internal/seedtest"
 )
 
-// TestPortsProperty places random jobs with static and dynamic ports on
+// runPortsProperty places random jobs with static and dynamic ports on
 // random nodes, round after round, through the placer and the plan
 // applier, ending tasks at random and now and then restarting from the
 // store. After every round: no node has a port twice, every port is in
 // 1..65535, dynamic ports are in their node's range, no task is active on
 // two nodes, no node is over capacity, and the ports each node counts in
 // use are those its active tasks hold.
-func TestPortsProperty(t *testing.T) {
+func runPortsProperty(t *testing.T, v roundView) {
 	r := seedtest.Rand(t) // logs its seed
 	var withPorts int
 	for run := range 4 {
-		portsPropertyRun(t, r, run, &withPorts)
+		portsPropertyRun(t, v, r, run, &withPorts)
 	}
 	// Counted once a round for every round they stay: not a count of
 	// tasks, but it must not be 0.
@@ -34,7 +34,7 @@ func TestPortsProperty(t *testing.T) {
 	}
 }
 
-func portsPropertyRun(t *testing.T, r *rand.Rand, run int, withPorts *int) {
+func portsPropertyRun(t *testing.T, v roundView, r *rand.Rand, run int, withPorts *int) {
 	q := newSeq(t)
 	now := time.Unix(1_800_000_000, 0)
 	nodes := 2 + r.IntN(5)
@@ -79,12 +79,16 @@ func portsPropertyRun(t *testing.T, r *rand.Rand, run int, withPorts *int) {
 		if len(specs) > 0 {
 			q.submit(now, specs...)
 		}
-		in := q.f.PlacementInput(now, 10_000)
+		in := v.Build(q.f, now)
 		plan, err := p.Place(context.Background(), in)
 		if err != nil {
 			t.Fatal(err)
 		}
-		q.apply(CommitPlan(&Plan{Term: 1, Index: q.index, Now: now, Assignments: plan.Assignments}))
+		as := make([]Assignment, len(plan.Assignments))
+		for i, a := range plan.Assignments {
+			as[i] = Assignment{Group: GroupKey(a.Group), Node: a.Node, Count: a.Count, Slots: a.Slots}
+		}
+		q.apply(CommitPlan(&Plan{Term: 1, Index: q.index, Now: now, Assignments: as}))
 		// End some active tasks.
 		var reps []Report
 		for i := range nodes {

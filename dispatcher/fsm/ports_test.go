@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/dispatcher/placement"
 )
 
 // portSeq is a seq with node n1 of a port range of 10 ports.
@@ -43,7 +42,7 @@ func (q *seq) submit(now time.Time, specs ...api.JobSpec) {
 	q.apply(cmd)
 }
 
-func (q *seq) plan(now time.Time, as ...placement.Assignment) PlanResult {
+func (q *seq) plan(now time.Time, as ...Assignment) PlanResult {
 	q.t.Helper()
 	res, err := DecodePlanResult(q.apply(CommitPlan(&Plan{Term: 1, Index: q.index, Now: now, Assignments: as})))
 	if err != nil {
@@ -52,8 +51,8 @@ func (q *seq) plan(now time.Time, as ...placement.Assignment) PlanResult {
 	return res
 }
 
-func assign(job string, count int64) placement.Assignment {
-	return placement.Assignment{Group: placement.GroupKey{Job: job, Group: "g"}, Node: "n1", Count: count}
+func assign(job string, count int64) Assignment {
+	return Assignment{Group: GroupKey{Job: job, Group: "g"}, Node: "n1", Count: count}
 }
 
 // targetPorts returns the ports of each pod of n1's target, by task ID.
@@ -95,12 +94,16 @@ func TestPortsStaticConflictInOneRound(t *testing.T) {
 	if p := got["j4/0/0/1"]; len(p) != 1 || p[0] != (api.Port{Name: "dns", Port: 8080, Protocol: "udp"}) {
 		t.Errorf("j4's pod has ports %+v", p)
 	}
-	if in := q.f.PlacementInput(now, 100); len(in.Groups) != 2 {
-		t.Errorf("pending groups %+v; want j2's and j3's", in.Groups)
-	} else if n := in.Nodes[0]; !slices.Equal(n.PortsInUse, []api.PortKey{api.MakePortKey(8080, "tcp"), api.MakePortKey(8080, "udp")}) ||
-		n.PortRange != (api.PortRange{Lo: 20000, Hi: 20009}) || n.Free.Offline.Ports != 10 {
-		t.Errorf("round input node %+v", n)
-	}
+	q.f.ReadRound(func(r RoundRead) {
+		if n := r.PendingGroupCount(); n != 2 {
+			t.Errorf("%d pending groups; want j2's and j3's", n)
+		}
+		n, _ := r.Node("n1")
+		if inUse := n.PortsInUse(); !slices.Equal(inUse, []api.PortKey{api.MakePortKey(8080, "tcp"), api.MakePortKey(8080, "udp")}) ||
+			n.Spec().Ports != (api.PortRange{Lo: 20000, Hi: 20009}) || n.PortsFree() != 10 {
+			t.Errorf("node n1: ports in use %v, range %v, %d free", inUse, n.Spec().Ports, n.PortsFree())
+		}
+	})
 }
 
 // TestPortsDynamicAssignedAndReleased: dynamic ports are the lowest free
@@ -243,7 +246,7 @@ func TestPortsReadsTheReleaseBefore(t *testing.T) {
 	if len(tasks) != 2 {
 		t.Errorf("listing of the loaded state: %d tasks, want 2", len(tasks))
 	}
-	if res := q.plan(time.Unix(1_800_000_010, 0), placement.Assignment{Group: placement.GroupKey{Job: "j1", Group: "work"}, Node: "n1", Count: 1}); res.Placed != 1 {
+	if res := q.plan(time.Unix(1_800_000_010, 0), Assignment{Group: GroupKey{Job: "j1", Group: "work"}, Node: "n1", Count: 1}); res.Placed != 1 {
 		t.Fatalf("plan after the replay: %+v", res)
 	}
 }

@@ -17,9 +17,35 @@ import (
 	"github.com/sluicehq/sluice/internal/seedtest"
 )
 
-// TestRandomCommands applies random command sequences (valid, stale and
-// invalid) and checks the invariants after every step.
-func TestRandomCommands(t *testing.T) {
+// roundView is what the random commands read a round's input through:
+// the dispatcher's views (package roundinput), which import this package
+// and so are given by the black-box test that runs the commands
+// (TestRandomCommands).
+type roundView interface {
+	// Build reads a round's input whole, with no limit; AddVictims adds
+	// its nodes' victims below a priority.
+	Build(f *FSM, now time.Time) *placement.Input
+	AddVictims(f *FSM, in *placement.Input, below int32)
+	// NewKept returns an input kept from read to read.
+	NewKept() keptInput
+}
+
+// keptInput is a round's input kept from read to read, following the
+// change sets it consumes (roundinput.Kept).
+type keptInput interface {
+	Consume(c *Changes)
+	// Read reads it at now, with no limit.
+	Read(f *FSM, now time.Time) *placement.Input
+	// Placed says a Placer saw the input; SetModified that its nodes'
+	// Free was lowered in place.
+	Placed()
+	SetModified()
+}
+
+// runRandomCommands applies random command sequences (valid, stale and
+// invalid) and checks the invariants after every step, reading rounds'
+// inputs through v.
+func runRandomCommands(t *testing.T, v roundView) {
 	r := seedtest.Rand(t)
 	runs, steps := 8, 250
 	if testing.Short() {
@@ -37,7 +63,7 @@ func TestRandomCommands(t *testing.T) {
 		return cached > 0 && capTasks > 0 && sets > 0 && releases > 0 && preempted > 0 && forgotten > 0
 	}
 	for run := 0; run < runs || run < 2*runs && !exercised(); run++ {
-		h := &propHarness{t: t, r: r, f: New(), s: newMemStore(), now: time.Unix(1_800_000_000, 0)}
+		h := &propHarness{t: t, r: r, f: New(), s: newMemStore(), now: time.Unix(1_800_000_000, 0), v: v, input: v.NewKept()}
 		h.f.Subscribe(func(c *Changes) {
 			h.consume(c)
 			h.input.Consume(c)
@@ -105,7 +131,8 @@ type propHarness struct {
 	targetDiffs int
 	// input is a round's input kept from check to check; seen is a copy
 	// of its nodes as the last check left them (as a Placer saw them).
-	input RoundInput
+	v     roundView
+	input keptInput
 	seen  []placement.Node
 }
 
@@ -207,7 +234,7 @@ func (h *propHarness) step() string {
 	case k < 10:
 		// A plan: mostly from the placement input, with stale and wrong
 		// assignments mixed in.
-		in := h.f.PlacementInput(h.now, 0)
+		in := h.v.Build(h.f, h.now)
 		p := &Plan{Term: h.term, Now: h.now}
 		if r.IntN(10) == 0 {
 			h.term++
@@ -217,13 +244,13 @@ func (h *propHarness) step() string {
 			p.Term = h.term - 1
 		}
 		for range r.IntN(6) {
-			a := placement.Assignment{Node: h.nodes[r.IntN(len(h.nodes))], Count: 1 + r.Int64N(4)}
+			a := Assignment{Node: h.nodes[r.IntN(len(h.nodes))], Count: 1 + r.Int64N(4)}
 			var g *placement.Group
 			if len(in.Groups) > 0 && r.IntN(5) > 0 {
 				g = &in.Groups[r.IntN(len(in.Groups))]
-				a.Group = g.Key
+				a.Group = GroupKey(g.Key)
 			} else if len(h.jobs) > 0 {
-				a.Group = placement.GroupKey{Job: h.jobs[r.IntN(len(h.jobs))], Group: "g" + fmt.Sprint(r.IntN(3))}
+				a.Group = GroupKey{Job: h.jobs[r.IntN(len(h.jobs))], Group: "g" + fmt.Sprint(r.IntN(3))}
 			}
 			if r.IntN(20) == 0 {
 				a.Node = "ghost"
@@ -326,13 +353,16 @@ func (h *propHarness) step() string {
 	case k < 20:
 		// Preemptions as the loop would choose them, for every pending
 		// group, with stale and wrong ones mixed in.
-		in := h.f.PlacementInput(h.now, 0)
-		h.f.AddVictims(in, api.MaxPriority+1)
+		in := h.v.Build(h.f, h.now)
+		h.v.AddVictims(h.f, in, api.MaxPriority+1)
 		plan := &placement.Plan{}
 		for _, g := range in.Groups {
 			plan.Pending = append(plan.Pending, placement.Pending{Group: g.Key, Count: g.Pending, Reason: placement.ReasonNoCapacity})
 		}
-		ps := placement.New(nil).Preempt(in, plan, 1+r.IntN(5))
+		var ps []Preemption
+		for _, p := range placement.New(nil).Preempt(in, plan, 1+r.IntN(5)) {
+			ps = append(ps, Preemption{Task: p.Task, Node: p.Node, For: GroupKey(p.For)})
+		}
 		var victims []placement.Victim
 		for _, n := range in.Nodes {
 			victims = append(victims, n.Victims...)
@@ -340,7 +370,7 @@ func (h *propHarness) step() string {
 		slices.SortFunc(victims, func(a, b placement.Victim) int { return strings.Compare(a.Task, b.Task) }) // AddVictims' order is a map's
 		if len(victims) > 0 && len(in.Groups) > 0 && r.IntN(3) == 0 {
 			v := victims[r.IntN(len(victims))]
-			ps = append(ps, placement.Preemption{Task: v.Task, Node: h.nodes[r.IntN(len(h.nodes))], For: in.Groups[r.IntN(len(in.Groups))].Key})
+			ps = append(ps, Preemption{Task: v.Task, Node: h.nodes[r.IntN(len(h.nodes))], For: GroupKey(in.Groups[r.IntN(len(in.Groups))].Key)})
 		}
 		term := h.term
 		if r.IntN(15) == 0 && term > 0 {
@@ -417,8 +447,8 @@ func (h *propHarness) step() string {
 		if len(h.sets) > 0 && r.IntN(2) == 0 {
 			set := h.sets[r.IntN(len(h.sets))]
 			if j := h.f.mu.jobs.get(mustJobNum(set)); j != nil {
-				h.apply(CommitPlan(&Plan{Term: h.term, Now: h.now, Assignments: []placement.Assignment{{
-					Group: placement.GroupKey{Job: set, Group: j.groups[0].name}, Node: h.nodes[r.IntN(len(h.nodes))], Count: 1}}}))
+				h.apply(CommitPlan(&Plan{Term: h.term, Now: h.now, Assignments: []Assignment{{
+					Group: GroupKey{Job: set, Group: j.groups[0].name}, Node: h.nodes[r.IntN(len(h.nodes))], Count: 1}}}))
 			}
 		}
 		var boxes []*task
@@ -812,8 +842,8 @@ func (h *propHarness) checkChangedSince() error {
 // one.
 func (h *propHarness) checkRoundInput() error {
 	at := h.now.Add(time.Duration(h.r.IntN(10_000)) * time.Millisecond)
-	got := h.f.ReadRoundInput(&h.input, at, 0)
-	want := h.f.PlacementInput(at, 0)
+	got := h.input.Read(h.f, at)
+	want := h.v.Build(h.f, at)
 	if len(got.Nodes) != len(want.Nodes) {
 		return fmt.Errorf("kept input: %d nodes, whole: %d", len(got.Nodes), len(want.Nodes))
 	}
@@ -844,11 +874,11 @@ func (h *propHarness) checkRoundInput() error {
 	for i := range got.Nodes {
 		if h.r.IntN(4) == 0 {
 			got.Nodes[i].Free.Offline = api.Capacity{}
-			h.input.Modified = true
+			h.input.SetModified()
 		}
 	}
 	if h.r.IntN(20) == 0 {
-		h.f.ReadRoundInput(&RoundInput{}, at, 0)
+		h.v.NewKept().Read(h.f, at)
 	}
 	return nil
 }

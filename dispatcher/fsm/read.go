@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/dispatcher/placement"
 )
 
 // Applied returns the index of the last command applied.
@@ -397,7 +396,7 @@ func (f *FSM) dump() string {
 
 // TaskDemand is what one task asks for, and the group it belongs to.
 type TaskDemand struct {
-	Group  placement.GroupKey
+	Group  GroupKey
 	Demand api.Capacity
 	QoS    api.QoS
 	// OK is false for an ID that names no task placed at least once.

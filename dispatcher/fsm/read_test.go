@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/dispatcher/placement"
 )
 
 // TestLoadRejectsJobNumberOutOfSequence checks that Load refuses a job
@@ -93,9 +92,9 @@ func TestLazySpecsConcurrentReads(t *testing.T) {
 	}
 	want := slices.Clone(specs)
 	apply(2, must(SubmitJobs(now, specs)))
-	var as []placement.Assignment
+	var as []Assignment
 	for _, id := range []string{"j1", "j2", "j3"} {
-		as = append(as, placement.Assignment{Group: placement.GroupKey{Job: id, Group: "g0"}, Node: "n1", Count: 2})
+		as = append(as, Assignment{Group: GroupKey{Job: id, Group: "g0"}, Node: "n1", Count: 2})
 	}
 	apply(3, CommitPlan(&Plan{Term: 1, Index: 2, Now: now, Assignments: as}))
 
@@ -199,7 +198,7 @@ func TestNodeGenerationRecord(t *testing.T) {
 	c := api.Capacity{CPU: 4000, Memory: 8 << 30}
 	apply(RegisterNode(now, api.NodeSpec{Name: "n1", Capacity: c, Allocatable: api.Allocatable{Online: c, Offline: c}}))
 	apply(SubmitJobs(now, benchSpecs(1, true)))
-	written := apply(CommitPlan(&Plan{Term: 1, Now: now, Assignments: []placement.Assignment{{Group: placement.GroupKey{Job: "j1", Group: "g0"}, Node: "n1", Count: 2}}}), nil)
+	written := apply(CommitPlan(&Plan{Term: 1, Now: now, Assignments: []Assignment{{Group: GroupKey{Job: "j1", Group: "g0"}, Node: "n1", Count: 2}}}), nil)
 	nodeRec, genRec := string(nodeKey("n1")), string(appendGenKey(nil, "n1"))
 	if written[nodeRec] || !written[genRec] {
 		t.Fatalf("a plan wrote the node record: %v, its generation: %v; want false, true", written[nodeRec], written[genRec])

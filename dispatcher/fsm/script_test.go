@@ -13,7 +13,7 @@ import (
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/dispatcher/fsm"
 	"github.com/sluicehq/sluice/dispatcher/jobfeed"
-	"github.com/sluicehq/sluice/dispatcher/placement"
+	"github.com/sluicehq/sluice/dispatcher/roundinput"
 	"github.com/sluicehq/sluice/raftkv"
 )
 
@@ -105,7 +105,7 @@ func (r *replica) exec(line string) string {
 		r.slotTTL = d
 		return "ok"
 	case "slots": // slots <node>: the node's cached slots and offline free cpu, as placement sees them
-		for _, n := range r.f.PlacementInput(r.now, 0).Nodes {
+		for _, n := range roundinput.Build(r.f, r.now, 0).Nodes {
 			if n.ID == args[0] {
 				var out []string
 				for _, s := range n.Slots {
@@ -233,7 +233,7 @@ func (r *replica) exec(line string) string {
 			nd, cnt, _ := strings.Cut(rest, "*")
 			cnt, slots, _ := strings.Cut(strings.TrimSuffix(cnt, "]"), "[")
 			job, g, _ := strings.Cut(grp, "/")
-			as := placement.Assignment{Group: placement.GroupKey{Job: job, Group: g}, Node: nd, Count: num(cnt)}
+			as := fsm.Assignment{Group: fsm.GroupKey{Job: job, Group: g}, Node: nd, Count: num(cnt)}
 			if slots != "" {
 				as.Slots = strings.Split(slots, ",")
 			}
@@ -253,7 +253,7 @@ func (r *replica) exec(line string) string {
 		}
 	case "preempt": // preempt [term=N] <task>@<node>:<job>/<group> ...
 		term := uint64(1)
-		var ps []placement.Preemption
+		var ps []fsm.Preemption
 		for _, a := range args {
 			if v, ok := strings.CutPrefix(a, "term="); ok {
 				term = uint64(num(v))
@@ -262,7 +262,7 @@ func (r *replica) exec(line string) string {
 			tn, grp, _ := strings.Cut(a, ":")
 			task, nd, _ := strings.Cut(tn, "@")
 			job, g, _ := strings.Cut(grp, "/")
-			ps = append(ps, placement.Preemption{Task: task, Node: nd, For: placement.GroupKey{Job: job, Group: g}})
+			ps = append(ps, fsm.Preemption{Task: task, Node: nd, For: fsm.GroupKey{Job: job, Group: g}})
 		}
 		cmd = fsm.PreemptTasks(r.now, term, ps)
 		decode = func(b []byte) string {
@@ -420,7 +420,7 @@ func (r *replica) exec(line string) string {
 		}
 		return "no such node"
 	case "input": // input: the placement input's groups
-		in := r.f.PlacementInput(r.now, 0)
+		in := roundinput.Build(r.f, r.now, 0)
 		var out []string
 		for _, g := range in.Groups {
 			out = append(out, fmt.Sprintf("%s:%d", g.Key, g.Pending))

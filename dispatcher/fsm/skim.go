@@ -12,7 +12,7 @@ import (
 // skimSpec reads the encoding of one spec (spec_codec.go), s, as
 // decodeInto would, but builds only what apply needs of it: the job's
 // fields, its idempotency key, and for each task group a group with its
-// name, count and demand (the placement.Demand of its pod), appended to
+// name, count and demand (its pod's api.PodSpec.Demand), appended to
 // groups (the rest of each group is apply's to set). It
 // accepts exactly the encodings decodeInto accepts (FuzzSkim keeps the two
 // in step), so a spec skimmed once always decodes later (job.specOf); for

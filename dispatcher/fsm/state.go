@@ -10,7 +10,6 @@ import (
 	"unique"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/dispatcher/placement"
 )
 
 // JobState is where a job is, rolled up from its tasks.
@@ -200,8 +199,8 @@ type group struct {
 // podSpec returns g's pod.
 func (g *group) podSpec() *api.PodSpec { return &g.job.specOf().Tasks[g.idx].Pod }
 
-func (g *group) key() placement.GroupKey {
-	return placement.GroupKey{Job: g.job.id, Group: g.name}
+func (g *group) key() GroupKey {
+	return GroupKey{Job: g.job.id, Group: g.name}
 }
 
 // initial reports whether no task of g was ever placed, dropped or

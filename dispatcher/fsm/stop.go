@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/dispatcher/placement"
 )
 
 func cmpKey(a, b taskKey) int {
@@ -135,9 +134,9 @@ func (f *FSM) cancelJobLocked(w writer, now int64, j *job) CancelResult {
 
 func (f *FSM) preemptLocked(w writer, now int64, d *dec) ([]byte, error) {
 	term := d.uvarint()
-	ps := make([]placement.Preemption, d.count(4))
+	ps := make([]Preemption, d.count(4))
 	for i := range ps {
-		ps[i] = placement.Preemption{Task: d.str(), Node: d.str(), For: placement.GroupKey{Job: d.str(), Group: d.str()}}
+		ps[i] = Preemption{Task: d.str(), Node: d.str(), For: GroupKey{Job: d.str(), Group: d.str()}}
 	}
 	if err := d.done("preempt command"); err != nil {
 		return nil, err
@@ -160,7 +159,7 @@ func (f *FSM) preemptLocked(w writer, now int64, d *dec) ([]byte, error) {
 
 // liveGroupLocked returns the group k names, of a job not cancelled, or
 // says why there is none.
-func (f *FSM) liveGroupLocked(k placement.GroupKey) (*job, *group, RejectCode, string) {
+func (f *FSM) liveGroupLocked(k GroupKey) (*job, *group, RejectCode, string) {
 	num, _ := parseJobID(k.Job)
 	j := f.mu.jobs.get(num)
 	switch {
@@ -177,7 +176,7 @@ func (f *FSM) liveGroupLocked(k placement.GroupKey) (*job, *group, RejectCode, s
 }
 
 // preemptOneLocked checks one preemption and applies it, or says why not.
-func (f *FSM) preemptOneLocked(w writer, now int64, p *placement.Preemption) (RejectCode, string) {
+func (f *FSM) preemptOneLocked(w writer, now int64, p *Preemption) (RejectCode, string) {
 	k, attempt, ok := parseTaskID(p.Task)
 	t := f.taskLocked(k)
 	switch {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/dispatcher/placement"
 )
 
 // TestTask finds a task by the ID of any of its attempts and answers with
@@ -31,8 +30,8 @@ func TestTask(t *testing.T) {
 		t.Fatal("a task never placed was found")
 	}
 	plan := func(at time.Time, count int64) {
-		apply(CommitPlan(&Plan{Term: 1, Index: q.index, Now: at, Assignments: []placement.Assignment{
-			{Group: placement.GroupKey{Job: "j1", Group: "work"}, Node: "n1", Count: count}}}))
+		apply(CommitPlan(&Plan{Term: 1, Index: q.index, Now: at, Assignments: []Assignment{
+			{Group: GroupKey{Job: "j1", Group: "work"}, Node: "n1", Count: count}}}))
 	}
 	plan(now, 2)
 	got, ok := f.Task("j1/0/1/1")
@@ -80,9 +79,9 @@ func TestJobTasksPaging(t *testing.T) {
 		t.Fatal(err)
 	}
 	apply(cmd)
-	apply(CommitPlan(&Plan{Term: 1, Index: q.index, Now: now, Assignments: []placement.Assignment{
-		{Group: placement.GroupKey{Job: "j1", Group: "c"}, Node: "n1", Count: 2},
-		{Group: placement.GroupKey{Job: "j1", Group: "a"}, Node: "n1", Count: 3},
+	apply(CommitPlan(&Plan{Term: 1, Index: q.index, Now: now, Assignments: []Assignment{
+		{Group: GroupKey{Job: "j1", Group: "c"}, Node: "n1", Count: 2},
+		{Group: GroupKey{Job: "j1", Group: "a"}, Node: "n1", Count: 3},
 	}}))
 	all := []string{"j1/0/0/1", "j1/0/1/1", "j1/0/2/1", "j1/2/0/1", "j1/2/1/1"}
 	for _, tc := range []struct {

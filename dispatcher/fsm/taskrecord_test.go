@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/dispatcher/placement"
 	"github.com/sluicehq/sluice/internal/seedtest"
 )
 
@@ -56,8 +55,8 @@ func TestTaskRecords(t *testing.T) {
 		return written
 	}
 	place := func(count int64) {
-		q.apply(CommitPlan(&Plan{Term: 1, Index: q.index, Now: now, Assignments: []placement.Assignment{
-			{Group: placement.GroupKey{Job: "j1", Group: "a"}, Node: "n1", Count: count}}}))
+		q.apply(CommitPlan(&Plan{Term: 1, Index: q.index, Now: now, Assignments: []Assignment{
+			{Group: GroupKey{Job: "j1", Group: "a"}, Node: "n1", Count: count}}}))
 	}
 	run := func(indexes ...int) {
 		var rs []Report

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/dispatcher/placement"
 	"github.com/sluicehq/sluice/internal/seedtest"
 )
 
@@ -124,8 +123,8 @@ func TestUpdateCommandVersions(t *testing.T) {
 			t.Fatal(err)
 		}
 		q.apply(cmd)
-		q.apply(CommitPlan(&Plan{Term: 1, Index: q.index, Now: now, Assignments: []placement.Assignment{
-			{Group: placement.GroupKey{Job: "j1", Group: "work"}, Node: "n1", Count: 1}}}))
+		q.apply(CommitPlan(&Plan{Term: 1, Index: q.index, Now: now, Assignments: []Assignment{
+			{Group: GroupKey{Job: "j1", Group: "work"}, Node: "n1", Count: 1}}}))
 		return q
 	}
 	running := []Report{{Node: "n1", TaskReport: &api.TaskReport{TaskID: "j1/0/0/1", State: api.TaskRunning, Reason: api.ReasonStarted, Time: now}}}

@@ -121,7 +121,7 @@ type Input struct {
 	// Changed (a position may be listed more than once). A Placer then
 	// filters and scores again, for a class it saw in its last round,
 	// only the changed nodes. The caller must list every change: the
-	// dispatcher's kept round input (fsm.RoundInput) does, and so does its
+	// dispatcher's kept round input (roundinput.Kept) does, and so does its
 	// offline estimate, which lowers nodes' free resources in place.
 	Kept    bool
 	Changed []int32

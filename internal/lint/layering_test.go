@@ -166,3 +166,20 @@ func TestShimBinaryDeps(t *testing.T) {
 		}
 	}
 }
+
+// TestFSMKeepsOnlyState keeps the FSM to the replicated state: what
+// derives from it (the round input, the watch feed, node wake-ups) are
+// views in the dispatcher that consume its change sets, so it depends
+// on no other package of the dispatcher's.
+func TestFSMKeepsOnlyState(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", module+"/dispatcher/fsm").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for dep := range strings.Lines(string(out)) {
+		dep = strings.TrimSpace(dep)
+		if strings.HasPrefix(dep, module+"/dispatcher") && dep != module+"/dispatcher/fsm" {
+			t.Errorf("dispatcher/fsm depends on %s", dep)
+		}
+	}
+}
