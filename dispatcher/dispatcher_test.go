@@ -456,9 +456,14 @@ func TestNoQueueStarves(t *testing.T) {
 		j, _ := r.f.Job(lateID)
 		return j.Groups[0].Active == 4
 	})
-	time.Sleep(500 * time.Millisecond) // a few more of the backlog's tasks end
-	j, _ := r.f.Job(lateID)
 	b, _ := r.f.Job(backlogID)
+	ended := b.Groups[0].Succeeded
+	waitFor(t, 5*time.Second, "a few more of the backlog's tasks to end", func() bool {
+		b, _ := r.f.Job(backlogID)
+		return b.Groups[0].Succeeded >= ended+8
+	})
+	j, _ := r.f.Job(lateID)
+	b, _ = r.f.Job(backlogID)
 	if j.Groups[0].Active != 4 || b.Groups[0].Pending == 0 {
 		t.Errorf("late queue runs %d (want its share, 4) with the backlog's %d pending", j.Groups[0].Active, b.Groups[0].Pending)
 	}
@@ -619,7 +624,10 @@ func TestLeaderKilledUnderLoad(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(700 * time.Millisecond)
+	waitFor(t, 10*time.Second, "placements under load", func() bool {
+		l := c.leader()
+		return l != nil && l.d.RoundSummary().Placed >= 200
+	})
 	old := c.leader()
 	placedBefore := old.d.RoundSummary().Placed
 	killed := time.Now()
@@ -630,7 +638,9 @@ func TestLeaderKilledUnderLoad(t *testing.T) {
 	if resumed > 2*time.Second {
 		t.Errorf("new leader's loop resumed %v after the kill, want ≤ 2s", resumed)
 	}
-	time.Sleep(700 * time.Millisecond)
+	waitFor(t, 10*time.Second, "placements under load on the new leader", func() bool {
+		return next.d.RoundSummary().Placed >= 200
+	})
 	lcancel()
 	wg.Wait()
 	mu.Lock()
