@@ -152,8 +152,12 @@ func run(ctx context.Context, s settings) (string, error) {
 		Resources: api.Resources{CPU: 500, Memory: 128 << 20}}, ev); err != nil {
 		return "", err
 	}
+	// The capboxes may be on simulated nodes (sluice dev's pool "sim"),
+	// which run a pod for its sim run time and one without a sim spec
+	// until it is stopped; a container node ignores the sim spec.
 	pod := api.PodSpec{Containers: []api.ContainerSpec{{Name: "main", Image: api.Image{Rootfs: s.image},
-		Command: s.command, Resources: api.Resources{CPU: 500, Memory: 64 << 20}}}}
+		Command: s.command, Resources: api.Resources{CPU: 500, Memory: 64 << 20}}},
+		Sim: &api.SimSpec{RunTime: api.Duration(300 * time.Millisecond)}}
 	started, ended := 0, map[string]int{}
 	var nodes, failures []string
 	var boxes []string
