@@ -225,6 +225,11 @@ const (
 // stopped to make room for higher-priority work; nodes do not report it.
 const ReasonPreempted TaskReason = "preempted"
 
+// ReasonDrained is the reason the dispatcher records for a task it stopped
+// at its node's drain deadline, to run again elsewhere; nodes do not
+// report it.
+const ReasonDrained TaskReason = "drained"
+
 // TaskReport is a change of a task's state, as a nodelet reports it.
 type TaskReport struct {
 	// TaskID is the dispatcher's ID of the task.

@@ -43,7 +43,8 @@
 //	                                      group's placed tasks from idx, a
 //	                                      multiple of 64 (taskChunk), up to
 //	                                      64 of them, their nodes named once
-//	n/<node name>                         node: state, spec (JSON)
+//	n/<node name>                         node: state, spec (JSON), drain
+//	                                      (a flag and a deadline)
 //	N/<node name>                         its target generation (8 bytes
 //	                                      big-endian), apart: it changes with
 //	                                      nearly every command that places or
@@ -65,11 +66,13 @@
 // and the markers (f/) starts with a version byte: 1, 4 for job
 // records (binary spec since 2, appmaster since 3, pod networks and
 // volumes since 4), 3 for submit records (a block of specs since 2, pod
-// networks and volumes since 3), 2 for node records (no generation), 4
+// networks and volumes since 3), 3 for node records (no generation since
+// 2, the drain since 3), 4
 // for task records (up to 64 tasks since 2, their nodes named once since
-// 3, each task's ports since 4); Load reads the job, submit and task
-// records of the version before too (their specs decode alike; a task
-// record of 3 as tasks without ports), and rejects any other version with
+// 3, each task's ports since 4); Load reads the job, submit, node and
+// task records of the version before too (their specs decode alike; a task
+// record of 3 as tasks without ports; a node record of 2 as drained
+// without a deadline when draining), and rejects any other version with
 // ErrCorrupt. A node spec is JSON, so a node record of the release before
 // (without a port range) reads as a node without one.
 //
@@ -171,7 +174,19 @@
 //	                idempotency keys answer with the first job's ID
 //	RegisterNode    a node joins, or updates its spec
 //	SetNodeState    ready, draining, down; down ends its tasks as lost and
-//	                retries them per their job's retry policy
+//	                retries them per their job's retry policy; a drained
+//	                node that was down comes back draining; draining
+//	                drains without a deadline, ready undrains
+//	DrainNode       an operator drains a node (drain.go): it takes no new
+//	                task and keeps its drain through re-registering and
+//	                going down; at its deadline EndDrain, proposed by the
+//	                leader by its clock, ends its active tasks as a node
+//	                going down does, but requeued at once whatever their
+//	                attempts, with reason drained
+//	UndrainNode     the drain ends; the node is ready unless down
+//	RemoveNode      a drained or down node without active tasks is
+//	                forgotten (ErrNodeBusy otherwise); its name registers
+//	                afresh
 //	CommitPlan      a round's assignments: each is checked (job exists and not
 //	                cancelled, group has that many eligible pending tasks, node
 //	                exists, is ready and matches pool and constraints, distinct

@@ -205,6 +205,14 @@ func (f *FSM) applyLocking(w writer, index uint64, cmd []byte) ([]byte, error) {
 		res, err = f.stopCapTasksLocked(w, now, d)
 	case cmdForget:
 		res, err = f.forgetLocked(w, d)
+	case cmdDrainNode:
+		res, err = f.drainLocked(w, now, d)
+	case cmdUndrainNode:
+		res, err = f.undrainLocked(w, d)
+	case cmdRemoveNode:
+		res, err = f.removeNodeLocked(w, d)
+	case cmdEndDrain:
+		res, err = f.endDrainCmdLocked(w, now, d)
 	default:
 		err = fmt.Errorf("%w: unknown command tag %d", ErrCorrupt, cmd[0])
 	}

@@ -67,9 +67,11 @@ const jobRecordVersion = 5
 // oldestJobRecordVersion is the oldest job record Load reads.
 const oldestJobRecordVersion = 3
 
-// nodeRecordVersion is the first byte of a node record. 2: the target
-// generation is in a record of its own (prefixGen).
-const nodeRecordVersion = 2
+// nodeRecordVersion is the first byte of a node record. 3: the record
+// ends with the node's drain (a flag and a deadline); Load reads 2's as
+// drained when draining, without a deadline. 2: the target generation is
+// in a record of its own (prefixGen).
+const nodeRecordVersion = 3
 
 // submitRecordVersion is the first byte of a submit record. 4: the specs'
 // simulated pods may have usage, and Load reads 2's and 3's alike; 3: the

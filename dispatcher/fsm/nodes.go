@@ -36,7 +36,7 @@ func (f *FSM) registerLocked(w writer, d *dec) ([]byte, error) {
 	n.specJSON = bytes.Clone(js) // the command is only valid during Apply
 	f.inputChangedLocked(n)
 	if n.state == api.NodeDown {
-		n.state = api.NodeReady
+		n.state = n.comeBackState()
 		f.feed.c.NodeSet = true
 	}
 	w.Set(nodeKey(spec.Name), encodeNode(n))
@@ -55,6 +55,14 @@ func (f *FSM) nodeStateLocked(w writer, now int64, d *dec) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: node %q", ErrNotFound, name)
 	}
+	switch {
+	case state == api.NodeDraining:
+		n.drain, n.drainDeadline = true, 0
+	case state == api.NodeReady && n.state == api.NodeDown:
+		state = n.comeBackState()
+	case state == api.NodeReady:
+		n.drain, n.drainDeadline = false, 0
+	}
 	var res NodeStateResult
 	if state == api.NodeDown {
 		ts := slices.Clone(n.tasks)
@@ -69,11 +77,7 @@ func (f *FSM) nodeStateLocked(w writer, now int64, d *dec) ([]byte, error) {
 			f.removeSlotLocked(w, n.slots[0])
 		}
 	}
-	if n.state != state {
-		n.state = state
-		f.feed.c.NodeSet = true
-		w.Set(nodeKey(name), encodeNode(n))
-	}
+	f.setStateLocked(w, n, state)
 	return encodeUvarints(uint64(res.Lost), uint64(res.Requeued)), nil
 }
 

@@ -3,6 +3,7 @@ package fsm
 import (
 	"cmp"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -55,12 +56,12 @@ func runRandomCommands(t *testing.T, v roundView) {
 	// across it.
 	defer func(n int) { minJournal = n }(minJournal)
 	minJournal = 2
-	targetDiffs := 0
+	targetDiffs, removed, drainStopped := 0, 0, 0
 	preempted, cached, sets, releases, capTasks, forgotten := 0, uint64(0), 0, 0, 0, 0
 	// Some commands are rare in a run (a capbox task starts in about half
 	// the runs): up to twice the runs go on until each was exercised.
 	exercised := func() bool {
-		return cached > 0 && capTasks > 0 && sets > 0 && releases > 0 && preempted > 0 && forgotten > 0
+		return cached > 0 && capTasks > 0 && sets > 0 && releases > 0 && preempted > 0 && forgotten > 0 && removed > 0 && drainStopped > 0
 	}
 	for run := 0; run < runs || run < 2*runs && !exercised(); run++ {
 		h := &propHarness{t: t, r: r, f: New(), s: newMemStore(), now: time.Unix(1_800_000_000, 0), v: v, input: v.NewKept()}
@@ -84,6 +85,11 @@ func runRandomCommands(t *testing.T, v roundView) {
 		capTasks += h.counts[9]
 		cached += h.f.mu.nextSlot - 1
 		targetDiffs += h.targetDiffs
+		removed += h.removed
+		drainStopped += h.drainStopped
+	}
+	if removed == 0 || drainStopped == 0 {
+		t.Errorf("%d nodes removed, %d tasks stopped at a drain deadline: drains were not exercised", removed, drainStopped)
 	}
 	if targetDiffs == 0 {
 		t.Error("no node target was answered as changes: NodeTargetSince was not exercised")
@@ -129,6 +135,9 @@ type propHarness struct {
 	// checks; targetDiffs counts the targets answered as changes.
 	targets     map[string]map[uint64]map[string]api.TargetPod
 	targetDiffs int
+	// removed counts the nodes removed, drainStopped the tasks stopped at
+	// a drain deadline.
+	removed, drainStopped int
 	// input is a round's input kept from check to check; seen is a copy
 	// of its nodes as the last check left them (as a Placer saw them).
 	v     roundView
@@ -162,7 +171,7 @@ func (h *propHarness) apply(cmd []byte) ([]byte, error) {
 
 func (h *propHarness) step() string {
 	r := h.r
-	switch k := r.IntN(26); {
+	switch k := r.IntN(27); {
 	case k < 2 || len(h.nodes) == 0:
 		name := fmt.Sprintf("n%d", r.IntN(6))
 		c := api.Capacity{CPU: 1000 * (2 + r.Int64N(8)), Memory: (2 + r.Int64N(16)) << 30, GPUs: r.Int64N(3), Ports: 10}
@@ -531,10 +540,63 @@ func (h *propHarness) step() string {
 		}
 		h.counts[10] += fr.Forgotten
 		return fmt.Sprintf("forget %v: %+v", ids, fr)
+	case k < 25:
+		return h.drainStep()
 	default:
 		h.now = h.now.Add(time.Duration(r.IntN(3000)) * time.Millisecond)
 		return "advance"
 	}
+}
+
+// drainStep drains, undrains or removes a node, or ends a drain, now and
+// then one not registered.
+func (h *propHarness) drainStep() string {
+	r := h.r
+	name := h.nodes[r.IntN(len(h.nodes))]
+	if r.IntN(10) == 0 {
+		name = "nx"
+	}
+	var cmd []byte
+	var desc string
+	switch r.IntN(4) {
+	case 0:
+		var deadline time.Time
+		if r.IntN(3) > 0 {
+			deadline = h.now.Add(time.Duration(r.IntN(4000)-2000) * time.Millisecond)
+		}
+		cmd, desc = DrainNode(h.now, name, deadline), fmt.Sprintf("drain %s until %v", name, deadline)
+	case 1:
+		cmd, desc = UndrainNode(h.now, name), "undrain "+name
+	case 2:
+		cmd, desc = EndDrain(h.now, name), "end drain of "+name
+	default:
+		cmd, desc = RemoveNode(h.now, name), "remove "+name
+	}
+	res, err := h.apply(cmd)
+	switch {
+	case name == "nx":
+		if !errors.Is(err, ErrNotFound) {
+			h.t.Fatalf("%s: %v, want ErrNotFound", desc, err)
+		}
+	case err != nil && !errors.Is(err, ErrNodeBusy):
+		h.t.Fatalf("%s: %v", desc, err)
+	case err != nil:
+	case cmd[0] == cmdRemoveNode:
+		h.removed++
+		h.nodes = slices.DeleteFunc(h.nodes, func(n string) bool { return n == name })
+		delete(h.targets, name)
+		if _, _, ok := h.f.NodeTarget(name); ok {
+			h.t.Fatalf("%s: the node is still there", desc)
+		}
+	default:
+		dr, err := DecodeDrainResult(res)
+		if err != nil {
+			h.t.Fatalf("%s: result: %v", desc, err)
+		}
+		desc += fmt.Sprintf(": %+v", dr)
+		h.drainStopped += dr.Stopped
+	}
+	return fmt.Sprintf("%s: %v", desc, err)
 }
 
 // check verifies the invariants, recomputing what the FSM derives, and that
@@ -553,7 +615,11 @@ func (h *propHarness) check() error {
 	f := h.f
 	var states []NodeState
 	for _, n := range f.Nodes() {
-		states = append(states, NodeState{Name: n.Spec.Name, State: n.State})
+		st := NodeState{Name: n.Spec.Name, State: n.State, Tasks: n.Tasks}
+		if n.Drained {
+			st.DrainDeadline = n.DrainDeadline
+		}
+		states = append(states, st)
 	}
 	if got := f.AppendNodeStates(nil); !slices.Equal(got, states) {
 		return fmt.Errorf("AppendNodeStates = %v, Nodes says %v", got, states)

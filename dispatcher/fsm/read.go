@@ -175,6 +175,11 @@ func (f *FSM) Jobs(filter JobFilter) []JobStatus {
 type NodeInfo struct {
 	Spec  api.NodeSpec
 	State api.NodeState
+	// Drained says an operator drained the node: it is draining, or down
+	// and comes back draining. DrainDeadline is when its active tasks are
+	// stopped (zero: never).
+	Drained       bool
+	DrainDeadline time.Time
 	// Generation is the node's target generation.
 	Generation uint64
 	// Used is what the node's active tasks hold per tier; Free what is left
@@ -192,7 +197,8 @@ func (f *FSM) Nodes() []NodeInfo {
 	out := make([]NodeInfo, 0, len(f.mu.nodes))
 	for _, n := range f.sortedNodeListLocked() {
 		out = append(out, NodeInfo{
-			Spec: n.spec, State: n.state, Generation: n.gen, Used: n.used, Releasing: n.releasing,
+			Spec: n.spec, State: n.state, Drained: n.drain, DrainDeadline: unixTime(n.drainDeadline),
+			Generation: n.gen, Used: n.used, Releasing: n.releasing,
 			Free:  api.Allocatable{Online: n.free(api.QoSOnline), Offline: n.free(api.QoSOffline)},
 			Tasks: len(n.tasks),
 		})
@@ -200,10 +206,14 @@ func (f *FSM) Nodes() []NodeInfo {
 	return out
 }
 
-// NodeState is a node's name and state.
+// NodeState is a node's name and state, and what the leader needs to
+// enforce its drain: its deadline (zero: none, or not drained) and how
+// many tasks are active on it.
 type NodeState struct {
-	Name  string
-	State api.NodeState
+	Name          string
+	State         api.NodeState
+	DrainDeadline time.Time
+	Tasks         int
 }
 
 // AppendNodeStates appends every node's name and state to dst, by name:
@@ -212,7 +222,11 @@ func (f *FSM) AppendNodeStates(dst []NodeState) []NodeState {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	for _, n := range f.sortedNodeListLocked() {
-		dst = append(dst, NodeState{Name: n.spec.Name, State: n.state})
+		st := NodeState{Name: n.spec.Name, State: n.state, Tasks: len(n.tasks)}
+		if n.drain {
+			st.DrainDeadline = unixTime(n.drainDeadline)
+		}
+		dst = append(dst, st)
 	}
 	return dst
 }
@@ -373,7 +387,7 @@ func (f *FSM) dump() string {
 			jobs = append(jobs, num)
 		}
 		slices.Sort(jobs)
-		fmt.Fprintf(&b, "node %s %s gen=%d used=%+v releasing=%+v cached=%+v distinct=%d tasks=%v", n.spec.Name, n.state, n.gen, n.used, n.releasing, n.cached, n.distinctJobs, tk)
+		fmt.Fprintf(&b, "node %s %s drain=%v/%d gen=%d used=%+v releasing=%+v cached=%+v distinct=%d tasks=%v", n.spec.Name, n.state, n.drain, n.drainDeadline, n.gen, n.used, n.releasing, n.cached, n.distinctJobs, tk)
 		for _, s := range n.slots {
 			fmt.Fprintf(&b, " slot=%s/%s/%+v/%d", s.id, s.qos, s.shape, s.expires)
 		}

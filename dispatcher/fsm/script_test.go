@@ -307,6 +307,46 @@ func (r *replica) exec(line string) string {
 			}
 			return fmt.Sprintf("lost=%d requeued=%d", res.Lost, res.Requeued)
 		}
+	case "drain", "undrain", "enddrain": // drain <node> [deadline, from now]; undrain <node>; enddrain <node>
+		switch verb {
+		case "drain":
+			var deadline time.Time
+			if len(args) > 1 {
+				d, err := time.ParseDuration(args[1])
+				if err != nil {
+					r.t.Fatalf("%s: %v", line, err)
+				}
+				deadline = r.now.Add(d)
+			}
+			cmd = fsm.DrainNode(r.now, args[0], deadline)
+		case "undrain":
+			cmd = fsm.UndrainNode(r.now, args[0])
+		default:
+			cmd = fsm.EndDrain(r.now, args[0])
+		}
+		decode = func(b []byte) string {
+			res, err := fsm.DecodeDrainResult(b)
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			return fmt.Sprintf("%s tasks=%d stopped=%d requeued=%d", res.State, res.Tasks, res.Stopped, res.Requeued)
+		}
+	case "remove": // remove <node>
+		cmd = fsm.RemoveNode(r.now, args[0])
+		decode = func([]byte) string { return "ok" }
+	case "nodes": // nodes: each node's name, state, drain deadline (from now) and tasks
+		var out []string
+		for _, n := range r.f.Nodes() {
+			s := fmt.Sprintf("%s:%s:%d", n.Spec.Name, n.State, n.Tasks)
+			if n.Drained {
+				s += ":drained"
+			}
+			if !n.DrainDeadline.IsZero() {
+				s += "@" + n.DrainDeadline.Sub(r.now).String()
+			}
+			out = append(out, s)
+		}
+		return fmt.Sprint(out)
 	case "cancel":
 		cmd = fsm.CancelJob(r.now, args[0])
 		decode = func(b []byte) string {
@@ -669,6 +709,70 @@ plan term=2 j2/g0@n1*1 => error: ...plan from an older term...
 state n2 draining => lost=0 requeued=0
 plan term=3 j2/g0@n2*1 => placed=0 reject[0]=node-not-ready
 job j1 => running pending=0 active=4 ok=0 failed=0 killed=0
+`},
+	{"drain", `
+node n1 cpu=4000 mem=8Gi => ok
+node n2 cpu=4000 mem=8Gi => ok
+submit a count=3 cpu=1000 mem=1Gi attempts=1 => j1
+plan j1/g0@n1*2 j1/g0@n2*1 => placed=3
+report n1 j1/0/0/1 running started | n1 j1/0/1/1 running started => applied=2 noop=0 stale=0 requeued=0
+drain n1 10s => draining tasks=2 stopped=0 requeued=0
+nodes => [n1:draining:2:drained@10s n2:ready:1]
+input => nodes=1 groups=[]
+submit b count=1 cpu=1000 mem=1Gi => j2
+plan j2/g0@n1*1 => placed=0 reject[0]=node-not-ready
+node n1 cpu=4000 mem=8Gi => ok
+nodes => [n1:draining:2:drained@10s n2:ready:1]
+enddrain n1 => draining tasks=2 stopped=0 requeued=0
+advance 10s => ok
+enddrain n1 => draining tasks=0 stopped=2 requeued=2
+tasks j1 => [j1/0/0/1:lost@n1 j1/0/1/1:lost@n1 j1/0/2/1:assigned@n2]
+job j1 => running pending=2 active=1 ok=0 failed=0 killed=0
+target n1 => gen=2
+free n1 => cpu=4000 mem=8589934592 draining
+input => nodes=1 groups=[j1/g0:2 j2/g0:1]
+plan j1/g0@n2*2 => placed=2
+tasks j1 => [j1/0/0/2:assigned@n2 j1/0/1/2:assigned@n2 j1/0/2/1:assigned@n2]
+enddrain n1 => draining tasks=0 stopped=0 requeued=0
+state n1 down => lost=0 requeued=0
+state n1 ready => lost=0 requeued=0
+nodes => [n1:draining:0:drained@0s n2:ready:3]
+undrain n1 => ready tasks=0 stopped=0 requeued=0
+undrain n1 => ready tasks=0 stopped=0 requeued=0
+nodes => [n1:ready:0 n2:ready:3]
+plan j2/g0@n1*1 => placed=1
+drain n2 => draining tasks=3 stopped=0 requeued=0
+drain n2 -1s => draining tasks=0 stopped=3 requeued=3
+drain n2 1h => draining tasks=0 stopped=0 requeued=0
+state n2 down => lost=0 requeued=0
+nodes => [n1:ready:1 n2:down:0:drained@1h0m0s]
+drain n9 => error: ...not found: node "n9"
+undrain n9 => error: ...not found: node "n9"
+enddrain n9 => error: ...not found: node "n9"
+`},
+	{"remove", `
+node n1 cpu=4000 mem=8Gi => ok
+node n2 cpu=4000 mem=8Gi => ok
+node n3 cpu=4000 mem=8Gi => ok
+submit a count=1 cpu=1000 mem=1Gi => j1
+plan j1/g0@n1*1 => placed=1
+remove n1 => error: ...node busy: node "n1" is ready: drain it first
+drain n1 => draining tasks=1 stopped=0 requeued=0
+remove n1 => error: ...node busy: node "n1" has 1 active tasks...
+report n1 j1/0/0/1 running started | n1 j1/0/0/1 succeeded => applied=2 noop=0 stale=0 requeued=0
+remove n1 => ok
+remove n1 => error: ...not found: node "n1"
+nodes => [n2:ready:0 n3:ready:0]
+target n1 => no such node
+tasks j1 => [j1/0/0/1:succeeded@n1]
+state n2 down => lost=0 requeued=0
+remove n2 => ok
+node n1 cpu=2000 mem=4Gi => ok
+nodes => [n1:ready:0 n3:ready:0]
+free n1 => cpu=2000 mem=4294967296 ready
+submit b count=2 cpu=1000 mem=1Gi => j2
+input => nodes=2 groups=[j2/g0:2]
+plan j2/g0@n1*1 j2/g0@n3*1 => placed=2
 `},
 	{"capboxes", `
 node n1 cpu=4000 mem=8Gi => ok

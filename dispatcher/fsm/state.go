@@ -283,8 +283,13 @@ type node struct {
 	spec     api.NodeSpec
 	specJSON []byte // spec as registered, written with the node's state without encoding it again
 	state    api.NodeState
-	gen      uint64
-	used     api.Allocatable
+	// drain says an operator drained the node (DrainNode): it is draining
+	// while not down, and comes back draining; drainDeadline is when its
+	// active tasks are stopped (unix nanoseconds; 0: never).
+	drain         bool
+	drainDeadline int64
+	gen           uint64
+	used          api.Allocatable
 	// releasing is what of used the active tasks told to stop (cancelled,
 	// preempted) hold: free once the node reports them stopped.
 	releasing api.Allocatable
@@ -308,7 +313,8 @@ type node struct {
 	// a round's input changed with the command being applied.
 	inputDirty bool
 	// num numbers the node densely from 0 in the order the FSM took it in
-	// (nodes are never removed); a Load numbers them afresh.
+	// (a removed node's number goes to the last); a Load numbers them
+	// afresh.
 	num int32
 	// ports are the ports in use on the node; nil while none is
 	// (ports.go).
@@ -788,17 +794,25 @@ func encodeNode(n *node) []byte {
 	e.byte(nodeRecordVersion)
 	e.str(string(n.state))
 	e.bytes(spec)
+	e.bool(n.drain)
+	e.varint(n.drainDeadline)
 	return e.b
 }
 
 func decodeNode(b []byte) (*node, error) {
 	d := dec{b: b}
-	if v := d.byte(); v != nodeRecordVersion {
+	v := d.byte()
+	if v != nodeRecordVersion && v != nodeRecordVersion-1 {
 		return nil, fmt.Errorf("%w: node record version %d", ErrCorrupt, v)
 	}
 	n := &node{jobs: map[uint64]int{}}
 	n.state = api.NodeState(d.str())
 	spec := d.bytes()
+	if v == nodeRecordVersion {
+		n.drain, n.drainDeadline = d.bool(), d.varint()
+	} else {
+		n.drain = n.state == api.NodeDraining
+	}
 	if err := d.done("node record"); err != nil {
 		return nil, err
 	}

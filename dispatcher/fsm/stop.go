@@ -49,8 +49,11 @@ func (f *FSM) finishLocked(w writer, t *task, to api.TaskState, reason api.TaskR
 	case to == api.TaskSucceeded:
 		g.succeeded++
 	case t.preempted && !j.cancelled:
-		// Stopped for higher-priority work: it did nothing wrong.
-		t.reason = api.ReasonPreempted
+		// Stopped for higher-priority work, or at its node's drain
+		// deadline: it did nothing wrong.
+		if reason != api.ReasonDrained {
+			t.reason = api.ReasonPreempted
+		}
 		g.requeue = append(g.requeue, requeued{index: t.key.index, notBefore: now})
 		retry = true
 	case !j.cancelled && !t.stop && reason != api.ReasonStopped && reason != api.ReasonTimeLimit && t.attempt < uint32(j.retry.MaxAttempts):
