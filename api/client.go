@@ -1186,6 +1186,37 @@ func readLine(br *bufio.Reader, long *[]byte) ([]byte, error) {
 	return *long, err
 }
 
+// DrainNode drains a node (the admin role): it takes no new task, and its
+// active tasks are stopped and requeued at the request's deadline, if any.
+// Repeating it sets the deadline anew.
+func (c *Client) DrainNode(ctx context.Context, node string, req DrainRequest) (NodeDrainResponse, error) {
+	var out NodeDrainResponse
+	body, err := json.Marshal(req)
+	if err != nil {
+		return out, fmt.Errorf("api: drain node: encode: %w", err)
+	}
+	_, err = c.doJSON(ctx, &request{method: http.MethodPost, path: PathNode + escSeg(node) + "/drain", body: body,
+		contentType: "application/json", repeatable: true}, &out)
+	return out, err
+}
+
+// UndrainNode ends a node's drain (the admin role): it takes new tasks
+// again unless it is down. Undraining a node not drained changes nothing.
+func (c *Client) UndrainNode(ctx context.Context, node string) (NodeDrainResponse, error) {
+	var out NodeDrainResponse
+	_, err := c.doJSON(ctx, &request{method: http.MethodDelete, path: PathNode + escSeg(node) + "/drain"}, &out)
+	return out, err
+}
+
+// RemoveNode forgets a drained or down node without active tasks (the
+// admin role); a node that is not answers an *APIError of CodeConflict (IsConflict). A
+// repeat after an unknown outcome may answer CodeNotFound, the first
+// having removed it.
+func (c *Client) RemoveNode(ctx context.Context, node string) error {
+	_, err := c.doJSON(ctx, &request{method: http.MethodDelete, path: PathNode + escSeg(node)}, nil)
+	return err
+}
+
 // RegisterNode registers (or re-registers) the node spec describes.
 // Registering again with the same spec changes nothing: it is safe to
 // repeat.

@@ -35,6 +35,10 @@ const (
 	// it differs, 304 when the wait ended without a change.
 	// PathNode + "/reports" takes a ReportRequest (POST) and answers 204
 	// once the reports are committed and its usage, if any, recorded.
+	// PathNode + "/drain" drains the node (POST, a DrainRequest; the admin
+	// role) or ends its drain (DELETE), and answers NodeDrainResponse.
+	// DELETE PathNode + "{name}" removes a drained or down node without
+	// active tasks (the admin role) and answers 204; 409 when it is not.
 	PathNode = "/v1/nodes/"
 	// PathWatch streams state changes as NDJSON WatchEvents (query: from,
 	// the index to resume after).
@@ -209,6 +213,11 @@ type TaskList struct {
 type NodeInfo struct {
 	Spec  NodeSpec  `json:"spec"`
 	State NodeState `json:"state"`
+	// Drained says an operator drained the node: it is draining, or down
+	// and comes back draining. DrainDeadline is when its active tasks are
+	// stopped and requeued (zero: none).
+	Drained       bool      `json:"drained,omitempty"`
+	DrainDeadline time.Time `json:"drain_deadline,omitzero"`
 	// Generation is the node's target generation.
 	Generation uint64 `json:"generation"`
 	// Used is what its active tasks hold, Free what is left, per tier.
@@ -221,6 +230,32 @@ type NodeInfo struct {
 	// leading: a follower's list, or a node that sent none, has neither.
 	Usage         *NodeUsage `json:"usage,omitempty"`
 	LastHeartbeat time.Time  `json:"last_heartbeat,omitzero"`
+}
+
+// DrainRequest asks that a node be drained: it takes no new task, and
+// its active tasks run until the deadline, when they are stopped and
+// requeued (reason drained), not counted as failed attempts. Without a
+// deadline they run to their end. Draining a draining node sets its
+// deadline anew.
+type DrainRequest struct {
+	// Deadline is when the node's active tasks are stopped.
+	Deadline time.Time `json:"deadline,omitzero"`
+	// Timeout is the deadline as a wait from when the dispatcher takes
+	// the request, in place of Deadline (not both).
+	Timeout Duration `json:"timeout,omitzero"`
+}
+
+// NodeDrainResponse answers a drain or an undrain.
+type NodeDrainResponse struct {
+	Name  string    `json:"name"`
+	State NodeState `json:"state"`
+	// Drained says the node is drained; DrainDeadline is its deadline.
+	Drained       bool      `json:"drained,omitempty"`
+	DrainDeadline time.Time `json:"drain_deadline,omitzero"`
+	// Tasks counts the tasks active on the node; Stopped those the
+	// request stopped, its deadline having passed.
+	Tasks   int `json:"tasks"`
+	Stopped int `json:"stopped,omitempty"`
 }
 
 // NodeList lists the registered nodes by name.

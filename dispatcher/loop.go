@@ -291,11 +291,13 @@ func (d *Dispatcher) ttl(n int) time.Duration {
 }
 
 // liveness proposes down the nodes that missed their TTL, and ready the
-// down nodes heard from again; nodes is a buffer kept from check to check.
-// Only transitions are proposed.
+// down nodes heard from again (draining, the drained ones), and ends the
+// drains whose deadline passed; nodes is a buffer kept from check to
+// check. Only transitions are proposed.
 func (d *Dispatcher) liveness(ctx context.Context, nodes []fsm.NodeState) []fsm.NodeState {
 	nodes = d.cfg.FSM.AppendNodeStates(nodes[:0])
 	d.checkNodes(ctx, nodes)
+	d.endDrains(ctx, nodes, d.cfg.Clock.Now())
 	d.pruneEstimates(d.cfg.Clock.Now())
 	return nodes
 }

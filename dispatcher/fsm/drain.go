@@ -77,8 +77,11 @@ func EndDrain(now time.Time, name string) []byte {
 
 // DrainResult answers DrainNode, UndrainNode and EndDrain.
 type DrainResult struct {
-	// State is the node's state after the command.
-	State api.NodeState
+	// State is the node's state after the command, Drained whether it is
+	// drained, and Deadline its drain's deadline (zero: none).
+	State    api.NodeState
+	Drained  bool
+	Deadline time.Time
 	// Tasks counts the tasks active on the node after the command.
 	Tasks int
 	// Stopped counts the tasks the command stopped at the deadline;
@@ -89,6 +92,12 @@ type DrainResult struct {
 func (r *DrainResult) encode() []byte {
 	e := enc{}
 	e.str(string(r.State))
+	e.bool(r.Drained)
+	var at int64
+	if !r.Deadline.IsZero() {
+		at = r.Deadline.UnixNano()
+	}
+	e.varint(at)
 	for _, v := range []int{r.Tasks, r.Stopped, r.Requeued} {
 		e.uvarint(uint64(v))
 	}
@@ -99,7 +108,7 @@ func (r *DrainResult) encode() []byte {
 // EndDrain command.
 func DecodeDrainResult(b []byte) (DrainResult, error) {
 	d := dec{b: b}
-	r := DrainResult{State: api.NodeState(d.str())}
+	r := DrainResult{State: api.NodeState(d.str()), Drained: d.bool(), Deadline: unixTime(d.varint())}
 	r.Tasks, r.Stopped, r.Requeued = int(d.uvarint()), int(d.uvarint()), int(d.uvarint())
 	return r, d.done("drain result")
 }
@@ -184,7 +193,7 @@ func (f *FSM) endDrainCmdLocked(w writer, now int64, d *dec) ([]byte, error) {
 // dispatcher, leaving the node's target at once), but requeued whatever
 // their attempts, with reason drained; a capbox ends as lost.
 func (f *FSM) endDrainLocked(w writer, n *node, now int64) DrainResult {
-	res := DrainResult{State: n.state}
+	res := DrainResult{State: n.state, Drained: n.drain, Deadline: unixTime(n.drainDeadline)}
 	if !n.drain || n.drainDeadline == 0 || n.drainDeadline > now {
 		res.Tasks = len(n.tasks)
 		return res
