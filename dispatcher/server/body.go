@@ -62,6 +62,9 @@ const (
 	// maxRegisterBody is the most a node registration's body may be: an
 	// api.NodeSpec, a few kilobytes with every label.
 	maxRegisterBody = 1 << 20
+	// maxDrainBody is the most a drain request's body may be: an
+	// api.DrainRequest, two short members.
+	maxDrainBody = 4 << 10
 	// bigBody is the memory of a body after which, once no body is held,
 	// the handler returns the heap's free memory to the operating system,
 	// which the collector would keep for minutes otherwise; at most once
@@ -255,7 +258,8 @@ func checkContentType(ctx *fasthttp.RequestCtx, absentOK bool, want ...string) *
 
 // bodyLimit is the most bytes of body a request of method on path may
 // send, and decompress to: writes (POST) take bodies up to
-// api.MaxBodyBytes, a node's registration up to maxRegisterBody; reads and
+// api.MaxBodyBytes, a node's registration up to maxRegisterBody, a drain
+// request up to maxDrainBody; reads and
 // the long-polls (GET) and deletions (DELETE, named by query parameters)
 // take none.
 func bodyLimit(method, path string) int {
@@ -264,6 +268,8 @@ func bodyLimit(method, path string) int {
 		return 0
 	case path == api.PathNodes:
 		return maxRegisterBody
+	case strings.HasPrefix(path, api.PathNode) && strings.HasSuffix(path, "/drain"):
+		return maxDrainBody
 	}
 	return api.MaxBodyBytes
 }

@@ -321,6 +321,7 @@ var (
 	readers   = []Role{RoleReader, RoleSubmitter, RoleAdmin}
 	submitter = []Role{RoleSubmitter, RoleAdmin}
 	nodelets  = []Role{RoleNodelet, RoleAdmin}
+	admins    = []Role{RoleAdmin}
 	anyone    []Role
 	// jobReaders and jobWriters are readers and submitter with job
 	// tokens, on the endpoints of one job (its ID the path's), which a
@@ -342,6 +343,8 @@ var (
 	epNodes    = map[string]endpoint{"GET": {readers, (*Handler).listNodes}, "POST": {nodelets, (*Handler).register}}
 	epTarget   = map[string]endpoint{"GET": {nodelets, (*Handler).target}}
 	epReports  = map[string]endpoint{"POST": {nodelets, (*Handler).reports}}
+	epNode     = map[string]endpoint{"DELETE": {admins, (*Handler).removeNode}}
+	epDrain    = map[string]endpoint{"POST": {admins, (*Handler).drainNode}, "DELETE": {admins, (*Handler).undrainNode}}
 	epLogs     = map[string]endpoint{"GET": {readers, (*Handler).logs}}
 	epWatch    = map[string]endpoint{"GET": {jobReaders, (*Handler).watch}}
 )
@@ -381,6 +384,10 @@ func (h *Handler) route(ctx *fasthttp.RequestCtx, serve bool) *httpError {
 			eps, args, nodeOp = epTarget, []string{name}, "read the target of"
 		} else if name, ok := strings.CutSuffix(rest, "/reports"); ok && validSegment(name) {
 			eps, args, nodeOp = epReports, []string{name}, "report for"
+		} else if name, ok := strings.CutSuffix(rest, "/drain"); ok && validSegment(name) {
+			eps, args = epDrain, []string{name}
+		} else if validSegment(rest) {
+			eps, args = epNode, []string{rest}
 		}
 	case strings.HasPrefix(path, api.PathTasks):
 		if id, ok := strings.CutSuffix(path[len(api.PathTasks):], "/logs"); ok && id != "" {
@@ -688,7 +695,7 @@ func (h *Handler) fromError(ctx *fasthttp.RequestCtx, op string, err error) *htt
 	case errors.Is(err, dispatcher.ErrUnknownNode):
 		return errorf(fasthttp.StatusNotFound, api.CodeNotFound, "%s: not found", op)
 	case errors.Is(err, fsm.ErrNotAppmaster), errors.Is(err, fsm.ErrAppmasterDone), errors.Is(err, fsm.ErrNotCapbox),
-		errors.Is(err, fsm.ErrCapboxNotRunning), errors.Is(err, fsm.ErrNoRoom):
+		errors.Is(err, fsm.ErrCapboxNotRunning), errors.Is(err, fsm.ErrNoRoom), errors.Is(err, fsm.ErrNodeBusy):
 		return errorf(fasthttp.StatusConflict, api.CodeConflict, "%s: %s", op, clip(trimFSM(err), 300))
 	case errors.Is(err, raftkv.ErrOutcomeUnknown):
 		return unavailable("%s: the outcome is unknown (leadership changed); check the state before retrying", op)

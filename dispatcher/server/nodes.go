@@ -127,7 +127,8 @@ func (h *Handler) listNodes(ctx *fasthttp.RequestCtx, _ Principal, _ []string) *
 	out := api.NodeList{Nodes: make([]api.NodeInfo, len(ns))}
 	for i, n := range ns {
 		n.Spec.LogToken = "" // the node's secret, for the dispatcher alone
-		out.Nodes[i] = api.NodeInfo{Spec: n.Spec, State: n.State, Generation: n.Generation, Used: n.Used, Free: n.Free, Tasks: n.Tasks}
+		out.Nodes[i] = api.NodeInfo{Spec: n.Spec, State: n.State, Drained: n.Drained, DrainDeadline: n.DrainDeadline,
+			Generation: n.Generation, Used: n.Used, Free: n.Free, Tasks: n.Tasks}
 		// Usage is the leader's memory of heartbeats: absent elsewhere.
 		if u, at, ok := h.cfg.Dispatcher.NodeUsage(n.Spec.Name); ok {
 			out.Nodes[i].Usage, out.Nodes[i].LastHeartbeat = &u, at.UTC()
@@ -315,4 +316,79 @@ func (h *Handler) reports(ctx *fasthttp.RequestCtx, p Principal, args []string) 
 	}
 	ctx.SetStatusCode(fasthttp.StatusNoContent)
 	return nil
+}
+
+// drainNode serves POST /v1/nodes/{name}/drain (an api.DrainRequest; an
+// empty body is a drain without a deadline).
+func (h *Handler) drainNode(ctx *fasthttp.RequestCtx, _ Principal, args []string) *httpError {
+	if e := h.requireLeader(ctx); e != nil {
+		return e
+	}
+	if e := checkQuery(ctx); e != nil {
+		return e
+	}
+	var req api.DrainRequest
+	if len(ctx.Request.Header.ContentType()) > 0 || ctx.Request.Header.ContentLength() != 0 {
+		if e := h.decodeStrict(ctx, "drain request", &req); e != nil {
+			return e
+		}
+	}
+	var probs []api.Problem
+	if req.Timeout < 0 {
+		probs = append(probs, api.Problem{Item: -1, Path: "timeout", Message: "must not be negative"})
+	}
+	if req.Timeout != 0 && !req.Deadline.IsZero() {
+		probs = append(probs, api.Problem{Item: -1, Path: "timeout", Message: "give a deadline or a timeout, not both"})
+	}
+	if len(probs) > 0 {
+		return invalid(probs, "drain request: %s", probs[0].Message)
+	}
+	dctx, cancel := context.WithCancel(h.base)
+	defer cancel()
+	r, err := h.cfg.Dispatcher.DrainNode(dctx, args[0], req)
+	if err != nil {
+		return h.fromError(ctx, "drain "+clip(args[0], 80), err)
+	}
+	writeJSON(ctx, fasthttp.StatusOK, drainResponse(args[0], r))
+	return nil
+}
+
+// undrainNode serves DELETE /v1/nodes/{name}/drain.
+func (h *Handler) undrainNode(ctx *fasthttp.RequestCtx, _ Principal, args []string) *httpError {
+	if e := h.requireLeader(ctx); e != nil {
+		return e
+	}
+	if e := checkQuery(ctx); e != nil {
+		return e
+	}
+	dctx, cancel := context.WithCancel(h.base)
+	defer cancel()
+	r, err := h.cfg.Dispatcher.UndrainNode(dctx, args[0])
+	if err != nil {
+		return h.fromError(ctx, "undrain "+clip(args[0], 80), err)
+	}
+	writeJSON(ctx, fasthttp.StatusOK, drainResponse(args[0], r))
+	return nil
+}
+
+// removeNode serves DELETE /v1/nodes/{name}.
+func (h *Handler) removeNode(ctx *fasthttp.RequestCtx, _ Principal, args []string) *httpError {
+	if e := h.requireLeader(ctx); e != nil {
+		return e
+	}
+	if e := checkQuery(ctx); e != nil {
+		return e
+	}
+	dctx, cancel := context.WithCancel(h.base)
+	defer cancel()
+	if err := h.cfg.Dispatcher.RemoveNode(dctx, args[0]); err != nil {
+		return h.fromError(ctx, "remove "+clip(args[0], 80), err)
+	}
+	ctx.SetStatusCode(fasthttp.StatusNoContent)
+	return nil
+}
+
+func drainResponse(name string, r fsm.DrainResult) api.NodeDrainResponse {
+	return api.NodeDrainResponse{Name: name, State: r.State, Drained: r.Drained, DrainDeadline: r.Deadline,
+		Tasks: r.Tasks, Stopped: r.Stopped}
 }
