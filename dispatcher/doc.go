@@ -78,8 +78,19 @@
 // leader checks every LivenessEvery: a node without contact for its TTL
 // (NodeTTL + NodeTTLPerNode × nodes) is proposed down (its tasks end lost
 // and are retried by the FSM), and a down node heard from again is
-// proposed ready. Only transitions are proposed. A new leader gives every
-// node a full TTL of grace.
+// proposed ready (the FSM keeps a drained one draining). Only transitions
+// are proposed. A new leader gives every node a full TTL of grace.
+//
+// # Drains
+//
+// An operator drains a node (DrainNode, fsm.DrainNode): it leaves the
+// rounds' input at once. Its deadline, an absolute time in the command,
+// is enforced by the same check: a drained node that is not down, has
+// active tasks and whose deadline passed by the dispatcher's Clock is
+// proposed fsm.EndDrain, whose apply stops and requeues its tasks on every
+// replica alike; so a deadline takes effect within LivenessEvery of
+// passing. UndrainNode ends a drain; RemoveNode forgets a drained or down
+// node without active tasks.
 //
 // # Cached slots
 //
