@@ -113,6 +113,11 @@ until undrain. Draining a draining node sets its deadline anew.
 	cf := addClientFlags(c)
 	deadline := c.Flags().String("deadline", "", "when its tasks are stopped and requeued: a duration from now or an RFC 3339 time (default: never)")
 	c.RunE = func(c *cobra.Command, args []string) error {
+		cl, err := cf.client(c) // first: it applies the environment to the flags
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
 		var req api.DrainRequest
 		if *deadline != "" {
 			if d, err := time.ParseDuration(*deadline); err == nil && d >= 0 {
@@ -123,11 +128,6 @@ until undrain. Draining a draining node sets its deadline anew.
 				return usageError{fmt.Errorf("--deadline %q: want a duration such as 30m or an RFC 3339 time", *deadline)}
 			}
 		}
-		cl, err := cf.client(c)
-		if err != nil {
-			return err
-		}
-		defer cl.Close()
 		r, err := cl.DrainNode(c.Context(), args[0], req)
 		if err != nil {
 			return explain(err)

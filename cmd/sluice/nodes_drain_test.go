@@ -88,7 +88,8 @@ func TestNodesDrain(t *testing.T) {
 			t.Errorf("sluice %s: exit %d, %q; want exit %d, %q", strings.Join(c.args, " "), code, got, c.code, c.out)
 		}
 	}
-	out, _, code, err := runCmd(t, "nodes", "drain", "n1", "--deadline", "30m", "-o", "json", "--addr", s.url, "--token", "adm")
+	t.Setenv("SLUICE_DEADLINE", "30m") // as --deadline
+	out, _, code, err := runCmd(t, "nodes", "drain", "n1", "-o", "json", "--addr", s.url, "--token", "adm")
 	var r api.NodeDrainResponse
 	if code != exitOK || json.Unmarshal([]byte(out), &r) != nil || !r.DrainDeadline.Equal(at) || !r.Drained {
 		t.Errorf("drain -o json: exit %d (%v), %q", code, err, out)
