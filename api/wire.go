@@ -238,12 +238,21 @@ type NodeInfo struct {
 // deadline they run to their end. Draining a draining node sets its
 // deadline anew.
 type DrainRequest struct {
-	// Deadline is when the node's active tasks are stopped.
+	// Deadline is when the node's active tasks are stopped; at most
+	// MaxDrainDeadline.
 	Deadline time.Time `json:"deadline,omitzero"`
 	// Timeout is the deadline as a wait from when the dispatcher takes
-	// the request, in place of Deadline (not both).
+	// the request, in place of Deadline (not both); at most
+	// MaxDrainTimeout.
 	Timeout Duration `json:"timeout,omitzero"`
 }
+
+// Bounds of a DrainRequest: its deadline must be a time the dispatcher's
+// nanosecond clock can name.
+var (
+	MaxDrainDeadline = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
+	MaxDrainTimeout  = Duration(100 * 365 * 24 * time.Hour)
+)
 
 // NodeDrainResponse answers a drain or an undrain.
 type NodeDrainResponse struct {

@@ -53,7 +53,8 @@ func TestNodeAdmin(t *testing.T) {
 	if err := cl.RemoveNode(ctx, "n1"); !api.IsConflict(err) {
 		t.Fatalf("remove of a ready node: %v, want a conflict", err)
 	}
-	for _, bad := range []string{`{"timeout":"-1s"}`, `{"timeout":"1h","deadline":"2030-01-01T00:00:00Z"}`, `{"after":"1h"}`, `[]`} {
+	for _, bad := range []string{`{"timeout":"-1s"}`, `{"timeout":"1h","deadline":"2030-01-01T00:00:00Z"}`, `{"after":"1h"}`, `[]`,
+		`{"timeout":"1000000h"}`, `{"deadline":"2300-01-01T00:00:00Z"}`} {
 		errorReply(t, do(t, req{method: "POST", url: base + drain, token: "adm", body: []byte(bad),
 			header: map[string]string{"Content-Type": "application/json"}}), 400, api.CodeInvalid, "")
 	}

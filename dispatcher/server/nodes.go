@@ -340,6 +340,12 @@ func (h *Handler) drainNode(ctx *fasthttp.RequestCtx, _ Principal, args []string
 	if req.Timeout != 0 && !req.Deadline.IsZero() {
 		probs = append(probs, api.Problem{Item: -1, Path: "timeout", Message: "give a deadline or a timeout, not both"})
 	}
+	if req.Timeout > api.MaxDrainTimeout {
+		probs = append(probs, api.Problem{Item: -1, Path: "timeout", Message: fmt.Sprintf("more than %v", api.MaxDrainTimeout)})
+	}
+	if req.Deadline.After(api.MaxDrainDeadline) {
+		probs = append(probs, api.Problem{Item: -1, Path: "deadline", Message: "after " + api.MaxDrainDeadline.Format(time.RFC3339)})
+	}
 	if len(probs) > 0 {
 		return invalid(probs, "drain request: %s", probs[0].Message)
 	}
