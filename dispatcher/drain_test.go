@@ -20,12 +20,13 @@ import (
 // deadline (enforced at the next liveness check) its tasks are stopped and
 // requeued, not counted as failed attempts, and run on another node; an
 // undrained node takes work again; a drained node without tasks is
-// removed, and its name registers afresh.
+// removed, and its name registers afresh. Every replica holds the same
+// outcome.
 func TestDrain(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cl := clock.NewManual(time.Time{})
-	c := newCluster(t, 1, func(cfg *dispatcher.Config) {
+	c := newCluster(t, 3, func(cfg *dispatcher.Config) {
 		cfg.Clock, cfg.MaxWait, cfg.Period = cl, 5*time.Millisecond, time.Hour
 		cfg.NodeTTL, cfg.NodeTTLPerNode, cfg.LivenessEvery = time.Hour, -1, time.Minute
 		cfg.JobRetention, cfg.JobRetentionMax = -1, -1
@@ -56,10 +57,10 @@ func TestDrain(t *testing.T) {
 		step(5 * time.Millisecond)
 		return id
 	}
-	// tasks lists a job's tasks as "attempt@node:state[:reason]".
-	tasks := func(id string) string {
+	// tasksOf lists a job's tasks in f as "attempt@node:state[:reason]".
+	tasksOf := func(f *fsm.FSM, id string) string {
 		t.Helper()
-		ts, ok := r.f.JobTasks(id, "", 0)
+		ts, ok := f.JobTasks(id, "", 0)
 		if !ok {
 			t.Fatalf("no job %s", id)
 		}
@@ -73,6 +74,29 @@ func TestDrain(t *testing.T) {
 		}
 		slices.Sort(out)
 		return strings.Join(out, " ")
+	}
+	tasks := func(id string) string { t.Helper(); return tasksOf(r.f, id) }
+	// agree checks that every replica applied what the leader did, and
+	// holds the same nodes and tasks of ids.
+	agree := func(ids ...string) {
+		t.Helper()
+		state := func(f *fsm.FSM) string {
+			var b strings.Builder
+			for _, n := range f.Nodes() {
+				fmt.Fprintf(&b, "%s:%s:%v:%v:%d ", n.Spec.Name, n.State, n.Drained, n.DrainDeadline, n.Tasks)
+			}
+			for _, id := range ids {
+				b.WriteString(tasksOf(f, id) + " ")
+			}
+			return b.String()
+		}
+		want, applied := state(r.f), r.f.Applied()
+		for _, o := range c.replicas {
+			waitFor(t, 10*time.Second, fmt.Sprintf("replica %d to apply index %d", o.id, applied), func() bool { return o.f.Applied() >= applied })
+			if got := state(o.f); got != want {
+				t.Fatalf("replica %d holds %s; the leader %s", o.id, got, want)
+			}
+		}
 	}
 	node := func(name string) fsm.NodeInfo {
 		t.Helper()
@@ -124,6 +148,7 @@ func TestDrain(t *testing.T) {
 	expect("a's tasks before the deadline", tasks(a), "1@n1:assigned 1@n1:assigned")
 	step(time.Minute)
 	expect("a's tasks at the deadline", tasks(a), "1@n1:lost:drained 1@n1:lost:drained")
+	agree(a, b)
 	if j, _ := r.f.Job(a); j.State != fsm.JobRunning || j.Groups[0].Pending != 2 || j.Groups[0].Failed != 0 {
 		t.Fatalf("a at the deadline: %s, %+v", j.State, j.Groups[0])
 	}
@@ -165,5 +190,6 @@ func TestDrain(t *testing.T) {
 		t.Fatalf("n1 registered again: %s drained=%v cpu=%d", n.State, n.Drained, n.Spec.Capacity.CPU)
 	}
 	expect("e's task", tasks(e), "2@n1:assigned")
+	agree(a, b, e)
 	checkInvariants(t, r.f)
 }
