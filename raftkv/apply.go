@@ -20,7 +20,7 @@ type delivery struct {
 // once the batch that writes it is committed.
 type memberChange struct {
 	id     uint64
-	addr   string
+	rec    memberRecord
 	remove bool
 }
 
@@ -102,7 +102,7 @@ func (n *Node) apply(ents []*raftpb.Entry, deadline time.Time) (int, error) {
 			if c.remove {
 				delete(n.members, c.id)
 			} else {
-				n.members[c.id] = c.addr
+				n.members[c.id] = c.rec
 			}
 		}
 		n.syncPeers()
@@ -261,7 +261,7 @@ func (n *Node) applyConfChange(main *pebble.Batch, e *raftpb.Entry, out []delive
 			return out, changes, nil, fmt.Errorf("%w: conf change at %d: %w", ErrCorrupt, e.GetIndex(), err)
 		}
 	}
-	nonce, seq, addr, hasCtx := decodeMemberContext(cc.GetContext())
+	nonce, seq, rec, hasCtx := decodeMemberContext(cc.GetContext())
 	var rejected error
 	if len(cc.GetChanges()) == 0 || len(cc.GetChanges()) > 1 {
 		// We only ever propose single changes; refuse joint transitions.
@@ -292,13 +292,13 @@ func (n *Node) applyConfChange(main *pebble.Batch, e *raftpb.Entry, out []delive
 			id := c.GetNodeId()
 			switch c.GetType() {
 			case raftpb.ConfChangeAddNode, raftpb.ConfChangeAddLearnerNode:
-				if addr == "" {
-					break // a promotion: the address is already known
+				if rec.addr == "" {
+					break // a promotion: the record is already there
 				}
-				if err := main.Set(memberKey(id), []byte(addr), nil); err != nil {
+				if err := main.Set(memberKey(id), rec.encode(), nil); err != nil {
 					return out, changes, nil, storageError("apply conf change", err)
 				}
-				changes = append(changes, memberChange{id: id, addr: addr})
+				changes = append(changes, memberChange{id: id, rec: rec})
 			case raftpb.ConfChangeRemoveNode:
 				if err := main.Delete(memberKey(id), nil); err != nil {
 					return out, changes, nil, storageError("apply conf change", err)

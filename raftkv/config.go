@@ -30,6 +30,9 @@ type Config struct {
 	// table. After the first boot, members come from the replicated member
 	// table on disk.
 	Peers map[uint64]string
+	// PeerMeta is the initial members' Member.Meta by ID, read with Peers
+	// on first boot only (not with Join). Default: none.
+	PeerMeta map[uint64]string
 	// Join starts an empty replica that waits to be added to an existing
 	// cluster (AddMember on the leader) and catches up by snapshot.
 	Join bool

@@ -7,7 +7,9 @@
 //   - Node: one replica. Open bootstraps, restarts or joins it; Propose
 //     replicates a command and returns the state machine's result once it is
 //     applied; ReadIndex, LinearizableGet, Get and Scan read; AddMember,
-//     PromoteMember, RemoveMember and TransferLeadership manage the cluster;
+//     CatchUp, PromoteMember, RemoveMember and TransferLeadership manage
+//     the cluster (a member's address and the application's Member.Meta
+//     ride in the conf change and are replicated with the member table);
 //     Status, Metrics and Err report, and LeadershipChanged pushes each
 //     change of leadership or term to whoever waits on it;
 //   - the raft.Storage over pebble (storage.go), with the recent log cached in
@@ -24,9 +26,9 @@
 // # Invariants
 //
 // Key layout (keys.go): 0x01 meta (hard state, conf state, applied index,
-// truncation point, replica ID, member addresses), 0x02+index log entries,
-// 0x03+key the state machine's data. Indexes are big-endian so the log is one
-// ordered range.
+// truncation point, replica ID, member addresses and metadata), 0x02+index
+// log entries, 0x03+key the state machine's data. Indexes are big-endian so
+// the log is one ordered range.
 //
 // Exactly-once apply: the applied state — the state machine's writes since
 // it was last stored, the applied index, the conf state and the member

@@ -37,6 +37,21 @@ var (
 	// log (it lost the leadership and fell far behind). Check the state
 	// before retrying.
 	ErrOutcomeUnknown = errors.New("raftkv: proposal outcome unknown")
+
+	// Refusals of membership changes (AddMember, PromoteMember,
+	// RemoveMember, CatchUp); nothing was changed.
+	//
+	// ErrMemberExists: the ID, or the address, is a member's already.
+	ErrMemberExists = errors.New("raftkv: already a member")
+	// ErrNotMember: the ID is no member (or, to PromoteMember, no learner).
+	ErrNotMember = errors.New("raftkv: not a member")
+	// ErrLastVoter: the change would leave the cluster without a voter.
+	ErrLastVoter = errors.New("raftkv: the last voter cannot be removed")
+	// ErrBadAddress: a new member's address is missing.
+	ErrBadAddress = errors.New("raftkv: bad member address")
+	// ErrMembershipPending: another membership change is still being
+	// applied; retry once it is. It also matches ErrProposalDropped.
+	ErrMembershipPending = errors.New("raftkv: another membership change is in flight")
 )
 
 // NotLeaderError is returned by operations that only the leader serves. It

@@ -11,7 +11,7 @@ import "encoding/binary"
 //	0x01 'a' 'p'            applied index and its term
 //	0x01 't' 'r'            truncation point: the last index removed from the log and its term
 //	0x01 'i' 'd'            the replica's ID (guards against opening another replica's dir)
-//	0x01 'm' <id:8>         a member's address
+//	0x01 'm' <id:8>         a member's record: its address and metadata (member.go)
 //	0x02 <index:8>          a raft log entry
 //	0x03 <key>              the state machine's data; the state machine sees <key> only
 //

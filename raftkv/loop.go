@@ -261,32 +261,38 @@ drain:
 }
 
 // proposeConfChange proposes one membership change for p. Run on the loop.
-func (n *Node) proposeConfChange(p *proposal, typ raftpb.ConfChangeType, id uint64, addr string) error {
+func (n *Node) proposeConfChange(p *proposal, typ raftpb.ConfChangeType, id uint64, rec memberRecord) error {
 	if n.state != raft.StateLeader {
 		return n.notLeaderLocked()
 	}
 	voters, learners := n.confState.GetVoters(), n.confState.GetLearners()
 	switch typ {
 	case raftpb.ConfChangeAddNode, raftpb.ConfChangeAddLearnerNode:
-		if addr == "" && !slices.Contains(learners, id) {
-			return fmt.Errorf("raftkv: %d is not a learner", id)
+		if rec.addr == "" && !slices.Contains(learners, id) {
+			return fmt.Errorf("%w: %d is not a learner", ErrNotMember, id)
 		}
-		if addr != "" && (slices.Contains(voters, id) || slices.Contains(learners, id)) {
-			return fmt.Errorf("raftkv: %d is already a member", id)
+		if rec.addr != "" && (slices.Contains(voters, id) || slices.Contains(learners, id)) {
+			return fmt.Errorf("%w: %d is a member", ErrMemberExists, id)
+		}
+		for mid, m := range n.members {
+			member := slices.Contains(voters, mid) || slices.Contains(learners, mid)
+			if rec.addr != "" && m.addr == rec.addr && mid != id && member {
+				return fmt.Errorf("%w: %d has address %s", ErrMemberExists, mid, rec.addr)
+			}
 		}
 	case raftpb.ConfChangeRemoveNode:
 		if !slices.Contains(voters, id) && !slices.Contains(learners, id) {
-			return fmt.Errorf("raftkv: %d is not a member", id)
+			return fmt.Errorf("%w: %d", ErrNotMember, id)
 		}
 		if len(voters) == 1 && voters[0] == id {
-			return fmt.Errorf("raftkv: %d is the last voter", id)
+			return fmt.Errorf("%w: %d is the only voter", ErrLastVoter, id)
 		}
 	}
 	term := n.rn.BasicStatus().GetTerm()
 	n.seq++
 	cc := &raftpb.ConfChangeV2{
 		Changes: []*raftpb.ConfChangeSingle{{Type: typ.Enum(), NodeId: new(id)}},
-		Context: encodeMemberContext(n.nonce, n.seq, addr),
+		Context: encodeMemberContext(n.nonce, n.seq, rec),
 	}
 	data, err := proto.Marshal(cc)
 	if err != nil {
@@ -302,7 +308,7 @@ func (n *Node) proposeConfChange(p *proposal, typ raftpb.ConfChangeType, id uint
 	}
 	if m.GetEntries()[0].GetType() != raftpb.EntryConfChangeV2 {
 		// raft turned it into an empty entry: a change is still pending.
-		return fmt.Errorf("%w: another membership change is still being applied", ErrProposalDropped)
+		return fmt.Errorf("%w: %w: the previous one is still being applied", ErrMembershipPending, ErrProposalDropped)
 	}
 	p.term = term
 	n.waiting[n.seq] = p
@@ -475,7 +481,8 @@ func (n *Node) syncPeers() {
 	if n.tr == nil {
 		return
 	}
-	for id, addr := range n.members {
+	for id, m := range n.members {
+		addr := m.addr
 		if id == n.id || addr == "" {
 			continue
 		}
@@ -573,7 +580,7 @@ func (n *Node) publish() {
 	s := Status{
 		ID:         n.id,
 		Leader:     hs.Lead,
-		LeaderAddr: n.members[hs.Lead],
+		LeaderAddr: n.members[hs.Lead].addr,
 		IsLeader:   hs.RaftState == raft.StateLeader,
 		State:      hs.RaftState.String(),
 		Term:       hs.GetTerm(),
@@ -597,10 +604,10 @@ func (n *Node) publish() {
 func (n *Node) memberList() []Member {
 	var out []Member
 	for _, id := range n.confState.GetVoters() {
-		out = append(out, Member{ID: id, Addr: n.members[id]})
+		out = append(out, Member{ID: id, Addr: n.members[id].addr, Meta: n.members[id].meta})
 	}
 	for _, id := range n.confState.GetLearners() {
-		out = append(out, Member{ID: id, Addr: n.members[id], Learner: true})
+		out = append(out, Member{ID: id, Addr: n.members[id].addr, Meta: n.members[id].meta, Learner: true})
 	}
 	slices.SortFunc(out, func(a, b Member) int {
 		switch {

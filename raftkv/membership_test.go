@@ -1,6 +1,8 @@
 package raftkv_test
 
 import (
+	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -21,10 +23,16 @@ func testMembership(t *testing.T, opts ...clusterOpt) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	n4, addr4 := c.join(4)
-	if err := c.onLeader(ctx, func(l *raftkv.Node) error { return l.AddMember(ctx, 4, addr4, true) }); err != nil {
+	const meta4 = "http://replica-4.example:8004"
+	if err := c.onLeader(ctx, func(l *raftkv.Node) error {
+		return l.AddMember(ctx, raftkv.Member{ID: 4, Addr: addr4, Meta: meta4, Learner: true})
+	}); err != nil {
 		t.Fatalf("add learner 4: %v", err)
 	}
 	// The learner catches up while the writes go on.
+	if err := c.onLeader(ctx, func(l *raftkv.Node) error { return l.CatchUp(ctx, 4) }); err != nil {
+		t.Fatalf("catch up 4: %v", err)
+	}
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		l := c.waitLeader(time.Second)
 		if n4.Status().Applied+20 >= l.Status().Applied && n4.Status().Applied > 0 {
@@ -69,10 +77,18 @@ func testMembership(t *testing.T, opts ...clusterOpt) {
 		if m.ID == victim || m.ID == lid || m.Learner || m.Addr != c.addrs[m.ID] {
 			t.Fatalf("member %+v after the changes", m)
 		}
+		if want := map[uint64]string{4: meta4}[m.ID]; m.Meta != want {
+			t.Fatalf("member %d has meta %q, want %q", m.ID, m.Meta, want)
+		}
 	}
-	// The new replica restarts knowing its peers from its own disk.
+	// The new replica restarts knowing its peers, and their metadata,
+	// from its own disk: its config's Peers are the initial members only,
+	// two of which are gone.
 	c.stop(4)
-	c.start(4)
+	n4 = c.start(4)
+	if ms := n4.Status().Members; len(ms) != 2 || !slices.ContainsFunc(ms, func(m raftkv.Member) bool { return m.ID == 4 && m.Meta == meta4 }) {
+		t.Fatalf("replica 4 restarted with members %+v", ms)
+	}
 	time.Sleep(200 * time.Millisecond)
 	w.halt(t)
 	converge(t, c, 10*time.Second)
@@ -84,21 +100,55 @@ func TestMembershipErrors(t *testing.T) {
 	c := newCluster(t, 3)
 	ctx := ctxTimeout(t, 10*time.Second)
 	l := c.waitLeader(time.Second)
-	if err := l.PromoteMember(ctx, 2); err == nil {
-		t.Fatal("promoting a voter succeeded")
-	}
-	if err := l.RemoveMember(ctx, 9); err == nil {
-		t.Fatal("removing a stranger succeeded")
-	}
-	if err := l.AddMember(ctx, 2, "x", false); err == nil {
-		t.Fatal("adding a member twice succeeded")
+	lid := l.Status().ID
+	other := c.addrs[lid%3+1]
+	for _, tc := range []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"promote a voter", l.PromoteMember(ctx, 2), raftkv.ErrNotMember},
+		{"remove a stranger", l.RemoveMember(ctx, 9), raftkv.ErrNotMember},
+		{"add a member twice", l.AddMember(ctx, raftkv.Member{ID: 2, Addr: "x:1"}), raftkv.ErrMemberExists},
+		{"add at a member's address", l.AddMember(ctx, raftkv.Member{ID: 8, Addr: other, Learner: true}), raftkv.ErrMemberExists},
+		{"add without an address", l.AddMember(ctx, raftkv.Member{ID: 8}), raftkv.ErrBadAddress},
+		{"catch up a stranger", l.CatchUp(ctx, 9), raftkv.ErrNotMember},
+	} {
+		if !errors.Is(tc.err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, tc.err, tc.want)
+		}
 	}
 	for _, n := range c.running() {
 		if n != l {
-			if err := n.AddMember(ctx, 7, "x", true); !isNotLeader(err) {
+			if err := n.AddMember(ctx, raftkv.Member{ID: 7, Addr: "x:1", Learner: true}); !isNotLeader(err) {
 				t.Fatalf("membership change on a follower: %v", err)
+			}
+			if err := n.CatchUp(ctx, 1); !isNotLeader(err) {
+				t.Fatalf("catch up on a follower: %v", err)
 			}
 			break
 		}
+	}
+	if ms := l.Status().Members; len(ms) != 3 {
+		t.Fatalf("members after the refusals: %+v", ms)
+	}
+}
+
+// TestRemoveLastVoter shrinks a cluster to one voter, which cannot be
+// removed.
+func TestRemoveLastVoter(t *testing.T) {
+	c := newCluster(t, 2)
+	ctx := ctxTimeout(t, 10*time.Second)
+	l := c.waitLeader(time.Second)
+	lid := l.Status().ID
+	if err := l.RemoveMember(ctx, 3-lid); err != nil {
+		t.Fatalf("remove %d: %v", 3-lid, err)
+	}
+	c.stop(3 - lid)
+	if err := l.RemoveMember(ctx, lid); !errors.Is(err, raftkv.ErrLastVoter) {
+		t.Fatalf("removing the last voter: %v, want ErrLastVoter", err)
+	}
+	if _, err := l.Propose(ctx, raftkv.PutCommand([]byte("k"), []byte("v"))); err != nil {
+		t.Fatalf("the last voter does not serve: %v", err)
 	}
 }

@@ -2,11 +2,9 @@ package raftkv
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -74,8 +72,8 @@ type Node struct {
 	lead      uint64
 	state     raft.StateType
 	confState *raftpb.ConfState
-	members   map[uint64]string // addresses; the replicated member table
-	peers     map[uint64]string // what the transport was told
+	members   map[uint64]memberRecord // the replicated member table
+	peers     map[uint64]string       // what the transport was told
 	seq       uint64
 	waiting   map[uint64]*proposal
 	prunedAt  uint64 // the applied term up to which waiters were pruned
@@ -126,8 +124,17 @@ func (p *proposal) finish(r result) {
 
 // Member is one replica of the cluster.
 type Member struct {
-	ID      uint64
-	Addr    string
+	// ID is the member's raft ID.
+	ID uint64
+	// Addr is the member's raft (transport) address.
+	Addr string
+	// Meta is opaque to raftkv: what the application records about the
+	// member with its membership (a dispatcher replica's client URL). It
+	// is replicated with the member table, so every replica, one restarted
+	// or one that catches up by snapshot included, has it. Empty for an
+	// initial member not in Config.PeerMeta.
+	Meta string
+	// Learner: the member receives the log but does not vote.
 	Learner bool
 }
 
@@ -208,7 +215,7 @@ func (n *Node) init() (err error) {
 			return err
 		}
 		// Only until a snapshot brings the member table.
-		ps.members = maps.Clone(n.cfg.Peers)
+		ps.members = records(n.cfg.Peers, nil)
 	case ps.fresh:
 		peers := n.cfg.Peers
 		if len(peers) == 0 {
@@ -217,20 +224,20 @@ func (n *Node) init() (err error) {
 		if _, ok := peers[n.id]; !ok {
 			return fmt.Errorf("raftkv: Peers does not include this replica (%d)", n.id)
 		}
-		if err := st.bootstrap(n.id, peers); err != nil {
+		ps.members = records(peers, n.cfg.PeerMeta)
+		if err := st.bootstrap(n.id, ps.members); err != nil {
 			return err
 		}
-		ps.members = maps.Clone(peers)
 	case ps.id != n.id:
 		return fmt.Errorf("raftkv: directory belongs to replica %d", ps.id)
 	case len(ps.members) == 0:
 		// Joined but not yet caught up: still only Peers says where the
 		// others are.
-		ps.members = maps.Clone(n.cfg.Peers)
+		ps.members = records(n.cfg.Peers, nil)
 	}
 	n.members = ps.members
 	if n.members == nil {
-		n.members = map[uint64]string{}
+		n.members = map[uint64]memberRecord{}
 	}
 	n.membersDirty = true
 	hs, cs, _ := st.InitialState()
@@ -586,37 +593,49 @@ func (n *Node) TransferLeadership(ctx context.Context, to uint64) error {
 
 // notLeaderLocked is notLeader for the Ready loop.
 func (n *Node) notLeaderLocked() error {
-	return &NotLeaderError{LeaderID: n.lead, LeaderAddr: n.members[n.lead]}
+	return &NotLeaderError{LeaderID: n.lead, LeaderAddr: n.members[n.lead].addr}
 }
 
-// AddMember adds replica id at addr to the cluster, as a learner (it
-// receives the log but does not vote; promote it once it caught up) or as a
-// voter, and waits until the change is applied here. Only the leader accepts
-// it, and only one membership change can be in flight.
-func (n *Node) AddMember(ctx context.Context, id uint64, addr string, learner bool) error {
+// AddMember adds m to the cluster, as a learner (m.Learner: it receives
+// the log but does not vote; PromoteMember makes it a voter once it caught
+// up, see CatchUp) or as a voter, and waits until the change is applied
+// here. m.Addr is required and m.Meta is stored with it. Only the leader
+// accepts it (ErrNotLeader), and only one membership change can be in
+// flight (ErrMembershipPending). An ID that is a member is refused
+// (ErrMemberExists), and so is an address another member has; an ID once
+// removed must not come back (see Config.ID).
+func (n *Node) AddMember(ctx context.Context, m Member) error {
 	typ := raftpb.ConfChangeAddNode
-	if learner {
+	if m.Learner {
 		typ = raftpb.ConfChangeAddLearnerNode
 	}
-	return n.changeMembership(ctx, typ, id, addr)
+	if m.Addr == "" {
+		return fmt.Errorf("raftkv: add member %d: %w", m.ID, ErrBadAddress)
+	}
+	return n.changeMembership(ctx, typ, m.ID, memberRecord{addr: m.Addr, meta: m.Meta})
 }
 
-// PromoteMember makes the learner id a voter.
+// PromoteMember makes the learner id a voter (ErrNotMember if it is no
+// learner).
 func (n *Node) PromoteMember(ctx context.Context, id uint64) error {
-	return n.changeMembership(ctx, raftpb.ConfChangeAddNode, id, "")
+	return n.changeMembership(ctx, raftpb.ConfChangeAddNode, id, memberRecord{})
 }
 
-// RemoveMember removes replica id from the cluster.
+// RemoveMember removes replica id from the cluster: ErrNotMember if it is
+// no member, ErrLastVoter if it is the only voter. Removing the leader is
+// allowed: once the change is applied it steps down, and the others elect
+// one of them after an election timeout; TransferLeadership first avoids
+// that wait.
 func (n *Node) RemoveMember(ctx context.Context, id uint64) error {
-	return n.changeMembership(ctx, raftpb.ConfChangeRemoveNode, id, "")
+	return n.changeMembership(ctx, raftpb.ConfChangeRemoveNode, id, memberRecord{})
 }
 
-func (n *Node) changeMembership(ctx context.Context, typ raftpb.ConfChangeType, id uint64, addr string) error {
+func (n *Node) changeMembership(ctx context.Context, typ raftpb.ConfChangeType, id uint64, rec memberRecord) error {
 	if id == 0 {
 		return fmt.Errorf("raftkv: membership change: ID 0 is not allowed")
 	}
 	p := &proposal{done: make(chan result, 1)}
-	if err := n.do(ctx, func() error { return n.proposeConfChange(p, typ, id, addr) }); err != nil {
+	if err := n.do(ctx, func() error { return n.proposeConfChange(p, typ, id, rec) }); err != nil {
 		return fmt.Errorf("raftkv: %s %d: %w", typ, id, err)
 	}
 	if _, err := n.wait(ctx, p); err != nil {
@@ -625,26 +644,50 @@ func (n *Node) changeMembership(ctx context.Context, typ raftpb.ConfChangeType, 
 	return nil
 }
 
-// memberContext is the Context of our ConfChangeV2 entries:
-// <version 1> <nonce:8> <uvarint seq> <addr>. It carries the new member's
-// address into the replicated member table.
-func encodeMemberContext(nonce, seq uint64, addr string) []byte {
-	b := []byte{1}
-	b = binary.BigEndian.AppendUint64(b, nonce)
-	b = binary.AppendUvarint(b, seq)
-	return append(b, addr...)
-}
-
-func decodeMemberContext(b []byte) (nonce, seq uint64, addr string, ok bool) {
-	if len(b) < 10 || b[0] != 1 {
-		return 0, 0, "", false
+// CatchUp waits until the learner or voter id has, in its log, every entry
+// the leader had committed when CatchUp was called, so that promoting it
+// does not leave the quorum waiting for a replica that is far behind. Only
+// the leader knows; elsewhere it returns ErrNotLeader (also when the
+// leadership moves while it waits).
+func (n *Node) CatchUp(ctx context.Context, id uint64) error {
+	var target uint64
+	check := func() (bool, error) {
+		var done bool
+		err := n.do(ctx, func() error {
+			if n.state != raft.StateLeader {
+				return n.notLeaderLocked()
+			}
+			st := n.rn.Status()
+			pr, ok := st.Progress[id]
+			if !ok {
+				return fmt.Errorf("%w: %d", ErrNotMember, id)
+			}
+			if target == 0 {
+				target = st.GetCommit()
+			}
+			done = pr.Match >= target
+			return nil
+		})
+		return done, err
 	}
-	nonce = binary.BigEndian.Uint64(b[1:])
-	seq, k := binary.Uvarint(b[9:])
-	if k <= 0 {
-		return 0, 0, "", false
+	t := time.NewTicker(n.cfg.TickInterval)
+	defer t.Stop()
+	for {
+		done, err := check()
+		if err != nil {
+			return fmt.Errorf("raftkv: catch up %d: %w", id, err)
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("raftkv: catch up %d (to index %d): %w", id, target, timeoutErr(ctx))
+		case <-n.donec:
+			return n.stoppedErr()
+		case <-t.C:
+		}
 	}
-	return nonce, seq, string(b[9+k:]), true
 }
 
 // Close stops the replica: the Ready loop, the transport, the snapshot

@@ -16,7 +16,7 @@ import (
 // the snapshot's index, serialized from a pebble snapshot:
 //
 //	"SLKV" <version:1> <index:8> <term:8>
-//	<uvarint members> members × (<id:8> <uvarint len> <addr>)
+//	<uvarint members> members × (<id:8> <uvarint len> <member record>)
 //	records × (0x01 <uvarint klen> <key> <uvarint vlen> <value>)   keys relative to the keyspace, in order
 //	0x00
 //	<crc32c:4> of everything before
@@ -127,7 +127,7 @@ func buildSnapshot(ps *pebble.Snapshot, stop <-chan struct{}) (*raftpb.Snapshot,
 type restoredSnapshot struct {
 	meta      indexTerm
 	confState *raftpb.ConfState
-	members   map[uint64]string
+	members   map[uint64]memberRecord
 	records   []byte // the records section, verified to parse
 }
 
@@ -159,7 +159,7 @@ func decodeSnapshot(sn *raftpb.Snapshot) (*restoredSnapshot, error) {
 		return nil, corrupt("member count")
 	}
 	rest = rest[n:]
-	r.members = make(map[uint64]string, nm)
+	r.members = make(map[uint64]memberRecord, nm)
 	for range nm {
 		if len(rest) < 8 {
 			return nil, corrupt("member")
@@ -169,7 +169,11 @@ func decodeSnapshot(sn *raftpb.Snapshot) (*restoredSnapshot, error) {
 		if n <= 0 || l > uint64(len(rest)-8-n) {
 			return nil, corrupt("member address")
 		}
-		r.members[id] = string(rest[8+n : 8+n+int(l)])
+		rec, err := decodeMemberRecord(rest[8+n : 8+n+int(l)])
+		if err != nil {
+			return nil, err
+		}
+		r.members[id] = rec
 		rest = rest[8+n+int(l):]
 	}
 	r.records = rest
@@ -227,8 +231,8 @@ func (r *restoredSnapshot) writeTo(b *pebble.Batch) error {
 			return storageError("restore snapshot", err)
 		}
 	}
-	for id, addr := range r.members {
-		if err := b.Set(memberKey(id), []byte(addr), nil); err != nil {
+	for id, rec := range r.members {
+		if err := b.Set(memberKey(id), rec.encode(), nil); err != nil {
 			return storageError("restore snapshot", err)
 		}
 	}

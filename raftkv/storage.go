@@ -66,7 +66,7 @@ var _ raft.Storage = (*storage)(nil)
 type persistedState struct {
 	fresh   bool // nothing was ever written
 	id      uint64
-	members map[uint64]string
+	members map[uint64]memberRecord
 }
 
 // loadStorage reads the replica's state from db.
@@ -146,7 +146,7 @@ func loadStorage(db *pebble.DB, cacheMax int) (*storage, persistedState, error) 
 		// committed.
 		hs.Commit = new(applied.index)
 	}
-	ps.members = map[uint64]string{}
+	ps.members = map[uint64]memberRecord{}
 	it, err := db.NewIter(&pebble.IterOptions{LowerBound: keyMemberPrefix, UpperBound: keyMemberEnd})
 	if err != nil {
 		return nil, ps, storageError("load members", err)
@@ -157,7 +157,12 @@ func loadStorage(db *pebble.DB, cacheMax int) (*storage, persistedState, error) 
 			_ = it.Close()
 			return nil, ps, fmt.Errorf("%w: member key %q", ErrCorrupt, k)
 		}
-		ps.members[binary.BigEndian.Uint64(k[len(keyMemberPrefix):])] = string(it.Value())
+		rec, err := decodeMemberRecord(it.Value())
+		if err != nil {
+			_ = it.Close()
+			return nil, ps, err
+		}
+		ps.members[binary.BigEndian.Uint64(k[len(keyMemberPrefix):])] = rec
 	}
 	if err := it.Close(); err != nil {
 		return nil, ps, storageError("load members", err)
@@ -194,7 +199,7 @@ func lastLogIndex(db pebble.Reader) (uint64, error) {
 // bootstrap writes the initial state of a new cluster: the log starts after
 // index 1 (term 1), which stands for the configuration with the given
 // voters. Every initial replica writes the same, so they agree from the start.
-func (s *storage) bootstrap(id uint64, peers map[uint64]string) error {
+func (s *storage) bootstrap(id uint64, peers map[uint64]memberRecord) error {
 	b := s.db.NewBatch()
 	defer b.Close()
 	var idv [8]byte
@@ -218,8 +223,8 @@ func (s *storage) bootstrap(id uint64, peers map[uint64]string) error {
 			return fmt.Errorf("raftkv: bootstrap: %w", err)
 		}
 		sets := [][2][]byte{{keyHardState, hsv}, {keyConfState, csv}, {keyApplied, start.encode()}, {keyTruncated, start.encode()}}
-		for pid, addr := range peers {
-			sets = append(sets, [2][]byte{memberKey(pid), []byte(addr)})
+		for pid, rec := range peers {
+			sets = append(sets, [2][]byte{memberKey(pid), rec.encode()})
 		}
 		for _, kv := range sets {
 			if err := b.Set(kv[0], kv[1], nil); err != nil {

@@ -58,7 +58,7 @@ func TestStorageLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.bootstrap(1, map[uint64]string{1: "a"}); err != nil {
+	if err := s.bootstrap(1, records(map[uint64]string{1: "a"}, nil)); err != nil {
 		t.Fatal(err)
 	}
 	if f, _ := s.FirstIndex(); f != 2 {
@@ -125,7 +125,7 @@ func TestStorageLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ps.fresh || ps.id != 1 || ps.members[1] != "a" {
+	if ps.fresh || ps.id != 1 || ps.members[1] != (memberRecord{addr: "a"}) {
 		t.Fatalf("persisted state: %+v", ps)
 	}
 	first, _ := s.FirstIndex()
@@ -157,7 +157,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.bootstrap(1, map[uint64]string{1: "a", 2: "b"}); err != nil {
+	if err := s.bootstrap(1, records(map[uint64]string{1: "a", 2: "b"}, map[uint64]string{2: "meta-b"})); err != nil {
 		t.Fatal(err)
 	}
 	b := src.NewBatch()
@@ -205,7 +205,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ps2.members[2] != "b" || s2.mu.applied != (indexTerm{7, 3}) || s2.mu.lastIndex != 7 {
+	if ps2.members[2] != (memberRecord{addr: "b", meta: "meta-b"}) || s2.mu.applied != (indexTerm{7, 3}) || s2.mu.lastIndex != 7 {
 		t.Fatalf("restored meta: members %v applied %v last %d", ps2.members, s2.mu.applied, s2.mu.lastIndex)
 	}
 	for _, i := range []int{0, 5, len(sn.Data) / 2, len(sn.Data) - 1} {

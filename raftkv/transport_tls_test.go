@@ -60,7 +60,7 @@ func TestOverTLSForeignReplicaCannotJoin(t *testing.T) {
 		t.Fatalf("put: %v", err)
 	}
 	n4, addr4 := c.join(4)
-	if err := c.onLeader(ctx, func(l *raftkv.Node) error { return l.AddMember(ctx, 4, addr4, true) }); err != nil {
+	if err := c.onLeader(ctx, func(l *raftkv.Node) error { return l.AddMember(ctx, raftkv.Member{ID: 4, Addr: addr4, Learner: true}) }); err != nil {
 		t.Fatalf("add learner 4: %v", err)
 	}
 	l := c.waitLeader(time.Second)
