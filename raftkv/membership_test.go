@@ -1,7 +1,9 @@
 package raftkv_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -150,5 +152,43 @@ func TestRemoveLastVoter(t *testing.T) {
 	}
 	if _, err := l.Propose(ctx, raftkv.PutCommand([]byte("k"), []byte("v"))); err != nil {
 		t.Fatalf("the last voter does not serve: %v", err)
+	}
+}
+
+// TestMembershipJoinsInTurn adds two replicas one after the other, with
+// no log truncation in between: each starts from a snapshot (the log of a
+// bootstrapped cluster does not reach back to index 1), and the second
+// must get one whose conf state has it, not the first one's.
+func TestMembershipJoinsInTurn(t *testing.T) {
+	c := newCluster(t, 3)
+	ctx := ctxTimeout(t, 20*time.Second)
+	for _, id := range []uint64{4, 5} {
+		if err := c.onLeader(ctx, func(l *raftkv.Node) error {
+			_, err := l.Propose(ctx, raftkv.PutCommand(fmt.Appendf(nil, "before-%d", id), []byte("v")))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		n, addr := c.join(id)
+		if err := c.onLeader(ctx, func(l *raftkv.Node) error {
+			return l.AddMember(ctx, raftkv.Member{ID: id, Addr: addr, Learner: true})
+		}); err != nil {
+			t.Fatalf("add %d: %v", id, err)
+		}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := c.onLeader(cctx, func(l *raftkv.Node) error { return l.CatchUp(cctx, id) })
+		cancel()
+		if err != nil {
+			t.Fatalf("replica %d does not catch up: %v", id, err)
+		}
+		if err := c.onLeader(ctx, func(l *raftkv.Node) error { return l.PromoteMember(ctx, id) }); err != nil {
+			t.Fatalf("promote %d: %v", id, err)
+		}
+		if m := n.Metrics(); m.SnapshotsRestored != 1 {
+			t.Fatalf("replica %d restored %d snapshots, want 1", id, m.SnapshotsRestored)
+		}
+		if _, err := n.Get(fmt.Appendf(nil, "before-%d", id)); err != nil {
+			t.Fatalf("replica %d: %v", id, err)
+		}
 	}
 }

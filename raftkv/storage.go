@@ -401,11 +401,14 @@ func decodeLogEntry(index uint64, v []byte) (*raftpb.Entry, error) {
 // index, the conf state, the member table and the data change in one batch)
 // and returns ErrSnapshotTemporarilyUnavailable; raft asks again on the next
 // heartbeat response, and gets the snapshot once it is built. A snapshot is
-// reused as long as the log still continues from its index.
+// reused as long as the log still continues from its index and no
+// membership change was applied since: raft refuses to send a snapshot to
+// a member its conf state does not have, and a new member needs one.
 func (s *storage) Snapshot() (*raftpb.Snapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if sn := s.mu.snap; sn != nil && sn.GetMetadata().GetIndex() >= s.mu.trunc.index {
+	if sn := s.mu.snap; sn != nil && sn.GetMetadata().GetIndex() >= s.mu.trunc.index &&
+		sameConfState(sn.GetMetadata().GetConfState(), s.mu.confState) {
 		return sn, nil
 	}
 	s.mu.snap = nil
@@ -650,4 +653,12 @@ func (s *storage) truncate(index uint64) error {
 		s.mu.snap = nil
 	}
 	return nil
+}
+
+// sameConfState reports whether a and b have the same members in the same
+// roles (raft keeps each list sorted).
+func sameConfState(a, b *raftpb.ConfState) bool {
+	return slices.Equal(a.GetVoters(), b.GetVoters()) && slices.Equal(a.GetLearners(), b.GetLearners()) &&
+		slices.Equal(a.GetVotersOutgoing(), b.GetVotersOutgoing()) && slices.Equal(a.GetLearnersNext(), b.GetLearnersNext()) &&
+		a.GetAutoLeave() == b.GetAutoLeave()
 }
