@@ -107,6 +107,10 @@ func (n *Node) apply(ents []*raftpb.Entry, deadline time.Time) (int, error) {
 		}
 		n.syncPeers()
 	}
+	if cs != nil {
+		// Whoever waits for the change sees it in Status on return.
+		n.publish()
+	}
 	for _, d := range out {
 		if p := n.waiting[d.seq]; p != nil {
 			delete(n.waiting, d.seq)

@@ -146,6 +146,9 @@ func TestRemoveLastVoter(t *testing.T) {
 	if err := l.RemoveMember(ctx, 3-lid); err != nil {
 		t.Fatalf("remove %d: %v", 3-lid, err)
 	}
+	if ms := l.Status().Members; len(ms) != 1 || ms[0].ID != lid {
+		t.Fatalf("members once the removal returned: %+v", ms)
+	}
 	c.stop(3 - lid)
 	if err := l.RemoveMember(ctx, lid); !errors.Is(err, raftkv.ErrLastVoter) {
 		t.Fatalf("removing the last voter: %v, want ErrLastVoter", err)
