@@ -259,7 +259,8 @@ func checkContentType(ctx *fasthttp.RequestCtx, absentOK bool, want ...string) *
 // bodyLimit is the most bytes of body a request of method on path may
 // send, and decompress to: writes (POST) take bodies up to
 // api.MaxBodyBytes, a node's registration up to maxRegisterBody, a drain
-// request up to maxDrainBody; reads and
+// request up to maxDrainBody, a replica's addition up to maxMemberBody;
+// reads and
 // the long-polls (GET) and deletions (DELETE, named by query parameters)
 // take none.
 func bodyLimit(method, path string) int {
@@ -270,6 +271,8 @@ func bodyLimit(method, path string) int {
 		return maxRegisterBody
 	case strings.HasPrefix(path, api.PathNode) && strings.HasSuffix(path, "/drain"):
 		return maxDrainBody
+	case path == api.PathMembers:
+		return maxMemberBody
 	}
 	return api.MaxBodyBytes
 }

@@ -42,7 +42,9 @@ type HandlerConfig struct {
 	Raft       *raftkv.Node
 	// PeerHTTP maps each replica's raft ID to its HTTP base URL, such as
 	// "http://10.0.0.1:8001": writes that reach a follower are redirected
-	// to the leader's. Default none: followers answer 503 not_leader.
+	// to the leader's. The URL a replica was added with (POST
+	// /v1/members), replicated with the membership, wins over it. Default
+	// none: followers answer 503 not_leader for a leader without either.
 	PeerHTTP map[uint64]string
 	// Tokens authenticates requests. Nil: no authentication, every request
 	// acts as admin (but one with a job token, see JobKeys).
@@ -395,6 +397,12 @@ func (h *Handler) route(ctx *fasthttp.RequestCtx, serve bool) *httpError {
 		}
 	case path == api.PathWatch:
 		eps = epWatch
+	case path == api.PathMembers:
+		eps = epMembers
+	case strings.HasPrefix(path, api.PathMember):
+		if id := path[len(api.PathMember):]; validSegment(id) {
+			eps, args = epMember, []string{id}
+		}
 	}
 	if eps == nil {
 		return errorf(fasthttp.StatusNotFound, api.CodeNotFound, "no such path: %s", clip(path, 200))
@@ -591,7 +599,7 @@ func (h *Handler) leaderError(ctx *fasthttp.RequestCtx, leader uint64) *httpErro
 		e.retryAfter = 1
 		return e
 	}
-	base, ok := h.cfg.PeerHTTP[leader]
+	base, ok := h.peerURL(leader)
 	if !ok {
 		e := errorf(fasthttp.StatusServiceUnavailable, api.CodeNotLeader, "not the leader; the leader is replica %d, whose HTTP address is not configured", leader)
 		e.retryAfter = 1

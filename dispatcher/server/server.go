@@ -41,12 +41,25 @@ type Config struct {
 	ID uint64
 	// Peers maps every initial replica's raft ID to its raft (TCP) address,
 	// this one's included; it is where this replica's transport listens.
-	// A single replica is {ID: ""} and uses no transport. Required.
+	// A single replica is {ID: ""} and uses no transport (nor can it grow:
+	// {ID: "host:port"} can). It is read on first boot; afterwards the
+	// members and their addresses come from the replicated member table,
+	// and only this replica's own address is taken from it. With Join it
+	// is this replica's address and those of the current members (or at
+	// least the leader's). Required.
 	Peers map[uint64]string
 	// PeerHTTP maps replica IDs to their HTTP base URLs, such as
 	// "http://10.0.0.1:8001": writes reaching a follower are redirected to
-	// the leader's. Default none: followers answer 503 not_leader.
+	// the leader's. On first boot it is stored with the initial members;
+	// a replica added later brings its own URL, replicated with its
+	// membership, which wins. Default none: followers answer 503
+	// not_leader for a leader whose URL is unknown.
 	PeerHTTP map[uint64]string
+	// Join starts a new, empty replica that waits to be added to a running
+	// cluster (POST /v1/members on the leader) and then catches up from a
+	// snapshot. It is read on first boot only. Default false: bootstrap a
+	// new cluster of Peers.
+	Join bool
 	// Dir is the data directory; the raft replica's store is Dir/raft.
 	// Required.
 	Dir string
@@ -70,7 +83,7 @@ type Config struct {
 	// certificates of the CA in its RootCAs, each valid for the host of
 	// the replica's address in Peers (raftkv.LoadPeerTLS loads one).
 	// Default nil: the raft transport speaks plaintext and accepts any
-	// dialer. It is not used with a single replica.
+	// dialer. It is not used by a replica without a raft address.
 	PeerTLS *tls.Config
 	// Dispatcher tunes the dispatcher; Open fills its Raft and FSM, and its
 	// Logger defaults to Logger.
@@ -118,7 +131,7 @@ func (c *Config) Validate() error {
 	} else if _, ok := c.Peers[c.ID]; !ok && c.ID != 0 {
 		add("Peers has no entry for ID %d", c.ID)
 	}
-	if len(c.Peers) > 1 {
+	if len(c.Peers) > 1 || c.Peers[c.ID] != "" {
 		for id, a := range c.Peers {
 			if id == 0 {
 				add("Peers: replica ID 0 is not allowed")
@@ -128,7 +141,10 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
-	if c.PeerTLS != nil && len(c.Peers) > 1 {
+	if c.Join && len(c.Peers) < 2 {
+		add("Join needs Peers to hold this replica's address and at least the leader's")
+	}
+	if c.PeerTLS != nil && c.Peers[c.ID] != "" {
 		for _, p := range raftkv.PeerTLSProblems(c.PeerTLS) {
 			add("PeerTLS: %s", p)
 		}
@@ -225,7 +241,7 @@ func Open(cfg Config) (_ *Server, err error) {
 	}()
 
 	var tr raftkv.Transport
-	if len(cfg.Peers) > 1 {
+	if cfg.Peers[cfg.ID] != "" {
 		s.tr, err = raftkv.NewTCPTransport(raftkv.TCPConfig{
 			ID: cfg.ID, ListenAddr: cfg.Peers[cfg.ID], Peers: cfg.Peers, TLS: cfg.PeerTLS, Logger: cfg.Logger,
 		})
@@ -237,7 +253,7 @@ func Open(cfg Config) (_ *Server, err error) {
 	}
 	s.fsm = fsm.New()
 	s.raft, err = raftkv.Open(raftkv.Config{
-		ID: cfg.ID, Dir: filepath.Join(cfg.Dir, "raft"), FS: cfg.FS, Peers: cfg.Peers, Transport: tr,
+		ID: cfg.ID, Dir: filepath.Join(cfg.Dir, "raft"), FS: cfg.FS, Peers: cfg.Peers, PeerMeta: cfg.PeerHTTP, Join: cfg.Join, Transport: tr,
 		StateMachine: s.fsm, TickInterval: cfg.TickInterval, SyncInterval: max(cfg.SyncInterval, 0), Logger: cfg.Logger,
 	})
 	if err != nil {
