@@ -26,6 +26,7 @@ import (
 type dispatcherFlags struct {
 	id               uint64
 	peers, peerHTTP  string
+	join             bool
 	data, httpAddr   string
 	tokenFile        string
 	jobTokenKey      string
@@ -56,7 +57,9 @@ func newDispatcherCmd() *cobra.Command {
 		Long: `Run one dispatcher replica. Alone (no --peers) it is a single-replica
 cluster; three replicas started with the same --peers and --peer-http form
 one cluster, and whichever leads schedules while the others redirect
-writes to it.
+writes to it. Replicas are added and removed later with 'sluice
+dispatcher members' (a new one starts with --join); the membership is
+replicated, so the flags of the others need no change.
 
 Without --peer-tls-cert, --peer-tls-key and --peer-tls-ca the replicas'
 raft traffic is plaintext and any client of the raft port is believed:
@@ -86,8 +89,9 @@ command line wins over the environment, which wins over the file.`,
 	}
 	fl := c.Flags()
 	fl.Uint64Var(&f.id, "id", 1, "this replica's raft ID (a key of --peers)")
-	fl.StringVar(&f.peers, "peers", "", "every replica's raft address, id=host:port,... (empty: a single replica)")
-	fl.StringVar(&f.peerHTTP, "peer-http", "", "every replica's HTTP base URL, id=http://host:port,..., for redirects to the leader")
+	fl.StringVar(&f.peers, "peers", "", "every initial replica's raft address, id=host:port,..., read on first start (empty: a single replica that cannot grow; 1=host:port: one that can)")
+	fl.StringVar(&f.peerHTTP, "peer-http", "", "every initial replica's HTTP base URL, id=http://host:port,..., for redirects to the leader (a replica added later brings its own)")
+	fl.BoolVar(&f.join, "join", false, "start empty and wait to be added to a running cluster ('sluice dispatcher members add' on it); --peers then holds this replica's raft address and the current members'")
 	fl.StringVar(&f.data, "data", "/var/lib/sluice/dispatcher", "data directory (raft log and state)")
 	fl.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:8080", "address the HTTP API listens on")
 	fl.StringVar(&f.tokenFile, "token-file", "", "bearer tokens and their roles, one 'TOKEN ROLE [QUEUE,...]' or 'TOKEN nodelet NODE' per line (empty: no authentication)")
@@ -107,6 +111,7 @@ command line wins over the environment, which wins over the file.`,
 	fl.Int64Var(&f.bodyMemory, "body-memory", 0, fmt.Sprintf("most bytes of request bodies held at once, as read and decompressed: a body past it is answered 503 (0: %d; at least %d)", server.DefaultBodyMemory, server.MinBodyMemory))
 	fl.IntVar(&f.maxConns, "max-conns", 0, "most HTTP connections open at once: a new one then replaces the one idle longest or waits to be accepted, so the store and raft keep their file descriptors (0: the open-files limit less 1200)")
 	f.gc.addFlag(c)
+	c.AddCommand(newMembersCmd())
 	fl.StringVar(&f.faultSyncDelayFile, "fault-sync-delay-file", "", "for fault-injection benchmarks only: before each sync of the store, wait for the duration written in this file (absent or empty: no wait)")
 	_ = fl.MarkHidden("fault-sync-delay-file")
 	fl.StringVar(&f.queueWeights, "queue-weights", "", "fair-share weights of queues, queue=weight,... (1 to 1000; a queue not named weighs 1)")
@@ -178,6 +183,12 @@ func (f dispatcherFlags) serverConfig(logger *slog.Logger) (server.Config, error
 		cfg.Peers = map[uint64]string{f.id: ""}
 	} else if cfg.Peers, err = parseIDMap("--peers", f.peers); err != nil {
 		return cfg, err
+	}
+	if f.join {
+		if len(cfg.Peers) < 2 || cfg.Peers[f.id] == "" {
+			return cfg, usageError{fmt.Errorf("--join: --peers must hold this replica's raft address (%d=host:port) and the current members'", f.id)}
+		}
+		cfg.Join = true
 	}
 	if cfg.PeerTLS, err = f.peerTLS(cfg.Peers); err != nil {
 		return cfg, err
