@@ -3,18 +3,19 @@
 //
 // It owns two things:
 //
-//   - Open starts a replica from a Config: the raft TCP transport (with more
-//     than one peer), the FSM and raftkv replica in Dir, the Dispatcher,
-//     and the HTTP server on its own listener. Close undoes it in order:
-//     it ends long-polls and streams, shuts the HTTP server down, then
-//     closes the dispatcher, the raft replica and the transport.
+//   - Open starts a replica from a Config: the raft TCP transport (when the
+//     replica has a raft address), the FSM and raftkv replica in Dir, the
+//     Dispatcher, and the HTTP server on its own listener. Close undoes
+//     it in order: it ends long-polls and streams, shuts the HTTP server
+//     down, then closes the dispatcher, the raft replica and the
+//     transport.
 //   - Handler (NewHandler) serves the API for a replica someone else wired,
 //     on any fasthttp.Server (NewHTTPServer sets the limits it needs) or
 //     listener, such as fasthttputil's in-memory one in tests.
 //
 // # Endpoints
 //
-// The paths, bodies and codes are api's (api/wire.go). Every error reply is
+// The paths, bodies and codes are api's (api/wire.go, api/members.go). Every error reply is
 // an api.ErrorResponse.
 //
 //	POST   /v1/jobs                 submit: one job, a JSON array or NDJSON; gzip or zstd; Idempotency-Key
@@ -33,6 +34,9 @@
 //	POST   /v1/nodes/{name}/reports task reports (api.ReportRequest); 204
 //	GET    /v1/tasks/{id}/logs      the task's current attempt's output, proxied from its nodelet
 //	GET    /v1/watch                NDJSON api.WatchEvents from an index (from), brief=1 without the specs' task groups; blank lines are keep-alives
+//	GET    /v1/members              the replicas (api.MemberList) as this one sees them; consistent=1
+//	POST   /v1/members              add a replica (api.AddMemberRequest, admin): learner, caught up, voter; 409 duplicate ID, address or URL
+//	DELETE /v1/members/{id}         remove a replica (admin); 404 not a member, 409 the last voter; the leader hands over and answers 307
 //	GET    /healthz, /readyz        no authentication
 //
 // A watch event carries a job's state after the raft entry at its Index
@@ -48,7 +52,7 @@
 // "Authorization: Bearer TOKEN" (401 without a known one). A token has a
 // role (403 outside it):
 //
-//   - admin: everything;
+//   - admin: everything, and alone adds and removes replicas;
 //   - reader: every GET but the target long-poll;
 //   - submitter: the reader's GETs, submit and cancel, restricted to its
 //     queues when its token lists some (other queues' jobs are 403 and left
@@ -106,8 +110,9 @@
 //     (item i's job key becomes "KEY/i"), a retried submit returns the
 //     same IDs and lists the items that existed in Existing.
 //   - Writes (POST, DELETE, the target long-poll) reaching a follower are
-//     answered 307 to the leader's PeerHTTP URL with the same path and
-//     query, or 503 not_leader when no leader is known. Reads are served
+//     answered 307 to the leader's URL with the same path and query (the
+//     URL it was added with, replicated with the membership, else its
+//     PeerHTTP entry), or 503 not_leader when no leader is known. Reads are served
 //     from the local FSM; ?consistent=1 makes them linearizable (raft
 //     ReadIndex first).
 //   - A replica whose raft replica stopped on an error (its store failed:
