@@ -42,6 +42,24 @@ func runMembers(ctx context.Context, addrs []string, args ...string) (api.Member
 	return list, nil
 }
 
+// memberChangeWindow is when a membership change ran.
+type memberChangeWindow struct {
+	name     string
+	from, to time.Time
+}
+
+// latencySummary gives the count, median, p99 and max of ds.
+func latencySummary(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "no request"
+	}
+	slices.Sort(ds)
+	at := func(p float64) time.Duration {
+		return ds[min(len(ds)-1, int(p*float64(len(ds))))].Round(100 * time.Microsecond)
+	}
+	return fmt.Sprintf("%d requests, latency p50 %v, p99 %v, max %v", len(ds), at(0.5), at(0.99), ds[len(ds)-1].Round(100*time.Microsecond))
+}
+
 // memberSet is the IDs of list's voters and learners, as "1 2 4".
 func memberSet(list api.MemberList) string {
 	var ids []string
@@ -133,6 +151,8 @@ func TestMembersReplaceUnderLoad(t *testing.T) {
 		wg        sync.WaitGroup
 		mu        sync.Mutex
 		acked     = map[string]string{} // job ID → name
+		reqTimes  [][2]time.Time        // sent and acknowledged, of each request (retries included)
+		changes   []memberChangeWindow
 		ackedReqs atomic.Int64
 		retries   atomic.Int64
 		clientErr = make([]error, clients)
@@ -160,6 +180,7 @@ func TestMembersReplaceUnderLoad(t *testing.T) {
 				default:
 				}
 				q := newFailoverRequest(c, r, n)
+				sent := time.Now()
 				for attempt := 1; ; attempt++ {
 					res, err := cl.SubmitBody(loadCtx, q.body, "application/json", api.SubmitOptions{IdempotencyKey: q.key})
 					if err == nil {
@@ -171,6 +192,7 @@ func TestMembersReplaceUnderLoad(t *testing.T) {
 						for i, id := range res.Jobs {
 							acked[id] = failoverJobName(c, r, i)
 						}
+						reqTimes = append(reqTimes, [2]time.Time{sent, time.Now()})
 						mu.Unlock()
 						ackedReqs.Add(1)
 						break
@@ -211,28 +233,31 @@ func TestMembersReplaceUnderLoad(t *testing.T) {
 		r.args = []string{"dispatcher", "--id", strconv.Itoa(id), "--join", "--peers", strings.Join(peers, ","),
 			"--data", r.dir, "--http-addr", r.httpAddr, "--log-level", "info"}
 		r.start(t, exe)
-		before := ackedReqs.Load()
+		before, began := ackedReqs.Load(), time.Now()
 		if list, err = runMembers(ctx, bases, "add", strconv.Itoa(id), raftAddr[id], r.base); err != nil {
 			t.Fatalf("add %d: %v", id, err)
 		}
-		t.Logf("replica %d added after %v: members %s, leader %d; %d requests acknowledged meanwhile",
-			id, time.Since(start).Round(time.Millisecond), memberSet(list), list.Leader, ackedReqs.Load()-before)
+		changes = append(changes, memberChangeWindow{fmt.Sprintf("add %d", id), began, time.Now()})
+		t.Logf("replica %d added in %v (learner, caught up, voter): members %s, leader %d; %d requests acknowledged meanwhile",
+			id, time.Since(began).Round(time.Millisecond), memberSet(list), list.Leader, ackedReqs.Load()-before)
 	}
 	// remove removes replica id with the CLI and kills its process.
 	remove := func(id uint64) {
 		t.Helper()
-		before := ackedReqs.Load()
+		before, began := ackedReqs.Load(), time.Now()
 		if list, err = runMembers(ctx, bases, "remove", strconv.FormatUint(id, 10)); err != nil {
 			t.Fatalf("remove %d: %v", id, err)
 		}
 		if slices.ContainsFunc(list.Members, func(m api.Member) bool { return m.ID == id }) {
 			t.Fatalf("replica %d still a member after its removal: %s", id, memberSet(list))
 		}
+		took := time.Since(began)
+		changes = append(changes, memberChangeWindow{fmt.Sprintf("remove %d", id), began, time.Now()})
 		r := byID(id)
 		_ = r.cmd.Process.Kill()
 		<-r.done
-		t.Logf("replica %d removed and stopped after %v: members %s, leader %d; %d requests acknowledged meanwhile",
-			id, time.Since(start).Round(time.Millisecond), memberSet(list), list.Leader, ackedReqs.Load()-before)
+		t.Logf("replica %d removed in %v, then stopped: members %s, leader %d; %d requests acknowledged meanwhile",
+			id, took.Round(time.Millisecond), memberSet(list), list.Leader, ackedReqs.Load()-before)
 	}
 
 	join(4)
@@ -269,6 +294,24 @@ func TestMembersReplaceUnderLoad(t *testing.T) {
 	}
 	t.Logf("load stopped after %v: %d requests, %d jobs acknowledged, %d retries; removed %d (a follower) and %d (the leader)",
 		time.Since(start).Round(time.Millisecond), ackedReqs.Load(), len(acked), retries.Load(), follower, leader)
+	// Request latency before the first change (the anchor) and during
+	// each change.
+	var steady []time.Duration
+	for _, q := range reqTimes {
+		if q[1].Before(changes[0].from) {
+			steady = append(steady, q[1].Sub(q[0]))
+		}
+	}
+	t.Logf("before the changes: %s", latencySummary(steady))
+	for _, w := range changes {
+		var during []time.Duration
+		for _, q := range reqTimes {
+			if q[0].Before(w.to) && q[1].After(w.from) {
+				during = append(during, q[1].Sub(q[0]))
+			}
+		}
+		t.Logf("during %s (%v): %s", w.name, w.to.Sub(w.from).Round(time.Millisecond), latencySummary(during))
+	}
 
 	// The new membership: the old replica left, 4 and 5.
 	if list, err = runMembers(ctx, bases, "list"); err != nil {
