@@ -49,6 +49,10 @@ var (
 	ErrLastVoter = errors.New("raftkv: the last voter cannot be removed")
 	// ErrBadAddress: a new member's address is missing.
 	ErrBadAddress = errors.New("raftkv: bad member address")
+	// ErrQuorumAtRisk: after the change, the voters heard from within an
+	// election timeout would be no quorum, and the cluster would stop
+	// committing; bring the silent ones back (or remove them) first.
+	ErrQuorumAtRisk = errors.New("raftkv: the change would leave no active quorum")
 	// ErrMembershipPending: another membership change is still being
 	// applied; retry once it is. It also matches ErrProposalDropped.
 	ErrMembershipPending = errors.New("raftkv: another membership change is in flight")

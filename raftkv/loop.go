@@ -127,6 +127,7 @@ func (n *Node) shutdown() {
 
 // step feeds the transport's deliveries to raft.
 func (n *Node) step(items []inboxItem) {
+	var now time.Time
 	for i := range items {
 		it := &items[i]
 		switch {
@@ -147,6 +148,10 @@ func (n *Node) step(items []inboxItem) {
 					continue
 				}
 			}
+			if now.IsZero() {
+				now = time.Now()
+			}
+			n.heard[m.GetFrom()] = now
 			if err := n.rn.Step(m); err != nil {
 				n.log.Debug("step", "type", m.GetType(), "from", m.GetFrom(), "err", err)
 			}
@@ -286,6 +291,16 @@ func (n *Node) proposeConfChange(p *proposal, typ raftpb.ConfChangeType, id uint
 		}
 		if len(voters) == 1 && voters[0] == id {
 			return fmt.Errorf("%w: %d is the only voter", ErrLastVoter, id)
+		}
+	}
+	switch after := slices.Clone(voters); {
+	case typ == raftpb.ConfChangeAddNode:
+		if err := n.checkQuorumAfter(append(after, id)); err != nil {
+			return err
+		}
+	case typ == raftpb.ConfChangeRemoveNode && slices.Contains(voters, id):
+		if err := n.checkQuorumAfter(slices.DeleteFunc(after, func(v uint64) bool { return v == id })); err != nil {
+			return err
 		}
 	}
 	term := n.rn.BasicStatus().GetTerm()

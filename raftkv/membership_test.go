@@ -195,3 +195,55 @@ func TestMembershipJoinsInTurn(t *testing.T) {
 		}
 	}
 }
+
+// TestMembershipKeepsQuorum: with a voter down, removing a live one, or
+// adding a voter, would leave too few voters answering for a quorum, and
+// is refused; removing the silent one, or adding a learner, is not.
+// TransferLeadership(0) picks a live voter.
+func TestMembershipKeepsQuorum(t *testing.T) {
+	c := newCluster(t, 3)
+	ctx := ctxTimeout(t, 10*time.Second)
+	l := c.waitLeader(time.Second)
+	lid := l.Status().ID
+	down, live := lid%3+1, (lid+1)%3+1
+	c.stop(down)
+	// Until an election timeout (10 ticks of 10ms) passes, the stopped
+	// replica still counts as heard from.
+	time.Sleep(300 * time.Millisecond)
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"remove a live voter", l.RemoveMember(ctx, live)},
+		{"add a voter", l.AddMember(ctx, raftkv.Member{ID: 9, Addr: "h:9"})},
+	} {
+		if !errors.Is(tc.err, raftkv.ErrQuorumAtRisk) {
+			t.Errorf("%s with voter %d down: %v, want ErrQuorumAtRisk", tc.name, down, tc.err)
+		}
+	}
+	if err := l.AddMember(ctx, raftkv.Member{ID: 9, Addr: "h:9", Learner: true}); err != nil {
+		t.Fatalf("add a learner: %v", err)
+	}
+	if err := l.PromoteMember(ctx, 9); !errors.Is(err, raftkv.ErrQuorumAtRisk) {
+		t.Errorf("promote a silent learner: %v, want ErrQuorumAtRisk", err)
+	}
+	if err := l.RemoveMember(ctx, 9); err != nil {
+		t.Fatalf("remove the learner: %v", err)
+	}
+	if err := l.TransferLeadership(ctx, 0); err != nil {
+		t.Fatalf("transfer leadership to any voter: %v", err)
+	}
+	nl := c.waitLeader(2 * time.Second)
+	if got := nl.Status().ID; got != live {
+		t.Fatalf("leadership went to %d, want the live voter %d", got, live)
+	}
+	if err := nl.RemoveMember(ctx, down); err != nil {
+		t.Fatalf("remove the silent voter %d: %v", down, err)
+	}
+	if ms := nl.Status().Members; len(ms) != 2 {
+		t.Fatalf("members: %+v", ms)
+	}
+	if _, err := nl.Propose(ctx, raftkv.PutCommand([]byte("k"), []byte("v"))); err != nil {
+		t.Fatalf("the two voters left do not commit: %v", err)
+	}
+}

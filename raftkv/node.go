@@ -74,6 +74,7 @@ type Node struct {
 	confState *raftpb.ConfState
 	members   map[uint64]memberRecord // the replicated member table
 	peers     map[uint64]string       // what the transport was told
+	heard     map[uint64]time.Time    // when a message of each peer was last stepped (checkQuorumAfter)
 	seq       uint64
 	waiting   map[uint64]*proposal
 	prunedAt  uint64 // the applied term up to which waiters were pruned
@@ -176,6 +177,7 @@ func Open(cfg Config) (*Node, error) {
 		donec:   make(chan struct{}),
 		waiting: map[uint64]*proposal{},
 		peers:   map[uint64]string{},
+		heard:   map[uint64]time.Time{},
 	}
 	n.inbox.ready = make(chan struct{}, 1)
 	n.applyMore = make(chan struct{}, 1)
@@ -551,24 +553,37 @@ func (n *Node) Status() Status {
 }
 
 // TransferLeadership asks the leader to hand its leadership to the voter to
-// and waits until to leads.
+// and waits until to leads. To 0 picks the voter that has the most of the
+// log among those heard from within an election timeout; it fails when no
+// other voter was.
 func (n *Node) TransferLeadership(ctx context.Context, to uint64) error {
+	var target atomic.Uint64
+	target.Store(to)
 	start := func() error {
-		if !slices.Contains(n.confState.GetVoters(), to) {
-			return fmt.Errorf("raftkv: transfer leadership: %d is not a voter", to)
+		if to == 0 && target.Load() == 0 {
+			t, err := n.transferTargetLocked()
+			if err != nil {
+				return err
+			}
+			target.Store(t)
 		}
-		if n.lead == to {
+		dst := target.Load()
+		if !slices.Contains(n.confState.GetVoters(), dst) {
+			return fmt.Errorf("raftkv: transfer leadership: %d is not a voter", dst)
+		}
+		if n.lead == dst {
 			return nil
 		}
 		if n.state != raft.StateLeader {
 			return n.notLeaderLocked()
 		}
-		n.rn.TransferLeader(to)
+		n.rn.TransferLeader(dst)
 		return nil
 	}
 	if err := n.do(ctx, start); err != nil {
-		return fmt.Errorf("raftkv: transfer leadership to %d: %w", to, err)
+		return fmt.Errorf("raftkv: transfer leadership to %d: %w", target.Load(), err)
 	}
+	to = target.Load()
 	t := time.NewTicker(n.cfg.TickInterval)
 	defer t.Stop()
 	retry := time.Now().Add(time.Duration(2*n.cfg.ElectionTicks) * n.cfg.TickInterval)
@@ -591,6 +606,52 @@ func (n *Node) TransferLeadership(ctx context.Context, to uint64) error {
 	return nil
 }
 
+// transferTargetLocked picks the voter TransferLeadership(0) hands over to.
+// Run on the loop.
+func (n *Node) transferTargetLocked() (uint64, error) {
+	if n.state != raft.StateLeader {
+		return 0, n.notLeaderLocked()
+	}
+	var best, match uint64
+	progress := n.rn.Status().Progress
+	for _, v := range n.confState.GetVoters() {
+		if v == n.id || !n.recentlyHeard(v) {
+			continue
+		}
+		if pr, ok := progress[v]; ok && (best == 0 || pr.Match > match) {
+			best, match = v, pr.Match
+		}
+	}
+	if best == 0 {
+		return 0, fmt.Errorf("%w: no other voter was heard from within an election timeout", ErrQuorumAtRisk)
+	}
+	return best, nil
+}
+
+// recentlyHeard reports whether a message from peer id was stepped within
+// an election timeout. Run on the loop.
+func (n *Node) recentlyHeard(id uint64) bool {
+	return id == n.id || time.Since(n.heard[id]) < time.Duration(n.cfg.ElectionTicks)*n.cfg.TickInterval
+}
+
+// checkQuorumAfter refuses a membership change after which the voters
+// heard from within an election timeout (this one included) would be no
+// quorum of the voters: the cluster would stop committing. Run on the
+// loop.
+func (n *Node) checkQuorumAfter(voters []uint64) error {
+	var silent []uint64
+	for _, v := range voters {
+		if !n.recentlyHeard(v) {
+			silent = append(silent, v)
+		}
+	}
+	if active := len(voters) - len(silent); active < len(voters)/2+1 {
+		return fmt.Errorf("%w: %d voters, of which %v not heard from within an election timeout: %d active, %d needed",
+			ErrQuorumAtRisk, len(voters), silent, active, len(voters)/2+1)
+	}
+	return nil
+}
+
 // notLeaderLocked is notLeader for the Ready loop.
 func (n *Node) notLeaderLocked() error {
 	return &NotLeaderError{LeaderID: n.lead, LeaderAddr: n.members[n.lead].addr}
@@ -603,7 +664,8 @@ func (n *Node) notLeaderLocked() error {
 // accepts it (ErrNotLeader), and only one membership change can be in
 // flight (ErrMembershipPending). An ID that is a member is refused
 // (ErrMemberExists), and so is an address another member has; an ID once
-// removed must not come back (see Config.ID).
+// removed must not come back (see Config.ID). A voter is not added while
+// too few voters answer for a quorum with it (ErrQuorumAtRisk).
 func (n *Node) AddMember(ctx context.Context, m Member) error {
 	typ := raftpb.ConfChangeAddNode
 	if m.Learner {
@@ -616,16 +678,19 @@ func (n *Node) AddMember(ctx context.Context, m Member) error {
 }
 
 // PromoteMember makes the learner id a voter (ErrNotMember if it is no
-// learner).
+// learner; ErrQuorumAtRisk if the voters heard from, it included, would be
+// no quorum).
 func (n *Node) PromoteMember(ctx context.Context, id uint64) error {
 	return n.changeMembership(ctx, raftpb.ConfChangeAddNode, id, memberRecord{})
 }
 
 // RemoveMember removes replica id from the cluster: ErrNotMember if it is
-// no member, ErrLastVoter if it is the only voter. Removing the leader is
-// allowed: once the change is applied it steps down, and the others elect
-// one of them after an election timeout; TransferLeadership first avoids
-// that wait.
+// no member, ErrLastVoter if it is the only voter, ErrQuorumAtRisk if the
+// voters left that were heard from within an election timeout would be no
+// quorum of them (remove a silent voter before a live one). Removing the
+// leader is allowed: once the change is applied it steps down, and the
+// others elect one of them after an election timeout; TransferLeadership
+// first avoids that wait.
 func (n *Node) RemoveMember(ctx context.Context, id uint64) error {
 	return n.changeMembership(ctx, raftpb.ConfChangeRemoveNode, id, memberRecord{})
 }
