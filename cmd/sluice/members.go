@@ -26,7 +26,9 @@ replica reads the membership from its own store.
 
 To replace a replica, add the new one first, then remove the old one
 and stop its process. Removing the leader hands its leadership to
-another voter first. The last voter cannot be removed.`,
+another voter first. The last voter cannot be removed, and no change is
+made that would leave fewer voters answering than a quorum: remove a
+dead replica before a live one.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}

@@ -36,7 +36,7 @@
 //	GET    /v1/watch                NDJSON api.WatchEvents from an index (from), brief=1 without the specs' task groups; blank lines are keep-alives
 //	GET    /v1/members              the replicas (api.MemberList) as this one sees them; consistent=1
 //	POST   /v1/members              add a replica (api.AddMemberRequest, admin): learner, caught up, voter; 409 duplicate ID, address or URL
-//	DELETE /v1/members/{id}         remove a replica (admin); 404 not a member, 409 the last voter; the leader hands over and answers 307
+//	DELETE /v1/members/{id}         remove a replica (admin); 404 not a member, 409 the last voter or no live quorum left; the leader hands over and answers 307
 //	GET    /healthz, /readyz        no authentication
 //
 // A watch event carries a job's state after the raft entry at its Index

@@ -162,10 +162,11 @@ func (h *Handler) removeMember(ctx *fasthttp.RequestCtx, _ Principal, args []str
 	pctx, cancel := context.WithTimeout(h.base, dispatcher.DefaultProposeTimeout)
 	defer cancel()
 	if id == h.id {
-		to := voters[0]
-		if err := h.cfg.Raft.TransferLeadership(pctx, to); err != nil {
-			return h.memberError(ctx, op+": hand the leadership to replica "+strconv.FormatUint(to, 10), err)
+		// To the live voter with the most of the log.
+		if err := h.cfg.Raft.TransferLeadership(pctx, 0); err != nil {
+			return h.memberError(ctx, op+": hand the leadership over first", err)
 		}
+		to := h.cfg.Raft.Status().Leader
 		h.log.Info("server: leadership handed over to remove this replica", "replica", h.id, "leader", to)
 		return h.leaderError(ctx, to)
 	}
@@ -181,7 +182,7 @@ func (h *Handler) removeMember(ctx *fasthttp.RequestCtx, _ Principal, args []str
 func (h *Handler) memberError(ctx *fasthttp.RequestCtx, op string, err error) *httpError {
 	msg := func() string { return clip(strings.ReplaceAll(err.Error(), "raftkv: ", ""), 300) }
 	switch {
-	case errors.Is(err, raftkv.ErrMemberExists), errors.Is(err, raftkv.ErrLastVoter):
+	case errors.Is(err, raftkv.ErrMemberExists), errors.Is(err, raftkv.ErrLastVoter), errors.Is(err, raftkv.ErrQuorumAtRisk):
 		return errorf(fasthttp.StatusConflict, api.CodeConflict, "%s: %s", op, msg())
 	case errors.Is(err, raftkv.ErrNotMember):
 		return errorf(fasthttp.StatusNotFound, api.CodeNotFound, "%s: %s", op, msg())

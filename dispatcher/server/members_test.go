@@ -128,34 +128,35 @@ func TestMembersRefusals(t *testing.T) {
 		t.Fatalf("the refusals changed the members: %s, was %s", memberIDs(got), memberIDs(list))
 	}
 
-	// Removing the leader: it hands over and redirects.
+	// With follower fid down, removing the other follower would leave
+	// no quorum that answers: refused. Removing fid is not.
+	oid := 6 - lid - fid
+	if err := c.servers[fid-1].Close(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // past an election timeout (10 ticks of 20ms): fid counts as silent
+	errorReply(t, do(t, req{method: "DELETE", url: lb + api.PathMember + strconv.FormatUint(oid, 10), token: "admin-t"}), 409, api.CodeConflict, "no active quorum")
+	got := decode[api.MemberList](t, do(t, req{method: "DELETE", url: lb + api.PathMember + strconv.FormatUint(fid, 10), token: "admin-t"}), 200)
+	if memberIDs(got) == memberIDs(list) || len(got.Members) != 2 {
+		t.Fatalf("after removing %d: %s", fid, memberIDs(got))
+	}
+
+	// Removing the leader: it hands over to the live voter and redirects.
 	r := do(t, req{method: "DELETE", url: lb + api.PathMember + strconv.FormatUint(lid, 10), token: "admin-t"})
 	e := errorReply(t, r, 307, api.CodeNotLeader, "")
-	if st := l.Raft().Status(); st.IsLeader || e.Leader != c.peerHTTP[st.Leader] {
-		t.Fatalf("after the leader's removal was asked: leader %d, redirect to %q", st.Leader, e.Leader)
+	if st := l.Raft().Status(); st.IsLeader || st.Leader != oid || e.Leader != c.peerHTTP[oid] {
+		t.Fatalf("after the leader's removal was asked: leader %d, redirect to %q; want %d", st.Leader, e.Leader, oid)
 	}
-	got := decode[api.MemberList](t, do(t, req{method: "DELETE", url: r.header.Get("Location"), token: "admin-t"}), 200)
-	if len(got.Members) != 2 || slices.ContainsFunc(got.Members, func(m api.Member) bool { return m.ID == lid }) {
+	got = decode[api.MemberList](t, do(t, req{method: "DELETE", url: r.header.Get("Location"), token: "admin-t"}), 200)
+	if len(got.Members) != 1 || got.Members[0].ID != oid {
 		t.Fatalf("after removing the leader %d: %s", lid, memberIDs(got))
 	}
 	_ = l.Close()
-	nl := c.servers[got.Leader-1]
-	nb := c.bases[got.Leader-1]
-	var last uint64
-	for _, m := range got.Members {
-		if m.ID != got.Leader {
-			last = m.ID
-		}
-	}
-	got = decode[api.MemberList](t, do(t, req{method: "DELETE", url: nb + api.PathMember + strconv.FormatUint(last, 10), token: "admin-t"}), 200)
-	if len(got.Members) != 1 {
-		t.Fatalf("after removing %d: %s", last, memberIDs(got))
-	}
-	_ = c.servers[last-1].Close()
-	errorReply(t, do(t, req{method: "DELETE", url: nb + api.PathMember + strconv.FormatUint(got.Leader, 10), token: "admin-t"}), 409, api.CodeConflict, "last voter")
+	ob := c.bases[oid-1]
+	errorReply(t, do(t, req{method: "DELETE", url: ob + api.PathMember + strconv.FormatUint(oid, 10), token: "admin-t"}), 409, api.CodeConflict, "last voter")
 	// The one replica left serves alone.
-	submit(t, nb, "admin-t", jobJSON("alone", "", 1), nil)
-	if st := nl.Raft().Status(); !st.IsLeader || len(st.Members) != 1 {
+	submit(t, ob, "admin-t", jobJSON("alone", "", 1), nil)
+	if st := c.servers[oid-1].Raft().Status(); !st.IsLeader || len(st.Members) != 1 {
 		t.Fatalf("the last replica: %+v", st)
 	}
 }
