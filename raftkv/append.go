@@ -2,6 +2,7 @@ package raftkv
 
 import (
 	"sync"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"go.etcd.io/raft/v3"
@@ -128,9 +129,11 @@ func (a *appender) write(batch []*raftpb.Message) (err error) {
 		needSync = needSync || len(m.GetResponses()) > 0
 	}
 	if needSync {
+		start := time.Now()
 		if err := n.db.LogData(nil, pebble.Sync); err != nil {
 			return storageError("sync log", err)
 		}
+		n.syncLatency.observe(time.Since(start))
 		n.st.synced()
 		n.metrics.syncs.Add(1)
 	}

@@ -44,6 +44,8 @@ type Node struct {
 
 	leader  atomic.Uint64 // the leader as last seen by the loop
 	metrics metrics
+	// syncLatency times the log's syncs (SyncLatency).
+	syncLatency latencies
 
 	closeOnce sync.Once
 	closeErr  error
