@@ -144,6 +144,11 @@ type Config struct {
 	// StatsRounds is how many recent rounds Rounds and RoundSummary keep.
 	// Default 1024.
 	StatsRounds int
+	// OnRound, when set, is called with the stat of each round that had
+	// pending work, as Rounds records it, by the goroutine that runs
+	// rounds: it must return quickly and not call back into the
+	// Dispatcher. Default none.
+	OnRound func(RoundStat)
 	// Clock supplies the scheduling time (what commands carry, delay
 	// scheduling, periods and TTLs). Default the system clock; tests pass
 	// clock.Manual.

@@ -15,6 +15,8 @@ type RoundStat struct {
 	// Tasks and Groups are the round's pending work; Nodes the ready nodes.
 	Tasks         int64
 	Groups, Nodes int
+	// FlowNodes and FlowArcs are the size of placement's flow network.
+	FlowNodes, FlowArcs int
 	// Placed were committed; Rejected counts the plan's assignments the FSM
 	// refused as stale (their tasks stay pending); Unplaced the tasks
 	// placement left pending.
@@ -48,6 +50,9 @@ type RoundSummary struct {
 }
 
 func (d *Dispatcher) record(st RoundStat) {
+	if d.cfg.OnRound != nil {
+		d.cfg.OnRound(st)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.mu.total.Rounds++
