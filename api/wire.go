@@ -47,6 +47,9 @@ const (
 	// the replica knows a leader and has applied the log it knows of.
 	PathHealth = "/healthz"
 	PathReady  = "/readyz"
+	// PathMetrics serves Prometheus metrics in the text format, on every
+	// replica (the reader role) and on each nodelet's log server.
+	PathMetrics = "/metrics"
 
 	// PathNodeletLogs is served by each nodelet at its NodeSpec.Address:
 	// GET with query task (the task ID), container (default: the pod's

@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/dispatcher"
 	"github.com/sluicehq/sluice/dispatcher/fsm"
+	"github.com/sluicehq/sluice/dispatcher/metrics"
 	"github.com/sluicehq/sluice/raftkv"
 	"github.com/valyala/fasthttp"
 )
@@ -75,6 +76,11 @@ type HandlerConfig struct {
 	// whose body would go over it is answered 503 unavailable with
 	// Retry-After. At least MinBodyMemory. Default DefaultBodyMemory.
 	BodyMemory int64
+	// Metrics, when set, counts every request (by its route, RouteNames)
+	// and is served at api.PathMetrics to readers. Its Routes must be
+	// RouteNames (NewMetrics makes such). Default nil: nothing is
+	// counted, and api.PathMetrics is not found (404).
+	Metrics *metrics.Metrics
 }
 
 // Handler serves the dispatcher's HTTP API on fasthttp. Its methods are
@@ -92,6 +98,8 @@ type Handler struct {
 	nodeRefusals, foreignReports atomic.Int64
 	// mem counts the bytes of the request bodies held now.
 	mem *bodyMemory
+	// metrics is HandlerConfig.Metrics.
+	metrics *metrics.Metrics
 }
 
 // Refusals counts the requests refused to nodelet credentials since the
@@ -160,7 +168,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Handler{cfg: cfg, id: cfg.Raft.Status().ID, log: cfg.Logger, base: cfg.BaseContext,
-		mem: &bodyMemory{limit: cfg.BodyMemory}}, nil
+		mem: &bodyMemory{limit: cfg.BodyMemory}, metrics: cfg.Metrics}, nil
 }
 
 // BodyBytes returns the bytes of request bodies the handler holds now,
@@ -219,6 +227,13 @@ func badParam(name, format string, args ...any) *httpError {
 // request's body is given back when it returns, whatever happened.
 func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 	defer releaseBody(ctx)
+	rt := routeOther
+	if h.metrics != nil {
+		start := time.Now()
+		defer func() {
+			h.metrics.Request(rt, ctx.Response.StatusCode(), time.Since(start), int64(ctx.Request.Header.ContentLength()))
+		}()
+	}
 	defer func() {
 		if v := recover(); v != nil {
 			h.log.Error("server: panic serving a request", "path", string(ctx.Path()), "panic", v, "stack", string(debug.Stack()))
@@ -238,7 +253,8 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 		h.writeError(ctx, e)
 		return
 	}
-	if e := h.route(ctx, true); e != nil {
+	var e *httpError
+	if rt, e = h.route(ctx, true); e != nil {
 		h.writeError(ctx, e)
 	}
 	if n := ctx.Request.Header.ContentLength(); n > 0 || n == -1 {
@@ -269,7 +285,7 @@ func (h *Handler) HeaderReceived(hdr *fasthttp.RequestHeader) fasthttp.RequestCo
 	}
 	sc := headerCtxs.Get().(*fasthttp.RequestCtx)
 	hdr.CopyTo(&sc.Request.Header)
-	e := h.route(sc, false)
+	_, e := h.route(sc, false)
 	sc.Request.Reset()
 	sc.Response.Reset()
 	headerCtxs.Put(sc)
@@ -349,64 +365,111 @@ var (
 	epDrain    = map[string]endpoint{"POST": {admins, (*Handler).drainNode}, "DELETE": {admins, (*Handler).undrainNode}}
 	epLogs     = map[string]endpoint{"GET": {readers, (*Handler).logs}}
 	epWatch    = map[string]endpoint{"GET": {jobReaders, (*Handler).watch}}
+	epMetrics  = map[string]endpoint{"GET": {readers, (*Handler).serveMetrics}}
 )
+
+// Routes of the request metrics: the indexes of RouteNames.
+const (
+	routeHealth = iota
+	routeReady
+	routeJobs
+	routeJob
+	routeJobTasks
+	routeCapboxes
+	routeCapTasks
+	routeNodes
+	routeTarget
+	routeReports
+	routeLogs
+	routeWatch
+	routeNode
+	routeDrain
+	routeMembers
+	routeMember
+	routeMetrics
+	routeOther // no route: a 404
+)
+
+// RouteNames are the values of the route label of the request metrics,
+// one for each route of the API, "other" last for requests that match
+// none.
+var RouteNames = []string{"healthz", "readyz", "jobs", "job", "job_tasks", "capboxes", "captasks", "nodes",
+	"node_target", "node_reports", "task_logs", "watch", "node", "node_drain", "members", "member", "metrics", "other"}
+
+// NewMetrics returns metrics for HandlerConfig.Metrics (Routes:
+// RouteNames); process adds the Go runtime's and the process's.
+func NewMetrics(process bool) (*metrics.Metrics, error) {
+	return metrics.New(metrics.Config{Routes: RouteNames, Process: process})
+}
 
 // route finds the endpoint of the request and serves it; with serve
 // false, it only checks what the request's header decides (HeaderReceived).
-func (h *Handler) route(ctx *fasthttp.RequestCtx, serve bool) *httpError {
+// It returns the route's index in RouteNames (routeOther when none
+// matched) and the error to answer, if any.
+func (h *Handler) route(ctx *fasthttp.RequestCtx, serve bool) (int, *httpError) {
 	path := string(ctx.Path())
 	var eps map[string]endpoint
 	var args []string
+	rt := routeOther
 	// nodeOp, when set, says what the call does to the node args[0]
 	// names, which a nodelet may do only to its own.
 	var nodeOp string
 	switch {
 	case path == api.PathHealth:
-		eps = epHealth
+		eps, rt = epHealth, routeHealth
 	case path == api.PathReady:
-		eps = epReady
+		eps, rt = epReady, routeReady
 	case path == api.PathJobs:
-		eps = epJobs
+		eps, rt = epJobs, routeJobs
 	case strings.HasPrefix(path, api.PathJob):
 		rest := path[len(api.PathJob):]
 		if id, ok := strings.CutSuffix(rest, "/tasks"); ok && validSegment(id) {
-			eps, args = epTasks, []string{id}
+			eps, args, rt = epTasks, []string{id}, routeJobTasks
 		} else if id, ok := strings.CutSuffix(rest, "/capboxes"); ok && validSegment(id) {
-			eps, args = epCapbox, []string{id}
+			eps, args, rt = epCapbox, []string{id}, routeCapboxes
 		} else if id, ok := strings.CutSuffix(rest, "/captasks"); ok && validSegment(id) {
-			eps, args = epCapTasks, []string{id}
+			eps, args, rt = epCapTasks, []string{id}, routeCapTasks
 		} else if validSegment(rest) {
-			eps, args = epJob, []string{rest}
+			eps, args, rt = epJob, []string{rest}, routeJob
 		}
 	case path == api.PathNodes:
-		eps = epNodes
+		eps, rt = epNodes, routeNodes
 	case strings.HasPrefix(path, api.PathNode):
 		rest := path[len(api.PathNode):]
 		if name, ok := strings.CutSuffix(rest, "/target"); ok && validSegment(name) {
-			eps, args, nodeOp = epTarget, []string{name}, "read the target of"
+			eps, args, nodeOp, rt = epTarget, []string{name}, "read the target of", routeTarget
 		} else if name, ok := strings.CutSuffix(rest, "/reports"); ok && validSegment(name) {
-			eps, args, nodeOp = epReports, []string{name}, "report for"
+			eps, args, nodeOp, rt = epReports, []string{name}, "report for", routeReports
 		} else if name, ok := strings.CutSuffix(rest, "/drain"); ok && validSegment(name) {
-			eps, args = epDrain, []string{name}
+			eps, args, rt = epDrain, []string{name}, routeDrain
 		} else if validSegment(rest) {
-			eps, args = epNode, []string{rest}
+			eps, args, rt = epNode, []string{rest}, routeNode
 		}
 	case strings.HasPrefix(path, api.PathTasks):
 		if id, ok := strings.CutSuffix(path[len(api.PathTasks):], "/logs"); ok && id != "" {
-			eps, args = epLogs, []string{id}
+			eps, args, rt = epLogs, []string{id}, routeLogs
 		}
 	case path == api.PathWatch:
-		eps = epWatch
+		eps, rt = epWatch, routeWatch
 	case path == api.PathMembers:
-		eps = epMembers
+		eps, rt = epMembers, routeMembers
 	case strings.HasPrefix(path, api.PathMember):
 		if id := path[len(api.PathMember):]; validSegment(id) {
-			eps, args = epMember, []string{id}
+			eps, args, rt = epMember, []string{id}, routeMember
 		}
+	case path == api.PathMetrics && h.metrics != nil:
+		eps, rt = epMetrics, routeMetrics
 	}
 	if eps == nil {
-		return errorf(fasthttp.StatusNotFound, api.CodeNotFound, "no such path: %s", clip(path, 200))
+		return rt, errorf(fasthttp.StatusNotFound, api.CodeNotFound, "no such path: %s", clip(path, 200))
 	}
+	e := h.serveRoute(ctx, serve, eps, args, nodeOp)
+	return rt, e
+}
+
+// serveRoute is route's part past finding the path's endpoints, eps.
+func (h *Handler) serveRoute(ctx *fasthttp.RequestCtx, serve bool, eps map[string]endpoint, args []string, nodeOp string) *httpError {
+	path := string(ctx.Path())
 	method := string(ctx.Method())
 	ep, ok := eps[method]
 	if !ok {
@@ -628,7 +691,7 @@ func (h *Handler) stopped(ctx *fasthttp.RequestCtx) *httpError {
 	default:
 		return nil
 	}
-	if p := string(ctx.Path()); p == api.PathHealth || p == api.PathReady {
+	if p := string(ctx.Path()); p == api.PathHealth || p == api.PathReady || p == api.PathMetrics {
 		return nil
 	}
 	return stoppedError(ctx)
@@ -725,6 +788,22 @@ func unavailable(format string, args ...any) *httpError {
 	e := errorf(fasthttp.StatusServiceUnavailable, api.CodeUnavailable, format, args...)
 	e.retryAfter = 1
 	return e
+}
+
+// serveMetrics answers the replica's metrics in Prometheus' text format.
+func (h *Handler) serveMetrics(ctx *fasthttp.RequestCtx, _ Principal, _ []string) *httpError {
+	bp := bodyBuffers.Get().(*[]byte)
+	defer putBuffer(bp)
+	buf := bytes.NewBuffer((*bp)[:0])
+	if err := h.metrics.Write(buf); err != nil {
+		h.log.Warn("server: metrics", "err", err)
+		return errorf(fasthttp.StatusInternalServerError, api.CodeInternal, "gathering metrics: %s", clip(err.Error(), 300))
+	}
+	ctx.SetStatusCode(fasthttp.StatusOK)
+	ctx.SetContentType(metrics.ContentType)
+	ctx.Response.SetBody(buf.Bytes())
+	*bp = buf.Bytes()
+	return nil
 }
 
 func (h *Handler) health(ctx *fasthttp.RequestCtx, _ Principal, _ []string) *httpError {

@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/dispatcher"
 	"github.com/sluicehq/sluice/dispatcher/fsm"
+	"github.com/sluicehq/sluice/dispatcher/metrics"
 	"github.com/sluicehq/sluice/raftkv"
 	"github.com/valyala/fasthttp"
 )
@@ -115,6 +116,11 @@ type Config struct {
 	// bodies the replica holds at once. At least MinBodyMemory. Default
 	// DefaultBodyMemory.
 	BodyMemory int64
+	// DisableMetrics turns the replica's Prometheus metrics off: nothing
+	// is counted, and api.PathMetrics is not found. Default false: the
+	// replica serves them at api.PathMetrics to readers (dispatcher/metrics
+	// lists them).
+	DisableMetrics bool
 	// Logger receives the logs of every part. Default: discard.
 	Logger *slog.Logger
 }
@@ -265,10 +271,24 @@ func Open(cfg Config) (_ *Server, err error) {
 	if dcfg.Logger == nil {
 		dcfg.Logger = cfg.Logger
 	}
+	var m *metrics.Metrics
+	if !cfg.DisableMetrics {
+		if m, err = NewMetrics(true); err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		if prev := dcfg.OnRound; prev != nil {
+			dcfg.OnRound = func(st dispatcher.RoundStat) { m.ObserveRound(st); prev(st) }
+		} else {
+			dcfg.OnRound = m.ObserveRound
+		}
+	}
 	if s.disp, err = dispatcher.New(dcfg); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	closers = append(closers, func() { _ = s.disp.Close() })
+	if m != nil {
+		m.Attach(s.disp, s.fsm, s.raft)
+	}
 
 	base, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
@@ -276,6 +296,7 @@ func Open(cfg Config) (_ *Server, err error) {
 	s.handler, err = NewHandler(HandlerConfig{
 		Dispatcher: s.disp, FSM: s.fsm, Raft: s.raft, PeerHTTP: cfg.PeerHTTP, Tokens: cfg.Tokens, JobKeys: cfg.JobKeys,
 		BaseContext: base, WatchKeepAlive: cfg.WatchKeepAlive, Logger: cfg.Logger, BodyMemory: cfg.BodyMemory,
+		Metrics: m,
 	})
 	if err != nil {
 		return nil, err
