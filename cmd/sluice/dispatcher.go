@@ -42,6 +42,7 @@ type dispatcherFlags struct {
 	jobRetentionMax  int
 	syncInterval     time.Duration
 	maxConns         int
+	metrics          bool
 	bodyMemory       int64
 	gc               gcSetting
 	// faultSyncDelayFile is for fault-injection benchmarks only (sluice
@@ -109,6 +110,7 @@ command line wins over the environment, which wins over the file.`,
 	fl.IntVar(&f.jobRetentionMax, "job-retention-max", dispatcher.DefaultJobRetentionMax, "most finished jobs kept, whatever their age: past it the oldest are forgotten, so their memory has a ceiling (0: no bound)")
 	fl.DurationVar(&f.syncInterval, "sync-interval", server.DefaultSyncInterval, "least time between two syncs of the raft log: writes meanwhile share one (less CPU under load, some ms more commit latency; 0: sync as soon as asked)")
 	fl.Int64Var(&f.bodyMemory, "body-memory", 0, fmt.Sprintf("most bytes of request bodies held at once, as read and decompressed: a body past it is answered 503 (0: %d; at least %d)", server.DefaultBodyMemory, server.MinBodyMemory))
+	fl.BoolVar(&f.metrics, "metrics", true, "serve Prometheus metrics at /metrics (to readers when --token-file is set); false counts nothing")
 	fl.IntVar(&f.maxConns, "max-conns", 0, "most HTTP connections open at once: a new one then replaces the one idle longest or waits to be accepted, so the store and raft keep their file descriptors (0: the open-files limit less 1200)")
 	f.gc.addFlag(c)
 	c.AddCommand(newMembersCmd())
@@ -133,7 +135,7 @@ func jobRetention(flag time.Duration) (time.Duration, error) {
 
 // serverConfig turns the flags into the server's configuration.
 func (f dispatcherFlags) serverConfig(logger *slog.Logger) (server.Config, error) {
-	cfg := server.Config{ID: f.id, Dir: f.data, HTTPAddr: f.httpAddr, Logger: logger}
+	cfg := server.Config{ID: f.id, Dir: f.data, HTTPAddr: f.httpAddr, Logger: logger, DisableMetrics: !f.metrics}
 	if f.faultSyncDelayFile != "" {
 		cfg.FS = chaosbench.SlowSyncFS(vfs.Default, chaosbench.DelayFromFile(f.faultSyncDelayFile))
 	}

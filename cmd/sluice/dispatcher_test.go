@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,6 +73,16 @@ func TestDispatcherServes(t *testing.T) {
 	res, err := c.SubmitBody(rctx, []byte(`{"name":"a","tasks":[{"count":1,"pod":{"containers":[{"image":{"rootfs":"/img"},"command":["/w"],"resources":{"cpu":1,"memory":1024}}]}}]}`), "application/json", api.SubmitOptions{})
 	if err != nil || len(res.Jobs) != 1 {
 		t.Fatalf("submit: %+v, %v", res, err)
+	}
+	// Metrics are on by default.
+	resp, err := http.Get(addr + api.PathMetrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "sluice_http_requests_total{code=\"200\",route=\"jobs\"} 1") {
+		t.Errorf("GET /metrics: %d\n%s", resp.StatusCode, body)
 	}
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
@@ -165,6 +177,11 @@ func TestDispatcherSchedulingFlags(t *testing.T) {
 	}
 	if cfg, err := (dispatcherFlags{id: 1, bodyMemory: 1 << 30}).serverConfig(nil); err != nil || cfg.BodyMemory != 1<<30 {
 		t.Errorf("--body-memory 1GiB: BodyMemory %d, %v", cfg.BodyMemory, err)
+	}
+	for _, on := range []bool{true, false} {
+		if cfg, err := (dispatcherFlags{id: 1, metrics: on}).serverConfig(nil); err != nil || cfg.DisableMetrics == on {
+			t.Errorf("--metrics=%v: DisableMetrics %v, %v", on, cfg.DisableMetrics, err)
+		}
 	}
 	cfg, err = dispatcherFlags{id: 1, maxConns: 500}.serverConfig(nil)
 	if err != nil || cfg.Conns == nil || cfg.Conns.Max() != 500 {
