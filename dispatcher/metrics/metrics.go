@@ -205,7 +205,7 @@ var (
 	descTasks = prometheus.NewDesc("sluice_tasks",
 		"Tasks by queue, QoS class and state: pending (waiting for placement) or active (assigned, starting or running).",
 		[]string{"queue", "qos", "state"}, nil)
-	descJobs = prometheus.NewDesc("sluice_jobs", "Jobs the replica holds, by state.", []string{"state"}, nil)
+	descJobs  = prometheus.NewDesc("sluice_jobs", "Jobs the replica holds, by state.", []string{"state"}, nil)
 	descNodes = prometheus.NewDesc("sluice_nodes", "Registered nodes by state.", []string{"state"}, nil)
 
 	descTerm     = prometheus.NewDesc("sluice_raft_term", "The replica's raft term.", nil, nil)
