@@ -65,15 +65,31 @@ type Agent struct {
 type Stats struct {
 	// Generation is the newest target generation applied.
 	Generation uint64
-	// Running is how many pods run (or are being stopped).
-	Running int
+	// Running is how many pods run (or are being stopped); RunningOnline
+	// those of them in the online tier.
+	Running, RunningOnline int
+	// Starting is how many pods are being started (waiting for a start
+	// slot or in a runtime Start call); StartingOnline those of them in
+	// the online tier.
+	Starting, StartingOnline int
 	// Starts and StartFailures count runtime Start calls by outcome.
 	Starts, StartFailures uint64
+	// ImageDenied, VolumeDenied and NetworkDenied count, of
+	// StartFailures, the pods refused for their image, a host path or
+	// their network mode (the reasons reported); the others failed in the
+	// runtime.
+	ImageDenied, VolumeDenied, NetworkDenied uint64
 	// Adopted counts running pods taken over from an earlier agent.
 	Adopted uint64
-	// Stops counts pods stopped because no longer wanted; Kills those
-	// the memory killer chose.
+	// Stops counts pods stopped because no longer wanted or past their
+	// run time; Kills those the memory killer chose.
 	Stops, Kills uint64
+	// TimeLimits counts, of Stops, the pods stopped for running past
+	// their max run time.
+	TimeLimits uint64
+	// OOMKilled counts the pods that ended killed by the kernel at their
+	// memory limit.
+	OOMKilled uint64
 	// Exits counts pods that ended, however.
 	Exits uint64
 	// Removed counts pods removed from the runtime after their final
@@ -317,7 +333,11 @@ func (a *Agent) pollTargets(ctx context.Context) {
 	var known uint64
 	b := backoff{clock: a.cfg.Clock, min: a.cfg.RetryMin, max: a.cfg.RetryMax}
 	for ctx.Err() == nil {
+		start := a.cfg.Clock.Now()
 		t, err := a.cfg.Dispatcher.Target(ctx, a.cfg.Node, known)
+		if a.cfg.Observer != nil && ctx.Err() == nil {
+			a.cfg.Observer.TargetPolled(clock.Since(a.cfg.Clock, start), err)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -370,7 +390,12 @@ func (a *Agent) sendReports(ctx context.Context) {
 				return
 			}
 		}
-		if err := a.cfg.Dispatcher.Report(ctx, a.cfg.Node, batch); err != nil {
+		start := a.cfg.Clock.Now()
+		err := a.cfg.Dispatcher.Report(ctx, a.cfg.Node, batch)
+		if a.cfg.Observer != nil && ctx.Err() == nil {
+			a.cfg.Observer.Reported(clock.Since(a.cfg.Clock, start), err)
+		}
+		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}

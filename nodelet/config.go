@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/nodelet/cgroup"
 	"github.com/sluicehq/sluice/nodelet/overcommit"
 	"github.com/sluicehq/sluice/nodelet/runtime"
 )
@@ -104,6 +105,9 @@ type Config struct {
 	// absolute path other than "/", given once. Default none: every host
 	// path is refused.
 	VolumeRoots []runtime.VolumeRoot
+	// Observer, when set, is told how long pod starts, target polls and
+	// reports took, for metrics. Default none.
+	Observer Observer
 	// Logger receives what the agent does. Default: discarded.
 	Logger *slog.Logger
 	// Clock times the agent's loops (resync, run-time limits, heartbeats,
@@ -240,4 +244,19 @@ func (c *Config) setDefaults() {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	c.Clock = clock.OrSystem(c.Clock)
+}
+
+// Observer is told how long the agent's operations took, for metrics. Its
+// methods are called from the agent's goroutines, as the operations end,
+// and must return quickly.
+type Observer interface {
+	// PodStarted: a pod of tier started, d after the agent decided to
+	// start it (the wait for a start slot, MaxConcurrentStarts, included).
+	PodStarted(tier cgroup.Tier, d time.Duration)
+	// TargetPolled: a Target call returned after d (a long-poll's wait
+	// included) with err. Calls cut short by the agent's end are not told.
+	TargetPolled(d time.Duration, err error)
+	// Reported: a Report call returned after d with err. Calls cut short
+	// by the agent's end are not told.
+	Reported(d time.Duration, err error)
 }

@@ -39,6 +39,9 @@ type pod struct {
 	want      DesiredPod // as started (or as recovered: ID, Generation, Tier)
 	phase     phase
 	startedAt time.Time
+	// askedAt is when the agent decided to start it (zero for an adopted
+	// pod).
+	askedAt time.Time
 	// unwanted: the target dropped it while starting; stop once started.
 	unwanted bool
 	// stopReason is why the agent ended it: ReasonStopped,
@@ -77,8 +80,9 @@ type slot struct {
 	// p is the agent's pod, nil when it has none.
 	p *pod
 	// published: the ID is in the agent's shared list of running pods
-	// (publish keeps it there while its pod runs or stops).
-	published bool
+	// (publish keeps it there while its pod runs or stops); online: it is
+	// counted there as an online pod (Stats.RunningOnline).
+	published, online bool
 	// gone: deleted from owner.slots; a new slot holds the ID if it comes
 	// back, and what still holds this one skips it.
 	gone bool
@@ -680,8 +684,9 @@ func (o *owner) start(s *slot, d DesiredPod) {
 		o.put(s, &pod{want: d, phase: phaseDone})
 		return
 	}
-	p := &pod{want: d, phase: phaseStarting}
+	p := &pod{want: d, phase: phaseStarting, askedAt: o.a.cfg.Clock.Now()}
 	o.put(s, p)
+	o.countStarting(&p.want, 1)
 	o.reserve(&d)
 	rt := o.a.cfg.Runtime
 	if o.immediate {
@@ -810,9 +815,13 @@ func (o *owner) stop(s *slot, p *pod, reason api.TaskReason, msg string, grace t
 		p.stopReason, p.killMsg = reason, msg
 	}
 	p.phase = phaseStopping
-	if reason == api.ReasonMemoryKiller {
+	switch reason {
+	case api.ReasonMemoryKiller:
 		o.stats.Kills++
-	} else {
+	case api.ReasonTimeLimit:
+		o.stats.Stops++
+		o.stats.TimeLimits++
+	default:
 		o.stats.Stops++
 	}
 	rt := o.a.cfg.Runtime
@@ -894,6 +903,9 @@ func (o *owner) handle(ev event) {
 		return
 	}
 	s, p := ev.s, ev.p
+	if ev.kind == evStarted || ev.kind == evStartFailed {
+		o.countStarting(&p.want, -1)
+	}
 	if s.gone || s.p != p {
 		return // a pod the owner has moved on from; cannot happen
 	}
@@ -903,6 +915,9 @@ func (o *owner) handle(ev event) {
 		o.stats.Starts++
 		p.phase = phaseRunning
 		p.startedAt = o.a.cfg.Clock.Now()
+		if ob := o.a.cfg.Observer; ob != nil {
+			ob.PodStarted(p.want.Tier, p.startedAt.Sub(p.askedAt))
+		}
 		o.limitRunTime(s, p)
 		o.report(p, api.TaskRunning, api.ReasonStarted, 0, "")
 		if p.stopReason == api.ReasonMemoryKiller {
@@ -953,10 +968,13 @@ func (o *owner) reportStartFailed(d DesiredPod, err error) {
 	switch {
 	case errors.Is(err, runtime.ErrImageDenied):
 		reason = api.ReasonImageDenied
+		o.stats.ImageDenied++
 	case errors.Is(err, runtime.ErrVolumeDenied):
 		reason = api.ReasonVolumeDenied
+		o.stats.VolumeDenied++
 	case errors.Is(err, ErrNetworkDenied):
 		reason = api.ReasonNetworkDenied
+		o.stats.NetworkDenied++
 	}
 	o.report(p, api.TaskFailed, reason, 0, err.Error())
 }
@@ -978,6 +996,7 @@ func (o *owner) reportExit(p *pod) {
 		state, reason = api.TaskKilled, api.ReasonStopped
 	case e.OOMKilled:
 		state, reason = api.TaskFailed, api.ReasonOOMKilled
+		o.stats.OOMKilled++
 	case e.Err != nil:
 		state, reason, msg = api.TaskLost, api.ReasonLost, e.Err.Error()
 	case e.Code != 0 && len(e.ScratchFull) > 0:
@@ -1005,6 +1024,26 @@ func (o *owner) report(p *pod, state api.TaskState, reason api.TaskReason, code 
 	})
 }
 
+// countStarting counts d among the pods being started (delta 1) or no
+// longer (-1).
+func (o *owner) countStarting(d *DesiredPod, delta int) {
+	o.stats.Starting += delta
+	if d.Tier == cgroup.Online {
+		o.stats.StartingOnline += delta
+	}
+}
+
+// countOnline makes s, published, count as an online pod or not.
+func (o *owner) countOnline(s *slot, online bool) {
+	switch {
+	case online && !s.online:
+		o.stats.RunningOnline++
+	case !online && s.online:
+		o.stats.RunningOnline--
+	}
+	s.online = online
+}
+
 // publish makes the running pods and the counters visible to other
 // goroutines: the marked pods join or leave the shared list, and the marks
 // are cleared.
@@ -1018,10 +1057,12 @@ func (o *owner) publish() {
 			if s.published {
 				delete(a.mu.pods, s.id)
 				s.published = false
+				o.countOnline(s, false)
 			}
 			continue
 		}
 		s.published = true
+		o.countOnline(s, p.want.Tier == cgroup.Online)
 		op := overcommit.Pod{ID: p.want.ID, Tier: p.want.Tier, Priority: int(p.want.Priority), StartedAt: p.startedAt,
 			Request: podRequest(&p.want), ResourceFile: a.resourceFile(&p.want)}
 		a.mu.pods[s.id] = runningPod{op, p.taskID()}
