@@ -2,6 +2,7 @@ package remote
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -40,9 +41,27 @@ type LogServerConfig struct {
 	// no container (Dispatcher.FirstContainer fits). Default, and when it
 	// returns "": "c0", api's default name of a pod's first container.
 	FirstContainer func(taskID string) string
+	// Metrics, when set, are served at api.PathMetrics (GET) in
+	// Prometheus' text format (nodelet/metrics.Metrics fits). Default
+	// nil: api.PathMetrics is not found.
+	Metrics MetricsWriter
+	// MetricsToken, when set, is required of requests for the metrics as
+	// "Authorization: Bearer <MetricsToken>". Token is not: it is the
+	// dispatcher's, made afresh at each start, and the metrics name no
+	// task or pod. Default "": the metrics are served to anyone who
+	// reaches the listener.
+	MetricsToken string
 	// Logger receives failed requests. Default: discarded.
 	Logger *slog.Logger
 }
+
+// MetricsWriter writes metrics in Prometheus' text format.
+type MetricsWriter interface {
+	Write(buf *bytes.Buffer) error
+}
+
+// metricsContentType is the media type of Prometheus' text format.
+const metricsContentType = "text/plain; version=0.0.4; charset=utf-8"
 
 // Defaults of LogServerConfig.
 const (
@@ -145,6 +164,10 @@ type logRequest struct {
 }
 
 func (s *LogServer) handle(ctx *fasthttp.RequestCtx) {
+	if string(ctx.Path()) == api.PathMetrics && s.cfg.Metrics != nil {
+		s.serveMetrics(ctx)
+		return
+	}
 	if string(ctx.Path()) != api.PathNodeletLogs {
 		writeError(ctx, fasthttp.StatusNotFound, api.CodeNotFound, fmt.Sprintf("no route %s", ctx.Path()))
 		return
@@ -261,7 +284,13 @@ func watchClient(conn net.Conn, cancel context.CancelFunc) (stop func()) {
 }
 
 func (s *LogServer) authorized(ctx *fasthttp.RequestCtx) bool {
-	if s.cfg.Token == "" {
+	return bearer(ctx, s.cfg.Token)
+}
+
+// bearer reports whether the request carries token as its bearer token,
+// or token is "".
+func bearer(ctx *fasthttp.RequestCtx, token string) bool {
+	if token == "" {
 		return true
 	}
 	got := ctx.Request.Header.Peek(fasthttp.HeaderAuthorization)
@@ -269,7 +298,29 @@ func (s *LogServer) authorized(ctx *fasthttp.RequestCtx) bool {
 	if len(got) < len(prefix) || !equalFold(got[:len(prefix)], prefix) {
 		return false
 	}
-	return subtle.ConstantTimeCompare(got[len(prefix):], []byte(s.cfg.Token)) == 1
+	return subtle.ConstantTimeCompare(got[len(prefix):], []byte(token)) == 1
+}
+
+// serveMetrics answers GET api.PathMetrics with the metrics.
+func (s *LogServer) serveMetrics(ctx *fasthttp.RequestCtx) {
+	if !ctx.IsGet() {
+		ctx.Response.Header.Set("Allow", "GET")
+		writeError(ctx, fasthttp.StatusMethodNotAllowed, api.CodeInvalid, "only GET is allowed")
+		return
+	}
+	if !bearer(ctx, s.cfg.MetricsToken) {
+		ctx.Response.Header.Set("WWW-Authenticate", "Bearer")
+		writeError(ctx, fasthttp.StatusUnauthorized, api.CodeUnauthorized, "missing or wrong bearer token")
+		return
+	}
+	var buf bytes.Buffer
+	if err := s.cfg.Metrics.Write(&buf); err != nil {
+		s.cfg.Logger.Warn("remote: metrics", "err", err)
+		writeError(ctx, fasthttp.StatusInternalServerError, api.CodeInternal, "gathering metrics failed")
+		return
+	}
+	ctx.SetContentType(metricsContentType)
+	ctx.SetBody(buf.Bytes())
 }
 
 func equalFold(b []byte, s string) bool {
