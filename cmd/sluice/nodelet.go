@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/nodelet"
 	"github.com/sluicehq/sluice/nodelet/cgroup"
+	nodeletmetrics "github.com/sluicehq/sluice/nodelet/metrics"
 	"github.com/sluicehq/sluice/nodelet/overcommit"
 	"github.com/sluicehq/sluice/nodelet/remote"
 	"github.com/sluicehq/sluice/nodelet/runtime"
@@ -136,6 +137,14 @@ type nodeletConfig struct {
 	hostIP string
 	// podPrefix is podCIDR parsed, set by resolve.
 	podPrefix netip.Prefix
+	// noMetrics turns the nodelet's Prometheus metrics off. Default
+	// false: the log server serves them at api.PathMetrics.
+	noMetrics bool
+	// metricsToken, when set, is required of requests for the metrics
+	// (remote.LogServerConfig.MetricsToken). Default: read from
+	// metricsTokenFile, or none (the metrics are open to whoever reaches
+	// the log server's address).
+	metricsToken, metricsTokenFile string
 }
 
 // Defaults of nodeletConfig.
@@ -165,6 +174,15 @@ func (c *nodeletConfig) resolve() error {
 			bad("token file: %w", err)
 		}
 		c.token = strings.TrimSpace(string(b))
+	}
+	if c.metricsToken == "" && c.metricsTokenFile != "" {
+		b, err := os.ReadFile(c.metricsTokenFile)
+		if err != nil {
+			bad("metrics token file: %w", err)
+		}
+		if c.metricsToken = strings.TrimSpace(string(b)); c.metricsToken == "" && err == nil {
+			bad("metrics token file %s is empty", c.metricsTokenFile)
+		}
 	}
 	if c.name == "" {
 		h, err := os.Hostname()
@@ -475,9 +493,15 @@ func startNodelet(ctx context.Context, cfg nodeletConfig, logger *slog.Logger) (
 		_ = ln.Close()
 		return nil, usageError{fmt.Errorf("nodelet: %w", err)}
 	}
-	logs, err := remote.NewLogServer(remote.LogServerConfig{
+	var metrics *nodeletmetrics.Metrics
+	lcfg := remote.LogServerConfig{
 		Runtime: rt, Listener: ln, Token: spec.LogToken, FirstContainer: d.FirstContainer, Logger: logger,
-	})
+	}
+	if !cfg.noMetrics {
+		metrics = nodeletmetrics.New(nodeletmetrics.Config{Process: true})
+		lcfg.Metrics, lcfg.MetricsToken = metrics, cfg.metricsToken
+	}
+	logs, err := remote.NewLogServer(lcfg)
 	if err != nil {
 		_ = ln.Close()
 		return nil, fmt.Errorf("nodelet: %w", err)
@@ -494,7 +518,7 @@ func startNodelet(ctx context.Context, cfg nodeletConfig, logger *slog.Logger) (
 	if cgroups != nil {
 		undo = append(undo, func() error { cgroups.Close(); return nil })
 	}
-	agent, err := nodelet.New(nodelet.Config{
+	acfg := nodelet.Config{
 		Node: cfg.name, Runtime: rt, Dispatcher: d, Addr: strings.Join(cfg.dispatchers, ","),
 		DefaultNetwork: cfg.defaultNetwork(), AllowHostNetwork: cfg.allowHostNetwork, HostIP: spec.HostIP,
 		MaxConcurrentStarts: cfg.maxStarts, RetainExited: cfg.retainExited,
@@ -502,9 +526,16 @@ func startNodelet(ctx context.Context, cfg nodeletConfig, logger *slog.Logger) (
 		// Simulated pods use what their specs say: the node reports it
 		// as a real node reports what its cgroups measure.
 		RuntimeUsage: cfg.runtime == "sim",
-	})
+	}
+	if metrics != nil {
+		acfg.Observer = metrics
+	}
+	agent, err := nodelet.New(acfg)
 	if err != nil {
 		return nil, fmt.Errorf("nodelet: %w", err)
+	}
+	if metrics != nil {
+		metrics.Attach(agent)
 	}
 	var (
 		mu      sync.Mutex
@@ -605,6 +636,7 @@ func removeAllPods(rt runtime.Runtime) error {
 type nodeletFlags struct {
 	cfg               nodeletConfig
 	podNetwork        bool
+	metrics           bool
 	cpu, memory, disk string
 	ports             string
 	logLevel          string
@@ -694,6 +726,8 @@ Every flag can also be set by its SLUICE_* environment variable
 	fl.StringSliceVar(&f.cfg.cniBinDirs, "cni-bin-dir", nil, "directories searched for the CNI plugins, comma-separated (default "+strings.Join(cni.DefaultBinDirs, ",")+")")
 	fl.BoolVar(&f.cfg.allowHostNetwork, "allow-host-network", false, "let pods run in the host's network namespace (network mode host); without it they fail as network_denied")
 	fl.StringVar(&f.cfg.hostIP, "host-ip", "", "the node's address as other hosts and its pods reach it, given to pods as SLUICE_HOST_IP and registered as the host the job task listing shows for the node's tasks (default: --advertise's IP if not loopback, else the pod bridge's gateway)")
+	fl.BoolVar(&f.metrics, "metrics", true, "serve Prometheus metrics at /metrics on the log server's address (--listen); false counts nothing")
+	fl.StringVar(&f.cfg.metricsTokenFile, "metrics-token-file", "", "file holding a bearer token that requests for /metrics must carry (default: none, the metrics are served to whoever reaches --listen)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	return c
 }
@@ -702,6 +736,7 @@ Every flag can also be set by its SLUICE_* environment variable
 func (f *nodeletFlags) parse() error {
 	var errs []error
 	f.cfg.noPodNetwork = !f.podNetwork
+	f.cfg.noMetrics = !f.metrics
 	var err error
 	if f.cpu != "" {
 		if f.cfg.cpu, err = api.ParseCPU(f.cpu); err != nil || f.cfg.cpu == 0 {

@@ -217,6 +217,24 @@ func TestStartNodeletOvercommit(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// The metrics show the quota the controller set, and the tiers' use.
+	spec, _, _ := stub.Node("oc")
+	st, body := getMetrics(t, "http://"+spec.Address+api.PathMetrics, "")
+	if st != 200 {
+		t.Fatalf("metrics: %d %s", st, body)
+	}
+	mfs := parseMetrics(t, body)
+	if v := metricValue(t, mfs, "sluice_nodelet_offline_cpu_quota_cores"); v <= 0 {
+		t.Errorf("offline CPU quota %v cores, want it positive", v)
+	}
+	if v := metricValue(t, mfs, "sluice_nodelet_overcommit_ticks_total"); v < 1 {
+		t.Errorf("overcommit ticks %v", v)
+	}
+	for _, tier := range []string{"online", "offline"} {
+		if v := metricValue(t, mfs, "sluice_nodelet_tier_memory_usage_bytes", "tier="+tier); v < 0 {
+			t.Errorf("%s memory use %v", tier, v)
+		}
+	}
 }
 
 func TestNodeletOvercommitNeedsContainers(t *testing.T) {
