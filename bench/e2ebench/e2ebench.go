@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
+	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/bench/fleet"
 	"github.com/sluicehq/sluice/bench/submitbench"
 	"github.com/sluicehq/sluice/dispatcher"
+	"github.com/sluicehq/sluice/dispatcher/server"
 	"github.com/sluicehq/sluice/loadgen"
 	"github.com/sluicehq/sluice/raftkv"
 )
@@ -113,7 +116,16 @@ type Config struct {
 	// leaves out, while the processes' heaps grow to the size of the work
 	// in flight. Default 2.
 	SoakSettle int
+	// NoMetrics turns the replicas' Prometheus metrics off
+	// (server.Config.DisableMetrics). Default false: they are on, and the
+	// run scrapes every replica's /metrics once every ScrapeInterval, as
+	// a Prometheus server would, fifteen times more often than its
+	// default.
+	NoMetrics bool
 }
+
+// ScrapeInterval is how often a run with metrics scrapes each replica.
+const ScrapeInterval = time.Second
 
 // Defaults of Config.
 const (
@@ -333,6 +345,8 @@ type Result struct {
 	// Replicas and Nodes are the cluster's size and the fleet's.
 	Replicas int `json:"replicas"`
 	Nodes    int `json:"nodes"`
+	// Metrics says the replicas had their metrics on (and were scraped).
+	Metrics bool `json:"metrics"`
 	// ArraySize, RunTime and StepSeconds describe the steps' workload.
 	ArraySize   string  `json:"array_size"`
 	RunTime     string  `json:"run_time"`
@@ -437,7 +451,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	cfg = cfg.withDefaults()
 	arr, _ := loadgen.ParseIntDist(cfg.ArraySize) // Validate parsed them
 	rt, _ := loadgen.ParseDurationDist(cfg.RunTime)
-	res := Result{Replicas: cfg.Replicas, Nodes: cfg.Nodes, ArraySize: arr.String(), RunTime: rt.String(),
+	res := Result{Replicas: cfg.Replicas, Nodes: cfg.Nodes, Metrics: !cfg.NoMetrics, ArraySize: arr.String(), RunTime: rt.String(),
 		StepSeconds: cfg.StepDuration.Seconds(), Steps: []Step{}}
 	log := cfg.Logger
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
@@ -516,11 +530,15 @@ func startRig(ctx context.Context, cfg Config) (context.Context, *rig, error) {
 	start := time.Now()
 	// The retention time alone bounds the finished jobs, as before
 	// JobRetentionMax was: figures stay comparable across releases.
-	cl, err := submitbench.StartCluster(ctx, cfg.Replicas, cfg.Dir, dispatcher.Config{JobRetention: cfg.JobRetention, JobRetentionMax: -1})
+	cl, err := submitbench.StartCluster(ctx, cfg.Replicas, cfg.Dir, dispatcher.Config{JobRetention: cfg.JobRetention, JobRetentionMax: -1},
+		func(c *server.Config) { c.DisableMetrics = cfg.NoMetrics })
 	if err != nil {
 		return ctx, rg, fmt.Errorf("e2e benchmark: %w", err)
 	}
 	rg.closers = append(rg.closers, cl.Close)
+	if !cfg.NoMetrics {
+		rg.closers = append(rg.closers, scrape(ctx, cl.Addrs(), log))
+	}
 	log.Info("e2e: cluster up", "replicas", cfg.Replicas, "took", time.Since(start).Round(time.Millisecond))
 
 	start = time.Now()
@@ -551,6 +569,45 @@ func startRig(ctx context.Context, cfg Config) (context.Context, *rig, error) {
 	}
 	log.Info("e2e: fleet ready", "nodes", cfg.Nodes, "took", time.Since(start).Round(time.Millisecond))
 	return ctx, rg, nil
+}
+
+// scrape gets every replica's metrics once every ScrapeInterval until the
+// returned stop is called (which waits for it to end) or ctx ends. The
+// bodies are read and dropped: what a scrape costs a replica is the
+// cost measured. A failed scrape is logged at debug.
+func scrape(ctx context.Context, addrs []string, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		client := &http.Client{Timeout: 10 * time.Second}
+		t := time.NewTicker(ScrapeInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			for _, a := range addrs {
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet, a+api.PathMetrics, nil)
+				if err != nil {
+					return
+				}
+				resp, err := client.Do(req)
+				if err != nil {
+					log.Debug("e2e: scrape", "replica", a, "err", err)
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					log.Debug("e2e: scrape", "replica", a, "status", resp.StatusCode)
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // close stops what startRig started, the last started first.

@@ -47,6 +47,8 @@ type SoakResult struct {
 	// Replicas and Nodes are the cluster's size and the fleet's.
 	Replicas int `json:"replicas"`
 	Nodes    int `json:"nodes"`
+	// Metrics says the replicas had their metrics on (and were scraped).
+	Metrics bool `json:"metrics"`
 	// ArraySize and RunTime describe the workload, TargetTasksPerSec its
 	// rate.
 	ArraySize         string  `json:"array_size"`
@@ -182,7 +184,7 @@ func RunSoak(ctx context.Context, cfg Config) (SoakResult, error) {
 	cfg = cfg.withDefaults()
 	arr, _ := loadgen.ParseIntDist(cfg.ArraySize) // Validate parsed them
 	rt, _ := loadgen.ParseDurationDist(cfg.RunTime)
-	res := SoakResult{Replicas: cfg.Replicas, Nodes: cfg.Nodes, ArraySize: arr.String(), RunTime: rt.String(),
+	res := SoakResult{Replicas: cfg.Replicas, Nodes: cfg.Nodes, Metrics: !cfg.NoMetrics, ArraySize: arr.String(), RunTime: rt.String(),
 		TargetTasksPerSec: cfg.StartRate, SoakSeconds: cfg.Soak.Seconds(), RowSeconds: cfg.SoakInterval.Seconds(),
 		Settle: cfg.SoakSettle, MoveLeaderEverySeconds: cfg.MoveLeaderEvery.Seconds(),
 		P99PlacedLimitMs: ms(cfg.P99PlacedLimit), P99RunningLimitMs: ms(cfg.P99RunningLimit), Rows: []SoakRow{}}

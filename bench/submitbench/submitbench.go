@@ -84,8 +84,9 @@ type Cluster struct {
 
 // StartCluster starts n replicas under dir (a temporary directory when
 // empty), their dispatchers tuned by disp (the zero Config: defaults), and
-// waits for a leader.
-func StartCluster(ctx context.Context, n int, dir string, disp dispatcher.Config) (*Cluster, error) {
+// waits for a leader. Each of set, in order, changes every replica's
+// configuration before it opens.
+func StartCluster(ctx context.Context, n int, dir string, disp dispatcher.Config, set ...func(*server.Config)) (*Cluster, error) {
 	c := &Cluster{dir: dir}
 	if dir == "" {
 		d, err := os.MkdirTemp("", "sluice-submitbench-")
@@ -118,10 +119,14 @@ func StartCluster(ctx context.Context, n int, dir string, disp dispatcher.Config
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for i := range n {
 		id := uint64(i + 1)
-		s, err := server.Open(server.Config{
+		scfg := server.Config{
 			ID: id, Peers: peers, PeerHTTP: web, Dir: filepath.Join(c.dir, fmt.Sprint("r", id)),
 			HTTPAddr: strings.TrimPrefix(web[id], "http://"), Logger: quiet, Dispatcher: disp, Conns: conns,
-		})
+		}
+		for _, f := range set {
+			f(&scfg)
+		}
+		s, err := server.Open(scfg)
 		if err != nil {
 			c.Close()
 			return nil, fmt.Errorf("submit benchmark: replica %d: %w", id, err)

@@ -15,9 +15,10 @@ import (
 
 func newBenchE2ECmd() *cobra.Command {
 	var (
-		cfg    e2ebench.Config
-		asJSON bool
-		quiet  bool
+		cfg     e2ebench.Config
+		asJSON  bool
+		quiet   bool
+		metrics bool
 	)
 	var gc gcSetting
 	c := &cobra.Command{
@@ -78,6 +79,7 @@ fleet and the load generator sharing its cores.`,
 			if c.Flags().Changed("step-rate") && !c.Flags().Changed("step-factor") {
 				cfg.StepFactor = 0 // --step-rate replaces the default factor
 			}
+			cfg.NoMetrics = !metrics
 			if cfg.JobRetention, err = jobRetention(cfg.JobRetention); err != nil {
 				return err
 			}
@@ -136,6 +138,7 @@ fleet and the load generator sharing its cores.`,
 	f.DurationVar(&cfg.Soak, "soak", 0, "hold --start-rate for this long instead of stepping, judged per --soak-interval (0: steps)")
 	f.DurationVar(&cfg.SoakInterval, "soak-interval", e2ebench.DefaultSoakInterval, "the length of a soak's rows")
 	f.IntVar(&cfg.SoakSettle, "soak-settle", e2ebench.DefaultSoakSettle, "the first rows of a soak its memory trend leaves out")
+	f.BoolVar(&metrics, "metrics", true, fmt.Sprintf("the replicas count and serve Prometheus metrics, scraped every %v (false: off, to measure what they cost)", e2ebench.ScrapeInterval))
 	f.BoolVar(&asJSON, "json", false, "print the result as one JSON object, on the last line")
 	f.BoolVar(&quiet, "quiet", false, "do not log progress to stderr")
 	gc.addFlag(c)

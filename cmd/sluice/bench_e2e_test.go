@@ -19,8 +19,11 @@ func TestBenchE2EJSON(t *testing.T) {
 		t.Skip("starts a cluster and a fleet")
 	}
 	res, stderr := benchE2E(t, "--nodes", "20")
-	if res.Nodes != 20 || res.Replicas != 1 || len(res.Steps) != 1 {
+	if res.Nodes != 20 || res.Replicas != 1 || len(res.Steps) != 1 || !res.Metrics {
 		t.Fatalf("result %+v", res)
+	}
+	if off, _ := benchE2E(t, "--nodes", "20", "--metrics=false"); off.Metrics || len(off.Steps) != 1 || off.Steps[0].PlacedTasks == 0 {
+		t.Errorf("--metrics=false: result %+v", off)
 	}
 	st := res.Steps[0]
 	if st.Tasks == 0 || st.PlacedTasks != st.Tasks || st.Errors != 0 || st.TargetTasksPerSec != 20 {
