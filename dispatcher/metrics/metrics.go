@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,8 +56,9 @@ type Metrics struct {
 	routes []string
 
 	requests *prometheus.CounterVec
-	latency  []prometheus.Observer // by route
-	bytesIn  []prometheus.Counter  // by route
+	// routes' counters, by route index: the request counter of each
+	// status code is looked up in requests once, then kept.
+	byRoute []routeMetrics
 
 	roundSeconds, solveSeconds, buildSeconds, commitSeconds prometheus.Histogram
 	flowNodes, flowArcs, unplaced                           prometheus.Gauge
@@ -84,9 +86,9 @@ func New(cfg Config) (*Metrics, error) {
 		Name: "sluice_http_request_body_bytes_total",
 		Help: "Bytes of HTTP API request bodies as they came on the wire (declared Content-Length), by route.",
 	}, []string{"route"})
-	for _, r := range cfg.Routes {
-		m.latency = append(m.latency, latency.WithLabelValues(r))
-		m.bytesIn = append(m.bytesIn, bytesIn.WithLabelValues(r))
+	m.byRoute = make([]routeMetrics, len(cfg.Routes))
+	for i, r := range cfg.Routes {
+		m.byRoute[i].latency, m.byRoute[i].bytesIn = latency.WithLabelValues(r), bytesIn.WithLabelValues(r)
 	}
 	m.roundSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "sluice_round_duration_seconds", Help: "Scheduling rounds with pending work: the whole round, from reading its input to its commit.",
@@ -134,32 +136,48 @@ func (m *Metrics) ObserveRound(st dispatcher.RoundStat) {
 	m.unplaced.Set(float64(st.Unplaced))
 }
 
-// codes are the status codes' label values, so that counting a request
-// formats nothing.
-var codes = func() []string {
-	c := make([]string, 600)
-	for i := range c {
-		c[i] = strconv.Itoa(i)
-	}
-	return c
-}()
+// routeMetrics are one route's request metrics.
+type routeMetrics struct {
+	latency prometheus.Observer
+	bytesIn prometheus.Counter
+	// codes holds the request counter of each status code, by code
+	// (numCodes for any other), once a request had it.
+	codes [numCodes + 1]atomic.Pointer[counter]
+}
+
+// counter boxes a prometheus.Counter for an atomic.Pointer.
+type counter struct{ prometheus.Counter }
+
+// numCodes bounds the status codes counted by their number: HTTP's are
+// 100 to 599; anything else is counted as "other".
+const numCodes = 600
 
 // Request records one request to the route of index route in
 // Config.Routes, answered with status code after d, whose body took
 // bodyBytes on the wire (0 for none or unknown). An index out of range
-// is counted under the last route.
+// is counted under the last route. It costs some atomic additions and no
+// allocation once the route has seen its status code.
 func (m *Metrics) Request(route, code int, d time.Duration, bodyBytes int64) {
 	if route < 0 || route >= len(m.routes) {
 		route = len(m.routes) - 1
 	}
-	c := "other"
-	if code >= 0 && code < len(codes) {
-		c = codes[code]
+	r := &m.byRoute[route]
+	if code < 0 || code >= numCodes {
+		code = numCodes
 	}
-	m.requests.WithLabelValues(m.routes[route], c).Inc()
-	m.latency[route].Observe(d.Seconds())
+	c := r.codes[code].Load()
+	if c == nil {
+		label := "other"
+		if code < numCodes {
+			label = strconv.Itoa(code)
+		}
+		r.codes[code].CompareAndSwap(nil, &counter{m.requests.WithLabelValues(m.routes[route], label)})
+		c = r.codes[code].Load()
+	}
+	c.Inc()
+	r.latency.Observe(d.Seconds())
 	if bodyBytes > 0 {
-		m.bytesIn[route].Add(float64(bodyBytes))
+		r.bytesIn.Add(float64(bodyBytes))
 	}
 }
 
@@ -205,8 +223,18 @@ var (
 	descTasks = prometheus.NewDesc("sluice_tasks",
 		"Tasks by queue, QoS class and state: pending (waiting for placement) or active (assigned, starting or running).",
 		[]string{"queue", "qos", "state"}, nil)
-	descJobs  = prometheus.NewDesc("sluice_jobs", "Jobs the replica holds, by state.", []string{"state"}, nil)
-	descNodes = prometheus.NewDesc("sluice_nodes", "Registered nodes by state.", []string{"state"}, nil)
+	descJobs           = prometheus.NewDesc("sluice_jobs", "Jobs the replica holds, by state.", []string{"state"}, nil)
+	descNodes          = prometheus.NewDesc("sluice_nodes", "Registered nodes by state.", []string{"state"}, nil)
+	descDroppedReports = prometheus.NewDesc("sluice_task_reports_dropped_total",
+		"Task reports the FSM refused (unknown tasks, illegal transitions); acknowledged to their nodes and logged.", nil, nil)
+	descEstimateNodes = prometheus.NewDesc("sluice_usage_estimate_nodes",
+		"Nodes whose recent heartbeats the leader's usage estimates cover (only the leader exports the estimates).", nil, nil)
+	descOnlineCPU = prometheus.NewDesc("sluice_online_cpu_cores",
+		"Over the nodes the estimates cover, the online tiers' CPU: used (as heartbeats said), estimated (for their online tasks, before headroom) and requested (by those tasks).",
+		[]string{"source"}, nil)
+	descOnlineMem = prometheus.NewDesc("sluice_online_memory_bytes",
+		"Over the nodes the estimates cover, the online tiers' memory: used, estimated and requested, as sluice_online_cpu_cores.",
+		[]string{"source"}, nil)
 
 	descTerm     = prometheus.NewDesc("sluice_raft_term", "The replica's raft term.", nil, nil)
 	descLeader   = prometheus.NewDesc("sluice_raft_is_leader", "1 when the replica leads, else 0.", nil, nil)
@@ -239,6 +267,7 @@ type stateCollector struct {
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRounds, descPlaced, descRejected, descPreempted, descTasks, descJobs, descNodes,
+		descDroppedReports, descEstimateNodes, descOnlineCPU, descOnlineMem,
 		descTerm, descLeader, descCommit, descApplied, descMembers, descStopped, descProposed, descDropped, descApplies, descSyncs, descSnaps,
 		descDisk, descWAL, descWriteAmp, descReadAmp, descCompactions, descFlushes} {
 		ch <- d
@@ -279,6 +308,16 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for s, n := range nodes {
 		gauge(descNodes, float64(n), string(s))
+	}
+	counter(descDroppedReports, float64(c.d.DroppedReports()))
+	if et, ok := c.d.EstimateTotals(); ok {
+		gauge(descEstimateNodes, float64(et.Nodes))
+		gauge(descOnlineCPU, float64(et.OnlineUsage.CPU)/1000, "used")
+		gauge(descOnlineCPU, float64(et.OnlineEstimate.CPU)/1000, "estimated")
+		gauge(descOnlineCPU, float64(et.OnlineAsked.CPU)/1000, "requested")
+		gauge(descOnlineMem, float64(et.OnlineUsage.Memory), "used")
+		gauge(descOnlineMem, float64(et.OnlineEstimate.Memory), "estimated")
+		gauge(descOnlineMem, float64(et.OnlineAsked.Memory), "requested")
 	}
 
 	st := c.r.Status()

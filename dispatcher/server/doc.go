@@ -37,6 +37,7 @@
 //	GET    /v1/members              the replicas (api.MemberList) as this one sees them; consistent=1
 //	POST   /v1/members              add a replica (api.AddMemberRequest, admin): learner, caught up, voter; 409 duplicate ID, address or URL
 //	DELETE /v1/members/{id}         remove a replica (admin); 404 not a member, 409 the last voter or no live quorum left; the leader hands over and answers 307
+//	GET    /metrics                 Prometheus metrics, text format (dispatcher/metrics); 404 with Config.DisableMetrics
 //	GET    /healthz, /readyz        no authentication
 //
 // A watch event carries a job's state after the raft entry at its Index
@@ -53,7 +54,7 @@
 // role (403 outside it):
 //
 //   - admin: everything, and alone adds and removes replicas;
-//   - reader: every GET but the target long-poll;
+//   - reader: every GET but the target long-poll, /metrics included;
 //   - submitter: the reader's GETs, submit and cancel, restricted to its
 //     queues when its token lists some (other queues' jobs are 403 and left
 //     out of lists and the watch stream);
@@ -118,7 +119,7 @@
 //   - A replica whose raft replica stopped on an error (its store failed:
 //     a full or broken disk) serves nothing again: it ends its long-polls
 //     and streams, answers /readyz 503 and every other request but
-//     /healthz 503 not_leader (nothing was done; another replica serves)
+//     /healthz and /metrics 503 not_leader (nothing was done; another replica serves)
 //     on a connection it closes, and Server.Failed is closed, on which
 //     `sluice dispatcher` exits non-zero with the reason logged.
 //   - A replica holds at most Config.Conns's connections open (shared by

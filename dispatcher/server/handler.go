@@ -229,9 +229,10 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 	defer releaseBody(ctx)
 	rt := routeOther
 	if h.metrics != nil {
-		start := time.Now()
+		// ctx.Time is when fasthttp read the request's header: the clock
+		// is read once more, not twice.
 		defer func() {
-			h.metrics.Request(rt, ctx.Response.StatusCode(), time.Since(start), int64(ctx.Request.Header.ContentLength()))
+			h.metrics.Request(rt, ctx.Response.StatusCode(), time.Since(ctx.Time()), int64(ctx.Request.Header.ContentLength()))
 		}()
 	}
 	defer func() {

@@ -134,6 +134,13 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("%s = %v, want it positive", positive, v)
 		}
 	}
+	// The leader exports its usage estimates: no node sent usage yet.
+	if v := value(t, mfs, "sluice_usage_estimate_nodes"); v != 0 {
+		t.Errorf("estimates cover %v nodes, want 0", v)
+	}
+	if v := value(t, mfs, "sluice_task_reports_dropped_total"); v != 0 {
+		t.Errorf("dropped reports %v", v)
+	}
 	if v := value(t, mfs, "sluice_http_request_body_bytes_total", "route=jobs"); v < float64(jobs*len(jobJSON("m0", "", each))) {
 		t.Errorf("request body bytes of jobs %v, want at least the %d jobs' JSON", v, jobs)
 	}
