@@ -126,6 +126,10 @@ func TestReplicaStoreFails(t *testing.T) {
 	if r := do(t, req{method: "GET", url: old.Addr() + api.PathHealth}); r.status != 200 {
 		t.Errorf("healthz of the failed replica: %s", r)
 	}
+	// Its metrics still serve, and say it stopped.
+	if v := value(t, scrape(t, old.Addr(), ""), "sluice_raft_stopped"); v != 1 {
+		t.Errorf("sluice_raft_stopped of the failed replica = %v, want 1", v)
+	}
 	for _, q := range []req{
 		{method: "GET", url: old.Addr() + api.PathJobs},
 		{method: "POST", url: old.Addr() + api.PathJobs, body: []byte(jobJSON("x", "", 1))},
