@@ -391,11 +391,17 @@ const (
 	routeOther // no route: a 404
 )
 
+// routeNames are the route label's values, by route index.
+var routeNames = [...]string{"healthz", "readyz", "jobs", "job", "job_tasks", "capboxes", "captasks", "nodes",
+	"node_target", "node_reports", "task_logs", "watch", "node", "node_drain", "members", "member", "metrics", "other"}
+
+// A name for each route, and none more: this fails to compile otherwise.
+var _ = [1]struct{}{}[len(routeNames)-1-routeOther]
+
 // RouteNames are the values of the route label of the request metrics,
 // one for each route of the API, "other" last for requests that match
 // none.
-var RouteNames = []string{"healthz", "readyz", "jobs", "job", "job_tasks", "capboxes", "captasks", "nodes",
-	"node_target", "node_reports", "task_logs", "watch", "node", "node_drain", "members", "member", "metrics", "other"}
+var RouteNames = routeNames[:]
 
 // NewMetrics returns metrics for HandlerConfig.Metrics (Routes:
 // RouteNames); process adds the Go runtime's and the process's.
