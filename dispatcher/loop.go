@@ -85,7 +85,7 @@ func (d *Dispatcher) roundOnce(ctx context.Context, term uint64, out *roundOutco
 	}
 	d.input.Placed()
 	st.Build, st.Solve, st.Optimal = plan.Stats.Build, plan.Stats.Solve, plan.Stats.Optimal
-	st.FlowNodes, st.FlowArcs = plan.Stats.FlowNodes, plan.Stats.FlowArcs
+	st.FlowNodes, st.FlowArcs, st.Cost = plan.Stats.FlowNodes, plan.Stats.FlowArcs, plan.Stats.Cost
 	st.Unplaced = plan.Stats.Pending
 	d.mu.Lock()
 	d.mu.lastPending = plan.Pending

@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -28,8 +29,10 @@ type RoundStat struct {
 	// placement's graph building and solving; Commit the raft proposal.
 	Latency, Input, Build, Solve, Commit time.Duration
 	Optimal                              bool
-	PlanBytes                            int
-	Err                                  string
+	// Cost is the cost of the round's flow.
+	Cost      int64
+	PlanBytes int
+	Err       string
 }
 
 // RoundTotals count every round since the Dispatcher started.
@@ -113,6 +116,20 @@ func Percentiles(rounds []RoundStat) (p50, p99 time.Duration, solverShare float6
 		solverShare = float64(solver) / float64(total)
 	}
 	return lat[(len(lat)-1)*50/100], lat[(len(lat)-1)*99/100], solverShare
+}
+
+// QueueWeight returns queue q's fair-share weight (Config.QueueWeights;
+// 1 for a queue not named there).
+func (d *Dispatcher) QueueWeight(q string) int64 {
+	if w, ok := d.cfg.QueueWeights[q]; ok {
+		return w
+	}
+	return 1
+}
+
+// WeightedQueues returns the queues Config.QueueWeights names, sorted.
+func (d *Dispatcher) WeightedQueues() []string {
+	return slices.Sorted(maps.Keys(d.cfg.QueueWeights))
 }
 
 // Diagnosis returns what the last round that ran placement left pending and
