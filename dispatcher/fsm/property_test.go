@@ -612,6 +612,9 @@ func (h *propHarness) check() error {
 	if err := h.checkRoundInput(); err != nil {
 		return err
 	}
+	if err := h.checkQueueCounts(); err != nil {
+		return err
+	}
 	f := h.f
 	var states []NodeState
 	for _, n := range f.Nodes() {
@@ -782,6 +785,56 @@ func (h *propHarness) check() error {
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%s", strings.Join(errs, "\n"))
+	}
+	return nil
+}
+
+// checkQueueCounts checks QueueCounts against the jobs' and capbox sets'
+// statuses.
+func (h *propHarness) checkQueueCounts() error {
+	want := map[string]*QueueCount{}
+	add := func(s JobStatus, set bool) {
+		q := want[s.Spec.Queue]
+		if q == nil {
+			q = &QueueCount{Name: s.Spec.Queue}
+			want[s.Spec.Queue] = q
+		}
+		if !set {
+			q.Jobs[s.State]++
+		}
+		for _, g := range s.Groups {
+			q.Tasks.Count += g.Count
+			q.Tasks.Pending += g.Pending
+			q.Tasks.Retrying += g.Retrying
+			q.Tasks.Active += g.Active
+			q.Tasks.Succeeded += g.Succeeded
+			q.Tasks.Failed += g.Failed
+			q.Tasks.Killed += g.Killed
+		}
+	}
+	for _, s := range h.f.Jobs(JobFilter{}) {
+		add(s, false)
+	}
+	h.f.mu.RLock()
+	for j := range h.f.mu.jobs.all() {
+		if j.owner() != nil {
+			add(j.status(), true)
+		}
+	}
+	for name, used := range h.f.mu.queueUsed {
+		if q := want[name]; q != nil {
+			q.Used = used
+		}
+	}
+	h.f.mu.RUnlock()
+	got := h.f.QueueCounts()
+	if len(got) != len(want) || !slices.IsSortedFunc(got, func(a, b QueueCount) int { return strings.Compare(a.Name, b.Name) }) {
+		return fmt.Errorf("QueueCounts lists %d queues (sorted: %v), the jobs are in %d", len(got), slices.IsSortedFunc(got, func(a, b QueueCount) int { return strings.Compare(a.Name, b.Name) }), len(want))
+	}
+	for _, q := range got {
+		if w := want[q.Name]; w == nil || *w != q {
+			return fmt.Errorf("QueueCounts: queue %q is %+v, its jobs say %+v", q.Name, q, w)
+		}
 	}
 	return nil
 }
