@@ -1073,6 +1073,27 @@ func (c *Client) Nodes(ctx context.Context) (NodeList, error) {
 	return out, err
 }
 
+// Node returns one node and the pods of its target.
+func (c *Client) Node(ctx context.Context, name string) (NodeDetail, error) {
+	var out NodeDetail
+	_, err := c.doJSON(ctx, &request{method: http.MethodGet, path: PathNode + escSeg(name)}, &out)
+	return out, err
+}
+
+// Cluster returns the answering replica's summary of the cluster.
+func (c *Client) Cluster(ctx context.Context) (ClusterStatus, error) {
+	var out ClusterStatus
+	_, err := c.doJSON(ctx, &request{method: http.MethodGet, path: PathCluster}, &out)
+	return out, err
+}
+
+// Whoami returns the role and scope of the client's token.
+func (c *Client) Whoami(ctx context.Context) (Whoami, error) {
+	var out Whoami
+	_, err := c.doJSON(ctx, &request{method: http.MethodGet, path: PathWhoami}, &out)
+	return out, err
+}
+
 // LogOptions select a task's output.
 type LogOptions struct {
 	// Container is the container's name; "" means the pod's first.
