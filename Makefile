@@ -40,10 +40,12 @@ demo: build
 	SLUICE=$(BIN)/sluice scripts/demo
 
 ## test: the whole suite, with the race detector; the CNI plugins of the
-## network tests are installed first where root and apt allow (tests that
-## need them and do not find them skip and say so)
+## network tests and the chromium the web UI's tests drive are installed
+## first where root and apt allow (tests that need them and do not find
+## them skip and say so, but fail under CI=true)
 test:
 	-scripts/install-cni.sh
+	-scripts/install-chromium.sh
 	$(GO) test -race -timeout 15m ./...
 
 ## lint: gofmt, go vet and staticcheck

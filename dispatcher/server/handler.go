@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/dispatcher"
 	"github.com/sluicehq/sluice/dispatcher/fsm"
 	"github.com/sluicehq/sluice/dispatcher/metrics"
+	"github.com/sluicehq/sluice/dispatcher/server/ui"
 	"github.com/sluicehq/sluice/raftkv"
 	"github.com/valyala/fasthttp"
 )
@@ -100,6 +101,8 @@ type Handler struct {
 	mem *bodyMemory
 	// metrics is HandlerConfig.Metrics.
 	metrics *metrics.Metrics
+	// ui serves the web UI's pages under api.PathUI.
+	ui *ui.Handler
 }
 
 // Refusals counts the requests refused to nodelet credentials since the
@@ -167,8 +170,12 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	pages, err := ui.New()
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	return &Handler{cfg: cfg, id: cfg.Raft.Status().ID, log: cfg.Logger, base: cfg.BaseContext,
-		mem: &bodyMemory{limit: cfg.BodyMemory}, metrics: cfg.Metrics}, nil
+		mem: &bodyMemory{limit: cfg.BodyMemory}, metrics: cfg.Metrics, ui: pages}, nil
 }
 
 // BodyBytes returns the bytes of request bodies the handler holds now,
@@ -347,6 +354,7 @@ var (
 	// job token may call for its own job alone, and the watch stream.
 	jobReaders = []Role{RoleReader, RoleSubmitter, RoleAdmin, RoleJob}
 	jobWriters = []Role{RoleSubmitter, RoleAdmin, RoleJob}
+	allRoles   = []Role{RoleReader, RoleSubmitter, RoleNodelet, RoleAdmin, RoleJob}
 )
 
 // The endpoints of each path, by method.
@@ -362,11 +370,14 @@ var (
 	epNodes    = map[string]endpoint{"GET": {readers, (*Handler).listNodes}, "POST": {nodelets, (*Handler).register}}
 	epTarget   = map[string]endpoint{"GET": {nodelets, (*Handler).target}}
 	epReports  = map[string]endpoint{"POST": {nodelets, (*Handler).reports}}
-	epNode     = map[string]endpoint{"DELETE": {admins, (*Handler).removeNode}}
+	epNode     = map[string]endpoint{"GET": {readers, (*Handler).getNode}, "DELETE": {admins, (*Handler).removeNode}}
 	epDrain    = map[string]endpoint{"POST": {admins, (*Handler).drainNode}, "DELETE": {admins, (*Handler).undrainNode}}
 	epLogs     = map[string]endpoint{"GET": {readers, (*Handler).logs}}
 	epWatch    = map[string]endpoint{"GET": {jobReaders, (*Handler).watch}}
 	epMetrics  = map[string]endpoint{"GET": {readers, (*Handler).serveMetrics}}
+	epCluster  = map[string]endpoint{"GET": {readers, (*Handler).cluster}}
+	epWhoami   = map[string]endpoint{"GET": {allRoles, (*Handler).whoami}}
+	epUI       = map[string]endpoint{"GET": {anyone, (*Handler).serveUI}}
 )
 
 // Routes of the request metrics: the indexes of RouteNames.
@@ -387,13 +398,17 @@ const (
 	routeDrain
 	routeMembers
 	routeMember
+	routeCluster
+	routeWhoami
+	routeUI
 	routeMetrics
 	routeOther // no route: a 404
 )
 
 // routeNames are the route label's values, by route index.
 var routeNames = [...]string{"healthz", "readyz", "jobs", "job", "job_tasks", "capboxes", "captasks", "nodes",
-	"node_target", "node_reports", "task_logs", "watch", "node", "node_drain", "members", "member", "metrics", "other"}
+	"node_target", "node_reports", "task_logs", "watch", "node", "node_drain", "members", "member",
+	"cluster", "whoami", "ui", "metrics", "other"}
 
 // A name for each route, and none more: this fails to compile otherwise.
 var _ = [1]struct{}{}[len(routeNames)-1-routeOther]
@@ -464,6 +479,12 @@ func (h *Handler) route(ctx *fasthttp.RequestCtx, serve bool) (int, *httpError) 
 		if id := path[len(api.PathMember):]; validSegment(id) {
 			eps, args, rt = epMember, []string{id}, routeMember
 		}
+	case path == api.PathCluster:
+		eps, rt = epCluster, routeCluster
+	case path == api.PathWhoami:
+		eps, rt = epWhoami, routeWhoami
+	case path+"/" == api.PathUI || strings.HasPrefix(path, api.PathUI):
+		eps, rt = epUI, routeUI
 	case path == api.PathMetrics && h.metrics != nil:
 		eps, rt = epMetrics, routeMetrics
 	}
@@ -528,7 +549,8 @@ func containsRole(rs []Role, r Role) bool {
 func validSegment(s string) bool { return s != "" && !strings.Contains(s, "/") }
 
 // jobScope refuses (403) what a job token may not do: any endpoint but
-// its job's own and the watch stream (which shows it its job alone).
+// its job's own, the watch stream (which shows it its job alone) and
+// whoami.
 func jobScope(p Principal, roles []Role, method, path string, args []string) *httpError {
 	if p.Role != RoleJob {
 		return nil
@@ -538,7 +560,7 @@ func jobScope(p Principal, roles []Role, method, path string, args []string) *ht
 			"the job token of %s may only read that job and lease, release and run tasks in its capboxes; it may not %s %s",
 			p.Job, method, clip(path, 200))
 	}
-	if path == api.PathWatch {
+	if path == api.PathWatch || path == api.PathWhoami {
 		return nil
 	}
 	if len(args) == 0 || args[0] != p.Job {
@@ -810,6 +832,13 @@ func (h *Handler) serveMetrics(ctx *fasthttp.RequestCtx, _ Principal, _ []string
 	ctx.SetContentType(metrics.ContentType)
 	ctx.Response.SetBody(buf.Bytes())
 	*bp = buf.Bytes()
+	return nil
+}
+
+// serveUI serves the web UI's pages and files: public, as they hold no
+// data (their scripts read the API with the user's token).
+func (h *Handler) serveUI(ctx *fasthttp.RequestCtx, _ Principal, _ []string) *httpError {
+	h.ui.Serve(ctx)
 	return nil
 }
 

@@ -125,17 +125,24 @@ func (h *Handler) listNodes(ctx *fasthttp.RequestCtx, _ Principal, _ []string) *
 	}
 	ns := h.cfg.FSM.Nodes()
 	out := api.NodeList{Nodes: make([]api.NodeInfo, len(ns))}
-	for i, n := range ns {
-		n.Spec.LogToken = "" // the node's secret, for the dispatcher alone
-		out.Nodes[i] = api.NodeInfo{Spec: n.Spec, State: n.State, Drained: n.Drained, DrainDeadline: n.DrainDeadline,
-			Generation: n.Generation, Used: n.Used, Free: n.Free, Tasks: n.Tasks}
-		// Usage is the leader's memory of heartbeats: absent elsewhere.
-		if u, at, ok := h.cfg.Dispatcher.NodeUsage(n.Spec.Name); ok {
-			out.Nodes[i].Usage, out.Nodes[i].LastHeartbeat = &u, at.UTC()
-		}
+	for i := range ns {
+		out.Nodes[i] = h.nodeInfo(&ns[i])
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
 	return nil
+}
+
+// nodeInfo is the wire's view of a node, without its secret.
+func (h *Handler) nodeInfo(n *fsm.NodeInfo) api.NodeInfo {
+	spec := n.Spec
+	spec.LogToken = "" // the node's secret, for the dispatcher alone
+	out := api.NodeInfo{Spec: spec, State: n.State, Drained: n.Drained, DrainDeadline: n.DrainDeadline,
+		Generation: n.Generation, Used: n.Used, Free: n.Free, Tasks: n.Tasks}
+	// Usage is the leader's memory of heartbeats: absent elsewhere.
+	if u, at, ok := h.cfg.Dispatcher.NodeUsage(n.Spec.Name); ok {
+		out.Usage, out.LastHeartbeat = &u, at.UTC()
+	}
+	return out
 }
 
 // notYourNode is the 403 for a nodelet acting for a node not its own; it
