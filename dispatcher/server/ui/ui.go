@@ -35,9 +35,10 @@ var securityHeaders = [][2]string{
 type page struct {
 	name, title string
 	// prefix is the page's path under api.PathUI; with arg, the page is
-	// prefix + "/" + one segment.
-	prefix string
-	arg    bool
+	// prefix + "/" + one segment, or with slashes, + the rest of the path
+	// (a task's ID has slashes).
+	prefix       string
+	arg, slashes bool
 }
 
 var pages = []page{
@@ -49,7 +50,7 @@ var pages = []page{
 	{name: "capboxes", title: "Capboxes", prefix: "capboxes", arg: true},
 	{name: "queues", title: "Queues", prefix: "queues"},
 	{name: "rounds", title: "Rounds", prefix: "rounds"},
-	{name: "log", title: "Log", prefix: "logs", arg: true},
+	{name: "log", title: "Log", prefix: "logs", arg: true, slashes: true},
 }
 
 // Handler serves the UI. It is immutable and safe for concurrent use.
@@ -138,7 +139,7 @@ func (h *Handler) Serve(ctx *fasthttp.RequestCtx) {
 	}
 	prefix, arg, hasArg := strings.Cut(rest, "/")
 	for _, p := range pages {
-		if p.prefix == prefix && p.arg == hasArg && (!hasArg || arg != "" && !strings.Contains(arg, "/")) {
+		if p.prefix == prefix && p.arg == hasArg && (!hasArg || arg != "" && (p.slashes || !strings.Contains(arg, "/"))) {
 			h.render(ctx, fasthttp.StatusOK, p.name, arg)
 			return
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -92,12 +93,23 @@ func (c *cluster) waitFor(what string, cond func() bool) {
 	}
 }
 
-// addNode registers a node of 8 cores and 8 GiB in each tier.
+// addNode registers a node of 8 cores and 8 GiB in each tier, whose log
+// server (on loopback) answers each task's log with one line.
 func (c *cluster) addNode(name, token string) {
 	c.t.Helper()
+	logToken := api.NewLogToken()
+	logs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != api.PathNodeletLogs || r.Header.Get("Authorization") != "Bearer "+logToken {
+			http.Error(w, "no", http.StatusForbidden)
+			return
+		}
+		fmt.Fprintf(w, "hello from %s on %s\n", r.URL.Query().Get("task"), name)
+	}))
+	c.t.Cleanup(logs.Close)
 	tier := api.Capacity{CPU: 8000, Memory: 8 << 30}
-	err := c.clients[token].RegisterNode(c.ctx, api.NodeSpec{Name: name, Pool: "", Labels: map[string]string{"rack": "r1"},
-		Capacity: api.Capacity{CPU: 16000, Memory: 16 << 30}, Allocatable: api.Allocatable{Online: tier, Offline: tier}})
+	err := c.clients[token].RegisterNode(c.ctx, api.NodeSpec{Name: name, Address: logs.Listener.Addr().String(), LogToken: logToken,
+		Labels: map[string]string{"rack": "r1"}, Capacity: api.Capacity{CPU: 16000, Memory: 16 << 30},
+		Allocatable: api.Allocatable{Online: tier, Offline: tier}})
 	if err != nil {
 		c.t.Fatalf("register %s: %v", name, err)
 	}
@@ -344,6 +356,12 @@ func TestBrowser(t *testing.T) {
 	}
 	waitJS(t, ctx, "no cancel for an ended job", `document.querySelector('#cancel').hidden`)
 
+	// A task's log, through its link on its job's page.
+	do(t, ctx, chromedp.Navigate(base+"jobs/"+fits))
+	waitJS(t, ctx, "the tasks' log links", `document.querySelectorAll('#tasks tbody a[href*="/logs/"]').length === 2`)
+	do(t, ctx, chromedp.Navigate(eval[string](t, ctx, `document.querySelector('#tasks tbody a[href*="/logs/"]').href`)))
+	waitJS(t, ctx, "the log", text("#log-text", "hello from "+fits+"/0/0/1 on n1"))
+
 	// A node's page lists its pods: the two of fits and the one of late.
 	do(t, ctx, chromedp.Navigate(base+"nodes/n1"))
 	waitJS(t, ctx, "n1's pods", `document.querySelectorAll('#pods tbody tr').length === 3 && document.querySelector('#node-state').textContent === 'ready'`)
@@ -382,7 +400,9 @@ func TestPages(t *testing.T) {
 		{"/ui/capboxes/j9", "text/html; charset=utf-8", 200, `data-page="capboxes"`},
 		{"/ui/queues", "text/html; charset=utf-8", 200, `data-page="queues"`},
 		{"/ui/rounds", "text/html; charset=utf-8", 200, `data-page="rounds"`},
-		{"/ui/logs/" + id + "/0/0/0", "text/html; charset=utf-8", 404, `Not found`},
+		{"/ui/logs/" + id + "/0/0/1", "text/html; charset=utf-8", 200, `data-arg="` + id + `/0/0/1"`},
+		{"/ui/logs/" + id + "%2F0%2F0%2F1", "text/html; charset=utf-8", 200, `data-page="log"`},
+		{"/ui/logs/", "text/html; charset=utf-8", 404, `Not found`},
 		{"/ui/jobs/%3Cscript%3E", "text/html; charset=utf-8", 200, `data-arg="&lt;script&gt;"`},
 		{"/ui/static/ui.js", "text/javascript; charset=utf-8", 200, `'use strict'`},
 		{"/ui/static/ui.css", "text/css; charset=utf-8", 200, `body`},
@@ -467,7 +487,7 @@ func TestScreenshots(t *testing.T) {
 	c := startCluster(t)
 	c.addNode("n1", "nl1")
 	c.addNode("n2", "nl2")
-	ids := c.submit("sub", job("etl-daily", "", 6, 1000), job("render", "batch", 4, 1500), job("train", "batch", 2, 2000))
+	ids := c.submit("sub", job("etl-daily", "", 6, 500), job("render", "batch", 4, 1000), job("train", "batch", 2, 2000))
 	am := api.JobSpec{Name: "spark-driver", Appmaster: true, Tasks: job("am", "", 1, 500).Tasks}
 	amID := c.submit("adm", am)[0]
 	c.waitFor("the jobs to be placed", func() bool { return c.run("n1", "nl1")+c.run("n2", "nl2") == 13 })
@@ -476,6 +496,16 @@ func TestScreenshots(t *testing.T) {
 		t.Fatalf("capboxes: %v", err)
 	}
 	c.waitFor("the capboxes to be placed", func() bool { return c.run("n1", "nl1")+c.run("n2", "nl2") == 16 })
+	// Waves of small jobs, some seconds apart, for the charts.
+	tick := time.NewTicker(3 * time.Second)
+	defer tick.Stop()
+	placed := 16
+	for i := range 4 {
+		<-tick.C
+		c.submit("sub", job(fmt.Sprintf("wave-%d", i), "batch", int64(4+2*i), 50))
+		placed += 4 + 2*i
+		c.waitFor("the wave to be placed", func() bool { return c.run("n1", "nl1")+c.run("n2", "nl2") == placed })
+	}
 	huge := c.submit("sub", job("huge", "batch", 2, 64000))[0]
 	c.pendingReason(huge)
 
@@ -489,7 +519,7 @@ func TestScreenshots(t *testing.T) {
 	}
 	for _, p := range []struct{ name, path, ready string }{
 		{"overview", "", `document.querySelector('[data-k=nodes-total]')?.textContent === '2' && !!document.querySelector('#chart-rate polyline')`},
-		{"jobs", "jobs", `document.querySelectorAll('#jobs tbody td[data-job]').length === 5`},
+		{"jobs", "jobs", `document.querySelectorAll('#jobs tbody td[data-job]').length === 9`},
 		{"job", "jobs/" + huge, `!!document.querySelector('[data-k=reason]')`},
 		{"job-running", "jobs/" + ids[0], `document.querySelectorAll('#tasks tbody tr').length === 6`},
 		{"nodes", "nodes", `document.querySelectorAll('#nodes tbody tr').length === 2`},
@@ -497,6 +527,7 @@ func TestScreenshots(t *testing.T) {
 		{"capboxes", "capboxes/" + amID, `document.querySelectorAll('#capboxes tbody tr').length === 3`},
 		{"queues", "queues", `document.querySelectorAll('#queues tbody tr').length === 2`},
 		{"rounds", "rounds", `document.querySelectorAll('#rounds tbody tr').length > 0`},
+		{"log", "logs/" + ids[0] + "/0/0/1", `document.querySelector('#log-text').textContent.startsWith('hello')`},
 	} {
 		do(t, ctx, chromedp.Navigate(base+p.path))
 		waitJS(t, ctx, p.name, p.ready)

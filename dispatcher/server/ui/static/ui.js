@@ -121,6 +121,8 @@
     e.hidden = !msg;
   }
 
+  // setLive marks the page as following the cluster (the watch stream,
+  // or for pages without one, the last poll) or not.
   function setLive(on) {
     const l = $('#live');
     l.textContent = on ? '● live' : '○';
@@ -195,6 +197,7 @@
     overview: {
       poll: true,
       watch: () => true,
+      debounce: 1000,
       async refresh() {
         const [c, nl] = await Promise.all([api(P.cluster), api(P.nodes)]);
         const nodes = nl.nodes;
@@ -377,6 +380,7 @@
     queues: {
       poll: true,
       watch: () => true,
+      debounce: 1000,
       async refresh() {
         const c = await api(P.cluster);
         fill($('#queues'), c.queues.map((q) => {
@@ -434,11 +438,14 @@
     if (!who) return;
     if (refreshing) { again = true; return; }
     refreshing = true;
+    const p = pages[page];
     try {
-      await pages[page].refresh();
+      await p.refresh();
       showError('');
+      if (p.poll && !p.watch) setLive(true);
     } catch (e) {
       if (e.status !== 401) showError(e.message);
+      if (p.poll && !p.watch) setLive(false);
     } finally {
       refreshing = false;
       if (again) { again = false; refreshSoon(); }
@@ -448,7 +455,8 @@
   const sleep = (t) => new Promise((r) => setTimeout(r, t));
 
   // follow reads the watch stream from the applied index of now, and
-  // refreshes the page on each event it cares for; it reconnects with
+  // refreshes the page on the events it cares for (at most once in the
+  // page's debounce: the summaries read every job); it reconnects with
   // backoff until the session ends.
   async function follow(mine, accept) {
     let from = 0, backoff = 500;
@@ -476,7 +484,7 @@
             if (!line) continue; // keep-alive
             const ev = JSON.parse(line);
             from = Math.max(from, ev.index);
-            if (accept(ev)) refreshSoon();
+            if (accept(ev)) refreshSoon(pages[page].debounce);
           }
         }
       } catch (_) { /* reconnect below */ }
