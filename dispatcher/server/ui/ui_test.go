@@ -30,6 +30,7 @@ var update = flag.Bool("update", false, "TestScreenshots: write a screenshot of 
 const tokenFile = `adm admin
 rdr reader
 sub submitter
+subb submitter batch
 nl1 nodelet n1
 nl2 nodelet n2
 `
@@ -70,7 +71,7 @@ func startCluster(t testing.TB) *cluster {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	c := &cluster{t: t, base: s.Addr(), ctx: ctx, clients: map[string]*api.Client{}, reported: map[string]bool{}}
-	for _, tok := range []string{"adm", "rdr", "sub", "nl1", "nl2"} {
+	for _, tok := range []string{"adm", "rdr", "sub", "subb", "nl1", "nl2"} {
 		cl, err := api.NewClient(api.ClientConfig{Addrs: []string{c.base}, Token: tok})
 		if err != nil {
 			t.Fatal(err)
@@ -344,7 +345,7 @@ func TestBrowser(t *testing.T) {
 
 	// Signing out takes the data away; a submitter may cancel.
 	do(t, ctx, chromedp.Click(chromedp.CSS("#logout")))
-	waitJS(t, ctx, "the sign-in form", `!document.querySelector('#login').hidden && document.querySelector('#pending tbody').children.length === 0`)
+	waitJS(t, ctx, "the sign-in form", `!document.querySelector('#login').hidden && document.querySelector('#pending tbody').children.length === 0 && document.querySelector('#job-state').textContent === ''`)
 	signIn(t, ctx, "sub")
 	waitJS(t, ctx, "the cancel button", `!document.querySelector('#cancel').hidden`)
 	do(t, ctx, chromedp.Click(chromedp.CSS("#cancel")), chromedp.Click(chromedp.CSS("#cancel")))
@@ -361,6 +362,16 @@ func TestBrowser(t *testing.T) {
 	waitJS(t, ctx, "the tasks' log links", `document.querySelectorAll('#tasks tbody a[href*="/logs/"]').length === 2`)
 	do(t, ctx, chromedp.Navigate(eval[string](t, ctx, `document.querySelector('#tasks tbody a[href*="/logs/"]').href`)))
 	waitJS(t, ctx, "the log", text("#log-text", "hello from "+fits+"/0/0/1 on n1"))
+
+	// A submitter of queue batch alone reads nothing of fits, in the
+	// default queue, and is offered no cancel there.
+	do(t, ctx, chromedp.Navigate(base+"jobs/"+fits), chromedp.Click(chromedp.CSS("#logout")))
+	signIn(t, ctx, "subb")
+	waitJS(t, ctx, "the submitter of batch", text("#who", "signed in as submitter (batch)"))
+	waitJS(t, ctx, "the refusal", `document.querySelector('#error').textContent.includes('may not use')`)
+	if !eval[bool](t, ctx, `document.querySelector('#cancel').hidden && document.querySelector('#job-state').textContent === ''`) {
+		t.Error("a submitter of another queue sees the job or is offered cancel")
+	}
 
 	// A node's page lists its pods: the two of fits and the one of late.
 	do(t, ctx, chromedp.Navigate(base+"nodes/n1"))

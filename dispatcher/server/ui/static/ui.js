@@ -36,12 +36,17 @@
 
   // api fetches path and returns its JSON (or text). A 401 signs out;
   // a redirect (a write that reached a follower) is an error, as the
-  // leader is another origin.
+  // leader is another origin. An answer that arrives after its session
+  // ended is thrown away (status 0), so that nothing read with one token
+  // shows after another signs in.
   async function api(path, opts = {}) {
+    const mine = session;
+    const stale = () => new HTTPError(0, 'signed out');
     const r = await fetch(path, {
       method: opts.method || 'GET', headers: authHeaders(), cache: 'no-store',
       credentials: 'omit', redirect: 'manual', signal: opts.signal,
     });
+    if (mine !== session) throw stale();
     if (r.type === 'opaqueredirect' || r.status === 307) {
       throw new HTTPError(307, 'this replica does not lead: open the UI on the leader to do this');
     }
@@ -54,7 +59,9 @@
       try { const e = await r.json(); if (e.error) msg = e.error; } catch (_) { /* not JSON */ }
       throw new HTTPError(r.status, msg);
     }
-    return opts.text ? r.text() : r.json();
+    const out = await (opts.text ? r.text() : r.json());
+    if (mine !== session) throw stale();
+    return out;
   }
 
   // el makes an element: attrs are properties (dataset for data-*),
@@ -444,6 +451,7 @@
       showError('');
       if (p.poll && !p.watch) setLive(true);
     } catch (e) {
+      if (e.status === 0) return; // of an ended session
       if (e.status !== 401) showError(e.message);
       if (p.poll && !p.watch) setLive(false);
     } finally {
@@ -519,7 +527,11 @@
     if (watchAbort) watchAbort.abort();
     setLive(false);
     // What the last token could read goes with it.
-    document.querySelectorAll('main tbody, main dl, main pre, .chart').forEach((e) => e.replaceChildren());
+    document.querySelectorAll('main tbody, main dl, main pre, main .state, .chart').forEach((e) => e.replaceChildren());
+    for (const id of ['#cancel', '#capboxes-link', '#pending-section']) {
+      if ($(id)) $(id).hidden = true;
+    }
+    showError('');
     $('#main').hidden = true;
     $('#logout').hidden = true;
     $('#who').textContent = '';
