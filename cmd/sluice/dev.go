@@ -190,8 +190,8 @@ func runDev(ctx context.Context, f devFlags, stdout, stderr io.Writer) (err erro
 			return fmt.Errorf("dev: --addr-file: %w", err)
 		}
 	}
-	fmt.Fprintf(stdout, "Sluice dev cluster: API at %s, %d %s node(s) in the default pool, %d simulated node(s) in pool \"sim\".\n",
-		s.Addr(), f.nodes, f.runtime, f.simNodes)
+	fmt.Fprintf(stdout, "Sluice dev cluster: API at %s, web UI at %s%s, %d %s node(s) in the default pool, %d simulated node(s) in pool \"sim\".\n",
+		s.Addr(), s.Addr(), api.PathUI, f.nodes, f.runtime, f.simNodes)
 	if len(files) == 0 {
 		fmt.Fprintf(stdout, "Try:\n  export SLUICE_ADDR=%s\n  sluice submit examples/single.json\n  sluice jobs\n  sluice nodes\n  sluice watch\nStop with Ctrl-C.\n", s.Addr())
 		<-ctx.Done()

@@ -315,7 +315,7 @@ func runDispatcher(ctx context.Context, f dispatcherFlags, stderr io.Writer) err
 	if err != nil {
 		return fmt.Errorf("dispatcher: %w", err)
 	}
-	fmt.Fprintf(stderr, "dispatcher %d serving on %s (data in %s)\n", f.id, s.Addr(), f.data)
+	fmt.Fprintf(stderr, "dispatcher %d serving on %s (web UI at %s%s, data in %s)\n", f.id, s.Addr(), s.Addr(), api.PathUI, f.data)
 	select {
 	case <-ctx.Done():
 	case <-s.Failed():
