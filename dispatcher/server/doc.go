@@ -30,6 +30,7 @@
 //	DELETE /v1/jobs/{id}/captasks   stop capbox tasks named by id parameters, all or none
 //	GET    /v1/nodes                the registered nodes
 //	POST   /v1/nodes                register a node (api.NodeSpec)
+//	GET    /v1/nodes/{name}         a node and the pods of its target, with their tasks' states
 //	GET    /v1/nodes/{name}/target  long-poll: generation, wait (default 30s, max 5m); 304 when unchanged
 //	POST   /v1/nodes/{name}/reports task reports (api.ReportRequest); 204
 //	GET    /v1/tasks/{id}/logs      the task's current attempt's output, proxied from its nodelet
@@ -38,6 +39,9 @@
 //	POST   /v1/members              add a replica (api.AddMemberRequest, admin): learner, caught up, voter; 409 duplicate ID, address or URL
 //	DELETE /v1/members/{id}         remove a replica (admin); 404 not a member, 409 the last voter or no live quorum left; the leader hands over and answers 307
 //	GET    /metrics                 Prometheus metrics, text format (dispatcher/metrics); 404 with Config.DisableMetrics
+//	GET    /v1/cluster              raft, each queue's weight, jobs, tasks and held resources, the recent rounds
+//	GET    /v1/whoami               the role and scope of the request's token (any role)
+//	GET    /ui/...                  the web UI's pages and files (package ui), no authentication: they hold no data
 //	GET    /healthz, /readyz        no authentication
 //
 // A watch event carries a job's state after the raft entry at its Index
