@@ -325,6 +325,17 @@ func TestBrowser(t *testing.T) {
 	}
 	waitJS(t, ctx, "the live mark", text("#live", "● live"))
 
+	// Pages of one job each.
+	do(t, ctx, chromedp.Navigate(base+"jobs?limit=1"))
+	onlyJob := func(id string) string {
+		return fmt.Sprintf(`document.querySelectorAll('#jobs td[data-job]').length === 1 && !!document.querySelector('td[data-job=%s]')`, js(id))
+	}
+	waitJS(t, ctx, "the first page", onlyJob(fits))
+	do(t, ctx, chromedp.Click(chromedp.CSS("#next")))
+	waitJS(t, ctx, "the second page", onlyJob(huge)+` && location.search.includes('after=')`)
+	do(t, ctx, chromedp.Click(chromedp.CSS("#prev")))
+	waitJS(t, ctx, "the first page again", onlyJob(fits))
+
 	// A filter by state.
 	do(t, ctx, chromedp.SetValue(chromedp.CSS(`select[name=state]`), "running"), chromedp.Click(chromedp.CSS(`#filter button[type=submit]`)))
 	waitJS(t, ctx, "the running jobs alone", fmt.Sprintf(`!!document.querySelector('td[data-job=%s]') && !document.querySelector('td[data-job=%s]')`, js(fits), js(huge)))

@@ -236,7 +236,12 @@
         const form = $('#filter');
         const q = new URLSearchParams(location.search);
         for (const name of ['state', 'queue', 'label', 'limit']) {
-          if (q.has(name)) form.elements[name].value = q.get(name);
+          if (!q.has(name)) continue;
+          const f = form.elements[name];
+          if (f.tagName === 'SELECT' && ![...f.options].some((o) => o.value === q.get(name))) {
+            f.append(el('option', {}, q.get(name))); // a page size or state of the address not in the list
+          }
+          f.value = q.get(name);
         }
         form.addEventListener('submit', (e) => {
           e.preventDefault();
