@@ -827,13 +827,18 @@ func (h *propHarness) checkQueueCounts() error {
 		}
 	}
 	h.f.mu.RUnlock()
-	got := h.f.QueueCounts()
-	if len(got) != len(want) || !slices.IsSortedFunc(got, func(a, b QueueCount) int { return strings.Compare(a.Name, b.Name) }) {
-		return fmt.Errorf("QueueCounts lists %d queues (sorted: %v), the jobs are in %d", len(got), slices.IsSortedFunc(got, func(a, b QueueCount) int { return strings.Compare(a.Name, b.Name) }), len(want))
-	}
-	for _, q := range got {
-		if w := want[q.Name]; w == nil || *w != q {
-			return fmt.Errorf("QueueCounts: queue %q is %+v, its jobs say %+v", q.Name, q, w)
+	byName := func(a, b QueueCount) int { return strings.Compare(a.Name, b.Name) }
+	// Chunks of every size up to 3 and the default: each crosses the
+	// boundaries of the others.
+	for _, chunk := range []int{1, 2, 3, queueCountChunk} {
+		got := h.f.queueCounts(chunk)
+		if len(got) != len(want) || !slices.IsSortedFunc(got, byName) {
+			return fmt.Errorf("queueCounts(%d) lists %d queues (sorted: %v), the jobs are in %d", chunk, len(got), slices.IsSortedFunc(got, byName), len(want))
+		}
+		for _, q := range got {
+			if w := want[q.Name]; w == nil || *w != q {
+				return fmt.Errorf("queueCounts(%d): queue %q is %+v, its jobs say %+v", chunk, q.Name, q, w)
+			}
 		}
 	}
 	return nil

@@ -18,38 +18,59 @@ type QueueCount struct {
 	Used api.Capacity
 }
 
-// QueueCounts returns every queue that holds a job, by name: one pass
-// over the jobs that copies no spec, for summaries of the whole cluster.
-func (f *FSM) QueueCounts() []QueueCount {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
+// queueCountChunk bounds the jobs QueueCounts reads under one hold of
+// the lock: a summary of a large cluster must not hold up apply.
+const queueCountChunk = 4096
+
+// QueueCounts returns every queue that holds a job, by name: a pass over
+// the jobs that copies no spec, for summaries of the whole cluster. It
+// reads the jobs in chunks, letting apply run in between, so that its
+// counts are of a moment per chunk rather than of one instant.
+func (f *FSM) QueueCounts() []QueueCount { return f.queueCounts(queueCountChunk) }
+
+// queueCounts is QueueCounts reading chunk jobs under each hold of the
+// lock.
+func (f *FSM) queueCounts(chunk int) []QueueCount {
 	byName := map[string]*QueueCount{}
-	for j := range f.mu.jobs.all() {
-		q := byName[j.queue]
-		if q == nil {
-			q = &QueueCount{Name: j.queue}
-			byName[j.queue] = q
-		}
-		if j.owner() == nil {
-			if st := j.state(); int(st) < len(q.Jobs) {
-				q.Jobs[st]++
+	for next, done := uint64(1), false; !done; {
+		f.mu.RLock()
+		done = true
+		n := 0
+		for j := range f.mu.jobs.from(next) {
+			if n == chunk {
+				next, done = j.num, false
+				break
+			}
+			n++
+			q := byName[j.queue]
+			if q == nil {
+				q = &QueueCount{Name: j.queue}
+				byName[j.queue] = q
+			}
+			if j.owner() == nil {
+				if st := j.state(); int(st) < len(q.Jobs) {
+					q.Jobs[st]++
+				}
+			}
+			for _, g := range j.groups {
+				t := &q.Tasks
+				t.Count += g.count
+				t.Pending += g.pending()
+				t.Retrying += int64(len(g.requeue))
+				t.Active += g.active
+				t.Succeeded += g.succeeded
+				t.Failed += g.failed
+				t.Killed += g.killed
 			}
 		}
-		for _, g := range j.groups {
-			t := &q.Tasks
-			t.Count += g.count
-			t.Pending += g.pending()
-			t.Retrying += int64(len(g.requeue))
-			t.Active += g.active
-			t.Succeeded += g.succeeded
-			t.Failed += g.failed
-			t.Killed += g.killed
+		if done {
+			for name, used := range f.mu.queueUsed {
+				if q := byName[name]; q != nil {
+					q.Used = used
+				}
+			}
 		}
-	}
-	for name, used := range f.mu.queueUsed {
-		if q := byName[name]; q != nil {
-			q.Used = used
-		}
+		f.mu.RUnlock()
 	}
 	out := make([]QueueCount, 0, len(byName))
 	for _, q := range byName {
