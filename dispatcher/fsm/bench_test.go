@@ -346,3 +346,26 @@ func BenchmarkPlaceDynamicPorts(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkQueueCounts measures the cluster summary over 100,000 jobs of
+// one group each, per job, and the longest hold of the lock (one chunk).
+func BenchmarkQueueCounts(b *testing.B) {
+	cmd, err := SubmitJobs(time.Unix(1, 0), benchSpecs(1000, true))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var w discard
+	f := New()
+	for i := range 100 {
+		if _, err := f.apply(&w, uint64(1+i), cmd); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for b.Loop() {
+		if qs := f.QueueCounts(); len(qs) != 1 || qs[0].Tasks.Count != 100*1000*100 {
+			b.Fatalf("QueueCounts = %+v", qs)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*100_000), "ns/job")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)*queueCountChunk/100_000/1000, "µs/chunk")
+}
