@@ -27,7 +27,11 @@ const (
 	cmdStopCapTasks  byte = 11
 )
 
-// commandVersion 8: a pod's sim bool became a flags byte that may announce
+// commandVersion 9: a plan records when it first places a task of each
+// group (group.started; a plan of 8 or before does not, so that every
+// replica, whether it replays the plan or loads a group record written
+// before, agrees), and a forget command may end with flags
+// (ForgetJobsToHistory); 8: a pod's sim bool became a flags byte that may announce
 // a simulated pod's usage (appendSim); a spec of 5 to 7 decodes as it did;
 // 7: a pod's share-PID bool became a flags byte that may
 // announce its network mode, volumes and mounts (appendPodStorage), and
@@ -37,13 +41,14 @@ const (
 // nodelet's clock, which apply never read; 5: a submit command's specs are
 // one block, compressed when large (appendSpecBlock); 4: specs carry
 // JobSpec.Appmaster; 3: submit commands carry binary specs (2: NDJSON).
-const commandVersion = 8
+const commandVersion = 9
 
 // oldestCommandVersion is the oldest version Apply reads, so that a log
 // written by the releases before replays: version 5 commands differ from
 // 6's only in the update command, whose decoder reads both, 6's from 7's
 // only in what 7's specs and reasons may hold besides, and 7's from 8's
-// only in what 8's specs may hold besides.
+// only in what 8's specs may hold besides, and 8's from 9's only in
+// what a plan of 9 records and a forget of 9 may carry.
 const oldestCommandVersion = 5
 
 func newCommand(tag byte, now time.Time, size int) *enc {

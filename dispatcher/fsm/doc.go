@@ -58,6 +58,10 @@
 //	                                      appmaster's number, request (JSON)
 //	k/<set u64 BE><0 u16><idx u32 BE><name>  capbox task: state, stop, exit,
 //	                                      reason, updated, pod (JSON)
+//	h/<job u64 BE>                        summary of a forgotten job (history.go):
+//	                                      submit, start and end times, final
+//	                                      state, name, queue, labels, task
+//	                                      counts, first failure
 //
 // Per-job scans ("t/<job>", "g/<job>") are range scans, and forgetting
 // jobs deletes ranges (one per prefix for each run of numbers all
@@ -67,7 +71,8 @@
 // records (binary spec since 2, appmaster since 3, pod networks and
 // volumes since 4), 3 for submit records (a block of specs since 2, pod
 // networks and volumes since 3), 3 for node records (no generation since
-// 2, the drain since 3), 4
+// 2, the drain since 3), 2 for group records (the group's start since 2;
+// Load reads 1 as a group without one), 4
 // for task records (up to 64 tasks since 2, their nodes named once since
 // 3, each task's ports since 4); Load reads the job, submit, node and
 // task records of the version before too (their specs decode alike; a task
@@ -247,6 +252,12 @@
 //	                capbox sets; nothing brings it back, so the check is the
 //	                same on every replica whatever each thinks its end time
 //	                (Load takes its tasks' last change)
+//	                (ForgetJobsToHistory: each job forgotten leaves its
+//	                summary, written by the same command, so every replica
+//	                holds the same history)
+//	PruneHistory    summaries by ID (the leader names those past
+//	                HistoryPrunable's age or count); the others named are
+//	                kept
 //
 // # Invariants
 //
@@ -289,6 +300,34 @@
 // the next generation, which the next change of the target brings. The
 // tests check, after every random command, that the changes since each of
 // a node's recent targets, applied to it, give NodeTarget's.
+//
+// # History
+//
+// A job forgotten by ForgetJobsToHistory leaves a summary: its name,
+// queue and labels (taken from its encoded spec without decoding it:
+// specHead), its submit time, its start (when a plan first placed a task
+// of it: group.started, in the group record), its end (its tasks' last
+// change, or its submit: what every replica derives alike, unlike the
+// time each saw it finish), its final state, its tasks' final counts, and
+// its first failure (the task whose current attempt failed, was lost, or
+// was killed but not by a cancel, earliest). Jobs lists summaries among
+// the live jobs by number (JobStatus.History), Summary finds one by ID,
+// and PruneHistory drops them.
+//
+// Every summary is in memory, as its record's bytes (a string) and the
+// fields listings filter on (number, end, state, queue), in two slices:
+// by number (listing, paging and lookups by binary search) and by end
+// (what is due to be pruned is a prefix). A listing decodes only the
+// summaries it returns. Keeping them all costs little: a summary of a
+// named job with two labels takes 90 bytes of store and 162 bytes of heap
+// (BenchmarkHistorySummary), so the dispatcher's default bound of 100,000
+// is about 16 MiB of every replica's heap, against about 70 MiB for as
+// many finished jobs of one task kept before they are forgotten
+// (BenchmarkRetainedJobs). Reading
+// older summaries from the store on demand instead would make a listing
+// read a store that lags the applied state (deferred writes) and that the
+// FSM does not hold outside Load; the bound (dispatcher.MaxHistoryMax)
+// keeps the whole history's memory in proportion instead.
 //
 // # Change sets
 //
@@ -333,7 +372,8 @@
 // The commands, as applied: submit.go, nodes.go (register, node state),
 // plan.go and slots.go (placing tasks, cached slots), update.go (reports),
 // stop.go (tasks ending: finish, cancel, preempt), journal.go (node target
-// journals), capbox.go and captask.go, forget.go. The codec: commands.go
+// journals), capbox.go and captask.go, forget.go, history.go (summaries
+// of forgotten jobs). The codec: commands.go
 // (the command constructors and results), codec.go, keys.go, spec_codec.go
 // and skim.go (job specs). Reading: load.go (Load), read.go (statuses),
 // target.go (node targets), roundread.go (what a round's input is read

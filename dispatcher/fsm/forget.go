@@ -165,14 +165,22 @@ func (f *FSM) forgetLocked(w writer, d *dec) ([]byte, error) {
 	for i := range ids {
 		ids[i] = d.str()
 	}
+	var flags uint64
+	if len(d.b) > 0 {
+		flags = d.uvarint()
+	}
 	if err := d.done("forget command"); err != nil {
 		return nil, err
 	}
 	if len(ids) > MaxForget {
 		return nil, fmt.Errorf("fsm: forget: %d jobs, more than %d", len(ids), MaxForget)
 	}
+	if flags&^forgetToHistory != 0 {
+		return nil, fmt.Errorf("%w: forget command flags %#x", ErrCorrupt, flags)
+	}
 	var res ForgetResult
 	var gone []*job // the jobs forgotten and their capbox sets
+	var sums []summary
 	for _, id := range ids {
 		num, ok := parseJobID(id)
 		j := f.mu.jobs.get(num)
@@ -181,6 +189,12 @@ func (f *FSM) forgetLocked(w writer, d *dec) ([]byte, error) {
 			continue
 		}
 		res.Forgotten++
+		if flags&forgetToHistory != 0 {
+			var s summary
+			s, f.vbuf = summarize(f.vbuf, j)
+			w.Set(numKey(prefixHistory, j.num), f.vbuf)
+			sums = append(sums, s)
+		}
 		j.forgotten = true
 		f.mu.finished.kept--
 		gone = append(gone, j)
@@ -197,6 +211,7 @@ func (f *FSM) forgetLocked(w writer, d *dec) ([]byte, error) {
 		f.feed.c.Forgotten = append(f.feed.c.Forgotten, j.num)
 	}
 	f.mu.finished.trim()
+	f.mu.history.add(sums)
 	return encodeUvarints(uint64(res.Forgotten), uint64(res.Kept)), nil
 }
 

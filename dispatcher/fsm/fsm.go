@@ -57,6 +57,8 @@ type FSM struct {
 	// slotTTL is the cached-slot TTL of the command being applied (0: it
 	// caches nothing), in nanoseconds.
 	slotTTL int64
+	// version is the encoding version of the command being applied.
+	version byte
 	mu      struct {
 		sync.RWMutex
 		// Every field below is guarded by mu.
@@ -90,6 +92,8 @@ type FSM struct {
 		anySets bool
 		// finished lists the finished jobs not yet forgotten.
 		finished finishedQueue
+		// history holds the summaries of forgotten jobs (history.go).
+		history history
 	}
 	// Scratch of Apply, used under mu's write lock: the groups and nodes
 	// the command changed, each once (marked dirty while listed).
@@ -145,6 +149,7 @@ func (f *FSM) resetLocked() {
 	f.mu.captasks = map[taskKey][]*captask{}
 	f.mu.anySets = false
 	f.mu.finished = finishedQueue{}
+	f.mu.history = history{}
 }
 
 // Apply applies one committed command (see the command constructors). It is
@@ -178,6 +183,7 @@ func (f *FSM) applyLocking(w writer, index uint64, cmd []byte) ([]byte, error) {
 	defer f.mu.Unlock()
 	f.resetDirty()
 	f.feed.c.reset(ChangeApplied, index)
+	f.version = cmd[1]
 	var res []byte
 	var err error
 	switch cmd[0] {
@@ -213,6 +219,8 @@ func (f *FSM) applyLocking(w writer, index uint64, cmd []byte) ([]byte, error) {
 		res, err = f.removeNodeLocked(w, d)
 	case cmdEndDrain:
 		res, err = f.endDrainCmdLocked(w, now, d)
+	case cmdPruneHistory:
+		res, err = f.pruneLocked(w, d)
 	default:
 		err = fmt.Errorf("%w: unknown command tag %d", ErrCorrupt, cmd[0])
 	}

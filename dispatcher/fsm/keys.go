@@ -31,6 +31,8 @@ const (
 	// prefixForgotten marks a forgotten job whose submit record still
 	// holds other jobs.
 	prefixForgotten = "f/"
+	// prefixHistory holds the summaries of forgotten jobs.
+	prefixHistory = "h/"
 )
 
 var (

@@ -83,6 +83,7 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 		{prefixCapTask, f.loadCapTaskLocked},
 		{prefixSlot, f.loadSlotRecordLocked},
 		{prefixIdem, f.loadIdemRecordLocked},
+		{prefixHistory, f.loadSummaryLocked},
 	}
 	for _, s := range steps {
 		if err := r.Scan([]byte(s.prefix), prefixEnd(s.prefix), s.load); err != nil {
@@ -322,4 +323,5 @@ func (f *FSM) settleLoadLocked() {
 		}
 	}
 	f.loadFinishedLocked()
+	f.settleHistoryLocked()
 }

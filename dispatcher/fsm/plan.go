@@ -132,6 +132,9 @@ func (f *FSM) placeLocked(w writer, now int64, a *planAssignment) (RejectCode, s
 	f.holdLocked(n, j, g, a.count)
 	n.addJobTasks(j, int(a.count))
 	g.active += a.count
+	if g.started == 0 && f.version >= startedVersion {
+		g.started = max(now, 1)
+	}
 	f.touchGroup(g)
 	f.touchNode(n)
 	return 0, ""

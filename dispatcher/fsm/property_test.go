@@ -57,11 +57,12 @@ func runRandomCommands(t *testing.T, v roundView) {
 	defer func(n int) { minJournal = n }(minJournal)
 	minJournal = 2
 	targetDiffs, removed, drainStopped := 0, 0, 0
-	preempted, cached, sets, releases, capTasks, forgotten := 0, uint64(0), 0, 0, 0, 0
+	preempted, cached, sets, releases, capTasks, forgotten, pruned := 0, uint64(0), 0, 0, 0, 0, 0
 	// Some commands are rare in a run (a capbox task starts in about half
 	// the runs): up to twice the runs go on until each was exercised.
 	exercised := func() bool {
-		return cached > 0 && capTasks > 0 && sets > 0 && releases > 0 && preempted > 0 && forgotten > 0 && removed > 0 && drainStopped > 0
+		return cached > 0 && capTasks > 0 && sets > 0 && releases > 0 && preempted > 0 && forgotten > 0 && removed > 0 && drainStopped > 0 &&
+			pruned > 0
 	}
 	for run := 0; run < runs || run < 2*runs && !exercised(); run++ {
 		h := &propHarness{t: t, r: r, f: New(), s: newMemStore(), now: time.Unix(1_800_000_000, 0), v: v, input: v.NewKept()}
@@ -79,6 +80,7 @@ func runRandomCommands(t *testing.T, v roundView) {
 		t.Logf("run %d: %d commands applied, %d rejected, %d tasks placed, %d reports applied, %d tasks preempted, %d slots cached, %d reused, %d capbox sets created, %d releases, %d capbox task stops, %d starts, %d jobs forgotten",
 			run, h.counts[0], h.counts[1], h.counts[2], h.counts[3], h.counts[4], h.f.mu.nextSlot-1, h.counts[5], h.counts[6], h.counts[7], h.counts[8], h.counts[9], h.counts[10])
 		forgotten += h.counts[10]
+		pruned += h.counts[11]
 		preempted += h.counts[4]
 		sets += h.counts[6]
 		releases += h.counts[7]
@@ -109,6 +111,9 @@ func runRandomCommands(t *testing.T, v roundView) {
 	if forgotten == 0 {
 		t.Error("no run forgot a job: ForgetJobs was never exercised")
 	}
+	if pruned == 0 {
+		t.Error("no run pruned a summary: PruneHistory was never exercised")
+	}
 }
 
 type propHarness struct {
@@ -130,7 +135,7 @@ type propHarness struct {
 	changed    map[uint64]uint64
 	changesErr error
 	term       uint64
-	counts     [11]int // ok, rejected, placed tasks, reports applied, tasks preempted, slots reused, capbox sets created, releases applied, capbox task stops and starts applied, jobs forgotten
+	counts     [12]int // ok, rejected, placed tasks, reports applied, tasks preempted, slots reused, capbox sets created, releases applied, capbox task stops and starts applied, jobs forgotten, summaries pruned
 	// targets holds each node's targets by generation, as seen at the
 	// checks; targetDiffs counts the targets answered as changes.
 	targets     map[string]map[uint64]map[string]api.TargetPod
@@ -171,7 +176,7 @@ func (h *propHarness) apply(cmd []byte) ([]byte, error) {
 
 func (h *propHarness) step() string {
 	r := h.r
-	switch k := r.IntN(27); {
+	switch k := r.IntN(28); {
 	case k < 2 || len(h.nodes) == 0:
 		name := fmt.Sprintf("n%d", r.IntN(6))
 		c := api.Capacity{CPU: 1000 * (2 + r.Int64N(8)), Memory: (2 + r.Int64N(16)) << 30, GPUs: r.Int64N(3), Ports: 10}
@@ -530,7 +535,11 @@ func (h *propHarness) step() string {
 		if r.IntN(10) == 0 {
 			ids = append(ids, "j999999", "x")
 		}
-		res, err := h.apply(ForgetJobs(h.now, ids))
+		forget := ForgetJobs
+		if r.IntN(3) > 0 {
+			forget = ForgetJobsToHistory
+		}
+		res, err := h.apply(forget(h.now, ids))
 		if err != nil {
 			h.t.Fatalf("forget %v: %v", ids, err)
 		}
@@ -542,6 +551,23 @@ func (h *propHarness) step() string {
 		return fmt.Sprintf("forget %v: %+v", ids, fr)
 	case k < 25:
 		return h.drainStep()
+	case k == 25:
+		// Mostly the summaries HistoryPrunable offers; now and then jobs
+		// without one (live, unknown, pruned), which are kept.
+		ids := h.f.HistoryPrunable(h.now.Add(-time.Duration(r.IntN(20))*time.Second), r.IntN(6), 1+r.IntN(4))
+		if r.IntN(3) == 0 && len(h.jobs) > 0 {
+			ids = append(ids, h.jobs[r.IntN(len(h.jobs))], "j999999")
+		}
+		res, err := h.apply(PruneHistory(h.now, ids))
+		if err != nil {
+			h.t.Fatalf("prune %v: %v", ids, err)
+		}
+		pr, err := DecodePruneResult(res)
+		if err != nil || pr.Pruned+pr.Kept != len(ids) {
+			h.t.Fatalf("prune %v: result %+v, %v", ids, pr, err)
+		}
+		h.counts[11] += pr.Pruned
+		return fmt.Sprintf("prune %v: %+v", ids, pr)
 	default:
 		h.now = h.now.Add(time.Duration(r.IntN(3000)) * time.Millisecond)
 		return "advance"
@@ -753,6 +779,7 @@ func (h *propHarness) check() error {
 		}
 	}
 	checkForgotten(f, h.s, bad)
+	checkHistory(f, h.s, bad)
 	for i, g := range slices.Collect(f.mu.pending.gs.all()) {
 		if g.pendingAt != i+1 || f.mu.jobs.get(g.job.num) != g.job {
 			bad("pending set: entry %d is group %s of place %d, or of no job", i, g.key(), g.pendingAt)
@@ -1056,6 +1083,41 @@ func (h *propHarness) checkTargetChanges() error {
 		}
 	}
 	return nil
+}
+
+// checkHistory checks, under f's read lock, that the summaries in memory
+// are those the store holds, in number order and, apart, in end order,
+// and that none is of a job not forgotten.
+func checkHistory(f *FSM, s *memStore, bad func(string, ...any)) {
+	h := &f.mu.history
+	var stored []uint64
+	for k := range s.m {
+		if strings.HasPrefix(k, prefixHistory) {
+			stored = append(stored, binary.BigEndian.Uint64([]byte(k[len(prefixHistory):])))
+		}
+	}
+	slices.Sort(stored)
+	var mem []uint64
+	for i, x := range h.byNum {
+		mem = append(mem, x.num)
+		if i > 0 && h.byNum[i-1].num >= x.num || f.mu.jobs.get(x.num) != nil {
+			bad("summary of j%d out of order or of a live job", x.num)
+		}
+		if string(s.m[string(numKey(prefixHistory, x.num))]) != x.rec {
+			bad("summary of j%d differs from its record", x.num)
+		}
+	}
+	if !slices.Equal(stored, mem) {
+		bad("summaries stored %v, in memory %v", stored, mem)
+	}
+	if len(h.byEnd) != len(h.byNum) || !slices.IsSortedFunc(h.byEnd, cmpHistEnd) {
+		bad("summaries by end %v, not the %d by number in order", h.byEnd, len(h.byNum))
+	}
+	for _, e := range h.byEnd {
+		if i, ok := h.find(e.num); !ok || h.byNum[i].ended != e.ended {
+			bad("summary of j%d by end ended %d, not as by number", e.num, e.ended)
+		}
+	}
 }
 
 // checkForgotten checks, under f's read lock, what forgetting jobs keeps

@@ -43,6 +43,19 @@ type JobStatus struct {
 	// Appmaster is, for a capbox set, the ID of the appmaster that asked
 	// for it.
 	Appmaster string
+	// History is set for the summary of a forgotten job
+	// (ForgetJobsToHistory): its Spec holds only its name, queue and
+	// labels, Groups is nil and Totals counts its tasks as they ended
+	// (none pending or active). Started (zero when no task was placed, or
+	// not known), Ended (its last task's last report, or its submit for a
+	// job none of whose tasks was placed) and FirstFailure (the task that
+	// failed for good first: failed, lost, or killed but not by a cancel;
+	// nil when none did) are set for a summary only.
+	History      bool
+	Totals       GroupStatus
+	Started      time.Time
+	Ended        time.Time
+	FirstFailure *TaskFailure
 }
 
 func (j *job) status() JobStatus {
@@ -140,14 +153,29 @@ func (f *FSM) AppmasterPods(pods []api.TargetPod, fn func(i int, job JobFacts)) 
 type JobFilter struct {
 	Queue  string
 	States []JobState
+	// History selects live jobs, forgotten jobs' summaries, or both
+	// (the zero value).
+	History HistoryScope
 	// After lists only jobs with a larger ID number (for paging).
 	After string
 	// Limit bounds how many jobs are returned.
 	Limit int
 }
 
-// Jobs returns the jobs the filter selects, oldest first. Capbox sets are
-// not listed (Capboxes lists them by appmaster).
+// HistoryScope says whether a listing holds live jobs, summaries of
+// forgotten ones (JobStatus.History), or both.
+type HistoryScope uint8
+
+// History scopes.
+const (
+	WithHistory HistoryScope = iota // live jobs and summaries
+	NoHistory                       // live jobs only
+	OnlyHistory                     // summaries only
+)
+
+// Jobs returns the jobs the filter selects, live and summaries of
+// forgotten ones together, by number (oldest first). Capbox sets are not
+// listed (Capboxes lists them by appmaster).
 func (f *FSM) Jobs(filter JobFilter) []JobStatus {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
@@ -156,18 +184,38 @@ func (f *FSM) Jobs(filter JobFilter) []JobStatus {
 		return nil
 	}
 	var out []JobStatus
-	for j := range f.mu.jobs.from(after + 1) {
-		if j.owner() != nil || filter.Queue != "" && j.queue != filter.Queue {
-			continue
-		}
-		if len(filter.States) > 0 && !slices.Contains(filter.States, j.state()) {
-			continue
-		}
-		out = append(out, j.status())
-		if filter.Limit > 0 && len(out) == filter.Limit {
-			break
+	full := func() bool { return filter.Limit > 0 && len(out) == filter.Limit }
+	hist := f.mu.history.byNum
+	h := len(hist)
+	if filter.History != NoHistory {
+		h = f.mu.history.from(after)
+	}
+	// Summaries before num, in number order, until the page is full.
+	summariesBefore := func(num uint64) {
+		for ; h < len(hist) && hist[h].num < num && !full(); h++ {
+			if filter.selectsSummary(&hist[h]) {
+				out = append(out, hist[h].status())
+			}
 		}
 	}
+	if filter.History != OnlyHistory {
+		for j := range f.mu.jobs.from(after + 1) {
+			if summariesBefore(j.num); full() {
+				return out
+			}
+			if j.owner() != nil || filter.Queue != "" && j.queue != filter.Queue {
+				continue
+			}
+			if len(filter.States) > 0 && !slices.Contains(filter.States, j.state()) {
+				continue
+			}
+			out = append(out, j.status())
+			if full() {
+				return out
+			}
+		}
+	}
+	summariesBefore(math.MaxUint64)
 	return out
 }
 
@@ -364,8 +412,8 @@ func (f *FSM) dump() string {
 		b.WriteByte('\n')
 		for _, g := range j.groups {
 			pend := g.pendingAt != 0
-			fmt.Fprintf(&b, "  group %d count=%d next=%d requeue=%v active=%d ok=%d failed=%d killed=%d demand=%+v ports=%v static=%v pendingIndex=%v\n",
-				g.idx, g.count, g.next, g.requeue, g.active, g.succeeded, g.failed, g.killed, g.demand, g.ports, g.static, pend)
+			fmt.Fprintf(&b, "  group %d count=%d next=%d requeue=%v active=%d ok=%d failed=%d killed=%d demand=%+v ports=%v static=%v pendingIndex=%v started=%d\n",
+				g.idx, g.count, g.next, g.requeue, g.active, g.succeeded, g.failed, g.killed, g.demand, g.ports, g.static, pend, g.started)
 		}
 	}
 	f.eachTaskLocked(func(t *task) {
@@ -402,6 +450,16 @@ func (f *FSM) dump() string {
 	for _, q := range slices.Sorted(maps.Keys(f.mu.queueUsed)) {
 		fmt.Fprintf(&b, "queue %q used=%+v\n", q, f.mu.queueUsed[q])
 	}
+	for _, s := range f.mu.history.byNum {
+		st := s.status()
+		fmt.Fprintf(&b, "summary j%d ended=%d state=%s queue=%s name=%q labels=%v submitted=%v started=%v ended=%v totals=%+v",
+			s.num, s.ended, s.state, s.queue, st.Spec.Name, st.Spec.Labels, st.Submitted, st.Started, st.Ended, st.Totals)
+		if st.FirstFailure != nil {
+			fmt.Fprintf(&b, " failure=%+v", *st.FirstFailure)
+		}
+		b.WriteByte('\n')
+	}
+	fmt.Fprintf(&b, "history by end %v\n", f.mu.history.byEnd)
 	for _, k := range slices.Sorted(maps.Keys(f.mu.idem)) {
 		fmt.Fprintf(&b, "idem %s j%d\n", k, f.mu.idem[k])
 	}

@@ -194,6 +194,10 @@ type group struct {
 	failed    int64
 	killed    int64
 	name      string // the spec's
+	// started is when a task of the group was first placed (the plan
+	// command's clock, unix nanoseconds); 0 before, or when a plan of a
+	// version before startedVersion placed it first.
+	started int64
 }
 
 // podSpec returns g's pod.
@@ -608,9 +612,18 @@ func initGroups(j *job) {
 	}
 }
 
+// startedVersion is the first command version whose plans set
+// group.started.
+const startedVersion = 9
+
+// groupRecordVersion is the first byte of a group record. 2: the record
+// ends with the group's start (group.started); Load reads 1 as a group
+// without one.
+const groupRecordVersion = 2
+
 func encodeGroup(buf []byte, g *group) []byte {
 	e := enc{b: buf[:0]}
-	e.byte(recordVersion)
+	e.byte(groupRecordVersion)
 	e.uvarint(uint64(g.next))
 	e.uvarint(uint64(len(g.requeue)))
 	for _, r := range g.requeue {
@@ -620,12 +633,14 @@ func encodeGroup(buf []byte, g *group) []byte {
 	e.uvarint(uint64(g.succeeded))
 	e.uvarint(uint64(g.failed))
 	e.uvarint(uint64(g.killed))
+	e.varint(g.started)
 	return e.b
 }
 
 func decodeGroupInto(g *group, b []byte) error {
 	d := dec{b: b}
-	if v := d.byte(); v != recordVersion {
+	v := d.byte()
+	if v != groupRecordVersion && v != groupRecordVersion-1 {
 		return fmt.Errorf("%w: group record version %d", ErrCorrupt, v)
 	}
 	g.next = int64(d.uvarint())
@@ -637,6 +652,9 @@ func decodeGroupInto(g *group, b []byte) error {
 	g.succeeded = int64(d.uvarint())
 	g.failed = int64(d.uvarint())
 	g.killed = int64(d.uvarint())
+	if v == groupRecordVersion {
+		g.started = d.varint()
+	}
 	return d.done("group record")
 }
 
