@@ -36,8 +36,13 @@ const (
 	DefaultStatsRounds        = 1024
 	DefaultJobRetention       = time.Hour
 	DefaultJobRetentionMax    = 100_000
+	DefaultHistoryRetention   = 7 * 24 * time.Hour
+	DefaultHistoryMax         = 100_000
 	maxForgetEvery            = 10 * time.Second
-	defaultLivenessDivisor    = 4
+	// MaxHistoryMax is the largest HistoryMax: the summaries are all in
+	// memory, and this many hold about 1.6 GiB of every replica's heap.
+	MaxHistoryMax          = 10_000_000
+	defaultLivenessDivisor = 4
 )
 
 // Config configures a Dispatcher. The zero value of every field but Raft
@@ -141,6 +146,20 @@ type Config struct {
 	// tasks. Default 100,000; negative: no bound.
 	JobRetentionMax int
 
+	// HistoryRetention is how long the summary of a forgotten job
+	// (fsm.ForgetJobsToHistory: its name, queue, labels, times, final
+	// state, task counts and first failure) is kept after the job ended:
+	// listings show it, marked as history, and then the leader prunes it
+	// (fsm.PruneHistory). Default 7 days; negative keeps no history.
+	HistoryRetention time.Duration
+	// HistoryMax bounds how many summaries are kept, whatever their age:
+	// past it the leader prunes those of the jobs that ended first. Each
+	// holds about 160 bytes of every replica's heap and 90 bytes of its
+	// store (fsm's BenchmarkHistorySummary, a named job with two labels;
+	// longer names and more labels cost their bytes): at the default,
+	// about 16 MiB of heap. Default 100,000; negative keeps no history.
+	HistoryMax int
+
 	// StatsRounds is how many recent rounds Rounds and RoundSummary keep.
 	// Default 1024.
 	StatsRounds int
@@ -187,6 +206,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxReports < 0 {
 		add("MaxReports %d must not be negative", c.MaxReports)
+	}
+	if c.HistoryMax > MaxHistoryMax {
+		add("HistoryMax %d must be at most %d", c.HistoryMax, MaxHistoryMax)
 	}
 	if c.StatsRounds < 0 {
 		add("StatsRounds %d must not be negative", c.StatsRounds)
@@ -258,6 +280,11 @@ func (c Config) withDefaults() Config {
 	}
 	defaultOrOff(&c.JobRetention, DefaultJobRetention)
 	defaultOrOff(&c.JobRetentionMax, DefaultJobRetentionMax)
+	defaultOrOff(&c.HistoryRetention, DefaultHistoryRetention)
+	defaultOrOff(&c.HistoryMax, DefaultHistoryMax)
+	if c.HistoryRetention == 0 || c.HistoryMax == 0 {
+		c.HistoryRetention, c.HistoryMax = 0, 0 // no history
+	}
 	c.Clock = clock.OrSystem(c.Clock)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -20,12 +20,13 @@ import (
 
 func TestConfigValidate(t *testing.T) {
 	_, err := dispatcher.New(dispatcher.Config{MaxTasks: -1, Period: -time.Second,
-		QueueWeights: map[string]int64{"ok": 3, "zero": 0, "": 1, "huge": 1001}, EstimateHeadroom: -0.5})
+		QueueWeights: map[string]int64{"ok": 3, "zero": 0, "": 1, "huge": 1001}, EstimateHeadroom: -0.5,
+		HistoryMax: dispatcher.MaxHistoryMax + 1})
 	if !errors.Is(err, dispatcher.ErrConfig) {
 		t.Fatalf("New: %v, want ErrConfig", err)
 	}
 	for _, want := range []string{"Raft is required", "FSM is required", "MaxTasks", "Period",
-		`QueueWeights[""] = 1`, `QueueWeights["zero"] = 0`, `QueueWeights["huge"] = 1001`, "EstimateHeadroom -0.5"} {
+		`QueueWeights[""] = 1`, `QueueWeights["zero"] = 0`, `QueueWeights["huge"] = 1001`, "EstimateHeadroom -0.5", "HistoryMax 10000001"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}

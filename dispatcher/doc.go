@@ -57,7 +57,12 @@
 // JobRetention (at most every 10s) it proposes fsm.ForgetJobs for the jobs
 // that finished JobRetention ago or earlier (fsm.Forgettable, MaxForget a
 // command), so that every replica's state follows the work in flight and
-// the retention, not every job ever run.
+// the retention, not every job ever run. With a history (HistoryRetention
+// and HistoryMax, on by default) the command is fsm.ForgetJobsToHistory,
+// and each job forgotten leaves a summary that listings show; the same
+// pass, then every second, proposes fsm.PruneHistory for the summaries of
+// jobs that ended HistoryRetention ago or earlier and the oldest beyond
+// HistoryMax (fsm.HistoryPrunable).
 //
 // Per-round stats (latency, the solver's share, placed, rejected) are kept
 // in a ring: Rounds, RoundSummary. Diagnosis returns placement's reasons

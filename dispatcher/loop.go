@@ -232,29 +232,45 @@ func (d *Dispatcher) graceBeats() {
 }
 
 // forgetEvery is the cadence of forget passes (0: none): every quarter of
-// JobRetention (at least a millisecond), at most every 10s, and every
-// second with a JobRetentionMax, so that the count is exceeded by at most
-// a second's work.
+// JobRetention and of HistoryRetention (at least a millisecond), at most
+// every 10s, and every second with a JobRetentionMax or a history (always
+// bounded by HistoryMax), so that a count is exceeded by at most a
+// second's work.
 func (d *Dispatcher) forgetEvery() time.Duration {
-	keep, most := d.cfg.JobRetention, d.cfg.JobRetentionMax
-	if keep == 0 && most == 0 {
+	keep, most, hist := d.cfg.JobRetention, d.cfg.JobRetentionMax, d.cfg.HistoryMax > 0
+	if keep == 0 && most == 0 && !hist {
 		return 0
 	}
 	every := maxForgetEvery
 	if keep > 0 {
 		every = min(keep/4, every)
 	}
-	if most > 0 {
+	if most > 0 || hist {
 		every = min(time.Second, every)
+	}
+	if hist {
+		every = min(d.cfg.HistoryRetention/4, every)
 	}
 	return max(every, time.Millisecond)
 }
 
 // forget proposes that the jobs finished for JobRetention be forgotten,
 // and the oldest finished jobs beyond JobRetentionMax, MaxForget jobs a
-// command, until none is due.
+// command, until none is due, each leaving its summary when there is a
+// history; then that the summaries due be pruned.
 func (d *Dispatcher) forget(ctx context.Context) {
+	d.forgetJobs(ctx)
+	if d.cfg.HistoryMax > 0 && ctx.Err() == nil {
+		d.pruneHistory(ctx)
+	}
+}
+
+func (d *Dispatcher) forgetJobs(ctx context.Context) {
 	keep, most := d.cfg.JobRetention, d.cfg.JobRetentionMax
+	forget := fsm.ForgetJobs
+	if d.cfg.HistoryMax > 0 {
+		forget = fsm.ForgetJobsToHistory
+	}
 	for {
 		now := d.cfg.Clock.Now()
 		var ids []string
@@ -271,7 +287,7 @@ func (d *Dispatcher) forget(ctx context.Context) {
 		if len(ids) == 0 {
 			return
 		}
-		res, err := d.propose(ctx, fsm.ForgetJobs(now, ids))
+		res, err := d.propose(ctx, forget(now, ids))
 		if err != nil {
 			if ctx.Err() == nil {
 				d.cfg.Logger.Warn("dispatcher: forget finished jobs", "jobs", len(ids), "err", err)
@@ -281,6 +297,31 @@ func (d *Dispatcher) forget(ctx context.Context) {
 		r, _ := fsm.DecodeForgetResult(res)
 		d.cfg.Logger.Debug("dispatcher: forgot finished jobs", "forgotten", r.Forgotten, "kept", r.Kept)
 		if len(ids) < fsm.MaxForget || r.Forgotten == 0 {
+			return
+		}
+	}
+}
+
+// pruneHistory proposes that the summaries of the jobs that ended
+// HistoryRetention ago or earlier, and the oldest beyond HistoryMax, be
+// pruned, MaxForget a command, until none is due.
+func (d *Dispatcher) pruneHistory(ctx context.Context) {
+	for {
+		now := d.cfg.Clock.Now()
+		ids := d.cfg.FSM.HistoryPrunable(now.Add(-d.cfg.HistoryRetention), d.cfg.HistoryMax, fsm.MaxForget)
+		if len(ids) == 0 {
+			return
+		}
+		res, err := d.propose(ctx, fsm.PruneHistory(now, ids))
+		if err != nil {
+			if ctx.Err() == nil {
+				d.cfg.Logger.Warn("dispatcher: prune job history", "jobs", len(ids), "err", err)
+			}
+			return
+		}
+		r, _ := fsm.DecodePruneResult(res)
+		d.cfg.Logger.Debug("dispatcher: pruned job history", "pruned", r.Pruned, "kept", r.Kept)
+		if len(ids) < fsm.MaxForget || r.Pruned == 0 {
 			return
 		}
 	}
