@@ -937,6 +937,10 @@ type JobQuery struct {
 	Queue string
 	// Labels keeps jobs that have all these labels.
 	Labels map[string]string
+	// History is HistoryInclude, HistoryExclude or HistoryOnly: whether
+	// the summaries of forgotten jobs are listed; "" is the server's
+	// default, HistoryInclude.
+	History string
 	// After is the Next of the previous page.
 	After string
 	// Limit is the most jobs in the page; 0 means the server's default.
@@ -953,6 +957,9 @@ func (q JobQuery) encode() string {
 	}
 	if q.Queue != "" {
 		v.Set("queue", q.Queue)
+	}
+	if q.History != "" {
+		v.Set("history", q.History)
 	}
 	keys := make([]string, 0, len(q.Labels))
 	for k := range q.Labels {

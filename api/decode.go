@@ -683,6 +683,61 @@ func decodeJobStatus(d *decoder, j *JobStatus) {
 			if d.field(&seen, 7) {
 				j.Pending = objects(d, j.Pending, decodePendingReason)
 			}
+		case "history":
+			if d.field(&seen, 8) {
+				j.History = d.boolean()
+			}
+		case "started":
+			if d.field(&seen, 9) {
+				j.Started = d.time()
+			}
+		case "ended":
+			if d.field(&seen, 10) {
+				j.Ended = d.time()
+			}
+		case "first_failure":
+			if d.field(&seen, 11) {
+				if d.peek() == 'n' {
+					d.skipValue()
+					j.FirstFailure = nil
+					continue
+				}
+				j.FirstFailure = new(TaskFailure)
+				decodeTaskFailure(d, j.FirstFailure)
+			}
+		default:
+			d.unknown()
+		}
+	}
+}
+
+func decodeTaskFailure(d *decoder, f *TaskFailure) {
+	if !d.openObject() {
+		return
+	}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "task":
+			if d.field(&seen, 0) {
+				f.Task = d.str()
+			}
+		case "state":
+			if d.field(&seen, 1) {
+				f.State = d.taskState()
+			}
+		case "reason":
+			if d.field(&seen, 2) {
+				f.Reason = TaskReason(d.str())
+			}
+		case "exit_code":
+			if d.field(&seen, 3) {
+				f.ExitCode = d.int32()
+			}
+		case "at":
+			if d.field(&seen, 4) {
+				f.At = d.time()
+			}
 		default:
 			d.unknown()
 		}

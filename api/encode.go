@@ -372,7 +372,50 @@ func appendJobStatus(dst []byte, j *JobStatus) ([]byte, error) {
 			return append(dst, '}')
 		})
 	}
+	if j.History {
+		dst = append(dst, `,"history":true`...)
+	}
+	for _, t := range []struct {
+		name string
+		t    time.Time
+	}{{"started", j.Started}, {"ended", j.Ended}} {
+		if t.t.IsZero() {
+			continue
+		}
+		if dst, err = appendTimeMember(dst, t.name, t.t); err != nil {
+			return nil, fmt.Errorf("job %s: %s: %w", j.ID, t.name, err)
+		}
+	}
+	if f := j.FirstFailure; f != nil {
+		dst = append(dst, `,"first_failure":{"task":`...)
+		dst = appendJSONString(dst, f.Task)
+		dst = append(dst, `,"state":`...)
+		dst = appendJSONString(dst, f.State.String())
+		if f.Reason != "" {
+			dst = append(dst, `,"reason":`...)
+			dst = appendJSONString(dst, string(f.Reason))
+		}
+		if f.ExitCode != 0 {
+			dst = append(dst, `,"exit_code":`...)
+			dst = strconv.AppendInt(dst, int64(f.ExitCode), 10)
+		}
+		if dst, err = appendTimeMember(dst, "at", f.At); err != nil {
+			return nil, fmt.Errorf("job %s: first failure: %w", j.ID, err)
+		}
+		dst = append(dst, '}')
+	}
 	return append(dst, '}'), nil
+}
+
+// appendTimeMember appends `,"name":"t"`, t in RFC 3339 as encoding/json
+// writes it.
+func appendTimeMember(dst []byte, name string, t time.Time) ([]byte, error) {
+	dst = append(append(append(dst, `,"`...), name...), `":"`...)
+	dst, err := t.AppendText(dst)
+	if err != nil {
+		return nil, err
+	}
+	return append(dst, '"'), nil
 }
 
 // appendTaskCounts appends c's members, without braces.

@@ -651,6 +651,13 @@ func (g gen) watchEvent() api.WatchEvent {
 		j.Groups = append(j.Groups, api.GroupStatus{Name: g.name("g"), TaskCounts: counts()})
 		j.Pending = append(j.Pending, api.PendingReason{Group: g.name("g"), Tasks: g.r.Int64N(1000) + 1, Reason: g.text()})
 	}
+	if g.r.IntN(2) == 0 { // a forgotten job's summary
+		j.History = true
+		j.Started = time.Unix(g.r.Int64N(1<<32), g.r.Int64N(1e9)).UTC()
+		j.Ended = time.Unix(g.r.Int64N(1<<32), g.r.Int64N(1e9)).UTC()
+		j.FirstFailure = &api.TaskFailure{Task: g.name("j1/0/"), State: api.TaskFailed + api.TaskState(g.r.IntN(3)),
+			Reason: api.TaskReason(g.name("r")), ExitCode: g.r.Int32N(255) + 1, At: time.Unix(g.r.Int64N(1<<32), g.r.Int64N(1e9)).UTC()}
+	}
 	return api.WatchEvent{Index: g.r.Uint64N(1 << 62), Job: j}
 }
 

@@ -6,10 +6,13 @@ import "time"
 // routes on these exact shapes.
 const (
 	// PathJobs: POST submits jobs (one, a JSON array or NDJSON; gzip or
-	// zstd Content-Encoding) and answers SubmitResponse; GET lists them
-	// (JobList; query: state, queue, label=k=v, after, limit).
+	// zstd Content-Encoding) and answers SubmitResponse; GET lists them,
+	// live jobs and the summaries of forgotten ones (JobStatus.History)
+	// together by ID (JobList; query: state, queue, label=k=v, history
+	// (HistoryInclude, HistoryExclude, HistoryOnly), after, limit).
 	PathJobs = "/v1/jobs"
-	// PathJob is PathJobs + "/{id}": GET a JobStatus, DELETE cancels
+	// PathJob is PathJobs + "/{id}": GET a JobStatus (a forgotten
+	// job's summary while it is kept), DELETE cancels
 	// (CancelResponse). PathJob + "{id}/capboxes" serves an appmaster's
 	// capboxes: POST creates them (capbox requests as POST /v1/jobs takes
 	// jobs; CreateCapboxesResponse), GET lists them (CapboxList), DELETE
@@ -165,7 +168,40 @@ type JobStatus struct {
 	// Pending explains, for a job with pending tasks, why they were not
 	// placed (only in GET /v1/jobs/{id}).
 	Pending []PendingReason `json:"pending_diagnosis,omitempty"`
+	// History marks the summary of a finished job the dispatcher has
+	// forgotten (after its --job-retention), kept for its
+	// --history-retention: Spec holds only the job's name, queue and
+	// labels, Groups is empty, and Tasks are its tasks' final counts.
+	History bool `json:"history,omitempty"`
+	// Started is when a task of the job was first placed, and Ended when
+	// its last task last changed (its submit time, for a job none of
+	// whose tasks was placed); set in a summary only, Started only when
+	// known.
+	Started time.Time `json:"started,omitzero"`
+	Ended   time.Time `json:"ended,omitzero"`
+	// FirstFailure is, in a summary, the job's first task to fail for
+	// good (failed, lost, or killed but not by a cancel); nil when none
+	// did.
+	FirstFailure *TaskFailure `json:"first_failure,omitempty"`
 }
+
+// TaskFailure is how a task of a job failed for good, as the job's
+// summary keeps it.
+type TaskFailure struct {
+	Task     string     `json:"task"` // the attempt's ID
+	State    TaskState  `json:"state"`
+	Reason   TaskReason `json:"reason,omitempty"`
+	ExitCode int32      `json:"exit_code,omitempty"`
+	At       time.Time  `json:"at"`
+}
+
+// Values of the history parameter of GET PathJobs (JobQuery.History):
+// whether a listing holds the summaries of forgotten jobs.
+const (
+	HistoryInclude = "include" // live jobs and summaries (the default)
+	HistoryExclude = "exclude" // live jobs only
+	HistoryOnly    = "only"    // summaries only
+)
 
 // JobList is a page of jobs, oldest first. Next, when set, is the value
 // of the after parameter that fetches the next page.

@@ -188,10 +188,19 @@ type labelFilter struct{ key, value string }
 
 // listJobs serves GET /v1/jobs.
 func (h *Handler) listJobs(ctx *fasthttp.RequestCtx, p Principal, _ []string) *httpError {
-	if e := checkQuery(ctx, "state", "queue", "label", "after", "limit", "consistent"); e != nil {
+	if e := checkQuery(ctx, "state", "queue", "label", "history", "after", "limit", "consistent"); e != nil {
 		return e
 	}
 	var filter fsm.JobFilter
+	switch v := string(ctx.QueryArgs().Peek("history")); v {
+	case "", api.HistoryInclude:
+	case api.HistoryExclude:
+		filter.History = fsm.NoHistory
+	case api.HistoryOnly:
+		filter.History = fsm.OnlyHistory
+	default:
+		return badParam("history", "want %s, %s or %s, got %q", api.HistoryInclude, api.HistoryExclude, api.HistoryOnly, clip(v, 40))
+	}
 	for _, s := range listValues(ctx, "state") {
 		st, ok := jobStates[api.JobState(s)]
 		if !ok {
@@ -267,10 +276,20 @@ func (h *Handler) listJobs(ctx *fasthttp.RequestCtx, p Principal, _ []string) *h
 	return nil
 }
 
-// jobStatus converts the FSM's view of a job to the wire's.
+// jobStatus converts the FSM's view of a job (or of a forgotten job's
+// summary) to the wire's.
 func jobStatus(j *fsm.JobStatus) api.JobStatus {
 	s := api.JobStatus{ID: j.ID, State: api.JobState(j.State.String()), Submitted: j.Submitted, Spec: j.Spec,
 		Appmaster: j.Appmaster, Groups: make([]api.GroupStatus, len(j.Groups))}
+	if j.History {
+		s.History, s.Started, s.Ended = true, j.Started, j.Ended
+		t := &j.Totals
+		s.Tasks = api.TaskCounts{Total: t.Count, Succeeded: t.Succeeded, Failed: t.Failed, Killed: t.Killed}
+		if f := j.FirstFailure; f != nil {
+			s.FirstFailure = &api.TaskFailure{Task: f.TaskID, State: f.State, Reason: f.Reason, ExitCode: f.ExitCode, At: f.At}
+		}
+		return s
+	}
 	for i, g := range j.Groups {
 		s.Groups[i] = api.GroupStatus{Name: g.Name, TaskCounts: api.TaskCounts{
 			Total: g.Count, Pending: g.Pending, Retrying: g.Retrying, Active: g.Active,
@@ -286,7 +305,12 @@ func jobStatus(j *fsm.JobStatus) api.JobStatus {
 func (h *Handler) lookupJob(id string, p Principal) (fsm.JobStatus, *httpError) {
 	j, ok := h.cfg.FSM.Job(id)
 	if !ok {
-		return j, errorf(fasthttp.StatusNotFound, api.CodeNotFound, "no job %q (finished jobs are forgotten after the dispatcher's --job-retention)", clip(id, 80))
+		if _, ok := h.cfg.FSM.Summary(id); ok {
+			return j, errorf(fasthttp.StatusNotFound, api.CodeNotFound,
+				"job %q has ended and been forgotten (after the dispatcher's --job-retention): only its summary is kept, at GET %s%s", clip(id, 80), api.PathJob, clip(id, 80))
+		}
+		return j, errorf(fasthttp.StatusNotFound, api.CodeNotFound,
+			"no job %q (finished jobs are forgotten after the dispatcher's --job-retention, and their summaries after its --history-retention)", clip(id, 80))
 	}
 	if !p.mayQueue(j.Spec.Queue) {
 		return j, errorf(fasthttp.StatusForbidden, api.CodeForbidden, "job %s is in queue %q, which this token may not use", id, j.Spec.Queue)
@@ -301,6 +325,18 @@ func (h *Handler) getJob(ctx *fasthttp.RequestCtx, p Principal, args []string) *
 	}
 	if e := h.consistent(ctx); e != nil {
 		return e
+	}
+	j, ok := h.cfg.FSM.Job(args[0])
+	if !ok && p.Role != RoleJob {
+		// A forgotten job's summary, while it is kept. A job token
+		// reads its job only while it runs.
+		if sum, found := h.cfg.FSM.Summary(args[0]); found {
+			if !p.mayQueue(sum.Spec.Queue) {
+				return errorf(fasthttp.StatusForbidden, api.CodeForbidden, "job %s is in queue %q, which this token may not use", args[0], sum.Spec.Queue)
+			}
+			writeJSON(ctx, fasthttp.StatusOK, jobStatus(&sum))
+			return nil
+		}
 	}
 	j, e := h.lookupJob(args[0], p)
 	if e != nil {
