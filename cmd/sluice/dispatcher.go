@@ -40,6 +40,8 @@ type dispatcherFlags struct {
 	jobRetention     time.Duration
 	maxWait          time.Duration
 	jobRetentionMax  int
+	historyRetention time.Duration
+	historyMax       int
 	syncInterval     time.Duration
 	maxConns         int
 	metrics          bool
@@ -108,6 +110,8 @@ command line wins over the environment, which wins over the file.`,
 	fl.DurationVar(&f.maxWait, "max-wait", dispatcher.DefaultMaxWait, "delay scheduling: how long work that arrives waits for more before a round places it, so that one solve and one commit carry more (0: a round as soon as work arrives)")
 	fl.DurationVar(&f.jobRetention, "job-retention", dispatcher.DefaultJobRetention, "how long a finished job is kept (then its records and tasks are forgotten; 0: kept for ever)")
 	fl.IntVar(&f.jobRetentionMax, "job-retention-max", dispatcher.DefaultJobRetentionMax, "most finished jobs kept, whatever their age: past it the oldest are forgotten, so their memory has a ceiling (0: no bound)")
+	fl.DurationVar(&f.historyRetention, "history-retention", dispatcher.DefaultHistoryRetention, "how long the summary of a forgotten job (name, queue, labels, times, final state, task counts, first failure) is kept after the job ended; listings show it as history (0: no history)")
+	fl.IntVar(&f.historyMax, "history-max", dispatcher.DefaultHistoryMax, fmt.Sprintf("most summaries of forgotten jobs kept, whatever their age: past it those of the jobs that ended first go; each holds about 160 bytes of every replica's memory (0: no history; at most %d)", dispatcher.MaxHistoryMax))
 	fl.DurationVar(&f.syncInterval, "sync-interval", server.DefaultSyncInterval, "least time between two syncs of the raft log: writes meanwhile share one (less CPU under load, some ms more commit latency; 0: sync as soon as asked)")
 	fl.Int64Var(&f.bodyMemory, "body-memory", 0, fmt.Sprintf("most bytes of request bodies held at once, as read and decompressed: a body past it is answered 503 (0: %d; at least %d)", server.DefaultBodyMemory, server.MinBodyMemory))
 	fl.BoolVar(&f.metrics, "metrics", true, "serve Prometheus metrics at /metrics (to readers when --token-file is set); false counts nothing")
@@ -180,6 +184,16 @@ func (f dispatcherFlags) serverConfig(logger *slog.Logger) (server.Config, error
 		cfg.Dispatcher.JobRetentionMax = -1
 	default:
 		cfg.Dispatcher.JobRetentionMax = f.jobRetentionMax
+	}
+	switch {
+	case f.historyRetention < 0:
+		return cfg, usageError{fmt.Errorf("--history-retention %v: want 0 (no history) or more", f.historyRetention)}
+	case f.historyMax < 0 || f.historyMax > dispatcher.MaxHistoryMax:
+		return cfg, usageError{fmt.Errorf("--history-max %d: want 0 (no history) to %d", f.historyMax, dispatcher.MaxHistoryMax)}
+	case f.historyRetention == 0 || f.historyMax == 0:
+		cfg.Dispatcher.HistoryRetention, cfg.Dispatcher.HistoryMax = -1, -1
+	default:
+		cfg.Dispatcher.HistoryRetention, cfg.Dispatcher.HistoryMax = f.historyRetention, f.historyMax
 	}
 	if f.peers == "" {
 		cfg.Peers = map[uint64]string{f.id: ""}

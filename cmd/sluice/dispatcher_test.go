@@ -118,6 +118,9 @@ func TestDispatcherRejectsBadSettings(t *testing.T) {
 		{[]string{"--queue-weights", "a=3,b"}, "want queue=weight"},
 		{[]string{"--slot-ttl", "-1s"}, "--slot-ttl -1s"},
 		{[]string{"--job-retention", "-1m"}, "--job-retention -1m"},
+		{[]string{"--history-retention", "-1h"}, "--history-retention -1h"},
+		{[]string{"--history-max", "-1"}, "--history-max -1"},
+		{[]string{"--history-max", "10000001"}, "--history-max 10000001"},
 		{[]string{"--sync-interval", "-1ms"}, "--sync-interval -1ms"},
 		{[]string{"--max-wait", "-1ms"}, "--max-wait -1ms"},
 		{[]string{"--max-conns", "-1"}, "--max-conns -1"},
@@ -186,6 +189,18 @@ func TestDispatcherSchedulingFlags(t *testing.T) {
 	cfg, err = dispatcherFlags{id: 1, maxConns: 500}.serverConfig(nil)
 	if err != nil || cfg.Conns == nil || cfg.Conns.Max() != 500 {
 		t.Errorf("--max-conns 500: Conns %v, %v; want a limit of 500", cfg.Conns, err)
+	}
+	for _, tc := range []struct {
+		retention     time.Duration
+		most          int
+		wantRetention time.Duration
+		wantMost      int
+	}{{0, 5, -1, -1}, {time.Hour, 0, -1, -1}, {time.Hour, 5, time.Hour, 5}} {
+		cfg, err := dispatcherFlags{id: 1, historyRetention: tc.retention, historyMax: tc.most}.serverConfig(nil)
+		if err != nil || cfg.Dispatcher.HistoryRetention != tc.wantRetention || cfg.Dispatcher.HistoryMax != tc.wantMost {
+			t.Errorf("--history-retention %v --history-max %d: HistoryRetention %v, HistoryMax %d, %v; want %v, %d",
+				tc.retention, tc.most, cfg.Dispatcher.HistoryRetention, cfg.Dispatcher.HistoryMax, err, tc.wantRetention, tc.wantMost)
+		}
 	}
 	for _, tc := range []struct{ flag, want time.Duration }{{0, -1}, {time.Minute, time.Minute}} {
 		cfg, err := dispatcherFlags{id: 1, jobRetention: tc.flag}.serverConfig(nil)

@@ -28,7 +28,13 @@ func newJobsCmd() *cobra.Command {
 		Long: `Without an ID, jobs lists jobs, oldest first, one page (--limit) at a time, or
 every page with --all. With an ID, it shows the job: its spec, the counts of
 its task groups, why pending tasks were not placed, and with --tasks its
-placed tasks.`,
+placed tasks.
+
+A finished job is forgotten after the dispatcher's --job-retention; its
+summary (name, queue, labels, times, final state, task counts and first
+failure) stays for its --history-retention, listed among the jobs with
+its state marked "(history)" (--history exclude leaves these out,
+--history only lists them alone), and shown with its ID.`,
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 	}
 	cf := addClientFlags(c)
@@ -36,6 +42,7 @@ placed tasks.`,
 	fs.StringSliceVar(&states, "state", nil, "keep jobs in these states (pending, running, succeeded, failed, cancelled); repeat or comma-separate")
 	fs.StringVar(&q.Queue, "queue", "", "keep the jobs of this queue")
 	fs.StringArrayVar(&labels, "label", nil, "keep jobs with this label, k=v; repeat for all of several")
+	fs.StringVar(&q.History, "history", api.HistoryInclude, "summaries of forgotten jobs: include, exclude or only")
 	fs.IntVar(&q.Limit, "limit", 0, "jobs per page (default: the server's)")
 	fs.StringVar(&q.After, "after", "", "list from after this page token (the previous page's next)")
 	fs.BoolVar(&q.Consistent, "consistent", false, "read from the leader, not a possibly stale replica")
@@ -53,6 +60,12 @@ placed tasks.`,
 		}
 		if tasks {
 			return usageError{fmt.Errorf("--tasks needs a job ID (see '%s --help')", c.CommandPath())}
+		}
+		if q.History != api.HistoryInclude && q.History != api.HistoryExclude && q.History != api.HistoryOnly {
+			return usageError{fmt.Errorf("--history %q: want %s, %s or %s", q.History, api.HistoryInclude, api.HistoryExclude, api.HistoryOnly)}
+		}
+		if q.History == api.HistoryInclude {
+			q.History = "" // the server's default
 		}
 		if q.Limit < 0 {
 			return usageError{fmt.Errorf("--limit %d: want a positive number", q.Limit)}
@@ -96,7 +109,7 @@ placed tasks.`,
 		t := newTable(out, "ID", "NAME", "QUEUE", "STATE", "TASKS", "PENDING", "ACTIVE", "SUCCEEDED", "FAILED", "KILLED", "AGE")
 		for _, j := range list.Jobs {
 			n := j.Tasks
-			t.row(j.ID, orDash(j.Spec.Name), orDash(j.Spec.Queue), string(j.State), itoa(n.Total), itoa(n.Pending), itoa(n.Active),
+			t.row(j.ID, orDash(j.Spec.Name), orDash(j.Spec.Queue), stateOf(&j), itoa(n.Total), itoa(n.Pending), itoa(n.Active),
 				itoa(n.Succeeded), itoa(n.Failed), itoa(n.Killed), age(now, j.Submitted))
 		}
 		if err := t.flush(); err != nil {
@@ -108,6 +121,14 @@ placed tasks.`,
 		return nil
 	}
 	return c
+}
+
+// stateOf is a job's state, marked for a forgotten job's summary.
+func stateOf(j *api.JobStatus) string {
+	if j.History {
+		return string(j.State) + " (history)"
+	}
+	return string(j.State)
 }
 
 // showJob prints one job, and its tasks when tasks is set.
@@ -151,10 +172,34 @@ func showJob(ctx context.Context, cl *api.Client, id string, tasks, asJSON bool,
 	if j.Spec.Pool != "" {
 		kv.row("Pool:", j.Spec.Pool)
 	}
-	kv.row("Priority:", itoa(j.Spec.Priority))
-	kv.row("QoS:", orDash(string(j.Spec.QoS)))
-	kv.row("State:", string(j.State))
-	kv.row("Submitted:", fmt.Sprintf("%s (%s ago)", j.Submitted.Local().Format(time.RFC3339), age(now, j.Submitted)))
+	if !j.History { // a summary keeps no more of the spec
+		kv.row("Priority:", itoa(j.Spec.Priority))
+		kv.row("QoS:", orDash(string(j.Spec.QoS)))
+	}
+	kv.row("State:", stateOf(&j))
+	at := func(t time.Time) string {
+		return fmt.Sprintf("%s (%s ago)", t.Local().Format(time.RFC3339), age(now, t))
+	}
+	kv.row("Submitted:", at(j.Submitted))
+	if !j.Started.IsZero() {
+		kv.row("Started:", at(j.Started))
+	}
+	if !j.Ended.IsZero() {
+		kv.row("Ended:", at(j.Ended))
+	}
+	if f := j.FirstFailure; f != nil {
+		why := f.State.String()
+		if f.Reason != "" {
+			why += ", " + string(f.Reason)
+		}
+		if f.Reason == api.ReasonExited {
+			why += " " + itoa(f.ExitCode)
+		}
+		kv.row("First failure:", fmt.Sprintf("%s %s (%s ago)", f.Task, why, age(now, f.At)))
+	}
+	if j.History {
+		kv.row("History:", "the job was forgotten; this summary is what is kept of it")
+	}
 	if len(j.Spec.Labels) > 0 {
 		var ls []string
 		for k, v := range j.Spec.Labels {

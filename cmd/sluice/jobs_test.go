@@ -57,6 +57,68 @@ func TestJobsListTableAndJSON(t *testing.T) {
 	}
 }
 
+// TestJobsHistory lists a forgotten job's summary among live jobs, marked,
+// passes --history on, refuses a bad one, and shows a summary.
+func TestJobsHistory(t *testing.T) {
+	ended := time.Now().Add(-time.Minute)
+	sum := api.JobStatus{ID: "j1", State: api.JobFailed, History: true, Submitted: ended.Add(-time.Hour),
+		Started: ended.Add(-50 * time.Minute), Ended: ended,
+		Spec:         api.JobSpec{Name: "etl", Queue: "batch", Labels: map[string]string{"team": "data"}},
+		Tasks:        api.TaskCounts{Total: 4, Succeeded: 3, Failed: 1},
+		FirstFailure: &api.TaskFailure{Task: "j1/0/2/1", State: api.TaskFailed, Reason: api.ReasonExited, ExitCode: 3, At: ended.Add(-2 * time.Minute)}}
+	live := api.JobStatus{ID: "j2", State: api.JobRunning, Submitted: ended, Spec: api.JobSpec{Name: "train", Queue: "ml"},
+		Tasks: api.TaskCounts{Total: 1, Active: 1}, Groups: []api.GroupStatus{{Name: "g0", TaskCounts: api.TaskCounts{Total: 1, Active: 1}}}}
+	s := startStub(t, func(ctx *fasthttp.RequestCtx, r stubReq) {
+		switch r.path {
+		case api.PathJobs:
+			reply(ctx, 200, api.JobList{Jobs: []api.JobStatus{sum, live}})
+		case api.PathJob + "j1":
+			reply(ctx, 200, sum)
+		default:
+			reply(ctx, 404, api.ErrorResponse{Code: api.CodeNotFound, Error: "no route " + r.path})
+		}
+	})
+	out, _, code, err := runCmd(t, "jobs", "--addr", s.url, "--all")
+	if code != exitOK {
+		t.Fatalf("exit %d: %v", code, err)
+	}
+	want := "ID  NAME   QUEUE  STATE             TASKS  PENDING  ACTIVE  SUCCEEDED  FAILED  KILLED  AGE\n" +
+		"j1  etl    batch  failed (history)  4      0        0       3          1       0       1h\n" +
+		"j2  train  ml     running           1      0        1       0          0       0       1m\n"
+	if out != want {
+		t.Errorf("stdout\n%s\nwant\n%s", out, want)
+	}
+	if q := s.requests()[0].query; q != "" {
+		t.Errorf("query %q, want none (the server includes history by default)", q)
+	}
+	for _, h := range []string{"only", "exclude"} {
+		if _, _, code, err := runCmd(t, "jobs", "--addr", s.url, "--history", h); code != exitOK {
+			t.Fatalf("--history %s: exit %d: %v", h, code, err)
+		}
+		reqs := s.requests()
+		if q := reqs[len(reqs)-1].query; q != "history="+h {
+			t.Errorf("--history %s: query %q", h, q)
+		}
+	}
+	if _, _, code, err := runCmd(t, "jobs", "--addr", s.url, "--history", "maybe"); code != exitUsage || !strings.Contains(err.Error(), "--history") {
+		t.Errorf("--history maybe: exit %d, %v; want a usage error", code, err)
+	}
+	out, _, code, err = runCmd(t, "jobs", "j1", "--addr", s.url)
+	if code != exitOK {
+		t.Fatalf("exit %d: %v", code, err)
+	}
+	for _, want := range []string{"State:          failed (history)\n", "Labels:         team=data\n", "Ended:          ", "(1m ago)\n",
+		"First failure:  j1/0/2/1 failed, exited 3 (3m ago)\n", "Tasks:          4 total, 0 pending, 0 active, 3 succeeded, 1 failed, 0 killed\n",
+		"History:        the job was forgotten"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "Priority:") || strings.Contains(out, "GROUP") {
+		t.Errorf("a summary shows a priority or groups it does not keep:\n%s", out)
+	}
+}
+
 func TestJobsShowOne(t *testing.T) {
 	job := api.JobStatus{ID: "j/7", State: api.JobRunning, Submitted: time.Now().Add(-time.Hour),
 		Spec:    api.JobSpec{Name: "train", Queue: "ml", QoS: api.QoSOffline, Labels: map[string]string{"team": "ml"}},
