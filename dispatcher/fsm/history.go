@@ -61,7 +61,7 @@ func DecodePruneResult(b []byte) (PruneResult, error) {
 type summary struct {
 	num   uint64
 	ended int64  // unix nanoseconds
-	rec   string // the record (encodeSummary)
+	rec   string // the record (summarize)
 	queue string // a substring of rec
 	state JobState
 }
