@@ -839,7 +839,7 @@ func (h *propHarness) checkQueueCounts() error {
 			q.Tasks.Killed += g.Killed
 		}
 	}
-	for _, s := range h.f.Jobs(JobFilter{}) {
+	for _, s := range h.f.Jobs(JobFilter{History: NoHistory}) {
 		add(s, false)
 	}
 	h.f.mu.RLock()
