@@ -53,6 +53,15 @@
 // filters and scores a hundred per class. Filters and scorers must depend
 // only on the class and the node they are given.
 //
+// A queue may have hard caps (Queue.Caps: CPU, memory, GPUs, active
+// tasks). They are kept around the flow, which cannot hold a bound on a
+// sum of demands of many shapes (quota.go): a group is offered only what
+// fits under its queue's caps on its own, the fit check counts each
+// queue's use in priority order and cuts what would pass a cap (a gang
+// cut short is not placed), and a round that cut anything is placed again
+// with the cut queues' groups offered what fitted, so that other queues
+// get the capacity. Held tasks stay pending with QuotaReason's reason.
+//
 // Preempt is the second step of a round whose plan left offline groups
 // pending for lack of capacity: it chooses running offline tasks of a lower
 // priority to stop, at most a limit, per task the node where the fewest
@@ -62,6 +71,8 @@
 //
 // # Invariants
 //
+//   - No queue is assigned a task that takes what its active tasks hold,
+//     with the round's assignments, past any of its caps.
 //   - No node is assigned more than its free resources in any dimension,
 //     counting online work against the online pool and offline work
 //     against the offline pool; a cached slot is reused at most once.

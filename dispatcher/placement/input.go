@@ -104,8 +104,15 @@ type Queue struct {
 	// Weight is the queue's share of the cluster relative to the other
 	// active queues' (those with running or pending tasks); 0 means 1.
 	Weight int64
-	// Running is what the queue's active tasks hold, both tiers summed.
+	// Running is what the queue's active tasks hold, both tiers summed;
+	// Tasks is how many they are.
 	Running api.Capacity
+	Tasks   int64
+	// Caps bound what the queue's active tasks may hold once the round's
+	// assignments are made (zero: none). A round never assigns a task
+	// that would take Running or Tasks past a cap; what it holds back
+	// stays pending with the reason QuotaReason gives.
+	Caps api.QueueCaps
 }
 
 // Input is one round: the cluster and the groups to place.
@@ -173,8 +180,10 @@ func (in *Input) validate(reg *Registry, keptValid bool) error {
 			errs = append(errs, fmt.Errorf("queues[%d].name: %q appears twice", i, q.Name))
 		case q.Weight < 0 || q.Weight > api.MaxQueueWeight:
 			errs = append(errs, fmt.Errorf("queues[%d].weight: %d not in 0..%d", i, q.Weight, api.MaxQueueWeight))
-		case negative(q.Running):
-			errs = append(errs, fmt.Errorf("queues[%d].running: negative amount %+v", i, q.Running))
+		case negative(q.Running) || q.Tasks < 0:
+			errs = append(errs, fmt.Errorf("queues[%d].running: negative amount %+v, %d tasks", i, q.Running, q.Tasks))
+		case q.Caps.CPU < 0 || q.Caps.Memory < 0 || q.Caps.GPUs < 0 || q.Caps.Tasks < 0:
+			errs = append(errs, fmt.Errorf("queues[%d].caps: negative cap %+v", i, q.Caps))
 		}
 		queues[q.Name] = true
 	}

@@ -91,6 +91,10 @@ type Placer struct {
 	// validNodes is the number of nodes of the last input, if it was
 	// valid (else -1): a Kept input's unchanged nodes need no new check.
 	validNodes int
+	// quota holds the capped queues of the input being placed (nil: none;
+	// quota.go), and quotaGroups the queue of each of its groups in one.
+	quota       quotas
+	quotaGroups map[GroupKey]string
 }
 
 // scratch is a Placer's working memory by input node and by class,
@@ -250,6 +254,21 @@ func (p *Placer) Place(ctx context.Context, in *Input) (*Plan, error) {
 		return nil, err
 	}
 	p.validNodes = len(in.Nodes)
+	if p.quota = newQuotas(in); p.quota != nil {
+		defer func() { p.quota, p.quotaGroups = nil, nil }()
+		p.quotaGroups = make(map[GroupKey]string, len(in.Groups))
+		for i := range in.Groups {
+			if g := &in.Groups[i]; p.quota[g.Queue] != nil {
+				p.quotaGroups[g.Key] = g.Queue
+			}
+		}
+		return p.placeCapped(ctx, in)
+	}
+	return p.place(ctx, in)
+}
+
+// place is Place on a valid input, within the caps of p.quota.
+func (p *Placer) place(ctx context.Context, in *Input) (*Plan, error) {
 	start := time.Now()
 	p.round++
 	if p.verdicts == nil {
@@ -322,7 +341,7 @@ func (p *Placer) withoutFailedGangs(ctx context.Context, in *Input, plan *Plan) 
 	}
 	rest := *in
 	rest.Groups = slices.DeleteFunc(slices.Clone(in.Groups), func(g Group) bool { return failed[g.Key] })
-	again, err := p.Place(ctx, &rest)
+	again, err := p.place(ctx, &rest)
 	if err != nil {
 		return nil, err
 	}
@@ -568,12 +587,25 @@ func (p *Placer) decode(in *Input, classes []class, arcs []arcInfo, flow []int64
 			cmp.Compare(a.node, b.node))
 	})
 	// Fit check, repeated without the gangs it leaves incomplete.
+	// A gang cut short by its queue's caps is dropped, and keeps the
+	// quota reason (quota: by group, of a cut in the last fit check, or
+	// in the one that dropped the gang).
 	dropped := map[int]bool{}
 	var placed []int64
 	var assigned []Assignment
 	var conflicts int64
+	var quota []string
+	if p.quota != nil {
+		quota = make([]string, len(in.Groups))
+	}
 	for {
-		placed, assigned, conflicts = p.fit(in, tent, dropped)
+		var cut []string
+		placed, assigned, conflicts, cut = p.fit(in, tent, dropped)
+		for gi, r := range cut {
+			if !dropped[gi] {
+				quota[gi] = r
+			}
+		}
 		again := false
 		for gi := range in.Groups {
 			if in.Groups[gi].Gang && !dropped[gi] && placed[gi] > 0 && placed[gi] < in.Groups[gi].Pending {
@@ -608,6 +640,8 @@ func (p *Placer) decode(in *Input, classes []class, arcs []arcInfo, flow []int64
 		c := &classes[groupClass[gi]]
 		pd := Pending{Group: gr.Key, Count: left, Rejected: c.rejected}
 		switch {
+		case quota != nil && quota[gi] != "":
+			pd.Reason = quota[gi]
 		case dropped[gi]:
 			pd.Reason = ReasonGang
 		case len(c.candidates) == 0:
@@ -622,10 +656,11 @@ func (p *Placer) decode(in *Input, classes []class, arcs []arcInfo, flow []int64
 }
 
 // fit checks tentative assignments in order against the nodes' free
-// resources and cached slots, skipping dropped groups, and returns how many
-// tasks of each group it placed, the assignments, and how many tasks did
-// not fit.
-func (p *Placer) fit(in *Input, tent []tentative, dropped map[int]bool) ([]int64, []Assignment, int64) {
+// resources and cached slots, and their queues' caps (p.quota), skipping
+// dropped groups, and returns how many tasks of each group it placed, the
+// assignments, how many tasks did not fit in the nodes, and, per group,
+// the quota reason of a cap that cut its tasks (nil with no caps).
+func (p *Placer) fit(in *Input, tent []tentative, dropped map[int]bool) ([]int64, []Assignment, int64, []string) {
 	// free is valid where seen is set.
 	p.scratch.free = slices.Grow(p.scratch.free[:0], len(in.Nodes))[:len(in.Nodes)]
 	p.scratch.seen = grown(p.scratch.seen, len(in.Nodes))
@@ -638,6 +673,11 @@ func (p *Placer) fit(in *Input, tent []tentative, dropped map[int]bool) ([]int64
 	placed := make([]int64, len(in.Groups))
 	var out []Assignment
 	var conflicts int64
+	var cut []string
+	if p.quota != nil {
+		p.quota.reset()
+		cut = make([]string, len(in.Groups))
+	}
 	for _, t := range tent {
 		if dropped[t.group] {
 			continue
@@ -660,6 +700,17 @@ func (p *Placer) fit(in *Input, tent []tentative, dropped map[int]bool) ([]int64
 				want = 0
 			}
 			want = min(want, 1)
+		}
+		// The queue's caps: what is cut here is not a conflict.
+		var room *queueRoom
+		if p.quota != nil {
+			if room = p.quota[gr.Queue]; room != nil {
+				if k := room.fits(gr.Demand); k < want {
+					cut[t.group] = room.reason(gr.Demand, k)
+					conflicts -= want - k
+					want = k
+				}
+			}
 		}
 		// A task takes a matching cached slot or free resources, whichever
 		// its arc chose first and the other if that has run out: both
@@ -695,6 +746,9 @@ func (p *Placer) fit(in *Input, tent []tentative, dropped map[int]bool) ([]int64
 		if a.Count == 0 {
 			continue
 		}
+		if room != nil {
+			room.take(gr.Demand, a.Count)
+		}
 		placed[t.group] += a.Count
 		if gr.DistinctNodes {
 			distinct[[2]string{gr.Key.Job, n.ID}] = true
@@ -707,7 +761,7 @@ func (p *Placer) fit(in *Input, tent []tentative, dropped map[int]bool) ([]int64
 		}
 		out = append(out, a)
 	}
-	return placed, out, conflicts
+	return placed, out, conflicts, cut
 }
 
 // constraintKey and policyKey are canonical strings for class keys.

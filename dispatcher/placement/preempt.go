@@ -22,7 +22,9 @@ type Victim struct {
 
 // Preempt chooses running offline tasks to stop so that the offline groups
 // a round's plan left pending for lack of capacity (ReasonNoCapacity, or
-// ReasonNoCandidates) can run: at most limit
+// ReasonNoCandidates) can run, as many of their tasks as their queues'
+// caps let run beside what the queues hold and the plan assigns: at most
+// limit
 // of them, for the groups in the order of in.Groups (highest priority
 // first). in is the round's input, as Place accepted it, and plan its
 // outcome; each node's
@@ -51,8 +53,10 @@ func (p *Placer) Preempt(in *Input, plan *Plan, limit int) []Preemption {
 	for _, pd := range plan.Pending {
 		g := groups[pd.Group]
 		if preemptible(pd.Reason) && g != nil && g.QoS == api.QoSOffline && !g.Gang && g.Priority > 0 {
-			wants = append(wants, g)
-			left[g.Key] = pd.Count
+			if left[g.Key] == 0 {
+				wants = append(wants, g)
+			}
+			left[g.Key] += pd.Count
 		}
 	}
 	if len(wants) == 0 {
@@ -76,9 +80,16 @@ func (p *Placer) Preempt(in *Input, plan *Plan, limit int) []Preemption {
 			return cmp.Or(cmp.Compare(a.Priority, b.Priority), b.Since.Compare(a.Since), cmp.Compare(a.Task, b.Task))
 		})
 	}
+	// quota is what the capped queues hold once the plan's assignments
+	// are made; no victim's stop is counted as lowering it.
+	quota := newQuotas(in)
 	for _, a := range plan.Assignments {
-		if g, i := groups[a.Group], idx[a.Node]; g != nil && g.QoS == api.QoSOffline {
+		g, i := groups[a.Group], idx[a.Node]
+		if g != nil && g.QoS == api.QoSOffline {
 			avail[i] = avail[i].Plus(g.Demand, int64(len(a.Slots))-a.Count)
+		}
+		if g != nil && quota[g.Queue] != nil {
+			quota[g.Queue].take(g.Demand, a.Count)
 		}
 	}
 
@@ -100,6 +111,12 @@ func (p *Placer) Preempt(in *Input, plan *Plan, limit int) []Preemption {
 		if g.DistinctNodes {
 			need = min(need, int64(len(admitted)))
 		}
+		// Room is made only for tasks their queue's caps let run.
+		room := quota[g.Queue]
+		if room != nil {
+			need = min(need, room.fits(g.Demand))
+		}
+		wanted := need
 		// Room being released comes first: those tasks only wait.
 		for _, i := range admitted {
 			if need == 0 {
@@ -135,6 +152,9 @@ func (p *Placer) Preempt(in *Input, plan *Plan, limit int) []Preemption {
 			}
 			avail[best] = avail[best].Plus(g.Demand, -k)
 			need -= k
+		}
+		if room != nil {
+			room.take(g.Demand, wanted-need)
 		}
 	}
 	return out
