@@ -29,7 +29,7 @@ type ClusterStatus struct {
 	Applied  uint64 `json:"applied"`
 	// Queues are the queues that hold a job or have a weight, by name
 	// ("" is the default queue).
-	Queues []QueueStatus `json:"queues"`
+	Queues []QueueSummary `json:"queues"`
 	// Tasks sums the queues' tasks.
 	Tasks TaskCounts `json:"tasks"`
 	// Jobs counts the jobs by state, over every queue.
@@ -42,8 +42,9 @@ type ClusterStatus struct {
 	RoundTotals RoundTotals `json:"round_totals"`
 }
 
-// QueueStatus is one queue: its fair-share weight and what it holds.
-type QueueStatus struct {
+// QueueSummary is one queue in the cluster summary: its fair-share
+// weight and what it holds.
+type QueueSummary struct {
 	Name   string             `json:"name"`
 	Weight int64              `json:"weight"`
 	Jobs   map[JobState]int64 `json:"jobs"`

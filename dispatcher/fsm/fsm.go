@@ -82,6 +82,12 @@ type FSM struct {
 		// queueUsed is what each queue's active tasks hold, both tiers
 		// summed; a queue holding nothing has no entry.
 		queueUsed map[string]api.Capacity
+		// queueTasks counts each queue's active tasks; a queue with none
+		// has no entry.
+		queueTasks map[string]int64
+		// queues holds the queues' settings (SetQueue); a queue without
+		// has no entry.
+		queues map[string]api.QueueSettings
 		// slots holds every cached slot by expiry (and consumed ones until
 		// they come due); nextSlot numbers the next.
 		slots    slotHeap
@@ -143,6 +149,8 @@ func (f *FSM) resetLocked() {
 	f.mu.nodeList = nil
 	f.mu.pending = pendingSet{}
 	f.mu.queueUsed = map[string]api.Capacity{}
+	f.mu.queueTasks = map[string]int64{}
+	f.mu.queues = map[string]api.QueueSettings{}
 	f.mu.slots, f.mu.nextSlot = nil, 1
 	// What was not stored belongs to the state being replaced.
 	f.unstoredTasks, f.unstoredGroups, f.unstoredNodes = nil, nil, nil
@@ -221,6 +229,8 @@ func (f *FSM) applyLocking(w writer, index uint64, cmd []byte) ([]byte, error) {
 		res, err = f.endDrainCmdLocked(w, now, d)
 	case cmdPruneHistory:
 		res, err = f.pruneLocked(w, d)
+	case cmdSetQueue:
+		res, err = f.setQueueLocked(w, d)
 	default:
 		err = fmt.Errorf("%w: unknown command tag %d", ErrCorrupt, cmd[0])
 	}

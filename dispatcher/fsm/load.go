@@ -84,6 +84,7 @@ func (f *FSM) loadLocked(r raftkv.Reader) error {
 		{prefixSlot, f.loadSlotRecordLocked},
 		{prefixIdem, f.loadIdemRecordLocked},
 		{prefixHistory, f.loadSummaryLocked},
+		{prefixQueue, f.loadQueueLocked},
 	}
 	for _, s := range steps {
 		if err := r.Scan([]byte(s.prefix), prefixEnd(s.prefix), s.load); err != nil {

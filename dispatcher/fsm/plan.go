@@ -151,6 +151,11 @@ func (f *FSM) holdLocked(n *node, j *job, g *group, k int64) {
 	} else {
 		f.mu.queueUsed[q] = u
 	}
+	if t := f.mu.queueTasks[q] + k; t == 0 {
+		delete(f.mu.queueTasks, q)
+	} else {
+		f.mu.queueTasks[q] = t
+	}
 }
 
 // inputChangedLocked notes that n's part of a round's input changed,

@@ -448,7 +448,10 @@ func (f *FSM) dump() string {
 		b.WriteByte('\n')
 	}
 	for _, q := range slices.Sorted(maps.Keys(f.mu.queueUsed)) {
-		fmt.Fprintf(&b, "queue %q used=%+v\n", q, f.mu.queueUsed[q])
+		fmt.Fprintf(&b, "queue %q used=%+v tasks=%d\n", q, f.mu.queueUsed[q], f.mu.queueTasks[q])
+	}
+	for _, q := range slices.Sorted(maps.Keys(f.mu.queues)) {
+		fmt.Fprintf(&b, "queue %q settings=%+v\n", q, f.mu.queues[q])
 	}
 	for _, s := range f.mu.history.byNum {
 		st := s.status()

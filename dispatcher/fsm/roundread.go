@@ -219,12 +219,28 @@ func (p PendingGroup) JobRunning() api.Capacity {
 	return running
 }
 
-// Queues yields each queue with active tasks and what they hold, both
-// tiers summed, in no order.
-func (r RoundRead) Queues() iter.Seq2[string, api.Capacity] {
-	return func(yield func(string, api.Capacity) bool) {
-		for q, used := range r.f.mu.queueUsed {
-			if !yield(q, used) {
+// QueueRead is a queue as a round reads it.
+type QueueRead struct {
+	Name string
+	// Running is what its active tasks hold, both tiers summed; Tasks is
+	// how many they are.
+	Running api.Capacity
+	Tasks   int64
+	// Settings are its replicated weight and caps (SetQueue).
+	Settings api.QueueSettings
+}
+
+// Queues yields each queue with active tasks or settings, in no order.
+func (r RoundRead) Queues() iter.Seq[QueueRead] {
+	return func(yield func(QueueRead) bool) {
+		f := r.f
+		for q, used := range f.mu.queueUsed {
+			if !yield(QueueRead{Name: q, Running: used, Tasks: f.mu.queueTasks[q], Settings: f.mu.queues[q]}) {
+				return
+			}
+		}
+		for q, s := range f.mu.queues {
+			if _, ok := f.mu.queueUsed[q]; !ok && !yield(QueueRead{Name: q, Settings: s}) {
 				return
 			}
 		}

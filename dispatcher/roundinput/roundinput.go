@@ -327,11 +327,14 @@ func readNode(pn *placement.Node, n fsm.RoundNode, now time.Time) {
 	}
 }
 
-// readQueues sets in's queues: what each queue's active tasks hold.
+// readQueues sets in's queues: what each queue's active tasks hold, how
+// many they are, and its replicated weight and caps, for every queue with
+// active tasks or settings.
 func readQueues(r fsm.RoundRead, in *placement.Input) {
 	in.Queues = in.Queues[:0]
-	for q, used := range r.Queues() {
-		in.Queues = append(in.Queues, placement.Queue{Name: q, Running: used})
+	for q := range r.Queues() {
+		in.Queues = append(in.Queues, placement.Queue{Name: q.Name, Running: q.Running, Tasks: q.Tasks,
+			Weight: q.Settings.Weight, Caps: q.Settings.Caps})
 	}
 	slices.SortFunc(in.Queues, func(a, b placement.Queue) int { return cmp.Compare(a.Name, b.Name) })
 }

@@ -21,7 +21,7 @@ func (h *Handler) cluster(ctx *fasthttp.RequestCtx, p Principal, _ []string) *ht
 	}
 	st := h.cfg.Raft.Status()
 	out := api.ClusterStatus{Replica: st.ID, Leader: st.Leader, IsLeader: st.IsLeader, Term: st.Term,
-		Applied: h.cfg.FSM.Applied(), Queues: []api.QueueStatus{}, Jobs: map[api.JobState]int64{}, Rounds: []api.RoundInfo{}}
+		Applied: h.cfg.FSM.Applied(), Queues: []api.QueueSummary{}, Jobs: map[api.JobState]int64{}, Rounds: []api.RoundInfo{}}
 	counts := h.cfg.FSM.QueueCounts()
 	for _, name := range h.cfg.Dispatcher.WeightedQueues() {
 		if i, found := slices.BinarySearchFunc(counts, name, func(q fsm.QueueCount, n string) int { return strings.Compare(q.Name, n) }); !found {
@@ -32,7 +32,7 @@ func (h *Handler) cluster(ctx *fasthttp.RequestCtx, p Principal, _ []string) *ht
 		if !p.mayQueue(c.Name) {
 			continue
 		}
-		q := api.QueueStatus{Name: c.Name, Weight: h.cfg.Dispatcher.QueueWeight(c.Name), Jobs: map[api.JobState]int64{},
+		q := api.QueueSummary{Name: c.Name, Weight: h.cfg.Dispatcher.QueueWeight(c.Name), Jobs: map[api.JobState]int64{},
 			Tasks: api.TaskCounts{Total: c.Tasks.Count, Pending: c.Tasks.Pending, Retrying: c.Tasks.Retrying, Active: c.Tasks.Active,
 				Succeeded: c.Tasks.Succeeded, Failed: c.Tasks.Failed, Killed: c.Tasks.Killed}, Used: c.Used}
 		for s, n := range c.Jobs {
