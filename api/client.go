@@ -1101,6 +1101,27 @@ func (c *Client) Whoami(ctx context.Context) (Whoami, error) {
 	return out, err
 }
 
+// Queues lists the queues: those with settings, active or pending tasks.
+func (c *Client) Queues(ctx context.Context) (QueueList, error) {
+	var out QueueList
+	_, err := c.doJSON(ctx, &request{method: http.MethodGet, path: PathQueues}, &out)
+	return out, err
+}
+
+// SetQueue sets a queue's settings, replacing the ones it had (settings
+// all zero clear them), and returns the queue's status. It needs an admin
+// token. Setting the same settings twice is harmless, so the request is
+// sent again after a failover.
+func (c *Client) SetQueue(ctx context.Context, name string, s QueueSettings) (QueueStatus, error) {
+	body, err := json.Marshal(s)
+	if err != nil {
+		return QueueStatus{}, fmt.Errorf("api: set queue: encode: %w", err)
+	}
+	var out QueueStatus
+	_, err = c.doJSON(ctx, &request{method: http.MethodPost, path: PathQueue + escSeg(name), body: body, contentType: "application/json", repeatable: true}, &out)
+	return out, err
+}
+
 // LogOptions select a task's output.
 type LogOptions struct {
 	// Container is the container's name; "" means the pod's first.

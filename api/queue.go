@@ -56,6 +56,9 @@ func (s *QueueSettings) Validate() error {
 type QueueStatus struct {
 	Name string `json:"name"`
 	QueueSettings
+	// EffectiveWeight is the weight rounds give the queue: its settings',
+	// else the dispatcher's configured one, else 1.
+	EffectiveWeight int64 `json:"effective_weight"`
 	// Running is what the queue's active tasks hold, both tiers summed;
 	// Tasks how many they are.
 	Running Capacity `json:"running"`

@@ -43,6 +43,12 @@ const (
 	// DELETE PathNode + "{name}" removes a drained or down node without
 	// active tasks (the admin role) and answers 204; 409 when it is not.
 	PathNode = "/v1/nodes/"
+	// PathQueues: GET lists the queues (QueueList).
+	PathQueues = "/v1/queues"
+	// PathQueue is PathQueues + "/{name}": POST sets the queue's settings
+	// (QueueSettings, replacing the ones it had; role admin) and answers
+	// with the queue's QueueStatus.
+	PathQueue = "/v1/queues/"
 	// PathWatch streams state changes as NDJSON WatchEvents (query: from,
 	// the index to resume after).
 	PathWatch = "/v1/watch"

@@ -76,7 +76,8 @@ type Config struct {
 	// QueueWeights are the queues' fair-share weights, 1 to
 	// api.MaxQueueWeight: at one priority, the active queues share
 	// contended capacity in these proportions (dominant resource). A queue
-	// not named weighs 1.
+	// not named weighs 1. A weight set through the API (fsm.SetQueue) wins
+	// over the queue's weight here.
 	QueueWeights map[string]int64
 	// SlotTTL keeps the resources of a task that ends on its own cached
 	// on its node this long for a task of the same shape and class

@@ -134,7 +134,8 @@ func (d *Dispatcher) roundOnce(ctx context.Context, term uint64, out *roundOutco
 	return retry || pr.Placed > 0 && (truncated || st.Unplaced > 0) || len(pr.Rejected) > 0, pr.Placed, nil
 }
 
-// weigh sets the configured queue weights in a round's input.
+// weigh sets the configured queue weights in a round's input, where the
+// queue's replicated settings give none (fsm.SetQueue's weight wins).
 func (d *Dispatcher) weigh(in *placement.Input) {
 	if len(d.cfg.QueueWeights) == 0 {
 		return
@@ -142,7 +143,10 @@ func (d *Dispatcher) weigh(in *placement.Input) {
 	seen := make(map[string]bool, len(in.Queues))
 	for i := range in.Queues {
 		q := &in.Queues[i]
-		q.Weight, seen[q.Name] = d.cfg.QueueWeights[q.Name], true
+		if q.Weight == 0 {
+			q.Weight = d.cfg.QueueWeights[q.Name]
+		}
+		seen[q.Name] = true
 	}
 	for _, name := range slices.Sorted(maps.Keys(d.cfg.QueueWeights)) {
 		if !seen[name] {

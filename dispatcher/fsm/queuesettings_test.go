@@ -52,7 +52,7 @@ func TestSetQueue(t *testing.T) {
 
 	set("batch", api.QueueSettings{Weight: 3, Caps: api.QueueCaps{CPU: 1000, Tasks: 5}})
 	set("idle", api.QueueSettings{Caps: api.QueueCaps{Memory: 1 << 30, GPUs: 2}})
-	want := "[{batch {3 {1000 0 0 5}} {200 2097152 0 0 0} 2 1} {idle {0 {0 1073741824 2 0}} {0 0 0 0 0} 0 0}]"
+	want := "[{batch {3 {1000 0 0 5}} 0 {200 2097152 0 0 0} 2 1} {idle {0 {0 1073741824 2 0}} 0 {0 0 0 0 0} 0 0}]"
 	if got := fmt.Sprint(f.Queues()); got != want {
 		t.Fatalf("Queues() = %s\nwant        %s", got, want)
 	}
@@ -71,7 +71,7 @@ func TestSetQueue(t *testing.T) {
 	// Replacing settings replaces them whole; all zero removes them.
 	set("batch", api.QueueSettings{Caps: api.QueueCaps{GPUs: 1}})
 	set("idle", api.QueueSettings{})
-	want = "[{batch {0 {0 0 1 0}} {200 2097152 0 0 0} 2 1}]"
+	want = "[{batch {0 {0 0 1 0}} 0 {200 2097152 0 0 0} 2 1}]"
 	if got := fmt.Sprint(f.Queues()); got != want {
 		t.Fatalf("Queues() = %s\nwant        %s", got, want)
 	}

@@ -87,6 +87,8 @@ func TestAuth(t *testing.T) {
 		{"POST", api.PathNode + "n1/reports", `{"reports":[]}`, []string{"adm", "nl"}},
 		{"GET", api.PathTasks + ja + "/0/0/1/logs", "", []string{"adm", "rd", "sub-a", "sub-any"}},
 		{"GET", api.PathWatch, "", []string{"adm", "rd", "sub-a", "sub-any"}},
+		{"GET", api.PathQueues, "", []string{"adm", "rd", "sub-a", "sub-any"}},
+		{"POST", api.PathQueue + "qa", `{"caps":{"tasks":9}}`, []string{"adm"}},
 	}
 	all := []string{"adm", "rd", "sub-a", "sub-any", "nl"}
 	for _, e := range eps {

@@ -273,6 +273,8 @@ func bodyLimit(method, path string) int {
 		return maxDrainBody
 	case path == api.PathMembers:
 		return maxMemberBody
+	case strings.HasPrefix(path, api.PathQueue):
+		return maxQueueBody
 	}
 	return api.MaxBodyBytes
 }

@@ -378,6 +378,8 @@ var (
 	epCluster  = map[string]endpoint{"GET": {readers, (*Handler).cluster}}
 	epWhoami   = map[string]endpoint{"GET": {allRoles, (*Handler).whoami}}
 	epUI       = map[string]endpoint{"GET": {anyone, (*Handler).serveUI}}
+	epQueues   = map[string]endpoint{"GET": {readers, (*Handler).listQueues}}
+	epQueue    = map[string]endpoint{"POST": {admins, (*Handler).setQueue}}
 )
 
 // Routes of the request metrics: the indexes of RouteNames.
@@ -398,6 +400,8 @@ const (
 	routeDrain
 	routeMembers
 	routeMember
+	routeQueues
+	routeQueue
 	routeCluster
 	routeWhoami
 	routeUI
@@ -408,7 +412,7 @@ const (
 // routeNames are the route label's values, by route index.
 var routeNames = [...]string{"healthz", "readyz", "jobs", "job", "job_tasks", "capboxes", "captasks", "nodes",
 	"node_target", "node_reports", "task_logs", "watch", "node", "node_drain", "members", "member",
-	"cluster", "whoami", "ui", "metrics", "other"}
+	"queues", "queue", "cluster", "whoami", "ui", "metrics", "other"}
 
 // A name for each route, and none more: this fails to compile otherwise.
 var _ = [1]struct{}{}[len(routeNames)-1-routeOther]
@@ -478,6 +482,12 @@ func (h *Handler) route(ctx *fasthttp.RequestCtx, serve bool) (int, *httpError) 
 	case strings.HasPrefix(path, api.PathMember):
 		if id := path[len(api.PathMember):]; validSegment(id) {
 			eps, args, rt = epMember, []string{id}, routeMember
+		}
+	case path == api.PathQueues:
+		eps, rt = epQueues, routeQueues
+	case strings.HasPrefix(path, api.PathQueue):
+		if name := path[len(api.PathQueue):]; validSegment(name) {
+			eps, args, rt = epQueue, []string{name}, routeQueue
 		}
 	case path == api.PathCluster:
 		eps, rt = epCluster, routeCluster
