@@ -126,7 +126,7 @@ containers with online/offline overcommit.`,
 		return usageError{fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())}
 	})
 	root.AddCommand(newVersionCmd(), newValidateCmd(), newFlowCmd(), newPodCmd(), newBenchCmd(), newDispatcherCmd(), newDevCmd(),
-		newSubmitCmd(), newJobsCmd(), newCancelCmd(), newNodesCmd(), newLogsCmd(), newWatchCmd(), newNodeletCmd(), newLoadgenCmd(), newCapboxesCmd())
+		newSubmitCmd(), newJobsCmd(), newCancelCmd(), newNodesCmd(), newQueuesCmd(), newLogsCmd(), newWatchCmd(), newNodeletCmd(), newLoadgenCmd(), newCapboxesCmd())
 	return root
 }
 
