@@ -92,9 +92,13 @@ type Placer struct {
 	// valid (else -1): a Kept input's unchanged nodes need no new check.
 	validNodes int
 	// quota holds the capped queues of the input being placed (nil: none;
-	// quota.go), and quotaGroups the queue of each of its groups in one.
+	// quota.go), and quotaGroups the queue of each of its groups in one;
+	// quotaCosts and quotaFair are the cost model and fair-share tiers of
+	// that input, by group, which the placements of its parts use.
 	quota       quotas
 	quotaGroups map[GroupKey]string
+	quotaCosts  costModel
+	quotaFair   map[GroupKey][]fairTier
 }
 
 // scratch is a Placer's working memory by input node and by class,
@@ -255,7 +259,7 @@ func (p *Placer) Place(ctx context.Context, in *Input) (*Plan, error) {
 	}
 	p.validNodes = len(in.Nodes)
 	if p.quota = newQuotas(in); p.quota != nil {
-		defer func() { p.quota, p.quotaGroups = nil, nil }()
+		defer func() { p.quota, p.quotaGroups, p.quotaFair = nil, nil, nil }()
 		p.quotaGroups = make(map[GroupKey]string, len(in.Groups))
 		for i := range in.Groups {
 			if g := &in.Groups[i]; p.quota[g.Queue] != nil {
@@ -444,7 +448,7 @@ func (p *Placer) network(in *Input, classes []class, groupClass []int) (*flowsol
 	for i := range in.Groups {
 		total += in.Groups[i].Pending
 	}
-	costs := newCostModel(in)
+	costs, fair := p.costs(in)
 	arcCount := len(in.Nodes) + (3+2*int(costs.levels))*len(in.Groups)
 	for ci := range classes {
 		arcCount += 2 * len(classes[ci].candidates)
@@ -480,7 +484,6 @@ func (p *Placer) network(in *Input, classes []class, groupClass []int) (*flowsol
 			}
 		}
 	}
-	fair := fairShares(in, costs.levels)
 	unsched := map[string]flowsolver.NodeID{}
 	for gi := range in.Groups {
 		gr := &in.Groups[gi]

@@ -25,9 +25,24 @@ import (
 //  3. When step 2 cut anything, the flow's capacity for the cut tasks is
 //     unused: the round is placed again with each group of the queues cut
 //     offered what step 2 placed of it (which fits under the caps
-//     together), so that the other queues get that capacity.
+//     together), so that the other queues get that capacity. Another
+//     queue may then be cut in turn (the capacity freed lets more of its
+//     groups' offers through than fit under its caps together): this
+//     repeats while something is cut, at most maxQuotaPasses times. Each
+//     pass offers fewer tasks than the one before.
 //
-// With no capped queue in the input none of this runs.
+// Every pass prices the tasks it offers as the whole input would (the cost
+// model and fair-share tiers of the input, each group's cut to what it
+// offers), so that the tasks held back weigh in the queues' fair shares
+// as they would without caps and change no other queue's costs: a
+// capped queue's capacity goes to the others. With no capped queue in
+// the input none of this runs.
+
+// maxQuotaPasses bounds the placements again of a round whose fit check
+// cut tasks for their queues' caps (step 3). A round that still cuts
+// after them keeps its last plan, which its fit check kept under the
+// caps.
+const maxQuotaPasses = 4
 
 // QuotaReason is the pending reason of tasks of queue held back because one
 // more would take the queue past its cap on dim ("cpu", "memory", "gpus" or
@@ -132,6 +147,12 @@ func (q quotas) reset() {
 // placeCapped places in, whose queues p.quota holds capped (steps 1 and
 // 3 above; step 2 is the fit check's), and answers for every task of in.
 func (p *Placer) placeCapped(ctx context.Context, in *Input) (*Plan, error) {
+	p.quotaCosts = newCostModel(in)
+	fair := fairShares(in, p.quotaCosts.levels)
+	p.quotaFair = make(map[GroupKey][]fairTier, len(in.Groups))
+	for gi := range in.Groups {
+		p.quotaFair[in.Groups[gi].Key] = fair[gi]
+	}
 	// held lists the tasks taken out of the round, with their reasons.
 	var held []Pending
 	work := *in
@@ -155,15 +176,18 @@ func (p *Placer) placeCapped(ctx context.Context, in *Input) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	cut := map[string]bool{}
-	for _, pd := range plan.Pending {
-		if isQuotaReason(pd.Reason) {
-			cut[p.quotaGroups[pd.Group]] = true
+	for range maxQuotaPasses {
+		cut := map[string]bool{}
+		for _, pd := range plan.Pending {
+			if isQuotaReason(pd.Reason) {
+				cut[p.quotaGroups[pd.Group]] = true
+			}
 		}
-	}
-	if len(cut) > 0 {
+		if len(cut) == 0 {
+			break
+		}
 		// The groups of the queues cut are offered what was placed of
-		// them; what the first plan left of them keeps its reason.
+		// them; what the plan left of them keeps its reason.
 		placed := placedBy(plan)
 		for _, pd := range plan.Pending {
 			if cut[p.quotaGroups[pd.Group]] {
@@ -184,6 +208,34 @@ func (p *Placer) placeCapped(ctx context.Context, in *Input) (*Plan, error) {
 		plan = again
 	}
 	return settle(in, plan, held), nil
+}
+
+// costs returns the cost model of in and its groups' fair-share tiers.
+// With capped queues, in is a part of the input being placed (fewer
+// tasks, or fewer groups): the whole input's model and tiers are used,
+// each group's cut to its tasks (its first tiers, which carry the most
+// bonus), so that the tasks caps hold back still weigh in the queues'
+// fair shares as they would without caps, and the caps change no other
+// queue's costs.
+func (p *Placer) costs(in *Input) (costModel, [][]fairTier) {
+	if p.quota == nil {
+		m := newCostModel(in)
+		return m, fairShares(in, m.levels)
+	}
+	fair := make([][]fairTier, len(in.Groups))
+	for gi := range in.Groups {
+		g := &in.Groups[gi]
+		left := g.Pending
+		for _, t := range p.quotaFair[g.Key] {
+			if left == 0 {
+				break
+			}
+			t.count = min(t.count, left)
+			fair[gi] = append(fair[gi], t)
+			left -= t.count
+		}
+	}
+	return p.quotaCosts, fair
 }
 
 // placedBy sums plan's assignments by group.

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/dispatcher/placement"
@@ -263,12 +264,14 @@ func placedIn(in *placement.Input, plan *placement.Plan) map[string]int64 {
 // committing each plan and charging its queues, and checks each round:
 // the plan's invariants, no queue past a cap, quota reasons only for
 // capped queues. It logs how often, compared with the same round without
-// caps, a queue without caps places (or retries at once) fewer tasks, and
-// a plain group of a capped queue is left pending (but to be retried at
+// caps, the queues without caps place (or retry at once) fewer tasks
+// together, and a plain group of a capped queue is left pending (but to be retried at
 // once) while its queue is under every cap for it and a node has room for
 // it: both follow from the fit check's conflicts, which change with the
-// flow, and from the pass before the flow offering a group only what fits
-// under the caps at the round's start.
+// flow, from ties the solver breaks either way, and from the pass before
+// the flow offering a group only what fits under the caps at the round's
+// start (TestQuotaPropertiesExact checks both where none of these
+// arise).
 func TestQuotaProperties(t *testing.T) {
 	r := seedtest.Rand(t)
 	var rounds, held, fewer, idle int
@@ -288,10 +291,14 @@ func TestQuotaProperties(t *testing.T) {
 				t.Fatal(err)
 			}
 			capped, without := placedIn(in, plan), placedIn(in, free)
+			var c, w int64
 			for _, q := range in.Queues {
-				if !q.Caps.Capped() && capped[q.Name] < without[q.Name] {
-					fewer++
+				if !q.Caps.Capped() {
+					c, w = c+capped[q.Name], w+without[q.Name]
 				}
+			}
+			if c < w {
+				fewer++
 			}
 			for _, g := range idleRoom(in, plan) {
 				if !slices.Contains(idleRoom(uncapped(in), free), g) {
@@ -319,7 +326,7 @@ func TestQuotaProperties(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d rounds, %d groups held by quota; %d times a queue without caps placed fewer, %d times a group of a capped queue waited beside room under its caps",
+	t.Logf("%d rounds, %d groups held by quota; %d times the queues without caps placed fewer, %d times a group of a capped queue waited beside room under its caps",
 		rounds, held, fewer, idle)
 	if held == 0 {
 		t.Error("no round held a task back by its queue's caps")
@@ -381,4 +388,76 @@ func idleRoom(in *placement.Input, plan *placement.Plan) []string {
 		}
 	}
 	return out
+}
+
+// TestQuotaPropertiesExact places random rounds whose groups are of one
+// shape and class (offline, no gang, constraint, pool, distinct nodes,
+// preference or slot), which the flow places exactly (no conflicts), over
+// queues with random caps on CPU and tasks, and checks against the same
+// round without caps: the queues without caps place at least as many
+// tasks together, and no task of a capped queue is left pending while its queue is
+// under its caps for it and a node has room for it.
+func TestQuotaPropertiesExact(t *testing.T) {
+	r := seedtest.Rand(t)
+	var held int
+	for run := range 150 {
+		in := exactRound(r)
+		plan := place(t, in)
+		checkCaps(t, in, plan)
+		free := place(t, uncapped(in))
+		if plan.Stats.RepairedConflict != 0 || free.Stats.RepairedConflict != 0 {
+			t.Fatalf("run %d: conflicts in a round of one class", run)
+		}
+		// Together: a capped queue's share of contended capacity goes to
+		// the others by their weights, which may move some from one to
+		// another.
+		capped, without := placedIn(in, plan), placedIn(in, free)
+		var c, w int64
+		for _, q := range in.Queues {
+			if !q.Caps.Capped() {
+				c, w = c+capped[q.Name], w+without[q.Name]
+			}
+		}
+		if c < w {
+			t.Errorf("run %d: the queues without caps placed %d, %d when no queue has caps", run, c, w)
+		}
+		if idle := idleRoom(in, plan); len(idle) > 0 {
+			t.Errorf("run %d: groups %v left pending under their queues' caps beside a node with room", run, idle)
+		}
+		for _, pd := range plan.Pending {
+			if len(pd.Reason) > 6 && pd.Reason[:6] == "queue " {
+				held++
+			}
+		}
+	}
+	if held == 0 {
+		t.Error("no round held a task back by its queue's caps")
+	}
+}
+
+// exactRound is a round of TestQuotaPropertiesExact.
+func exactRound(r *rand.Rand) *placement.Input {
+	in := &placement.Input{}
+	for i := range 1 + r.IntN(12) {
+		n := node(fmt.Sprintf("n%d", i), 1000*(1+r.Int64N(16)), 64)
+		n.Free.Offline.CPU = r.Int64N(n.Capacity.Offline.CPU + 1)
+		in.Nodes = append(in.Nodes, n)
+	}
+	for i := range 1 + r.IntN(10) {
+		g := inQueue(group(fmt.Sprint("j", i), 1+r.Int64N(30), 1000, 1), fmt.Sprint("q", r.IntN(4)))
+		g.Priority = int32(r.IntN(3))
+		// Waits apart by more than a second, so that no two groups'
+		// tasks cost the same to leave pending (ties the solver may
+		// break either way).
+		g.Waited = time.Duration(i*60+r.IntN(30)) * time.Second
+		in.Groups = append(in.Groups, g)
+	}
+	for q := range 4 {
+		iq := placement.Queue{Name: fmt.Sprint("q", q), Running: res(1000*r.Int64N(10), r.Int64N(10)), Tasks: r.Int64N(10), Weight: 1 + r.Int64N(3)}
+		if r.IntN(3) > 0 {
+			iq.Caps = api.QueueCaps{CPU: 1000 * r.Int64N(30), Tasks: r.Int64N(30)}
+		}
+		in.Queues = append(in.Queues, iq)
+	}
+	return in
 }
