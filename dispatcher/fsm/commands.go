@@ -337,11 +337,12 @@ const (
 	RejectNotActive                           // preemption: the task is not running or already stopping
 	RejectPriority                            // preemption: the task is online or not of a lower priority
 	RejectPorts                               // the node has no port range, a static port is in use, or too few dynamic ports are free
+	RejectQuota                               // the tasks would take their queue past one of its caps
 )
 
 var rejectNames = []string{"", "job not found", "job cancelled", "group not found", "bad count",
 	"not enough pending tasks", "node not found", "node not ready", "does not fit", "constraint",
-	"distinct nodes", "slot not found", "task not found", "task not active", "priority", "ports"}
+	"distinct nodes", "slot not found", "task not found", "task not active", "priority", "ports", "quota"}
 
 func (c RejectCode) String() string {
 	if int(c) < len(rejectNames) && c > 0 {

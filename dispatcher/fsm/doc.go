@@ -62,6 +62,8 @@
 //	                                      submit, start and end times, final
 //	                                      state, name, queue, labels, task
 //	                                      counts, first failure
+//	q/<queue name>                        queue settings (SetQueue): weight,
+//	                                      caps on cpu, memory, gpus, tasks
 //
 // Per-job scans ("t/<job>", "g/<job>") are range scans, and forgetting
 // jobs deletes ranges (one per prefix for each run of numbers all

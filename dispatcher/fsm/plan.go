@@ -99,6 +99,9 @@ func (f *FSM) placeLocked(w writer, now int64, a *planAssignment) (RejectCode, s
 			return RejectPorts, why
 		}
 	}
+	if why := f.quotaShortfallLocked(j.queue, g.demand, a.count); why != "" {
+		return RejectQuota, why
+	}
 
 	// Apply: the slots give their resources to the tasks; retries first
 	// (those due), then never-placed tasks.

@@ -78,6 +78,27 @@ func (f *FSM) setQueueLocked(w writer, d *dec) ([]byte, error) {
 	return nil, nil
 }
 
+// quotaShortfallLocked says how k more tasks of demand d would take queue
+// past one of its caps, or returns "": a plan computed before the caps
+// were lowered is held to them when it commits.
+func (f *FSM) quotaShortfallLocked(queue string, d api.Capacity, k int64) string {
+	s, ok := f.mu.queues[queue]
+	if !ok || !s.Caps.Capped() {
+		return ""
+	}
+	used, tasks := f.mu.queueUsed[queue], f.mu.queueTasks[queue]
+	for _, c := range []struct {
+		dim            string
+		limit, have, p int64
+	}{{"cpu", s.Caps.CPU, used.CPU, d.CPU}, {"memory", s.Caps.Memory, used.Memory, d.Memory},
+		{"gpus", s.Caps.GPUs, used.GPUs, d.GPUs}, {"tasks", s.Caps.Tasks, tasks, 1}} {
+		if c.limit > 0 && c.p > 0 && c.have+k*c.p > c.limit {
+			return fmt.Sprintf("queue %s: %d tasks take its %s to %d, over its cap of %d", queue, k, c.dim, c.have+k*c.p, c.limit)
+		}
+	}
+	return ""
+}
+
 // loadQueueLocked loads a queue's settings record.
 func (f *FSM) loadQueueLocked(k, v []byte) error {
 	name := string(k[len(prefixQueue):])

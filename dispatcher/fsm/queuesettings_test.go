@@ -80,6 +80,46 @@ func TestSetQueue(t *testing.T) {
 	}
 }
 
+// TestPlanHeldToCaps: a plan's assignment that would take its queue past a
+// cap (set after the plan was computed) is rejected, and the next within
+// them applies.
+func TestPlanHeldToCaps(t *testing.T) {
+	q := newSeq(t)
+	now := time.Unix(1_800_000_000, 0)
+	q.node(now, api.Capacity{CPU: 4000, Memory: 4 << 30, GPUs: 4})
+	cmd, err := SubmitJobs(now, []api.JobSpec{{Name: "j", Queue: "batch", Tasks: []api.TaskGroupSpec{{Name: "work", Count: 6, Pod: api.PodSpec{
+		Containers: []api.ContainerSpec{{Image: api.Image{Rootfs: "/r"}, Command: []string{"x"}, Resources: api.Resources{CPU: 100, Memory: 1 << 20, GPUs: 1}}}}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.apply(cmd)
+	for _, tc := range []struct {
+		caps     api.QueueCaps
+		count    int64
+		rejected bool
+	}{
+		{api.QueueCaps{Tasks: 2}, 3, true},
+		{api.QueueCaps{Tasks: 2}, 2, false},
+		{api.QueueCaps{CPU: 300}, 2, true},
+		{api.QueueCaps{CPU: 300, Memory: 1 << 30}, 1, false},
+		{api.QueueCaps{GPUs: 3}, 1, true},
+	} {
+		set, err := SetQueue(now, "batch", api.QueueSettings{Caps: tc.caps})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q.apply(set)
+		res, err := DecodePlanResult(q.apply(CommitPlan(&Plan{Term: 1, Index: q.index, Now: now,
+			Assignments: []placement.Assignment{{Group: placement.GroupKey{Job: "j1", Group: "work"}, Node: "n1", Count: tc.count}}})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(res.Rejected) == 1 && res.Rejected[0].Code == RejectQuota; got != tc.rejected || !got && res.Placed != tc.count {
+			t.Fatalf("caps %+v, %d tasks: %+v", tc.caps, tc.count, res)
+		}
+	}
+}
+
 // TestSetQueueRefuses: bad names and settings make no command, and a
 // corrupt record fails Load.
 func TestSetQueueRefuses(t *testing.T) {
