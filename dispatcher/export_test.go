@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"github.com/sluicehq/sluice/batcher"
+	"github.com/sluicehq/sluice/dispatcher/placement"
 	"github.com/sluicehq/sluice/dispatcher/sched"
 )
 
@@ -15,3 +16,9 @@ func Settled(d *Dispatcher) bool { return d.shell.settled() }
 
 // ReportStats returns the counters of d's report batcher.
 func ReportStats(d *Dispatcher) batcher.Stats { return d.reports.Stats() }
+
+// Weigh sets the configured weights in a round's input as a Dispatcher
+// configured with weights does.
+func Weigh(weights map[string]int64, in *placement.Input) {
+	(&Dispatcher{cfg: Config{QueueWeights: weights}}).weigh(in)
+}

@@ -6,14 +6,19 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/dispatcher/server"
 )
 
-// TestQueues sets a queue's caps through the API as an admin (the other
-// roles are refused, bad settings are 400s), lists them, and follows a job
+// TestQueues sets a queue's caps and weight through the API as an admin
+// (the other roles are refused, bad settings are 400s), lists them (a
+// weight set winning over the configured one), and follows a job
 // of the queue: the cap holds its tasks back with the quota reason, and
 // clearing the cap lets them run.
 func TestQueues(t *testing.T) {
-	s := openOne(t, parseTokens(t, tokenFile))
+	s := openOneWith(t, func(c *server.Config) {
+		c.Tokens = parseTokens(t, tokenFile)
+		c.Dispatcher.QueueWeights = map[string]int64{"qa": 7, "qb": 5}
+	})
 	base := s.Addr()
 	if r := do(t, req{method: "POST", url: base + api.PathNodes, token: "nl", body: []byte(nodeJSON("n1", ""))}); r.status != 200 {
 		t.Fatalf("register: %s", r)
@@ -39,9 +44,12 @@ func TestQueues(t *testing.T) {
 	if st.Name != "qa" || st.Weight != 3 || st.EffectiveWeight != 3 || st.Caps != (api.QueueCaps{Tasks: 2, Memory: 1 << 30}) {
 		t.Fatalf("set qa: %+v", st)
 	}
+	// The weight set wins over the configured one; a queue only
+	// configured is listed with its configured weight.
 	for _, tok := range []string{"adm", "rd", "sub-a"} {
 		l := decode[api.QueueList](t, do(t, req{method: "GET", url: base + api.PathQueues, token: tok}), 200)
-		if len(l.Queues) != 1 || l.Queues[0].Name != "qa" || l.Queues[0].Caps.Tasks != 2 {
+		if len(l.Queues) != 2 || l.Queues[0].Name != "qa" || l.Queues[0].Caps.Tasks != 2 || l.Queues[0].EffectiveWeight != 3 ||
+			l.Queues[1].Name != "qb" || l.Queues[1].EffectiveWeight != 5 || l.Queues[1].Caps.Capped() {
 			t.Fatalf("queues as %s: %+v", tok, l)
 		}
 	}
