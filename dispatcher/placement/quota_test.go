@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -460,4 +461,40 @@ func exactRound(r *rand.Rand) *placement.Input {
 		in.Queues = append(in.Queues, iq)
 	}
 	return in
+}
+
+// BenchmarkPlaceCapped is BenchmarkPlace's rounds with the groups spread
+// over four queues, two of them capped at a quarter of what they ask for
+// (one on CPU, one on tasks): the cost of caps that bind.
+func BenchmarkPlaceCapped(b *testing.B) {
+	for _, size := range []struct{ nodes, tasks int }{{1000, 10000}, {10000, 100000}} {
+		b.Run(fmt.Sprintf("%dx%d", size.nodes, size.tasks), func(b *testing.B) {
+			in := benchInput(size.nodes, size.tasks, 1)
+			var cpu, tasks [4]int64
+			for i := range in.Groups {
+				g := &in.Groups[i]
+				q := i % 4
+				g.Queue = fmt.Sprint("q", q)
+				cpu[q] += g.Pending * g.Demand.CPU
+				tasks[q] += g.Pending
+			}
+			in.Queues = []placement.Queue{{Name: "q0", Caps: api.QueueCaps{CPU: cpu[0] / 4}}, {Name: "q1", Caps: api.QueueCaps{Tasks: tasks[1] / 4}}}
+			var plan *placement.Plan
+			for b.Loop() {
+				var err error
+				if plan, err = placement.New(nil).Place(context.Background(), in); err != nil {
+					b.Fatal(err)
+				}
+			}
+			held := int64(0)
+			for _, pd := range plan.Pending {
+				if strings.HasPrefix(pd.Reason, "queue ") {
+					held += pd.Count
+				}
+			}
+			b.ReportMetric(float64(plan.Stats.Placed), "placed")
+			b.ReportMetric(float64(held), "held")
+			b.ReportMetric(float64(plan.Stats.Solve.Microseconds())/1000, "solve-ms")
+		})
+	}
 }
