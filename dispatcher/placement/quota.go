@@ -172,6 +172,9 @@ func (p *Placer) placeCapped(ctx context.Context, in *Input) (*Plan, error) {
 			g.Pending = k
 		}
 	}
+	// Groups left with nothing to offer leave the round (gangs that fail
+	// are retried without others only when nothing else is left).
+	work.Groups = slices.DeleteFunc(work.Groups, func(g Group) bool { return g.Pending == 0 })
 	plan, err := p.place(ctx, &work)
 	if err != nil {
 		return nil, err
@@ -199,6 +202,7 @@ func (p *Placer) placeCapped(ctx context.Context, in *Input) (*Plan, error) {
 				g.Pending = placed[g.Key]
 			}
 		}
+		work.Groups = slices.DeleteFunc(work.Groups, func(g Group) bool { return g.Pending == 0 })
 		again, err := p.place(ctx, &work)
 		if err != nil {
 			return nil, err
