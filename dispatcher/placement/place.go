@@ -18,7 +18,9 @@ type Plan struct {
 	// Assignments say how many tasks of a group go to a node, in priority
 	// order (higher first).
 	Assignments []Assignment
-	// Pending lists, per group with tasks left over, how many and why.
+	// Pending lists, per group with tasks left over, how many and why:
+	// one entry per group, or, for a group of a capped queue, one per
+	// reason (some held back by the caps, others short of room).
 	Pending []Pending
 	Stats   Stats
 }
