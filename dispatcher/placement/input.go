@@ -120,8 +120,8 @@ type Input struct {
 	Nodes  []Node
 	Groups []Group
 	// Queues lists the queues with running tasks, and may list others
-	// (for their weights). A group's queue missing here runs nothing and
-	// weighs 1.
+	// (for their weights and caps). A group's queue missing here runs
+	// nothing, weighs 1 and has no caps.
 	Queues []Queue
 	// Kept says that Nodes are those of the input the Placer was last
 	// given, in the same order and unchanged but at the positions in
