@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/dispatcher/fsm"
+	"github.com/sluicehq/sluice/dispatcher/roundinput"
 )
 
 // TestQueuesRestart sets queues' settings through raftkv on pebble, clears
@@ -44,7 +45,7 @@ func TestQueuesRestart(t *testing.T) {
 	if got := fmt.Sprint(r2.f.Queues()); got != want {
 		t.Fatalf("Queues() after restart = %s\nwant                      %s", got, want)
 	}
-	if got := fmt.Sprint(r2.f.PlacementInput(r2.now, 0).Queues); got != "[{batch 4 {0 0 0 0 0} 0 {64000 274877906944 8 1000}} {web 0 {0 0 0 0 0} 0 {0 1073741824 0 0}}]" {
+	if got := fmt.Sprint(roundinput.Build(r2.f, r2.now, 0).Queues); got != "[{batch 4 {0 0 0 0 0} 0 {64000 274877906944 8 1000}} {web 0 {0 0 0 0 0} 0 {0 1073741824 0 0}}]" {
 		t.Fatalf("round input queues after restart: %s", got)
 	}
 }

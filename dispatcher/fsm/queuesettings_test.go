@@ -110,7 +110,7 @@ func TestPlanHeldToCaps(t *testing.T) {
 		}
 		q.apply(set)
 		res, err := DecodePlanResult(q.apply(CommitPlan(&Plan{Term: 1, Index: q.index, Now: now,
-			Assignments: []placement.Assignment{{Group: placement.GroupKey{Job: "j1", Group: "work"}, Node: "n1", Count: tc.count}}})))
+			Assignments: []Assignment{{Group: GroupKey{Job: "j1", Group: "work"}, Node: "n1", Count: tc.count}}})))
 		if err != nil {
 			t.Fatal(err)
 		}
