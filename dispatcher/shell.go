@@ -45,10 +45,11 @@ type shell struct {
 	timer   clock.Timer
 	timerAt time.Time
 	// inFlight counts the action goroutines whose report is not yet fed
-	// to the core; waiting is true while schedule waits for an event.
-	// Both only tell tests when the shell has settled (Settled).
-	inFlight atomic.Int32
-	waiting  atomic.Bool
+	// to the core, ticks the timer's signals not yet fed; waiting is true
+	// while schedule waits for an event. They only tell tests when the
+	// shell has settled (Settled).
+	inFlight, ticks atomic.Int32
+	waiting         atomic.Bool
 }
 
 // newShell returns the shell of d and its core; schedule runs it.
@@ -65,9 +66,13 @@ func newShell(d *Dispatcher) (*shell, error) {
 
 // settled reports whether the shell waits for an event with no action in
 // flight and no event queued but leadership: nothing happens until the
-// time passes, work arrives or the leadership changes.
+// time passes, work arrives or the leadership changes. An event counts
+// until the core is fed it (arrived, ticks, inFlight), not only while it
+// is queued: schedule may have taken it from its channel, and not yet read
+// the clock for it, when waiting still says it waits.
 func (s *shell) settled() bool {
-	return s.waiting.Load() && s.inFlight.Load() == 0 && len(s.d.work) == 0 && len(s.tick) == 0 && len(s.done) == 0
+	return s.waiting.Load() && s.inFlight.Load() == 0 && s.ticks.Load() == 0 && s.d.arrived.Load() == 0 &&
+		len(s.d.work) == 0 && len(s.tick) == 0 && len(s.done) == 0
 }
 
 // schedConfig is the scheduling core's configuration.
@@ -111,6 +116,7 @@ func (d *Dispatcher) schedule() {
 			core.Work(d.cfg.Clock.Now(), int(min(d.arrived.Swap(0), int64(d.cfg.MaxTasks))))
 		case <-s.tick:
 			core.Tick(d.cfg.Clock.Now())
+			s.ticks.Add(-1)
 		case r := <-s.done:
 			s.report(r)
 			s.inFlight.Add(-1)
@@ -260,9 +266,11 @@ func (s *shell) arm() {
 	s.stopTimer()
 	s.timerAt = at
 	s.timer = s.d.cfg.Clock.AfterFunc(at.Sub(s.d.cfg.Clock.Now()), func() {
+		s.ticks.Add(1)
 		select {
 		case s.tick <- struct{}{}:
 		default:
+			s.ticks.Add(-1) // one is queued already
 		}
 	})
 }
