@@ -54,6 +54,9 @@ type Dispatcher struct {
 	// wakeups wakes the Changed waiters and the Target long-polls, a view
 	// of the FSM's change sets.
 	wakeups *wakeups
+	// targets answers the Target long-polls, a view of the FSM's change
+	// sets.
+	targets *targetJournal
 
 	mu struct {
 		sync.Mutex
@@ -148,6 +151,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	}
 	d.reports = reports
 	d.feed = jobfeed.New(cfg.FSM)
+	d.targets = newTargetJournal(cfg.FSM)
 	d.unsubscribe = cfg.FSM.Subscribe(d.consume)
 	d.wg.Add(2)
 	go d.schedule()
@@ -208,12 +212,13 @@ func (d *Dispatcher) Changed() <-chan struct{} {
 }
 
 // consume is the Dispatcher's subscriber to the FSM's change sets, called
-// on the replica's apply goroutine: the round input and the watch feed,
-// then the wake-ups, so that a woken reader finds the views as new as
-// what woke it.
+// on the replica's apply goroutine: the round input, the watch feed and
+// the target journals, then the wake-ups, so that a woken reader finds
+// the views as new as what woke it.
 func (d *Dispatcher) consume(c *fsm.Changes) {
 	d.input.Consume(c)
 	d.feed.Consume(c)
+	d.targets.consume(c)
 	d.wakeups.consume(c)
 }
 
@@ -429,11 +434,12 @@ func (d *Dispatcher) Target(ctx context.Context, node string, knownGeneration ui
 	return d.target(ctx, node, knownGeneration, false)
 }
 
-// TargetChanges is Target answered, when the FSM can (fsm.NodeTargetSince),
-// with the changes since the target of knownGeneration, which the node
-// holds: work in proportion to what changed, not to the node's pods. Any
-// replica that leads can answer so, since every replica's FSM keeps the
-// same changes.
+// TargetChanges is Target answered, when the node's target journal reaches
+// back to knownGeneration (targets.go), with the changes since the target
+// of that generation, which the node holds: work in proportion to what
+// changed, not to the node's pods. Every replica keeps the journals from
+// the change sets its FSM applies, so a new leader answers so too, for
+// the generations since its replica last started or restored a snapshot.
 func (d *Dispatcher) TargetChanges(ctx context.Context, node string, knownGeneration uint64) (Target, error) {
 	return d.target(ctx, node, knownGeneration, true)
 }
@@ -450,25 +456,11 @@ func (d *Dispatcher) target(ctx context.Context, node string, knownGeneration ui
 		if _, ok := d.Leading(); !ok {
 			return Target{}, d.notLeader()
 		}
-		// Every long-poll wakes at every apply: look at the generation
-		// before building the pod list.
-		gen, ok := d.cfg.FSM.NodeGeneration(node)
-		if !ok {
-			return Target{}, fmt.Errorf("dispatcher: target of %q: %w", node, ErrUnknownNode)
+		t, ok, err := d.targets.since(node, knownGeneration, changes)
+		if err != nil {
+			return Target{}, fmt.Errorf("dispatcher: target of %q: %w", node, err)
 		}
-		if gen != knownGeneration {
-			since := uint64(0) // NodeTargetSince's whole target
-			if changes {
-				since = knownGeneration
-			}
-			gen, pods, removed, whole, ok := d.cfg.FSM.NodeTargetSince(node, since)
-			if !ok {
-				return Target{}, fmt.Errorf("dispatcher: target of %q: %w", node, ErrUnknownNode)
-			}
-			t := Target{Generation: gen, Pods: pods}
-			if !whole {
-				t.Base, t.Removed = knownGeneration, removed
-			}
+		if ok {
 			return t, nil
 		}
 		select {

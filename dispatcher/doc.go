@@ -123,10 +123,10 @@
 // A Target long-poll wakes when its node's target generation changes (the
 // Dispatcher subscribes to the FSM's change sets and, at each completion
 // of raft entries, wakes the polls of the nodes they changed) or the
-// replica's leadership changes; an apply wakes no other poll. TargetChanges answers
-// with the changes since the node's known target when the FSM still keeps
-// them (fsm.NodeTargetSince), so a change costs in proportion to itself,
-// not to the pods on the node. The node-facing types are this package's
+// replica's leadership changes; an apply wakes no other poll. TargetChanges
+// answers with the changes since the node's known target when its target
+// journal (targets.go) still keeps them, so a change costs in proportion
+// to itself, not to the pods on the node. The node-facing types are this package's
 // Target and the api's (TargetPod, TaskReport), which the FSM answers in,
 // so that the HTTP layer sends its pods as they are: the dispatcher may not
 // import nodelet, so an adapter to nodelet.Dispatcher lives with whoever
@@ -147,6 +147,13 @@
 //     again only for the nodes changed since the last round;
 //   - the watch feed (package jobfeed): the jobs in the order of their
 //     last change, for the HTTP watch (JobsChangedSince);
+//   - the target journals (targets.go): each node's changes of its target
+//     by generation, from the change sets' target changes
+//     (fsm.TargetChange), answered with the pods the FSM reads for them
+//     (fsm.FSM.NodeTargetChanges) and labelled with the generation the
+//     journal covers, not the FSM's newer one, so that a change not yet
+//     consumed is sent at the next poll; a whole target is read from the
+//     FSM with its generation at once;
 //   - the wake-ups (wakeups.go): the Changed waiters wake at each
 //     completion, and a node's Target long-polls at the completion after
 //     a command moved its target generation; nothing polls the FSM.
@@ -156,8 +163,9 @@
 // other views as new as that change. A view may be behind the
 // FSM (it consumes a change set after the FSM's lock is released) but
 // never ahead; an answer that reads the FSM's state for what a view named
-// is cut where the FSM is found ahead of the view (jobfeed), so that a
-// reader resuming from the answer's index misses nothing. A reset voids
+// is cut where the FSM is found ahead of the view (jobfeed) or labelled
+// with what the view covers (the target journals), so that a reader
+// resuming from the answer's index or generation misses nothing. A reset voids
 // what a view derived: it reads the FSM's state again.
 //
 // # Invariants

@@ -124,32 +124,38 @@ func BenchmarkApplyUpdates(b *testing.B) {
 	b.ReportMetric(float64(len(cmd))/benchN, "cmd-bytes/report")
 }
 
-// BenchmarkNodeTargetSince measures the leader's answer to a node's
-// long-poll after a plan: the changes since the node's last target, five
-// new pods on each of 1,000 nodes that run five already.
-func BenchmarkNodeTargetSince(b *testing.B) {
+// BenchmarkNodeTargetChanges measures the FSM's part of the leader's
+// answer to a node's long-poll after a plan: the pods of the changes since
+// the node's last target, five new pods on each of 1,000 nodes that run
+// five already, as the second plan's change set journals them.
+func BenchmarkNodeTargetChanges(b *testing.B) {
 	f, p := benchState(b, 1)
 	second := *p
 	p.Assignments, second.Assignments = p.Assignments[:benchN/2], p.Assignments[benchN/2:]
 	if _, err := f.apply(&discard{}, 2, CommitPlan(p)); err != nil {
 		b.Fatal(err)
 	}
-	known := map[string]uint64{}
-	for name := range f.mu.nodes {
-		known[name], _ = f.NodeGeneration(name)
-	}
+	changes := map[string][]TaskAttempt{}
+	defer f.Subscribe(func(c *Changes) {
+		for _, tc := range c.TargetChanges {
+			changes[tc.Node] = append(changes[tc.Node], tc.TaskAttempt)
+		}
+	})()
 	if _, err := f.apply(&discard{}, 3, CommitPlan(&second)); err != nil {
 		b.Fatal(err)
+	}
+	if len(changes) != len(f.mu.nodes) {
+		b.Fatalf("%d nodes journaled, want %d", len(changes), len(f.mu.nodes))
 	}
 	pods := 0
 	b.ReportAllocs()
 	for b.Loop() {
-		for name, gen := range known {
-			_, changed, _, whole, ok := f.NodeTargetSince(name, gen)
-			if !ok || whole {
-				b.Fatalf("node %s: ok %v, whole %v", name, ok, whole)
+		for name, list := range changes {
+			_, added, removed, ok := f.NodeTargetChanges(name, list)
+			if !ok || len(removed) != 0 {
+				b.Fatalf("node %s: ok %v, removed %v", name, ok, removed)
 			}
-			pods += len(changed)
+			pods += len(added)
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(pods), "ns/pod")

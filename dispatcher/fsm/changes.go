@@ -36,6 +36,37 @@ type TaskRef struct {
 	Index uint32
 }
 
+// TaskAttempt names an attempt of a task.
+type TaskAttempt struct {
+	Task    TaskRef
+	Attempt uint32
+}
+
+// TargetChange is one entry of a node's target journal, which the FSM
+// does not keep: that of the task attempt named, whose presence in the
+// node's target may have changed, journaled under generation Gen, or,
+// with Restart, the start of a journal afresh from Gen. A journal holds
+// the TargetChanges of a node in the order published; a node that holds
+// the target of a generation g, from the journal's start on, is brought to
+// the FSM's by the task attempts journaled under a generation above g
+// (NodeTargetChanges gives their pods).
+//
+// Gen is the node's generation when the change was made, plus one: the
+// generation the command moves the node to. A task its node reported
+// ended leaves the target without moving it (the node knows): that change
+// reaches the node with the next change of its target. A capbox's change
+// restarts the journal and moves the generation: the pods of the tasks in
+// it come and go with it, and the node gets its whole target.
+type TargetChange struct {
+	Node string
+	TaskAttempt
+	Gen uint64
+	// Tasks is how many tasks were active on the node when the change
+	// was made, to bound a journal by (not set for a Restart).
+	Tasks   int32
+	Restart bool
+}
+
 // Changes is what one applied command changed, named, not copied, in the
 // spirit of raft's Ready: a subscriber reads from the FSM what it needs of
 // the jobs, groups, tasks and nodes named. It is valid only during the
@@ -61,8 +92,12 @@ type Changes struct {
 	// Capboxes).
 	Tasks []TaskRef
 	// Targets are the nodes whose target generation the command moved,
-	// by name.
-	Targets []string
+	// by name, and TargetGens their generations now, in the same order.
+	Targets    []string
+	TargetGens []uint64
+	// TargetChanges are the entries of the nodes' target journals the
+	// command made, in the order it made them.
+	TargetChanges []TargetChange
 	// Nodes are the nodes whose part of a round's input (spec, state,
 	// held and releasing resources, cached slots, distinct-node jobs) the
 	// command changed, each once, in no order. NodeSet says that which
@@ -74,11 +109,13 @@ type Changes struct {
 // reset empties c's lists for the command at index, keeping their memory.
 func (c *Changes) reset(kind ChangeKind, index uint64) {
 	clear(c.Targets)
+	clear(c.TargetChanges)
 	clear(c.Nodes)
 	c.Kind, c.Index, c.NodeSet = kind, index, false
 	c.Nodes = c.Nodes[:0]
 	c.Jobs, c.Capboxes, c.Forgotten = c.Jobs[:0], c.Capboxes[:0], c.Forgotten[:0]
 	c.Groups, c.Tasks, c.Targets = c.Groups[:0], c.Tasks[:0], c.Targets[:0]
+	c.TargetGens, c.TargetChanges = c.TargetGens[:0], c.TargetChanges[:0]
 }
 
 // feed is the FSM's subscribers and the change sets it publishes to them.

@@ -290,18 +290,23 @@
 // again only the nodes that changed. The random-command tests check after
 // every command that an input so kept is the one read whole.
 //
-// Each node keeps a journal of the tasks whose presence in its target may
-// have changed with each generation (bounded by the node's tasks; a
-// capbox's change, or Load, starts it afresh), so that NodeTargetSince
-// answers a node that holds an earlier target with the changes since, at a
-// cost in proportion to them and not to the node's pods: a node packed with
-// hundreds of short tasks sees its target change hundreds of times a
-// second. A task its node reports ended leaves the target without a new
-// generation (the node knows; waking its long-poll to say so would add
-// an HTTP exchange per task): the change is journaled under
-// the next generation, which the next change of the target brings. The
-// tests check, after every random command, that the changes since each of
-// a node's recent targets, applied to it, give NodeTarget's.
+// A node's target (NodeTarget) has a generation, stored, which a command
+// that changes the target moves once. The FSM keeps no journal of the
+// changes: each command's change set lists, in TargetChanges, the task
+// attempts whose presence in a node's target it may have changed, each
+// under the generation it is journaled under, and where a node's journal
+// restarts (a capbox's change: the pods of the tasks in it come and go
+// with it). A view in package dispatcher keeps the journals, so that a
+// node that holds an earlier target is answered with the changes since,
+// at a cost in proportion to them (NodeTargetChanges gives their pods)
+// and not to the node's pods: a node packed with hundreds of short tasks
+// sees its target change hundreds of times a second. A task its node
+// reports ended leaves the target without a new generation (the node
+// knows; waking its long-poll to say so would add an HTTP exchange per
+// task): the change is journaled under the next generation, which the
+// next change of the target brings. The tests check, after every random
+// command, that the target changes and generations of the change sets
+// name every change of every node's target.
 //
 // # History
 //
@@ -334,16 +339,19 @@
 // # Change sets
 //
 // The FSM owns the replicated state and what applying commands needs of
-// it (the indexes above), and the nodes' target journals (their
-// generations are stored). What readers derive from the course of changes
-// lives outside it, in package dispatcher and those under it, in views
-// fed by change sets: the kept round input (roundinput), the watch feed
-// (jobfeed) and the wake-ups of long-polls. It imports no package of the
-// dispatcher's (internal/lint keeps it so). After each command that applied, Apply publishes its
+// it (the indexes above, and the nodes' target generations, which are
+// stored). What readers derive from the course of changes lives outside
+// it, in package dispatcher and those under it, in views fed by change
+// sets: the kept round input (roundinput), the watch feed (jobfeed), the
+// nodes' target journals and the wake-ups of long-polls. It imports no
+// package of the dispatcher's (internal/lint keeps it so). After each
+// command that applied, Apply publishes its
 // change set (Changes, ChangeApplied): the jobs (capbox sets included)
 // whose counters or state it changed, the capbox sets among them, the
 // jobs it forgot, the groups, the tasks whose state, attempt or node it
-// changed, the nodes whose target generation it moved, and the nodes whose
+// changed, the nodes whose target generation it moved (with their
+// generations now), the entries of the nodes' target journals (as the
+// commands made them), and the nodes whose
 // part of a round's input it changed (and whether which nodes are ready
 // may have), at its index.
 // EntriesApplied publishes a completion (every command up to an index is
@@ -373,9 +381,9 @@
 // command, deferred records), changes.go (change sets and subscribers).
 // The commands, as applied: submit.go, nodes.go (register, node state),
 // plan.go and slots.go (placing tasks, cached slots), update.go (reports),
-// stop.go (tasks ending: finish, cancel, preempt), journal.go (node target
-// journals), capbox.go and captask.go, forget.go, history.go (summaries
-// of forgotten jobs). The codec: commands.go
+// stop.go (tasks ending: finish, cancel, preempt), journal.go (the target
+// changes a command publishes), capbox.go and captask.go, forget.go,
+// history.go (summaries of forgotten jobs). The codec: commands.go
 // (the command constructors and results), codec.go, keys.go, spec_codec.go
 // and skim.go (job specs). Reading: load.go (Load), read.go (statuses),
 // target.go (node targets), roundread.go (what a round's input is read

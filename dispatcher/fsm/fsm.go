@@ -255,6 +255,7 @@ func (f *FSM) flushLocked(index uint64, now int64) {
 	c := &f.feed.c
 	c.Jobs, c.Groups = slices.Grow(c.Jobs, len(f.dirtyGroups)), slices.Grow(c.Groups, len(f.dirtyGroups))
 	c.Targets, c.Tasks = slices.Grow(c.Targets, len(f.dirtyNodes)), slices.Grow(c.Tasks, len(f.dirtyTasks))
+	c.TargetGens = slices.Grow(c.TargetGens, len(f.dirtyNodes))
 	c.Nodes = slices.Grow(c.Nodes, len(f.inputDirty))
 	slices.SortFunc(f.dirtyGroups, func(a, b *group) int {
 		return cmp.Or(cmp.Compare(a.job.num, b.job.num), cmp.Compare(a.idx, b.idx))
@@ -284,7 +285,7 @@ func (f *FSM) flushLocked(index uint64, now int64) {
 			n.unstored = true
 			f.unstoredNodes = append(f.unstoredNodes, n)
 		}
-		c.Targets = append(c.Targets, n.spec.Name)
+		c.Targets, c.TargetGens = append(c.Targets, n.spec.Name), append(c.TargetGens, n.gen)
 	}
 	for _, t := range f.dirtyTasks {
 		c.Tasks = append(c.Tasks, TaskRef{t.key.job, t.key.group, t.key.index})

@@ -1,12 +1,8 @@
 package fsm
 
-import (
-	"slices"
-)
-
 // noteTargetLocked records that t, a task of j, may enter or leave n's
 // target with this command, and marks n changed. A capbox's change
-// restarts the journal: the pods of the tasks in it come and go with it.
+// restarts n's journal: the pods of the tasks in it come and go with it.
 func (f *FSM) noteTargetLocked(n *node, j *job, t *task) {
 	if j.owner() != nil {
 		f.restartJournalLocked(n)
@@ -16,18 +12,15 @@ func (f *FSM) noteTargetLocked(n *node, j *job, t *task) {
 	f.touchNode(n)
 }
 
-// journalLocked adds t to n's journal under n's next generation.
+// journalLocked journals t, in the command's change set, under n's next
+// generation.
 func (f *FSM) journalLocked(n *node, t *task) {
-	n.journal = append(n.journal, targetChange{gen: n.gen + 1, key: t.key, attempt: t.attempt})
-	if limit := minJournal + 4*len(n.tasks); len(n.journal) > limit {
-		// Keep the newer half, cut where a generation starts.
-		cut := len(n.journal) / 2
-		for cut < len(n.journal) && n.journal[cut].gen == n.journal[cut-1].gen {
-			cut++
-		}
-		n.journalFrom = n.journal[cut-1].gen
-		n.journal = slices.Delete(n.journal, 0, cut)
-	}
+	f.feed.c.TargetChanges = append(f.feed.c.TargetChanges, TargetChange{
+		Node:        n.spec.Name,
+		TaskAttempt: TaskAttempt{Task: TaskRef{t.key.job, t.key.group, t.key.index}, Attempt: t.attempt},
+		Gen:         n.gen + 1,
+		Tasks:       int32(len(n.tasks)),
+	})
 }
 
 // noteEndedLocked records that t, a task of j, left n's target because n
@@ -46,13 +39,10 @@ func (f *FSM) noteEndedLocked(n *node, j *job, t *task) {
 	}
 }
 
-// minJournal is the fewest changes a node's journal keeps (a variable for
-// the tests, which shrink it).
-var minJournal = 64
-
-// restartJournalLocked forgets n's target changes: from this command's
-// generation on, a node gets its whole target once.
+// restartJournalLocked restarts n's journal, in the command's change set,
+// from the generation the command moves n to: from it on, a node gets its
+// whole target once.
 func (f *FSM) restartJournalLocked(n *node) {
-	n.journal, n.journalFrom = n.journal[:0], n.gen+1
+	f.feed.c.TargetChanges = append(f.feed.c.TargetChanges, TargetChange{Node: n.spec.Name, Gen: n.gen + 1, Restart: true})
 	f.touchNode(n)
 }

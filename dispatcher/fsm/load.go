@@ -222,8 +222,7 @@ func (f *FSM) loadNodeRecordLocked(k, v []byte) error {
 	return nil
 }
 
-// loadGenRecordLocked loads a node's target generation; its journal
-// starts there.
+// loadGenRecordLocked loads a node's target generation.
 func (f *FSM) loadGenRecordLocked(k, v []byte) error {
 	n := f.mu.nodes[string(k[len(prefixGen):])]
 	if n == nil {
@@ -233,7 +232,6 @@ func (f *FSM) loadGenRecordLocked(k, v []byte) error {
 		return fmt.Errorf("%w: target generation %q of %d bytes", ErrCorrupt, k, len(v))
 	}
 	n.gen = binary.BigEndian.Uint64(v)
-	n.journalFrom = n.gen
 	return nil
 }
 

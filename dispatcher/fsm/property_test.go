@@ -52,10 +52,6 @@ func runRandomCommands(t *testing.T, v roundView) {
 	if testing.Short() {
 		runs = 4
 	}
-	// Cut the nodes' target journals often, to check NodeTargetSince
-	// across it.
-	defer func(n int) { minJournal = n }(minJournal)
-	minJournal = 2
 	targetDiffs, removed, drainStopped := 0, 0, 0
 	preempted, cached, sets, releases, capTasks, forgotten, pruned := 0, uint64(0), 0, 0, 0, 0, 0
 	// Some commands are rare in a run (a capbox task starts in about half
@@ -94,7 +90,7 @@ func runRandomCommands(t *testing.T, v roundView) {
 		t.Errorf("%d nodes removed, %d tasks stopped at a drain deadline: drains were not exercised", removed, drainStopped)
 	}
 	if targetDiffs == 0 {
-		t.Error("no node target was answered as changes: NodeTargetSince was not exercised")
+		t.Error("no change of a node's target was checked against the change sets' target changes")
 	}
 	if cached == 0 {
 		t.Error("no run cached a slot: slots were never exercised")
@@ -136,9 +132,15 @@ type propHarness struct {
 	changesErr error
 	term       uint64
 	counts     [12]int // ok, rejected, placed tasks, reports applied, tasks preempted, slots reused, capbox sets created, releases applied, capbox task stops and starts applied, jobs forgotten, summaries pruned
-	// targets holds each node's targets by generation, as seen at the
-	// checks; targetDiffs counts the targets answered as changes.
-	targets     map[string]map[uint64]map[string]api.TargetPod
+	// targets holds each node's target, by task ID, as the last check
+	// saw it; gens are the nodes' generations as the change sets told
+	// them; named are the task IDs the target changes named by node since
+	// the last check, and restarted the nodes whose journal they
+	// restarted. targetDiffs counts the pods found changed and named.
+	targets     map[string]map[string]api.TargetPod
+	gens        map[string]uint64
+	named       map[string]map[string]bool
+	restarted   map[string]bool
 	targetDiffs int
 	// removed counts the nodes removed, drainStopped the tasks stopped at
 	// a drain deadline.
@@ -922,6 +924,11 @@ func (h *propHarness) consume(c *Changes) {
 		for _, j := range js {
 			h.changed[j.Job] = j.Index
 		}
+		h.targets, h.gens = nil, map[string]uint64{}
+		h.named, h.restarted = map[string]map[string]bool{}, map[string]bool{}
+		for _, name := range h.nodes {
+			h.gens[name], _ = h.f.NodeGeneration(name)
+		}
 	case ChangeApplied:
 		if !slices.IsSorted(c.Jobs) || !slices.IsSorted(c.Forgotten) || len(slices.Compact(slices.Clone(c.Jobs))) != len(c.Jobs) {
 			bad("change set at %d: jobs %v, forgotten %v, not ascending once each", c.Index, c.Jobs, c.Forgotten)
@@ -942,6 +949,7 @@ func (h *propHarness) consume(c *Changes) {
 		if len(slices.Compact(slices.Sorted(slices.Values(c.Nodes)))) != len(c.Nodes) {
 			bad("change set at %d: nodes %v, not each once", c.Index, c.Nodes)
 		}
+		h.consumeTargets(c, bad)
 		seen := map[TaskRef]bool{}
 		for _, t := range c.Tasks {
 			if seen[t] {
@@ -1034,54 +1042,83 @@ func (h *propHarness) checkRoundInput() error {
 	return nil
 }
 
-// checkTargetChanges checks NodeTargetSince against NodeTarget: the
-// changes since each of a node's last few targets, applied to it, give the
-// node's target now.
+// consumeTargets checks a change set's target changes and generations
+// against the generations told before, and notes what they name for
+// checkTargetChanges.
+func (h *propHarness) consumeTargets(c *Changes, bad func(string, ...any)) {
+	for _, tc := range c.TargetChanges {
+		if want := h.gens[tc.Node] + 1; tc.Gen != want {
+			bad("change set at %d: target change %+v journaled under generation %d, want %d", c.Index, tc, tc.Gen, want)
+		}
+		if tc.Restart {
+			h.restarted[tc.Node] = true
+			continue
+		}
+		if tc.Tasks < 0 {
+			bad("change set at %d: target change %+v counts %d tasks", c.Index, tc, tc.Tasks)
+		}
+		if h.named[tc.Node] == nil {
+			h.named[tc.Node] = map[string]bool{}
+		}
+		h.named[tc.Node][taskID(taskKey{tc.Task.Job, tc.Task.Group, tc.Task.Index}, tc.Attempt)] = true
+	}
+	if len(c.TargetGens) != len(c.Targets) {
+		bad("change set at %d: %d targets, %d generations", c.Index, len(c.Targets), len(c.TargetGens))
+		return
+	}
+	for i, name := range c.Targets {
+		if want := h.gens[name] + 1; c.TargetGens[i] != want {
+			bad("change set at %d: node %s moved to generation %d, want %d", c.Index, name, c.TargetGens[i], want)
+		}
+		h.gens[name] = c.TargetGens[i]
+	}
+}
+
+// checkTargetChanges checks the change sets' target changes against
+// NodeTarget: each node's generation is the one they told, and every pod
+// that entered, left or changed in a node's target since the last check
+// is named by a target change of the node, or its journal restarted.
 func (h *propHarness) checkTargetChanges() error {
-	if h.targets == nil {
-		h.targets = map[string]map[uint64]map[string]api.TargetPod{}
+	if h.changesErr != nil {
+		return h.changesErr
+	}
+	first := h.targets == nil
+	if first {
+		h.targets = map[string]map[string]api.TargetPod{}
 	}
 	for _, name := range h.nodes {
 		gen, pods, ok := h.f.NodeTarget(name)
 		if !ok {
 			continue
 		}
+		if gen != h.gens[name] {
+			return fmt.Errorf("node %s: generation %d, the change sets told %d", name, gen, h.gens[name])
+		}
 		now := map[string]api.TargetPod{}
 		for _, p := range pods {
 			now[p.TaskID] = p
 		}
-		seen := h.targets[name]
-		if seen == nil {
-			seen = map[uint64]map[string]api.TargetPod{}
-			h.targets[name] = seen
+		then, seen := h.targets[name]
+		h.targets[name] = now
+		if first || !seen || h.restarted[name] {
+			continue
 		}
-		seen[gen] = now
-		for known, then := range seen {
-			if known+8 < gen {
-				delete(seen, known)
+		ids := maps.Clone(then)
+		maps.Copy(ids, now)
+		for _, id := range slices.Sorted(maps.Keys(ids)) {
+			a, inThen := then[id]
+			b, inNow := now[id]
+			if inThen == inNow && reflect.DeepEqual(a, b) {
 				continue
 			}
-			g, changed, removed, whole, ok := h.f.NodeTargetSince(name, known)
-			if !ok || g != gen {
-				return fmt.Errorf("node %s: NodeTargetSince(%d) = generation %d, ok %v; NodeTarget %d", name, known, g, ok, gen)
+			if !h.named[name][id] {
+				return fmt.Errorf("node %s: pod %s changed (in the target before %v, now %v, generation %d), not named by a target change", name, id, inThen, inNow, gen)
 			}
-			got := map[string]api.TargetPod{}
-			if !whole {
-				h.targetDiffs++
-				maps.Copy(got, then)
-				for _, id := range removed {
-					delete(got, id)
-				}
-			}
-			for _, p := range changed {
-				got[p.TaskID] = p
-			}
-			if !reflect.DeepEqual(got, now) {
-				return fmt.Errorf("node %s: the target of generation %d with the changes since (whole %v: %d pods, %d removed) is %v, want %v",
-					name, known, whole, len(changed), len(removed), slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(now)))
-			}
+			h.targetDiffs++
 		}
 	}
+	clear(h.named)
+	clear(h.restarted)
 	return nil
 }
 

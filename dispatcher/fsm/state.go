@@ -303,13 +303,6 @@ type node struct {
 	cached api.Allocatable
 	tasks  []*task        // active tasks, in no order (task.at is each one's place)
 	jobs   map[uint64]int // active tasks per job
-	// journal lists, oldest first, the tasks whose presence in the
-	// node's target may have changed with each generation after
-	// journalFrom, so that a node holding a generation from journalFrom
-	// on can be sent the changes since (NodeTargetSince). A change of a
-	// capbox task starts it afresh.
-	journal     []targetChange
-	journalFrom uint64
 	// distinctJobs counts the jobs in jobs that want distinct nodes, so
 	// that a round looks for them only on the nodes that have some.
 	distinctJobs int
@@ -336,14 +329,6 @@ func (n *node) setSpec(spec api.NodeSpec) {
 	spec.Pool = n.pool.Value()
 	n.spec = spec
 	n.recountPorts()
-}
-
-// targetChange says that the presence of a task's attempt in its node's
-// target may have changed with the generation gen.
-type targetChange struct {
-	gen     uint64
-	key     taskKey
-	attempt uint32
 }
 
 // addJobTasks counts delta more (or, negative, fewer) active tasks of j on

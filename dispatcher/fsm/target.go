@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"cmp"
 	"slices"
 
 	"github.com/sluicehq/sluice/api"
@@ -71,38 +70,28 @@ func (f *FSM) appendPodsLocked(pods []api.TargetPod, t *task) []api.TargetPod {
 	return pods
 }
 
-// NodeTargetSince returns a node's target as the changes since the target
-// of generation known, when the node's journal reaches back to it: the
-// pods added (or possibly changed), by task ID order, and the task IDs of
-// those removed (which may name pods the node no longer has). Otherwise,
-// and for known 0, it returns the whole target, as NodeTarget, with whole
-// set. The work is in proportion to the changes, not to the node's pods.
-func (f *FSM) NodeTargetSince(name string, known uint64) (gen uint64, pods []api.TargetPod, removed []string, whole, ok bool) {
+// NodeTargetChanges returns what of a node's target a list of task
+// attempts from its journal (TargetChange) concerns: the pods of those in
+// the target, in the list's order, and the task IDs of the others (which
+// may name pods the node never had or no longer has), with the target's
+// generation. ok is false for an unknown node. The work is in proportion
+// to the list, not to the node's pods. The pods' specs share memory with
+// the FSM: do not modify them.
+func (f *FSM) NodeTargetChanges(name string, changes []TaskAttempt) (gen uint64, pods []api.TargetPod, removed []string, ok bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	n := f.mu.nodes[name]
 	if n == nil {
-		return 0, nil, nil, false, false
+		return 0, nil, nil, false
 	}
-	if known == 0 || known < n.journalFrom || known > n.gen {
-		return n.gen, f.targetLocked(n), nil, true, true
-	}
-	i := len(n.journal)
-	for i > 0 && n.journal[i-1].gen > known {
-		i--
-	}
-	changes := slices.Clone(n.journal[i:])
-	slices.SortFunc(changes, func(a, b targetChange) int {
-		return cmp.Or(cmpKey(a.key, b.key), cmp.Compare(a.attempt, b.attempt))
-	})
-	changes = slices.CompactFunc(changes, func(a, b targetChange) bool { return a.key == b.key && a.attempt == b.attempt })
 	pods = make([]api.TargetPod, 0, len(changes)) // most changes add a pod
 	for _, c := range changes {
-		if t := f.taskLocked(c.key); t != nil && n.holds(t) && t.attempt == c.attempt && !t.stop {
+		k := taskKey{c.Task.Job, c.Task.Group, c.Task.Index}
+		if t := f.taskLocked(k); t != nil && n.holds(t) && t.attempt == c.Attempt && !t.stop {
 			pods = f.appendPodsLocked(pods, t)
 		} else {
-			removed = append(removed, taskID(c.key, c.attempt))
+			removed = append(removed, taskID(k, c.Attempt))
 		}
 	}
-	return n.gen, pods, removed, false, true
+	return n.gen, pods, removed, true
 }
