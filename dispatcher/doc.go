@@ -126,8 +126,8 @@
 // replica's leadership changes; an apply wakes no other poll. TargetChanges
 // answers with the changes since the node's known target when its target
 // journal (targets.go) still keeps them, so a change costs in proportion
-// to itself, not to the pods on the node. The node-facing types are this package's
-// Target and the api's (TargetPod, TaskReport), which the FSM answers in,
+// to itself, not to the pods on the node. The node-facing types are this
+// package's Target and the api's (TargetPod, TaskReport), which the FSM answers in,
 // so that the HTTP layer sends its pods as they are: the dispatcher may not
 // import nodelet, so an adapter to nodelet.Dispatcher lives with whoever
 // wires them (tests, the HTTP layer).
@@ -165,8 +165,9 @@
 // never ahead; an answer that reads the FSM's state for what a view named
 // is cut where the FSM is found ahead of the view (jobfeed) or labelled
 // with what the view covers (the target journals), so that a reader
-// resuming from the answer's index or generation misses nothing. A reset voids
-// what a view derived: it reads the FSM's state again.
+// resuming from the answer's index or generation misses nothing. A reset
+// voids what a view derived: it reads the FSM's state again, or starts
+// afresh (the target journals: each node gets its whole target once).
 //
 // # Invariants
 //

@@ -40,8 +40,10 @@ var minJournal = 64
 //   - j.changes holds, in the order consumed, every change of the node
 //     journaled under a generation above j.from since j started (its
 //     node's first change after the last reset, or a restart), and no
-//     other: j.from is the first change's generation, a restart's, or
-//     where a trim cut.
+//     other: j.from is the first change's generation (not the one
+//     before: a change of an ended task journaled under the same
+//     generation may have come before the subscription), a restart's,
+//     or where a trim cut.
 //   - j.gen, the generation the journal covers, is the node's generation
 //     as of the last change set consumed that moved it (0 before one):
 //     every change journaled under a generation up to j.gen is consumed,
@@ -63,18 +65,21 @@ var minJournal = 64
 // there is nothing to send, so that it neither spins nor gets its whole
 // target at every poll:
 //
-//   - the node holds the generation the view covers, or the FSM's (0, a
-//     target never changed, included);
+//   - the node holds the generation the view covers, its journal
+//     reaching back to it, or the FSM's (0, a target never changed,
+//     included);
 //   - the node holds a generation above the view's, up to the FSM's, and
 //     the view consumed a move of the node's generation since its
 //     journal started: it then consumes every later one, up to the
 //     node's, and the node's wake-up (wakeups) follows that consumption.
 //
-// A poll that holds a generation above what the view covers is not
-// answered whole: the whole target it would get is the one it holds or
-// newer than what the view can follow, and the next poll would again be
-// ahead of the view. Otherwise (a generation older than the journal's
-// start, or one the FSM never had) the node gets its whole target.
+// A node that holds a generation above the one the view covers got it
+// whole from the FSM while the view lagged; answered whole again, it would
+// be ahead of the view again at its next poll, and get its whole target at
+// every change while the view lags. Waiting costs it the view's lag: the
+// publication of the change sets already applied. Otherwise (no journal
+// reaching back to the node's generation, or a generation the FSM never
+// had) the node gets its whole target.
 //
 // consume runs on the FSM's apply goroutine; since on any.
 type targetJournal struct {

@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -501,4 +502,164 @@ func BenchmarkTargetSince(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(pods), "ns/pod")
+}
+
+// BenchmarkTargetJournalConsume measures the view's part of applying a
+// plan, on the apply goroutine: consuming the change set of 10,000 tasks
+// placed on 1,000 nodes (task i on node i mod 1,000, as fsm's
+// BenchmarkApplyPlan places them), in steady state (journals full, cut
+// as they grow).
+func BenchmarkTargetJournalConsume(b *testing.B) {
+	const nodes, tasks = 1000, 10_000
+	names := make([]string, nodes)
+	for i := range names {
+		names[i] = fmt.Sprintf("node-%05d", i)
+	}
+	c := &fsm.Changes{Kind: fsm.ChangeApplied, Targets: names, TargetGens: make([]uint64, nodes), TargetChanges: make([]fsm.TargetChange, tasks)}
+	v := newTargetJournal(nil)
+	v.consume(&fsm.Changes{Kind: fsm.ChangeReset})
+	gen := uint64(0)
+	for b.Loop() {
+		b.StopTimer()
+		gen++
+		for i := range c.TargetChanges {
+			c.TargetChanges[i] = fsm.TargetChange{Node: names[i%nodes], Gen: gen, Tasks: tasks / nodes,
+				TaskAttempt: fsm.TaskAttempt{Task: fsm.TaskRef{Job: gen, Index: uint32(i)}, Attempt: 1}}
+		}
+		for i := range c.TargetGens {
+			c.TargetGens[i] = gen
+		}
+		b.StartTimer()
+		v.consume(c)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*tasks), "ns/change")
+}
+
+// fakeTargets stands for the FSM: each node's generation and its pods by
+// task attempt.
+type fakeTargets struct {
+	gen  map[string]uint64
+	pods map[string]map[fsm.TaskAttempt]api.TargetPod
+}
+
+func (s *fakeTargets) NodeGeneration(name string) (uint64, bool) {
+	g, ok := s.gen[name]
+	return g, ok
+}
+
+func (s *fakeTargets) NodeTarget(name string) (uint64, []api.TargetPod, bool) {
+	g, ok := s.gen[name]
+	var pods []api.TargetPod
+	for _, ta := range slices.SortedFunc(maps.Keys(s.pods[name]), func(a, b fsm.TaskAttempt) int { return int(a.Task.Index) - int(b.Task.Index) }) {
+		pods = append(pods, s.pods[name][ta])
+	}
+	return g, pods, ok
+}
+
+func (s *fakeTargets) NodeTargetChanges(name string, changes []fsm.TaskAttempt) (uint64, []api.TargetPod, []string, bool) {
+	g, ok := s.gen[name]
+	var pods []api.TargetPod
+	var removed []string
+	for _, c := range changes {
+		if p, in := s.pods[name][c]; in {
+			pods = append(pods, p)
+		} else {
+			removed = append(removed, taskName(c))
+		}
+	}
+	return g, pods, removed, ok
+}
+
+func taskName(ta fsm.TaskAttempt) string { return fmt.Sprintf("t%d/%d", ta.Task.Index, ta.Attempt) }
+
+// TestTargetJournalRules walks one node through the cases of the view's
+// answers (targetJournal's comment), the FSM ahead of the view at times.
+func TestTargetJournalRules(t *testing.T) {
+	a, b := fsm.TaskAttempt{Task: fsm.TaskRef{Job: 1, Index: 1}, Attempt: 1}, fsm.TaskAttempt{Task: fsm.TaskRef{Job: 1, Index: 2}, Attempt: 1}
+	src := &fakeTargets{gen: map[string]uint64{"n": 5}, pods: map[string]map[fsm.TaskAttempt]api.TargetPod{"n": {}}}
+	v := newTargetJournal(src)
+	v.consume(&fsm.Changes{Kind: fsm.ChangeReset})
+	// fsmAdds and fsmRemoves change the FSM's state; consume gives the view
+	// the change set of a command.
+	fsmAdds := func(ta fsm.TaskAttempt) { src.pods["n"][ta] = api.TargetPod{TaskID: taskName(ta)} }
+	fsmRemoves := func(ta fsm.TaskAttempt) { delete(src.pods["n"], ta) }
+	consume := func(gen uint64, moved bool, changes ...fsm.TargetChange) {
+		c := &fsm.Changes{Kind: fsm.ChangeApplied, TargetChanges: changes}
+		if moved {
+			c.Targets, c.TargetGens = []string{"n"}, []uint64{gen}
+		}
+		v.consume(c)
+	}
+	change := func(ta fsm.TaskAttempt, gen uint64) fsm.TargetChange {
+		return fsm.TargetChange{Node: "n", TaskAttempt: ta, Gen: gen, Tasks: 2}
+	}
+	expect := func(step string, known uint64, want string) {
+		t.Helper()
+		tg, ok, err := v.since("n", known, true)
+		got := "wait"
+		switch {
+		case err != nil:
+			got = err.Error()
+		case ok && tg.Base == 0:
+			got = fmt.Sprintf("whole %d %v", tg.Generation, show(tg.Pods))
+		case ok:
+			got = fmt.Sprintf("changes %d->%d %v -%v", tg.Base, tg.Generation, show(tg.Pods), tg.Removed)
+		}
+		if got != want {
+			t.Errorf("%s: since(%d) = %s, want %s", step, known, got, want)
+		}
+	}
+
+	expect("after a reset, current by the FSM", 5, "wait")
+	expect("after a reset", 3, "whole 5 []")
+	expect("after a reset, from none", 0, "whole 5 []")
+
+	fsmAdds(a)
+	src.gen["n"] = 6
+	expect("FSM ahead of a view that holds no journal", 5, "whole 6 [t1/1]")
+	expect("FSM ahead of a view that holds no journal, current by the FSM", 6, "wait")
+	consume(6, true, change(a, 6))
+	expect("the journal starts at its first change", 5, "whole 6 [t1/1]")
+	expect("current", 6, "wait")
+
+	fsmAdds(b)
+	src.gen["n"] = 7
+	expect("FSM ahead, the node at the view's generation", 6, "wait")
+	expect("the node ahead of the view (got its whole target from the FSM)", 7, "wait")
+	consume(7, true, change(b, 7))
+	expect("the view caught up", 6, "changes 6->7 [t2/1] -[]")
+	expect("the view caught up, current", 7, "wait")
+
+	fsmRemoves(a) // reported ended: journaled under 8, no new generation
+	consume(8, false, change(a, 8))
+	expect("an ended task does not wake the node", 7, "wait")
+	expect("an ended task goes with the changes", 6, "changes 6->7 [t2/1] -[t1/1]")
+
+	fsmAdds(a) // a later command, not consumed yet: sent at the next poll
+	src.gen["n"] = 8
+	fsmRemoves(b)
+	expect("labelled with what the view covers", 6, "changes 6->7 [t1/1] -[t2/1]")
+	consume(8, true, change(a, 8), change(b, 8))
+	expect("the next poll", 7, "changes 7->8 [t1/1] -[t2/1]")
+
+	src.gen["n"] = 9 // a capbox's change
+	consume(9, true, fsm.TargetChange{Node: "n", Gen: 9, Restart: true})
+	expect("a restart", 8, "whole 9 [t1/1]")
+	expect("after a restart", 9, "wait")
+	expect("a generation the FSM never had", 12, "whole 9 [t1/1]")
+
+	v.consume(&fsm.Changes{Kind: fsm.ChangeReset})
+	expect("a reset, current by the FSM", 9, "wait")
+	expect("a reset", 8, "whole 9 [t1/1]")
+	if _, _, err := v.since("m", 1, true); !errors.Is(err, ErrUnknownNode) {
+		t.Errorf("an unknown node: %v", err)
+	}
+}
+
+func show(pods []api.TargetPod) []string {
+	ids := []string{}
+	for _, p := range pods {
+		ids = append(ids, p.TaskID)
+	}
+	return ids
 }

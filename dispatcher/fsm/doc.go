@@ -338,8 +338,8 @@
 //
 // # Change sets
 //
-// The FSM owns the replicated state and what applying commands needs of
-// it (the indexes above, and the nodes' target generations, which are
+// The FSM owns the replicated state and what applying commands needs of it
+// (the indexes above, and the nodes' target generations, which are
 // stored). What readers derive from the course of changes lives outside
 // it, in package dispatcher and those under it, in views fed by change
 // sets: the kept round input (roundinput), the watch feed (jobfeed), the
