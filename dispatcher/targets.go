@@ -87,8 +87,10 @@ type targetJournal struct {
 
 	mu sync.Mutex
 	// nodes are the journals by node name (a name is the FSM's string);
-	// guarded by mu.
+	// named are those of a change set's TargetNodes, by place, while
+	// consume takes it. Guarded by mu.
 	nodes map[string]*nodeJournal
+	named []*nodeJournal
 }
 
 // nodeJournal is one node's journal (see targetJournal).
@@ -120,22 +122,24 @@ func (v *targetJournal) consume(c *fsm.Changes) {
 		}
 		v.mu.Lock()
 		defer v.mu.Unlock()
-		// A command's changes of one node come together (a plan's
-		// assignments are by node): look the journal up once for them.
-		var j *nodeJournal
-		var name string
+		// The journals of the nodes the changes name, looked up once a
+		// command (consume's own).
+		v.named = slices.Grow(v.named[:0], len(c.TargetNodes))[:len(c.TargetNodes)]
+		clear(v.named)
 		for i := range c.TargetChanges {
 			tc := &c.TargetChanges[i]
-			if j == nil || tc.Node != name {
-				j, name = v.journalLocked(tc.Node, tc.Gen), tc.Node
+			j := v.named[tc.Node]
+			if j == nil {
+				j = v.journalLocked(c.TargetNodes[tc.Node].Name, tc.Gen)
+				v.named[tc.Node] = j
 			}
 			if tc.Restart {
 				clear(j.changes)
 				j.changes, j.from = j.changes[:0], tc.Gen
 				continue
 			}
-			j.changes = append(j.changes, journalEntry{tc.Gen, tc.TaskAttempt})
-			if limit := minJournal + 4*int(tc.Tasks); len(j.changes) > limit {
+			j.changes = append(j.changes, journalEntry{tc.Gen, tc.TaskAttempt()})
+			if limit := minJournal + 4*int(c.TargetNodes[tc.Node].Tasks); len(j.changes) > limit {
 				j.trim()
 			}
 		}

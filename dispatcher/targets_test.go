@@ -306,6 +306,9 @@ func TestTargetJournalRandom(t *testing.T) {
 			if ok {
 				n.gen, n.pods = tg.Generation, applyTarget(n.pods, tg)
 				n.held[n.gen] = n.pods
+				if tg.Base == 0 {
+					answers[1]++
+				}
 			}
 			// A generation the FSM never had gets the whole target.
 			if tg, ok, _ := v.since(name, gen+5, true); !ok || tg.Base != 0 || tg.Generation != gen || len(tg.Pods) != len(want) {
@@ -322,7 +325,7 @@ func TestTargetJournalRandom(t *testing.T) {
 // copyChanges copies the target changes of c, whose lists are the FSM's.
 func copyChanges(c *fsm.Changes) *fsm.Changes {
 	return &fsm.Changes{Kind: c.Kind, Index: c.Index, Targets: slices.Clone(c.Targets), TargetGens: slices.Clone(c.TargetGens),
-		TargetChanges: slices.Clone(c.TargetChanges)}
+		TargetChanges: slices.Clone(c.TargetChanges), TargetNodes: slices.Clone(c.TargetNodes)}
 }
 
 // TestTargetJournalLagging delays the view's consumption of the change
@@ -515,7 +518,11 @@ func BenchmarkTargetJournalConsume(b *testing.B) {
 	for i := range names {
 		names[i] = fmt.Sprintf("node-%05d", i)
 	}
-	c := &fsm.Changes{Kind: fsm.ChangeApplied, Targets: names, TargetGens: make([]uint64, nodes), TargetChanges: make([]fsm.TargetChange, tasks)}
+	c := &fsm.Changes{Kind: fsm.ChangeApplied, Targets: names, TargetGens: make([]uint64, nodes), TargetChanges: make([]fsm.TargetChange, tasks),
+		TargetNodes: make([]fsm.TargetNode, nodes)}
+	for i, name := range names {
+		c.TargetNodes[i] = fsm.TargetNode{Name: name, Tasks: tasks / nodes}
+	}
 	v := newTargetJournal(nil)
 	v.consume(&fsm.Changes{Kind: fsm.ChangeReset})
 	gen := uint64(0)
@@ -523,8 +530,7 @@ func BenchmarkTargetJournalConsume(b *testing.B) {
 		b.StopTimer()
 		gen++
 		for i := range c.TargetChanges {
-			c.TargetChanges[i] = fsm.TargetChange{Node: names[i%nodes], Gen: gen, Tasks: tasks / nodes,
-				TaskAttempt: fsm.TaskAttempt{Task: fsm.TaskRef{Job: gen, Index: uint32(i)}, Attempt: 1}}
+			c.TargetChanges[i] = fsm.TargetChange{Gen: gen, Job: gen, Index: uint32(i), Attempt: 1, Node: int32(i % nodes)}
 		}
 		for i := range c.TargetGens {
 			c.TargetGens[i] = gen
@@ -584,14 +590,14 @@ func TestTargetJournalRules(t *testing.T) {
 	fsmAdds := func(ta fsm.TaskAttempt) { src.pods["n"][ta] = api.TargetPod{TaskID: taskName(ta)} }
 	fsmRemoves := func(ta fsm.TaskAttempt) { delete(src.pods["n"], ta) }
 	consume := func(gen uint64, moved bool, changes ...fsm.TargetChange) {
-		c := &fsm.Changes{Kind: fsm.ChangeApplied, TargetChanges: changes}
+		c := &fsm.Changes{Kind: fsm.ChangeApplied, TargetChanges: changes, TargetNodes: []fsm.TargetNode{{Name: "n", Tasks: 2}}}
 		if moved {
 			c.Targets, c.TargetGens = []string{"n"}, []uint64{gen}
 		}
 		v.consume(c)
 	}
 	change := func(ta fsm.TaskAttempt, gen uint64) fsm.TargetChange {
-		return fsm.TargetChange{Node: "n", TaskAttempt: ta, Gen: gen, Tasks: 2}
+		return fsm.TargetChange{Gen: gen, Job: ta.Task.Job, Group: ta.Task.Group, Index: ta.Task.Index, Attempt: ta.Attempt}
 	}
 	expect := func(step string, known uint64, want string) {
 		t.Helper()
@@ -643,7 +649,7 @@ func TestTargetJournalRules(t *testing.T) {
 	expect("the next poll", 7, "changes 7->8 [t1/1] -[t2/1]")
 
 	src.gen["n"] = 9 // a capbox's change
-	consume(9, true, fsm.TargetChange{Node: "n", Gen: 9, Restart: true})
+	consume(9, true, fsm.TargetChange{Gen: 9, Restart: true})
 	expect("a restart", 8, "whole 9 [t1/1]")
 	expect("after a restart", 9, "wait")
 	expect("a generation the FSM never had", 12, "whole 9 [t1/1]")

@@ -138,7 +138,8 @@ func BenchmarkNodeTargetChanges(b *testing.B) {
 	changes := map[string][]TaskAttempt{}
 	defer f.Subscribe(func(c *Changes) {
 		for _, tc := range c.TargetChanges {
-			changes[tc.Node] = append(changes[tc.Node], tc.TaskAttempt)
+			name := c.TargetNodes[tc.Node].Name
+			changes[name] = append(changes[name], tc.TaskAttempt())
 		}
 	})()
 	if _, err := f.apply(&discard{}, 3, CommitPlan(&second)); err != nil {

@@ -16,11 +16,20 @@ func (f *FSM) noteTargetLocked(n *node, j *job, t *task) {
 // generation.
 func (f *FSM) journalLocked(n *node, t *task) {
 	f.feed.c.TargetChanges = append(f.feed.c.TargetChanges, TargetChange{
-		Node:        n.spec.Name,
-		TaskAttempt: TaskAttempt{Task: TaskRef{t.key.job, t.key.group, t.key.index}, Attempt: t.attempt},
-		Gen:         n.gen + 1,
-		Tasks:       int32(len(n.tasks)),
+		Gen: n.gen + 1, Job: t.key.job, Index: t.key.index, Attempt: t.attempt, Node: f.targetNodeLocked(n), Group: t.key.group,
 	})
+}
+
+// targetNodeLocked returns n's place in the command's TargetNodes, listing
+// it there first if it is not, with its count of active tasks now.
+func (f *FSM) targetNodeLocked(n *node) int32 {
+	c := &f.feed.c
+	if n.targetSeq != c.seq {
+		n.targetSeq, n.targetAt = c.seq, int32(len(c.TargetNodes))
+		c.TargetNodes = append(c.TargetNodes, TargetNode{Name: n.spec.Name})
+	}
+	c.TargetNodes[n.targetAt].Tasks = int32(len(n.tasks))
+	return n.targetAt
 }
 
 // noteEndedLocked records that t, a task of j, left n's target because n
@@ -43,6 +52,6 @@ func (f *FSM) noteEndedLocked(n *node, j *job, t *task) {
 // from the generation the command moves n to: from it on, a node gets its
 // whole target once.
 func (f *FSM) restartJournalLocked(n *node) {
-	f.feed.c.TargetChanges = append(f.feed.c.TargetChanges, TargetChange{Node: n.spec.Name, Gen: n.gen + 1, Restart: true})
+	f.feed.c.TargetChanges = append(f.feed.c.TargetChanges, TargetChange{Gen: n.gen + 1, Node: f.targetNodeLocked(n), Restart: true})
 	f.touchNode(n)
 }

@@ -1046,21 +1046,30 @@ func (h *propHarness) checkRoundInput() error {
 // against the generations told before, and notes what they name for
 // checkTargetChanges.
 func (h *propHarness) consumeTargets(c *Changes, bad func(string, ...any)) {
+	names := map[string]bool{}
+	for _, tn := range c.TargetNodes {
+		if names[tn.Name] || h.f.mu.nodes[tn.Name] == nil || tn.Tasks < 0 {
+			bad("change set at %d: target nodes %+v: %q twice, unknown or with %d tasks", c.Index, c.TargetNodes, tn.Name, tn.Tasks)
+		}
+		names[tn.Name] = true
+	}
 	for _, tc := range c.TargetChanges {
-		if want := h.gens[tc.Node] + 1; tc.Gen != want {
-			bad("change set at %d: target change %+v journaled under generation %d, want %d", c.Index, tc, tc.Gen, want)
+		if tc.Node < 0 || int(tc.Node) >= len(c.TargetNodes) {
+			bad("change set at %d: target change %+v of node %d, of %d", c.Index, tc, tc.Node, len(c.TargetNodes))
+			return
+		}
+		node := c.TargetNodes[tc.Node].Name
+		if want := h.gens[node] + 1; tc.Gen != want {
+			bad("change set at %d: target change %+v of %s journaled under generation %d, want %d", c.Index, tc, node, tc.Gen, want)
 		}
 		if tc.Restart {
-			h.restarted[tc.Node] = true
+			h.restarted[node] = true
 			continue
 		}
-		if tc.Tasks < 0 {
-			bad("change set at %d: target change %+v counts %d tasks", c.Index, tc, tc.Tasks)
+		if h.named[node] == nil {
+			h.named[node] = map[string]bool{}
 		}
-		if h.named[tc.Node] == nil {
-			h.named[tc.Node] = map[string]bool{}
-		}
-		h.named[tc.Node][taskID(taskKey{tc.Task.Job, tc.Task.Group, tc.Task.Index}, tc.Attempt)] = true
+		h.named[node][taskID(taskKey{tc.Job, tc.Group, tc.Index}, tc.Attempt)] = true
 	}
 	if len(c.TargetGens) != len(c.Targets) {
 		bad("change set at %d: %d targets, %d generations", c.Index, len(c.Targets), len(c.TargetGens))

@@ -309,6 +309,10 @@ type node struct {
 	// inputDirty says the node is listed in FSM.inputDirty: its part of
 	// a round's input changed with the command being applied.
 	inputDirty bool
+	// targetAt is the node's place in the TargetNodes of the change set
+	// numbered targetSeq (journal.go).
+	targetAt  int32
+	targetSeq uint64
 	// num numbers the node densely from 0 in the order the FSM took it in
 	// (a removed node's number goes to the last); a Load numbers them
 	// afresh.
