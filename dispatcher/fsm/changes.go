@@ -45,7 +45,8 @@ type TaskAttempt struct {
 // TargetChange is one entry of a node's target journal, which the FSM
 // does not keep: that of the task attempt named, whose presence in the
 // node's target may have changed, journaled under generation Gen, or,
-// with Restart, the start of a journal afresh from Gen. Node is the
+// with Restart, the start of a journal afresh from Gen. Job, Group and
+// Index name the task (TaskAttempt), Attempt its attempt; Node is the
 // node's place in the change set's TargetNodes. A journal holds the
 // TargetChanges of a node in the order published; a node that holds the
 // target of a generation g, from the journal's start on, is brought to
@@ -79,8 +80,8 @@ func (c *TargetChange) TaskAttempt() TaskAttempt {
 // TargetNode is a node whose target journal a change set names.
 type TargetNode struct {
 	Name string
-	// Tasks is how many tasks are active on the node, to bound its
-	// journal by.
+	// Tasks is how many tasks were active on the node at its last change
+	// in the command, to bound its journal by.
 	Tasks int32
 }
 
