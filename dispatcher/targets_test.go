@@ -657,6 +657,15 @@ func TestTargetJournalRules(t *testing.T) {
 	v.consume(&fsm.Changes{Kind: fsm.ChangeReset})
 	expect("a reset, current by the FSM", 9, "wait")
 	expect("a reset", 8, "whole 9 [t1/1]")
+
+	src.gen["n"] = 10
+	consume(10, true, change(a, 10))
+	src.gen["n"] = 12 // two commands the view has not consumed
+	expect("a node ahead of the view, the FSM further ahead", 11, "wait")
+	expect("at the view's generation, the FSM ahead", 10, "wait")
+	consume(11, true, change(b, 11))
+	expect("the view catching up", 10, "changes 10->11 [] -[t2/1]")
+	expect("the view caught up with the node", 11, "wait")
 	if _, _, err := v.since("m", 1, true); !errors.Is(err, ErrUnknownNode) {
 		t.Errorf("an unknown node: %v", err)
 	}
