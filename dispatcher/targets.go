@@ -134,8 +134,10 @@ func (v *targetJournal) consume(c *fsm.Changes) {
 				v.named[tc.Node] = j
 			}
 			if tc.Restart {
+				// The node's generation before the command: a node new
+				// to the FSM may have had a journal under its name.
 				clear(j.changes)
-				j.changes, j.from = j.changes[:0], tc.Gen
+				j.changes, j.from, j.gen = j.changes[:0], tc.Gen, tc.Gen-1
 				continue
 			}
 			j.changes = append(j.changes, journalEntry{tc.Gen, tc.TaskAttempt()})

@@ -16,7 +16,6 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/dispatcher/fsm"
-	"github.com/sluicehq/sluice/dispatcher/placement"
 	"github.com/sluicehq/sluice/internal/seedtest"
 	"github.com/sluicehq/sluice/raftkv"
 )
@@ -152,8 +151,8 @@ func (j *journalReplica) step() string {
 	case k <= 4:
 		p := &fsm.Plan{Term: 1, Now: j.now}
 		for range 1 + r.IntN(3) {
-			p.Assignments = append(p.Assignments, placement.Assignment{
-				Group: placement.GroupKey{Job: j.jobs[r.IntN(len(j.jobs))], Group: "g0"},
+			p.Assignments = append(p.Assignments, fsm.Assignment{
+				Group: fsm.GroupKey{Job: j.jobs[r.IntN(len(j.jobs))], Group: "g0"},
 				Node:  j.nodes[r.IntN(len(j.nodes))], Count: 1 + r.Int64N(3),
 			})
 		}
@@ -474,8 +473,8 @@ func BenchmarkTargetSince(b *testing.B) {
 		p := &fsm.Plan{Term: 1, Now: j.now}
 		for range perNode {
 			for i := range nodes {
-				p.Assignments = append(p.Assignments, placement.Assignment{
-					Group: placement.GroupKey{Job: sr.Jobs[0].ID, Group: "g0"}, Node: fmt.Sprintf("node-%05d", i), Count: 1})
+				p.Assignments = append(p.Assignments, fsm.Assignment{
+					Group: fsm.GroupKey{Job: sr.Jobs[0].ID, Group: "g0"}, Node: fmt.Sprintf("node-%05d", i), Count: 1})
 			}
 		}
 		res, err := j.propose(fsm.CommitPlan(p))
@@ -669,6 +668,18 @@ func TestTargetJournalRules(t *testing.T) {
 	if _, _, err := v.since("m", 1, true); !errors.Is(err, ErrUnknownNode) {
 		t.Errorf("an unknown node: %v", err)
 	}
+
+	// n removed and registered again: a new node, from generation 0, whose
+	// journal starts afresh without moving it.
+	src.gen["n"], src.pods["n"] = 0, map[fsm.TaskAttempt]api.TargetPod{}
+	consume(1, false, fsm.TargetChange{Gen: 1, Restart: true})
+	expect("registered again, the node new", 0, "wait")
+	expect("registered again, a nodelet of the node removed", 11, "whole 0 []")
+	fsmAdds(a)
+	src.gen["n"] = 1
+	consume(1, true, change(a, 1))
+	expect("the new node's first change", 0, "whole 1 [t1/1]")
+	expect("the new node's first change, current", 1, "wait")
 }
 
 func show(pods []api.TargetPod) []string {

@@ -48,6 +48,13 @@ func (f *FSM) noteEndedLocked(n *node, j *job, t *task) {
 	}
 }
 
+// newJournalLocked starts the journal of n, a node new to the FSM, in the
+// command's change set, without moving its generation: a view may hold
+// the journal of a node of the same name removed before (RemoveNode).
+func (f *FSM) newJournalLocked(n *node) {
+	f.feed.c.TargetChanges = append(f.feed.c.TargetChanges, TargetChange{Gen: n.gen + 1, Node: f.targetNodeLocked(n), Restart: true})
+}
+
 // restartJournalLocked restarts n's journal, in the command's change set,
 // from the generation the command moves n to: from it on, a node gets its
 // whole target once.

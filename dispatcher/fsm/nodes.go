@@ -31,6 +31,7 @@ func (f *FSM) registerLocked(w writer, d *dec) ([]byte, error) {
 		i, _ := slices.BinarySearchFunc(f.mu.nodeList, n, byName)
 		f.mu.nodeList = slices.Insert(f.mu.nodeList, i, n)
 		f.feed.c.NodeSet = true
+		f.newJournalLocked(n)
 	}
 	n.setSpec(spec)
 	n.specJSON = bytes.Clone(js) // the command is only valid during Apply

@@ -613,6 +613,7 @@ func (h *propHarness) drainStep() string {
 		h.removed++
 		h.nodes = slices.DeleteFunc(h.nodes, func(n string) bool { return n == name })
 		delete(h.targets, name)
+		delete(h.gens, name) // a node registered again is new, from generation 0
 		if _, _, ok := h.f.NodeTarget(name); ok {
 			h.t.Fatalf("%s: the node is still there", desc)
 		}
