@@ -101,11 +101,11 @@ type data struct {
 }
 
 type apiPaths struct {
-	Jobs, Job, Tasks, Nodes, Node, Watch, Cluster, Whoami, UI string
+	Jobs, Job, Tasks, Nodes, Node, Queues, Watch, Cluster, Whoami, UI string
 }
 
 var paths = apiPaths{Jobs: api.PathJobs, Job: api.PathJob, Tasks: api.PathTasks, Nodes: api.PathNodes, Node: api.PathNode,
-	Watch: api.PathWatch, Cluster: api.PathCluster, Whoami: api.PathWhoami, UI: api.PathUI}
+	Queues: api.PathQueues, Watch: api.PathWatch, Cluster: api.PathCluster, Whoami: api.PathWhoami, UI: api.PathUI}
 
 // Serve answers a GET of a path under api.PathUI (or api.PathUI without
 // its slash, which it redirects to api.PathUI): a page's HTML shell, a

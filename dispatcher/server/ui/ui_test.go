@@ -47,7 +47,9 @@ type cluster struct {
 	reported map[string]bool
 }
 
-func startCluster(t testing.TB) *cluster {
+// startCluster starts the cluster; jobRetention, when not 0, is how
+// long its finished jobs are kept before their summaries replace them.
+func startCluster(t testing.TB, jobRetention time.Duration) *cluster {
 	t.Helper()
 	tokens, err := server.ParseTokens(strings.NewReader(tokenFile))
 	if err != nil {
@@ -58,7 +60,8 @@ func startCluster(t testing.TB) *cluster {
 		ID: 1, Peers: map[uint64]string{1: ""}, PeerHTTP: map[uint64]string{1: "http://" + addr},
 		Dir: t.TempDir(), HTTPAddr: addr, Tokens: tokens, TickInterval: 20 * time.Millisecond,
 		WatchKeepAlive: time.Second,
-		Dispatcher:     dispatcher.Config{MaxWait: 2 * time.Millisecond, Period: 100 * time.Millisecond, QueueWeights: map[string]int64{"batch": 3}},
+		Dispatcher: dispatcher.Config{MaxWait: 2 * time.Millisecond, Period: 100 * time.Millisecond, QueueWeights: map[string]int64{"batch": 3},
+			JobRetention: jobRetention},
 	})
 	if err != nil {
 		t.Fatalf("open: %v", err)
@@ -276,10 +279,13 @@ func signIn(t testing.TB, ctx context.Context, token string) {
 // overview shows the cluster's numbers, a job submitted through the API
 // appears in the jobs page without a reload, a job that cannot fit shows
 // why, and cancel is offered to a submitter, works, and is neither
-// offered to nor allowed for a reader.
+// offered to nor allowed for a reader; the cancelled job, forgotten,
+// is listed as history and shows its summary; drain and undrain are
+// offered to an admin and work, and are neither offered to nor allowed
+// for a reader; the queues page shows a queue's caps.
 func TestBrowser(t *testing.T) {
 	chromium(t)
-	c := startCluster(t)
+	c := startCluster(t, 300*time.Millisecond)
 	c.addNode("n1", "nl1")
 	fits := c.submit("sub", job("fits", "", 2, 500))[0]
 	c.waitFor("fits to be placed", func() bool { return c.run("n1", "nl1") == 2 })
@@ -368,6 +374,29 @@ func TestBrowser(t *testing.T) {
 	}
 	waitJS(t, ctx, "no cancel for an ended job", `document.querySelector('#cancel').hidden`)
 
+	// Forgotten after the cluster's job retention, the cancelled job is
+	// listed as history, alone with the filter history=only, and its
+	// page shows its summary without cancel or tasks. (Forgetting a job
+	// sends no watch event: the page shows it after it is forgotten.)
+	c.waitFor(huge+" forgotten", func() bool {
+		var j api.JobStatus
+		c.getJSON(api.PathJob+huge, "adm", &j)
+		return j.History
+	})
+	do(t, ctx, chromedp.Navigate(base+"jobs"))
+	histRow := fmt.Sprintf(`document.querySelector('td[data-job=%s]')?.parentElement.querySelector('[data-k=history]')?.textContent === '(history)'`, js(huge))
+	waitJS(t, ctx, "the cancelled job as history", histRow+fmt.Sprintf(` && !document.querySelector('td[data-job=%s]').parentElement.querySelector('[data-k=history]')`, js(fits)))
+	do(t, ctx, chromedp.SetValue(chromedp.CSS(`select[name=history]`), "only"), chromedp.Click(chromedp.CSS(`#filter button[type=submit]`)))
+	waitJS(t, ctx, "history alone", onlyJob(huge)+` && location.search.includes('history=only')`)
+	do(t, ctx, chromedp.SetValue(chromedp.CSS(`select[name=history]`), "exclude"), chromedp.Click(chromedp.CSS(`#filter button[type=submit]`)))
+	waitJS(t, ctx, "no history", `!!document.querySelector('td[data-job=`+js(fits)+`]') && !document.querySelector('td[data-job=`+js(huge)+`]')`)
+	do(t, ctx, chromedp.Navigate(base+"jobs/"+huge))
+	waitJS(t, ctx, "the summary", `!document.querySelector('#job-history').hidden && document.querySelector('#job-live').hidden && `+
+		text(`[data-k=tasks-killed]`, "1")+` && `+text(`[data-k=first-failure]`, "none")+` && `+text(`[data-k=started]`, "never placed"))
+	if !eval[bool](t, ctx, `document.querySelector('#cancel').hidden && document.querySelector('#job-state').textContent === 'cancelled'`) {
+		t.Error("a history job's page offers cancel or has the wrong state")
+	}
+
 	// A task's log, through its link on its job's page.
 	do(t, ctx, chromedp.Navigate(base+"jobs/"+fits))
 	waitJS(t, ctx, "the tasks' log links", `document.querySelectorAll('#tasks tbody a[href*="/logs/"]').length === 2`)
@@ -387,12 +416,73 @@ func TestBrowser(t *testing.T) {
 	// A node's page lists its pods: the two of fits and the one of late.
 	do(t, ctx, chromedp.Navigate(base+"nodes/n1"))
 	waitJS(t, ctx, "n1's pods", `document.querySelectorAll('#pods tbody tr').length === 3 && document.querySelector('#node-state').textContent === 'ready'`)
+	if !eval[bool](t, ctx, `document.querySelector('#drain-controls').hidden`) {
+		t.Error("a submitter is offered drain")
+	}
+
+	// A reader is offered no drain, and the server refuses a reader's
+	// drain and undrain sent from the page.
+	do(t, ctx, chromedp.Click(chromedp.CSS("#logout")))
+	signIn(t, ctx, "rdr")
+	waitJS(t, ctx, "n1 for a reader", text(`[data-k=drain]`, "not drained"))
+	if !eval[bool](t, ctx, `document.querySelector('#drain-controls').hidden`) {
+		t.Error("a reader is offered drain")
+	}
+	for _, method := range []string{"POST", "DELETE"} {
+		status := eval[int](t, ctx, fmt.Sprintf(`fetch(%s, {method: %s, headers: {Authorization: 'Bearer ' + sessionStorage.getItem('sluice.token')}}).then((r) => r.status)`,
+			js(api.PathNode+"n1/drain"), js(method)))
+		if status != http.StatusForbidden {
+			t.Errorf("a reader's %s of n1's drain from the page: status %d, want 403", method, status)
+		}
+	}
+
+	// An admin drains n1 with a deadline, on a second click: the API
+	// and the nodes page show it draining; then undrains it.
+	do(t, ctx, chromedp.Click(chromedp.CSS("#logout")))
+	signIn(t, ctx, "adm")
+	waitJS(t, ctx, "the drain button", `!document.querySelector('#drain-controls').hidden && document.querySelector('#undrain').hidden`)
+	before := time.Now()
+	do(t, ctx, chromedp.SetValue(chromedp.CSS("#drain-timeout"), "30m"), chromedp.Click(chromedp.CSS("#drain")))
+	waitJS(t, ctx, "the drain to confirm", `document.querySelector('#drain').textContent === 'Confirm: drain n1, deadline in 30m'`)
+	if nd, err := c.clients["rdr"].Node(c.ctx, "n1"); err != nil || nd.Drained {
+		t.Fatalf("n1 drained on a first click: %+v %v", nd.NodeInfo, err)
+	}
+	do(t, ctx, chromedp.Click(chromedp.CSS("#drain")))
+	waitJS(t, ctx, "n1 draining", text("#node-state", "draining")+` && document.querySelector('[data-k=drain]').textContent.startsWith('drained, deadline ') && !document.querySelector('#undrain').hidden`)
+	nd, err := c.clients["rdr"].Node(c.ctx, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lo, hi := before.Add(30*time.Minute), time.Now().Add(30*time.Minute); nd.State != api.NodeDraining || !nd.Drained ||
+		nd.DrainDeadline.Before(lo.Add(-time.Second)) || nd.DrainDeadline.After(hi) {
+		t.Errorf("after a drain from the page, n1 is %s, drained %v, deadline %v (want within 30m of now)", nd.State, nd.Drained, nd.DrainDeadline)
+	}
+	do(t, ctx, chromedp.Navigate(base+"nodes"))
+	waitJS(t, ctx, "n1 draining in the list", `(document.querySelector('#nodes [data-k=drain]')?.textContent || '').startsWith('drained, deadline ')`)
+	do(t, ctx, chromedp.Navigate(base+"nodes/n1"))
+	waitJS(t, ctx, "the undrain button", `!document.querySelector('#undrain').hidden`)
+	do(t, ctx, chromedp.Click(chromedp.CSS("#undrain")), chromedp.Click(chromedp.CSS("#undrain")))
+	waitJS(t, ctx, "n1 ready", text("#node-state", "ready")+` && `+text(`[data-k=drain]`, "not drained")+` && document.querySelector('#undrain').hidden`)
+	if nd, err := c.clients["rdr"].Node(c.ctx, "n1"); err != nil || nd.State != api.NodeReady || nd.Drained {
+		t.Errorf("after an undrain from the page, n1: %+v %v", nd.NodeInfo, err)
+	}
+
+	// A cap set through the API shows on the queues page against use.
+	if _, err := c.clients["adm"].SetQueue(c.ctx, "batch", api.QueueSettings{Caps: api.QueueCaps{CPU: 4000, Tasks: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	do(t, ctx, chromedp.Navigate(base+"queues"))
+	queueCell := func(q, k string) string {
+		return fmt.Sprintf(`document.querySelector('td[data-queue=%s]')?.parentElement.querySelector('[data-k=%s]')`, js(q), k)
+	}
+	waitJS(t, ctx, "batch's caps", fmt.Sprintf(`%s?.textContent === '0 / 4' && %s?.textContent === '0 / 10' && %s?.textContent === '0 B / —' && %s?.textContent === '1.10 / —'`,
+		queueCell("batch", "cpu"), queueCell("batch", "tasks"), queueCell("batch", "memory"), queueCell("default", "cpu")))
 }
 
 // TestPages checks what the server answers for the UI's paths and the
 // endpoints the pages read, without a browser.
 func TestPages(t *testing.T) {
-	c := startCluster(t)
+	c := startCluster(t, 0)
 	c.addNode("n1", "nl1")
 	id := c.submit("sub", job("one", "", 1, 100))[0]
 	c.waitFor("the task to be placed", func() bool { return c.run("n1", "nl1") == 1 })
@@ -506,7 +596,7 @@ func TestScreenshots(t *testing.T) {
 		t.Skip("writes docs/ui/*.png with -update")
 	}
 	chromium(t)
-	c := startCluster(t)
+	c := startCluster(t, 300*time.Millisecond)
 	c.addNode("n1", "nl1")
 	c.addNode("n2", "nl2")
 	ids := c.submit("sub", job("etl-daily", "", 6, 500), job("render", "batch", 4, 1000), job("train", "batch", 2, 2000))
@@ -530,24 +620,54 @@ func TestScreenshots(t *testing.T) {
 	}
 	huge := c.submit("sub", job("huge", "batch", 2, 64000))[0]
 	c.pendingReason(huge)
+	// A job whose one task failed, forgotten into the history; caps on
+	// both queues; n1 drained with a deadline.
+	rj := job("nightly-report", "", 1, 50)
+	rj.Retry.MaxAttempts = 1
+	report := c.submit("sub", rj)[0]
+	c.waitFor("the report to be placed", func() bool { return c.run("n1", "nl1")+c.run("n2", "nl2") == placed+1 })
+	var tl api.TaskList
+	c.getJSON(api.PathJob+report+"/tasks", "adm", &tl)
+	if len(tl.Tasks) != 1 {
+		t.Fatalf("the report's tasks: %+v", tl.Tasks)
+	}
+	rt := tl.Tasks[0]
+	if err := c.clients[map[string]string{"n1": "nl1", "n2": "nl2"}[rt.Node]].Report(c.ctx, rt.Node, []api.TaskReport{{TaskID: rt.ID,
+		State: api.TaskFailed, Reason: api.ReasonExited, ExitCode: 3, Time: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("the report forgotten", func() bool {
+		var j api.JobStatus
+		c.getJSON(api.PathJob+report, "adm", &j)
+		return j.History
+	})
+	for q, caps := range map[string]api.QueueCaps{"batch": {CPU: 16000, Memory: 8 << 30, Tasks: 40}, "default": {CPU: 8000, GPUs: 2}} {
+		if _, err := c.clients["adm"].SetQueue(c.ctx, q, api.QueueSettings{Caps: caps}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.clients["adm"].DrainNode(c.ctx, "n1", api.DrainRequest{Timeout: api.Duration(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
 
 	ctx := browser(t)
 	base := c.base + api.PathUI
 	do(t, ctx, chromedp.Navigate(base))
-	signIn(t, ctx, "sub")
+	signIn(t, ctx, "adm")
 	dir := filepath.Join("..", "..", "..", "docs", "ui")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []struct{ name, path, ready string }{
 		{"overview", "", `document.querySelector('[data-k=nodes-total]')?.textContent === '2' && !!document.querySelector('#chart-rate polyline')`},
-		{"jobs", "jobs", `document.querySelectorAll('#jobs tbody td[data-job]').length === 9`},
+		{"jobs", "jobs", `document.querySelectorAll('#jobs tbody td[data-job]').length === 10 && !!document.querySelector('[data-k=history]')`},
 		{"job", "jobs/" + huge, `!!document.querySelector('[data-k=reason]')`},
+		{"job-history", "jobs/" + report, `!!document.querySelector('[data-k=first-failure]')`},
 		{"job-running", "jobs/" + ids[0], `document.querySelectorAll('#tasks tbody tr').length === 6`},
 		{"nodes", "nodes", `document.querySelectorAll('#nodes tbody tr').length === 2`},
-		{"node", "nodes/n1", `document.querySelectorAll('#pods tbody tr').length > 2`},
+		{"node", "nodes/n1", `document.querySelectorAll('#pods tbody tr').length > 2 && !document.querySelector('#undrain').hidden`},
 		{"capboxes", "capboxes/" + amID, `document.querySelectorAll('#capboxes tbody tr').length === 3`},
-		{"queues", "queues", `document.querySelectorAll('#queues tbody tr').length === 2`},
+		{"queues", "queues", `document.querySelectorAll('#queues tbody tr').length === 2 && !!document.querySelector('td.full, [data-k=cpu]')`},
 		{"rounds", "rounds", `document.querySelectorAll('#rounds tbody tr').length > 0`},
 		{"log", "logs/" + ids[0] + "/0/0/1", `document.querySelector('#log-text').textContent.startsWith('hello')`},
 	} {

@@ -8,7 +8,7 @@
   const body = document.body;
   const P = {
     jobs: body.dataset.apiJobs, job: body.dataset.apiJob, tasks: body.dataset.apiTasks,
-    nodes: body.dataset.apiNodes, node: body.dataset.apiNode, watch: body.dataset.apiWatch,
+    nodes: body.dataset.apiNodes, node: body.dataset.apiNode, queues: body.dataset.apiQueues, watch: body.dataset.apiWatch,
     cluster: body.dataset.apiCluster, whoami: body.dataset.apiWhoami, ui: body.dataset.ui,
   };
   const page = body.dataset.page;
@@ -34,7 +34,8 @@
     return h;
   }
 
-  // api fetches path and returns its JSON (or text). A 401 signs out;
+  // api fetches path and returns its JSON (or text); opts.body, when
+  // set, is sent as JSON. A 401 signs out;
   // a redirect (a write that reached a follower) is an error, as the
   // leader is another origin. An answer that arrives after its session
   // ended is thrown away (status 0), so that nothing read with one token
@@ -42,9 +43,11 @@
   async function api(path, opts = {}) {
     const mine = session;
     const stale = () => new HTTPError(0, 'signed out');
+    const headers = authHeaders();
+    if (opts.body !== undefined) headers.set('Content-Type', 'application/json');
     const r = await fetch(path, {
-      method: opts.method || 'GET', headers: authHeaders(), cache: 'no-store',
-      credentials: 'omit', redirect: 'manual', signal: opts.signal,
+      method: opts.method || 'GET', headers, cache: 'no-store', credentials: 'omit', redirect: 'manual',
+      signal: opts.signal, body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
     });
     if (mine !== session) throw stale();
     if (r.type === 'opaqueredirect' || r.status === 307) {
@@ -121,6 +124,37 @@
   const ms = (s) => (s * 1000).toFixed(s < 0.01 ? 2 : 1);
   const enc = encodeURIComponent;
   const queueName = (q) => q || 'default';
+  const isSet = (t) => !!t && !t.startsWith('0001-');
+  // drainText says whether an operator drained node n, and its deadline.
+  const drainText = (n) => !n.drained ? '' : (isSet(n.drain_deadline) ? 'drained, deadline ' + when(n.drain_deadline) : 'drained, no deadline');
+  // capped is "held / cap", the cap — when there is none; the cell is
+  // marked full when the queue holds its cap or more.
+  function capped(key, held, cap, fmt) {
+    return el('td', { className: 'num' + (cap && held >= cap ? ' full' : ''), 'data-k': key }, fmt(held) + ' / ' + (cap ? fmt(cap) : '—'));
+  }
+
+  // confirmButton makes b act on a second click within five seconds:
+  // the first shows label() in place of its text. act runs on the
+  // second; the button is disabled while it runs.
+  function confirmButton(b, label, act) {
+    let armed = null;
+    const text = b.textContent;
+    const disarm = () => { clearTimeout(armed); armed = null; b.textContent = text; };
+    b.addEventListener('click', async () => {
+      if (!armed) {
+        b.textContent = label();
+        armed = setTimeout(disarm, 5000);
+        return;
+      }
+      disarm();
+      b.disabled = true;
+      try {
+        await act();
+      } finally {
+        b.disabled = false;
+      }
+    });
+  }
 
   function showError(msg) {
     const e = $('#error');
@@ -235,7 +269,7 @@
       init() {
         const form = $('#filter');
         const q = new URLSearchParams(location.search);
-        for (const name of ['state', 'queue', 'label', 'limit']) {
+        for (const name of ['state', 'history', 'queue', 'label', 'limit']) {
           if (!q.has(name)) continue;
           const f = form.elements[name];
           if (f.tagName === 'SELECT' && ![...f.options].some((o) => o.value === q.get(name))) {
@@ -261,9 +295,9 @@
       go(after) {
         const form = $('#filter');
         const q = new URLSearchParams();
-        for (const name of ['state', 'queue', 'label', 'limit']) {
+        for (const name of ['state', 'history', 'queue', 'label', 'limit']) {
           const v = form.elements[name].value.trim();
-          if (v) q.set(name, v);
+          if (v && !(name === 'history' && v === 'include')) q.set(name, v);
         }
         if (after) q.set('after', after);
         history.replaceState(null, '', location.pathname + (q.toString() ? '?' + q : ''));
@@ -278,7 +312,8 @@
         $('#prev').disabled = this.prev.length === 0;
         fill($('#jobs'), list.jobs.map((j) => [
           el('td', { 'data-job': j.id }, link(P.ui + 'jobs/' + enc(j.id), j.id)), j.spec.name, queueName(j.spec.queue),
-          el('td', {}, state(j.state)), num(j.tasks.total), num(j.tasks.pending), num(j.tasks.active),
+          el('td', {}, state(j.state), ...(j.history ? [' ', el('span', { className: 'history', 'data-k': 'history' }, '(history)')] : [])),
+          num(j.tasks.total), num(j.tasks.pending), num(j.tasks.active),
           num(j.tasks.succeeded), num(j.tasks.failed), num(j.tasks.killed), when(j.submitted),
         ]), 'No jobs match.');
       },
@@ -311,11 +346,31 @@
         });
       },
       async refresh() {
-        const [j, tl] = await Promise.all([api(P.job + enc(arg)), api(P.job + enc(arg) + '/tasks?limit=1000')]);
+        let j = await api(P.job + enc(arg)), tl = null;
+        if (!j.history) {
+          try {
+            tl = await api(P.job + enc(arg) + '/tasks?limit=1000');
+          } catch (e) {
+            // Forgotten between the two reads, the job has a summary and
+            // no tasks.
+            if (e.status !== 404) throw e;
+            j = await api(P.job + enc(arg));
+            if (!j.history) throw e;
+          }
+        }
         const st = $('#job-state');
         st.className = 'state ' + j.state;
         st.textContent = j.state;
+        $('#job-history').hidden = !j.history;
+        $('#history-note').hidden = !j.history;
+        $('#job-live').hidden = !!j.history;
         const labels = Object.entries(j.spec.labels || {}).map(([k, v]) => k + '=' + v).join(', ');
+        if (j.history) {
+          $('#cancel').hidden = true;
+          $('#capboxes-link').hidden = true;
+          this.summary(j, labels);
+          return;
+        }
         const rows = [['name', j.spec.name], ['queue', queueName(j.spec.queue)], ['priority', j.spec.priority || 0],
           ['tier', j.spec.qos || ''], ['labels', labels], ['submitted', when(j.submitted)], ['tasks', j.tasks.total]];
         if (j.appmaster) rows.push(['capbox set of', link(P.ui + 'capboxes/' + enc(j.appmaster), j.appmaster)]);
@@ -336,6 +391,21 @@
           num(['succeeded', 'failed'].includes(t.state) ? (t.exit_code || 0) : ''), t.reason || '', when(t.updated),
           el('td', {}, t.node ? link(P.ui + 'logs/' + enc(t.id), 'log') : '')]), 'No task placed yet.');
       },
+      // summary shows a forgotten job's summary: its times, its tasks'
+      // final counts and its first failure.
+      summary(j, labels) {
+        const f = j.first_failure;
+        let failure = 'none';
+        if (f) {
+          failure = f.task + ' ' + f.state + (f.reason ? ' (' + f.reason + ')' : '') +
+            (f.exit_code ? ', exit code ' + f.exit_code : '') + ' at ' + when(f.at);
+        }
+        const t = j.tasks;
+        facts($('#job-facts'), [['name', j.spec.name], ['queue', queueName(j.spec.queue)], ['labels', labels],
+          ['submitted', when(j.submitted), 'submitted'], ['started', isSet(j.started) ? when(j.started) : 'never placed', 'started'],
+          ['ended', when(j.ended), 'ended'], ['tasks', t.total, 'tasks-total'], ['succeeded', t.succeeded || 0, 'tasks-succeeded'],
+          ['failed', t.failed || 0, 'tasks-failed'], ['killed', t.killed || 0, 'tasks-killed'], ['first failure', failure, 'first-failure']]);
+      },
     },
 
     nodes: {
@@ -344,7 +414,7 @@
         const nl = await api(P.nodes);
         fill($('#nodes'), nl.nodes.map((n) => [
           el('td', {}, link(P.ui + 'nodes/' + enc(n.spec.name), n.spec.name)), el('td', {}, state(n.state)),
-          n.spec.pool || 'default', num(n.tasks),
+          el('td', { 'data-k': 'drain' }, drainText(n)), n.spec.pool || 'default', num(n.tasks),
           num(cores(n.used.online.cpu) + ' / ' + cores(n.spec.allocatable.online.cpu)),
           num(cores(n.used.offline.cpu) + ' / ' + cores(n.spec.allocatable.offline.cpu)),
           num(bytes(n.used.online.memory + n.used.offline.memory) + ' / ' + bytes(n.spec.capacity.memory)),
@@ -355,13 +425,41 @@
 
     node: {
       poll: true,
+      init() {
+        // An admin drains (with the deadline given as a wait, or none)
+        // and undrains; each on a second click.
+        const act = async (what, opts) => {
+          try {
+            const r = await api(P.node + enc(arg) + '/drain', opts);
+            showError('');
+            $('#drain-timeout').value = '';
+            return r;
+          } catch (e) {
+            showError(what + ': ' + e.message);
+          } finally {
+            refreshSoon(0);
+          }
+        };
+        confirmButton($('#drain'), () => {
+          const t = $('#drain-timeout').value.trim();
+          return 'Confirm: drain ' + arg + (t ? ', deadline in ' + t : ', no deadline');
+        }, () => {
+          const t = $('#drain-timeout').value.trim();
+          return act('drain', t ? { method: 'POST', body: { timeout: t } } : { method: 'POST' });
+        });
+        confirmButton($('#undrain'), () => 'Confirm: undrain ' + arg, () => act('undrain', { method: 'DELETE' }));
+      },
       async refresh() {
         const n = await api(P.node + enc(arg));
         const st = $('#node-state');
         st.className = 'state ' + n.state;
         st.textContent = n.state;
+        const admin = !!who && who.role === 'admin';
+        $('#drain-controls').hidden = !admin;
+        $('#drain-hint').hidden = !admin;
+        $('#undrain').hidden = !n.drained;
         const labels = Object.entries(n.spec.labels || {}).map(([k, v]) => k + '=' + v).join(', ');
-        facts($('#node-facts'), [['pool', n.spec.pool || 'default'], ['address', n.spec.address || ''],
+        facts($('#node-facts'), [['drain', drainText(n) || 'not drained', 'drain'], ['pool', n.spec.pool || 'default'], ['address', n.spec.address || ''],
           ['labels', labels], ['CPU capacity', cores(n.spec.capacity.cpu) + ' cores'], ['memory capacity', bytes(n.spec.capacity.memory)],
           ['tasks', n.tasks], ['target generation', n.generation], ['last heartbeat', when(n.last_heartbeat) || 'none (known to the leader only)']]);
         fill($('#node-tiers'), ['online', 'offline'].map((tier) => [tier,
@@ -393,15 +491,26 @@
       poll: true,
       watch: () => true,
       debounce: 1000,
+      // refresh shows every queue of either list: the caps, weights and
+      // what active tasks hold from the queues', the job and task counts
+      // from the cluster's summary.
       async refresh() {
-        const c = await api(P.cluster);
-        fill($('#queues'), c.queues.map((q) => {
-          const j = q.jobs || {};
-          return [el('td', {}, link(P.ui + 'jobs?queue=' + enc(q.name), queueName(q.name))), num(q.weight),
-            num(cores(q.used.cpu)), num(bytes(q.used.memory)), num(q.used.gpus || 0),
+        const [c, ql] = await Promise.all([api(P.cluster), api(P.queues)]);
+        const sums = new Map(c.queues.map((q) => [q.name, q]));
+        const sets = new Map(ql.queues.map((q) => [q.name, q]));
+        const names = [...new Set([...sums.keys(), ...sets.keys()])].sort();
+        const none = { cpu: 0, memory: 0, gpus: 0 };
+        fill($('#queues'), names.map((name) => {
+          const q = sums.get(name) || { weight: 1, jobs: {}, used: none, tasks: {} };
+          const s = sets.get(name) || { effective_weight: q.weight, caps: {}, running: q.used, tasks: q.tasks.active || 0, pending: q.tasks.pending || 0 };
+          const j = q.jobs || {}, t = q.tasks, cap = s.caps || {};
+          const id = (v) => String(v);
+          return [el('td', { 'data-queue': name }, link(P.ui + 'jobs?queue=' + enc(name), queueName(name))), num(s.effective_weight),
+            capped('cpu', s.running.cpu || 0, cap.cpu, cores), capped('memory', s.running.memory || 0, cap.memory, bytes),
+            capped('gpus', s.running.gpus || 0, cap.gpus, id), capped('tasks', s.tasks || 0, cap.tasks, id), num(s.pending || 0),
             num(j.pending || 0), num(j.running || 0), num((j.succeeded || 0) + (j.failed || 0) + (j.cancelled || 0)),
-            num(q.tasks.pending), num(q.tasks.active), num(q.tasks.succeeded), num(q.tasks.failed), num(q.tasks.killed)];
-        }), 'No queue holds a job.');
+            num(t.succeeded || 0), num(t.failed || 0), num(t.killed || 0)];
+        }), 'No queue holds a job or has settings.');
       },
     },
 
@@ -533,7 +642,7 @@
     setLive(false);
     // What the last token could read goes with it.
     document.querySelectorAll('main tbody, main dl, main pre, main .state, .chart').forEach((e) => e.replaceChildren());
-    for (const id of ['#cancel', '#capboxes-link', '#pending-section']) {
+    for (const id of ['#cancel', '#capboxes-link', '#pending-section', '#drain-controls', '#drain-hint', '#job-history', '#history-note']) {
       if ($(id)) $(id).hidden = true;
     }
     showError('');
