@@ -1337,7 +1337,10 @@ var reportBodies = sync.Pool{New: func() any { return new([]byte) }}
 
 // Heartbeat sends a node's usage (a ReportRequest without reports); it
 // returns once the leader has recorded it. It is a contact of the node
-// too. Sending it again is harmless: the leader keeps the latest.
+// too. Sending it again is harmless: the leader keeps the latest. A
+// dispatcher of the release before refuses a usage with an overcommit
+// status (a member it does not know): upgrade the dispatchers before the
+// nodelets.
 func (c *Client) Heartbeat(ctx context.Context, node string, usage NodeUsage) error {
 	body, err := AppendReportRequest(nil, &ReportRequest{Reports: []TaskReport{}, Usage: &usage})
 	if err != nil {

@@ -557,6 +557,53 @@ func decodeNodeUsage(d *decoder, u *NodeUsage) {
 					decodeTaskUsage(d, &u.Tasks[len(u.Tasks)-1])
 				}
 			}
+		case "overcommit":
+			if !d.field(&seen, 4) {
+				continue
+			}
+			if d.peek() == 'n' {
+				d.skipValue() // null: no status
+			} else {
+				u.Overcommit = &OvercommitStatus{}
+				decodeOvercommitStatus(d, u.Overcommit)
+			}
+		default:
+			d.unknown()
+		}
+	}
+}
+
+func decodeOvercommitStatus(d *decoder, o *OvercommitStatus) {
+	if !d.openObject() {
+		return
+	}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "cpu_quota":
+			if d.field(&seen, 0) {
+				o.CPUQuota = d.int64()
+			}
+		case "cpu_min":
+			if d.field(&seen, 1) {
+				o.CPUMin = d.int64()
+			}
+		case "cpu_max":
+			if d.field(&seen, 2) {
+				o.CPUMax = d.int64()
+			}
+		case "memory_limit":
+			if d.field(&seen, 3) {
+				o.MemoryLimit = d.int64()
+			}
+		case "memory_guaranteed":
+			if d.field(&seen, 4) {
+				o.MemoryGuaranteed = d.int64()
+			}
+		case "decided":
+			if d.field(&seen, 5) {
+				o.Decided = d.time()
+			}
 		default:
 			d.unknown()
 		}

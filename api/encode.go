@@ -156,9 +156,36 @@ func AppendReportRequest(dst []byte, r *ReportRequest) ([]byte, error) {
 			dst = append(dst, `,"tasks":`...)
 			dst = appendArray(dst, u.Tasks, appendTaskUsage)
 		}
+		if o := u.Overcommit; o != nil {
+			dst = append(dst, `,"overcommit":`...)
+			if dst, err = appendOvercommitStatus(dst, o); err != nil {
+				return nil, fmt.Errorf("usage.overcommit.decided: %w", err)
+			}
+		}
 		dst = append(dst, '}')
 	}
 	return append(dst, '}'), nil
+}
+
+// appendOvercommitStatus fails only on a Decided time RFC 3339 cannot
+// write.
+func appendOvercommitStatus(dst []byte, o *OvercommitStatus) ([]byte, error) {
+	dst = append(dst, `{"cpu_quota":`...)
+	dst = strconv.AppendInt(dst, o.CPUQuota, 10)
+	dst = append(dst, `,"cpu_min":`...)
+	dst = strconv.AppendInt(dst, o.CPUMin, 10)
+	dst = append(dst, `,"cpu_max":`...)
+	dst = strconv.AppendInt(dst, o.CPUMax, 10)
+	dst = append(dst, `,"memory_limit":`...)
+	dst = strconv.AppendInt(dst, o.MemoryLimit, 10)
+	dst = append(dst, `,"memory_guaranteed":`...)
+	dst = strconv.AppendInt(dst, o.MemoryGuaranteed, 10)
+	dst = append(dst, `,"decided":"`...)
+	dst, err := o.Decided.AppendText(dst)
+	if err != nil {
+		return nil, err
+	}
+	return append(dst, `"}`...), nil
 }
 
 func appendTaskReport(dst []byte, r *TaskReport) ([]byte, error) {

@@ -73,6 +73,9 @@ func TestAppendReportRequest(t *testing.T) {
 		{},
 		{Reports: []api.TaskReport{}, Usage: &api.NodeUsage{}},
 		{Reports: []api.TaskReport{{State: api.TaskRunning}}, Usage: &api.NodeUsage{Tasks: []api.TaskUsage{{}}}},
+		{Usage: &api.NodeUsage{Overcommit: &api.OvercommitStatus{}}},
+		{Usage: &api.NodeUsage{Overcommit: &api.OvercommitStatus{CPUQuota: 1500, CPUMin: 100, CPUMax: 2000, MemoryLimit: 3 << 30,
+			MemoryGuaranteed: 1 << 30, Decided: time.Date(2030, 1, 2, 3, 4, 5, 600, time.FixedZone("x", 3600))}}},
 	}
 	for range 300 {
 		reqs = append(reqs, g.reportRequest())
@@ -98,6 +101,13 @@ func TestAppendReportRequest(t *testing.T) {
 		if got, err := api.AppendReportRequest(nil, &r); err == nil || !strings.Contains(err.Error(), "reports[0]") {
 			t.Errorf("AppendReportRequest(%+v) = %s, %v; want an error naming reports[0]", bad, got, err)
 		}
+	}
+	r := api.ReportRequest{Usage: &api.NodeUsage{Overcommit: &api.OvercommitStatus{Decided: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}}
+	if _, jerr := json.Marshal(r); jerr == nil {
+		t.Fatal("encoding/json accepts an overcommit status decided in the year 10000")
+	}
+	if got, err := api.AppendReportRequest(nil, &r); err == nil || !strings.Contains(err.Error(), "usage.overcommit.decided") {
+		t.Errorf("AppendReportRequest of a status decided in the year 10000 = %s, %v; want an error naming usage.overcommit.decided", got, err)
 	}
 }
 

@@ -74,6 +74,8 @@ func FuzzDecodeNodeTarget(f *testing.F) {
 func FuzzDecodeReportRequest(f *testing.F) {
 	f.Add([]byte(`{"reports":[{"task_id":"j1/0/0/1","state":"running","reason":"started","exit_code":0,"message":"m","time":"2030-01-01T00:00:00.5Z","usage":{"cpu":5,"memory":6}}],"usage":{"total":{"cpu":1,"memory":2},"online":{"cpu":1,"memory":1},"offline":{"cpu":0,"memory":1},"tasks":[{"task_id":"j1/0/0/1","qos":"online","cpu":1,"memory":1}]}}`))
 	f.Add([]byte(`{"reports":null,"usage":null}`))
+	f.Add([]byte(`{"reports":[],"usage":{"total":{"cpu":1,"memory":2},"online":{"cpu":0,"memory":0},"offline":{"cpu":1,"memory":2},"overcommit":{"cpu_quota":1500,"cpu_min":100,"cpu_max":2000,"memory_limit":3221225472,"memory_guaranteed":1073741824,"decided":"2030-01-01T00:00:00.5+01:00"}}}`))
+	f.Add([]byte(`{"usage":{"overcommit":null}}`))
 	fuzzRoundTrip(f, api.DecodeReportRequest, "request")
 }
 

@@ -170,6 +170,30 @@ type NodeUsage struct {
 	Online  Usage       `json:"online"`
 	Offline Usage       `json:"offline"`
 	Tasks   []TaskUsage `json:"tasks,omitempty"`
+	// Overcommit is what the node's overcommit controller last decided
+	// for the offline tier. Nil on a node that runs none (the simulated
+	// runtime), and from nodelets older than the field.
+	Overcommit *OvercommitStatus `json:"overcommit,omitempty"`
+}
+
+// OvercommitStatus is the offline tier's quota as a node's overcommit
+// controller last set it: the CPU quota between its floor and ceiling,
+// and the memory limit above the guarantee. The online tier has no limit.
+// A valid status has CPUMin <= CPUQuota <= CPUMax and MemoryGuaranteed <=
+// MemoryLimit.
+type OvercommitStatus struct {
+	// CPUQuota is the offline tier's CPU quota in millicores; CPUMin and
+	// CPUMax the floor and the ceiling it moves between.
+	CPUQuota int64 `json:"cpu_quota"`
+	CPUMin   int64 `json:"cpu_min"`
+	CPUMax   int64 `json:"cpu_max"`
+	// MemoryLimit is the offline tier's memory limit in bytes, and
+	// MemoryGuaranteed the part of it the offline pods' requests are
+	// guaranteed; the rest is lent from what online pods leave idle.
+	MemoryLimit      int64 `json:"memory_limit"`
+	MemoryGuaranteed int64 `json:"memory_guaranteed"`
+	// Decided is when the controller decided, by the node's clock.
+	Decided time.Time `json:"decided"`
 }
 
 // TaskUsage is one running task's usage on its node.

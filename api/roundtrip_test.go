@@ -512,6 +512,16 @@ func (g gen) reportRequest() api.ReportRequest {
 	for range g.r.IntN(3) + 1 {
 		r.Usage.Tasks = append(r.Usage.Tasks, api.TaskUsage{TaskID: g.name("j") + "/0/2/1", QoS: api.QoSOnline, Usage: usage()})
 	}
+	if g.r.IntN(3) > 0 { // a node without an overcommit controller sends none
+		lo := g.r.Int64N(1000) + 1
+		hi := lo + g.r.Int64N(64000) + 1
+		guaranteed := g.r.Int64N(1<<40) + 1
+		r.Usage.Overcommit = &api.OvercommitStatus{
+			CPUQuota: lo + g.r.Int64N(hi-lo+1), CPUMin: lo, CPUMax: hi,
+			MemoryLimit: guaranteed + g.r.Int64N(1<<40) + 1, MemoryGuaranteed: guaranteed,
+			Decided: time.Unix(g.r.Int64N(1<<32), g.r.Int64N(1e9)).UTC(),
+		}
+	}
 	return r
 }
 
@@ -541,10 +551,41 @@ func TestDecodeReportRequest(t *testing.T) {
 		}
 	}
 	checkAllSet(t, reflect.TypeFor[api.ReportRequest](), "ReportRequest", seen)
+	// With and without an overcommit status: none is no member at all.
+	withStatus, without := 0, 0
+	for range 300 {
+		r := g.reportRequest()
+		body, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := api.DecodeReportRequest(body)
+		if err != nil || got.Usage == nil || (got.Usage.Overcommit == nil) != (r.Usage.Overcommit == nil) {
+			t.Fatalf("decode %s: %+v, %v", body, got.Usage, err)
+		}
+		if r.Usage.Overcommit == nil {
+			without++
+			if bytes.Contains(body, []byte(`"overcommit"`)) {
+				t.Fatalf("usage without an overcommit status has the member: %s", body)
+			}
+		} else {
+			withStatus++
+			if err := got.Usage.Validate(); err != nil {
+				t.Fatalf("a generated status is invalid: %v\nbody: %s", err, body)
+			}
+		}
+	}
+	if withStatus == 0 || without == 0 {
+		t.Fatalf("%d requests with an overcommit status, %d without: want both", withStatus, without)
+	}
 	for body, want := range map[string]api.ReportRequest{
 		`{"reports":[]}`:                           {Reports: []api.TaskReport{}},
 		`{"reports":null,"usage":null}`:            {},
 		`{"reports":[{"state":null,"time":null}]}`: {Reports: []api.TaskReport{{}}},
+
+		// An overcommit status of null is none; members left out are zero.
+		`{"usage":{"overcommit":null}}`:                             {Usage: &api.NodeUsage{}},
+		`{"usage":{"overcommit":{"cpu_quota":500,"decided":null}}}`: {Usage: &api.NodeUsage{Overcommit: &api.OvercommitStatus{CPUQuota: 500}}},
 	} {
 		got, err := api.DecodeReportRequest([]byte(body))
 		var std api.ReportRequest
@@ -564,6 +605,14 @@ func TestDecodeReportRequest(t *testing.T) {
 		`{"usage":{"total":{"gpu":1}}}`:      "usage.total.gpu",
 		`{"usage":{},"usage":{}}`:            "duplicate",
 		`{"reports":[{"state":"running","state":"failed"}]}`: "duplicate",
+
+		`{"usage":{"overcommit":{"cpu_quota":"1"}}}`:             "usage.overcommit.cpu_quota",
+		`{"usage":{"overcommit":{"cpu_max":1.5}}}`:               "usage.overcommit.cpu_max",
+		`{"usage":{"overcommit":{"decided":"yesterday"}}}`:       "usage.overcommit.decided",
+		`{"usage":{"overcommit":{"gpu_quota":1}}}`:               "usage.overcommit.gpu_quota",
+		`{"usage":{"overcommit":[]}}`:                            "usage.overcommit",
+		`{"usage":{"overcommit":{"cpu_quota":1,"cpu_quota":2}}}`: "duplicate",
+		`{"usage":{"overcommit":{},"overcommit":{}}}`:            "duplicate",
 	} {
 		if _, err := api.DecodeReportRequest([]byte(body)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("DecodeReportRequest(%q) = %v, want an error saying %q", body, err, want)

@@ -7,7 +7,8 @@ const (
 )
 
 // Validate checks a node's usage: no value may be negative (or beyond what
-// a node's capacity may hold). Problems are named by paths relative to the
+// a node's capacity may hold), and an overcommit status must be in order
+// (OvercommitStatus). Problems are named by paths relative to the
 // usage, such as "offline.cpu".
 func (u *NodeUsage) Validate() error {
 	c := &checker{item: -1}
@@ -23,6 +24,11 @@ func (u *NodeUsage) validate(c *checker) {
 		c.push(t.name)
 		c.amount("cpu", t.u.CPU, 0, maxUsageCPU, "millicores")
 		c.amount("memory", t.u.Memory, 0, maxUsageMemory, "bytes")
+		c.pop()
+	}
+	if o := u.Overcommit; o != nil {
+		c.push("overcommit")
+		o.validate(c)
 		c.pop()
 	}
 	if len(u.Tasks) > MaxItemsPerRequest {
@@ -74,4 +80,28 @@ func (r *ReportRequest) Validate() error {
 		c.pop()
 	}
 	return c.err()
+}
+
+// validate checks an overcommit status: amounts within a node's, the quota
+// between its floor and ceiling, the guarantee within the limit. The
+// orderings are checked only when every amount is valid.
+func (o *OvercommitStatus) validate(c *checker) {
+	before := c.total
+	c.amount("cpu_quota", o.CPUQuota, 0, maxUsageCPU, "millicores")
+	c.amount("cpu_min", o.CPUMin, 0, maxUsageCPU, "millicores")
+	c.amount("cpu_max", o.CPUMax, 0, maxUsageCPU, "millicores")
+	c.amount("memory_limit", o.MemoryLimit, 0, maxUsageMemory, "bytes")
+	c.amount("memory_guaranteed", o.MemoryGuaranteed, 0, maxUsageMemory, "bytes")
+	if c.total != before {
+		return
+	}
+	switch {
+	case o.CPUMin > o.CPUMax:
+		c.badAtf("cpu_min", "%d millicores is above cpu_max, %d", o.CPUMin, o.CPUMax)
+	case o.CPUQuota < o.CPUMin || o.CPUQuota > o.CPUMax:
+		c.badAtf("cpu_quota", "%d millicores is outside cpu_min..cpu_max, %d..%d", o.CPUQuota, o.CPUMin, o.CPUMax)
+	}
+	if o.MemoryGuaranteed > o.MemoryLimit {
+		c.badAtf("memory_guaranteed", "%d bytes is above memory_limit, %d", o.MemoryGuaranteed, o.MemoryLimit)
+	}
 }

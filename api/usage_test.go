@@ -44,6 +44,54 @@ func TestNodeUsageValidate(t *testing.T) {
 	}
 }
 
+// TestOvercommitStatusValidate: a node's overcommit status has amounts
+// within a node's, its quota between its floor and ceiling and its
+// guarantee within its limit; the orderings are checked once the amounts
+// are valid.
+func TestOvercommitStatusValidate(t *testing.T) {
+	ok := api.OvercommitStatus{CPUQuota: 1500, CPUMin: 100, CPUMax: 2000, MemoryLimit: 3 << 30, MemoryGuaranteed: 1 << 30, Decided: time.Unix(1, 0)}
+	for _, o := range []api.OvercommitStatus{ok, {}, {CPUQuota: 100, CPUMin: 100, CPUMax: 100, MemoryLimit: 5, MemoryGuaranteed: 5}} {
+		if err := (&api.NodeUsage{Overcommit: &o}).Validate(); err != nil {
+			t.Errorf("%+v: %v", o, err)
+		}
+	}
+	for _, c := range []struct {
+		change func(*api.OvercommitStatus)
+		paths  string
+		says   string
+	}{
+		{func(o *api.OvercommitStatus) { o.CPUQuota, o.MemoryGuaranteed = -1, -1 },
+			"overcommit.cpu_quota overcommit.memory_guaranteed", "overcommit.cpu_quota: must not be negative"},
+		{func(o *api.OvercommitStatus) { o.CPUMax, o.MemoryLimit = 1<<41, 1<<61 },
+			"overcommit.cpu_max overcommit.memory_limit", "more than the limit"},
+		{func(o *api.OvercommitStatus) { o.CPUQuota = 2001 }, "overcommit.cpu_quota", "outside cpu_min..cpu_max, 100..2000"},
+		{func(o *api.OvercommitStatus) { o.CPUQuota = 99 }, "overcommit.cpu_quota", "outside"},
+		{func(o *api.OvercommitStatus) { o.CPUMin = 2500 }, "overcommit.cpu_min", "above cpu_max"},
+		{func(o *api.OvercommitStatus) { o.MemoryGuaranteed = 4 << 30 }, "overcommit.memory_guaranteed", "above memory_limit"},
+		// An invalid amount hides the orderings.
+		{func(o *api.OvercommitStatus) { o.CPUMin, o.MemoryLimit = 3000, -1 }, "overcommit.memory_limit", "must not be negative"},
+	} {
+		o := ok
+		c.change(&o)
+		err := (&api.NodeUsage{Overcommit: &o}).Validate()
+		var ve *api.ValidationError
+		if !errors.As(err, &ve) {
+			t.Errorf("%+v: %v, want a *ValidationError", o, err)
+			continue
+		}
+		if got := problemPaths(ve); got != c.paths || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%+v: %v; want problems at %q saying %q", o, err, c.paths, c.says)
+		}
+	}
+	// A report request names the status under its usage.
+	bad := ok
+	bad.CPUQuota = -5
+	var ve *api.ValidationError
+	if err := (&api.ReportRequest{Usage: &api.NodeUsage{Overcommit: &bad}}).Validate(); !errors.As(err, &ve) || problemPaths(ve) != "usage.overcommit.cpu_quota" {
+		t.Errorf("report request with a bad status: %v", err)
+	}
+}
+
 func TestReportRequestValidate(t *testing.T) {
 	report := api.TaskReport{TaskID: "j1/g0/7", State: api.TaskRunning, Reason: api.ReasonStarted, Time: time.Unix(1, 0)}
 	for _, ok := range []api.ReportRequest{
@@ -97,7 +145,9 @@ func TestClientHeartbeat(t *testing.T) {
 		}
 	})
 	c := newClient(t, url)
-	u := api.NodeUsage{Total: api.Usage{CPU: 1500, Memory: 3 << 30}, Online: api.Usage{CPU: 1000, Memory: 2 << 30}, Offline: api.Usage{CPU: 500, Memory: 1 << 30}}
+	u := api.NodeUsage{Total: api.Usage{CPU: 1500, Memory: 3 << 30}, Online: api.Usage{CPU: 1000, Memory: 2 << 30}, Offline: api.Usage{CPU: 500, Memory: 1 << 30},
+		Overcommit: &api.OvercommitStatus{CPUQuota: 1200, CPUMin: 100, CPUMax: 2000, MemoryLimit: 2 << 30, MemoryGuaranteed: 1 << 30,
+			Decided: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}}
 	if err := c.Heartbeat(context.Background(), "n1", u); err != nil {
 		t.Fatalf("Heartbeat: %v", err)
 	}
