@@ -143,10 +143,14 @@ func New(cfg Config) (*Agent, error) {
 		}
 		a.loop = loop
 		a.usage = func() (api.NodeUsage, time.Time, bool) {
-			r, ok := loop.LastReport()
+			r, d, ok := loop.LastStep()
 			a.mu.Lock()
-			defer a.mu.Unlock()
-			return nodeUsage(r, a.mu.pods), r.Time, ok
+			u := nodeUsage(r, a.mu.pods)
+			a.mu.Unlock()
+			if ok {
+				u.Overcommit = overcommitStatus(d)
+			}
+			return u, r.Time, ok
 		}
 	}
 	if cfg.RuntimeUsage {
@@ -213,6 +217,19 @@ func nodeUsage(r overcommit.Report, pods map[string]runningPod) api.NodeUsage {
 		u.Tasks = append(u.Tasks, api.TaskUsage{TaskID: rp.taskID, QoS: qos, Usage: api.Usage{CPU: p.LastCPUMillis, Memory: p.LastMemoryBytes}})
 	}
 	return u
+}
+
+// overcommitStatus is the offline tier's quota as the overcommit loop's
+// decision d set it, the one its usage report was made with: the CPU
+// quota between its floor and ceiling, and the memory limit and
+// guarantee as the controller decided them (the tier's cgroup may hold
+// more memory for pods reserved since, until the loop's next period).
+func overcommitStatus(d overcommit.Decision) *api.OvercommitStatus {
+	return &api.OvercommitStatus{
+		CPUQuota: d.CPU.OfflineQuotaMillis, CPUMin: d.CPU.MinMillis, CPUMax: d.CPU.MaxMillis,
+		MemoryLimit: d.Memory.OfflineLimitBytes, MemoryGuaranteed: d.Memory.GuaranteedBytes,
+		Decided: d.Now.UTC(),
+	}
 }
 
 // Overcommit returns the overcommit loop Run runs, or nil.

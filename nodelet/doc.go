@@ -19,10 +19,11 @@
 // backoff until acknowledged. With Config.Overcommit, Run also runs the
 // overcommit loop, for which the Agent is the PodSource and the Killer,
 // and, when the Dispatcher is a UsageReporter, a goroutine that sends the
-// loop's per-tier usage every Config.HeartbeatPeriod. With
-// Config.RuntimeUsage instead, that goroutine sends what the Runtime (a
-// runtime.Meter: the simulated one) reports the running pods use, in the
-// same shape. With Config.ResourceDir, each offline pod gets a directory there with its
+// loop's per-tier usage every Config.HeartbeatPeriod, with the offline
+// tier's quota the loop decided at the same step (api.OvercommitStatus).
+// With Config.RuntimeUsage instead, that goroutine sends what the Runtime
+// (a runtime.Meter: the simulated one) reports the running pods use, in
+// the same shape, without an overcommit status. With Config.ResourceDir, each offline pod gets a directory there with its
 // resource file, written from its requests before it starts and by the
 // loop after, which its containers read at /run/sluice/resources.json.
 //

@@ -51,11 +51,13 @@ func (d *usageDispatcher) heartbeats() []api.NodeUsage {
 }
 
 // fakeCgroups gives every pod of a tier the same working set and a CPU
-// counter that only grows; it ignores tier limits.
+// counter that only grows; it records the offline tier's CPU quotas set,
+// and applies no limit.
 type fakeCgroups struct {
-	mu  sync.Mutex
-	mem map[cgroup.Tier]uint64
-	cpu uint64
+	mu     sync.Mutex
+	mem    map[cgroup.Tier]uint64
+	cpu    uint64
+	quotas map[int64]bool // offline CPU quotas set, in µs per CFS period
 }
 
 func (f *fakeCgroups) PodUsage(t cgroup.Tier, _ string) (cgroup.Usage, error) {
@@ -67,7 +69,25 @@ func (f *fakeCgroups) PodUsage(t cgroup.Tier, _ string) (cgroup.Usage, error) {
 
 func (f *fakeCgroups) EndUsageRound() {}
 
-func (f *fakeCgroups) SetTier(cgroup.Tier, cgroup.Limits) error { return nil }
+func (f *fakeCgroups) SetTier(t cgroup.Tier, l cgroup.Limits) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if t == cgroup.Offline {
+		if f.quotas == nil {
+			f.quotas = map[int64]bool{}
+		}
+		f.quotas[l.CPUQuotaUS] = true
+	}
+	return nil
+}
+
+// quotaSet reports whether an offline CPU quota of millis was set, in the
+// loop's default CFS period of 100 ms.
+func (f *fakeCgroups) quotaSet(millis int64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.quotas[millis*100]
+}
 
 // fakeOvercommit is an overcommit loop configuration over fake cgroups and
 // a fake /proc of an idle host with plenty of free memory.
@@ -147,6 +167,74 @@ func TestHeartbeatSendsOvercommitUsage(t *testing.T) {
 	h.close()
 	if n := clk.Timers(); n != 0 {
 		t.Errorf("%d timers armed after Close", n)
+	}
+}
+
+// TestHeartbeatCarriesOvercommitDecision: each heartbeat of an agent with
+// an overcommit loop carries the offline tier's quota the loop decided at
+// the step of its usage: the CPU quota between the floor and ceiling the
+// loop was given, growing on an idle host up to the ceiling, and the
+// memory limit (the guarantee plus what is lent of the online pods' idle
+// memory) and guarantee the loop holds.
+func TestHeartbeatCarriesOvercommitDecision(t *testing.T) {
+	host := sim.NewHost()
+	defer host.Close()
+	d := &usageDispatcher{fakeDispatcher: newFakeDispatcher()}
+	// The online pod uses 16 MiB of the 64 MiB it asked for: the offline
+	// tier may borrow of the rest.
+	cg := &fakeCgroups{mem: map[cgroup.Tier]uint64{cgroup.Online: 16 << 20, cgroup.Offline: 30 << 20}}
+	start := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	clk := clock.NewManual(start)
+	oc := fakeOvercommit(t, cg)
+	oc.Params = overcommit.Params{OfflineCPUMinMillis: 300, OfflineCPUMaxMillis: 1700}
+	h := newHarness(t, host, d.fakeDispatcher, func(c *nodelet.Config) {
+		c.Dispatcher = d
+		c.Overcommit = oc
+		c.HeartbeatPeriod = 10 * time.Millisecond
+		c.Clock = clk
+	})
+	on := simPod("on", 1, 0, 0)
+	on.Tier = cgroup.Online
+	d.setTarget(1, on, simPod("off", 1, 0, 0))
+	eventually(t, 5*time.Second, "a heartbeat of both pods with the CPU quota at its ceiling", func() bool {
+		clk.Advance(5 * time.Millisecond)
+		hb := d.heartbeats()
+		if len(hb) == 0 {
+			return false
+		}
+		u := hb[len(hb)-1]
+		return len(u.Tasks) == 2 && u.Overcommit != nil && u.Overcommit.CPUQuota == 1700
+	})
+
+	hb := d.heartbeats()
+	var prev api.OvercommitStatus
+	for i, u := range hb {
+		o := u.Overcommit
+		if o == nil {
+			t.Fatalf("heartbeat %d has no overcommit status: %+v", i, u)
+		}
+		if err := u.Validate(); err != nil || o.CPUMin != 300 || o.CPUMax != 1700 || o.CPUQuota < prev.CPUQuota {
+			t.Errorf("heartbeat %d: %+v (%v); want the floor 300, the ceiling 1700 and a quota from %d up", i, *o, err, prev.CPUQuota)
+		}
+		if !cg.quotaSet(o.CPUQuota) {
+			t.Errorf("heartbeat %d: CPU quota %d, which the loop never set", i, o.CPUQuota)
+		}
+		if !o.Decided.After(prev.Decided) || o.Decided.Before(start) || o.Decided.After(clk.Now()) || o.Decided.Location() != time.UTC {
+			t.Errorf("heartbeat %d decided at %v, after %v: want a later step's time, in UTC", i, o.Decided, prev.Decided)
+		}
+		prev = *o
+	}
+	// Settled (an idle host, pods that use the same every period), the
+	// loop decides the same at every step: the last heartbeat says what
+	// the loop holds now.
+	_, dec, ok := h.agent.Overcommit().LastStep()
+	last := hb[len(hb)-1].Overcommit
+	if !ok || last.CPUQuota != dec.CPU.OfflineQuotaMillis || last.CPUMin != dec.CPU.MinMillis || last.CPUMax != dec.CPU.MaxMillis ||
+		last.MemoryLimit != dec.Memory.OfflineLimitBytes || last.MemoryGuaranteed != dec.Memory.GuaranteedBytes {
+		t.Errorf("last heartbeat's status %+v; the loop's decision: CPU %+v, memory %+v", *last, dec.CPU, dec.Memory)
+	}
+	if last.MemoryGuaranteed != 64<<20 || last.MemoryLimit <= last.MemoryGuaranteed {
+		t.Errorf("memory guaranteed %d, limit %d: want the offline pod's request (%d) guaranteed and more lent", last.MemoryGuaranteed, last.MemoryLimit, 64<<20)
 	}
 }
 
@@ -236,6 +324,9 @@ func TestHeartbeatSendsRuntimeUsage(t *testing.T) {
 	u := hb[len(hb)-1]
 	if err := u.Validate(); err != nil {
 		t.Fatalf("heartbeat %+v: %v", u, err)
+	}
+	if u.Overcommit != nil {
+		t.Errorf("a heartbeat without an overcommit loop has an overcommit status: %+v", *u.Overcommit)
 	}
 	wantTiers := api.NodeUsage{Online: api.Usage{CPU: 250, Memory: 100 << 20}, Offline: api.Usage{CPU: 40, Memory: 30 << 20},
 		Total: api.Usage{CPU: 290, Memory: 130 << 20}}

@@ -275,6 +275,15 @@ func (l *Loop) LastDecision() (CPUDecision, MemDecision) {
 	return l.mu.decision.CPU, l.mu.decision.Memory
 }
 
+// LastStep returns, of one and the same iteration, the last usage report
+// and the CPU and memory parts of the last decision (with its Now; Pods,
+// Kills and Report left empty); ok is false before the first.
+func (l *Loop) LastStep() (r Report, d Decision, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.report.Clone(), l.mu.decision, l.mu.have
+}
+
 // Stats returns the counters.
 func (l *Loop) Stats() Stats {
 	l.mu.Lock()

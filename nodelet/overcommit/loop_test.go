@@ -131,9 +131,14 @@ func TestLoopAppliesDecisions(t *testing.T) {
 		}
 	}
 	nSets := len(cg.sets)
-	tick(190, 10, 8<<20, 1500*time.Millisecond, 400*time.Millisecond)
+	d := tick(190, 10, 8<<20, 1500*time.Millisecond, 400*time.Millisecond)
 	if len(cg.sets) != nSets {
 		t.Errorf("unchanged limits were written again")
+	}
+	// LastStep: the report and the decision of the last tick, together.
+	if r, ld, ok := loop.LastStep(); !ok || !r.Time.Equal(clk.Now()) || !ld.Now.Equal(clk.Now()) || ld.CPU != d.CPU || ld.Memory != d.Memory ||
+		ld.Pods != nil || ld.Kills != nil {
+		t.Errorf("LastStep: report of %v, decision %+v, %v; want the tick's at %v: CPU %+v, memory %+v", r.Time, ld, ok, clk.Now(), d.CPU, d.Memory)
 	}
 
 	// Reports: the per-pod rate from cumulative counters.
