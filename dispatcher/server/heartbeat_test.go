@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"testing"
@@ -105,5 +106,72 @@ func TestHeartbeat(t *testing.T) {
 				t.Errorf("problems %+v (total %d)", e.Problems, e.Total)
 			}
 		})
+	}
+}
+
+// TestHeartbeatOvercommit: the overcommit status of a node's heartbeat,
+// as a nodelet encodes it, shows unchanged under the node's usage in the
+// node list and the node's detail; an invalid one is refused and the
+// usage before it kept; a heartbeat without one (a node that runs no
+// overcommit controller, or an older nodelet) is taken, and its usage
+// shows no status, not even as a member of the JSON.
+func TestHeartbeatOvercommit(t *testing.T) {
+	s := openOne(t, nil)
+	base := s.Addr()
+	if r := do(t, req{method: "POST", url: base + api.PathNodes, body: []byte(nodeJSON("n1", ""))}); r.status != 200 {
+		t.Fatalf("register n1: %s", r)
+	}
+	beat := func(u api.NodeUsage) reply {
+		t.Helper()
+		body, err := api.AppendReportRequest(nil, &api.ReportRequest{Reports: []api.TaskReport{}, Usage: &u})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return do(t, req{method: "POST", url: base + api.PathNode + "n1/reports", body: body})
+	}
+	// usages returns n1's usage in the node list and in its detail.
+	usages := func() (list, detail *api.NodeUsage) {
+		t.Helper()
+		for _, n := range decode[api.NodeList](t, do(t, req{method: "GET", url: base + api.PathNodes}), 200).Nodes {
+			if n.Spec.Name == "n1" {
+				list = n.Usage
+			}
+		}
+		return list, decode[api.NodeDetail](t, do(t, req{method: "GET", url: base + api.PathNode + "n1"}), 200).Usage
+	}
+
+	usage := api.NodeUsage{
+		Total: api.Usage{CPU: 900, Memory: 1 << 30}, Offline: api.Usage{CPU: 900, Memory: 1 << 30},
+		Overcommit: &api.OvercommitStatus{CPUQuota: 1250, CPUMin: 100, CPUMax: 2000, MemoryLimit: 3 << 30, MemoryGuaranteed: 1 << 30,
+			Decided: time.Date(2030, 1, 2, 3, 4, 5, 600_000_000, time.UTC)},
+	}
+	if r := beat(usage); r.status != 204 {
+		t.Fatalf("heartbeat: %s", r)
+	}
+	list, detail := usages()
+	for what, u := range map[string]*api.NodeUsage{"list": list, "detail": detail} {
+		if u == nil || !reflect.DeepEqual(*u, usage) {
+			t.Errorf("n1's usage in the %s: %+v, want %+v with overcommit %+v", what, u, usage, *usage.Overcommit)
+		}
+	}
+
+	bad := usage
+	bad.Overcommit = &api.OvercommitStatus{CPUQuota: 2500, CPUMin: 100, CPUMax: 2000}
+	errorReply(t, beat(bad), 400, api.CodeInvalid, "usage.overcommit.cpu_quota")
+	if list, _ := usages(); list == nil || !reflect.DeepEqual(*list, usage) {
+		t.Errorf("n1's usage after a refused heartbeat: %+v, want %+v", list, usage)
+	}
+
+	older := `{"reports":[],"usage":{"total":{"cpu":700,"memory":1073741824},"online":{"cpu":0,"memory":0},"offline":{"cpu":700,"memory":1073741824}}}`
+	if r := do(t, req{method: "POST", url: base + api.PathNode + "n1/reports", body: []byte(older)}); r.status != 204 {
+		t.Fatalf("heartbeat without an overcommit status: %s", r)
+	}
+	if list, detail := usages(); list == nil || detail == nil || list.Overcommit != nil || detail.Overcommit != nil || list.Total.CPU != 700 {
+		t.Errorf("n1's usage after a heartbeat without a status: list %+v, detail %+v", list, detail)
+	}
+	for _, path := range []string{api.PathNodes, api.PathNode + "n1"} {
+		if r := do(t, req{method: "GET", url: base + path}); r.status != 200 || bytes.Contains(r.body, []byte(`"overcommit"`)) {
+			t.Errorf("GET %s after a heartbeat without a status: %s", path, r)
+		}
 	}
 }
