@@ -3,7 +3,8 @@
 // filters and pages, the summaries of forgotten jobs marked as history), a
 // job (its groups, why its pending tasks wait, its tasks and their logs,
 // cancel; for a forgotten job, its summary), nodes and a node (its pods
-// and tiers, its drain state, drain and undrain for an admin), an
+// and tiers, the offline tier's overcommit quota from its last heartbeat,
+// its drain state, drain and undrain for an admin), an
 // appmaster's capboxes, queues (weights, caps against use) and the recent
 // scheduling rounds.
 //

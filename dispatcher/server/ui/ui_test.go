@@ -120,7 +120,8 @@ func (c *cluster) addNode(name, token string) {
 }
 
 // run plays node name's nodelet once: every pod of its target not
-// reported yet is reported running, and the node reports its usage.
+// reported yet is reported running, and the node reports its usage, with
+// its overcommit controller's quota for the offline tier.
 func (c *cluster) run(name, token string) int {
 	c.t.Helper()
 	tg, _, err := c.clients[token].Target(c.ctx, name, 0, 0)
@@ -128,7 +129,8 @@ func (c *cluster) run(name, token string) int {
 		c.t.Fatalf("target of %s: %v", name, err)
 	}
 	var reps []api.TaskReport
-	usage := api.NodeUsage{}
+	usage := api.NodeUsage{Overcommit: &api.OvercommitStatus{CPUQuota: 6500, CPUMin: 400, CPUMax: 8000,
+		MemoryLimit: 6 << 30, MemoryGuaranteed: 2 << 30, Decided: time.Now().UTC()}}
 	for _, p := range tg.Pods {
 		usage.Offline.CPU += 300
 		usage.Offline.Memory += 200 << 20
@@ -282,7 +284,8 @@ func signIn(t testing.TB, ctx context.Context, token string) {
 // offered to nor allowed for a reader; the cancelled job, forgotten,
 // is listed as history and shows its summary; drain and undrain are
 // offered to an admin and work, and are neither offered to nor allowed
-// for a reader; the queues page shows a queue's caps.
+// for a reader; the queues page shows a queue's caps; a node's page shows
+// its overcommit quota from its heartbeat, and "—" without one.
 func TestBrowser(t *testing.T) {
 	chromium(t)
 	c := startCluster(t, 300*time.Millisecond)
@@ -413,9 +416,12 @@ func TestBrowser(t *testing.T) {
 		t.Error("a submitter of another queue sees the job or is offered cancel")
 	}
 
-	// A node's page lists its pods: the two of fits and the one of late.
+	// A node's page lists its pods: the two of fits and the one of late;
+	// and the offline tier's quota from its heartbeat.
 	do(t, ctx, chromedp.Navigate(base+"nodes/n1"))
 	waitJS(t, ctx, "n1's pods", `document.querySelectorAll('#pods tbody tr').length === 3 && document.querySelector('#node-state').textContent === 'ready'`)
+	waitJS(t, ctx, "n1's overcommit quota", text(`[data-k=oc-cpu]`, "6.50 cores (0.40–8)")+` && `+text(`[data-k=oc-memory-limit]`, "6.0 GiB")+
+		` && `+text(`[data-k=oc-memory-guaranteed]`, "2.0 GiB")+` && document.querySelector('[data-k=oc-decided]').textContent.includes(' ago (')`)
 	if !eval[bool](t, ctx, `document.querySelector('#drain-controls').hidden`) {
 		t.Error("a submitter is offered drain")
 	}
@@ -477,6 +483,11 @@ func TestBrowser(t *testing.T) {
 	}
 	waitJS(t, ctx, "batch's caps", fmt.Sprintf(`%s?.textContent === '0 / 4' && %s?.textContent === '0 / 10' && %s?.textContent === '0 B / —' && %s?.textContent === '1.10 / —'`,
 		queueCell("batch", "cpu"), queueCell("batch", "tasks"), queueCell("batch", "memory"), queueCell("default", "cpu")))
+
+	// A node that has sent no heartbeat shows no overcommit quota.
+	c.addNode("n2", "nl2")
+	do(t, ctx, chromedp.Navigate(base+"nodes/n2"))
+	waitJS(t, ctx, "n2 without an overcommit quota", text(`[data-k=oc-cpu]`, "—")+` && `+text(`[data-k=oc-decided]`, "—"))
 }
 
 // TestPages checks what the server answers for the UI's paths and the

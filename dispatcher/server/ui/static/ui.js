@@ -121,6 +121,14 @@
     const d = new Date(t);
     return d.toLocaleString(undefined, { hour12: false });
   }
+  // ago is how long before now t was, with t itself; — when unset. A
+  // time ahead of the browser's clock (another host's) reads as now.
+  function ago(t) {
+    if (!isSet(t)) return '—';
+    const s = Math.max(0, Math.round((Date.now() - new Date(t).getTime()) / 1000));
+    const rel = s < 90 ? s + ' s' : s < 90 * 60 ? Math.round(s / 60) + ' min' : Math.round(s / 3600) + ' h';
+    return rel + ' ago (' + when(t) + ')';
+  }
   const ms = (s) => (s * 1000).toFixed(s < 0.01 ? 2 : 1);
   const enc = encodeURIComponent;
   const queueName = (q) => q || 'default';
@@ -467,6 +475,13 @@
           num(n.usage ? cores(n.usage[tier].cpu) : '—'),
           num(bytes(n.spec.allocatable[tier].memory)), num(bytes(n.used[tier].memory)), num(bytes(n.free[tier].memory)),
           num(n.usage ? bytes(n.usage[tier].memory) : '—')]));
+        // The offline tier's quota from the node's last heartbeat.
+        const oc = n.usage && n.usage.overcommit;
+        facts($('#node-overcommit'), [
+          ['offline CPU quota (floor–ceiling)', oc ? cores(oc.cpu_quota) + ' cores (' + cores(oc.cpu_min) + '–' + cores(oc.cpu_max) + ')' : '—', 'oc-cpu'],
+          ['offline memory limit', oc ? bytes(oc.memory_limit) : '—', 'oc-memory-limit'],
+          ['offline memory guaranteed', oc ? bytes(oc.memory_guaranteed) : '—', 'oc-memory-guaranteed'],
+          ['decided', oc ? ago(oc.decided) : '—', 'oc-decided']]);
         fill($('#pods'), n.pods.map((p) => [p.task_id, el('td', {}, link(P.ui + 'jobs/' + enc(p.job), p.job)), p.group, p.qos,
           el('td', {}, p.state ? state(p.state) : ''), num(cores(p.resources.cpu)), num(bytes(p.resources.memory)),
           p.capbox ? 'capbox' : (p.in_capbox ? 'in ' + p.in_capbox : 'task'),
