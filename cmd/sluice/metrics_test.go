@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -10,12 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/internal/promtest"
 	"github.com/sluicehq/sluice/nodelet/remote/remotetest"
 )
 
@@ -40,55 +35,6 @@ func getMetrics(t *testing.T, url, token string) (int, []byte) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, b
-}
-
-// parseMetrics parses Prometheus text with the client's parser and lints
-// it as promtool does, failing the test on any problem.
-func parseMetrics(t *testing.T, body []byte) map[string]*dto.MetricFamily {
-	t.Helper()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := p.TextToMetricFamilies(bytes.NewReader(body))
-	if err != nil {
-		t.Fatalf("parsing the metrics: %v\n%s", err, body)
-	}
-	probs, err := promlint.New(bytes.NewReader(body)).Lint()
-	if err != nil {
-		t.Fatalf("lint: %v", err)
-	}
-	for _, p := range probs {
-		t.Errorf("lint: %s: %s", p.Metric, p.Text)
-	}
-	return mfs
-}
-
-// metricValue returns the value (a histogram's count) of the metric of
-// family name with every label pair "k=v" of labels, failing the test when
-// there is none.
-func metricValue(t *testing.T, mfs map[string]*dto.MetricFamily, name string, labels ...string) float64 {
-	t.Helper()
-next:
-	for _, m := range mfs[name].GetMetric() {
-		have := map[string]string{}
-		for _, l := range m.GetLabel() {
-			have[l.GetName()] = l.GetValue()
-		}
-		for _, kv := range labels {
-			k, v, _ := strings.Cut(kv, "=")
-			if have[k] != v {
-				continue next
-			}
-		}
-		switch {
-		case m.GetCounter() != nil:
-			return m.GetCounter().GetValue()
-		case m.GetGauge() != nil:
-			return m.GetGauge().GetValue()
-		case m.GetHistogram() != nil:
-			return float64(m.GetHistogram().GetSampleCount())
-		}
-	}
-	t.Fatalf("no metric %s%v", name, labels)
-	return 0
 }
 
 // TestNodeletMetrics scrapes a nodelet's log server running two pods, one
@@ -142,7 +88,7 @@ func TestNodeletMetrics(t *testing.T) {
 	if st != 200 {
 		t.Fatalf("metrics: %d %s", st, body)
 	}
-	mfs := parseMetrics(t, body)
+	mfs := promtest.Parse(t, body)
 	for metric, want := range map[string]float64{
 		"sluice_nodelet_pods|state=running|tier=online":            1,
 		"sluice_nodelet_pods|state=running|tier=offline":           1,
@@ -156,17 +102,17 @@ func TestNodeletMetrics(t *testing.T) {
 		"sluice_nodelet_target_poll_duration_seconds|result=error": 0,
 	} {
 		f := strings.Split(metric, "|")
-		if v := metricValue(t, mfs, f[0], f[1:]...); v != want {
+		if v := promtest.Value(t, mfs, f[0], f[1:]...); v != want {
 			t.Errorf("%s = %v, want %v", metric, v, want)
 		}
 	}
-	if v := metricValue(t, mfs, "sluice_nodelet_reports_total"); v < 2 {
+	if v := promtest.Value(t, mfs, "sluice_nodelet_reports_total"); v < 2 {
 		t.Errorf("reports acknowledged %v, want at least 2", v)
 	}
-	if v := metricValue(t, mfs, "sluice_nodelet_target_poll_duration_seconds", "result=ok"); v < 1 {
+	if v := promtest.Value(t, mfs, "sluice_nodelet_target_poll_duration_seconds", "result=ok"); v < 1 {
 		t.Errorf("target polls %v, want at least 1", v)
 	}
-	if v := metricValue(t, mfs, "go_goroutines"); v <= 0 {
+	if v := promtest.Value(t, mfs, "go_goroutines"); v <= 0 {
 		t.Errorf("go_goroutines %v", v)
 	}
 
@@ -181,11 +127,11 @@ func TestNodeletMetrics(t *testing.T) {
 		return false
 	})
 	_, body = getMetrics(t, url, "mt")
-	mfs = parseMetrics(t, body)
-	if v := metricValue(t, mfs, "sluice_nodelet_pod_kills_total", "reason=unwanted"); v != 1 {
+	mfs = promtest.Parse(t, body)
+	if v := promtest.Value(t, mfs, "sluice_nodelet_pod_kills_total", "reason=unwanted"); v != 1 {
 		t.Errorf("unwanted kills %v, want 1", v)
 	}
-	if v := metricValue(t, mfs, "sluice_nodelet_pods", "state=running", "tier=online"); v != 0 {
+	if v := promtest.Value(t, mfs, "sluice_nodelet_pods", "state=running", "tier=online"); v != 0 {
 		t.Errorf("online pods running %v, want 0", v)
 	}
 }

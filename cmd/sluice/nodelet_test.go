@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/internal/promtest"
 	"github.com/sluicehq/sluice/nodelet/remote/remotetest"
 	"github.com/sluicehq/sluice/nodelet/runtime/container/cni"
 )
@@ -223,15 +224,15 @@ func TestStartNodeletOvercommit(t *testing.T) {
 	if st != 200 {
 		t.Fatalf("metrics: %d %s", st, body)
 	}
-	mfs := parseMetrics(t, body)
-	if v := metricValue(t, mfs, "sluice_nodelet_offline_cpu_quota_cores"); v <= 0 {
+	mfs := promtest.Parse(t, body)
+	if v := promtest.Value(t, mfs, "sluice_nodelet_offline_cpu_quota_cores"); v <= 0 {
 		t.Errorf("offline CPU quota %v cores, want it positive", v)
 	}
-	if v := metricValue(t, mfs, "sluice_nodelet_overcommit_ticks_total"); v < 1 {
+	if v := promtest.Value(t, mfs, "sluice_nodelet_overcommit_ticks_total"); v < 1 {
 		t.Errorf("overcommit ticks %v", v)
 	}
 	for _, tier := range []string{"online", "offline"} {
-		if v := metricValue(t, mfs, "sluice_nodelet_tier_memory_usage_bytes", "tier="+tier); v < 0 {
+		if v := promtest.Value(t, mfs, "sluice_nodelet_tier_memory_usage_bytes", "tier="+tier); v < 0 {
 			t.Errorf("%s memory use %v", tier, v)
 		}
 	}

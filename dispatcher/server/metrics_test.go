@@ -1,19 +1,16 @@
 package server_test
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/dispatcher/server"
+	"github.com/sluicehq/sluice/internal/promtest"
 )
 
 // scrape gets base's metrics with token, checks the reply's format, parses
@@ -27,18 +24,7 @@ func scrape(t testing.TB, base, token string) map[string]*dto.MetricFamily {
 	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain; version=0.0.4") {
 		t.Errorf("Content-Type %q, want Prometheus' text format", ct)
 	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := p.TextToMetricFamilies(bytes.NewReader(r.body))
-	if err != nil {
-		t.Fatalf("parsing the metrics: %v\n%s", err, r.body)
-	}
-	probs, err := promlint.New(bytes.NewReader(r.body)).Lint()
-	if err != nil {
-		t.Fatalf("lint: %v", err)
-	}
-	for _, p := range probs {
-		t.Errorf("lint: %s: %s", p.Metric, p.Text)
-	}
+	mfs := promtest.Parse(t, r.body)
 	for name, mf := range mfs {
 		if !strings.HasPrefix(name, "sluice_") && !strings.HasPrefix(name, "go_") && !strings.HasPrefix(name, "process_") {
 			t.Errorf("metric %s lacks the sluice_ prefix", name)
@@ -52,40 +38,6 @@ func scrape(t testing.TB, base, token string) map[string]*dto.MetricFamily {
 		}
 	}
 	return mfs
-}
-
-// value returns the value of the metric of family name whose labels
-// include every pair of labels ("k=v"); a histogram's count. It fails the
-// test when there is none.
-func value(t testing.TB, mfs map[string]*dto.MetricFamily, name string, labels ...string) float64 {
-	t.Helper()
-	mf, ok := mfs[name]
-	if !ok {
-		t.Fatalf("no metric %s", name)
-	}
-next:
-	for _, m := range mf.GetMetric() {
-		have := map[string]string{}
-		for _, l := range m.GetLabel() {
-			have[l.GetName()] = l.GetValue()
-		}
-		for _, kv := range labels {
-			k, v, _ := strings.Cut(kv, "=")
-			if have[k] != v {
-				continue next
-			}
-		}
-		switch {
-		case m.GetCounter() != nil:
-			return m.GetCounter().GetValue()
-		case m.GetGauge() != nil:
-			return m.GetGauge().GetValue()
-		case m.GetHistogram() != nil:
-			return float64(m.GetHistogram().GetSampleCount())
-		}
-	}
-	t.Fatalf("no metric %s%v", name, labels)
-	return 0
 }
 
 // TestMetrics scrapes a replica that placed the tasks of three jobs on two
@@ -106,7 +58,7 @@ func TestMetrics(t *testing.T) {
 	waitFor(t, 10*time.Second, "every task placed", func() bool { return s.Dispatcher().Totals().Placed >= jobs*each })
 
 	mfs := scrape(t, base, "rd")
-	if v := value(t, mfs, "sluice_round_tasks_placed_total"); v < jobs*each {
+	if v := promtest.Value(t, mfs, "sluice_round_tasks_placed_total"); v < jobs*each {
 		t.Errorf("placed %v, want at least %d", v, jobs*each)
 	}
 	for metric, want := range map[string]float64{
@@ -123,29 +75,29 @@ func TestMetrics(t *testing.T) {
 		"sluice_http_requests_total|route=nodes|code=200":      2,
 	} {
 		f := strings.Split(metric, "|")
-		if v := value(t, mfs, f[0], f[1:]...); v != want {
+		if v := promtest.Value(t, mfs, f[0], f[1:]...); v != want {
 			t.Errorf("%s = %v, want %v", metric, v, want)
 		}
 	}
 	for _, positive := range []string{"sluice_round_duration_seconds", "sluice_rounds_total", "sluice_raft_term",
 		"sluice_raft_commit_index", "sluice_raft_applied_index", "sluice_raft_proposals_total", "sluice_raft_log_sync_duration_seconds",
 		"sluice_store_disk_bytes", "sluice_store_wal_bytes_total", "sluice_round_flow_arcs", "go_goroutines"} {
-		if v := value(t, mfs, positive); v <= 0 {
+		if v := promtest.Value(t, mfs, positive); v <= 0 {
 			t.Errorf("%s = %v, want it positive", positive, v)
 		}
 	}
 	// The leader exports its usage estimates: no node sent usage yet.
-	if v := value(t, mfs, "sluice_usage_estimate_nodes"); v != 0 {
+	if v := promtest.Value(t, mfs, "sluice_usage_estimate_nodes"); v != 0 {
 		t.Errorf("estimates cover %v nodes, want 0", v)
 	}
-	if v := value(t, mfs, "sluice_task_reports_dropped_total"); v != 0 {
+	if v := promtest.Value(t, mfs, "sluice_task_reports_dropped_total"); v != 0 {
 		t.Errorf("dropped reports %v", v)
 	}
-	if v := value(t, mfs, "sluice_http_request_body_bytes_total", "route=jobs"); v < float64(jobs*len(jobJSON("m0", "", each))) {
+	if v := promtest.Value(t, mfs, "sluice_http_request_body_bytes_total", "route=jobs"); v < float64(jobs*len(jobJSON("m0", "", each))) {
 		t.Errorf("request body bytes of jobs %v, want at least the %d jobs' JSON", v, jobs)
 	}
 	// The scrape counted itself on the next one.
-	if v := value(t, scrape(t, base, "sub-any"), "sluice_http_requests_total", "route=metrics", "code=200"); v < 1 {
+	if v := promtest.Value(t, scrape(t, base, "sub-any"), "sluice_http_requests_total", "route=metrics", "code=200"); v < 1 {
 		t.Errorf("metrics requests %v", v)
 	}
 
@@ -157,7 +109,7 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("POST /metrics: %s, want 405", r)
 	}
 	mfs = scrape(t, base, "adm")
-	if v := value(t, mfs, "sluice_http_requests_total", "route=metrics", "code=403"); v != 1 {
+	if v := promtest.Value(t, mfs, "sluice_http_requests_total", "route=metrics", "code=403"); v != 1 {
 		t.Errorf("refused metrics requests counted %v, want 1", v)
 	}
 }
@@ -176,11 +128,11 @@ func TestMetricsEveryReplica(t *testing.T) {
 	leaders := 0
 	for i, base := range c.bases {
 		mfs := scrape(t, base, "")
-		leaders += int(value(t, mfs, "sluice_raft_is_leader"))
-		if v := value(t, mfs, "sluice_raft_members"); v != 3 {
+		leaders += int(promtest.Value(t, mfs, "sluice_raft_is_leader"))
+		if v := promtest.Value(t, mfs, "sluice_raft_members"); v != 3 {
 			t.Errorf("replica %d: members %v", i+1, v)
 		}
-		if v := value(t, mfs, "sluice_raft_term"); v != float64(l.Raft().Status().Term) {
+		if v := promtest.Value(t, mfs, "sluice_raft_term"); v != float64(l.Raft().Status().Term) {
 			t.Errorf("replica %d: term %v, leader's %d", i+1, v, l.Raft().Status().Term)
 		}
 	}

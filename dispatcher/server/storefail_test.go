@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/dispatcher/server"
+	"github.com/sluicehq/sluice/internal/promtest"
 	"github.com/sluicehq/sluice/raftkv"
 )
 
@@ -127,7 +128,7 @@ func TestReplicaStoreFails(t *testing.T) {
 		t.Errorf("healthz of the failed replica: %s", r)
 	}
 	// Its metrics still serve, and say it stopped.
-	if v := value(t, scrape(t, old.Addr(), ""), "sluice_raft_stopped"); v != 1 {
+	if v := promtest.Value(t, scrape(t, old.Addr(), ""), "sluice_raft_stopped"); v != 1 {
 		t.Errorf("sluice_raft_stopped of the failed replica = %v, want 1", v)
 	}
 	for _, q := range []req{
