@@ -74,6 +74,7 @@
 //	codec:"intern=A|B"        return the constant among A, B equal to the string read
 //	codec:"quantity=ParseCPU" an integer may also be a quantity string, parsed so
 //	codec:"slab=groups"       carve a slice's elements from the decoder's slab
+//	codec:"since=2"           the binary codec's layouts before 2 lack the field
 //
 // Strings, typed strings, bools, int32 and int64, []string,
 // map[string]string, structs of the package, pointers to them and slices
@@ -85,11 +86,12 @@
 // To add a field to one of these types: declare it with its json tag (and
 // a codec tag if it needs one), validate it in validate.go, and run
 // go generate ./api. The dispatcher's binary spec codec is generated from
-// the same types, and the logs of the release before must still decode: a
-// new field needs a place in that encoding before go generate
-// ./dispatcher/fsm (dispatcher/fsm/spec_codec.go says where). The
-// round-trip tests' random values set every field (TestEveryFieldDecoded
-// fails until they set the new one).
+// the same types, and the logs of the releases before must still decode:
+// a field of a type a JobSpec holds is also tagged codec:"since=N", N one
+// past the binary codec's current layout, before go generate
+// ./dispatcher/fsm (dispatcher/fsm/spec_codec.go says why and the rest).
+// The JSON codec ignores since. The round-trip tests' random values set
+// every field (TestEveryFieldDecoded fails until they set the new one).
 //
 // # Invariants
 //

@@ -27,7 +27,8 @@ const (
 	cmdStopCapTasks  byte = 11
 )
 
-// commandVersion 9: a plan records when it first places a task of each
+// commandVersion 10: a submit command's specs carry their layout
+// (readSpecs; before, layout 0); 9: a plan records when it first places a task of each
 // group (group.started; a plan of 8 or before does not, so that every
 // replica, whether it replays the plan or loads a group record written
 // before, agrees), and a forget command may end with flags
@@ -41,14 +42,15 @@ const (
 // nodelet's clock, which apply never read; 5: a submit command's specs are
 // one block, compressed when large (appendSpecBlock); 4: specs carry
 // JobSpec.Appmaster; 3: submit commands carry binary specs (2: NDJSON).
-const commandVersion = 9
+const commandVersion = 10
 
 // oldestCommandVersion is the oldest version Apply reads, so that a log
 // written by the releases before replays: version 5 commands differ from
 // 6's only in the update command, whose decoder reads both, 6's from 7's
 // only in what 7's specs and reasons may hold besides, and 7's from 8's
-// only in what 8's specs may hold besides, and 8's from 9's only in
-// what a plan of 9 records and a forget of 9 may carry.
+// only in what 8's specs may hold besides, 8's from 9's only in
+// what a plan of 9 records and a forget of 9 may carry, and 9's from 10's
+// only in the layout byte of 10's submit commands.
 const oldestCommandVersion = 5
 
 func newCommand(tag byte, now time.Time, size int) *enc {
@@ -75,9 +77,10 @@ func SubmitJobs(now time.Time, specs []api.JobSpec) ([]byte, error) {
 	if err := api.ValidateJobs(specs); err != nil {
 		return nil, fmt.Errorf("fsm: submit: %w", err)
 	}
-	// A count, then the specs as one block (appendSpecBlock): each in the
-	// binary encoding of spec_codec.go, length-prefixed, so that apply keeps
-	// the block as the submit record without encoding anything again.
+	// The specs' layout, a count, then the specs as one block
+	// (appendSpecBlock): each in the binary encoding of spec_codec.go,
+	// length-prefixed, so that apply keeps the block as the submit record
+	// without encoding anything again.
 	plain, block := blockPool.Get().(*[]byte), blockPool.Get().(*[]byte)
 	defer blockPool.Put(plain)
 	defer blockPool.Put(block)
@@ -90,7 +93,8 @@ func SubmitJobs(now time.Time, specs []api.JobSpec) ([]byte, error) {
 	}
 	*plain = all.b
 	*block = appendSpecBlock((*block)[:0], all.b)
-	e := newCommand(cmdSubmit, now, 10+len(*block))
+	e := newCommand(cmdSubmit, now, 11+len(*block))
+	e.byte(specLayout)
 	e.uvarint(uint64(len(specs)))
 	e.b = append(e.b, *block...)
 	return e.b, nil

@@ -27,14 +27,16 @@
 //	m/planterm                            highest term of a committed plan
 //	m/applied                             index of the last applied command
 //	J/<job u64 BE>                        the new jobs of one submit, from this
-//	                                      number on: submit time, count, block
-//	                                      of specs (compressed when large);
+//	                                      number on: submit time, spec layout,
+//	                                      count, block of specs (compressed
+//	                                      when large);
 //	                                      deleted with the last of its jobs
 //	f/<job u64 BE>                        (empty) a job forgotten while its
 //	                                      submit record holds others, so that
 //	                                      Load leaves it out; deleted with the
 //	                                      record
-//	j/<job u64 BE>                        job: submit time, cancelled, spec (binary);
+//	j/<job u64 BE>                        job: submit time, cancelled, spec
+//	                                      layout, spec (binary);
 //	                                      written when a job changes (a cancel),
 //	                                      superseding its submit record's copy
 //	g/<job u64 BE><group u16 BE>          group counters and requeue list
@@ -69,17 +71,18 @@
 // jobs deletes ranges (one per prefix for each run of numbers all
 // forgotten); what each node holds is derived from the task records by
 // Load, not stored. Every record but the plain numbers (s/, m/, i/, N/)
-// and the markers (f/) starts with a version byte: 1, 4 for job
+// and the markers (f/) starts with a version byte: 1, 6 for job
 // records (binary spec since 2, appmaster since 3, pod networks and
-// volumes since 4), 3 for submit records (a block of specs since 2, pod
-// networks and volumes since 3), 3 for node records (no generation since
-// 2, the drain since 3), 2 for group records (the group's start since 2;
-// Load reads 1 as a group without one), 4
-// for task records (up to 64 tasks since 2, their nodes named once since
-// 3, each task's ports since 4); Load reads the job, submit, node and
-// task records of the version before too (their specs decode alike; a task
-// record of 3 as tasks without ports; a node record of 2 as drained
-// without a deadline when draining), and rejects any other version with
+// volumes since 4, simulated usage since 5, the spec's layout since 6), 5
+// for submit records (a block of specs since 2, pod networks and volumes
+// since 3, simulated usage since 4, the specs' layout since 5), 3 for node
+// records (no generation since 2, the drain since 3), 2 for group records
+// (the group's start since 2; Load reads 1 as a group without one), 4 for
+// task records (up to 64 tasks since 2, their nodes named once since 3,
+// each task's ports since 4). Load reads job records from 3 and submit
+// records from 2 (before the layout byte, their specs are of layout 0), a
+// task record of 3 as tasks without ports, a node record of 2 as drained
+// without a deadline when draining, and rejects any other version with
 // ErrCorrupt. A node spec is JSON, so a node record of the release before
 // (without a port range) reads as a node without one.
 //
@@ -121,8 +124,8 @@
 // A command is a tag byte, a version byte, the proposer's clock (varint unix
 // nanoseconds; Apply never reads a clock) and a payload. Commands are
 // hand-encoded varints and strings; node specs are JSON inside their
-// commands and records. Apply reads the commands of the version before
-// too (oldestCommandVersion), so a log written by the release before
+// commands and records. Apply reads the commands of the versions before
+// too (from oldestCommandVersion), so a log written by the releases before
 // replays. Update commands carry two reports a task: a report names its
 // node only where it changes (a node's reports come together), and its
 // reason as a code: 17 bytes in all.
@@ -131,26 +134,29 @@
 // declaration order, strings length-prefixed, integers and durations as
 // varints, pointers behind a presence byte, maps in sorted key order, empty
 // collections decoding as nil as api.DecodeJobs reads what encoding/json
-// writes; a pod's network mode, volumes and its containers' mounts follow
-// its flags byte only when one is set (appendPodStorage), so a pod without
-// them encodes as before they existed. The codec is generated from api's
-// types (spec_bin_gen.go, written by internal/codecgen through the
-// generate directive in spec_codec.go; TestGeneratedCodecsCurrent fails
-// while it is stale): appendJobSpec, appendTaskGroupSpec and
-// appendContainerSpec and the rest of the pod's parts, their decoders,
-// min<T>Bytes (the fewest bytes of each), and the skim's walk over the
-// fields (skimJobSpec, skimTaskGroupSpec, skimContainerSpec: what apply
-// does not need is skipped, each field it takes is handed to a skimmer
-// method). The pod's structure (appendPodSpec, decodePodSpec, skimPod:
-// the flags bytes older formats announce their parts with) is written by
-// hand. Adding a field to a spec type, after api (see its doc), is go
-// generate ./dispatcher/fsm and a place in the encoding that the release
-// before's commands and records still decode with (spec_codec.go says
-// how); the skim skips the field unless apply needs it, when it joins the
-// directive's -read list with a skimmer method.
+// writes. The codec is generated from api's types (spec_bin_gen.go,
+// written by internal/codecgen through the generate directive in
+// spec_codec.go; TestGeneratedCodecsCurrent fails while it is stale): the
+// append and decode functions of each spec type, min<T>Bytes (the fewest
+// bytes of each), and the skim's walk over the fields (skimJobSpec and the
+// skimmers it calls: what apply does not need is skipped, each field it
+// takes is handed to a skimmer method). Every stored spec is of a layout,
+// stored beside it: submit commands, submit records and job records carry
+// it. The codec writes the current layout, specLayout, and reads every
+// one before it; layout 0 is the releases before's, whose pods had a
+// hand-written layout (decodePodSpecLegacy), and apply converts a submit
+// command's specs of an earlier layout to the current one before reading
+// them. Adding a field to a spec type is, after api (see its doc),
+// tagging it codec:"since=N" (N one past the current layout, which then
+// becomes N), go generate ./dispatcher/fsm, and writing the new layout's
+// corpus (go test ./dispatcher/fsm -run TestSpecLayouts
+// -update-spec-layouts): TestSpecLayouts fails until both are done, and
+// for a field added without since=. The skim skips the field unless
+// apply needs it, when it joins the directive's -read list with a skimmer
+// method.
 //
-// A submit command is a count and each spec length-prefixed, with its
-// defaults applied: SubmitJobs validates the specs with
+// A submit command is the specs' layout, a count and each spec
+// length-prefixed, with its defaults applied: SubmitJobs validates the specs with
 // api.ValidateJobs before it encodes them, so an invalid spec is never
 // proposed, and apply trusts them (validating again on every replica would
 // cost apply time, and would let a replay under a version whose validation

@@ -59,12 +59,13 @@ const taskRecordVersion = 4
 // each; the most one change costs is taskChunk tasks' bytes.
 const taskChunk = 64
 
-// jobRecordVersion is the first byte of a job record. 5: the spec's
+// jobRecordVersion is the first byte of a job record. 6: the spec's
+// layout precedes it (before, layout 0); 5: the spec's
 // simulated pods may have usage (appendSim), and Load reads 3's and 4's
 // alike; 4: the spec's pods may have network modes, volumes and mounts
 // (appendPodStorage); 3: the spec has JobSpec.Appmaster; 2: the spec in the
 // binary encoding of spec_codec.go (1 held it as JSON).
-const jobRecordVersion = 5
+const jobRecordVersion = 6
 
 // oldestJobRecordVersion is the oldest job record Load reads.
 const oldestJobRecordVersion = 3
@@ -75,11 +76,12 @@ const oldestJobRecordVersion = 3
 // in a record of its own (prefixGen).
 const nodeRecordVersion = 3
 
-// submitRecordVersion is the first byte of a submit record. 4: the specs'
+// submitRecordVersion is the first byte of a submit record. 5: the specs'
+// layout precedes their count (before, layout 0); 4: the specs'
 // simulated pods may have usage, and Load reads 2's and 3's alike; 3: the
 // specs' pods may have network modes, volumes and mounts; 2: the specs are a block, compressed when large
 // (appendSpecBlock).
-const submitRecordVersion = 4
+const submitRecordVersion = 5
 
 // oldestSubmitRecordVersion is the oldest submit record Load reads.
 const oldestSubmitRecordVersion = 2

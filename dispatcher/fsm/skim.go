@@ -23,8 +23,9 @@ import (
 // that moves a slice and checks a sticky error. (Most of those functions
 // are calls, not inlined: with their slow paths they cost more than the
 // inliner's budget, and moving the slow paths out of line cost more
-// instructions than it saved.) The walk over the fields is generated
-// (skimJobSpec, skimTaskGroupSpec, skimContainerSpec in spec_bin_gen.go):
+// instructions than it saved.) It reads the current layout only (apply
+// converts older specs first). The walk over the fields is generated
+// (skimJobSpec and the skimmers it calls, in spec_bin_gen.go):
 // it skips what apply does not need, and hands each field it takes (the
 // -read list of the directive in spec_codec.go) to a skimmer method below.
 func skimSpec(s string, groups []group) (f jobFields, idem string, _ []group, ok bool) {
@@ -48,7 +49,7 @@ type skimmer struct {
 	pool        string
 	constraints []api.Constraint
 	groups      []group
-	// The demand and ports of the pod being read (skimPod).
+	// The demand and ports of the pod being read (skimPodSpec).
 	demand api.Capacity
 	ports  []api.PortKey
 }
@@ -152,7 +153,7 @@ func (k *skimmer) skimTaskGroupSpecCount(s string, i int) int {
 // skimTaskGroupSpecPod sets the group's demand and ports from its pod.
 func (k *skimmer) skimTaskGroupSpecPod(s string, i int) int {
 	k.demand, k.ports = api.Capacity{}, nil
-	i = skimPod(s, i, k)
+	i = skimPodSpec(s, i, k)
 	g := &k.groups[len(k.groups)-1]
 	g.demand = k.demand
 	if k.ports != nil {
@@ -207,6 +208,15 @@ func (k *skimmer) skimContainerSpecResourcesPorts(s string, i int) int {
 	return i
 }
 
+// skimScratchVolumeSize adds a scratch volume's size to its pod's disk
+// demand.
+func (k *skimmer) skimScratchVolumeSize(s string, i int) int {
+	var v int64
+	v, i = readVarint(s, i)
+	k.demand.Disk += v
+	return i
+}
+
 // internQoS returns the api constant equal to q, or q: a job keeps no
 // pointer into its command for a tier every job names.
 func internQoS(q string) api.QoS {
@@ -222,88 +232,13 @@ func internQoS(q string) api.QoS {
 // specError says what is wrong with a spec's encoding that skimSpec
 // rejected, as the full decoder finds it.
 func specError(s string) error {
-	var sd specDecoder
+	sd := specDecoder{layout: specLayout}
 	d := stringDec(s)
 	sd.decodeInto(&d, new(api.JobSpec))
 	if err := d.done("spec"); err != nil {
 		return err
 	}
 	return fmt.Errorf("%w: spec (rejected by the skim, accepted by the decoder)", ErrCorrupt)
-}
-
-// skimPod reads a task group's pod at s[i:] (appendPodSpec) into k's
-// demand and ports (nil for none: podPorts).
-func skimPod(s string, i int, k *skimmer) int {
-	n, i := readCount(s, i, minContainerSpecBytes)
-	for range n {
-		i = skimContainerSpec(s, i, k)
-	}
-	if uint(i) >= uint(len(s)) || s[i]&^(podSharePID|podStorage) != 0 {
-		return -1
-	}
-	storage := s[i]&podStorage != 0
-	i++
-	if storage {
-		var disk int64
-		disk, i = skimStorage(s, i, n)
-		k.demand.Disk += disk
-	}
-	if uint(i) >= uint(len(s)) || !validSimFlags(s[i]) {
-		return -1
-	}
-	sim := s[i]
-	i++
-	if sim&simSet != 0 {
-		i = skipSimSpec(s, i)
-	}
-	if sim&simUsage != 0 {
-		i = skipSimUsage(s, i)
-	}
-	if sim&simPeak != 0 {
-		i = skipSimPeak(s, i)
-	}
-	return i
-}
-
-// skimStorage reads a pod's storage (appendPodStorage) at s[i:], for a pod
-// of containers containers, and returns its scratch volumes' sizes.
-func skimStorage(s string, i, containers int) (int64, int) {
-	var mode string
-	mode, i = readStr(s, i)
-	empty := mode == ""
-	var disk int64
-	n, i := readCount(s, i, 2)
-	empty = empty && n == 0
-	for range n {
-		i = skipStr(s, i) // name
-		if uint(i) >= uint(len(s)) {
-			return 0, -1
-		}
-		kinds := s[i]
-		i++
-		if kinds&^(volumeScratch|volumeHostPath) != 0 {
-			return 0, -1
-		}
-		if kinds&volumeScratch != 0 {
-			var v int64
-			v, i = readVarint(s, i)
-			disk += v
-		}
-		if kinds&volumeHostPath != 0 {
-			i = skipHostPathVolume(s, i)
-		}
-	}
-	for range containers {
-		n, i = readCount(s, i, minMountBytes)
-		empty = empty && n == 0
-		for range n {
-			i = skipMount(s, i)
-		}
-	}
-	if empty {
-		return 0, -1
-	}
-	return disk, i
 }
 
 // The skim's primitives read at s[i:] and return what they read and the

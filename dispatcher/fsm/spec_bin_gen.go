@@ -6,6 +6,10 @@ import (
 	"github.com/sluicehq/sluice/api"
 )
 
+// specLayout is the layout of the encodings the append functions write;
+// the decoders read it and every earlier one (sd.layout).
+const specLayout = 1
+
 // minJobSpecBytes is the fewest bytes the encoding of a JobSpec takes.
 const minJobSpecBytes = 16
 
@@ -48,14 +52,14 @@ func appendJobSpec(e *enc, v *api.JobSpec) {
 	}
 }
 
-// decodeJobSpec decodes what appendJobSpec wrote into *v, which is zero.
-// Errors stick in d.
+// decodeJobSpec decodes what appendJobSpec wrote, in layout sd.layout, into
+// *v, which is zero. Errors stick in d.
 func (sd *specDecoder) decodeJobSpec(d *dec, v *api.JobSpec) {
 	v.Name = d.str()
-	v.Queue = d.str()
+	v.Queue = intern(d.str(), api.DefaultQueue)
 	v.Pool = d.str()
 	v.Priority = decodeInt32(d)
-	v.QoS = api.QoS(d.str())
+	v.QoS = api.QoS(intern(d.str(), string(api.QoSOffline), string(api.QoSOnline)))
 	v.Labels = sd.strMap(d, &sd.labels)
 	if n1 := d.count(3); n1 > 0 {
 		v.Constraints = make([]api.Constraint, n1)
@@ -106,13 +110,84 @@ func appendTaskGroupSpec(e *enc, v *api.TaskGroupSpec) {
 	appendPodSpec(e, &v.Pod)
 }
 
-// decodeTaskGroupSpec decodes what appendTaskGroupSpec wrote into *v, which is zero.
-// Errors stick in d.
+// decodeTaskGroupSpec decodes what appendTaskGroupSpec wrote, in layout sd.layout, into
+// *v, which is zero. Errors stick in d.
 func (sd *specDecoder) decodeTaskGroupSpec(d *dec, v *api.TaskGroupSpec) {
 	v.Name = d.str()
 	v.Count = d.varint()
 	v.PreferredNodes = sd.decodeStrs(d)
 	sd.decodePodSpec(d, &v.Pod)
+}
+
+// minPodSpecBytes is the fewest bytes the encoding of a PodSpec takes.
+const minPodSpecBytes = 3
+
+// appendPodSpec appends the encoding of v.
+func appendPodSpec(e *enc, v *api.PodSpec) {
+	e.uvarint(uint64(len(v.Containers)))
+	for i1 := range v.Containers {
+		y2 := &v.Containers[i1]
+		appendContainerSpec(e, y2)
+	}
+	e.bool(v.SharePID)
+	e.str(v.Network.Mode)
+	e.uvarint(uint64(len(v.Volumes)))
+	for i3 := range v.Volumes {
+		y4 := &v.Volumes[i3]
+		e.str(y4.Name)
+		e.bool(y4.Scratch != nil)
+		if y4.Scratch != nil {
+			appendScratchVolume(e, y4.Scratch)
+		}
+		e.bool(y4.HostPath != nil)
+		if y4.HostPath != nil {
+			appendHostPathVolume(e, y4.HostPath)
+		}
+	}
+	e.bool(v.Sim != nil)
+	if v.Sim != nil {
+		appendSimSpec(e, v.Sim)
+	}
+}
+
+// decodePodSpec decodes what appendPodSpec wrote, in layout sd.layout, into
+// *v, which is zero. Errors stick in d.
+func (sd *specDecoder) decodePodSpec(d *dec, v *api.PodSpec) {
+	if sd.layout == 0 {
+		sd.decodePodSpecLegacy(d, v)
+		return
+	}
+	if n1 := d.count(minContainerSpecBytes); n1 > 0 {
+		v.Containers = sd.containers.take(n1)
+		for i2 := range v.Containers {
+			y3 := &v.Containers[i2]
+			sd.decodeContainerSpec(d, y3)
+		}
+	}
+	v.SharePID = decodeBool(d)
+	v.Network.Mode = intern(d.str(), api.NetworkBridge, api.NetworkHost, api.NetworkNone)
+	if n4 := d.count(3); n4 > 0 {
+		v.Volumes = make([]api.Volume, n4)
+		for i5 := range v.Volumes {
+			y6 := &v.Volumes[i5]
+			y6.Name = d.str()
+			if decodeBool(d) {
+				p7 := &api.ScratchVolume{}
+				sd.decodeScratchVolume(d, p7)
+				y6.Scratch = p7
+			}
+			if decodeBool(d) {
+				p8 := &api.HostPathVolume{}
+				sd.decodeHostPathVolume(d, p8)
+				y6.HostPath = p8
+			}
+		}
+	}
+	if decodeBool(d) {
+		p9 := &api.SimSpec{}
+		sd.decodeSimSpec(d, p9)
+		v.Sim = p9
+	}
 }
 
 // minContainerSpecBytes is the fewest bytes the encoding of a ContainerSpec takes.
@@ -139,10 +214,15 @@ func appendContainerSpec(e *enc, v *api.ContainerSpec) {
 		e.varint(int64(y2.Port))
 		e.str(y2.Protocol)
 	}
+	e.uvarint(uint64(len(v.Mounts)))
+	for i3 := range v.Mounts {
+		y4 := &v.Mounts[i3]
+		appendMount(e, y4)
+	}
 }
 
-// decodeContainerSpec decodes what appendContainerSpec wrote into *v, which is zero.
-// Errors stick in d.
+// decodeContainerSpec decodes what appendContainerSpec wrote, in layout sd.layout, into
+// *v, which is zero. Errors stick in d.
 func (sd *specDecoder) decodeContainerSpec(d *dec, v *api.ContainerSpec) {
 	v.Name = d.str()
 	v.Image.Rootfs = d.str()
@@ -165,6 +245,15 @@ func (sd *specDecoder) decodeContainerSpec(d *dec, v *api.ContainerSpec) {
 			y3.Protocol = d.str()
 		}
 	}
+	if sd.layout >= 1 {
+		if n4 := d.count(minMountBytes); n4 > 0 {
+			v.Mounts = make([]api.Mount, n4)
+			for i5 := range v.Mounts {
+				y6 := &v.Mounts[i5]
+				sd.decodeMount(d, y6)
+			}
+		}
+	}
 }
 
 // minMountBytes is the fewest bytes the encoding of a Mount takes.
@@ -177,8 +266,8 @@ func appendMount(e *enc, v *api.Mount) {
 	e.bool(v.ReadOnly)
 }
 
-// decodeMount decodes what appendMount wrote into *v, which is zero.
-// Errors stick in d.
+// decodeMount decodes what appendMount wrote, in layout sd.layout, into
+// *v, which is zero. Errors stick in d.
 func (sd *specDecoder) decodeMount(d *dec, v *api.Mount) {
 	v.Volume = d.str()
 	v.Path = d.str()
@@ -193,8 +282,8 @@ func appendScratchVolume(e *enc, v *api.ScratchVolume) {
 	e.varint(v.Size)
 }
 
-// decodeScratchVolume decodes what appendScratchVolume wrote into *v, which is zero.
-// Errors stick in d.
+// decodeScratchVolume decodes what appendScratchVolume wrote, in layout sd.layout, into
+// *v, which is zero. Errors stick in d.
 func (sd *specDecoder) decodeScratchVolume(d *dec, v *api.ScratchVolume) {
 	v.Size = d.varint()
 }
@@ -208,8 +297,8 @@ func appendHostPathVolume(e *enc, v *api.HostPathVolume) {
 	e.bool(v.ReadOnly)
 }
 
-// decodeHostPathVolume decodes what appendHostPathVolume wrote into *v, which is zero.
-// Errors stick in d.
+// decodeHostPathVolume decodes what appendHostPathVolume wrote, in layout sd.layout, into
+// *v, which is zero. Errors stick in d.
 func (sd *specDecoder) decodeHostPathVolume(d *dec, v *api.HostPathVolume) {
 	v.Path = d.str()
 	v.ReadOnly = decodeBool(d)
@@ -222,13 +311,24 @@ const minSimSpecBytes = 2
 func appendSimSpec(e *enc, v *api.SimSpec) {
 	e.varint(int64(v.RunTime))
 	e.varint(int64(v.ExitCode))
+	e.bool(v.Usage != nil)
+	if v.Usage != nil {
+		appendSimUsage(e, v.Usage)
+	}
 }
 
-// decodeSimSpec decodes what appendSimSpec wrote into *v, which is zero.
-// Errors stick in d.
+// decodeSimSpec decodes what appendSimSpec wrote, in layout sd.layout, into
+// *v, which is zero. Errors stick in d.
 func (sd *specDecoder) decodeSimSpec(d *dec, v *api.SimSpec) {
 	v.RunTime = api.Duration(d.varint())
 	v.ExitCode = decodeInt32(d)
+	if sd.layout >= 1 {
+		if decodeBool(d) {
+			p1 := &api.SimUsage{}
+			sd.decodeSimUsage(d, p1)
+			v.Usage = p1
+		}
+	}
 }
 
 // minSimUsageBytes is the fewest bytes the encoding of a SimUsage takes.
@@ -238,13 +338,24 @@ const minSimUsageBytes = 2
 func appendSimUsage(e *enc, v *api.SimUsage) {
 	e.varint(v.CPU)
 	e.varint(v.Memory)
+	e.bool(v.Peak != nil)
+	if v.Peak != nil {
+		appendSimPeak(e, v.Peak)
+	}
 }
 
-// decodeSimUsage decodes what appendSimUsage wrote into *v, which is zero.
-// Errors stick in d.
+// decodeSimUsage decodes what appendSimUsage wrote, in layout sd.layout, into
+// *v, which is zero. Errors stick in d.
 func (sd *specDecoder) decodeSimUsage(d *dec, v *api.SimUsage) {
 	v.CPU = d.varint()
 	v.Memory = d.varint()
+	if sd.layout >= 1 {
+		if decodeBool(d) {
+			p1 := &api.SimPeak{}
+			sd.decodeSimPeak(d, p1)
+			v.Peak = p1
+		}
+	}
 }
 
 // minSimPeakBytes is the fewest bytes the encoding of a SimPeak takes.
@@ -258,61 +369,13 @@ func appendSimPeak(e *enc, v *api.SimPeak) {
 	e.varint(int64(v.Length))
 }
 
-// decodeSimPeak decodes what appendSimPeak wrote into *v, which is zero.
-// Errors stick in d.
+// decodeSimPeak decodes what appendSimPeak wrote, in layout sd.layout, into
+// *v, which is zero. Errors stick in d.
 func (sd *specDecoder) decodeSimPeak(d *dec, v *api.SimPeak) {
 	v.CPU = d.varint()
 	v.Memory = d.varint()
 	v.Period = api.Duration(d.varint())
 	v.Length = api.Duration(d.varint())
-}
-
-// skipMount reads past an encoding of a Mount at s[i:], accepting
-// what the decoder accepts, and returns the index after it (-1:
-// malformed).
-func skipMount(s string, i int) int {
-	i = skipStr(s, i)
-	i = skipStr(s, i)
-	_, i = readBool(s, i)
-	return i
-}
-
-// skipHostPathVolume reads past an encoding of a HostPathVolume at s[i:], accepting
-// what the decoder accepts, and returns the index after it (-1:
-// malformed).
-func skipHostPathVolume(s string, i int) int {
-	i = skipStr(s, i)
-	_, i = readBool(s, i)
-	return i
-}
-
-// skipSimSpec reads past an encoding of a SimSpec at s[i:], accepting
-// what the decoder accepts, and returns the index after it (-1:
-// malformed).
-func skipSimSpec(s string, i int) int {
-	_, i = readVarint(s, i)
-	_, i = readInt32(s, i)
-	return i
-}
-
-// skipSimUsage reads past an encoding of a SimUsage at s[i:], accepting
-// what the decoder accepts, and returns the index after it (-1:
-// malformed).
-func skipSimUsage(s string, i int) int {
-	_, i = readVarint(s, i)
-	_, i = readVarint(s, i)
-	return i
-}
-
-// skipSimPeak reads past an encoding of a SimPeak at s[i:], accepting
-// what the decoder accepts, and returns the index after it (-1:
-// malformed).
-func skipSimPeak(s string, i int) int {
-	_, i = readVarint(s, i)
-	_, i = readVarint(s, i)
-	_, i = readVarint(s, i)
-	_, i = readVarint(s, i)
-	return i
 }
 
 // skimJobSpec reads past an encoding of a JobSpec at s[i:], handing the
@@ -358,6 +421,42 @@ func skimTaskGroupSpec(s string, i int, k *skimmer) int {
 	return i
 }
 
+// skimPodSpec reads past an encoding of a PodSpec at s[i:], handing the
+// fields the skim takes to k's methods and skipping the rest, and
+// returns the index after it (-1: malformed).
+func skimPodSpec(s string, i int, k *skimmer) int {
+	var n1 int
+	n1, i = readCount(s, i, 13)
+	for range n1 {
+		i = skimContainerSpec(s, i, k)
+	}
+	_, i = readBool(s, i)
+	i = skipStr(s, i)
+	var n2 int
+	n2, i = readCount(s, i, 3)
+	for range n2 {
+		i = skimVolume(s, i, k)
+	}
+	var set3 bool
+	if set3, i = readBool(s, i); set3 {
+		_, i = readVarint(s, i)
+		_, i = readInt32(s, i)
+		var set4 bool
+		if set4, i = readBool(s, i); set4 {
+			_, i = readVarint(s, i)
+			_, i = readVarint(s, i)
+			var set5 bool
+			if set5, i = readBool(s, i); set5 {
+				_, i = readVarint(s, i)
+				_, i = readVarint(s, i)
+				_, i = readVarint(s, i)
+				_, i = readVarint(s, i)
+			}
+		}
+	}
+	return i
+}
+
 // skimContainerSpec reads past an encoding of a ContainerSpec at s[i:], handing the
 // fields the skim takes to k's methods and skipping the rest, and
 // returns the index after it (-1: malformed).
@@ -375,5 +474,37 @@ func skimContainerSpec(s string, i int, k *skimmer) int {
 	i = k.skimContainerSpecResourcesGPUs(s, i)
 	i = k.skimContainerSpecResourcesDisk(s, i)
 	i = k.skimContainerSpecResourcesPorts(s, i)
+	var n1 int
+	n1, i = readCount(s, i, 3)
+	for range n1 {
+		i = skipStr(s, i)
+		i = skipStr(s, i)
+		_, i = readBool(s, i)
+	}
+	return i
+}
+
+// skimVolume reads past an encoding of a Volume at s[i:], handing the
+// fields the skim takes to k's methods and skipping the rest, and
+// returns the index after it (-1: malformed).
+func skimVolume(s string, i int, k *skimmer) int {
+	i = skipStr(s, i)
+	var set1 bool
+	if set1, i = readBool(s, i); set1 {
+		i = skimScratchVolume(s, i, k)
+	}
+	var set2 bool
+	if set2, i = readBool(s, i); set2 {
+		i = skipStr(s, i)
+		_, i = readBool(s, i)
+	}
+	return i
+}
+
+// skimScratchVolume reads past an encoding of a ScratchVolume at s[i:], handing the
+// fields the skim takes to k's methods and skipping the rest, and
+// returns the index after it (-1: malformed).
+func skimScratchVolume(s string, i int, k *skimmer) int {
+	i = k.skimScratchVolumeSize(s, i)
 	return i
 }

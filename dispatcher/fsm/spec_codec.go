@@ -13,21 +13,27 @@ import (
 // The binary encoding of an api.JobSpec, in submit commands and job
 // records. Fields are written in the order api declares them, with no tags;
 // the codec is generated from api's types (spec_bin_gen.go, by the
-// directive below), except a pod's (appendPodSpec, decodePodSpec), whose
-// flags bytes keep the specs of older formats readable. A field added to
-// api changes the encoding when go generate runs (TestGeneratedCodecsCurrent
-// fails until it has run; TestSpecCodecEveryField until the field
-// survives the round trip): the generated codec writes it where its type
-// declares it, where the commands and records of the release before hold
-// the next field. Those must still decode (TestPortsReadsTheReleaseBefore
-// replays them), so a new field of a pod, or of a type a pod holds (then
-// in the directive's -skip list, so that the generated code leaves it
-// out), is written by hand behind a new bit of the pod's flags byte, which
-// the release before leaves clear: in appendPodSpec, decodePodSpec,
-// skimPod and their checks of the byte, as the storage bit carries the
-// containers' mounts (-skip ContainerSpec.Mounts). A new field elsewhere
-// needs the commands' and records' versions bumped, with a reader of the
-// old layout.
+// directive below), so that a field added to api is encoded as soon as go
+// generate has run (TestGeneratedCodecsCurrent fails until it has,
+// TestSpecCodecEveryField until the field survives the round trip).
+//
+// Layouts. Every encoding is of a layout, a number stored with it: in a
+// submit command (from commandVersion 10), a submit record (5) and a job
+// record (6). The codec writes specLayout and decodes every layout up to
+// it. A field added to api must not change what the encodings of the
+// layouts before decode to: it is tagged codec:"since=N", N the layout
+// after the current one, which makes N the current layout (the generator
+// sets specLayout to the highest since=), and the decoder reads the field
+// only from layout N on. TestSpecLayouts keeps it so: it decodes a corpus
+// of specs of each layout (testdata/spec-layout-N.txt, written by the
+// codec of its time) and fails for a layout without one.
+//
+// Layout 0 is how the releases before wrote specs, when a pod had a
+// hand-written layout (decodePodSpecLegacy): commands before version 10
+// and records before the versions above hold it. Apply converts a submit
+// command's specs of an earlier layout to the current one before it reads
+// them (convertSpecs), so that everything past it (the skim, the jobs'
+// kept encodings, the submit record) sees the current layout only.
 //
 //	string          uvarint length, bytes (typed strings too: QoS, ConstraintOp)
 //	int32, int64    zig-zag varint; api.Duration as int64 nanoseconds
@@ -44,74 +50,16 @@ import (
 // it returns an error wrapping ErrCorrupt for anything else; it never
 // panics and allocates at most in proportion to its input.
 
-//go:generate go run github.com/sluicehq/sluice/internal/codecgen/cmd/codecgen -binary -schema ../../api -import github.com/sluicehq/sluice/api -type JobSpec,TaskGroupSpec,ContainerSpec,Mount,ScratchVolume,HostPathVolume,SimSpec,SimUsage,SimPeak -hook PodSpec=3 -skip ContainerSpec.Mounts,SimSpec.Usage,SimUsage.Peak -skim Mount,HostPathVolume,SimSpec,SimUsage,SimPeak -skimmer JobSpec,TaskGroupSpec,ContainerSpec -read JobSpec.Queue,JobSpec.Pool,JobSpec.Priority,JobSpec.QoS,JobSpec.Constraints,JobSpec.DistinctNodes,JobSpec.Retry.MaxAttempts,JobSpec.Retry.Backoff,JobSpec.Retry.MaxBackoff,JobSpec.IdempotencyKey,JobSpec.Appmaster,JobSpec.Tasks,TaskGroupSpec.Name,TaskGroupSpec.Count,TaskGroupSpec.Pod,ContainerSpec.Resources.CPU,ContainerSpec.Resources.Memory,ContainerSpec.Resources.GPUs,ContainerSpec.Resources.Disk,ContainerSpec.Resources.Ports -o spec_bin_gen.go
+//go:generate go run github.com/sluicehq/sluice/internal/codecgen/cmd/codecgen -binary -schema ../../api -import github.com/sluicehq/sluice/api -type JobSpec,TaskGroupSpec,PodSpec,ContainerSpec,Mount,ScratchVolume,HostPathVolume,SimSpec,SimUsage,SimPeak -legacy PodSpec=3 -legacy-fields ContainerSpec.Mounts,SimSpec.Usage,SimUsage.Peak -skimmer JobSpec,TaskGroupSpec,PodSpec,ContainerSpec,Volume,ScratchVolume -read JobSpec.Queue,JobSpec.Pool,JobSpec.Priority,JobSpec.QoS,JobSpec.Constraints,JobSpec.DistinctNodes,JobSpec.Retry.MaxAttempts,JobSpec.Retry.Backoff,JobSpec.Retry.MaxBackoff,JobSpec.IdempotencyKey,JobSpec.Appmaster,JobSpec.Tasks,TaskGroupSpec.Name,TaskGroupSpec.Count,TaskGroupSpec.Pod,ContainerSpec.Resources.CPU,ContainerSpec.Resources.Memory,ContainerSpec.Resources.GPUs,ContainerSpec.Resources.Disk,ContainerSpec.Resources.Ports,ScratchVolume.Size -o spec_bin_gen.go
 
-// appendSpec appends the encoding of s.
+// appendSpec appends the encoding of s, of layout specLayout.
 func appendSpec(e *enc, s *api.JobSpec) { appendJobSpec(e, s) }
 
-// appendPodSpec appends a pod: its containers (without their mounts), its
-// flags byte and storage (appendPodStorage), and its sim byte (appendSim).
-func appendPodSpec(e *enc, p *api.PodSpec) {
-	e.uvarint(uint64(len(p.Containers)))
-	for k := range p.Containers {
-		appendContainerSpec(e, &p.Containers[k])
-	}
-	appendPodStorage(e, p)
-	appendSim(e, p.Sim)
-}
-
-// A pod's sim byte, where a spec written before simulated pods had usage
-// held the bool "Sim is set": such a spec decodes as it did, and a pod
-// without usage still encodes as it did.
-const (
-	// simSet says the byte is followed by the sim's own fields
-	// (appendSimSpec: run time, exit code).
-	simSet byte = 1 << 0
-	// simUsage says they are followed by the usage's (appendSimUsage:
-	// CPU, memory).
-	simUsage byte = 1 << 1
-	// simPeak says the usage is followed by its peak's (appendSimPeak:
-	// CPU, memory, period, length); only with simUsage.
-	simPeak byte = 1 << 2
-)
-
-// appendSim appends a pod's sim byte and what it announces.
-func appendSim(e *enc, sim *api.SimSpec) {
-	if sim == nil {
-		e.byte(0)
-		return
-	}
-	flags := simSet
-	u := sim.Usage
-	if u != nil {
-		flags |= simUsage
-		if u.Peak != nil {
-			flags |= simPeak
-		}
-	}
-	e.byte(flags)
-	appendSimSpec(e, sim)
-	if u == nil {
-		return
-	}
-	appendSimUsage(e, u)
-	if u.Peak != nil {
-		appendSimPeak(e, u.Peak)
-	}
-}
-
-// validSimFlags reports whether a sim byte is one appendSim writes.
-func validSimFlags(f byte) bool {
-	switch f {
-	case 0, simSet, simSet | simUsage, simSet | simUsage | simPeak:
-		return true
-	}
-	return false
-}
-
-// A pod's flags byte, where a spec written before pods had networks and
-// volumes held the bool SharePID: such a spec decodes as it did, and a pod
-// without a network mode, volumes or mounts still encodes as it did.
+// A layout-0 pod: its containers (without their mounts), a flags byte, the
+// storage the flags announce (network mode, volumes, the containers'
+// mounts), and a sim byte and what it announces. In the releases before
+// those, the flags byte was the bool SharePID and the sim byte the bool
+// "Sim is set", which decode as they did.
 const (
 	podSharePID byte = 1 << 0
 	// podStorage says the flags byte is followed by the pod's network
@@ -119,11 +67,34 @@ const (
 	podStorage byte = 1 << 1
 )
 
-// A volume's kinds byte in a pod's storage: which of its sources follow.
+// A volume's kinds byte in a layout-0 pod's storage: which of its sources
+// follow.
 const (
 	volumeScratch  byte = 1 << 0
 	volumeHostPath byte = 1 << 1
 )
+
+// A layout-0 pod's sim byte.
+const (
+	// simSet says the byte is followed by the sim's own fields (run time,
+	// exit code).
+	simSet byte = 1 << 0
+	// simUsage says they are followed by the usage's (CPU, memory).
+	simUsage byte = 1 << 1
+	// simPeak says the usage is followed by its peak's (CPU, memory,
+	// period, length); only with simUsage.
+	simPeak byte = 1 << 2
+)
+
+// validSimFlags reports whether a sim byte is one the releases before
+// wrote.
+func validSimFlags(f byte) bool {
+	switch f {
+	case 0, simSet, simSet | simUsage, simSet | simUsage | simPeak:
+		return true
+	}
+	return false
+}
 
 // hasStorage reports whether p has a network mode, volumes or mounts.
 func hasStorage(p *api.PodSpec) bool {
@@ -136,47 +107,6 @@ func hasStorage(p *api.PodSpec) bool {
 		}
 	}
 	return false
-}
-
-// appendPodStorage appends p's flags byte and, with podStorage, its
-// network mode, volumes and each container's mounts.
-func appendPodStorage(e *enc, p *api.PodSpec) {
-	var flags byte
-	if p.SharePID {
-		flags |= podSharePID
-	}
-	if !hasStorage(p) {
-		e.byte(flags)
-		return
-	}
-	e.byte(flags | podStorage)
-	e.str(p.Network.Mode)
-	e.uvarint(uint64(len(p.Volumes)))
-	for i := range p.Volumes {
-		v := &p.Volumes[i]
-		e.str(v.Name)
-		var kinds byte
-		if v.Scratch != nil {
-			kinds |= volumeScratch
-		}
-		if v.HostPath != nil {
-			kinds |= volumeHostPath
-		}
-		e.byte(kinds)
-		if v.Scratch != nil {
-			appendScratchVolume(e, v.Scratch)
-		}
-		if v.HostPath != nil {
-			appendHostPathVolume(e, v.HostPath)
-		}
-	}
-	for i := range p.Containers {
-		ms := p.Containers[i].Mounts
-		e.uvarint(uint64(len(ms)))
-		for k := range ms {
-			appendMount(e, &ms[k])
-		}
-	}
 }
 
 func appendStrs(e *enc, vs []string) {
@@ -240,51 +170,108 @@ func appendSpecBlock(dst, specs []byte) []byte {
 	return append(append(dst, specsPlain), specs...)
 }
 
-// readSpecs reads a count of specs, then their block (appendSpecBlock),
-// the rest of d, as submit commands and submit records hold them. It
-// returns the count, the block as read, and the specs: fresh is true when
-// they were decompressed into memory of their own, which nothing writes
-// again; otherwise they are the block's bytes. A block that does not
-// decode, that would hold more than api.MaxBodyBytes, or that is too short
-// for the count, is an error.
-func readSpecs(d *dec, what string) (n int, block, specs []byte, fresh bool, err error) {
+// A specBlock is a block of specs as read by readSpecs.
+type specBlock struct {
+	n      int  // how many specs
+	layout byte // their layout
+	// block is the block as stored: how, then the specs, compressed or
+	// not (appendSpecBlock).
+	block []byte
+	// specs are the specs, each length-prefixed, back to back: the
+	// block's bytes, or, when fresh, memory of their own (decompressed or
+	// converted) that nothing writes again.
+	specs []byte
+	fresh bool
+}
+
+// readSpecs reads, as submit commands and submit records hold them, the
+// specs' layout (when withLayout: from submit command version 10 and
+// submit record version 5 on; before, layout 0), their count, then their
+// block (appendSpecBlock), the rest of d. A layout newer than specLayout,
+// a block that does not decode, that would hold more than
+// api.MaxBodyBytes, or that is too short for the count, is an error.
+func readSpecs(d *dec, what string, withLayout bool) (specBlock, error) {
+	var b specBlock
+	if withLayout {
+		b.layout = d.byte()
+	}
 	count := d.uvarint()
-	block = d.b
+	b.block = d.b
 	kind := d.byte()
 	blk := d.b
 	d.b = nil
 	if d.err != nil {
-		return 0, nil, nil, false, fmt.Errorf("%s: %w", what, d.err)
+		return specBlock{}, fmt.Errorf("%s: %w", what, d.err)
+	}
+	if b.layout > specLayout {
+		return specBlock{}, fmt.Errorf("%w: %s: spec layout %d, newer than this release's %d", ErrCorrupt, what, b.layout, specLayout)
 	}
 	size := len(blk)
+	var err error
 	switch kind {
 	case specsPlain:
 	case specsS2:
 		if size, err = s2.DecodedLen(blk); err != nil {
-			return 0, nil, nil, false, fmt.Errorf("%w: %s: compressed specs: %v", ErrCorrupt, what, err)
+			return specBlock{}, fmt.Errorf("%w: %s: compressed specs: %v", ErrCorrupt, what, err)
 		}
 	default:
-		return 0, nil, nil, false, fmt.Errorf("%w: %s: specs stored as %d", ErrCorrupt, what, kind)
+		return specBlock{}, fmt.Errorf("%w: %s: specs stored as %d", ErrCorrupt, what, kind)
 	}
 	if size > api.MaxBodyBytes {
-		return 0, nil, nil, false, fmt.Errorf("%s: %w: %d bytes of specs, more than the limit of %d", what, api.ErrTooLarge, size, api.MaxBodyBytes)
+		return specBlock{}, fmt.Errorf("%s: %w: %d bytes of specs, more than the limit of %d", what, api.ErrTooLarge, size, api.MaxBodyBytes)
 	}
-	specs = blk
+	b.specs = blk
 	if kind == specsS2 {
-		if specs, err = s2.Decode(make([]byte, size), blk); err != nil {
-			return 0, nil, nil, false, fmt.Errorf("%w: %s: compressed specs: %v", ErrCorrupt, what, err)
+		if b.specs, err = s2.Decode(make([]byte, size), blk); err != nil {
+			return specBlock{}, fmt.Errorf("%w: %s: compressed specs: %v", ErrCorrupt, what, err)
 		}
+		b.fresh = true
 	}
-	if count > uint64(len(specs)/(minJobSpecBytes+1)) {
-		return 0, nil, nil, false, fmt.Errorf("%w: %s: %d jobs in %d bytes of specs", ErrCorrupt, what, count, len(specs))
+	if count > uint64(len(b.specs)/(minJobSpecBytes+1)) {
+		return specBlock{}, fmt.Errorf("%w: %s: %d jobs in %d bytes of specs", ErrCorrupt, what, count, len(b.specs))
 	}
-	return int(count), block, specs, kind == specsS2, nil
+	b.n = int(count)
+	return b, nil
+}
+
+// convert rewrites b's specs, of an earlier layout, in the current one: it
+// decodes each and encodes it again, into memory of its own, and builds
+// the block anew. A spec that does not decode is an error naming it.
+func (b *specBlock) convert(what string) error {
+	if b.layout == specLayout {
+		return nil
+	}
+	sd := newSpecDecoder(b.n)
+	sd.layout = b.layout
+	in := dec{b: b.specs}
+	all := enc{b: make([]byte, 0, len(b.specs)+len(b.specs)/8)}
+	var one enc
+	for i := range b.n {
+		sdec := dec{b: in.bytes()}
+		if in.err != nil {
+			break
+		}
+		var s api.JobSpec
+		sd.decodeInto(&sdec, &s)
+		if err := sdec.done("spec"); err != nil {
+			return fmt.Errorf("%s: job %d of layout %d: %w", what, i, b.layout, err)
+		}
+		one.b = one.b[:0]
+		appendSpec(&one, &s)
+		all.bytes(one.b)
+	}
+	if err := in.done(what); err != nil {
+		return err
+	}
+	b.layout, b.specs, b.fresh = specLayout, all.b, true
+	b.block = appendSpecBlock(nil, all.b)
+	return nil
 }
 
 // decodeSpec decodes what appendSpec wrote. Errors stick in d; the caller
 // checks d.err (or d.done) before using the spec.
 func decodeSpec(d *dec) api.JobSpec {
-	var sd specDecoder
+	sd := specDecoder{layout: specLayout}
 	return sd.decode(d)
 }
 
@@ -293,8 +280,10 @@ func decodeSpec(d *dec) api.JobSpec {
 // cost a few allocations per chunk instead of one per slice, and specs
 // whose labels or environment encode alike share one map (decoded specs are
 // never changed; a bulk submit's jobs mostly carry the same ones). The zero
-// value is ready to use.
+// value is ready to decode layout 0; newSpecDecoder's, the current layout.
 type specDecoder struct {
+	// layout is the layout of the specs it decodes.
+	layout     byte
 	groups     slab[api.TaskGroupSpec]
 	containers slab[api.ContainerSpec]
 	strs       slab[string]
@@ -310,10 +299,11 @@ type mapCache struct {
 	m   map[string]string
 }
 
-// newSpecDecoder returns a decoder sized for about n specs.
+// newSpecDecoder returns a decoder of the current layout sized for about n
+// specs.
 func newSpecDecoder(n int) *specDecoder {
 	chunk := min(max(n, 1), maxSlabChunk)
-	return &specDecoder{groups: slab[api.TaskGroupSpec]{chunk: chunk}, containers: slab[api.ContainerSpec]{chunk: chunk}, strs: slab[string]{chunk: 4 * chunk}}
+	return &specDecoder{layout: specLayout, groups: slab[api.TaskGroupSpec]{chunk: chunk}, containers: slab[api.ContainerSpec]{chunk: chunk}, strs: slab[string]{chunk: 4 * chunk}}
 }
 
 func (sd *specDecoder) decode(d *dec) api.JobSpec {
@@ -326,8 +316,10 @@ func (sd *specDecoder) decode(d *dec) api.JobSpec {
 // filled in place rather than copied out.
 func (sd *specDecoder) decodeInto(d *dec, s *api.JobSpec) { sd.decodeJobSpec(d, s) }
 
-// decodePodSpec decodes what appendPodSpec wrote.
-func (sd *specDecoder) decodePodSpec(d *dec, p *api.PodSpec) {
+// decodePodSpecLegacy decodes a layout-0 pod. The generated decoders of
+// its containers and sims read, at layout 0, what they held then: the
+// flags bytes announce the rest.
+func (sd *specDecoder) decodePodSpecLegacy(d *dec, p *api.PodSpec) {
 	if n := d.count(minContainerSpecBytes); n > 0 {
 		p.Containers = sd.containers.take(n)
 		for k := range p.Containers {
@@ -341,7 +333,7 @@ func (sd *specDecoder) decodePodSpec(d *dec, p *api.PodSpec) {
 	}
 	p.SharePID = flags&podSharePID != 0
 	if flags&podStorage != 0 {
-		sd.decodeStorage(d, p)
+		sd.decodeStorageLegacy(d, p)
 	}
 	flags = d.byte()
 	if !validSimFlags(flags) {
@@ -365,10 +357,10 @@ func (sd *specDecoder) decodePodSpec(d *dec, p *api.PodSpec) {
 	p.Sim.Usage = u
 }
 
-// decodeStorage decodes what appendPodStorage wrote after a flags byte
-// with podStorage.
-func (sd *specDecoder) decodeStorage(d *dec, p *api.PodSpec) {
-	p.Network.Mode = internMode(d.str())
+// decodeStorageLegacy decodes a layout-0 pod's storage, after a flags
+// byte with podStorage.
+func (sd *specDecoder) decodeStorageLegacy(d *dec, p *api.PodSpec) {
+	p.Network.Mode = intern(d.str(), api.NetworkBridge, api.NetworkHost, api.NetworkNone)
 	if n := d.count(2); n > 0 {
 		p.Volumes = make([]api.Volume, n)
 		for i := range p.Volumes {
@@ -403,14 +395,15 @@ func (sd *specDecoder) decodeStorage(d *dec, p *api.PodSpec) {
 	}
 }
 
-// internMode returns the api constant equal to m, or m.
-func internMode(m string) string {
-	for _, c := range api.NetworkModes {
-		if m == c {
+// intern returns the constant among common equal to s, or s: a value most
+// specs share keeps no reference to the command it was read from.
+func intern(s string, common ...string) string {
+	for _, c := range common {
+		if s == c {
 			return c
 		}
 	}
-	return m
+	return s
 }
 
 func (sd *specDecoder) decodeStrs(d *dec) []string {

@@ -598,8 +598,16 @@ func TestLoadRejectsUnknownJobRecord(t *testing.T) {
 	cases := []badRecord{
 		{"job record version 1 (JSON)", jobRec, func([]byte) []byte { return append([]byte{1, 2, 0}, `{"name":"j","tasks":[]}`...) }},
 		{"job record version 2", jobRec, func(good []byte) []byte { return append([]byte{2}, good[1:]...) }},
-		{"job record version 6", jobRec, func(good []byte) []byte { return append([]byte{6}, good[1:]...) }},
+		{"job record version 7", jobRec, func(good []byte) []byte { return append([]byte{7}, good[1:]...) }},
 		{"job record truncated", jobRec, func(good []byte) []byte { return good[:len(good)-1] }},
+		{"job record of a newer spec layout", jobRec, func(good []byte) []byte {
+			d := dec{b: good[1:]}
+			d.varint()
+			d.bool()
+			bad := slices.Clone(good)
+			bad[len(good)-len(d.b)] = specLayout + 1
+			return bad
+		}},
 		{"submit record of no jobs", plainRec, func([]byte) []byte { return []byte{submitRecordVersion, 2, 0, specsPlain} }},
 		{"submit record overlapping another", string(appendSubmitKey(nil, 2)), func([]byte) []byte { return st.m[plainRec] }},
 		{"submit record past the sequence", string(appendSubmitKey(nil, 104)), func([]byte) []byte { return st.m[plainRec] }},
@@ -607,14 +615,20 @@ func TestLoadRejectsUnknownJobRecord(t *testing.T) {
 	for _, sub := range []struct{ name, key string }{{"plain", plainRec}, {"compressed", s2Rec}} {
 		for _, c := range []badRecord{
 			{"version 1", sub.key, func(good []byte) []byte { return append([]byte{1}, good[1:]...) }},
-			{"version 5", sub.key, func(good []byte) []byte { return append([]byte{5}, good[1:]...) }},
+			{"version 6", sub.key, func(good []byte) []byte { return append([]byte{6}, good[1:]...) }},
+			{"of a newer spec layout", sub.key, func(good []byte) []byte {
+				bad := slices.Clone(good)
+				bad[layoutAt(good)] = specLayout + 1
+				return bad
+			}},
 			{"truncated", sub.key, func(good []byte) []byte { return good[:len(good)-1] }},
 			{"with a byte more", sub.key, func(good []byte) []byte { return append(slices.Clone(good), 0) }},
 			{"claiming a job more than it holds", sub.key, func(good []byte) []byte {
 				d := dec{b: good}
 				d.byte()
-				submitted, n := d.varint(), d.uvarint()
-				return encodeSubmit(nil, submitted, int(n)+1, good[specsAt(good):])
+				submitted := d.varint()
+				d.byte()
+				return encodeSubmit(nil, submitted, int(d.uvarint())+1, good[specsAt(good):])
 			}},
 			{"with its specs stored in an unknown way", sub.key, func(good []byte) []byte {
 				bad := slices.Clone(good)
@@ -629,28 +643,19 @@ func TestLoadRejectsUnknownJobRecord(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { st.loadRefuses(t, tc.key, tc.rec(st.m[tc.key])) })
 	}
-	// The two versions before the current ones differ only in what their
-	// specs cannot hold: records written by the releases before load
-	// alike.
-	for back := range 2 {
-		for _, key := range []string{jobRec, plainRec, s2Rec} {
-			st.m[key] = append([]byte{st.m[key][0] - 1}, st.m[key][1:]...)
-		}
-		older := New()
-		if err := older.Load(st); err != nil {
-			t.Fatalf("Load of the record versions %d before: %v", back+1, err)
-		}
-		if a, b := f.dump(), older.dump(); a != b {
-			t.Fatalf("state loaded from the record versions %d before differs:\nlive:\n%s\nloaded:\n%s", back+1, a, b)
-		}
-	}
+}
+
+// layoutAt returns where a submit record's spec layout is.
+func layoutAt(rec []byte) int {
+	d := dec{b: rec}
+	d.byte()
+	d.varint()
+	return len(rec) - len(d.b)
 }
 
 // specsAt returns where a submit record's block of specs starts.
 func specsAt(rec []byte) int {
-	d := dec{b: rec}
-	d.byte()
-	d.varint()
+	d := dec{b: rec[layoutAt(rec)+1:]}
 	d.uvarint()
 	return len(rec) - len(d.b)
 }
@@ -866,6 +871,8 @@ func TestSubmitCommandBlocks(t *testing.T) {
 		}
 		d := dec{b: cmd[2:]}
 		d.varint()
+		layoutAt := len(cmd) - len(d.b)
+		d.byte()
 		n := d.uvarint()
 		at := len(cmd) - len(d.b) // the block of specs
 		if cmd[at] != tc.kind {
@@ -888,6 +895,7 @@ func TestSubmitCommandBlocks(t *testing.T) {
 			"claiming a job more":        append(binary.AppendUvarint(slices.Clone(head), n+1), cmd[at:]...),
 			"with specs stored unknown":  append(slices.Clone(cmd[:at]), append([]byte{2}, cmd[at+1:]...)...),
 			"with its block cut in half": cmd[:at+(len(cmd)-at)/2],
+			"of a newer spec layout":     append(append(slices.Clone(cmd[:layoutAt]), specLayout+1), cmd[layoutAt+1:]...),
 		} {
 			f, st := New(), newMemStore()
 			before := f.dump()
@@ -898,93 +906,5 @@ func TestSubmitCommandBlocks(t *testing.T) {
 				t.Errorf("%d jobs, a command %s: the state changed:\n%s", tc.jobs, name, after)
 			}
 		}
-	}
-}
-
-// TestSpecCodecPodFlags checks the pod's flags byte: a pod without a
-// network mode, volumes or mounts encodes its SharePID as the bool it was
-// before pods had them (so earlier logs decode as they did), and a flags
-// byte announcing empty storage, or with an unknown bit, is corrupt to the
-// decoder and the skim alike.
-func TestSpecCodecPodFlags(t *testing.T) {
-	s := api.JobSpec{Name: "j", Tasks: []api.TaskGroupSpec{{Name: "g", Count: 1, Pod: api.PodSpec{
-		Containers: []api.ContainerSpec{{Name: "c", Command: []string{"/x"}}}, SharePID: true}}}}
-	var e enc
-	appendSpec(&e, &s)
-	b := e.b
-	if flags, sim := b[len(b)-2], b[len(b)-1]; flags != 1 || sim != 0 {
-		t.Fatalf("pod flags %d and sim %d at the end of %x, want 1 (SharePID's bool) and 0", flags, sim, b)
-	}
-	for name, tail := range map[string][]byte{
-		"empty storage": {podSharePID | podStorage, 0, 0, 0, 0},
-		"unknown flag":  {1 << 2, 0},
-	} {
-		bad := append(bytes.Clone(b[:len(b)-2]), tail...)
-		d := dec{b: bad}
-		decodeSpec(&d)
-		if err := d.done("spec"); !errors.Is(err, ErrCorrupt) {
-			t.Errorf("%s: decoder: %v, want ErrCorrupt", name, err)
-		}
-		checkSkim(t, bad)
-	}
-	s.Tasks[0].Pod.Volumes = []api.Volume{{Name: "v", Scratch: &api.ScratchVolume{Size: 5 << 30}}}
-	s.Tasks[0].Pod.Containers[0].Resources.Disk = 1 << 30
-	e = enc{}
-	appendSpec(&e, &s)
-	checkSkim(t, e.b)
-	_, _, groups, ok := skimSpec(string(e.b), nil)
-	if !ok || groups[0].demand.Disk != 6<<30 {
-		t.Fatalf("skim read disk demand %d (ok %v), want the container's and the scratch volume's, %d", groups[0].demand.Disk, ok, 6<<30)
-	}
-}
-
-// TestSpecCodecSimFlags checks that a simulated pod without usage encodes
-// its sim byte as the bool it was before pods had usage (so earlier logs
-// decode as they did), that usage and a peak round-trip, and that a sim
-// byte appendSim never writes is corrupt to the decoder and the skim
-// alike.
-func TestSpecCodecSimFlags(t *testing.T) {
-	s := api.JobSpec{Name: "j", Tasks: []api.TaskGroupSpec{{Name: "g", Count: 1, Pod: api.PodSpec{
-		Containers: []api.ContainerSpec{{Name: "c", Command: []string{"/x"}, Resources: api.Resources{CPU: 1000, Memory: 1 << 30}}},
-		Sim:        &api.SimSpec{RunTime: 5, ExitCode: 3}}}}}
-	var e enc
-	appendSpec(&e, &s)
-	b := e.b
-	if tail := b[len(b)-3:]; !bytes.Equal(tail, []byte{1, 10, 6}) {
-		t.Fatalf("sim encodes as %x at the end of %x, want 010a06 (the bool, then run time 5 and exit code 3)", tail, b)
-	}
-	checkSkim(t, b)
-	prefix := b[:len(b)-3]
-	for name, tail := range map[string][]byte{
-		"peak without usage":   {simSet | simPeak, 10, 6, 2, 2, 2, 2},
-		"usage without sim":    {simUsage, 2, 2},
-		"unknown flag":         {simSet | 1<<3, 10, 6},
-		"usage cut short":      {simSet | simUsage, 10, 6, 2},
-		"peak cut short":       {simSet | simUsage | simPeak, 10, 6, 2, 2, 2, 2, 2},
-		"exit code past int32": {simSet, 10, 0xfe, 0xff, 0xff, 0xff, 0x1f},
-	} {
-		bad := append(bytes.Clone(prefix), tail...)
-		d := dec{b: bad}
-		decodeSpec(&d)
-		if err := d.done("spec"); !errors.Is(err, ErrCorrupt) {
-			t.Errorf("%s: decoder: %v, want ErrCorrupt", name, err)
-		}
-		checkSkim(t, bad)
-	}
-	s.Tasks[0].Pod.Sim.Usage = &api.SimUsage{CPU: 200, Memory: 64 << 20}
-	got, enc1 := specRoundTrip(t, &s)
-	if !reflect.DeepEqual(got.Tasks[0].Pod.Sim, s.Tasks[0].Pod.Sim) {
-		t.Fatalf("usage: got %+v, want %+v", got.Tasks[0].Pod.Sim, s.Tasks[0].Pod.Sim)
-	}
-	checkSkim(t, enc1)
-	s.Tasks[0].Pod.Sim.Usage.Peak = &api.SimPeak{CPU: 900, Period: api.Duration(time.Minute), Length: api.Duration(time.Second)}
-	got, enc2 := specRoundTrip(t, &s)
-	if !reflect.DeepEqual(got.Tasks[0].Pod.Sim.Usage, s.Tasks[0].Pod.Sim.Usage) {
-		t.Fatalf("peak: got %+v, want %+v", got.Tasks[0].Pod.Sim.Usage, s.Tasks[0].Pod.Sim.Usage)
-	}
-	checkSkim(t, enc2)
-	_, _, groups, ok := skimSpec(string(enc2), nil)
-	if !ok || groups[0].demand.CPU != 1000 || groups[0].demand.Memory != 1<<30 {
-		t.Fatalf("skim of a pod with usage read demand %+v (ok %v), want the container's requests", groups[0].demand, ok)
 	}
 }

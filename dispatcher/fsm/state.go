@@ -144,7 +144,7 @@ func (j *job) specOf() *api.JobSpec {
 	// Apply's skimSpec accepted these bytes, and the decoder accepts the
 	// same (FuzzSkim), so this cannot fail.
 	p := new(api.JobSpec)
-	var sd specDecoder
+	sd := specDecoder{layout: specLayout}
 	d := stringDec(j.specEnc)
 	sd.decodeInto(&d, p)
 	j.spec.CompareAndSwap(nil, p)
@@ -495,14 +495,15 @@ func (j *job) state() JobState {
 // Records. Every stored value starts with recordVersion (a job record with
 // jobRecordVersion).
 
-// encodeJob encodes j's record into buf, its spec in the binary encoding
-// of spec_codec.go (defaults applied; Load applies them again, which
-// changes nothing).
+// encodeJob encodes j's record into buf: its spec's layout, then the spec
+// in the binary encoding of spec_codec.go (defaults applied; Load applies
+// them again, which changes nothing).
 func encodeJob(buf []byte, j *job) []byte {
 	e := enc{b: buf[:0]}
 	e.byte(jobRecordVersion)
 	e.varint(j.submitted)
 	e.bool(j.cancelled)
+	e.byte(specLayout) // a kept encoding is of the current layout (submitBatch.read)
 	if j.specEnc != "" {
 		e.str(j.specEnc) // the encoding is canonical: appendSpec would write the same
 		return e.b
@@ -516,25 +517,36 @@ func encodeJob(buf []byte, j *job) []byte {
 // decodeJob decodes a job record, carving its spec's slices from sd's.
 func decodeJob(sd *specDecoder, num uint64, b []byte) (*job, error) {
 	d := dec{b: b}
-	if v := d.byte(); v < oldestJobRecordVersion || v > jobRecordVersion {
+	v := d.byte()
+	if v < oldestJobRecordVersion || v > jobRecordVersion {
 		return nil, fmt.Errorf("%w: job %d record version %d", ErrCorrupt, num, v)
 	}
 	submitted := d.varint()
 	cancelled := d.bool()
+	var layout byte
+	if v >= 6 {
+		layout = d.byte()
+	}
 	spec := d.bytes()
 	if err := d.done("job record"); err != nil {
 		return nil, fmt.Errorf("job %d: %w", num, err)
 	}
+	if layout > specLayout {
+		return nil, fmt.Errorf("%w: job %d record: spec layout %d, newer than this release's %d", ErrCorrupt, num, layout, specLayout)
+	}
+	sd.layout = layout
 	return loadedJob(sd, num, submitted, cancelled, spec)
 }
 
 // encodeSubmit encodes the record of the new jobs of one submit command,
-// numbered from its key's on: their submit time, their number, then their
-// specs as submitted (a block of specs: appendSpecBlock).
+// numbered from its key's on: their submit time, their specs' layout (the
+// current one: submitBatch.read converts older ones), their number, then
+// their specs as submitted (a block of specs: appendSpecBlock).
 func encodeSubmit(buf []byte, submitted int64, n int, block []byte) []byte {
 	e := enc{b: buf[:0]}
 	e.byte(submitRecordVersion)
 	e.varint(submitted)
+	e.byte(specLayout)
 	e.uvarint(uint64(n))
 	e.b = append(e.b, block...)
 	return e.b
@@ -544,14 +556,17 @@ func encodeSubmit(buf []byte, submitted int64, n int, block []byte) []byte {
 // fn with each of its jobs in number order.
 func decodeSubmit(sd *specDecoder, first uint64, b []byte, fn func(*job) error) error {
 	d := dec{b: b}
-	if v := d.byte(); v < oldestSubmitRecordVersion || v > submitRecordVersion {
+	v := d.byte()
+	if v < oldestSubmitRecordVersion || v > submitRecordVersion {
 		return fmt.Errorf("%w: submit record of job %d: version %d", ErrCorrupt, first, v)
 	}
 	submitted := d.varint()
-	n, _, specs, _, err := readSpecs(&d, fmt.Sprintf("submit record of job %d", first))
+	blk, err := readSpecs(&d, fmt.Sprintf("submit record of job %d", first), v >= 5)
 	if err != nil {
 		return err
 	}
+	n, specs := blk.n, blk.specs
+	sd.layout = blk.layout
 	if n == 0 {
 		return fmt.Errorf("%w: submit record of job %d: no jobs", ErrCorrupt, first)
 	}

@@ -31,7 +31,7 @@ type submitBatch struct {
 // jobs' submit record.
 func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 	var b submitBatch
-	if err := b.read(d); err != nil {
+	if err := b.read(d, f.version); err != nil {
 		return nil, err
 	}
 	if len(b.jobs) == 0 {
@@ -49,23 +49,28 @@ func (f *FSM) submitLocked(w writer, now int64, d *dec) ([]byte, error) {
 	return res, nil
 }
 
-// read reads a submit command's specs and skims each (skimSpec): the
-// fields apply reads are copied into its job, and the spec stays encoded
-// in the command's shared copy until something reads it (job.specOf). A
-// corrupt spec rejects the command before anything changes.
-func (b *submitBatch) read(d *dec) error {
-	n, block, specs, fresh, err := readSpecs(d, "submit command")
+// read reads a submit command's specs, converted to the current layout
+// when they are of an earlier one, and skims each (skimSpec): the fields
+// apply reads are copied into its job, and the spec stays encoded in the
+// command's shared copy until something reads it (job.specOf). A corrupt
+// spec rejects the command before anything changes.
+func (b *submitBatch) read(d *dec, version byte) error {
+	blk, err := readSpecs(d, "submit command", version >= 10)
+	if err == nil {
+		err = blk.convert("submit command")
+	}
 	if err != nil {
 		return fmt.Errorf("fsm: submit: %w", err)
 	}
-	b.block = block
+	b.block = blk.block
+	n := blk.n
 	// The specs' strings share one copy of them: the block's own memory
-	// when it was decompressed.
+	// when it was decompressed or converted.
 	var cd dec
-	if fresh {
-		cd = ownedDec(specs)
+	if blk.fresh {
+		cd = ownedDec(blk.specs)
 	} else {
-		cd = sharedDec(specs)
+		cd = sharedDec(blk.specs)
 	}
 	if n > api.MaxItemsPerRequest {
 		return fmt.Errorf("fsm: submit: %w: more than %d jobs in one request", api.ErrTooLarge, api.MaxItemsPerRequest)

@@ -11,10 +11,10 @@ import (
 // binGen writes the binary codec of a struct type of another package
 // (prefix qualifies its names), for a package that provides: enc (byte,
 // varint, uvarint, str, bool), dec (byte, varint, str, count),
-// appendStrs, appendStrMap, decodeBool, decodeInt32, and a specDecoder
-// with decodeStrs, strMap, a mapCache per map field named after its
-// member, and the slabs the fields' slab options name. Fields are written
-// in the order the type declares them, with no tags:
+// appendStrs, appendStrMap, decodeBool, decodeInt32, intern, and a
+// specDecoder with a layout, decodeStrs, strMap, a mapCache per map field
+// named after its member, and the slabs the fields' slab options name.
+// Fields are written in the order the type declares them, with no tags:
 //
 //	string        uvarint length, bytes (typed strings too)
 //	int32, int64  zig-zag varint
@@ -25,15 +25,24 @@ import (
 //	struct        its fields, inline
 //	leaf          as its hook says (Duration: int64 nanoseconds)
 //
-// A hooked type (-hook T=N) has a layout of its own, written by hand in
-// the package as appendT(e, *T) and sd.decodeT(d, *T), at least N bytes.
+// Layouts. The encoders write the current layout, specLayout: the highest
+// since= of the fields, at least 1. The decoders read the layout
+// sd.layout names: a field of since=N only when it is N or more, so that
+// what an earlier release wrote decodes as it did, with the field zero.
+// Layout 0 is the package's hand-written codec of before (-legacy T=N): at
+// layout 0 the generated decodeT hands a legacy type T to the package's
+// sd.decodeTLegacy(d, *T), whose encodings take at least N bytes, and the
+// fields -legacy-fields names are not part of their own types' encodings
+// (the legacy decoder of a type enclosing them reads them). Skippers and
+// skimmers read the current layout only.
 type binGen struct {
 	s      *schema
 	e      *emitter
 	prefix string
-	hooks  map[string]int  // hooked type → the fewest bytes of its encoding
-	skip   map[string]bool // "T.Field": written by a hook of an enclosing type
+	legacy map[string]int  // legacy type → the fewest bytes of its layout-0 encoding
+	lfield map[string]bool // "T.Field": not in T's own encoding at layout 0
 	funcs  map[string]bool // the types with functions of their own
+	skims  map[string]bool // the types with skimmers
 	reads  map[string]bool // field paths skimmers hand to the package
 	used   map[string]bool // the reads written
 }
@@ -43,27 +52,28 @@ func (g *binGen) fields(name string) ([]field, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := fs[:0:0]
-	for _, f := range fs {
-		if !g.skip[name+"."+f.goName] {
-			out = append(out, f)
+	for i := range fs {
+		if g.lfield[name+"."+fs[i].goName] && fs[i].since == 0 {
+			fs[i].since = 1
 		}
 	}
-	return out, nil
+	return fs, nil
 }
 
-// minBytes is the fewest bytes an encoding of type name takes: one a
-// field, a struct's its fields', a hooked type's what its hook says.
+// minBytes is the fewest bytes an encoding of type name takes in any
+// layout: one a field (none for a field some layout leaves out), a
+// struct's its fields', a legacy type's the fewer of its own and its
+// layout-0 encoding's.
 func (g *binGen) minBytes(name string) (int, error) {
-	if n, ok := g.hooks[name]; ok {
-		return n, nil
-	}
 	fs, err := g.fields(name)
 	if err != nil {
 		return 0, err
 	}
 	total := 0
 	for _, f := range fs {
+		if f.since > 0 {
+			continue
+		}
 		n := 1
 		if f.kind == kStruct {
 			if n, err = g.minBytes(f.typeName); err != nil {
@@ -72,7 +82,30 @@ func (g *binGen) minBytes(name string) (int, error) {
 		}
 		total += n
 	}
+	if n, ok := g.legacy[name]; ok {
+		total = min(total, n)
+	}
 	return total, nil
+}
+
+// layout returns the highest since= of the fields the roots reach, at
+// least 1.
+func (g *binGen) layout(roots []string) (int, error) {
+	types, err := g.s.closure(roots)
+	if err != nil {
+		return 0, err
+	}
+	l := 1
+	for _, t := range types {
+		fs, err := g.fields(t)
+		if err != nil {
+			return 0, err
+		}
+		for _, f := range fs {
+			l = max(l, f.since)
+		}
+	}
+	return l, nil
 }
 
 func (g *binGen) typ(name string) string { return g.prefix + name }
@@ -94,9 +127,12 @@ func (g *binGen) root(name string) error {
 	}
 	e.line("}\n")
 	e.fresh = 0
-	e.line("// decode%s decodes what append%s wrote into *v, which is zero.", name, name)
-	e.line("// Errors stick in d.")
+	e.line("// decode%s decodes what append%s wrote, in layout sd.layout, into", name, name)
+	e.line("// *v, which is zero. Errors stick in d.")
 	e.line("func (sd *specDecoder) decode%s(d *dec, v *%s) {", name, g.typ(name))
+	if _, ok := g.legacy[name]; ok {
+		e.line("if sd.layout == 0 {\nsd.decode%sLegacy(d, v)\nreturn\n}", name)
+	}
 	if err := g.decFields(name, "v"); err != nil {
 		return err
 	}
@@ -123,11 +159,8 @@ func (g *binGen) forFields(name, x string, do func(f field, x string) error) err
 func (g *binGen) encFields(name, x string) error { return g.forFields(name, x, g.encValue) }
 
 // called reports whether values of struct type name are written by a
-// function (a hook's or a root's) rather than inline.
-func (g *binGen) called(name string) bool {
-	_, hooked := g.hooks[name]
-	return hooked || g.funcs[name]
-}
+// function of their own rather than inline.
+func (g *binGen) called(name string) bool { return g.funcs[name] }
 
 func (g *binGen) encValue(f field, x string) error {
 	e := g.e
@@ -156,9 +189,6 @@ func (g *binGen) encValue(f field, x string) error {
 		}
 		return g.encFields(f.typeName, x)
 	case kPtrStruct:
-		if _, hooked := g.hooks[f.typeName]; hooked {
-			return fmt.Errorf("a pointer to hooked type %s is not supported", f.typeName)
-		}
 		e.line("e.bool(%s != nil)", x)
 		e.line("if %s != nil {", x)
 		if g.funcs[f.typeName] {
@@ -182,17 +212,41 @@ func (g *binGen) encValue(f field, x string) error {
 	return nil
 }
 
-func (g *binGen) decFields(name, x string) error { return g.forFields(name, x, g.decValue) }
+func (g *binGen) decFields(name, x string) error { return g.forFields(name, x, g.decSince) }
+
+// decSince writes the decoding of field f, read only in the layouts that
+// hold it.
+func (g *binGen) decSince(f field, x string) error {
+	if f.since == 0 {
+		return g.decValue(f, x)
+	}
+	g.e.line("if sd.layout >= %d {", f.since)
+	if err := g.decValue(f, x); err != nil {
+		return err
+	}
+	g.e.line("}")
+	return nil
+}
 
 func (g *binGen) decValue(f field, x string) error {
 	e := g.e
 	switch f.kind {
 	case kString:
-		if f.typeName != "" {
-			e.line("%s = %s(d.str())", x, g.typ(f.typeName))
-		} else {
-			e.line("%s = d.str()", x)
+		v := "d.str()"
+		if in := f.opts["intern"]; in != "" {
+			args := strings.Split(in, "|")
+			for i, a := range args {
+				args[i] = g.prefix + a
+				if f.typeName != "" {
+					args[i] = "string(" + args[i] + ")"
+				}
+			}
+			v = "intern(" + v + ", " + strings.Join(args, ", ") + ")"
 		}
+		if f.typeName != "" {
+			v = g.typ(f.typeName) + "(" + v + ")"
+		}
+		e.line("%s = %s", x, v)
 	case kBool:
 		e.line("%s = decodeBool(d)", x)
 	case kInt32:
@@ -249,24 +303,10 @@ func (g *binGen) decValue(f field, x string) error {
 	return nil
 }
 
-// skipper writes skipT(s string, i int) int for name: it reads an
-// encoding of name at s[i:] with the skim's primitives (readVarint,
-// readInt32, readBool, readCount, skipStr, skipStrs, skipStrMap), accepting
-// exactly what sd.decodeT accepts, and returns the index after it, or -1.
-func (g *binGen) skipper(name string) error {
-	e := g.e
-	e.fresh = 0
-	e.line("// skip%s reads past an encoding of a %s at s[i:], accepting", name, name)
-	e.line("// what the decoder accepts, and returns the index after it (-1:")
-	e.line("// malformed).")
-	e.line("func skip%s(s string, i int) int {", name)
-	if err := g.skipFields(name); err != nil {
-		return err
-	}
-	e.line("return i\n}\n")
-	return nil
-}
-
+// skipFields writes the reading past an encoding of struct type name at
+// s[i:] with the skim's primitives (readVarint, readInt32, readBool,
+// readCount, skipStr, skipStrs, skipStrMap), accepting exactly what
+// sd.decodeT accepts at the current layout.
 func (g *binGen) skipFields(name string) error {
 	return g.forFields(name, "", func(f field, _ string) error { return g.skipValue(f) })
 }
@@ -287,40 +327,53 @@ func (g *binGen) skipValue(f field) error {
 	case kStrMap:
 		e.line("i = skipStrMap(s, i)")
 	case kStruct:
-		if _, hooked := g.hooks[f.typeName]; hooked {
-			return fmt.Errorf("skipping hooked type %s is not supported", f.typeName)
-		}
 		return g.skipFields(f.typeName)
 	case kPtrStruct:
-		set := e.name("set")
-		e.line("var %s bool", set)
-		e.line("if %s, i = readBool(s, i); %s {", set, set)
-		if err := g.skipFields(f.typeName); err != nil {
-			return err
-		}
-		e.line("}")
+		return g.ifSet(func() error { return g.skipFields(f.typeName) })
 	case kStructSlice:
-		min, err := g.minBytes(f.typeName)
-		if err != nil {
-			return err
-		}
-		n := e.name("n")
-		e.line("var %s int", n)
-		e.line("%s, i = readCount(s, i, %d)", n, min)
-		e.line("for range %s {", n)
-		if err := g.skipFields(f.typeName); err != nil {
-			return err
-		}
-		e.line("}")
+		return g.each(f.typeName, func() error { return g.skipFields(f.typeName) })
 	}
 	return nil
 }
 
+// ifSet writes the reading of a pointer's set bool, and body when set.
+func (g *binGen) ifSet(body func() error) error {
+	set := g.e.name("set")
+	g.e.line("var %s bool", set)
+	g.e.line("if %s, i = readBool(s, i); %s {", set, set)
+	if err := body(); err != nil {
+		return err
+	}
+	g.e.line("}")
+	return nil
+}
+
+// each writes the reading of a count of struct type name's encodings, and
+// body for each.
+func (g *binGen) each(name string, body func() error) error {
+	min, err := g.minBytes(name)
+	if err != nil {
+		return err
+	}
+	n := g.e.name("n")
+	g.e.line("var %s int", n)
+	g.e.line("%s, i = readCount(s, i, %d)", n, min)
+	g.e.line("for range %s {", n)
+	if err := body(); err != nil {
+		return err
+	}
+	g.e.line("}")
+	return nil
+}
+
 // skimmer writes skimT(s string, i int, k *skimmer) int for name: it
-// reads an encoding of name at s[i:] as skipT does, except that each field
-// whose path (T.Field, T.Inline.Field) is among reads is read by the
-// package's method k.skimTField(s, i) int, which takes what it needs of
-// it. Fields added to the type are skipped without the package's help.
+// reads an encoding of name at s[i:] of the current layout, accepting
+// exactly what sd.decodeT accepts, and returns the index after it, or -1.
+// Each field whose path (T.Field, T.Inline.Field) is among reads is read
+// by the package's method k.skimTField(s, i) int, which takes what it
+// needs of it; a field of a type with a skimmer of its own (a struct, a
+// pointer to one, a slice of them) by that skimmer; the rest is skipped.
+// Fields added to the types are skipped without the package's help.
 func (g *binGen) skimmer(name string) error {
 	e := g.e
 	e.fresh = 0
@@ -342,21 +395,29 @@ func (g *binGen) skimFields(typeName, path string) error {
 	}
 	for _, f := range fs {
 		p := path + "." + f.goName
+		call := "i = skim" + f.typeName + "(s, i, k)"
 		switch {
 		case g.reads[p]:
 			g.used[p] = true
 			g.e.line("i = k.skim%s(s, i)", strings.ReplaceAll(p, ".", ""))
+		case g.skims[f.typeName] && f.kind == kStruct:
+			g.e.line("%s", call)
+		case g.skims[f.typeName] && f.kind == kPtrStruct:
+			err = g.ifSet(func() error { g.e.line("%s", call); return nil })
+		case g.skims[f.typeName] && f.kind == kStructSlice:
+			err = g.each(f.typeName, func() error { g.e.line("%s", call); return nil })
 		case f.kind == kStruct && g.readsBelow(p):
-			if err := g.skimFields(f.typeName, p); err != nil {
-				return err
-			}
+			err = g.skimFields(f.typeName, p)
 		default:
 			if g.readsBelow(p) {
-				return fmt.Errorf("codecgen: -read below %s: only fields of inline structs are read", p)
+				return fmt.Errorf("codecgen: -read below %s: only fields of inline structs are read (give the type a skimmer)", p)
 			}
-			if err := g.skipValue(f); err != nil {
-				return fmt.Errorf("codecgen: %s: %w", p, err)
+			if err = g.skipValue(f); err != nil {
+				err = fmt.Errorf("codecgen: %s: %w", p, err)
 			}
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil
@@ -372,44 +433,62 @@ func (g *binGen) readsBelow(path string) bool {
 	return false
 }
 
-func generateBinary(dir, schemaDir, importPath string, roots, skims, skimmers, reads []string, hooks map[string]int, skip map[string]bool) ([]byte, error) {
+// binArgs are the binary codec's arguments (Run describes them).
+type binArgs struct {
+	schemaDir, importPath string
+	roots, skimmers       []string
+	reads                 []string
+	legacy                map[string]int
+	legacyFields          []string
+}
+
+func generateBinary(dir string, a binArgs) ([]byte, error) {
 	pkg, err := loadSchema(dir)
 	if err != nil {
 		return nil, err
 	}
-	s, err := loadSchema(schemaDir)
+	s, err := loadSchema(a.schemaDir)
 	if err != nil {
 		return nil, err
 	}
-	g := &binGen{s: s, e: newEmitter(), prefix: path.Base(importPath) + ".", hooks: hooks, skip: skip, funcs: map[string]bool{}}
-	for _, r := range roots {
-		if _, hooked := hooks[r]; hooked {
-			return nil, fmt.Errorf("codecgen: %s is both a root and hooked", r)
-		}
+	g := &binGen{s: s, e: newEmitter(), prefix: path.Base(a.importPath) + ".", legacy: a.legacy,
+		lfield: map[string]bool{}, funcs: map[string]bool{}, skims: map[string]bool{}}
+	for _, r := range a.roots {
 		g.funcs[r] = true
 	}
-	for k := range skip {
+	for t := range a.legacy {
+		if !g.funcs[t] {
+			return nil, fmt.Errorf("codecgen: -legacy %s: not a -type, so it has no decoder to hand it over", t)
+		}
+	}
+	for _, k := range a.legacyFields {
 		t, f, ok := strings.Cut(k, ".")
 		fs, err := s.fields(t)
 		if !ok || err != nil || !slices.ContainsFunc(fs, func(x field) bool { return x.goName == f }) {
-			return nil, fmt.Errorf("codecgen: -skip %q: want Type.Field, a field of a struct type", k)
+			return nil, fmt.Errorf("codecgen: -legacy-fields %q: want Type.Field, a field of a struct type", k)
 		}
+		g.lfield[k] = true
 	}
-	for _, r := range roots {
+	layout, err := g.layout(a.roots)
+	if err != nil {
+		return nil, err
+	}
+	g.e.line("// specLayout is the layout of the encodings the append functions write;")
+	g.e.line("// the decoders read it and every earlier one (sd.layout).")
+	g.e.line("const specLayout = %d\n", layout)
+	for _, r := range a.roots {
 		if err := g.root(r); err != nil {
 			return nil, err
 		}
 	}
-	for _, t := range skims {
-		if err := g.skipper(t); err != nil {
-			return nil, err
-		}
-	}
 	g.reads, g.used = map[string]bool{}, map[string]bool{}
-	for _, r := range reads {
+	for _, r := range a.reads {
 		g.reads[r] = true
 	}
-	for _, t := range skimmers {
+	for _, t := range a.skimmers {
+		g.skims[t] = true
+	}
+	for _, t := range a.skimmers {
 		if err := g.skimmer(t); err != nil {
 			return nil, err
 		}
@@ -419,6 +498,6 @@ func generateBinary(dir, schemaDir, importPath string, roots, skims, skimmers, r
 			return nil, fmt.Errorf("codecgen: -read %s names no field a skimmer reaches", r)
 		}
 	}
-	g.e.imports[importPath] = true
+	g.e.imports[a.importPath] = true
 	return g.e.file(pkg.pkg, Command)
 }

@@ -123,8 +123,9 @@ func TestRefusals(t *testing.T) {
 }
 
 // TestBinary generates a binary codec of another package's types, with a
-// hooked type and a field its hook writes, and checks the layout's parts
-// and its refusals.
+// legacy type, a field of layout 0's legacy codec and fields of later
+// layouts, and checks the layout's parts and its refusals.
+// (layouttest runs such a codec.)
 func TestBinary(t *testing.T) {
 	root := t.TempDir()
 	types := filepath.Join(root, "types")
@@ -145,6 +146,7 @@ type Job struct {
 	Pol   *Pol              ` + "`json:\"pol\"`" + `
 	Parts []Part            ` + "`json:\"parts\" codec:\"slab=parts\"`" + `
 	Pod   Pod               ` + "`json:\"pod\"`" + `
+	Mode  string            ` + "`json:\"mode\" codec:\"intern=A|B,since=3\"`" + `
 }
 
 type Pol struct {
@@ -159,6 +161,7 @@ type Part struct {
 
 type Pod struct {
 	X int64 ` + "`json:\"x\"`" + `
+	Y int64 ` + "`json:\"y\" codec:\"since=2\"`" + `
 }
 `
 	if err := os.WriteFile(filepath.Join(types, "types.go"), []byte(src), 0o644); err != nil {
@@ -167,8 +170,8 @@ type Pod struct {
 	if err := os.WriteFile(filepath.Join(user, "user.go"), []byte("package user\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	base := []string{"-binary", "-schema", "../types", "-import", "example.com/types", "-type", "Job", "-o", "job_gen.go"}
-	name, out, err := codecgen.Run(user, append(base, "-hook", "Pod=2", "-skip", "Part.Hide", "-skim", "Pol,Part"))
+	base := []string{"-binary", "-schema", "../types", "-import", "example.com/types", "-type", "Job,Pod", "-o", "job_gen.go"}
+	name, out, err := codecgen.Run(user, append(base, "-legacy", "Pod=2", "-legacy-fields", "Part.Hide"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,47 +181,51 @@ type Pod struct {
 	gen := string(out)
 	for _, want := range []string{
 		"package user", `"example.com/types"`,
-		"const minJobBytes = 7", // name, wait, tags, pol, parts, and the hook's 2
+		"const specLayout = 3",
+		"const minJobBytes = 6", // name, wait, tags, pol, parts, the pod's x; not mode
+
+		"const minPodBytes = 1", // x; y is not in layout 0 or 1
 		"e.varint(int64(v.Wait))", "v.Wait = types.Duration(d.varint())",
 		"v.Tags = sd.strMap(d, &sd.tags)",
 		"e.bool(v.Pol != nil)", "if decodeBool(d) {",
 		"sd.parts.take(", "d.count(1)",
 		"appendPod(e, &v.Pod)", "sd.decodePod(d, &v.Pod)",
-		"func skipPol(s string, i int) int {\n\t_, i = readBool(s, i)\n\t_, i = readInt32(s, i)\n\treturn i\n}",
-		"func skipPart(s string, i int) int {\n\ti = skipStr(s, i)\n\treturn i\n}",
+		"e.str(y2.Hide)", "if sd.layout >= 1 {\n\t\t\t\ty4.Hide = d.str()\n\t\t\t}",
+		"if sd.layout == 0 {\n\t\tsd.decodePodLegacy(d, v)\n\t\treturn\n\t}",
+		"if sd.layout >= 2 {\n\t\tv.Y = d.varint()\n\t}",
+		"if sd.layout >= 3 {\n\t\tv.Mode = intern(d.str(), types.A, types.B)\n\t}",
 	} {
 		if !strings.Contains(gen, want) {
 			t.Errorf("generated code lacks %q:\n%s", want, gen)
 		}
 	}
-	if strings.Contains(gen, "Hide") {
-		t.Errorf("generated code writes the skipped field Part.Hide:\n%s", gen)
-	}
-	_, _, err = codecgen.Run(user, append(append([]string(nil), base...), "-hook", "Pod=2", "-skimmer", "Job", "-read", "Job.Name,Job.Pod,Job.Pol.N"))
+	_, _, err = codecgen.Run(user, append(append([]string(nil), base...), "-skimmer", "Job", "-read", "Job.Name,Job.Pol.N"))
 	if err == nil || !strings.Contains(err.Error(), "only fields of inline structs") {
 		t.Errorf("Run reading a field behind a pointer: %v, want a refusal", err)
 	}
-	_, out, err = codecgen.Run(user, append(append([]string(nil), base...), "-hook", "Pod=2", "-skimmer", "Job", "-read", "Job.Name,Job.Pod"))
+	_, out, err = codecgen.Run(user, append(append([]string(nil), base...), "-skimmer", "Job,Pod,Pol", "-read", "Job.Name,Pol.N"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	gen = string(out)
 	for _, want := range []string{
 		"func skimJob(s string, i int, k *skimmer) int {\n\ti = k.skimJobName(s, i)\n\t_, i = readVarint(s, i)\n\ti = skipStrMap(s, i)\n",
-		"i = k.skimJobPod(s, i)\n\treturn i\n}",
+		"if set1, i = readBool(s, i); set1 {\n\t\ti = skimPol(s, i, k)\n\t}",
+		"for range n2 {\n\t\ti = skipStr(s, i)\n\t\ti = skipStr(s, i)\n\t}", // Part at the current layout: Hide too
+		"i = skimPod(s, i, k)\n\ti = skipStr(s, i)\n\treturn i\n}",
+		"func skimPod(s string, i int, k *skimmer) int {\n\t_, i = readVarint(s, i)\n\t_, i = readVarint(s, i)\n\treturn i\n}",
+		"func skimPol(s string, i int, k *skimmer) int {\n\t_, i = readBool(s, i)\n\ti = k.skimPolN(s, i)\n",
 	} {
 		if !strings.Contains(gen, want) {
 			t.Errorf("generated skimmer lacks %q:\n%s", want, gen)
 		}
 	}
 	for _, extra := range [][]string{
-		{"-hook", "Pod=2", "-skimmer", "Job", "-read", "Job.Name"},         // the hooked pod cannot be skipped
-		{"-hook", "Pod=2", "-skimmer", "Job", "-read", "Job.Pod,Job.Nope"}, // no such field
-		{"-skip", "Part.Nope"},
-		{"-skip", "Part"},
-		{"-hook", "Pod=0"},
-		{"-hook", "Job=3"},
-		{"-hook", "Pol=1"},
+		{"-skimmer", "Job", "-read", "Job.Nope"}, // no such field
+		{"-legacy-fields", "Part.Nope"},
+		{"-legacy-fields", "Part"},
+		{"-legacy", "Pod=0"},
+		{"-legacy", "Pol=1"}, // not a -type
 	} {
 		if _, _, err := codecgen.Run(user, append(append([]string(nil), base...), extra...)); err == nil {
 			t.Errorf("Run with %q: no error", extra)
@@ -226,5 +233,14 @@ type Pod struct {
 	}
 	if _, _, err := codecgen.Run(user, []string{"-binary", "-o", "x_gen.go"}); err == nil {
 		t.Error("Run -binary without -schema: no error")
+	}
+	for _, since := range []string{"0", "x", "-1"} {
+		bad := strings.Replace(src, "since=2", "since="+since, 1)
+		if err := os.WriteFile(filepath.Join(types, "types.go"), []byte(bad), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := codecgen.Run(user, base); err == nil || !strings.Contains(err.Error(), "Pod.Y: since="+since) {
+			t.Errorf("Run with since=%s: %v, want an error naming the field", since, err)
+		}
 	}
 }

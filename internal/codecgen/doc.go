@@ -9,10 +9,13 @@
 //     problems at their paths, through api's decoder), appendT writes one
 //     byte for byte as encoding/json does;
 //   - a binary codec (-binary), for package dispatcher/fsm: fields in
-//     declaration order without tags (binGen gives the layout).
+//     declaration order without tags, in numbered layouts: a field tagged
+//     since=N is in the encodings of layout N on, and the decoders read
+//     every layout up to the current one (binGen; package layouttest
+//     runs such a codec).
 //
 // A field's json tag gives its member name and omitempty/omitzero; a codec
-// tag gives options (intern, quantity, slab; see knownOpts). Strings, typed
+// tag gives options (intern, quantity, slab, since; see knownOpts). Strings, typed
 // strings, bools, int32, int64, []string, map[string]string, structs of the
 // package, pointers to and slices of them are handled by kind; a named leaf
 // type by its entry in leafHooks; any other type is an error naming the

@@ -30,18 +30,17 @@ const Command = "github.com/sluicehq/sluice/internal/codecgen/cmd/codecgen"
 //	    of structs it reaches; struct and pointer fields are written
 //	    inline
 //	-binary -schema ../../api -import github.com/x/api -type T1,T2
-//	        -hook T3=N -skip T1.F -skim T4 -o name_gen.go
+//	        -legacy T2=N -legacy-fields T1.F -o name_gen.go
 //	    the binary codec of T1 and T2, types of the package in the
-//	    directory -schema names: min<T>Bytes, appendT and sd.decodeT for
-//	    each (see binGen); T3 is written by hand-written functions of the
-//	    same names, whose encoding takes at least N bytes, and field F
-//	    of T1 by such a hook of a type enclosing it
-//	    -skim T4 adds skipT4(s string, i int) int, which reads past an
-//	    encoding of T4 accepting exactly what sd.decodeT4 accepts, with
-//	    the primitives of the package's skim; -skimmer T5 -read T5.F
-//	    adds skimT5(s string, i int, k *skimmer) int, which reads as
-//	    skipT5 does but hands field F (a path: T5.F, T5.Inline.G) to the
-//	    package's method k.skimT5F(s, i) int
+//	    directory -schema names: specLayout, and min<T>Bytes, appendT and
+//	    sd.decodeT for each (see binGen); at layout 0, T2 is decoded by
+//	    the package's hand-written sd.decodeT2Legacy, whose encodings
+//	    take at least N bytes, and field F is not in T1's encoding
+//	    -skimmer T3 -read T3.F
+//	    adds skimT3(s string, i int, k *skimmer) int, which reads past an
+//	    encoding of T3 accepting exactly what sd.decodeT3 accepts, with
+//	    the primitives of the package's skim, and hands field F (a path:
+//	    T3.F, T3.Inline.G) to the package's method k.skimT3F(s, i) int
 func Run(dir string, args []string) (name string, src []byte, err error) {
 	fl := flag.NewFlagSet("codecgen", flag.ContinueOnError)
 	fl.SetOutput(io.Discard)
@@ -53,9 +52,8 @@ func Run(dir string, args []string) (name string, src []byte, err error) {
 		schemaDir  = fl.String("schema", "", "binary: the directory of the types' package, relative")
 		importPath = fl.String("import", "", "binary: the types' package's import path")
 		types      = fl.String("type", "", "binary: the root types, comma-separated")
-		hookList   = fl.String("hook", "", "binary: hooked types with their fewest bytes, T=N,...")
-		skipList   = fl.String("skip", "", "binary: fields a hook writes, T.Field,...")
-		skimList   = fl.String("skim", "", "binary: types to write skip functions for, comma-separated")
+		legacyList = fl.String("legacy", "", "binary: types of hand-written layout-0 decoders, with their fewest bytes, T=N,...")
+		lfields    = fl.String("legacy-fields", "", "binary: fields not in their types' layout-0 encodings, T.Field,...")
 		skimmers   = fl.String("skimmer", "", "binary: types to write skim functions for, comma-separated")
 		readList   = fl.String("read", "", "binary: field paths the skimmers hand to the package, T.F,...")
 		out        = fl.String("o", "", "the file to write, ending in "+genSuffix)
@@ -78,20 +76,17 @@ func Run(dir string, args []string) (name string, src []byte, err error) {
 		if *schemaDir == "" || *importPath == "" || *types == "" {
 			return "", nil, fmt.Errorf("codecgen: -binary needs -schema, -import and -type")
 		}
-		hooks := map[string]int{}
-		for _, h := range split(*hookList) {
+		legacy := map[string]int{}
+		for _, h := range split(*legacyList) {
 			t, n, _ := strings.Cut(h, "=")
 			v, err := strconv.Atoi(n)
 			if err != nil || v < 1 {
-				return "", nil, fmt.Errorf("codecgen: -hook %q: want Type=N, N the fewest bytes of its encoding", h)
+				return "", nil, fmt.Errorf("codecgen: -legacy %q: want Type=N, N the fewest bytes of its layout-0 encoding", h)
 			}
-			hooks[t] = v
+			legacy[t] = v
 		}
-		skip := map[string]bool{}
-		for _, f := range split(*skipList) {
-			skip[f] = true
-		}
-		src, err = generateBinary(dir, filepath.Join(dir, *schemaDir), *importPath, split(*types), split(*skimList), split(*skimmers), split(*readList), hooks, skip)
+		src, err = generateBinary(dir, binArgs{schemaDir: filepath.Join(dir, *schemaDir), importPath: *importPath,
+			roots: split(*types), skimmers: split(*skimmers), reads: split(*readList), legacy: legacy, legacyFields: split(*lfields)})
 	}
 	if err != nil {
 		return "", nil, err

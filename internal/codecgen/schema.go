@@ -86,6 +86,9 @@ type field struct {
 	kind      kind
 	typeName  string // the named type, for kString (when named), kLeaf and the struct kinds
 	opts      map[string]string
+	// since is the first layout of the binary codec whose encodings hold
+	// the field (codec:"since=N"); 0: every layout's do.
+	since int
 }
 
 // A leaf is a named value type the generator does not look into: what it
@@ -119,8 +122,11 @@ var leafHooks = map[string]leaf{
 //	slab=NAME    the elements of a slice of structs are carved from the
 //	             decoder's slab NAME (groups, containers) rather than
 //	             appended one allocation at a time
+//	since=N      the binary codec's encodings of layouts before N do not
+//	             hold the field: their decoder leaves it zero (N ≥ 1)
 //
-// Each is for fields of one kind, which knownOpts gives with its name.
+// Each is for fields of one kind, which knownOpts gives with its name
+// (anyKind: every kind).
 var knownOpts = map[string]struct {
 	kind kind
 	what string
@@ -128,7 +134,11 @@ var knownOpts = map[string]struct {
 	"intern":   {kString, "string"},
 	"quantity": {kInt64, "int64"},
 	"slab":     {kStructSlice, "slice of structs"},
+	"since":    {anyKind, "any"},
 }
+
+// anyKind marks an option of knownOpts that fits fields of every kind.
+const anyKind kind = -1
 
 // fields returns the fields of struct type name.
 func (s *schema) fields(name string) ([]field, error) {
@@ -184,8 +194,15 @@ func (s *schema) fields(name string) ([]field, error) {
 		if err := s.classify(&fl, f.Type); err != nil {
 			return nil, fmt.Errorf("codecgen: %s.%s: %w", name, fl.goName, err)
 		}
+		if v, ok := fl.opts["since"]; ok {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return nil, fmt.Errorf("codecgen: %s.%s: since=%s: want a layout number, at least 1", name, fl.goName, v)
+			}
+			fl.since = n
+		}
 		for k := range fl.opts {
-			if o := knownOpts[k]; fl.kind != o.kind {
+			if o := knownOpts[k]; o.kind != anyKind && fl.kind != o.kind {
 				return nil, fmt.Errorf("codecgen: %s.%s: %s is for %s fields", name, fl.goName, k, o.what)
 			}
 		}
