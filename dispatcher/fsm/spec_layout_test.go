@@ -310,23 +310,23 @@ func TestSubmitOfLayout0(t *testing.T) {
 	}
 }
 
-// legacyPod returns the layout-0 encoding of a spec of one group whose pod
-// is a container without mounts, then tail: the pod's flags byte and what
-// follows.
+// legacyPodPrefix is the layout-0 encoding of a spec named j of one group
+// g, count 1, whose pod is one container c running /x with 1000 millicores
+// and 1 GiB, without mounts: up to the pod's flags byte.
+const legacyPodPrefix = "016a0000000000000000000000000000010167020001016300000001022f78000000d00f8080808008000000"
+
+// legacyContainer is the container of legacyPodPrefix.
+var legacyContainer = api.ContainerSpec{Name: "c", Command: []string{"/x"}, Resources: api.Resources{CPU: 1000, Memory: 1 << 30}}
+
+// legacyPod returns legacyPodPrefix, then tail: the pod's flags byte and
+// what follows.
 func legacyPod(t *testing.T, tail []byte) []byte {
 	t.Helper()
-	s := api.JobSpec{Name: "j", Tasks: []api.TaskGroupSpec{{Name: "g", Count: 1, Pod: api.PodSpec{
-		Containers: []api.ContainerSpec{{Name: "c", Command: []string{"/x"}, Resources: api.Resources{CPU: 1000, Memory: 1 << 30}}}}}}}
-	var e enc
-	appendSpec(&e, &s)
-	// In the current layout the pod ends with its container's mounts,
-	// SharePID, network mode, volumes and sim, a zero byte each; in
-	// layout 0, after the container comes tail.
-	b := e.b
-	if !bytes.Equal(b[len(b)-5:], make([]byte, 5)) {
-		t.Fatalf("the pod's encoding ends with %x, want 5 zero bytes", b[len(b)-5:])
+	b, err := hex.DecodeString(legacyPodPrefix)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return append(b[:len(b)-5:len(b)-5], tail...)
+	return append(b, tail...)
 }
 
 // checkLegacyRefused checks that b, a layout-0 spec, is corrupt to the
@@ -351,7 +351,12 @@ func checkLegacyRefused(t *testing.T, what string, b []byte) {
 // volumes, mounts) behind its bit, and what the releases before never
 // wrote (empty storage, unknown bits) refused.
 func TestSpecLegacyPodFlags(t *testing.T) {
-	s, err := decodeLayout(legacyPod(t, []byte{podSharePID, 0}), 0)
+	s, err := decodeLayout(legacyPod(t, []byte{0, 0}), 0)
+	want := api.JobSpec{Name: "j", Tasks: []api.TaskGroupSpec{{Name: "g", Count: 1, Pod: api.PodSpec{Containers: []api.ContainerSpec{legacyContainer}}}}}
+	if err != nil || !reflect.DeepEqual(s, want) {
+		t.Fatalf("the plain layout-0 pod decodes to %+v (%v), want %+v", s, err, want)
+	}
+	s, err = decodeLayout(legacyPod(t, []byte{podSharePID, 0}), 0)
 	if err != nil || !s.Tasks[0].Pod.SharePID || s.Tasks[0].Pod.Sim != nil {
 		t.Fatalf("SharePID's bool decodes to %+v, %v", s.Tasks[0].Pod, err)
 	}
@@ -369,15 +374,16 @@ func TestSpecLegacyPodFlags(t *testing.T) {
 	appendMount(&e, &api.Mount{Volume: "data", Path: "/mnt", ReadOnly: true})
 	e.byte(0)
 	s, err = decodeLayout(legacyPod(t, e.b), 0)
-	want := api.PodSpec{
-		Containers: []api.ContainerSpec{{Name: "c", Command: []string{"/x"}, Resources: api.Resources{CPU: 1000, Memory: 1 << 30},
-			Mounts: []api.Mount{{Volume: "data", Path: "/mnt", ReadOnly: true}}}},
-		Network: api.NetworkSpec{Mode: api.NetworkHost},
+	mounted := legacyContainer
+	mounted.Mounts = []api.Mount{{Volume: "data", Path: "/mnt", ReadOnly: true}}
+	wantPod := api.PodSpec{
+		Containers: []api.ContainerSpec{mounted},
+		Network:    api.NetworkSpec{Mode: api.NetworkHost},
 		Volumes: []api.Volume{{Name: "scratch", Scratch: &api.ScratchVolume{Size: 5 << 30}},
 			{Name: "data", HostPath: &api.HostPathVolume{Path: "/srv", ReadOnly: true}}},
 	}
-	if err != nil || !reflect.DeepEqual(s.Tasks[0].Pod, want) {
-		t.Fatalf("storage decodes to %+v (%v), want %+v", s.Tasks[0].Pod, err, want)
+	if err != nil || !reflect.DeepEqual(s.Tasks[0].Pod, wantPod) {
+		t.Fatalf("storage decodes to %+v (%v), want %+v", s.Tasks[0].Pod, err, wantPod)
 	}
 	q := newSeq(t)
 	q.apply(legacySubmit(1, legacyPod(t, e.b)))

@@ -212,20 +212,26 @@ func (g *binGen) encValue(f field, x string) error {
 	return nil
 }
 
-func (g *binGen) decFields(name, x string) error { return g.forFields(name, x, g.decSince) }
-
-// decSince writes the decoding of field f, read only in the layouts that
-// hold it.
-func (g *binGen) decSince(f field, x string) error {
-	if f.since == 0 {
+// decFields writes the decoding of struct type name's fields into x, each
+// run of fields of one since=N read only in the layouts that hold them.
+func (g *binGen) decFields(name, x string) error {
+	open := 0 // the since of the block the fields are written in
+	err := g.forFields(name, x, func(f field, x string) error {
+		if f.since != open {
+			if open > 0 {
+				g.e.line("}")
+			}
+			if f.since > 0 {
+				g.e.line("if sd.layout >= %d {", f.since)
+			}
+			open = f.since
+		}
 		return g.decValue(f, x)
+	})
+	if err == nil && open > 0 {
+		g.e.line("}")
 	}
-	g.e.line("if sd.layout >= %d {", f.since)
-	if err := g.decValue(f, x); err != nil {
-		return err
-	}
-	g.e.line("}")
-	return nil
+	return err
 }
 
 func (g *binGen) decValue(f field, x string) error {
