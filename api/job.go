@@ -241,6 +241,30 @@ type ContainerSpec struct {
 	// Mounts put the pod's volumes into the container, at most
 	// MaxVolumesPerPod.
 	Mounts []Mount `json:"mounts,omitempty"`
+	// Security is who the container's processes run as and what they may
+	// change. Nil: root, on a writable image.
+	Security *ContainerSecurity `json:"security,omitempty" codec:"since=2"`
+}
+
+// ContainerSecurity restricts a container.
+type ContainerSecurity struct {
+	// User runs the container's processes as this numeric identity.
+	// Default root (0:0) inside the container.
+	User ContainerUser `json:"user,omitzero"`
+	// ReadOnlyRootfs mounts the image read-only; /tmp stays writable, and
+	// the mounts as they say.
+	ReadOnlyRootfs bool `json:"read_only_rootfs,omitempty"`
+}
+
+// ContainerUser is a numeric identity inside a container: the user and
+// group its processes run as. Without a user namespace these are the
+// node's own IDs, so a job running as a non-root UID gets no more than
+// that UID may do on the node's files it sees (its image, its volumes).
+type ContainerUser struct {
+	// UID is the user ID, 0 or more.
+	UID int32 `json:"uid"`
+	// GID is the primary group ID, 0 or more. Default 0.
+	GID int32 `json:"gid"`
 }
 
 // Image names a container's root filesystem: exactly one of Rootfs and

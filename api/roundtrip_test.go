@@ -93,6 +93,12 @@ func (g gen) container(i int) api.ContainerSpec {
 		c.Env = map[string]string{"HOME": "/root", "DATA_" + fmt.Sprint(g.r.IntN(9)): g.text()}
 	}
 	c.WorkingDir = "/work/" + g.name("dir")
+	if g.r.IntN(2) == 0 {
+		c.Security = &api.ContainerSecurity{ReadOnlyRootfs: g.r.IntN(2) == 0}
+		if g.r.IntN(2) == 0 {
+			c.Security.User = api.ContainerUser{UID: g.r.Int32N(70000) + 1, GID: g.r.Int32N(70000) + 1}
+		}
+	}
 	return c
 }
 

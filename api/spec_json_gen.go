@@ -189,6 +189,28 @@ func decodeConstraint(d *decoder, v *Constraint) {
 	}
 }
 
+// decodeContainerSecurity reads a ContainerSecurity object into *v.
+func decodeContainerSecurity(d *decoder, v *ContainerSecurity) {
+	if !d.openObject() {
+		return
+	}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "user":
+			if d.field(&seen, 0) {
+				decodeContainerUser(d, &v.User)
+			}
+		case "read_only_rootfs":
+			if d.field(&seen, 1) {
+				v.ReadOnlyRootfs = d.boolean()
+			}
+		default:
+			d.unknown()
+		}
+	}
+}
+
 // decodeContainerSpec reads a ContainerSpec object into *v.
 func decodeContainerSpec(d *decoder, v *ContainerSpec) {
 	if !d.openObject() {
@@ -231,6 +253,38 @@ func decodeContainerSpec(d *decoder, v *ContainerSpec) {
 					v.Mounts = append(v.Mounts, Mount{})
 					decodeMount(d, &v.Mounts[len(v.Mounts)-1])
 				}
+			}
+		case "security":
+			if !d.field(&seen, 8) {
+				continue
+			}
+			if d.peek() == '{' {
+				v.Security = new(ContainerSecurity)
+				decodeContainerSecurity(d, v.Security)
+			} else {
+				d.want('{', "an object")
+			}
+		default:
+			d.unknown()
+		}
+	}
+}
+
+// decodeContainerUser reads a ContainerUser object into *v.
+func decodeContainerUser(d *decoder, v *ContainerUser) {
+	if !d.openObject() {
+		return
+	}
+	var seen uint64
+	for d.nextMember() {
+		switch string(d.key()) {
+		case "uid":
+			if d.field(&seen, 0) {
+				v.UID = d.int32()
+			}
+		case "gid":
+			if d.field(&seen, 1) {
+				v.GID = d.int32()
 			}
 		default:
 			d.unknown()
@@ -942,6 +996,24 @@ func appendContainerSpec(dst []byte, v *ContainerSpec) []byte {
 	if len(v.Mounts) > 0 {
 		dst = append(dst, `,"mounts":`...)
 		dst = appendArray(dst, v.Mounts, appendMount)
+	}
+	if v.Security != nil {
+		dst = append(dst, `,"security":{`...)
+		n3 := len(dst)
+		if v.Security.User != (ContainerUser{}) {
+			dst = append(dst, `"user":{"uid":`...)
+			dst = strconv.AppendInt(dst, int64(v.Security.User.UID), 10)
+			dst = append(dst, `,"gid":`...)
+			dst = strconv.AppendInt(dst, int64(v.Security.User.GID), 10)
+			dst = append(dst, '}')
+		}
+		if v.Security.ReadOnlyRootfs {
+			if len(dst) != n3 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `"read_only_rootfs":true`...)
+		}
+		dst = append(dst, '}')
 	}
 	dst = append(dst, '}')
 	return dst

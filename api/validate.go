@@ -410,6 +410,14 @@ func (c *checker) container(ct *ContainerSpec) {
 	}
 	c.pop()
 	c.absPath("working_dir", ct.WorkingDir)
+	if sec := ct.Security; sec != nil {
+		if sec.User.UID < 0 {
+			c.badAtf("security.user.uid", "must be 0 or more, not %d", sec.User.UID)
+		}
+		if sec.User.GID < 0 {
+			c.badAtf("security.user.gid", "must be 0 or more, not %d", sec.User.GID)
+		}
+	}
 	c.push("resources")
 	c.resources(&ct.Resources)
 	c.pop()

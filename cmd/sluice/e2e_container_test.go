@@ -25,7 +25,8 @@ import (
 // driven through the Go API client. It submits a 3-task job, a pod of a
 // server and a client talking over the pod's loopback, a long sleeper and
 // a job whose images lie outside the nodes' image roots (named so, and
-// through a link inside the root), which fails as image_denied unstarted;
+// through a link inside the root), which fails as image_denied unstarted,
+// and a job whose pods run a container as 1000:1000 on a read-only image;
 // watches the first two to completion; lists jobs; reads what the
 // containers printed through the dispatcher's log proxy; and cancels the
 // sleeper, whose container is then stopped and removed from the host.
@@ -62,6 +63,9 @@ func TestContainerEndToEnd(t *testing.T) {
 		}
 	}
 	once := api.RetryPolicy{MaxAttempts: 1} // a failure shows at once
+	// A container that runs as 1000:1000 on its image mounted read-only.
+	unprivileged := container("unprivileged", "id")
+	unprivileged.Security = &api.ContainerSecurity{User: api.ContainerUser{UID: 1000, GID: 1000}, ReadOnlyRootfs: true}
 	// A working image outside the image root, and a link to it inside.
 	outside := filepath.Join(t.TempDir(), "copy")
 	if err := os.CopyFS(outside, os.DirFS(image)); err != nil {
@@ -94,7 +98,7 @@ func TestContainerEndToEnd(t *testing.T) {
 			{Name: "escape", Count: 1, Pod: deniedPod(escape)},
 		}},
 		{Name: "identity", Pool: mainPool, Retry: once, Tasks: []api.TaskGroupSpec{{Name: "shards", Count: 2, Pod: api.PodSpec{
-			Containers: []api.ContainerSpec{container("main", "env")},
+			Containers: []api.ContainerSpec{container("main", "env"), unprivileged},
 		}}}},
 	}, api.SubmitOptions{})
 	if err != nil {
@@ -202,6 +206,7 @@ func TestContainerEndToEnd(t *testing.T) {
 		checkTaskLogs(ctx, t, client, ts.ID, "main", fmt.Sprintf("SLUICE_ADDR=%s\nSLUICE_ATTEMPT=1\nSLUICE_GROUP=shards\nSLUICE_JOB_ID=%s\n"+
 			"SLUICE_JOB_NAME=identity\nSLUICE_NODE=node-main\nSLUICE_TASK_COUNT=2\nSLUICE_TASK_ID=%s\nSLUICE_TASK_INDEX=%d\n",
 			srv.Addr(), identityJob, ts.ID, i))
+		checkTaskLogs(ctx, t, client, ts.ID, "unprivileged", "uid=1000 gid=1000 rootfs=read-only\n")
 	}
 	t.Run("default container", func(t *testing.T) {
 		// A request that names no container gets the pod's first.

@@ -8,7 +8,7 @@ import (
 
 // specLayout is the layout of the encodings the append functions write;
 // the decoders read it and every earlier one (sd.layout).
-const specLayout = 1
+const specLayout = 2
 
 // minJobSpecBytes is the fewest bytes the encoding of a JobSpec takes.
 const minJobSpecBytes = 16
@@ -219,6 +219,12 @@ func appendContainerSpec(e *enc, v *api.ContainerSpec) {
 		y4 := &v.Mounts[i3]
 		appendMount(e, y4)
 	}
+	e.bool(v.Security != nil)
+	if v.Security != nil {
+		e.varint(int64(v.Security.User.UID))
+		e.varint(int64(v.Security.User.GID))
+		e.bool(v.Security.ReadOnlyRootfs)
+	}
 }
 
 // decodeContainerSpec decodes what appendContainerSpec wrote, in layout sd.layout, into
@@ -252,6 +258,15 @@ func (sd *specDecoder) decodeContainerSpec(d *dec, v *api.ContainerSpec) {
 				y6 := &v.Mounts[i5]
 				sd.decodeMount(d, y6)
 			}
+		}
+	}
+	if sd.layout >= 2 {
+		if decodeBool(d) {
+			p7 := &api.ContainerSecurity{}
+			p7.User.UID = decodeInt32(d)
+			p7.User.GID = decodeInt32(d)
+			p7.ReadOnlyRootfs = decodeBool(d)
+			v.Security = p7
 		}
 	}
 }
@@ -479,6 +494,12 @@ func skimContainerSpec(s string, i int, k *skimmer) int {
 	for range n1 {
 		i = skipStr(s, i)
 		i = skipStr(s, i)
+		_, i = readBool(s, i)
+	}
+	var set2 bool
+	if set2, i = readBool(s, i); set2 {
+		_, i = readInt32(s, i)
+		_, i = readInt32(s, i)
 		_, i = readBool(s, i)
 	}
 	return i

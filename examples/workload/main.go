@@ -38,6 +38,9 @@
 //	                           for much and uses a set share of it
 //	workload env               print the variables the node sets (SLUICE_*),
 //	                           sorted, one NAME=value a line
+//	workload id                print the user and group it runs as and
+//	                           whether it may create a file at / (rootfs=
+//	                           writable, read-only or denied)
 //
 // It runs as PID 1 of its container, which has no default signal actions,
 // so it exits with 143 on SIGTERM itself.
@@ -121,6 +124,9 @@ func run(args []string) error {
 		for _, kv := range env {
 			fmt.Println(kv)
 		}
+		return nil
+	case cmd == "id" && len(rest) == 0:
+		fmt.Printf("uid=%d gid=%d rootfs=%s\n", os.Getuid(), os.Getgid(), rootfsAccess())
 		return nil
 	case cmd == "tally" && len(rest) == 2:
 		return tally(rest[0], rest[1])
@@ -242,4 +248,22 @@ func ask(port, n string) error {
 	}
 	fmt.Printf("the server counted %s primes up to %s\n", strings.TrimSpace(answer), n)
 	return nil
+}
+
+// rootfsAccess says whether a file may be created at the root of the
+// filesystem: "writable" (and removes it), "read-only" or "denied".
+func rootfsAccess() string {
+	const probe = "/.workload-probe"
+	f, err := os.OpenFile(probe, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	switch {
+	case err == nil:
+		f.Close()
+		os.Remove(probe)
+		return "writable"
+	case errors.Is(err, syscall.EROFS):
+		return "read-only"
+	case errors.Is(err, os.ErrPermission):
+		return "denied"
+	}
+	return "error: " + err.Error()
 }

@@ -18,7 +18,7 @@ func TestPrimes(t *testing.T) {
 }
 
 func TestRunRejectsBadArguments(t *testing.T) {
-	for _, args := range [][]string{nil, {"primes"}, {"primes", "x"}, {"primes", "-1"}, {"sleep", "soon"}, {"serve", "1", "x"}, {"env", "x"}, {"shard"}, {"shard", "x"}, {"tally", "x"}, {"fly"}} {
+	for _, args := range [][]string{nil, {"primes"}, {"primes", "x"}, {"primes", "-1"}, {"sleep", "soon"}, {"serve", "1", "x"}, {"env", "x"}, {"id", "x"}, {"shard"}, {"shard", "x"}, {"tally", "x"}, {"fly"}} {
 		if err := run(args); err == nil {
 			t.Errorf("run(%q) = nil, want an error", args)
 		}

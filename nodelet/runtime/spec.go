@@ -229,6 +229,12 @@ func FromAPI(id string, generation int64, cgroupParent string, p *api.PodSpec) P
 			},
 			Ports: slices.Clone(c.Resources.Ports),
 		}
+		if sec := c.Security; sec != nil {
+			s.Containers[i].ReadOnlyRootfs = sec.ReadOnlyRootfs
+			if sec.User != (api.ContainerUser{}) {
+				s.Containers[i].User = &User{UID: int(sec.User.UID), GID: int(sec.User.GID)}
+			}
+		}
 		if len(c.Mounts) > 0 {
 			m := make([]Mount, len(c.Mounts))
 			for j, am := range c.Mounts {

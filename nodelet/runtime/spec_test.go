@@ -17,6 +17,7 @@ func TestFromAPI(t *testing.T) {
 			Name: "main", Image: api.Image{Rootfs: "/img"}, Command: []string{"/bin/x", "-a"}, Args: []string{"b"},
 			Env: map[string]string{"B": "2", "A": "1"}, WorkingDir: "/w",
 			Resources: api.Resources{CPU: 500, Memory: 64 << 20, Ports: []api.Port{{Name: "http", Port: 80}}},
+			Security:  &api.ContainerSecurity{User: api.ContainerUser{UID: 1000, GID: 100}, ReadOnlyRootfs: true},
 		}},
 		Sim: &api.SimSpec{RunTime: api.Duration(time.Second), ExitCode: 3},
 	}
@@ -26,7 +27,8 @@ func TestFromAPI(t *testing.T) {
 		t.Errorf("pod fields: %+v", s)
 	}
 	if !slices.Equal(c.Args, []string{"/bin/x", "-a", "b"}) || !slices.Equal(c.Env, []string{"A=1", "B=2"}) ||
-		c.Resources.MilliCPU != 500 || c.Resources.MemoryBytes != 64<<20 || len(c.Ports) != 1 || c.WorkingDir != "/w" {
+		c.Resources.MilliCPU != 500 || c.Resources.MemoryBytes != 64<<20 || len(c.Ports) != 1 || c.WorkingDir != "/w" ||
+		c.User == nil || *c.User != (runtime.User{UID: 1000, GID: 100}) || !c.ReadOnlyRootfs {
 		t.Errorf("container: %+v", c)
 	}
 	if err := s.Validate(); err != nil {
@@ -45,7 +47,7 @@ func TestFromAPI(t *testing.T) {
 	}
 	// No environment, command or arguments: none converted, nil as before.
 	bare := runtime.FromAPI("p2", 1, "sluice/offline", &api.PodSpec{Containers: []api.ContainerSpec{{Name: "c", Image: api.Image{Rootfs: "/img"}}}})
-	if c := bare.Containers[0]; c.Env != nil || c.Args != nil || c.Name != "c" || bare.Sim != nil {
+	if c := bare.Containers[0]; c.Env != nil || c.Args != nil || c.Name != "c" || bare.Sim != nil || c.User != nil || c.ReadOnlyRootfs {
 		t.Errorf("bare pod: %+v", bare)
 	}
 	if none := runtime.FromAPI("p3", 1, "sluice/offline", &api.PodSpec{}); none.Containers != nil {
