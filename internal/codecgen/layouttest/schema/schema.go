@@ -1,5 +1,3 @@
-// Package schema holds the types whose binary codec package layouttest
-// generates: fields of several layouts, a legacy type, a skimmed field.
 package schema
 
 // Job is a root type. Owner and Pol were added after layout 1.
