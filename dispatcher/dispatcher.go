@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/batcher"
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/dispatcher/fsm"
 	"github.com/sluicehq/sluice/dispatcher/jobfeed"
 	"github.com/sluicehq/sluice/dispatcher/placement"
@@ -425,7 +426,7 @@ type Target struct {
 // ctx ends, or the replica stops leading (then a *raftkv.NotLeaderError).
 // Only the leader serves it, since only the leader keeps the node's
 // heartbeats. A poll's start counts as the node's contact, and after half
-// the node TTL at most it returns an error matching
+// the node TTL (on the Config's Clock) at most it returns an error matching
 // context.DeadlineExceeded, as when ctx ends (the HTTP layer answers 304
 // Not Modified): a live node polls again within the TTL, and an open poll
 // whose node vanished (a cut network, whose connection the server does not
@@ -445,8 +446,10 @@ func (d *Dispatcher) TargetChanges(ctx context.Context, node string, knownGenera
 }
 
 func (d *Dispatcher) target(ctx context.Context, node string, knownGeneration uint64, changes bool) (Target, error) {
-	ctx, cancel := context.WithTimeout(ctx, d.touch(node)/2)
-	defer cancel()
+	// The bound is on the Clock, as the TTL it halves is.
+	bound := clock.NewAlarm(d.cfg.Clock)
+	defer bound.Stop()
+	bound.Set(d.touch(node) / 2)
 	for {
 		// Take the wake-up channel first: a change after this closes it.
 		ch := d.nodeChanged(node)
@@ -466,6 +469,8 @@ func (d *Dispatcher) target(ctx context.Context, node string, knownGeneration ui
 		select {
 		case <-ctx.Done():
 			return Target{}, fmt.Errorf("dispatcher: target of %q: %w", node, ctx.Err())
+		case <-bound.C:
+			return Target{}, fmt.Errorf("dispatcher: target of %q: %w", node, context.DeadlineExceeded)
 		case <-d.closing:
 			return Target{}, ErrClosed
 		case <-ch:

@@ -121,43 +121,62 @@ func TestTargetLongPoll(t *testing.T) {
 	}
 }
 
-// TestAbandonedPollDoesNotKeepANodeUp: a long-poll its node opened and
-// then abandoned (a cut network, whose connection the server still holds)
-// ends within half the TTL and does not keep the node up; a node that
-// polls again each time stays up with no other contact.
+// TestAbandonedPollDoesNotKeepANodeUp runs the leader on a manual clock:
+// a long-poll its node opened and then abandoned (a cut network, whose
+// connection the server still holds) ends at half the TTL and does not
+// keep the node up; a node that polls again each time stays up with no
+// other contact.
 func TestAbandonedPollDoesNotKeepANodeUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	const ttl = 300 * time.Millisecond
-	r := livenessLeader(ctx, t, ttl, 20*time.Millisecond, 2000, "cut", "polling")
-	poll := func(ctx context.Context, name string) (time.Duration, error) {
+	const ttl, every, step = 300 * time.Millisecond, 20 * time.Millisecond, 30 * time.Millisecond
+	cl := clock.NewManual(time.Time{})
+	r := livenessLeader(ctx, t, ttl, every, 2000, cl, "cut", "polling")
+	start := cl.Now()
+	// The polls' context has no deadline: a poll that ends with
+	// DeadlineExceeded ended at its bound.
+	pctx, pcancel := context.WithCancel(context.Background())
+	defer pcancel()
+	// poll opens a long-poll of name that waits (its target is unchanged)
+	// and returns its outcome's channel once the poll is armed on the
+	// clock, whose only other timer is the leader's loop's.
+	open := 0
+	poll := func(name string) <-chan error {
+		t.Helper()
 		gen, _ := r.f.NodeGeneration(name)
-		start := time.Now()
-		_, err := r.d.Target(ctx, name, gen) // unchanged: it waits
-		return time.Since(start), err
+		done := make(chan error, 1)
+		go func() {
+			_, err := r.d.Target(pctx, name, gen)
+			done <- err
+		}()
+		open++
+		settle(t, r.d)
+		if err := cl.WaitTimers(ctx, 1+open); err != nil {
+			t.Fatalf("the poll of %s is not armed: %v", name, err)
+		}
+		return done
 	}
-	// The cut node's one poll, which the server would hold for 20 s.
-	cutPoll := make(chan error, 1)
-	go func() {
-		pctx, pcancel := context.WithTimeout(ctx, 20*time.Second)
-		defer pcancel()
-		took, err := poll(pctx, "cut")
-		if err == nil || took > 5*ttl {
-			err = fmt.Errorf("after %v: %v; want it answered unchanged within half the TTL", took, err)
-		} else {
-			err = nil
+	// ended waits for a poll that its bound ended.
+	ended := func(name string, done <-chan error) {
+		t.Helper()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("the poll of %s ended with %v, want DeadlineExceeded", name, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the poll of %s did not end at half the TTL", name)
 		}
-		cutPoll <- err
-	}()
-	pctx, pcancel := context.WithCancel(ctx)
-	polled := make(chan struct{})
-	go func() {
-		defer close(polled)
-		for pctx.Err() == nil {
-			_, _ = poll(pctx, "polling")
+		open--
+	}
+	running := func(name string, done <-chan error) {
+		t.Helper()
+		select {
+		case err := <-done:
+			t.Fatalf("the poll of %s ended with %v before half the TTL", name, err)
+		default:
 		}
-	}()
-	defer func() { pcancel(); <-polled }()
+	}
 	state := func(name string) api.NodeState {
 		for _, n := range r.f.Nodes() {
 			if n.Spec.Name == name {
@@ -166,13 +185,35 @@ func TestAbandonedPollDoesNotKeepANodeUp(t *testing.T) {
 		}
 		return ""
 	}
-	waitFor(t, 5*time.Second, "the node with an abandoned poll to go down", func() bool { return state("cut") == api.NodeDown })
-	if err := <-cutPoll; err != nil {
-		t.Errorf("the abandoned poll: %v", err)
-	}
-	for end := time.Now().Add(4 * ttl); time.Now().Before(end); time.Sleep(ttl / 10) {
+	settle(t, r.d)
+	cutPoll := poll("cut") // the one poll of the cut node
+	polling, pollStart := poll("polling"), start
+	for elapsed := step; elapsed <= 4*ttl; elapsed += step {
+		settle(t, r.d)
+		cl.Advance(step)
+		settle(t, r.d)
+		switch {
+		case elapsed < ttl/2:
+			running("cut", cutPoll)
+		case elapsed == ttl/2:
+			ended("cut", cutPoll)
+		}
+		if cl.Now().Sub(pollStart) >= ttl/2 {
+			ended("polling", polling)
+			polling, pollStart = poll("polling"), cl.Now()
+		} else {
+			running("polling", polling)
+		}
 		if s := state("polling"); s != api.NodeReady {
-			t.Fatalf("the node that keeps polling is %s, want ready", s)
+			t.Fatalf("after %v, the node that keeps polling is %s, want ready", elapsed, s)
+		}
+		// The cut node's last contact is its poll's start: down at the
+		// first liveness check a TTL after it.
+		switch cut := state("cut"); {
+		case elapsed < ttl && cut != api.NodeReady:
+			t.Fatalf("after %v, the cut node is %s before its TTL passed", elapsed, cut)
+		case elapsed >= ttl+every && cut != api.NodeDown:
+			t.Fatalf("after %v, the cut node is %s, want down a liveness check after its TTL", elapsed, cut)
 		}
 	}
 }
@@ -806,10 +847,10 @@ func waitRounds(t *testing.T, d *dispatcher.Dispatcher, n int64) {
 	waitFor(t, 10*time.Second, fmt.Sprintf("%d more rounds", n), func() bool { return d.Totals().Rounds >= want })
 }
 
-func livenessLeader(ctx context.Context, t *testing.T, ttl, livenessEvery time.Duration, cpu int64, names ...string) *replica {
+func livenessLeader(ctx context.Context, t *testing.T, ttl, livenessEvery time.Duration, cpu int64, clk clock.Clock, names ...string) *replica {
 	t.Helper()
 	c := newCluster(t, 1, func(cfg *dispatcher.Config) {
-		cfg.NodeTTL, cfg.NodeTTLPerNode, cfg.LivenessEvery = ttl, -1, livenessEvery
+		cfg.NodeTTL, cfg.NodeTTLPerNode, cfg.LivenessEvery, cfg.Clock = ttl, -1, livenessEvery, clk
 	})
 	r := c.leader()
 	for _, name := range names {
