@@ -650,6 +650,10 @@ func TestLeaderKilledUnderLoad(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// Each worker offers a job per 10ms at most: a steady load
+			// across the kill.
+			pace := time.NewTicker(10 * time.Millisecond)
+			defer pace.Stop()
 			for i := 0; lctx.Err() == nil; i++ {
 				var ids []string
 				err := c.retry(lctx, func(d *dispatcher.Dispatcher) error {
@@ -662,7 +666,10 @@ func TestLeaderKilledUnderLoad(t *testing.T) {
 					acked = append(acked, ids...)
 					mu.Unlock()
 				}
-				time.Sleep(10 * time.Millisecond)
+				select {
+				case <-lctx.Done():
+				case <-pace.C:
+				}
 			}
 		}()
 	}
@@ -693,13 +700,13 @@ func TestLeaderKilledUnderLoad(t *testing.T) {
 	if placedBefore == 0 {
 		t.Error("nothing placed before the kill")
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	dctx, dcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer dcancel()
+	if !c.awaitChange(dctx, func() bool {
 		l := c.leader()
-		if l != nil && jobsIn(l.f, ids, fsm.JobSucceeded) {
-			break
-		}
-		if time.Now().After(deadline) {
+		return l != nil && jobsIn(l.f, ids, fsm.JobSucceeded)
+	}) {
+		if l := c.leader(); l != nil {
 			for _, id := range ids {
 				j, ok := l.f.Job(id)
 				if !ok || j.State != fsm.JobSucceeded {
@@ -716,9 +723,8 @@ func TestLeaderKilledUnderLoad(t *testing.T) {
 				n.mu.Unlock()
 			}
 			t.Logf("summary %+v diagnosis %+v", l.d.RoundSummary(), l.d.Diagnosis())
-			t.FailNow()
 		}
-		time.Sleep(10 * time.Millisecond)
+		t.Fatal("the acknowledged jobs did not all succeed within 20s")
 	}
 	checkInvariants(t, c.leader().f)
 	led.mu.Lock()

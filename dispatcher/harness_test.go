@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -134,17 +135,45 @@ func (c *cluster) leader() *replica {
 	return nil
 }
 
+// waitLeader waits until a replica's scheduling loop runs, and returns it.
 func (c *cluster) waitLeader(timeout time.Duration) *replica {
 	c.t.Helper()
-	deadline := time.Now().Add(timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if !c.awaitChange(ctx, func() bool { return c.leader() != nil }) {
+		c.t.Fatalf("no leading dispatcher within %v", timeout)
+	}
+	return c.leader()
+}
+
+// awaitChange waits until cond holds, testing it again at each change an
+// open replica's Dispatcher.Changed signals (an applied entry, a change
+// of leadership), so cond must read only such state: the FSMs and
+// Leading. It reports false if ctx ends first.
+func (c *cluster) awaitChange(ctx context.Context, cond func() bool) bool {
 	for {
-		if r := c.leader(); r != nil {
-			return r
+		cases := []reflect.SelectCase{{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())}}
+		for _, r := range c.replicas {
+			if !r.closed.Load() {
+				cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(r.d.Changed())})
+			}
 		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("no leading dispatcher within %v", timeout)
+		if cond() {
+			return true
 		}
-		time.Sleep(5 * time.Millisecond)
+		if i, _, _ := reflect.Select(cases); i == 0 {
+			return cond()
+		}
+	}
+}
+
+// pause waits d, the pace of a fake node's retries, or until ctx ends.
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }
 
@@ -266,12 +295,12 @@ func (n *fakeNode) poll(ctx context.Context) {
 	for ctx.Err() == nil {
 		r := n.c.leader()
 		if r == nil {
-			time.Sleep(5 * time.Millisecond)
+			n.c.awaitChange(ctx, func() bool { return n.c.leader() != nil })
 			continue
 		}
 		tg, err := r.d.Target(ctx, n.name, gen)
 		if err != nil {
-			time.Sleep(5 * time.Millisecond)
+			pause(ctx, 5*time.Millisecond)
 			continue
 		}
 		gen = tg.Generation
@@ -396,6 +425,11 @@ func checkInvariants(t *testing.T, f *fsm.FSM) {
 	}
 }
 
+// waitFor tests cond every 5ms until it holds, and fails t if timeout
+// passes first: the cluster runs raft over loopback TCP on real ticks and
+// fake nodes on real timers, whose progress nothing signals as a whole.
+// cluster.awaitChange waits without polling for what the replicas' FSMs
+// and leadership alone decide.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)

@@ -68,14 +68,18 @@ func openJournalReplica(t testing.TB, r *rand.Rand, consume func(*fsm.Changes)) 
 			t.Errorf("close: %v", err)
 		}
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for !kv.Status().IsLeader {
-		if time.Now().After(deadline) {
+	deadline := time.After(10 * time.Second)
+	for {
+		changed := kv.LeadershipChanged() // before Status, so that no change is missed
+		if kv.Status().IsLeader {
+			return j
+		}
+		select {
+		case <-changed:
+		case <-deadline:
 			t.Fatal("no leader within 10s")
 		}
-		time.Sleep(2 * time.Millisecond) // raft's election: a real process
 	}
-	return j
 }
 
 // propose proposes cmd and waits until its entry is complete: every
