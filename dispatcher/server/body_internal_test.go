@@ -26,15 +26,17 @@ func openInternal(t *testing.T) *Server {
 			t.Errorf("close: %v", err)
 		}
 	})
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.After(10 * time.Second)
 	for {
+		changed := s.disp.Changed() // before Leading, so that no change is missed
 		if _, ok := s.disp.Leading(); ok {
 			return s
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-changed:
+		case <-deadline:
 			t.Fatal("the replica did not lead within 10s")
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -56,13 +57,40 @@ func openOneWith(t testing.TB, set func(*server.Config)) *server.Server {
 			t.Errorf("close: %v", err)
 		}
 	})
-	waitFor(t, 10*time.Second, "the replica to lead", func() bool {
+	waitLeadership(t, 10*time.Second, "the replica to lead", []*server.Server{s}, func() bool {
 		_, ok := s.Dispatcher().Leading()
 		return ok
 	})
 	return s
 }
 
+// waitLeadership waits until cond holds, testing it again at each change
+// of the servers' leadership or applied state (their raft replicas'
+// LeadershipChanged, their Dispatchers' Changed), so cond must read only
+// such state. It fails t if timeout passes first.
+func waitLeadership(t testing.TB, timeout time.Duration, what string, servers []*server.Server, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		cases := []reflect.SelectCase{{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(deadline.C)}}
+		for _, s := range servers {
+			cases = append(cases,
+				reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s.Raft().LeadershipChanged())},
+				reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s.Dispatcher().Changed())})
+		}
+		if cond() {
+			return
+		}
+		if i, _, _ := reflect.Select(cases); i == 0 && !cond() {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+	}
+}
+
+// waitFor tests cond every 5ms until it holds, and fails t if timeout
+// passes first: for what HTTP clients, watch streams and connections over
+// loopback show, which nothing signals.
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -233,7 +261,7 @@ func openThree(t testing.TB, set func(id uint64, c *server.Config)) *cluster {
 func (c *cluster) leader(t testing.TB, except uint64) *server.Server {
 	t.Helper()
 	var l *server.Server
-	waitFor(t, 15*time.Second, "a leader", func() bool {
+	waitLeadership(t, 15*time.Second, "a leader", c.servers, func() bool {
 		for i, s := range c.servers {
 			if _, ok := s.Dispatcher().Leading(); ok && s.Raft().Status().IsLeader && uint64(i+1) != except {
 				l = s
