@@ -82,10 +82,23 @@ func startCluster(t testing.TB, jobRetention time.Duration) *cluster {
 		t.Cleanup(cl.Close)
 		c.clients[tok] = cl
 	}
-	c.waitFor("the replica to lead", func() bool { _, ok := s.Dispatcher().Leading(); return ok })
-	return c
+	deadline := time.After(10 * time.Second)
+	for {
+		changed := s.Dispatcher().Changed() // before Leading, so that no change is missed
+		if _, ok := s.Dispatcher().Leading(); ok {
+			return c
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatal("the replica did not lead within 10s")
+		}
+	}
 }
 
+// waitFor tests cond every 10ms until it holds, and fails the test after
+// 10s: for what the pages and the API show over HTTP, which nothing
+// signals.
 func (c *cluster) waitFor(what string, cond func() bool) {
 	c.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
