@@ -455,7 +455,14 @@ func randomTargetsConverge(t *testing.T, r *rand.Rand, diffs bool, rt string) {
 		}
 		r.Shuffle(len(last), func(i, j int) { last[i], last[j] = last[j], last[i] })
 		d.setTarget(uint64(round), last...)
-		time.Sleep(time.Duration(r.IntN(5)) * time.Millisecond)
+		// The seeded choice of interleaving: the agent takes this target
+		// before the next comes, or the target changes again while the
+		// agent may still be at an older one.
+		if r.IntN(2) == 0 {
+			eventually(t, 10*time.Second, fmt.Sprintf("generation %d taken", round), func() bool {
+				return h.agent.Stats().Generation >= uint64(round)
+			})
+		}
 	}
 	var want []string
 	for _, p := range last {

@@ -147,19 +147,20 @@ func childAgent(dir, rootfs string) int {
 		return 1
 	}
 	go func() { _ = a.Run(context.Background()) }()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		s := a.Stats()
-		if s.StartFailures > 0 {
-			fmt.Fprintf(os.Stderr, "pods failed to start: %+v\n", d.allReports())
-			return 1
-		}
-		if s.Running == 2 && s.PendingReports == 0 {
-			fmt.Println("ready")
-			select {} // until SIGKILL
-		}
+	var s nodelet.Stats
+	if !poll(30*time.Second, 10*time.Millisecond, func() bool {
+		s = a.Stats()
+		return s.StartFailures > 0 || (s.Running == 2 && s.PendingReports == 0)
+	}) {
+		fmt.Fprintf(os.Stderr, "pods did not start within 30s: %+v\n", s)
+		return 1
 	}
-	fmt.Fprintf(os.Stderr, "pods did not start: %+v\n", a.Stats())
-	return 1
+	if s.StartFailures > 0 {
+		fmt.Fprintf(os.Stderr, "pods failed to start: %+v\n", d.allReports())
+		return 1
+	}
+	fmt.Println("ready")
+	select {} // until SIGKILL
 }
 
 func sandboxPid(t *testing.T, dir, id string) int {
@@ -298,20 +299,16 @@ func benchAgentRSS(b *testing.B, shim string) {
 	a := runContainerAgent(b, rt, d, nil)
 	b.Cleanup(func() { // before the agent's: stop and remove every pod before the agent goes
 		d.setTarget(2)
-		for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			if s := a.Stats(); s.Running == 0 && s.Removed >= 100 {
-				break
-			}
+		if !poll(60*time.Second, 50*time.Millisecond, func() bool { s := a.Stats(); return s.Running == 0 && s.Removed >= 100 }) {
+			b.Errorf("pods not removed within 60s: %+v", a.Stats())
 		}
 	})
-	for deadline := time.Now().Add(120 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		s := a.Stats()
-		if s.Running == 100 && s.PendingReports == 0 {
-			break
-		}
-		if s.StartFailures > 0 || time.Now().After(deadline) {
-			b.Fatalf("pods did not start: %+v", s)
-		}
+	var s nodelet.Stats
+	if !poll(120*time.Second, 50*time.Millisecond, func() bool {
+		s = a.Stats()
+		return s.StartFailures > 0 || (s.Running == 100 && s.PendingReports == 0)
+	}) || s.StartFailures > 0 {
+		b.Fatalf("pods did not start: %+v", s)
 	}
 	var rss int64
 	for b.Loop() {

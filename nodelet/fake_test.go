@@ -181,16 +181,27 @@ func (c *countingRuntime) startCounts() map[string]int {
 	return out
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
+// eventually polls cond until it holds, and fails tb if d passes first:
+// for the state of the runtime's pods, processes and the agent's
+// goroutines, which nothing signals as a whole.
+func eventually(tb testing.TB, d time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	if !poll(d, 2*time.Millisecond, cond) {
+		tb.Fatalf("timed out after %v waiting for %s", d, what)
+	}
+}
+
+// poll tests cond every interval until it holds, and reports whether it
+// did before d passed.
+func poll(d, interval time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
+			return false
 		}
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(interval)
 	}
+	return true
 }
 
 // listed returns the runtime's pods by ID.
