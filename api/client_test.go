@@ -609,7 +609,11 @@ func TestClientWatchLines(t *testing.T) {
 	}
 }
 
+// TestClientLogs: a followed log streams: the server writes each line
+// only once the client's writer has the one before, so the lines arrive
+// whole only from a client that hands each on as it comes.
 func TestClientLogs(t *testing.T) {
+	got := make(chan struct{}, 3) // a value per line the client's writer took
 	url := serve(t, func(ctx *fasthttp.RequestCtx) {
 		if rawPath(ctx) != "/v1/tasks/j12%2F0%2F5%2F1/logs" {
 			writeJSON(ctx, 404, api.ErrorResponse{Code: api.CodeNotFound, Error: "no task at " + rawPath(ctx)})
@@ -628,13 +632,18 @@ func TestClientLogs(t *testing.T) {
 				if w.Flush() != nil {
 					return
 				}
-				time.Sleep(5 * time.Millisecond)
+				select {
+				case <-got:
+				case <-time.After(10 * time.Second):
+					fmt.Fprintf(w, "line %d not received\n", i)
+					return
+				}
 			}
 		})
 	})
 	c := newClient(t, url)
 	var out bytes.Buffer
-	if err := c.Logs(context.Background(), "j12/0/5/1", api.LogOptions{Container: "main", Follow: true, Tail: 2}, &out); err != nil {
+	if err := c.Logs(context.Background(), "j12/0/5/1", api.LogOptions{Container: "main", Follow: true, Tail: 2}, lineSignal{&out, got}); err != nil {
 		t.Fatal(err)
 	}
 	if out.String() != "line 0\nline 1\nline 2\n" {
@@ -757,4 +766,21 @@ func firstDiff(a, b []string) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// lineSignal is a writer that sends on got for each line written to it.
+type lineSignal struct {
+	w   io.Writer
+	got chan<- struct{}
+}
+
+func (l lineSignal) Write(p []byte) (int, error) {
+	n, err := l.w.Write(p)
+	for range bytes.Count(p[:n], []byte("\n")) {
+		select {
+		case l.got <- struct{}{}:
+		default:
+		}
+	}
+	return n, err
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -29,6 +30,21 @@ func (l *failingListener) Accept() (net.Conn, error) {
 		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: syscall.EMFILE}
 	}
 	return l.Listener.Accept()
+}
+
+// signalingListener sends on accepted each time its listener accepts a
+// connection.
+type signalingListener struct {
+	net.Listener
+	accepted chan struct{}
+}
+
+func (l *signalingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.accepted <- struct{}{}
+	}
+	return c, err
 }
 
 type quiet struct{}
@@ -180,23 +196,36 @@ func TestConnLimitWaitsForAPlace(t *testing.T) {
 }
 
 // TestConnLimitCloseEndsAWait: an Accept waiting for a place returns
-// net.ErrClosed when its listener is closed, and the place it did not
-// take stays free.
+// net.ErrClosed when its listener is closed, closes the connection it
+// could not take a place for, and the place it did not take stays free.
 func TestConnLimitCloseEndsAWait(t *testing.T) {
 	limit := api.NewConnLimit(1)
-	fl := listenFailing(t, 0)
+	fl := &signalingListener{Listener: listenFailing(t, 0), accepted: make(chan struct{}, 2)}
 	ln := limit.Listener(fl)
 	dial(t, ln)
 	held := <-acceptAsync(ln)
 	if held == nil {
 		t.Fatal("the first connection was not accepted")
 	}
+	<-fl.accepted
+	second := dial(t, ln)
 	done := make(chan error, 1)
 	go func() {
 		_, err := ln.Accept()
 		done <- err
 	}()
-	time.Sleep(50 * time.Millisecond)
+	// The wrapped listener accepted the second connection: the Accept
+	// now waits for a place (held is not idle, so none is shed).
+	select {
+	case <-fl.accepted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second connection was not accepted from the kernel")
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Accept returned %v with no place free", err)
+	default:
+	}
 	ln.Close()
 	select {
 	case err := <-done:
@@ -205,6 +234,12 @@ func TestConnLimitCloseEndsAWait(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("a waiting Accept did not return after Close")
+	}
+	if err := second.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := second.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the connection the closed Accept held: read %d, %v; want it closed", n, err)
 	}
 	held.Close()
 	if limit.Open() != 0 {
