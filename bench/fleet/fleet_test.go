@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -28,15 +29,32 @@ func openDispatcher(t *testing.T) *server.Server {
 			t.Error(err)
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := awaitChange(ctx, s.Dispatcher(), func() (bool, error) {
+		_, ok := s.Dispatcher().Leading()
+		return ok, nil
+	}); err != nil {
+		t.Fatalf("the dispatcher does not lead: %v", err)
+	}
+	return s
+}
+
+// awaitChange tests cond, and again at each change d's Changed signals
+// (an applied entry, a change of leadership), until it holds: cond must
+// depend only on d's leadership and what its state machine holds. It
+// returns cond's error, or ctx's if ctx ends first.
+func awaitChange(ctx context.Context, d *dispatcher.Dispatcher, cond func() (bool, error)) error {
 	for {
-		if _, ok := s.Dispatcher().Leading(); ok {
-			return s
+		changed := d.Changed() // before cond, so that no change is missed
+		if ok, err := cond(); ok || err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the dispatcher does not lead after 30s")
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -63,24 +81,21 @@ func TestFleetRunsAnArray(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	for {
+	ready := 0
+	if err := awaitChange(ctx, s.Dispatcher(), func() (bool, error) {
 		l, err := c.Nodes(ctx)
 		if err != nil {
-			t.Fatal(err)
+			return false, err
 		}
-		ready := 0
+		ready = 0
 		for _, n := range l.Nodes {
 			if n.State == api.NodeReady && n.Spec.Pool == "sim" {
 				ready++
 			}
 		}
-		if ready == nodes {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("%d of %d nodes ready", ready, nodes)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return ready == nodes, nil
+	}); err != nil {
+		t.Fatalf("%d of %d nodes ready: %v", ready, nodes, err)
 	}
 	job := api.JobSpec{Name: "array", Pool: "sim", Tasks: []api.TaskGroupSpec{{Count: tasks, Pod: api.PodSpec{
 		Containers: []api.ContainerSpec{{Image: api.Image{Rootfs: "/img"}, Command: []string{"/x"},
@@ -92,19 +107,11 @@ func TestFleetRunsAnArray(t *testing.T) {
 		t.Fatal(err)
 	}
 	sawRunning := 0
-	for {
-		j, err := c.Job(ctx, res.Jobs[0])
-		if err != nil {
-			t.Fatal(err)
-		}
+	if err := awaitChange(ctx, s.Dispatcher(), func() (bool, error) {
 		sawRunning = max(sawRunning, f.Stats().Running)
-		if j.State == api.JobSucceeded {
-			break
-		}
-		if j.State == api.JobFailed || ctx.Err() != nil {
-			t.Fatalf("job %+v", j.Tasks)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return jobDone(ctx, c, res.Jobs[0])
+	}); err != nil {
+		t.Fatal(err)
 	}
 	st := f.Stats()
 	t.Logf("array of %d done in %v; stats %+v; most running at once %d", tasks, time.Since(start), st, sawRunning)
@@ -177,18 +184,31 @@ func TestFleetHeartbeats(t *testing.T) {
 	}
 	want := dispatcher.EstimateTotals{Nodes: 2, OnlineUsage: api.Usage{CPU: 1000, Memory: 400 << 20},
 		OnlineEstimate: api.Capacity{CPU: 1000, Memory: 400 << 20}, OnlineAsked: api.Capacity{CPU: 4000, Memory: 4 << 30}}
+	// The estimates follow the heartbeats, which the dispatcher keeps
+	// in memory and signals to no one: poll.
 	var got dispatcher.EstimateTotals
-	for ctx.Err() == nil {
-		got, _ = s.Dispatcher().EstimateTotals()
-		if got == want {
-			break
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for got, _ = s.Dispatcher().EstimateTotals(); got != want; got, _ = s.Dispatcher().EstimateTotals() {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatalf("estimate totals %+v, want %+v", got, want)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if got != want {
-		t.Fatalf("estimate totals %+v, want %+v", got, want)
 	}
 	if st := f.Stats(); st.Heartbeats == 0 || st.HeartbeatErrors != 0 {
 		t.Errorf("stats: %d heartbeats, %d errors", st.Heartbeats, st.HeartbeatErrors)
 	}
+}
+
+// jobDone reports whether job id succeeded, and an error if it failed.
+func jobDone(ctx context.Context, c *api.Client, id string) (bool, error) {
+	j, err := c.Job(ctx, id)
+	switch {
+	case err != nil:
+		return false, err
+	case j.State == api.JobFailed:
+		return false, fmt.Errorf("job %s failed: %+v", id, j.Tasks)
+	}
+	return j.State == api.JobSucceeded, nil
 }

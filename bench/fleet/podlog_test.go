@@ -60,18 +60,8 @@ func TestPodLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		j, err := c.Job(ctx, res.Jobs[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if j.State == api.JobSucceeded {
-			break
-		}
-		if j.State == api.JobFailed || ctx.Err() != nil {
-			t.Fatalf("job %+v", j.Tasks)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := awaitChange(ctx, s.Dispatcher(), func() (bool, error) { return jobDone(ctx, c, res.Jobs[0]) }); err != nil {
+		t.Fatal(err)
 	}
 	// The job succeeded once every end was reported, which is after it
 	// was logged.
