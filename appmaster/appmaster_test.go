@@ -87,12 +87,18 @@ func clusterKeys(t *testing.T, n int, keys *server.JobKeys) (*api.Client, *serve
 	return c, s
 }
 
+// eventually tests cond every 10ms until it holds, and fails t if wait
+// passes first. It polls because its conditions span components that
+// talk over loopback HTTP (the dispatcher, the nodelets' long-polls and
+// the appmaster's watch), none of which signals what the others did: a
+// handler's call, the appmaster's view and the dispatcher's state each
+// move on their own.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(wait)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			t.Fatalf("timed out after %v waiting for %s", wait, what)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
