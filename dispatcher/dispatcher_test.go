@@ -53,7 +53,7 @@ func TestSubmitRunSucceed(t *testing.T) {
 	if len(ids) != 3 {
 		t.Fatalf("ids %v", ids)
 	}
-	waitFor(t, 20*time.Second, "jobs to succeed", func() bool { return jobsIn(r.f, ids, fsm.JobSucceeded) })
+	c.waitChange(t, 20*time.Second, "jobs to succeed", func() bool { return jobsIn(r.f, ids, fsm.JobSucceeded) })
 	checkInvariants(t, r.f)
 	led.mu.Lock()
 	if len(led.started) != 150 {
@@ -261,7 +261,7 @@ func TestNodeDownTasksRetried(t *testing.T) {
 		}
 		return ""
 	}
-	waitFor(t, 5*time.Second, "the silent node to go down", func() bool { return state(victim) == api.NodeDown })
+	c.waitChange(t, 5*time.Second, "the silent node to go down", func() bool { return state(victim) == api.NodeDown })
 	for _, n := range r.f.Nodes() {
 		if n.Spec.Name != victim && n.State != api.NodeReady {
 			t.Errorf("node %s is %s, want ready", n.Spec.Name, n.State)
@@ -760,7 +760,7 @@ func TestFinishedJobsForgotten(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("Submit: %v", err)
 	}
-	waitFor(t, 20*time.Second, "the finished jobs forgotten on every replica", func() bool {
+	c.waitChange(t, 20*time.Second, "the finished jobs forgotten on every replica", func() bool {
 		for _, r := range c.replicas {
 			for _, id := range ids[:2] {
 				if _, ok := r.f.Job(id); ok {
@@ -819,12 +819,12 @@ func TestFinishedJobsBeyondMaxForgotten(t *testing.T) {
 	for i := range 5 {
 		submit(jobSpec(fmt.Sprintf("short-%d", i), 1, 100, 0, 10*time.Millisecond))
 		// One at a time, so that they finish in order.
-		waitFor(t, 10*time.Second, "job "+ids[len(ids)-1]+" finished", func() bool {
+		c.waitChange(t, 10*time.Second, "job "+ids[len(ids)-1]+" finished", func() bool {
 			j, ok := c.replicas[0].f.Job(ids[len(ids)-1])
 			return ok && j.State == fsm.JobSucceeded
 		})
 	}
-	waitFor(t, 20*time.Second, "the three oldest finished jobs forgotten on every replica", func() bool {
+	c.waitChange(t, 20*time.Second, "the three oldest finished jobs forgotten on every replica", func() bool {
 		for _, r := range c.replicas {
 			for _, id := range ids[1:4] {
 				if _, ok := r.f.Job(id); ok {

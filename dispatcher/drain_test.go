@@ -92,7 +92,7 @@ func TestDrain(t *testing.T) {
 		}
 		want, applied := state(r.f), r.f.Applied()
 		for _, o := range c.replicas {
-			waitFor(t, 10*time.Second, fmt.Sprintf("replica %d to apply index %d", o.id, applied), func() bool { return o.f.Applied() >= applied })
+			c.waitChange(t, 10*time.Second, fmt.Sprintf("replica %d to apply index %d", o.id, applied), func() bool { return o.f.Applied() >= applied })
 			if got := state(o.f); got != want {
 				t.Fatalf("replica %d holds %s; the leader %s", o.id, got, want)
 			}

@@ -167,6 +167,17 @@ func (c *cluster) awaitChange(ctx context.Context, cond func() bool) bool {
 	}
 }
 
+// waitChange is awaitChange bounded by timeout: it fails t if timeout
+// passes before cond holds.
+func (c *cluster) waitChange(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if !c.awaitChange(ctx, cond) {
+		t.Fatalf("timed out after %v waiting for %s", timeout, what)
+	}
+}
+
 // pause waits d, the pace of a fake node's retries, or until ctx ends.
 func pause(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
@@ -428,7 +439,7 @@ func checkInvariants(t *testing.T, f *fsm.FSM) {
 // waitFor tests cond every 5ms until it holds, and fails t if timeout
 // passes first: the cluster runs raft over loopback TCP on real ticks and
 // fake nodes on real timers, whose progress nothing signals as a whole.
-// cluster.awaitChange waits without polling for what the replicas' FSMs
+// cluster.waitChange waits without polling for what the replicas' FSMs
 // and leadership alone decide.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
