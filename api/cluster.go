@@ -5,8 +5,8 @@ import "time"
 // Paths of the cluster's summary, the caller's identity and the web UI.
 const (
 	// PathCluster: GET answers a ClusterStatus (reader role): the
-	// replica's view of raft, the jobs and tasks of every queue, and the
-	// recent scheduling rounds.
+	// replica's view of raft, the nodes' totals, the jobs and tasks of
+	// every queue, and the recent scheduling rounds.
 	PathCluster = "/v1/cluster"
 	// PathWhoami: GET answers a Whoami: the role and scope of the
 	// request's token, so that a client can offer only what it may do.
@@ -40,6 +40,26 @@ type ClusterStatus struct {
 	Rounds []RoundInfo `json:"rounds"`
 	// RoundTotals count every round since the replica started.
 	RoundTotals RoundTotals `json:"round_totals"`
+	// Nodes sums the registered nodes.
+	Nodes NodeTotals `json:"nodes"`
+}
+
+// NodeTotals sums the registered nodes: how many are in each state, what
+// they may allocate and what their active tasks hold, per tier, and, on
+// the leader, what the nodes said they use.
+type NodeTotals struct {
+	// States counts the nodes by state; Total is their sum.
+	States map[NodeState]int64 `json:"states"`
+	Total  int64               `json:"total"`
+	// Allocatable and Used sum the nodes' (NodeInfo.Spec.Allocatable,
+	// NodeInfo.Used).
+	Allocatable Allocatable `json:"allocatable"`
+	Used        Allocatable `json:"used"`
+	// Usage sums the last usage of the UsageNodes nodes whose heartbeats
+	// the leader holds (NodeInfo.Usage, without its tasks and
+	// overcommit). Nil on a follower, or when no node sent usage.
+	Usage      *NodeUsage `json:"usage,omitempty"`
+	UsageNodes int64      `json:"usage_nodes"`
 }
 
 // QueueSummary is one queue in the cluster summary: its fair-share

@@ -10,8 +10,8 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// cluster serves GET /v1/cluster: queues (those a scoped submitter may
-// use), task and job counts, and the recent rounds.
+// cluster serves GET /v1/cluster: the nodes' totals, queues (those a
+// scoped submitter may use), task and job counts, and the recent rounds.
 func (h *Handler) cluster(ctx *fasthttp.RequestCtx, p Principal, _ []string) *httpError {
 	if e := checkQuery(ctx, "consistent"); e != nil {
 		return e
@@ -50,8 +50,38 @@ func (h *Handler) cluster(ctx *fasthttp.RequestCtx, p Principal, _ []string) *ht
 	}
 	t := h.cfg.Dispatcher.Totals()
 	out.RoundTotals = api.RoundTotals{Rounds: t.Rounds, Placed: t.Placed, Rejected: t.Rejected, Preempted: t.Preempted}
+	out.Nodes = h.nodeTotals()
 	writeJSON(ctx, fasthttp.StatusOK, out)
 	return nil
+}
+
+// nodeTotals sums the registered nodes, as GET /v1/nodes lists them.
+func (h *Handler) nodeTotals() api.NodeTotals {
+	out := api.NodeTotals{States: map[api.NodeState]int64{}}
+	var usage api.NodeUsage
+	add := func(sum *api.Usage, u api.Usage) {
+		sum.CPU += u.CPU
+		sum.Memory += u.Memory
+	}
+	for _, n := range h.cfg.FSM.Nodes() {
+		out.Total++
+		out.States[n.State]++
+		a := n.Spec.Allocatable
+		out.Allocatable.Online = out.Allocatable.Online.Plus(a.Online, 1)
+		out.Allocatable.Offline = out.Allocatable.Offline.Plus(a.Offline, 1)
+		out.Used.Online = out.Used.Online.Plus(n.Used.Online, 1)
+		out.Used.Offline = out.Used.Offline.Plus(n.Used.Offline, 1)
+		if u, _, ok := h.cfg.Dispatcher.NodeUsage(n.Spec.Name); ok {
+			out.UsageNodes++
+			add(&usage.Total, u.Total)
+			add(&usage.Online, u.Online)
+			add(&usage.Offline, u.Offline)
+		}
+	}
+	if out.UsageNodes > 0 {
+		out.Usage = &usage
+	}
+	return out
 }
 
 func roundInfo(r *dispatcher.RoundStat) api.RoundInfo {

@@ -97,3 +97,62 @@ func TestFollowerRedirects(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterNodeTotals: GET /v1/cluster sums the nodes as GET /v1/nodes
+// lists them: by state, what they may allocate and what their tasks hold,
+// per tier, and the usage the leader holds from heartbeats.
+func TestClusterNodeTotals(t *testing.T) {
+	s := openOne(t, nil)
+	base := s.Addr()
+	empty := decode[api.ClusterStatus](t, do(t, req{url: base + api.PathCluster}), 200)
+	if n := empty.Nodes; n.Total != 0 || len(n.States) != 0 || n.Usage != nil || n.UsageNodes != 0 || n.Allocatable != (api.Allocatable{}) {
+		t.Fatalf("no nodes: totals %+v", n)
+	}
+	for _, name := range []string{"n1", "n2", "n3"} {
+		if r := do(t, req{method: "POST", url: base + api.PathNodes, body: []byte(nodeJSON(name, ""))}); r.status != 200 {
+			t.Fatalf("register %s: %s", name, r)
+		}
+	}
+	if r := do(t, req{method: "POST", url: base + api.PathNode + "n3/drain"}); r.status != 200 {
+		t.Fatalf("drain n3: %s", r)
+	}
+	submit(t, base, "", jobJSON("four", "", 4), nil)
+	waitFor(t, 10*time.Second, "four tasks placed", func() bool {
+		n := 0
+		for _, ni := range s.FSM().Nodes() {
+			n += ni.Tasks
+		}
+		return n == 4
+	})
+	if r := do(t, req{method: "POST", url: base + api.PathNode + "n1/reports",
+		body: []byte(`{"usage":{"total":{"cpu":700,"memory":3000},"online":{"cpu":500,"memory":2000},"offline":{"cpu":200,"memory":1000}}}`)}); r.status != 204 {
+		t.Fatalf("heartbeat of n1: %s", r)
+	}
+	c := decode[api.ClusterStatus](t, do(t, req{url: base + api.PathCluster}), 200)
+	n := c.Nodes
+	const cpu, mem = 8000, 8 << 30 // a node's, either tier (nodeJSON)
+	if n.Total != 3 || n.States[api.NodeReady] != 2 || n.States[api.NodeDraining] != 1 || len(n.States) != 2 {
+		t.Errorf("states: total %d, %v; want 3: 2 ready, 1 draining", n.Total, n.States)
+	}
+	want := api.Capacity{CPU: 3 * cpu, Memory: 3 * mem}
+	if n.Allocatable.Online != want || n.Allocatable.Offline != want {
+		t.Errorf("allocatable %+v, want %+v a tier", n.Allocatable, want)
+	}
+	if u := n.Used; u.Offline.CPU != 400 || u.Offline.Memory != 4<<20 || u.Online != (api.Capacity{}) {
+		t.Errorf("used %+v, want the four offline tasks' 400 millicores and 4 MiB", u)
+	}
+	wantUsage := api.NodeUsage{Total: api.Usage{CPU: 700, Memory: 3000}, Online: api.Usage{CPU: 500, Memory: 2000}, Offline: api.Usage{CPU: 200, Memory: 1000}}
+	if n.UsageNodes != 1 || n.Usage == nil || n.Usage.Total != wantUsage.Total || n.Usage.Online != wantUsage.Online || n.Usage.Offline != wantUsage.Offline {
+		t.Errorf("usage of %d nodes %+v, want n1's %+v", n.UsageNodes, n.Usage, wantUsage)
+	}
+	// The totals are the list's sums.
+	list := decode[api.NodeList](t, do(t, req{url: base + api.PathNodes}), 200)
+	var sum api.Allocatable
+	for _, ni := range list.Nodes {
+		sum.Online = sum.Online.Plus(ni.Used.Online, 1)
+		sum.Offline = sum.Offline.Plus(ni.Used.Offline, 1)
+	}
+	if sum != n.Used {
+		t.Errorf("used %+v, the list sums to %+v", n.Used, sum)
+	}
+}

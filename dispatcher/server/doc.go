@@ -39,7 +39,7 @@
 //	POST   /v1/members              add a replica (api.AddMemberRequest, admin): learner, caught up, voter; 409 duplicate ID, address or URL
 //	DELETE /v1/members/{id}         remove a replica (admin); 404 not a member, 409 the last voter or no live quorum left; the leader hands over and answers 307
 //	GET    /metrics                 Prometheus metrics, text format (dispatcher/metrics); 404 with Config.DisableMetrics
-//	GET    /v1/cluster              raft, each queue's weight, jobs, tasks and held resources, the recent rounds
+//	GET    /v1/cluster              raft, the nodes' totals, each queue's weight, jobs, tasks and held resources, the recent rounds
 //	GET    /v1/whoami               the role and scope of the request's token (any role)
 //	GET    /ui/...                  the web UI's pages and files (package ui), no authentication: they hold no data
 //	GET    /healthz, /readyz        no authentication

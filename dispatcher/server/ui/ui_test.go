@@ -325,6 +325,9 @@ func TestBrowser(t *testing.T) {
 	if cs.Tasks.Total != 3 || cs.Tasks.Active != 2 || cs.Tasks.Pending != 1 {
 		t.Fatalf("cluster tasks %+v: want 3 of which 2 active and 1 pending", cs.Tasks)
 	}
+	if cs.Nodes.Total != 1 || cs.Nodes.States[api.NodeReady] != 1 || cs.Nodes.Allocatable.Online.CPU != 8000 {
+		t.Fatalf("cluster nodes %+v: want 1, ready, of 8 online cores", cs.Nodes)
+	}
 	for sel, want := range map[string]string{
 		`[data-k=nodes-total]`: "1", `[data-k=nodes-ready]`: "1",
 		`[data-k=tasks-total]`: fmt.Sprint(cs.Tasks.Total), `[data-k=tasks-active]`: fmt.Sprint(cs.Tasks.Active),
@@ -334,6 +337,11 @@ func TestBrowser(t *testing.T) {
 		waitJS(t, ctx, sel+" = "+want, text(sel, want))
 	}
 	waitJS(t, ctx, "the placements chart", `Number(document.querySelector('#chart-rate').dataset.max) > 0 && !!document.querySelector('#chart-rate polyline')`)
+	// The overview reads the cluster's totals, not every node: the list
+	// is megabytes at ten thousand nodes.
+	if eval[bool](t, ctx, `performance.getEntriesByType('resource').some((e) => new URL(e.name).pathname === '/v1/nodes')`) {
+		t.Error("the overview read /v1/nodes")
+	}
 
 	// The jobs page follows the watch stream: a job submitted now shows
 	// up in the page loaded before.

@@ -233,25 +233,15 @@
 
   // ---- pages --------------------------------------------------------
 
-  function sumTier(nodes, f) {
-    let total = 0, any = false;
-    for (const n of nodes) {
-      const v = f(n);
-      if (v !== undefined && v !== null) { total += v; any = true; }
-    }
-    return any ? total : null;
-  }
-
   const pages = {
     overview: {
       poll: true,
       watch: () => true,
       debounce: 1000,
       async refresh() {
-        const [c, nl] = await Promise.all([api(P.cluster), api(P.nodes)]);
-        const nodes = nl.nodes;
-        const by = (s) => nodes.filter((n) => n.state === s).length;
-        facts($('#ov-nodes'), [['total', nodes.length, 'nodes-total'], ['ready', by('ready'), 'nodes-ready'],
+        const c = await api(P.cluster);
+        const n = c.nodes, by = (s) => n.states[s] || 0;
+        facts($('#ov-nodes'), [['total', n.total, 'nodes-total'], ['ready', by('ready'), 'nodes-ready'],
           ['draining', by('draining'), 'nodes-draining'], ['down', by('down'), 'nodes-down']]);
         const j = c.jobs || {};
         facts($('#ov-jobs'), ['pending', 'running', 'succeeded', 'failed', 'cancelled'].map((s) => [s, j[s] || 0, 'jobs-' + s]));
@@ -261,11 +251,11 @@
           ['failed', t.failed, 'tasks-failed'], ['killed', t.killed, 'tasks-killed']]);
         facts($('#ov-replica'), [['replica', c.replica], ['leader', c.leader || 'none known'], ['term', c.term],
           ['applied index', c.applied], ['rounds', c.round_totals.rounds], ['placed', c.round_totals.placed, 'placed-total']]);
+        // Usage is the leader's, from heartbeats: none elsewhere.
+        const used = (tier, k) => (n.usage ? n.usage[tier][k] : null);
         fill($('#ov-tiers'), ['online', 'offline'].map((tier) => [tier,
-          num(cores(sumTier(nodes, (n) => n.spec.allocatable[tier].cpu))), num(cores(sumTier(nodes, (n) => n.used[tier].cpu))),
-          num(cores(sumTier(nodes, (n) => n.usage && n.usage[tier].cpu))),
-          num(bytes(sumTier(nodes, (n) => n.spec.allocatable[tier].memory))), num(bytes(sumTier(nodes, (n) => n.used[tier].memory))),
-          num(bytes(sumTier(nodes, (n) => n.usage && n.usage[tier].memory)))]));
+          num(cores(n.allocatable[tier].cpu)), num(cores(n.used[tier].cpu)), num(cores(used(tier, 'cpu'))),
+          num(bytes(n.allocatable[tier].memory)), num(bytes(n.used[tier].memory)), num(bytes(used(tier, 'memory')))]));
         $('#ov-tiers').tBodies[0].rows[0].cells[1].dataset.k = 'online-cpu';
         drawRoundCharts(c.rounds);
       },
