@@ -390,7 +390,10 @@ type ReportRequest struct {
 }
 
 // WatchEvent is one line of the watch stream: the state of a job after
-// the raft entry at Index changed it.
+// the raft entry at Index changed it. When the entry forgot the job
+// (after its retention), the event carries its summary (Job.History); a
+// job forgotten without a summary, or whose summary is dropped later,
+// leaves the stream without an event.
 type WatchEvent struct {
 	Index uint64    `json:"index"`
 	Job   JobStatus `json:"job"`

@@ -155,10 +155,11 @@ type Config struct {
 	HistoryRetention time.Duration
 	// HistoryMax bounds how many summaries are kept, whatever their age:
 	// past it the leader prunes those of the jobs that ended first. Each
-	// holds about 160 bytes of every replica's heap and 90 bytes of its
-	// store (fsm's BenchmarkHistorySummary, a named job with two labels;
-	// longer names and more labels cost their bytes): at the default,
-	// about 16 MiB of heap. Default 100,000; negative keeps no history.
+	// holds about 195 bytes of every replica's heap (the FSM's and the
+	// watch feed's) and 90 bytes of its store (fsm's
+	// BenchmarkHistorySummary, a named job with two labels; longer names
+	// and more labels cost their bytes): at the default, about 19 MiB of
+	// heap. Default 100,000; negative keeps no history.
 	HistoryMax int
 
 	// StatsRounds is how many recent rounds Rounds and RoundSummary keep.

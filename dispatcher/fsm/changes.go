@@ -99,8 +99,11 @@ type Changes struct {
 	// Jobs are the numbers of the jobs (capbox sets included) whose
 	// counters or state the command changed, ascending; Capboxes are
 	// those of them that are capbox sets. A job forgotten by the command
-	// is in Forgotten instead (ascending), with its capbox sets.
-	Jobs, Capboxes, Forgotten []uint64
+	// is in Forgotten instead (ascending), with its capbox sets, and so
+	// is a job whose summary the command pruned. Summarized are the jobs
+	// of Forgotten that the command left a summary of (ascending): their
+	// summaries are what the FSM answers for them now (AppendChangedJobs).
+	Jobs, Capboxes, Forgotten, Summarized []uint64
 	// Groups are the groups whose counters or pending tasks the command
 	// changed, by job number, then index.
 	Groups []GroupRef
@@ -136,7 +139,7 @@ func (c *Changes) reset(kind ChangeKind, index uint64) {
 	clear(c.Nodes)
 	c.Kind, c.Index, c.NodeSet = kind, index, false
 	c.Nodes = c.Nodes[:0]
-	c.Jobs, c.Capboxes, c.Forgotten = c.Jobs[:0], c.Capboxes[:0], c.Forgotten[:0]
+	c.Jobs, c.Capboxes, c.Forgotten, c.Summarized = c.Jobs[:0], c.Capboxes[:0], c.Forgotten[:0], c.Summarized[:0]
 	c.Groups, c.Tasks, c.Targets = c.Groups[:0], c.Tasks[:0], c.Targets[:0]
 	c.TargetGens, c.TargetChanges, c.TargetNodes = c.TargetGens[:0], c.TargetChanges[:0], c.TargetNodes[:0]
 	c.seq++

@@ -332,9 +332,10 @@
 // by number (listing, paging and lookups by binary search) and by end
 // (what is due to be pruned is a prefix). A listing decodes only the
 // summaries it returns. Keeping them all costs little: a summary of a
-// named job with two labels takes 90 bytes of store and 162 bytes of heap
-// (BenchmarkHistorySummary), so the dispatcher's default bound of 100,000
-// is about 16 MiB of every replica's heap, against about 70 MiB for as
+// named job with two labels takes 90 bytes of store and 171 bytes of heap
+// (BenchmarkHistorySummary), and the watch feed's entry for it 24 more, so
+// the dispatcher's default bound of 100,000 is about 19 MiB of every
+// replica's heap, against about 70 MiB for as
 // many finished jobs of one task kept before they are forgotten
 // (BenchmarkRetainedJobs). Reading
 // older summaries from the store on demand instead would make a listing

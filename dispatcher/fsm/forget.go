@@ -192,6 +192,7 @@ func (f *FSM) forgetLocked(w writer, d *dec) ([]byte, error) {
 		if flags&forgetToHistory != 0 {
 			var s summary
 			s, f.vbuf = summarize(f.vbuf, j)
+			s.changed = f.feed.c.Index
 			w.Set(numKey(prefixHistory, j.num), f.vbuf)
 			sums = append(sums, s)
 		}
@@ -211,7 +212,10 @@ func (f *FSM) forgetLocked(w writer, d *dec) ([]byte, error) {
 		f.feed.c.Forgotten = append(f.feed.c.Forgotten, j.num)
 	}
 	f.mu.finished.trim()
-	f.mu.history.add(sums)
+	f.mu.history.add(sums) // sorts sums by number
+	for _, s := range sums {
+		f.feed.c.Summarized = append(f.feed.c.Summarized, s.num)
+	}
 	return encodeUvarints(uint64(res.Forgotten), uint64(res.Kept)), nil
 }
 

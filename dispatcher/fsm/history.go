@@ -64,6 +64,10 @@ type summary struct {
 	rec   string // the record (summarize)
 	queue string // a substring of rec
 	state JobState
+	// changed is the index of the command that forgot the job, or the
+	// loaded index (as a job's last change is): the watch's index of
+	// the summary.
+	changed uint64
 }
 
 // histEnd places a summary in the order its job ended: by end, then
@@ -352,6 +356,12 @@ func (f *FSM) pruneLocked(w writer, d *dec) ([]byte, error) {
 		w.Delete(numKey(prefixHistory, num))
 	}
 	f.mu.history.remove(gone)
+	c := &f.feed.c
+	n := len(c.Forgotten)
+	for num := range gone {
+		c.Forgotten = append(c.Forgotten, num)
+	}
+	slices.Sort(c.Forgotten[n:])
 	return encodeUvarints(uint64(res.Pruned), uint64(res.Kept)), nil
 }
 
@@ -379,9 +389,13 @@ func (f *FSM) loadSummaryLocked(k, v []byte) error {
 	return nil
 }
 
-// settleHistoryLocked orders the loaded summaries by end.
+// settleHistoryLocked orders the loaded summaries by end, and makes the
+// loaded index their last change.
 func (f *FSM) settleHistoryLocked() {
 	slices.SortFunc(f.mu.history.byEnd, cmpHistEnd)
+	for i := range f.mu.history.byNum {
+		f.mu.history.byNum[i].changed = f.mu.applied
+	}
 }
 
 // from returns the place in byNum of the first summary numbered after

@@ -241,3 +241,58 @@ func TestSpecHead(t *testing.T) {
 		}
 	}
 }
+
+// TestHistoryWatched: a job forgotten with a summary changes, for the
+// watch, to its summary at the forgetting command's index (Summarized,
+// AppendChangedJobs, AppendJobChanges); one forgotten without a summary,
+// or whose summary is pruned, leaves (Forgotten, a zero ChangedJob); a
+// load makes the loaded index the summaries' last change, as the jobs'.
+func TestHistoryWatched(t *testing.T) {
+	q := newSeq(t)
+	var last Changes
+	defer q.f.Subscribe(func(c *Changes) {
+		if c.Kind == ChangeApplied {
+			last = Changes{Index: c.Index, Forgotten: slices.Clone(c.Forgotten), Summarized: slices.Clone(c.Summarized)}
+		}
+	})()
+	t0 := time.Unix(1_800_000_000, 0).UTC()
+	q.submit(t0, historyJob("a", "", 1), historyJob("b", "", 1), historyJob("c", "", 1), historyJob("d", "", 1))
+	for _, id := range []string{"j1", "j2", "j3"} {
+		q.apply(CancelJob(t0, id))
+	}
+	q.apply(ForgetJobsToHistory(t0, []string{"j2", "j1"}))
+	forgot := q.index
+	if !slices.Equal(last.Forgotten, []uint64{1, 2}) || !slices.Equal(last.Summarized, []uint64{1, 2}) || last.Index != forgot {
+		t.Fatalf("forget to history: change set %+v, want j1 and j2 forgotten and summarized at %d", last, forgot)
+	}
+	q.apply(ForgetJobs(t0, []string{"j3"}))
+	if !slices.Equal(last.Forgotten, []uint64{3}) || len(last.Summarized) != 0 {
+		t.Fatalf("forget without history: change set %+v, want j3 forgotten, none summarized", last)
+	}
+	got := q.f.AppendChangedJobs(nil, []uint64{1, 2, 3, 4})
+	if got[0].Changed != forgot || !got[0].History || got[0].ID != "j1" || got[1].Changed != forgot || !got[1].History {
+		t.Errorf("summaries as changed jobs: %+v, %+v; want history at %d", got[0], got[1], forgot)
+	}
+	if got[2].ID != "" || got[2].Changed != 0 || got[3].History || got[3].ID != "j4" {
+		t.Errorf("j3 (no summary) %+v, j4 (live) %+v", got[2], got[3])
+	}
+	q.apply(PruneHistory(t0, []string{"j1"}))
+	if !slices.Equal(last.Forgotten, []uint64{1}) || len(last.Summarized) != 0 {
+		t.Fatalf("prune: change set %+v, want j1 forgotten", last)
+	}
+	if got := q.f.AppendChangedJobs(nil, []uint64{1}); got[0].ID != "" || got[0].Changed != 0 {
+		t.Errorf("j1 pruned: %+v, want a zero ChangedJob", got[0])
+	}
+	changes, _ := q.f.AppendJobChanges(nil)
+	if !slices.Contains(changes, JobChange{Job: 2, Index: forgot}) || slices.ContainsFunc(changes, func(c JobChange) bool { return c.Job == 1 || c.Job == 3 }) {
+		t.Errorf("job changes %+v: want j2 at %d, neither j1 nor j3", changes, forgot)
+	}
+	g := New()
+	if err := g.Load(q.s); err != nil {
+		t.Fatal(err)
+	}
+	changes, _ = g.AppendJobChanges(nil)
+	if !slices.Contains(changes, JobChange{Job: 2, Index: q.index}) {
+		t.Errorf("loaded job changes %+v: want j2 at the loaded index %d", changes, q.index)
+	}
+}

@@ -369,18 +369,27 @@ func (f *FSM) AppendJobChanges(dst []JobChange) ([]JobChange, uint64) {
 	for j := range f.mu.jobs.all() {
 		dst = append(dst, JobChange{j.num, j.changed})
 	}
+	for i := range f.mu.history.byNum {
+		s := &f.mu.history.byNum[i]
+		dst = append(dst, JobChange{s.num, s.changed})
+	}
 	return dst, f.mu.complete
 }
 
 // AppendChangedJobs appends, for each job number of nums in order, that
-// job's status and the index of its last change; a job that does not
-// exist (or was forgotten) gets a zero ChangedJob.
+// job's status and the index of its last change, or, for a job forgotten
+// with a summary, the summary's status (History) and the index of the
+// command that forgot it; a job that does not exist, or whose summary is
+// gone, gets a zero ChangedJob.
 func (f *FSM) AppendChangedJobs(dst []ChangedJob, nums []uint64) []ChangedJob {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	for _, num := range nums {
 		if j := f.mu.jobs.get(num); j != nil && !j.forgotten {
 			dst = append(dst, ChangedJob{Changed: j.changed, JobStatus: j.status()})
+		} else if i, ok := f.mu.history.find(num); ok {
+			s := &f.mu.history.byNum[i]
+			dst = append(dst, ChangedJob{Changed: s.changed, JobStatus: s.status()})
 		} else {
 			dst = append(dst, ChangedJob{})
 		}

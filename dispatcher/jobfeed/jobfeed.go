@@ -51,7 +51,8 @@ func New(src Source) *Feed {
 }
 
 // Consume updates the feed with one change set: the jobs it names
-// changed at its index, its forgotten jobs leave the feed; a completion
+// changed at its index, and so did its summarized ones (to their
+// summaries); its other forgotten jobs leave the feed; a completion
 // moves the index answers are current as of; a reset rebuilds the feed
 // from the source.
 func (f *Feed) Consume(c *fsm.Changes) {
@@ -84,17 +85,12 @@ func (f *Feed) Consume(c *fsm.Changes) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		for _, num := range c.Jobs {
-			switch last := f.last.get(num); {
-			case last >= c.Index:
-				continue // another command of the entry, or already read at a reset
-			case last != 0:
-				f.stale++
-			}
-			f.last.set(num, c.Index)
-			f.log = append(f.log, entry{c.Index, num})
+			f.changedLocked(num, c.Index)
 		}
 		for _, num := range c.Forgotten {
-			if f.last.get(num) != 0 {
+			if _, summarized := slices.BinarySearch(c.Summarized, num); summarized {
+				f.changedLocked(num, c.Index) // to its summary
+			} else if f.last.get(num) != 0 {
 				f.stale++
 				f.last.set(num, 0)
 			}
@@ -103,6 +99,18 @@ func (f *Feed) Consume(c *fsm.Changes) {
 			f.compactLocked()
 		}
 	}
+}
+
+// changedLocked enters job num's change at index, once an index.
+func (f *Feed) changedLocked(num, index uint64) {
+	switch last := f.last.get(num); {
+	case last >= index:
+		return // another command of the entry, or already read at a reset
+	case last != 0:
+		f.stale++
+	}
+	f.last.set(num, index)
+	f.log = append(f.log, entry{index, num})
 }
 
 // compactLocked drops the stale entries, keeping the others in order.

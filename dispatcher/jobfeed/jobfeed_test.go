@@ -78,7 +78,7 @@ func show(js []fsm.ChangedJob) []string {
 }
 
 // TestFeedAgreesWithTheSource applies random change sets (several
-// commands per entry, forgotten jobs, resets), dropping stale entries
+// commands per entry, forgotten jobs, some of them summarized, resets), dropping stale entries
 // often, and checks after every entry that every reader, wherever it
 // resumes from and whatever its limit, gets the jobs the source says
 // changed after it.
@@ -90,6 +90,10 @@ func TestFeedAgreesWithTheSource(t *testing.T) {
 	feed.Consume(&fsm.Changes{Kind: fsm.ChangeReset})
 	next := uint64(1) // the next job number
 	index := uint64(0)
+	// As in the FSM, a forgotten job never changes again; one forgotten
+	// with a summary (summarized) leaves when its summary is pruned.
+	const live, summarized, gone = 0, 1, 2
+	state := map[uint64]int{}
 	for step := range 500 {
 		index++
 		for range 1 + r.IntN(3) { // the commands of one entry
@@ -98,12 +102,23 @@ func TestFeedAgreesWithTheSource(t *testing.T) {
 				if r.IntN(4) == 0 || next == 1 {
 					c.Jobs = append(c.Jobs, next)
 					next++
-				} else {
-					c.Jobs = append(c.Jobs, 1+r.Uint64N(next-1))
+				} else if n := 1 + r.Uint64N(next-1); state[n] == live {
+					c.Jobs = append(c.Jobs, n)
 				}
 			}
 			if r.IntN(5) == 0 && next > 1 {
-				c.Forgotten = append(c.Forgotten, 1+r.Uint64N(next-1))
+				switch n := 1 + r.Uint64N(next-1); state[n] {
+				case live: // forgotten, maybe with a summary the source answers now
+					c.Forgotten = append(c.Forgotten, n)
+					state[n] = gone
+					if r.IntN(2) == 0 {
+						c.Summarized = append(c.Summarized, n)
+						state[n] = summarized
+					}
+				case summarized: // its summary pruned
+					c.Forgotten = append(c.Forgotten, n)
+					state[n] = gone
+				}
 			}
 			slices.Sort(c.Jobs)
 			c.Jobs = slices.Compact(c.Jobs)
@@ -114,6 +129,9 @@ func TestFeedAgreesWithTheSource(t *testing.T) {
 			}
 			for _, n := range c.Forgotten {
 				delete(src.changed, n)
+			}
+			for _, n := range c.Summarized {
+				src.changed[n] = index
 			}
 			src.mu.Unlock()
 			feed.Consume(c)

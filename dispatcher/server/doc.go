@@ -49,7 +49,9 @@
 // from=N sees every change after N, so one that stopped inside an index's
 // events resumes from the index before it (events are states: a repeat is
 // harmless). A watcher that falls behind sees each job's latest state, not
-// every step.
+// every step. A job forgotten with a summary changes to it (History), at
+// the forgetting command's index; one forgotten without, or whose summary
+// is pruned, leaves the stream without an event.
 //
 // # Authentication
 //

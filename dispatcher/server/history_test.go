@@ -30,11 +30,32 @@ func TestJobHistory(t *testing.T) {
 			t.Fatalf("cancel %s: %s", id, r)
 		}
 	}
+	// A watch open before sees the jobs change to their summaries; a
+	// scoped one, only its queue's.
+	watchAll := startWatch(t, base+api.PathWatch, "rd")
+	watchA := startWatch(t, base+api.PathWatch+"?brief=1", "sub-a")
 	clk.Advance(2 * time.Minute)
 	waitFor(t, 10*time.Second, "the cancelled jobs forgotten into the history", func() bool {
 		clk.Advance(time.Second) // a forget pass due every second
 		return s.FSM().HistoryLen() == 2
 	})
+	for _, id := range ids[:2] {
+		waitFor(t, 10*time.Second, "the watch to show "+id+" as history", func() bool {
+			ev, ok := watchAll.latest(id)
+			return ok && ev.Job.History
+		})
+		ev, _ := watchAll.latest(id)
+		if j := ev.Job; j.State != api.JobCancelled || len(j.Groups) != 0 || j.Tasks.Total != 2 {
+			t.Errorf("watched summary of %s: %+v, want cancelled, its counts and no groups", id, ev.Job)
+		}
+	}
+	waitFor(t, 10*time.Second, "sub-a's watch to show "+ids[0]+" as history", func() bool {
+		ev, ok := watchA.latest(ids[0])
+		return ok && ev.Job.History
+	})
+	if _, ok := watchA.latest(ids[1]); ok {
+		t.Error("sub-a's watch showed a job of queue qb")
+	}
 	list := func(token, query string) string {
 		t.Helper()
 		var out string

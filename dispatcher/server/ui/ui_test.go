@@ -399,17 +399,21 @@ func TestBrowser(t *testing.T) {
 	waitJS(t, ctx, "no cancel for an ended job", `document.querySelector('#cancel').hidden`)
 
 	// Forgotten after the cluster's job retention, the cancelled job is
-	// listed as history, alone with the filter history=only, and its
-	// page shows its summary without cancel or tasks. (Forgetting a job
-	// sends no watch event: the page shows it after it is forgotten.)
+	// listed as history (in the jobs page open before: forgetting a job
+	// is a watch event), alone with the filter history=only, and its
+	// page shows its summary without cancel or tasks.
+	do(t, ctx, chromedp.Navigate(base+"jobs"))
+	eval[bool](t, ctx, `window.sameDocument = true`)
 	c.waitFor(huge+" forgotten", func() bool {
 		var j api.JobStatus
 		c.getJSON(api.PathJob+huge, "adm", &j)
 		return j.History
 	})
-	do(t, ctx, chromedp.Navigate(base+"jobs"))
 	histRow := fmt.Sprintf(`document.querySelector('td[data-job=%s]')?.parentElement.querySelector('[data-k=history]')?.textContent === '(history)'`, js(huge))
 	waitJS(t, ctx, "the cancelled job as history", histRow+fmt.Sprintf(` && !document.querySelector('td[data-job=%s]').parentElement.querySelector('[data-k=history]')`, js(fits)))
+	if !eval[bool](t, ctx, `window.sameDocument === true`) {
+		t.Error("the jobs page was loaded again to show the job as history")
+	}
 	do(t, ctx, chromedp.SetValue(chromedp.CSS(`select[name=history]`), "only"), chromedp.Click(chromedp.CSS(`#filter button[type=submit]`)))
 	waitJS(t, ctx, "history alone", onlyJob(huge)+` && location.search.includes('history=only')`)
 	do(t, ctx, chromedp.SetValue(chromedp.CSS(`select[name=history]`), "exclude"), chromedp.Click(chromedp.CSS(`#filter button[type=submit]`)))
