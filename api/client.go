@@ -1075,8 +1075,23 @@ func (c *Client) Tasks(ctx context.Context, jobID, after string, limit int) (Tas
 
 // Nodes lists the registered nodes.
 func (c *Client) Nodes(ctx context.Context) (NodeList, error) {
+	return c.NodesPage(ctx, NodeQuery{})
+}
+
+// NodesPage returns the page of nodes q selects.
+func (c *Client) NodesPage(ctx context.Context, q NodeQuery) (NodeList, error) {
+	v := url.Values{}
+	if q.State != "" {
+		v.Set("state", string(q.State))
+	}
+	if q.After != "" {
+		v.Set("after", q.After)
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
 	var out NodeList
-	_, err := c.doJSON(ctx, &request{method: http.MethodGet, path: PathNodes}, &out)
+	_, err := c.doJSON(ctx, &request{method: http.MethodGet, path: PathNodes, query: v.Encode()}, &out)
 	return out, err
 }
 

@@ -25,6 +25,9 @@ const (
 	NodeDown NodeState = "down"
 )
 
+// NodeStates are the node states, in the order of the list above.
+var NodeStates = []NodeState{NodeReady, NodeDraining, NodeDown}
+
 // Capacity is an amount of every resource dimension a node has.
 type Capacity struct {
 	// CPU in millicores.

@@ -27,8 +27,9 @@ const (
 	// PathTasks + "{id}/logs" is a task's output, proxied from the nodelet
 	// that ran it (query as PathNodeletLogs's).
 	PathTasks = "/v1/tasks/"
-	// PathNodes: GET lists nodes (NodeList); POST registers a node
-	// (NodeSpec, the nodelet role) and answers RegisterResponse.
+	// PathNodes: GET lists nodes (NodeList; query as NodeQuery's: state,
+	// after, limit); POST registers a node (NodeSpec, the nodelet role)
+	// and answers RegisterResponse.
 	PathNodes = "/v1/nodes"
 	// PathNode is PathNodes + "/{name}". PathNode + "/target" long-polls
 	// for the node's target (query: generation, the one the node has;
@@ -315,6 +316,18 @@ type NodeDrainResponse struct {
 // NodeList lists the registered nodes by name.
 type NodeList struct {
 	Nodes []NodeInfo `json:"nodes"`
+	// Next, when set, is the after of the next page: the name of the
+	// page's last node.
+	Next string `json:"next,omitempty"`
+}
+
+// NodeQuery selects nodes for GET /v1/nodes: those in State (any when
+// empty) named after After, in name order, at most Limit of them (1 to
+// the server's maximum; 0 lists them all).
+type NodeQuery struct {
+	State NodeState
+	After string
+	Limit int
 }
 
 // RegisterResponse answers a node's registration.

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -154,5 +155,58 @@ func TestClusterNodeTotals(t *testing.T) {
 	}
 	if sum != n.Used {
 		t.Errorf("used %+v, the list sums to %+v", n.Used, sum)
+	}
+}
+
+// TestNodesPaging: GET /v1/nodes lists the nodes by name, a page at a
+// time (limit, after, next), filtered by state; without a limit, all of
+// them; a bad state, limit or parameter is refused, naming it.
+func TestNodesPaging(t *testing.T) {
+	s := openOne(t, nil)
+	base := s.Addr()
+	for _, name := range []string{"n4", "n2", "n5", "n1", "n3"} {
+		if r := do(t, req{method: "POST", url: base + api.PathNodes, body: []byte(nodeJSON(name, ""))}); r.status != 200 {
+			t.Fatalf("register %s: %s", name, r)
+		}
+	}
+	if r := do(t, req{method: "POST", url: base + api.PathNode + "n3/drain"}); r.status != 200 {
+		t.Fatalf("drain n3: %s", r)
+	}
+	page := func(query string) string {
+		t.Helper()
+		l := decode[api.NodeList](t, do(t, req{url: base + api.PathNodes + query}), 200)
+		var names []string
+		for _, n := range l.Nodes {
+			names = append(names, n.Spec.Name)
+		}
+		return strings.Join(names, ",") + " next=" + l.Next
+	}
+	for query, want := range map[string]string{
+		"":                              "n1,n2,n3,n4,n5 next=",
+		"?limit=2":                      "n1,n2 next=n2",
+		"?limit=2&after=n2":             "n3,n4 next=n4",
+		"?limit=2&after=n4":             "n5 next=",
+		"?limit=1&after=n5":             " next=",
+		"?after=n25":                    "n3,n4,n5 next=",
+		"?state=draining":               "n3 next=",
+		"?state=ready&limit=2&after=n2": "n4,n5 next=",
+		"?state=down":                   " next=",
+	} {
+		if got := page(query); got != want {
+			t.Errorf("GET /v1/nodes%s: %s, want %s", query, got, want)
+		}
+	}
+	for query, param := range map[string]string{"?state=gone": "state", "?limit=0": "limit", "?limit=x": "limit", "?page=2": "page"} {
+		errorReply(t, do(t, req{url: base + api.PathNodes + query}), 400, api.CodeInvalid, param)
+	}
+	// The client pages alike.
+	cl, err := api.NewClient(api.ClientConfig{Addrs: []string{base}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	l, err := cl.NodesPage(context.Background(), api.NodeQuery{State: api.NodeReady, After: "n1", Limit: 2})
+	if err != nil || len(l.Nodes) != 2 || l.Nodes[0].Spec.Name != "n2" || l.Nodes[1].Spec.Name != "n4" || l.Next != "n4" {
+		t.Fatalf("NodesPage: %+v, %v; want n2, n4, next n4", l, err)
 	}
 }

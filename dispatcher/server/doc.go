@@ -28,7 +28,7 @@
 //	DELETE /v1/jobs/{id}/capboxes   release capboxes named by id parameters, all or none
 //	POST   /v1/jobs/{id}/captasks   start tasks in the appmaster's running capboxes, all or none; 409 no room
 //	DELETE /v1/jobs/{id}/captasks   stop capbox tasks named by id parameters, all or none
-//	GET    /v1/nodes                the registered nodes
+//	GET    /v1/nodes                the registered nodes by name: state, after, limit (next: the next page's after)
 //	POST   /v1/nodes                register a node (api.NodeSpec)
 //	GET    /v1/nodes/{name}         a node and the pods of its target, with their tasks' states
 //	GET    /v1/nodes/{name}/target  long-poll: generation, wait (default 30s, max 5m); 304 when unchanged

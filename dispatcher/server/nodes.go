@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -115,18 +116,45 @@ func duplicateKey(body []byte) (string, bool) {
 	}
 }
 
-// listNodes serves GET /v1/nodes.
+// listNodes serves GET /v1/nodes: the nodes by name, those in state
+// (when given) after after, limit of them (all without a limit), with
+// the name to page on from in Next when more match.
 func (h *Handler) listNodes(ctx *fasthttp.RequestCtx, _ Principal, _ []string) *httpError {
-	if e := checkQuery(ctx, "consistent"); e != nil {
+	if e := checkQuery(ctx, "state", "after", "limit", "consistent"); e != nil {
 		return e
+	}
+	args := ctx.QueryArgs()
+	state := api.NodeState(args.Peek("state"))
+	if state != "" && !slices.Contains(api.NodeStates, state) {
+		return badParam("state", "want one of %v, got %q", api.NodeStates, clip(string(state), 40))
+	}
+	after := string(args.Peek("after"))
+	limit := 0
+	if args.Has("limit") {
+		var e *httpError
+		if limit, e = limitParam(ctx); e != nil {
+			return e
+		}
 	}
 	if e := h.consistent(ctx); e != nil {
 		return e
 	}
-	ns := h.cfg.FSM.Nodes()
-	out := api.NodeList{Nodes: make([]api.NodeInfo, len(ns))}
-	for i := range ns {
-		out.Nodes[i] = h.nodeInfo(&ns[i])
+	ns := h.cfg.FSM.Nodes() // by name
+	i, _ := slices.BinarySearchFunc(ns, after, func(n fsm.NodeInfo, name string) int { return strings.Compare(n.Spec.Name, name) })
+	if i < len(ns) && ns[i].Spec.Name == after {
+		i++
+	}
+	out := api.NodeList{Nodes: []api.NodeInfo{}}
+	for ; i < len(ns); i++ {
+		n := &ns[i]
+		if state != "" && n.State != state {
+			continue
+		}
+		if limit > 0 && len(out.Nodes) == limit {
+			out.Next = out.Nodes[limit-1].Spec.Name
+			break
+		}
+		out.Nodes = append(out.Nodes, h.nodeInfo(n))
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
 	return nil

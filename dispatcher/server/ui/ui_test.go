@@ -513,6 +513,17 @@ func TestBrowser(t *testing.T) {
 	c.addNode("n2", "nl2")
 	do(t, ctx, chromedp.Navigate(base+"nodes/n2"))
 	waitJS(t, ctx, "n2 without an overcommit quota", text(`[data-k=oc-cpu]`, "—")+` && `+text(`[data-k=oc-decided]`, "—"))
+
+	// The nodes page reads a page of nodes at a time, filtered by state.
+	do(t, ctx, chromedp.Navigate(base+"nodes?limit=1"))
+	names := `[...document.querySelectorAll('#nodes tbody tr td:first-child')].map((td) => td.textContent).join(',')`
+	waitJS(t, ctx, "the first page of one node", names+` === 'n1' && !document.querySelector('#next').disabled && document.querySelector('#prev').disabled`)
+	do(t, ctx, chromedp.Click(chromedp.CSS(`#next`)))
+	waitJS(t, ctx, "the second page", names+` === 'n2' && document.querySelector('#next').disabled && !document.querySelector('#prev').disabled && location.search.includes('after=n1')`)
+	do(t, ctx, chromedp.Click(chromedp.CSS(`#prev`)))
+	waitJS(t, ctx, "back to the first page", names+` === 'n1'`)
+	do(t, ctx, chromedp.SetValue(chromedp.CSS(`select[name=state]`), "draining"), chromedp.Click(chromedp.CSS(`#filter button[type=submit]`)))
+	waitJS(t, ctx, "no node draining", `document.querySelector('#nodes tbody').textContent.includes('No nodes match.') && location.search.includes('state=draining')`)
 }
 
 // TestPages checks what the server answers for the UI's paths and the

@@ -233,6 +233,65 @@
 
   // ---- pages --------------------------------------------------------
 
+  // paged gives a list page its filter form (#filter, of the fields
+  // names) and pager (#first, #prev, #next): the filters and the page's
+  // after are the address's query, and refresh sets this.next, the after
+  // of the next page ('' for none).
+  function paged(names) {
+    return {
+      prev: [],
+      next: '',
+      init() {
+        const form = $('#filter');
+        const q = new URLSearchParams(location.search);
+        for (const name of names) {
+          if (!q.has(name)) continue;
+          const f = form.elements[name];
+          if (f.tagName === 'SELECT' && ![...f.options].some((o) => o.value === q.get(name))) {
+            f.append(el('option', {}, q.get(name))); // a page size or state of the address not in the list
+          }
+          f.value = q.get(name);
+        }
+        form.addEventListener('submit', (e) => {
+          e.preventDefault();
+          this.prev = [];
+          this.go('');
+        });
+        $('#next').addEventListener('click', () => {
+          if (!this.next) return;
+          this.prev.push(new URLSearchParams(location.search).get('after') || '');
+          this.go(this.next);
+        });
+        $('#prev').addEventListener('click', () => this.go(this.prev.pop() || ''));
+        $('#first').addEventListener('click', () => { this.prev = []; this.go(''); });
+      },
+      // go shows the page after after, with the form's filters, and puts
+      // both in the address.
+      go(after) {
+        const form = $('#filter');
+        const q = new URLSearchParams();
+        for (const name of names) {
+          const v = form.elements[name].value.trim();
+          if (v && !(name === 'history' && v === 'include')) q.set(name, v);
+        }
+        if (after) q.set('after', after);
+        history.replaceState(null, '', location.pathname + (q.toString() ? '?' + q : ''));
+        refreshSoon(0);
+      },
+      // page reads path with the address's query, limit 50 by default,
+      // and sets the pager from the answer's next.
+      async page(path) {
+        const q = new URLSearchParams(location.search);
+        if (!q.has('limit')) q.set('limit', '50');
+        const list = await api(path + '?' + q);
+        this.next = list.next || '';
+        $('#next').disabled = !this.next;
+        $('#prev').disabled = this.prev.length === 0;
+        return list;
+      },
+    };
+  }
+
   const pages = {
     overview: {
       poll: true,
@@ -263,51 +322,9 @@
 
     jobs: {
       watch: () => true,
-      prev: [],
-      init() {
-        const form = $('#filter');
-        const q = new URLSearchParams(location.search);
-        for (const name of ['state', 'history', 'queue', 'label', 'limit']) {
-          if (!q.has(name)) continue;
-          const f = form.elements[name];
-          if (f.tagName === 'SELECT' && ![...f.options].some((o) => o.value === q.get(name))) {
-            f.append(el('option', {}, q.get(name))); // a page size or state of the address not in the list
-          }
-          f.value = q.get(name);
-        }
-        form.addEventListener('submit', (e) => {
-          e.preventDefault();
-          this.prev = [];
-          this.go('');
-        });
-        $('#next').addEventListener('click', () => {
-          if (!this.next) return;
-          this.prev.push(new URLSearchParams(location.search).get('after') || '');
-          this.go(this.next);
-        });
-        $('#prev').addEventListener('click', () => this.go(this.prev.pop() || ''));
-        $('#first').addEventListener('click', () => { this.prev = []; this.go(''); });
-      },
-      // go shows the page of jobs after the job ID after, with the form's
-      // filters, and puts both in the address.
-      go(after) {
-        const form = $('#filter');
-        const q = new URLSearchParams();
-        for (const name of ['state', 'history', 'queue', 'label', 'limit']) {
-          const v = form.elements[name].value.trim();
-          if (v && !(name === 'history' && v === 'include')) q.set(name, v);
-        }
-        if (after) q.set('after', after);
-        history.replaceState(null, '', location.pathname + (q.toString() ? '?' + q : ''));
-        refreshSoon(0);
-      },
+      ...paged(['state', 'history', 'queue', 'label', 'limit']),
       async refresh() {
-        const q = new URLSearchParams(location.search);
-        if (!q.has('limit')) q.set('limit', '50');
-        const list = await api(P.jobs + '?' + q);
-        this.next = list.next || '';
-        $('#next').disabled = !this.next;
-        $('#prev').disabled = this.prev.length === 0;
+        const list = await this.page(P.jobs);
         fill($('#jobs'), list.jobs.map((j) => [
           el('td', { 'data-job': j.id }, link(P.ui + 'jobs/' + enc(j.id), j.id)), j.spec.name, queueName(j.spec.queue),
           el('td', {}, state(j.state), ...(j.history ? [' ', el('span', { className: 'history', 'data-k': 'history' }, '(history)')] : [])),
@@ -408,8 +425,9 @@
 
     nodes: {
       poll: true,
+      ...paged(['state', 'limit']),
       async refresh() {
-        const nl = await api(P.nodes);
+        const nl = await this.page(P.nodes);
         fill($('#nodes'), nl.nodes.map((n) => [
           el('td', {}, link(P.ui + 'nodes/' + enc(n.spec.name), n.spec.name)), el('td', {}, state(n.state)),
           el('td', { 'data-k': 'drain' }, drainText(n)), n.spec.pool || 'default', num(n.tasks),
@@ -417,7 +435,7 @@
           num(cores(n.used.offline.cpu) + ' / ' + cores(n.spec.allocatable.offline.cpu)),
           num(bytes(n.used.online.memory + n.used.offline.memory) + ' / ' + bytes(n.spec.capacity.memory)),
           num(n.usage ? cores(n.usage.total.cpu) : '—'), when(n.last_heartbeat),
-        ]), 'No node has registered.');
+        ]), 'No nodes match.');
       },
     },
 
