@@ -30,39 +30,48 @@ type Census struct {
 	Queues []QueueTasks
 }
 
-// Census counts the jobs and tasks the FSM holds. It walks every job and
-// group under the read lock, which holds applies back for that long
-// (about a millisecond per 20,000 jobs): for a scrape, not a hot path.
-func (f *FSM) Census() Census {
+// Census counts the jobs and tasks the FSM holds. It reads the jobs in
+// chunks (queueCountChunk), letting apply run in between, as QueueCounts
+// does: its counts are of a moment per chunk, and a scrape of a large
+// cluster does not hold applies back for a whole walk.
+func (f *FSM) Census() Census { return f.census(queueCountChunk) }
+
+// census is Census reading chunk jobs under each hold of the lock.
+func (f *FSM) census(chunk int) Census {
 	type qk struct {
 		queue string
 		qos   api.QoS
 	}
 	var c Census
 	byQueue := map[qk]*QueueTasks{}
-	f.mu.RLock()
-	for j := range f.mu.jobs.all() {
-		c.Jobs[j.state()]++
-		k := qk{j.queue, j.qos}
-		q := byQueue[k]
-		if q == nil {
-			q = &QueueTasks{Queue: j.queue, QoS: j.qos}
-			byQueue[k] = q
-		}
-		if j.cancelled {
-			// A cancelled job's tasks wait for nothing; its active tasks
-			// still hold their nodes until they stop.
+	for next, done := uint64(1), false; !done; {
+		f.mu.RLock()
+		done = true
+		n := 0
+		for j := range f.mu.jobs.from(next) {
+			if n == chunk {
+				next, done = j.num, false
+				break
+			}
+			n++
+			c.Jobs[j.state()]++
+			k := qk{j.queue, j.qos}
+			q := byQueue[k]
+			if q == nil {
+				q = &QueueTasks{Queue: j.queue, QoS: j.qos}
+				byQueue[k] = q
+			}
 			for _, g := range j.groups {
+				// A cancelled job's tasks wait for nothing; its active
+				// tasks still hold their nodes until they stop.
+				if !j.cancelled {
+					q.Pending += g.pending()
+				}
 				q.Active += g.active
 			}
-			continue
 		}
-		for _, g := range j.groups {
-			q.Pending += g.pending()
-			q.Active += g.active
-		}
+		f.mu.RUnlock()
 	}
-	f.mu.RUnlock()
 	c.Queues = make([]QueueTasks, 0, len(byQueue))
 	for _, q := range byQueue {
 		c.Queues = append(c.Queues, *q)

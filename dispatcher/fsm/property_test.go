@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -820,7 +821,8 @@ func (h *propHarness) check() error {
 }
 
 // checkQueueCounts checks QueueCounts against the jobs' and capbox sets'
-// statuses.
+// statuses, and that QueueCounts and Census, read in chunks of any size,
+// count what one walk under one hold of the lock counts.
 func (h *propHarness) checkQueueCounts() error {
 	want := map[string]*QueueCount{}
 	add := func(s JobStatus, set bool) {
@@ -860,7 +862,11 @@ func (h *propHarness) checkQueueCounts() error {
 	byName := func(a, b QueueCount) int { return strings.Compare(a.Name, b.Name) }
 	// Chunks of every size up to 3 and the default: each crosses the
 	// boundaries of the others.
+	whole := h.f.census(math.MaxInt)
 	for _, chunk := range []int{1, 2, 3, queueCountChunk} {
+		if got := h.f.census(chunk); !reflect.DeepEqual(got, whole) {
+			return fmt.Errorf("census(%d) = %+v, a whole walk %+v", chunk, got, whole)
+		}
 		got := h.f.queueCounts(chunk)
 		if len(got) != len(want) || !slices.IsSortedFunc(got, byName) {
 			return fmt.Errorf("queueCounts(%d) lists %d queues (sorted: %v), the jobs are in %d", chunk, len(got), slices.IsSortedFunc(got, byName), len(want))
