@@ -244,14 +244,29 @@ func (f *FSM) Nodes() []NodeInfo {
 	defer f.mu.RUnlock()
 	out := make([]NodeInfo, 0, len(f.mu.nodes))
 	for _, n := range f.sortedNodeListLocked() {
-		out = append(out, NodeInfo{
-			Spec: n.spec, State: n.state, Drained: n.drain, DrainDeadline: unixTime(n.drainDeadline),
-			Generation: n.gen, Used: n.used, Releasing: n.releasing,
-			Free:  api.Allocatable{Online: n.free(api.QoSOnline), Offline: n.free(api.QoSOffline)},
-			Tasks: len(n.tasks),
-		})
+		out = append(out, n.info())
 	}
 	return out
+}
+
+// Node returns the registered node named name.
+func (f *FSM) Node(name string) (NodeInfo, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if n := f.mu.nodes[name]; n != nil {
+		return n.info(), true
+	}
+	return NodeInfo{}, false
+}
+
+// info is n as Nodes lists it.
+func (n *node) info() NodeInfo {
+	return NodeInfo{
+		Spec: n.spec, State: n.state, Drained: n.drain, DrainDeadline: unixTime(n.drainDeadline),
+		Generation: n.gen, Used: n.used, Releasing: n.releasing,
+		Free:  api.Allocatable{Online: n.free(api.QoSOnline), Offline: n.free(api.QoSOffline)},
+		Tasks: len(n.tasks),
+	}
 }
 
 // NodeState is a node's name and state, and what the leader needs to

@@ -120,9 +120,6 @@ func New(cfg Config) (*Metrics, error) {
 	return m, nil
 }
 
-// Registry returns the registry the metrics are in.
-func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
-
 // ObserveRound records a round's stat (dispatcher.Config.OnRound).
 func (m *Metrics) ObserveRound(st dispatcher.RoundStat) {
 	m.roundSeconds.Observe(st.Latency.Seconds())
@@ -190,14 +187,10 @@ func (m *Metrics) Attach(d *dispatcher.Dispatcher, f *fsm.FSM, r *raftkv.Node) {
 }
 
 // Write writes every metric in Prometheus' text format (ContentType) to
-// buf.
-func (m *Metrics) Write(buf *bytes.Buffer) error { return WriteRegistry(buf, m.reg) }
-
-// WriteRegistry writes what g gathers in Prometheus' text format
-// (ContentType) to buf. A metric that fails to gather is left out and its
-// error returned after the others are written.
-func WriteRegistry(buf *bytes.Buffer, g prometheus.Gatherer) error {
-	mfs, gerr := g.Gather()
+// buf. A metric that fails to gather is left out and its error returned
+// after the others are written.
+func (m *Metrics) Write(buf *bytes.Buffer) error {
+	mfs, gerr := m.reg.Gather()
 	enc := expfmt.NewEncoder(buf, expfmt.NewFormat(expfmt.TypeTextPlain))
 	for _, mf := range mfs {
 		if err := enc.Encode(mf); err != nil {

@@ -112,12 +112,9 @@ func (h *Handler) getNode(ctx *fasthttp.RequestCtx, p Principal, args []string) 
 	}
 	name := args[0]
 	var out api.NodeDetail
-	found := false
-	for _, n := range h.cfg.FSM.Nodes() {
-		if n.Spec.Name == name {
-			out.NodeInfo, found = h.nodeInfo(&n), true
-			break
-		}
+	n, found := h.cfg.FSM.Node(name)
+	if found {
+		out.NodeInfo = h.nodeInfo(&n)
 	}
 	_, pods, ok := h.cfg.FSM.NodeTarget(name)
 	if !found || !ok {

@@ -501,13 +501,12 @@ func (h *Handler) route(ctx *fasthttp.RequestCtx, serve bool) (int, *httpError) 
 	if eps == nil {
 		return rt, errorf(fasthttp.StatusNotFound, api.CodeNotFound, "no such path: %s", clip(path, 200))
 	}
-	e := h.serveRoute(ctx, serve, eps, args, nodeOp)
+	e := h.serveRoute(ctx, serve, path, eps, args, nodeOp)
 	return rt, e
 }
 
-// serveRoute is route's part past finding the path's endpoints, eps.
-func (h *Handler) serveRoute(ctx *fasthttp.RequestCtx, serve bool, eps map[string]endpoint, args []string, nodeOp string) *httpError {
-	path := string(ctx.Path())
+// serveRoute is route's part past finding the endpoints of path, eps.
+func (h *Handler) serveRoute(ctx *fasthttp.RequestCtx, serve bool, path string, eps map[string]endpoint, args []string, nodeOp string) *httpError {
 	method := string(ctx.Method())
 	ep, ok := eps[method]
 	if !ok {

@@ -326,21 +326,22 @@ func (h *Handler) getJob(ctx *fasthttp.RequestCtx, p Principal, args []string) *
 	if e := h.consistent(ctx); e != nil {
 		return e
 	}
-	j, ok := h.cfg.FSM.Job(args[0])
-	if !ok && p.Role != RoleJob {
-		// A forgotten job's summary, while it is kept. A job token
-		// reads its job only while it runs.
-		if sum, found := h.cfg.FSM.Summary(args[0]); found {
-			if !p.mayQueue(sum.Spec.Queue) {
-				return errorf(fasthttp.StatusForbidden, api.CodeForbidden, "job %s is in queue %q, which this token may not use", args[0], sum.Spec.Queue)
-			}
-			writeJSON(ctx, fasthttp.StatusOK, jobStatus(&sum))
-			return nil
-		}
-	}
 	j, e := h.lookupJob(args[0], p)
 	if e != nil {
-		return e
+		if e.status != fasthttp.StatusNotFound || p.Role == RoleJob {
+			return e
+		}
+		// A forgotten job's summary, while it is kept. A job token
+		// reads its job only while it runs.
+		sum, found := h.cfg.FSM.Summary(args[0])
+		if !found {
+			return e
+		}
+		if !p.mayQueue(sum.Spec.Queue) {
+			return errorf(fasthttp.StatusForbidden, api.CodeForbidden, "job %s is in queue %q, which this token may not use", args[0], sum.Spec.Queue)
+		}
+		writeJSON(ctx, fasthttp.StatusOK, jobStatus(&sum))
+		return nil
 	}
 	s := jobStatus(&j)
 	if s.Tasks.Pending > 0 {

@@ -18,8 +18,8 @@ import (
 // The endpoints of replica membership: anyone who reads may list the
 // replicas; only an admin changes them.
 var (
-	epMembers = map[string]endpoint{"GET": {readers, (*Handler).listMembers}, "POST": {[]Role{RoleAdmin}, (*Handler).addMember}}
-	epMember  = map[string]endpoint{"DELETE": {[]Role{RoleAdmin}, (*Handler).removeMember}}
+	epMembers = map[string]endpoint{"GET": {readers, (*Handler).listMembers}, "POST": {admins, (*Handler).addMember}}
+	epMember  = map[string]endpoint{"DELETE": {admins, (*Handler).removeMember}}
 )
 
 // maxMemberBody is the most an AddMemberRequest's body may be.
@@ -37,16 +37,21 @@ func (h *Handler) peerURL(id uint64) (string, bool) {
 	return u, ok
 }
 
+// memberURL returns the HTTP base URL of member m: its replicated one, else
+// HandlerConfig.PeerHTTP's.
+func (h *Handler) memberURL(m raftkv.Member) string {
+	if m.Meta != "" {
+		return m.Meta
+	}
+	return h.cfg.PeerHTTP[m.ID]
+}
+
 // memberList is the replica's view of the membership.
 func (h *Handler) memberList() api.MemberList {
 	st := h.cfg.Raft.Status()
 	out := api.MemberList{Leader: st.Leader, Members: make([]api.Member, 0, len(st.Members))}
 	for _, m := range st.Members {
-		u := m.Meta
-		if u == "" {
-			u = h.cfg.PeerHTTP[m.ID]
-		}
-		out.Members = append(out.Members, api.Member{ID: m.ID, RaftAddr: m.Addr, URL: u, Learner: m.Learner, Leader: m.ID == st.Leader})
+		out.Members = append(out.Members, api.Member{ID: m.ID, RaftAddr: m.Addr, URL: h.memberURL(m), Learner: m.Learner, Leader: m.ID == st.Leader})
 	}
 	return out
 }
@@ -95,7 +100,7 @@ func (h *Handler) addMember(ctx *fasthttp.RequestCtx, _ Principal, _ []string) *
 		case m.Addr == req.RaftAddr:
 			return errorf(fasthttp.StatusConflict, api.CodeConflict, "add replica %d: raft address %s is replica %d's", req.ID, req.RaftAddr, m.ID)
 		}
-		if u, _ := h.peerURL(m.ID); m.ID != req.ID && sameURL(u, req.URL) {
+		if m.ID != req.ID && sameURL(h.memberURL(m), req.URL) {
 			return errorf(fasthttp.StatusConflict, api.CodeConflict, "add replica %d: URL %s is replica %d's", req.ID, req.URL, m.ID)
 		}
 	}

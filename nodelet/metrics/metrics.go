@@ -14,9 +14,6 @@ import (
 	"github.com/sluicehq/sluice/nodelet/cgroup"
 )
 
-// ContentType is the media type Write writes: Prometheus' text format.
-const ContentType = "text/plain; version=0.0.4; charset=utf-8"
-
 // Config configures Metrics.
 type Config struct {
 	// Process adds the Go runtime's and the process's collectors (go_*,
@@ -70,9 +67,6 @@ func New(cfg Config) *Metrics {
 	return m
 }
 
-// Registry returns the registry the metrics are in.
-func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
-
 // PodStarted implements nodelet.Observer.
 func (m *Metrics) PodStarted(tier cgroup.Tier, d time.Duration) {
 	if tier == cgroup.Online {
@@ -106,7 +100,7 @@ func (m *Metrics) Attach(a *nodelet.Agent) {
 	m.attachOnce.Do(func() { m.reg.MustRegister(&agentCollector{a: a}) })
 }
 
-// Write writes every metric in Prometheus' text format (ContentType) to
+// Write writes every metric in Prometheus' text format to
 // buf. A metric that fails to gather is left out and its error returned
 // after the others are written.
 func (m *Metrics) Write(buf *bytes.Buffer) error {
