@@ -180,12 +180,11 @@ func appendOvercommitStatus(dst []byte, o *OvercommitStatus) ([]byte, error) {
 	dst = strconv.AppendInt(dst, o.MemoryLimit, 10)
 	dst = append(dst, `,"memory_guaranteed":`...)
 	dst = strconv.AppendInt(dst, o.MemoryGuaranteed, 10)
-	dst = append(dst, `,"decided":"`...)
-	dst, err := o.Decided.AppendText(dst)
+	dst, err := appendTimeMember(dst, "decided", o.Decided)
 	if err != nil {
 		return nil, err
 	}
-	return append(dst, `"}`...), nil
+	return append(dst, '}'), nil
 }
 
 func appendTaskReport(dst []byte, r *TaskReport) ([]byte, error) {

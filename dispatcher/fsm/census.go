@@ -31,8 +31,7 @@ type Census struct {
 }
 
 // Census counts the jobs and tasks the FSM holds. It reads the jobs in
-// chunks (queueCountChunk), letting apply run in between, as QueueCounts
-// does: its counts are of a moment per chunk, and a scrape of a large
+// chunks (walkJobs), letting apply run in between, as QueueCounts does: its counts are of a moment per chunk, and a scrape of a large
 // cluster does not hold applies back for a whole walk.
 func (f *FSM) Census() Census { return f.census(queueCountChunk) }
 
@@ -44,34 +43,23 @@ func (f *FSM) census(chunk int) Census {
 	}
 	var c Census
 	byQueue := map[qk]*QueueTasks{}
-	for next, done := uint64(1), false; !done; {
-		f.mu.RLock()
-		done = true
-		n := 0
-		for j := range f.mu.jobs.from(next) {
-			if n == chunk {
-				next, done = j.num, false
-				break
-			}
-			n++
-			c.Jobs[j.state()]++
-			k := qk{j.queue, j.qos}
-			q := byQueue[k]
-			if q == nil {
-				q = &QueueTasks{Queue: j.queue, QoS: j.qos}
-				byQueue[k] = q
-			}
-			for _, g := range j.groups {
-				// A cancelled job's tasks wait for nothing; its active
-				// tasks still hold their nodes until they stop.
-				if !j.cancelled {
-					q.Pending += g.pending()
-				}
-				q.Active += g.active
-			}
+	f.walkJobs(chunk, func(j *job) {
+		c.Jobs[j.state()]++
+		k := qk{j.queue, j.qos}
+		q := byQueue[k]
+		if q == nil {
+			q = &QueueTasks{Queue: j.queue, QoS: j.qos}
+			byQueue[k] = q
 		}
-		f.mu.RUnlock()
-	}
+		for _, g := range j.groups {
+			// A cancelled job's tasks wait for nothing; its active tasks
+			// still hold their nodes until they stop.
+			if !j.cancelled {
+				q.Pending += g.pending()
+			}
+			q.Active += g.active
+		}
+	}, nil)
 	c.Queues = make([]QueueTasks, 0, len(byQueue))
 	for _, q := range byQueue {
 		c.Queues = append(c.Queues, *q)

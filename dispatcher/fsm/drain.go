@@ -142,9 +142,7 @@ func (f *FSM) drainLocked(w writer, now int64, d *dec) ([]byte, error) {
 	}
 	n.drain, n.drainDeadline = true, deadline
 	// A slot is kept for a task to come; none comes to a drained node.
-	for len(n.slots) > 0 {
-		f.removeSlotLocked(w, n.slots[0])
-	}
+	f.dropSlotsLocked(w, n)
 	state := n.state
 	if state == api.NodeReady {
 		state = api.NodeDraining
@@ -198,18 +196,13 @@ func (f *FSM) endDrainLocked(w writer, n *node, now int64) DrainResult {
 		res.Tasks = len(n.tasks)
 		return res
 	}
-	ts := slices.Clone(n.tasks)
-	slices.SortFunc(ts, func(a, b *task) int { return cmpKey(a.key, b.key) })
-	for _, t := range ts {
-		reason := api.ReasonLost
-		if f.mu.jobs.get(t.key.job).owner() == nil {
-			t.preempted, reason = true, api.ReasonDrained
+	res.Stopped, res.Requeued = f.loseTasksLocked(w, n, now, func(t *task) api.TaskReason {
+		if f.mu.jobs.get(t.key.job).owner() != nil {
+			return api.ReasonLost
 		}
-		res.Stopped++
-		if f.finishLocked(w, t, api.TaskLost, reason, 0, now, true) {
-			res.Requeued++
-		}
-	}
+		t.preempted = true
+		return api.ReasonDrained
+	})
 	res.Tasks = len(n.tasks)
 	return res
 }
@@ -228,9 +221,7 @@ func (f *FSM) removeNodeLocked(w writer, d *dec) ([]byte, error) {
 	case len(n.tasks) > 0:
 		return nil, fmt.Errorf("%w: node %q has %d active tasks: wait for them to end, or drain it with a deadline", ErrNodeBusy, name, len(n.tasks))
 	}
-	for len(n.slots) > 0 {
-		f.removeSlotLocked(w, n.slots[0])
-	}
+	f.dropSlotsLocked(w, n)
 	// Nothing of the node is left for the command's flush to settle, or
 	// for WriteDeferred to write.
 	f.inputDirty = slices.DeleteFunc(f.inputDirty, func(x *node) bool { return x == n })

@@ -265,9 +265,7 @@ func decodeSummary(num uint64, rec string) (summary, JobStatus, error) {
 	}
 	s.Submitted = time.Unix(0, submitted).UTC()
 	s.Ended = time.Unix(0, ended).UTC()
-	if started != 0 {
-		s.Started = time.Unix(0, started).UTC()
-	}
+	s.Started = unixTime(started)
 	return summary{num: num, ended: ended, rec: rec, queue: s.Spec.Queue, state: s.State}, s, nil
 }
 
@@ -401,7 +399,7 @@ func (f *FSM) settleHistoryLocked() {
 // from returns the place in byNum of the first summary numbered after
 // after.
 func (h *history) from(after uint64) int {
-	i, _ := slices.BinarySearchFunc(h.byNum, after+1, func(s summary, n uint64) int { return cmp.Compare(s.num, n) })
+	i, _ := h.find(after + 1)
 	return i
 }
 

@@ -59,6 +59,6 @@ func (f *FSM) newJournalLocked(n *node) {
 // from the generation the command moves n to: from it on, a node gets its
 // whole target once.
 func (f *FSM) restartJournalLocked(n *node) {
-	f.feed.c.TargetChanges = append(f.feed.c.TargetChanges, TargetChange{Gen: n.gen + 1, Node: f.targetNodeLocked(n), Restart: true})
+	f.newJournalLocked(n)
 	f.touchNode(n)
 }

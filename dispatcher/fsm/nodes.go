@@ -66,20 +66,33 @@ func (f *FSM) nodeStateLocked(w writer, now int64, d *dec) ([]byte, error) {
 	}
 	var res NodeStateResult
 	if state == api.NodeDown {
-		ts := slices.Clone(n.tasks)
-		slices.SortFunc(ts, func(a, b *task) int { return cmpKey(a.key, b.key) })
-		for _, t := range ts {
-			res.Lost++
-			if f.finishLocked(w, t, api.TaskLost, api.ReasonLost, 0, now, true) {
-				res.Requeued++
-			}
-		}
-		for len(n.slots) > 0 {
-			f.removeSlotLocked(w, n.slots[0])
-		}
+		res.Lost, res.Requeued = f.loseTasksLocked(w, n, now, func(*task) api.TaskReason { return api.ReasonLost })
+		f.dropSlotsLocked(w, n)
 	}
 	f.setStateLocked(w, n, state)
 	return encodeUvarints(uint64(res.Lost), uint64(res.Requeued)), nil
+}
+
+// loseTasksLocked ends every active task of n as lost, in key order,
+// with the reason reasonOf gives (which may mark the task), and returns
+// how many ended and how many of those will be retried.
+func (f *FSM) loseTasksLocked(w writer, n *node, now int64, reasonOf func(*task) api.TaskReason) (lost, requeued int) {
+	ts := slices.Clone(n.tasks)
+	slices.SortFunc(ts, func(a, b *task) int { return cmpKey(a.key, b.key) })
+	for _, t := range ts {
+		lost++
+		if f.finishLocked(w, t, api.TaskLost, reasonOf(t), 0, now, true) {
+			requeued++
+		}
+	}
+	return lost, requeued
+}
+
+// dropSlotsLocked removes every slot kept on n.
+func (f *FSM) dropSlotsLocked(w writer, n *node) {
+	for len(n.slots) > 0 {
+		f.removeSlotLocked(w, n.slots[0])
+	}
 }
 
 // byName orders nodes by name.

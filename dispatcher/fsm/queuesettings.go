@@ -128,21 +128,19 @@ func (f *FSM) Queues() []api.QueueStatus {
 		pending[g.job.queue] += g.pending()
 	}
 	names := map[string]bool{}
-	for _, m := range []map[string]bool{keysOf(f.mu.queues), keysOf(f.mu.queueUsed), keysOf(pending)} {
-		maps.Copy(names, m)
+	for name := range f.mu.queues {
+		names[name] = true
+	}
+	for name := range f.mu.queueUsed {
+		names[name] = true
+	}
+	for name := range pending {
+		names[name] = true
 	}
 	out := make([]api.QueueStatus, 0, len(names))
 	for _, name := range slices.Sorted(maps.Keys(names)) {
 		out = append(out, api.QueueStatus{Name: name, QueueSettings: f.mu.queues[name], Running: f.mu.queueUsed[name],
 			Tasks: f.mu.queueTasks[name], Pending: pending[name]})
-	}
-	return out
-}
-
-func keysOf[V any](m map[string]V) map[string]bool {
-	out := make(map[string]bool, len(m))
-	for k := range m {
-		out[k] = true
 	}
 	return out
 }

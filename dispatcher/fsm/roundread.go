@@ -133,8 +133,8 @@ func (n RoundNode) DistinctJobs() iter.Seq[string] {
 
 // RunningTask is an active task on a node as preemption sees it.
 type RunningTask struct {
-	// ID is the task's ID with its attempt.
-	ID       string
+	key      taskKey
+	attempt  uint32
 	QoS      api.QoS
 	Priority int32
 	// Capbox says the task is a capbox, whose appmaster decides how long
@@ -145,12 +145,16 @@ type RunningTask struct {
 	Since time.Time
 }
 
+// ID is the task's ID with its attempt. It is formatted when asked for:
+// preemption looks at every active task and names few.
+func (t RunningTask) ID() string { return taskID(t.key, t.attempt) }
+
 // Tasks yields the node's active tasks, in no order.
 func (n RoundNode) Tasks() iter.Seq[RunningTask] {
 	return func(yield func(RunningTask) bool) {
 		for _, t := range n.n.tasks {
 			j := n.f.mu.jobs.get(t.key.job)
-			rt := RunningTask{ID: taskID(t.key, t.attempt), QoS: j.qos, Priority: j.priority, Capbox: j.owner() != nil,
+			rt := RunningTask{key: t.key, attempt: t.attempt, QoS: j.qos, Priority: j.priority, Capbox: j.owner() != nil,
 				Stopping: t.stop, Demand: j.groups[t.key.group].demand, Since: time.Unix(0, t.updated)}
 			if !yield(rt) {
 				return

@@ -357,7 +357,7 @@ func AddVictims(f *fsm.FSM, in *placement.Input, below int32) {
 				if t.Stopping || t.Capbox || t.QoS != api.QoSOffline || t.Priority >= below {
 					continue
 				}
-				pn.Victims = append(pn.Victims, placement.Victim{Task: t.ID, Priority: t.Priority, Demand: t.Demand, Since: t.Since})
+				pn.Victims = append(pn.Victims, placement.Victim{Task: t.ID(), Priority: t.Priority, Demand: t.Demand, Since: t.Since})
 			}
 		}
 	})
