@@ -299,6 +299,11 @@ func (a *Agent) Stats() Stats {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s := a.mu.stats
+	for _, rp := range a.mu.pods {
+		if rp.Tier == cgroup.Online {
+			s.RunningOnline++
+		}
+	}
 	s.Heartbeats, s.HeartbeatErrors = a.mu.heartbeats, a.mu.heartbeatErrors
 	s.PendingReports = a.out.len()
 	return s

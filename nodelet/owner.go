@@ -80,9 +80,8 @@ type slot struct {
 	// p is the agent's pod, nil when it has none.
 	p *pod
 	// published: the ID is in the agent's shared list of running pods
-	// (publish keeps it there while its pod runs or stops); online: it is
-	// counted there as an online pod (Stats.RunningOnline).
-	published, online bool
+	// (publish keeps it there while its pod runs or stops).
+	published bool
 	// gone: deleted from owner.slots; a new slot holds the ID if it comes
 	// back, and what still holds this one skips it.
 	gone bool
@@ -1033,17 +1032,6 @@ func (o *owner) countStarting(d *DesiredPod, delta int) {
 	}
 }
 
-// countOnline makes s, published, count as an online pod or not.
-func (o *owner) countOnline(s *slot, online bool) {
-	switch {
-	case online && !s.online:
-		o.stats.RunningOnline++
-	case !online && s.online:
-		o.stats.RunningOnline--
-	}
-	s.online = online
-}
-
 // publish makes the running pods and the counters visible to other
 // goroutines: the marked pods join or leave the shared list, and the marks
 // are cleared.
@@ -1057,12 +1045,10 @@ func (o *owner) publish() {
 			if s.published {
 				delete(a.mu.pods, s.id)
 				s.published = false
-				o.countOnline(s, false)
 			}
 			continue
 		}
 		s.published = true
-		o.countOnline(s, p.want.Tier == cgroup.Online)
 		op := overcommit.Pod{ID: p.want.ID, Tier: p.want.Tier, Priority: int(p.want.Priority), StartedAt: p.startedAt,
 			Request: podRequest(&p.want), ResourceFile: a.resourceFile(&p.want)}
 		a.mu.pods[s.id] = runningPod{op, p.taskID()}

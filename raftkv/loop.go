@@ -280,8 +280,7 @@ func (n *Node) proposeConfChange(p *proposal, typ raftpb.ConfChangeType, id uint
 			return fmt.Errorf("%w: %d is a member", ErrMemberExists, id)
 		}
 		for mid, m := range n.members {
-			member := slices.Contains(voters, mid) || slices.Contains(learners, mid)
-			if rec.addr != "" && m.addr == rec.addr && mid != id && member {
+			if rec.addr != "" && m.addr == rec.addr && mid != id && (slices.Contains(voters, mid) || slices.Contains(learners, mid)) {
 				return fmt.Errorf("%w: %d has address %s", ErrMemberExists, mid, rec.addr)
 			}
 		}

@@ -562,7 +562,7 @@ func (n *Node) TransferLeadership(ctx context.Context, to uint64) error {
 	var target atomic.Uint64
 	target.Store(to)
 	start := func() error {
-		if to == 0 && target.Load() == 0 {
+		if target.Load() == 0 {
 			t, err := n.transferTargetLocked()
 			if err != nil {
 				return err

@@ -29,12 +29,11 @@ type Histogram struct {
 
 // latencies is a Histogram over SyncBounds that many goroutines may
 // observe into and read at once. A read taken while observations go on
-// may count one of them in Count and not yet in Counts, or the other way
-// round; each field alone is exact.
+// may count one of them in Counts and not yet in Sum, or the other way
+// round; Count is always the sum of Counts.
 type latencies struct {
 	counts [17]atomic.Uint64 // len(SyncBounds)+1
-	count  atomic.Uint64
-	sum    atomic.Int64 // nanoseconds
+	sum    atomic.Int64      // nanoseconds
 }
 
 func (l *latencies) observe(d time.Duration) {
@@ -43,7 +42,6 @@ func (l *latencies) observe(d time.Duration) {
 		i++
 	}
 	l.counts[i].Add(1)
-	l.count.Add(1)
 	l.sum.Add(int64(d))
 }
 
@@ -51,8 +49,9 @@ func (l *latencies) read() Histogram {
 	h := Histogram{Bounds: SyncBounds, Counts: make([]uint64, len(l.counts))}
 	for i := range l.counts {
 		h.Counts[i] = l.counts[i].Load()
+		h.Count += h.Counts[i]
 	}
-	h.Count, h.Sum = l.count.Load(), time.Duration(l.sum.Load())
+	h.Sum = time.Duration(l.sum.Load())
 	return h
 }
 

@@ -333,9 +333,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		cum += h.Counts[i]
 		buckets[b.Seconds()] = cum
 	}
-	// The count is the buckets' sum, not h.Count, which a sync under way
-	// may have reached before its bucket.
-	ch <- prometheus.MustNewConstHistogram(descSyncs, cum+h.Counts[len(h.Bounds)], h.Sum.Seconds(), buckets)
+	ch <- prometheus.MustNewConstHistogram(descSyncs, h.Count, h.Sum.Seconds(), buckets)
 
 	ss := c.r.StoreStats()
 	gauge(descDisk, float64(ss.DiskBytes))

@@ -214,7 +214,7 @@ func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
 	ls := loop.Stats()
 	counter(descTicks, ls.Ticks)
 	counter(descTickErrors, ls.Errors)
-	r, ok := loop.LastReport()
+	r, d, ok := loop.LastStep()
 	if !ok {
 		return
 	}
@@ -222,7 +222,7 @@ func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descTierCPU, float64(r.Offline.LastCPUMillis)/1000, off)
 	gauge(descTierMem, float64(r.Online.LastMemoryBytes), on)
 	gauge(descTierMem, float64(r.Offline.LastMemoryBytes), off)
-	cpu, mem := loop.LastDecision()
+	cpu, mem := d.CPU, d.Memory
 	gauge(descQuota, float64(cpu.OfflineQuotaMillis)/1000)
 	gauge(descQuotaMin, float64(cpu.MinMillis)/1000)
 	gauge(descQuotaMax, float64(cpu.MaxMillis)/1000)
