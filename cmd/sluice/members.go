@@ -44,16 +44,7 @@ func newMembersListCmd() *cobra.Command {
 	}
 	cf := addClientFlags(c)
 	c.RunE = func(c *cobra.Command, _ []string) error {
-		cl, err := cf.client(c)
-		if err != nil {
-			return err
-		}
-		defer cl.Close()
-		list, err := cl.Members(c.Context())
-		if err != nil {
-			return explain(err)
-		}
-		return printMembers(c.OutOrStdout(), cf, list)
+		return runMemberCall(c, cf, func(cl *api.Client) (api.MemberList, error) { return cl.Members(c.Context()) })
 	}
 	return c
 }
@@ -73,16 +64,9 @@ func newMembersAddCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		cl, err := cf.client(c)
-		if err != nil {
-			return err
-		}
-		defer cl.Close()
-		list, err := cl.AddMember(c.Context(), api.AddMemberRequest{ID: id, RaftAddr: args[1], URL: args[2]})
-		if err != nil {
-			return explain(err)
-		}
-		return printMembers(c.OutOrStdout(), cf, list)
+		return runMemberCall(c, cf, func(cl *api.Client) (api.MemberList, error) {
+			return cl.AddMember(c.Context(), api.AddMemberRequest{ID: id, RaftAddr: args[1], URL: args[2]})
+		})
 	}
 	return c
 }
@@ -99,18 +83,24 @@ func newMembersRemoveCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		cl, err := cf.client(c)
-		if err != nil {
-			return err
-		}
-		defer cl.Close()
-		list, err := cl.RemoveMember(c.Context(), id)
-		if err != nil {
-			return explain(err)
-		}
-		return printMembers(c.OutOrStdout(), cf, list)
+		return runMemberCall(c, cf, func(cl *api.Client) (api.MemberList, error) { return cl.RemoveMember(c.Context(), id) })
 	}
 	return c
+}
+
+// runMemberCall makes the client of cf, calls call with it, and prints the
+// membership it answers.
+func runMemberCall(c *cobra.Command, cf *clientFlags, call func(*api.Client) (api.MemberList, error)) error {
+	cl, err := cf.client(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	list, err := call(cl)
+	if err != nil {
+		return explain(err)
+	}
+	return printMembers(c.OutOrStdout(), cf, list)
 }
 
 // parseReplicaID parses a replica ID argument.

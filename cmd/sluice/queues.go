@@ -97,39 +97,42 @@ admin token, and prints the queue as "sluice queues" does.`,
 		}
 		type field struct {
 			flag  string
+			val   *string
 			parse func(string) (int64, error)
 			want  string
 			dst   func(*api.QueueSettings) *int64
 		}
 		fields := []field{
-			{"cpu", api.ParseCPU, "cores such as 4, 0.5 or 500m", func(s *api.QueueSettings) *int64 { return &s.Caps.CPU }},
-			{"memory", api.ParseBytes, "bytes with an optional unit k, M, G, T, P, Ki, Mi, Gi, Ti or Pi", func(s *api.QueueSettings) *int64 { return &s.Caps.Memory }},
-			{"gpus", parseCount, "a whole number of GPUs", func(s *api.QueueSettings) *int64 { return &s.Caps.GPUs }},
-			{"tasks", parseCount, "a whole number of tasks", func(s *api.QueueSettings) *int64 { return &s.Caps.Tasks }},
+			{"cpu", &cpu, api.ParseCPU, "cores such as 4, 0.5 or 500m", func(s *api.QueueSettings) *int64 { return &s.Caps.CPU }},
+			{"memory", &memory, api.ParseBytes, "bytes with an optional unit k, M, G, T, P, Ki, Mi, Gi, Ti or Pi", func(s *api.QueueSettings) *int64 { return &s.Caps.Memory }},
+			{"gpus", &gpus, parseCount, "a whole number of GPUs", func(s *api.QueueSettings) *int64 { return &s.Caps.GPUs }},
+			{"tasks", &tasks, parseCount, "a whole number of tasks", func(s *api.QueueSettings) *int64 { return &s.Caps.Tasks }},
 		}
-		values := map[string]int64{}
+		// set are the changes the flags given make to the queue's
+		// settings.
+		var set []func(*api.QueueSettings)
 		var errs []string
 		for _, f := range fields {
 			if !c.Flags().Changed(f.flag) {
 				continue
 			}
-			v, err := parseCap(c.Flags().Lookup(f.flag).Value.String(), f.parse, f.want)
+			v, err := parseCap(*f.val, f.parse, f.want)
 			if err != nil {
 				errs = append(errs, fmt.Sprintf("--%s: %v", f.flag, err))
 			}
-			values[f.flag] = v
+			set = append(set, func(s *api.QueueSettings) { *f.dst(s) = v })
 		}
 		if c.Flags().Changed("weight") {
 			w, err := strconv.ParseInt(strings.TrimSpace(weight), 10, 64)
 			if err != nil || w < 0 || w > api.MaxQueueWeight {
 				errs = append(errs, fmt.Sprintf("--weight: %q: want an integer from 1 to %d, or 0 for the dispatcher's", weight, api.MaxQueueWeight))
 			}
-			values["weight"] = w
+			set = append(set, func(s *api.QueueSettings) { s.Weight = w })
 		}
 		if len(errs) > 0 {
 			return usageError{fmt.Errorf("%s", strings.Join(errs, "; "))}
 		}
-		if len(values) == 0 {
+		if len(set) == 0 {
 			return usageError{fmt.Errorf("nothing to set: give --cpu, --memory, --gpus, --tasks or --weight")}
 		}
 		cl, err := cf.client(c)
@@ -145,13 +148,8 @@ admin token, and prints the queue as "sluice queues" does.`,
 		if i := slices.IndexFunc(list.Queues, func(q api.QueueStatus) bool { return q.Name == name }); i >= 0 {
 			s = list.Queues[i].QueueSettings
 		}
-		for _, f := range fields {
-			if v, ok := values[f.flag]; ok {
-				*f.dst(&s) = v
-			}
-		}
-		if w, ok := values["weight"]; ok {
-			s.Weight = w
+		for _, change := range set {
+			change(&s)
 		}
 		q, err := cl.SetQueue(c.Context(), name, s)
 		if err != nil {
@@ -182,11 +180,5 @@ func parseCap(s string, parse func(string) (int64, error), want string) (int64, 
 	return v, nil
 }
 
-// parseCount parses a whole, non-negative count.
-func parseCount(s string) (int64, error) {
-	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || v < 0 {
-		return 0, fmt.Errorf("%q is not a whole number", s)
-	}
-	return v, nil
-}
+// parseCount parses a whole number (parseCap refuses a negative one).
+func parseCount(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) }
