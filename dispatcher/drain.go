@@ -15,21 +15,14 @@ import (
 // (Config.LivenessEvery). A Timeout counts from now on this replica's
 // clock. An unknown node is an error matching fsm.ErrNotFound.
 func (d *Dispatcher) DrainNode(ctx context.Context, node string, req api.DrainRequest) (fsm.DrainResult, error) {
-	if err := d.checkOpen(); err != nil {
-		return fsm.DrainResult{}, err
-	}
 	now := d.cfg.Clock.Now()
 	deadline := req.Deadline
 	if req.Timeout != 0 {
 		deadline = now.Add(time.Duration(req.Timeout))
 	}
-	res, err := d.propose(ctx, fsm.DrainNode(now, node, deadline))
+	r, err := d.proposeDrain(ctx, "drain "+node, fsm.DrainNode(now, node, deadline))
 	if err != nil {
-		return fsm.DrainResult{}, err
-	}
-	r, err := fsm.DecodeDrainResult(res)
-	if err != nil {
-		return r, fmt.Errorf("dispatcher: drain %s: %w", node, err)
+		return r, err
 	}
 	d.cfg.Logger.Info("dispatcher: node drained", "node", node, "deadline", deadline, "tasks", r.Tasks, "stopped", r.Stopped)
 	if r.Requeued > 0 {
@@ -41,19 +34,29 @@ func (d *Dispatcher) DrainNode(ctx context.Context, node string, req api.DrainRe
 // UndrainNode proposes that node's drain end (fsm.UndrainNode): it takes
 // new tasks again unless it is down.
 func (d *Dispatcher) UndrainNode(ctx context.Context, node string) (fsm.DrainResult, error) {
+	r, err := d.proposeDrain(ctx, "undrain "+node, fsm.UndrainNode(d.cfg.Clock.Now(), node))
+	if err != nil {
+		return r, err
+	}
+	d.cfg.Logger.Info("dispatcher: node undrained", "node", node, "state", r.State)
+	d.kick()
+	return r, nil
+}
+
+// proposeDrain proposes cmd, a drain or undrain command, and decodes its
+// result; op names it in an error.
+func (d *Dispatcher) proposeDrain(ctx context.Context, op string, cmd []byte) (fsm.DrainResult, error) {
 	if err := d.checkOpen(); err != nil {
 		return fsm.DrainResult{}, err
 	}
-	res, err := d.propose(ctx, fsm.UndrainNode(d.cfg.Clock.Now(), node))
+	res, err := d.propose(ctx, cmd)
 	if err != nil {
 		return fsm.DrainResult{}, err
 	}
 	r, err := fsm.DecodeDrainResult(res)
 	if err != nil {
-		return r, fmt.Errorf("dispatcher: undrain %s: %w", node, err)
+		return r, fmt.Errorf("dispatcher: %s: %w", op, err)
 	}
-	d.cfg.Logger.Info("dispatcher: node undrained", "node", node, "state", r.State)
-	d.kick()
 	return r, nil
 }
 

@@ -117,9 +117,8 @@
     return (i === 0 ? b : b.toFixed(b >= 100 ? 0 : 1)) + ' ' + units[i];
   }
   function when(t) {
-    if (!t || t.startsWith('0001-')) return '';
-    const d = new Date(t);
-    return d.toLocaleString(undefined, { hour12: false });
+    if (!isSet(t)) return '';
+    return new Date(t).toLocaleString(undefined, { hour12: false });
   }
   // ago is how long before now t was, with t itself; — when unset. A
   // time ahead of the browser's clock (another host's) reads as now.
