@@ -60,8 +60,11 @@ func startCluster(t testing.TB, jobRetention time.Duration) *cluster {
 		ID: 1, Peers: map[uint64]string{1: ""}, PeerHTTP: map[uint64]string{1: "http://" + addr},
 		Dir: t.TempDir(), HTTPAddr: addr, Tokens: tokens, TickInterval: 20 * time.Millisecond,
 		WatchKeepAlive: time.Second,
+		// The test plays its nodes only when it calls run: a node must not
+		// go down between calls however slow the host (the liveness
+		// checks keep their default pace, for drain deadlines).
 		Dispatcher: dispatcher.Config{MaxWait: 2 * time.Millisecond, Period: 100 * time.Millisecond, QueueWeights: map[string]int64{"batch": 3},
-			JobRetention: jobRetention},
+			JobRetention: jobRetention, NodeTTL: time.Hour, LivenessEvery: dispatcher.DefaultNodeTTL / 4},
 	})
 	if err != nil {
 		t.Fatalf("open: %v", err)
